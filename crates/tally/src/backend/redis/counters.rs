@@ -1,0 +1,571 @@
+//! Counters in Redis, in either key layout (see [`super::layout`]).
+//!
+//! Writes are one Lua call (`counters_incr.lua`) that adds every delta and
+//! registers every counter, all or nothing: an overflowing HINCRBY makes the
+//! script take back what it already added. On a cluster, a batch is split
+//! into one call per registry shard (one slot each); each call is atomic, and
+//! carries the batch's write id so a retried call is applied once.
+//!
+//! Reads are pipelines of HGETALL; listing is a ZRANGEBYLEX per registry
+//! (merged); cleaning walks each registry in batches, one ZRANGEBYLEX and one
+//! `counters_clean.lua` call per batch.
+
+use std::collections::{BTreeMap, HashMap};
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use futures::future::try_join_all;
+use redis::{RedisError, Script, Value};
+
+use super::Redis;
+use super::layout::{self, Layout, SHARDS};
+use crate::counters::slice::{CounterWrite, SliceDelta};
+use crate::counters::store::{Applied, CleanJob, CleanReport, CounterStore, Sample, WriteBatch};
+use crate::error::{Error, Result};
+use crate::name::Name;
+
+/// How long a write id is remembered for exactly-once retries.
+pub const WRITE_ID_TTL_SECS: u64 = 24 * 3600;
+/// Registry shards cleaned at the same time.
+const CLEAN_CONCURRENCY: usize = 4;
+
+/// Counters stored in Redis.
+#[derive(Clone, Debug)]
+pub struct RedisCounterStore {
+    redis: Redis,
+    layout: Layout,
+    incr: Script,
+    clean: Script,
+    delete: Script,
+}
+
+impl RedisCounterStore {
+    /// A store on `redis` in `layout`. The book's layout needs a standalone
+    /// server (its `known:` key is shared by every counter).
+    pub fn new(redis: Redis, layout: Layout) -> Result<Self> {
+        if layout == Layout::Ria && redis.is_cluster() {
+            return Err(Error::Config(
+                "the `ria` layout keeps every counter in one `known:` key, so it needs a \
+                 standalone server; use the default layout on a cluster"
+                    .into(),
+            ));
+        }
+        Ok(RedisCounterStore {
+            redis,
+            layout,
+            incr: Script::new(include_str!("lua/counters_incr.lua")),
+            clean: Script::new(include_str!("lua/counters_clean.lua")),
+            delete: Script::new(include_str!("lua/counters_delete.lua")),
+        })
+    }
+
+    /// The key layout in use.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    fn hash_key(&self, precision: u64, name: &Name) -> String {
+        match &self.layout {
+            Layout::Ria => layout::ria_hash(precision, name.as_str()),
+            Layout::Tagged { prefix } => layout::tagged_hash(prefix, precision, name),
+        }
+    }
+
+    /// Groups a batch's counters into calls: one for everything on a
+    /// standalone server, one per registry shard on a cluster.
+    fn incr_calls<'a>(&self, batch: &'a WriteBatch) -> Vec<IncrCall<'a>> {
+        let mut groups: BTreeMap<u32, Vec<&'a CounterWrite>> = BTreeMap::new();
+        for counter in &batch.counters {
+            let group = match (&self.layout, self.redis.is_cluster()) {
+                (Layout::Tagged { .. }, true) => layout::shard_of(counter.name.as_str()),
+                _ => 0,
+            };
+            groups.entry(group).or_default().push(counter);
+        }
+        groups
+            .into_values()
+            .map(|counters| self.incr_call(counters, batch))
+            .collect()
+    }
+
+    fn incr_call<'a>(&self, counters: Vec<&'a CounterWrite>, batch: &WriteBatch) -> IncrCall<'a> {
+        let mut call = IncrCall::default();
+        let marker = batch.id.map(|id| {
+            let key = match &self.layout {
+                Layout::Ria => format!("tally-write:{id}"),
+                Layout::Tagged { prefix } => format!(
+                    "{}:w:{id}",
+                    layout::tag(prefix, layout::shard_of(counters[0].name.as_str()))
+                ),
+            };
+            call.key(key)
+        });
+        call.args.push(marker.unwrap_or(0).to_string());
+        call.args.push(WRITE_ID_TTL_SECS.to_string());
+        call.args.push(String::new()); // the op count, set below
+        let mut registries: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+        for counter in counters {
+            let mut precisions = Vec::new();
+            for d in &counter.deltas {
+                let key = call.key(self.hash_key(d.precision, &counter.name));
+                call.args.push(key.to_string());
+                call.args.push(d.slice.to_string());
+                call.args.push(d.delta.to_string());
+                call.ops.push((&counter.name, *d));
+                if precisions.last() != Some(&d.precision) {
+                    precisions.push(d.precision);
+                }
+            }
+            match &self.layout {
+                Layout::Ria => {
+                    let known = call.key(layout::RIA_KNOWN.to_owned());
+                    registries.entry(known).or_default().extend(
+                        precisions
+                            .iter()
+                            .map(|&p| layout::ria_member(p, counter.name.as_str())),
+                    );
+                }
+                Layout::Tagged { prefix } => {
+                    let shard = layout::shard_of(counter.name.as_str());
+                    let reg = call.key(layout::tagged_registry(prefix, shard));
+                    registries
+                        .entry(reg)
+                        .or_default()
+                        .push(counter.name.to_string());
+                }
+            }
+        }
+        call.args[2] = call.ops.len().to_string();
+        for (key, members) in registries {
+            call.args.push(key.to_string());
+            call.args.push(members.len().to_string());
+            call.args.extend(members);
+        }
+        call
+    }
+
+    async fn run_incr(&self, call: &IncrCall<'_>) -> Result<Applied> {
+        let mut invocation = self.incr.prepare_invoke();
+        for key in &call.keys {
+            invocation.key(key);
+        }
+        for arg in &call.args {
+            invocation.arg(arg);
+        }
+        match invocation
+            .invoke_async::<i64>(&mut self.redis.handle())
+            .await
+        {
+            Ok(1) => Ok(Applied::Written),
+            Ok(_) => Ok(Applied::Duplicate),
+            Err(e) => Err(call.error(e)),
+        }
+    }
+
+    async fn clean_entries(
+        &self,
+        registry: &str,
+        entries: &[CleanEntry],
+        book_rule: bool,
+    ) -> Result<(u64, u64)> {
+        let np = entries.first().map_or(0, |e| e.hashes.len());
+        let mut invocation = self.clean.prepare_invoke();
+        invocation.key(registry);
+        invocation.arg(np).arg(if book_rule { "1" } else { "0" });
+        for entry in entries {
+            invocation.arg(&entry.member);
+            for (key, cutoff) in &entry.hashes {
+                invocation.key(key);
+                match cutoff {
+                    Some(c) => invocation.arg(c),
+                    None => invocation.arg(""),
+                };
+            }
+        }
+        let (removed, dropped): (u64, u64) =
+            invocation.invoke_async(&mut self.redis.handle()).await?;
+        Ok((removed, dropped))
+    }
+
+    /// Walks one registry in batches of `job.batch` members: one ZRANGEBYLEX
+    /// and (when `entries` finds work) one clean call per batch.
+    async fn clean_registry(
+        &self,
+        registry: &str,
+        job: &CleanJob,
+        book_rule: bool,
+        entries: impl Fn(&[String]) -> Vec<CleanEntry>,
+    ) -> Result<CleanReport> {
+        let mut report = CleanReport::default();
+        let mut after: Option<String> = None;
+        loop {
+            let members =
+                range_after(&self.redis, registry, after.as_deref(), "", job.batch).await?;
+            report.round_trips += 1;
+            if members.is_empty() {
+                break;
+            }
+            report.scanned += members.len() as u64;
+            let work = entries(&members);
+            if !work.is_empty() {
+                let (removed, dropped) = self.clean_entries(registry, &work, book_rule).await?;
+                report.round_trips += 1;
+                report.samples_removed += removed;
+                report.counters_removed += dropped;
+            }
+            if members.len() < job.batch {
+                break;
+            }
+            after = members.last().cloned();
+        }
+        Ok(report)
+    }
+
+    /// Cleans one registry shard of the tagged layout.
+    async fn clean_shard(
+        &self,
+        prefix: &str,
+        shard: u32,
+        job: &CleanJob,
+        precisions: &[u64],
+    ) -> Result<CleanReport> {
+        let cutoffs: Vec<Option<i64>> = precisions.iter().map(|&p| job.cutoff_for(p)).collect();
+        let registry = layout::tagged_registry(prefix, shard);
+        self.clean_registry(&registry, job, false, |names| {
+            names
+                .iter()
+                .filter_map(|n| Name::new(n.as_str()).ok())
+                .map(|name| CleanEntry {
+                    hashes: precisions
+                        .iter()
+                        .zip(&cutoffs)
+                        .map(|(&p, &c)| (layout::tagged_hash(prefix, p, &name), c))
+                        .collect(),
+                    member: name.into_string(),
+                })
+                .collect()
+        })
+        .await
+    }
+
+    /// Cleans the book's `known:`, with the book's rules: each member's
+    /// precision comes from the member itself.
+    async fn clean_ria(&self, job: &CleanJob) -> Result<CleanReport> {
+        self.clean_registry(layout::RIA_KNOWN, job, true, |members| {
+            members
+                .iter()
+                .filter_map(|member| {
+                    let (p, _) = layout::ria_parse_member(member)?;
+                    let cutoff = job.cutoff_for(p)?;
+                    Some(CleanEntry {
+                        member: member.clone(),
+                        hashes: vec![(format!("count:{member}"), Some(cutoff))],
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
+}
+
+/// One registry member to clean and its hashes, each with its cutoff (`None`
+/// when not due in this pass).
+struct CleanEntry {
+    member: String,
+    hashes: Vec<(String, Option<i64>)>,
+}
+
+/// The keys and arguments of one `counters_incr.lua` call, and the op each
+/// HINCRBY stands for (to name the counter in an overflow error).
+#[derive(Default)]
+struct IncrCall<'a> {
+    keys: Vec<String>,
+    index: HashMap<String, usize>,
+    args: Vec<String>,
+    ops: Vec<(&'a Name, SliceDelta)>,
+}
+
+impl IncrCall<'_> {
+    /// The 1-based KEYS index of `key`, adding it if new.
+    fn key(&mut self, key: String) -> usize {
+        if let Some(&i) = self.index.get(&key) {
+            return i;
+        }
+        self.keys.push(key.clone());
+        let i = self.keys.len();
+        self.index.insert(key, i);
+        i
+    }
+
+    fn error(&self, e: RedisError) -> Error {
+        let op = e
+            .detail()
+            .and_then(|d| d.split_whitespace().next())
+            .and_then(|i| i.parse::<usize>().ok())
+            .and_then(|i| self.ops.get(i));
+        match (e.code(), op) {
+            (Some("TALLY_OVERFLOW"), Some((name, d))) => Error::Overflow {
+                name: name.to_string(),
+                precision: d.precision,
+                slice: d.slice,
+                delta: d.delta,
+            },
+            (Some("TALLY_FAILED"), Some((name, d))) => Error::Backend(format!(
+                "redis refused to add to counter {name:?} at precision {} s: {}",
+                d.precision,
+                e.detail().unwrap_or_default()
+            )),
+            _ => Error::from(e),
+        }
+    }
+}
+
+/// Up to `limit` members of a sorted set (all scores 0) after `after`, among
+/// those starting with `prefix`, in lexicographic order, prefix stripped.
+async fn range_after(
+    redis: &Redis,
+    key: &str,
+    after: Option<&str>,
+    prefix: &str,
+    limit: usize,
+) -> Result<Vec<String>> {
+    let (min, max) = lex_bounds(prefix, after);
+    let members: Vec<String> = redis::cmd("ZRANGEBYLEX")
+        .arg(key)
+        .arg(min)
+        .arg(max)
+        .arg("LIMIT")
+        .arg(0)
+        .arg(limit)
+        .query_async(&mut redis.handle())
+        .await?;
+    Ok(members
+        .into_iter()
+        .map(|m| m[prefix.len()..].to_owned())
+        .collect())
+}
+
+/// ZRANGEBYLEX bounds for members starting with `prefix` (a non-empty prefix
+/// ends with ':'), strictly after `prefix + after` when given.
+fn lex_bounds(prefix: &str, after: Option<&str>) -> (String, String) {
+    let min = match after {
+        Some(a) => format!("({prefix}{a}"),
+        None if prefix.is_empty() => "-".to_owned(),
+        None => format!("[{prefix}"),
+    };
+    let max = match prefix.strip_suffix(':') {
+        // ';' sorts right after ':'.
+        Some(stem) => format!("({stem};"),
+        None => "+".to_owned(),
+    };
+    (min, max)
+}
+
+fn zrangebylex(key: &str, min: &str, max: &str, limit: usize) -> redis::Cmd {
+    let mut cmd = redis::cmd("ZRANGEBYLEX");
+    cmd.arg(key)
+        .arg(min)
+        .arg(max)
+        .arg("LIMIT")
+        .arg(0)
+        .arg(limit);
+    cmd
+}
+
+fn parse_hash(key: &str, value: Value) -> Result<Vec<Sample>> {
+    let map: HashMap<String, String> = redis::FromRedisValue::from_redis_value(value)
+        .map_err(|e| Error::Corrupt(format!("{key} is not a hash of counts: {e}")))?;
+    let mut samples = map
+        .into_iter()
+        .map(|(field, count)| {
+            let start = field.parse::<u64>().map_err(|_| {
+                Error::Corrupt(format!("{key} has field {field:?}, not a slice start"))
+            })?;
+            let count = count.parse::<i64>().map_err(|_| {
+                Error::Corrupt(format!(
+                    "{key} field {field} holds {count:?}, not an integer count"
+                ))
+            })?;
+            Ok(Sample { start, count })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    samples.sort_unstable();
+    Ok(samples)
+}
+
+#[async_trait]
+impl CounterStore for RedisCounterStore {
+    async fn apply(&self, batch: &WriteBatch) -> Result<Applied> {
+        if batch.counters.is_empty() {
+            return Ok(Applied::Written);
+        }
+        let calls = self.incr_calls(batch);
+        let results = try_join_all(calls.iter().map(|call| self.run_incr(call))).await?;
+        Ok(if results.contains(&Applied::Written) {
+            Applied::Written
+        } else {
+            Applied::Duplicate
+        })
+    }
+
+    async fn samples(&self, names: &[Name], precisions: &[u64]) -> Result<Vec<Vec<Vec<Sample>>>> {
+        let groups = names
+            .iter()
+            .map(|name| {
+                let mut pipe = redis::pipe();
+                for &p in precisions {
+                    pipe.cmd("HGETALL").arg(self.hash_key(p, name));
+                }
+                pipe
+            })
+            .collect();
+        let values = self.redis.run_pipelines(groups).await?;
+        names
+            .iter()
+            .zip(values)
+            .map(|(name, per)| {
+                precisions
+                    .iter()
+                    .zip(per)
+                    .map(|(&p, v)| parse_hash(&self.hash_key(p, name), v))
+                    .collect()
+            })
+            .collect()
+    }
+
+    async fn list(&self, after: Option<&str>, limit: usize) -> Result<Vec<String>> {
+        let queries: Vec<(String, String)> = match &self.layout {
+            Layout::Ria => Vec::new(),
+            Layout::Tagged { prefix } => (0..SHARDS)
+                .map(|s| (layout::tagged_registry(prefix, s), String::new()))
+                .collect(),
+        };
+        let queries = if queries.is_empty() {
+            // The book's known: holds `<p>:<name>`: one range per precision
+            // that may hold counters, merged.
+            self.ria_prefixes()
+                .await?
+                .into_iter()
+                .map(|p| (layout::RIA_KNOWN.to_owned(), p))
+                .collect()
+        } else {
+            queries
+        };
+        let groups = queries
+            .iter()
+            .map(|(key, prefix)| {
+                let (min, max) = lex_bounds(prefix, after);
+                let mut pipe = redis::pipe();
+                pipe.add_command(zrangebylex(key, &min, &max, limit));
+                pipe
+            })
+            .collect();
+        let values = self.redis.run_pipelines(groups).await?;
+        let mut names = Vec::new();
+        for ((_, prefix), mut group) in queries.iter().zip(values) {
+            let members: Vec<String> = redis::FromRedisValue::from_redis_value(group.remove(0))?;
+            names.extend(members.into_iter().map(|m| m[prefix.len()..].to_owned()));
+        }
+        names.sort_unstable();
+        names.dedup();
+        names.truncate(limit);
+        Ok(names)
+    }
+
+    async fn delete(&self, name: &Name, precisions: &[u64]) -> Result<bool> {
+        let mut invocation = self.delete.prepare_invoke();
+        match &self.layout {
+            Layout::Ria => {
+                invocation.key(layout::RIA_KNOWN);
+                for &p in precisions {
+                    invocation.arg(layout::ria_member(p, name.as_str()));
+                }
+            }
+            Layout::Tagged { prefix } => {
+                invocation.key(layout::tagged_registry(
+                    prefix,
+                    layout::shard_of(name.as_str()),
+                ));
+                invocation.arg(name.as_str());
+            }
+        }
+        for &p in precisions {
+            invocation.key(self.hash_key(p, name));
+        }
+        let deleted: u64 = invocation.invoke_async(&mut self.redis.handle()).await?;
+        Ok(deleted > 0)
+    }
+
+    async fn clean(&self, job: &CleanJob, precisions: &[u64]) -> Result<CleanReport> {
+        match &self.layout {
+            Layout::Ria => self.clean_ria(job).await,
+            Layout::Tagged { prefix } => {
+                let reports: Vec<Result<CleanReport>> = futures::stream::iter(0..SHARDS)
+                    .map(|shard| self.clean_shard(prefix, shard, job, precisions))
+                    .buffer_unordered(CLEAN_CONCURRENCY)
+                    .collect()
+                    .await;
+                let mut total = CleanReport::default();
+                for report in reports {
+                    total.add(&report?);
+                }
+                Ok(total)
+            }
+        }
+    }
+
+    async fn ping(&self) -> Result<()> {
+        self.redis.ping().await
+    }
+}
+
+impl RedisCounterStore {
+    /// The `<p>:` prefixes present in the book's `known:`: one ZRANGEBYLEX
+    /// hop per distinct precision, so counters written with precisions Tally
+    /// was not configured with are listed too.
+    async fn ria_prefixes(&self) -> Result<Vec<String>> {
+        let mut prefixes = Vec::new();
+        let mut min = "-".to_owned();
+        loop {
+            let first: Vec<String> = redis::cmd("ZRANGEBYLEX")
+                .arg(layout::RIA_KNOWN)
+                .arg(&min)
+                .arg("+")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(1)
+                .query_async(&mut self.redis.handle())
+                .await?;
+            let Some(member) = first.into_iter().next() else {
+                break;
+            };
+            let Some((p, _)) = member.split_once(':') else {
+                // Not a book member; step over it.
+                min = format!("({member}");
+                continue;
+            };
+            prefixes.push(format!("{p}:"));
+            min = format!("[{p};");
+            if prefixes.len() > 64 {
+                break;
+            }
+        }
+        Ok(prefixes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lex_bounds_select_one_prefix() {
+        assert_eq!(lex_bounds("", None), ("-".into(), "+".into()));
+        assert_eq!(lex_bounds("", Some("b")), ("(b".into(), "+".into()));
+        assert_eq!(lex_bounds("5:", None), ("[5:".into(), "(5;".into()));
+        assert_eq!(
+            lex_bounds("5:", Some("hits")),
+            ("(5:hits".into(), "(5;".into())
+        );
+    }
+}

@@ -1,0 +1,190 @@
+//! The Redis backend: connections, scripts, and each feature's Redis store.
+//!
+//! [`Redis`] is a connection to a standalone server (a `ConnectionManager`,
+//! which reconnects by itself with backoff after the server restarts) or to a
+//! Redis Cluster (redis-rs's cluster connection, which follows MOVED and ASK).
+//! Lua lives in `lua/*.lua`, loaded through `redis::Script` (EVALSHA, reloaded
+//! after a restart). Every key a script touches comes in through `KEYS`, and
+//! the keys of one call share a hash tag, so the same code runs on a cluster.
+//!
+//! Pipelines are only ever built for one slot on a cluster (redis-rs rejects
+//! cross-slot pipelines there); [`Redis::run_pipelines`] sends per-slot
+//! pipelines concurrently on a cluster and merged into one on a standalone
+//! server, so either way a logical operation costs one round trip (per node).
+
+mod counters;
+pub mod layout;
+
+use std::time::Duration;
+
+use futures::future::try_join_all;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, RedisFuture, Value};
+
+pub use counters::RedisCounterStore;
+pub use layout::Layout;
+
+use crate::error::{Error, Result};
+
+/// Time allowed for one command's answer before the call fails.
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time allowed to open a connection.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A connection to Redis, standalone or cluster. Cheap to clone: clones
+/// share the underlying multiplexed connection.
+#[derive(Clone)]
+pub struct Redis {
+    conn: Conn,
+}
+
+#[derive(Clone)]
+enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl std::fmt::Debug for Redis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.conn {
+            Conn::Single(_) => "standalone",
+            Conn::Cluster(_) => "cluster",
+        };
+        f.debug_struct("Redis").field("kind", &kind).finish()
+    }
+}
+
+impl Redis {
+    /// Connects to a standalone server: `redis://[user:password@]host:port[/db]`
+    /// or `rediss://` for TLS.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let client = redis::Client::open(url)
+            .map_err(|e| Error::Config(format!("invalid Redis URL {url:?}: {e}")))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_number_of_retries(4)
+            .set_max_delay(Duration::from_secs(1));
+        let manager = ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(|e| Error::Unavailable(format!("cannot connect to Redis at {url}: {e}")))?;
+        Ok(Redis {
+            conn: Conn::Single(manager),
+        })
+    }
+
+    /// Connects to a Redis Cluster through any of its nodes (seed URLs).
+    pub async fn connect_cluster(urls: &[String]) -> Result<Self> {
+        if urls.is_empty() {
+            return Err(Error::Config(
+                "a cluster needs at least one seed URL".into(),
+            ));
+        }
+        let client = ClusterClient::builder(urls.iter().map(String::as_str))
+            .connection_timeout(CONNECT_TIMEOUT)
+            .response_timeout(RESPONSE_TIMEOUT)
+            .retries(8)
+            .build()
+            .map_err(|e| Error::Config(format!("invalid cluster URLs {urls:?}: {e}")))?;
+        let conn = client.get_async_connection().await.map_err(|e| {
+            Error::Unavailable(format!("cannot connect to Redis Cluster at {urls:?}: {e}"))
+        })?;
+        Ok(Redis {
+            conn: Conn::Cluster(conn),
+        })
+    }
+
+    /// True when connected to a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.conn, Conn::Cluster(_))
+    }
+
+    /// A handle to send commands on (cheap clone of the shared connection).
+    pub fn handle(&self) -> RedisHandle {
+        RedisHandle {
+            conn: self.conn.clone(),
+        }
+    }
+
+    /// Runs one pipeline per slot group: merged into one pipeline on a
+    /// standalone server, sent concurrently on a cluster. Results come back in
+    /// the order of the groups, each group's in its commands' order.
+    pub async fn run_pipelines(&self, groups: Vec<Pipeline>) -> Result<Vec<Vec<Value>>> {
+        match &self.conn {
+            Conn::Single(_) => {
+                let sizes: Vec<usize> = groups.iter().map(|p| p.cmd_iter().count()).collect();
+                let mut merged = redis::pipe();
+                for group in &groups {
+                    for cmd in group.cmd_iter() {
+                        merged.add_command(cmd.clone());
+                    }
+                }
+                if merged.cmd_iter().next().is_none() {
+                    return Ok(sizes.iter().map(|_| Vec::new()).collect());
+                }
+                let mut values: Vec<Value> = merged.query_async(&mut self.handle()).await?;
+                let mut out = Vec::with_capacity(groups.len());
+                let mut rest = values.drain(..);
+                for size in sizes {
+                    out.push(rest.by_ref().take(size).collect());
+                }
+                Ok(out)
+            }
+            Conn::Cluster(_) => {
+                try_join_all(groups.into_iter().map(|p| {
+                    let mut handle = self.handle();
+                    async move {
+                        if p.cmd_iter().next().is_none() {
+                            return Ok(Vec::new());
+                        }
+                        let v: Vec<Value> = p.query_async(&mut handle).await?;
+                        Ok::<_, Error>(v)
+                    }
+                }))
+                .await
+            }
+        }
+    }
+
+    /// Sends PING.
+    pub async fn ping(&self) -> Result<()> {
+        let _: String = redis::cmd("PING").query_async(&mut self.handle()).await?;
+        Ok(())
+    }
+}
+
+/// A sendable handle on a [`Redis`] connection.
+#[derive(Clone)]
+pub struct RedisHandle {
+    conn: Conn,
+}
+
+impl ConnectionLike for RedisHandle {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match &mut self.conn {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match &mut self.conn {
+            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match &self.conn {
+            Conn::Single(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! The embedded backend: one SQLite database, in a file or in memory.
+//!
+//! [`Sqlite`] owns the connections and runs every call on tokio's blocking
+//! pool. Writes run in `BEGIN IMMEDIATE` transactions on one writer
+//! connection, so a write is all or nothing and several processes may share
+//! the file: SQLite's lock (with a busy timeout) serialises their writers,
+//! and WAL mode lets readers go on meanwhile. Commits are durable
+//! (`synchronous = FULL`): an acknowledged write survives a crash.
+//!
+//! Each feature keeps its own tables (`tally_*`) and its own store module;
+//! this module only knows connections and transactions.
+
+mod counters;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+
+pub use counters::SqliteCounterStore;
+
+use crate::error::{Error, Result};
+
+/// How long a writer waits for another process's write lock.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Idle reader connections kept open.
+const MAX_IDLE_READERS: usize = 4;
+/// The file name inside a data directory.
+pub const DB_FILE: &str = "tally.sqlite3";
+
+/// A SQLite database shared by Tally's stores. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Sqlite {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    writer: Mutex<Connection>,
+    readers: Mutex<Vec<Connection>>,
+    /// `None` in memory: reads then use the writer connection.
+    path: Option<PathBuf>,
+}
+
+impl Sqlite {
+    /// Opens (creating if needed) `tally.sqlite3` in `dir`, creating `dir`.
+    pub fn open_dir(dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            Error::Config(format!(
+                "cannot create data directory {}: {e}",
+                dir.display()
+            ))
+        })?;
+        Self::open(&dir.join(DB_FILE))
+    }
+
+    /// Opens (creating if needed) the database file at `path`.
+    pub fn open(path: &Path) -> Result<Self> {
+        let writer = open_connection(path)?;
+        writer.pragma_update(None, "journal_mode", "WAL")?;
+        Ok(Sqlite {
+            inner: Arc::new(Inner {
+                writer: Mutex::new(writer),
+                readers: Mutex::new(Vec::new()),
+                path: Some(path.to_owned()),
+            }),
+        })
+    }
+
+    /// A private in-memory database, gone when the last clone is dropped.
+    pub fn open_in_memory() -> Result<Self> {
+        let conn = Connection::open_in_memory()?;
+        Ok(Sqlite {
+            inner: Arc::new(Inner {
+                writer: Mutex::new(conn),
+                readers: Mutex::new(Vec::new()),
+                path: None,
+            }),
+        })
+    }
+
+    /// The database file, or `None` in memory.
+    pub fn path(&self) -> Option<&Path> {
+        self.inner.path.as_deref()
+    }
+
+    /// Runs `f` in an immediate (write-locking) transaction and commits it;
+    /// if `f` fails, the transaction is rolled back and nothing is written.
+    pub async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        blocking(move || {
+            let mut conn = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let value = f(&tx)?;
+            tx.commit()?;
+            Ok(value)
+        })
+        .await
+    }
+
+    /// Runs `f` on a reader connection (a consistent snapshot when `f` opens
+    /// a transaction).
+    pub async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        blocking(move || {
+            let Some(path) = &inner.path else {
+                let conn = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+                return f(&conn);
+            };
+            let idle = inner
+                .readers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pop();
+            let conn = match idle {
+                Some(conn) => conn,
+                None => open_connection(path)?,
+            };
+            let result = f(&conn);
+            let mut readers = inner.readers.lock().unwrap_or_else(|p| p.into_inner());
+            if readers.len() < MAX_IDLE_READERS {
+                readers.push(conn);
+            }
+            result
+        })
+        .await
+    }
+
+    /// Runs `f` on the writer connection outside a transaction (schema set-up).
+    pub async fn with_writer<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        blocking(move || {
+            let conn = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+            f(&conn)
+        })
+        .await
+    }
+}
+
+fn open_connection(path: &Path) -> Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI,
+    )
+    .map_err(|e| {
+        Error::Config(format!(
+            "cannot open SQLite database {}: {e}",
+            path.display()
+        ))
+    })?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(conn)
+}
+
+async fn blocking<T, F>(f: F) -> Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Backend(format!("sqlite worker failed: {e}")))?
+}

@@ -1,0 +1,136 @@
+//! The cleaner: trims old slices on the book's cadence.
+//!
+//! A pass runs every `interval` (default 60 s); precision `p` is visited every
+//! `max(1, p / interval)` passes; slices starting at or before
+//! `now − samples·p` are removed. The store does the work in batches, so a
+//! pass over N counters costs O(N / batch) round trips. Several cleaners may
+//! run at once: every step is atomic in the store. A failed pass is logged and
+//! retried at the next interval with the same pass number, so no precision
+//! misses its turn.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::clock::Timestamp;
+use crate::counters::Counters;
+use crate::counters::settings::CleanerSettings;
+use crate::counters::store::{CleanJob, CleanReport};
+use crate::error::Result;
+
+/// Called after every pass with its report (or error) and duration.
+pub type PassObserver = Arc<dyn Fn(&Result<CleanReport>, Duration) + Send + Sync>;
+
+/// Runs cleaning passes over a [`Counters`]' store.
+pub struct Cleaner {
+    counters: Counters,
+    settings: CleanerSettings,
+    passes: u64,
+    observer: Option<PassObserver>,
+}
+
+impl std::fmt::Debug for Cleaner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cleaner")
+            .field("settings", &self.settings)
+            .field("passes", &self.passes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cleaner {
+    /// A cleaner that has run no pass yet (its first pass visits every
+    /// precision).
+    pub fn new(counters: Counters, settings: CleanerSettings) -> Result<Self> {
+        Ok(Cleaner {
+            counters,
+            settings: settings.validate()?,
+            passes: 0,
+            observer: None,
+        })
+    }
+
+    /// Calls `observer` after every pass (for metrics).
+    pub fn with_observer(mut self, observer: PassObserver) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Passes completed so far.
+    pub fn passes(&self) -> u64 {
+        self.passes
+    }
+
+    /// Runs one pass now (by the counters' clock).
+    pub async fn pass(&mut self) -> Result<CleanReport> {
+        let now = self.counters.clock().now();
+        self.pass_at(now).await
+    }
+
+    /// Runs one pass with cutoffs measured from `now`.
+    pub async fn pass_at(&mut self, now: Timestamp) -> Result<CleanReport> {
+        let job = CleanJob {
+            pass: self.passes,
+            now,
+            samples: self.counters.settings().samples,
+            interval_secs: self.settings.interval.as_secs(),
+            batch: self.settings.batch,
+        };
+        let started = Instant::now();
+        let result = self
+            .counters
+            .store()
+            .clean(&job, &self.counters.settings().precisions)
+            .await;
+        if let Some(observer) = &self.observer {
+            observer(&result, started.elapsed());
+        }
+        let report = result?;
+        self.passes += 1;
+        Ok(report)
+    }
+
+    /// Runs passes every interval until `shutdown` completes. A pass that
+    /// fails is logged; the loop goes on.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        loop {
+            let started = Instant::now();
+            let pass = self.passes;
+            tokio::select! {
+                _ = &mut shutdown => break,
+                result = self.pass() => match result {
+                    Ok(report) => tracing::info!(
+                        pass,
+                        scanned = report.scanned,
+                        samples_removed = report.samples_removed,
+                        counters_removed = report.counters_removed,
+                        round_trips = report.round_trips,
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "cleaner pass done"
+                    ),
+                    Err(e) => tracing::warn!(pass, error = %e, "cleaner pass failed; retrying next interval"),
+                },
+            }
+            // As the book: sleep what is left of the interval, at least 1 s.
+            let wait = self
+                .settings
+                .interval
+                .saturating_sub(started.elapsed())
+                .max(Duration::from_secs(1));
+            tokio::select! {
+                _ = &mut shutdown => break,
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+        tracing::info!(passes = self.passes, "cleaner stopped");
+    }
+
+    /// Spawns [`Cleaner::run`] on the current runtime.
+    pub fn spawn(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(self.run(shutdown))
+    }
+}

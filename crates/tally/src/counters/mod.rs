@@ -1,0 +1,277 @@
+//! Multi-precision counters with retention ("Redis in Action" 5.2).
+//!
+//! [`Counters`] is the service: it validates input (names, counts, times,
+//! precisions), merges a call's increments into one delta per slice
+//! ([`slice::plan`]) and hands them to a [`CounterStore`] in one round trip.
+//! [`Cleaner`] trims old slices with the book's cadence. The service never
+//! talks to a backend directly; stores never validate.
+
+mod cleaner;
+pub mod settings;
+pub mod slice;
+pub mod store;
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+pub use cleaner::Cleaner;
+pub use settings::{CleanerSettings, CounterSettings};
+pub use slice::{CounterWrite, SliceDelta, ValidIncrement};
+pub use store::{Applied, CleanJob, CleanReport, CounterStore, Sample, WriteBatch, WriteId};
+
+use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
+use crate::error::{Error, Result};
+use crate::name::Name;
+
+/// The most increments accepted in one batch.
+pub const MAX_BATCH: usize = 10_000;
+/// The most names listed in one page.
+pub const MAX_PAGE: usize = 10_000;
+/// The most counters read in one call.
+pub const MAX_READ: usize = 1_000;
+
+/// One increment as a caller states it: `at` defaults to now.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Increment {
+    /// The counter.
+    pub name: String,
+    /// The amount (may be negative); defaults to 1.
+    #[serde(default = "one")]
+    pub count: i64,
+    /// Unix seconds with a fraction; defaults to now.
+    #[serde(default)]
+    pub at: Option<f64>,
+}
+
+fn one() -> i64 {
+    1
+}
+
+impl Increment {
+    /// An increment of `count` to `name`, now.
+    pub fn new(name: impl Into<String>, count: i64) -> Self {
+        Increment {
+            name: name.into(),
+            count,
+            at: None,
+        }
+    }
+
+    /// The same increment at `at` Unix seconds.
+    pub fn at(mut self, at: f64) -> Self {
+        self.at = Some(at);
+        self
+    }
+}
+
+/// One precision's samples of a counter.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Series {
+    /// Slice length in seconds.
+    pub precision: u64,
+    /// Samples, oldest first.
+    pub samples: Vec<Sample>,
+}
+
+/// A page of counter names.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Page {
+    /// Names in name order.
+    pub names: Vec<String>,
+    /// Pass this to get the next page; `None` on the last page.
+    pub next: Option<String>,
+}
+
+/// Named counters at several precisions. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Counters {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    store: Arc<dyn CounterStore>,
+    settings: CounterSettings,
+    clock: SharedClock,
+}
+
+impl Counters {
+    /// Counters on `store` with validated `settings`, on the system clock.
+    pub fn new(store: Arc<dyn CounterStore>, settings: CounterSettings) -> Result<Self> {
+        Self::with_clock(store, settings, Arc::new(SystemClock))
+    }
+
+    /// Counters on `store`, reading time from `clock`.
+    pub fn with_clock(
+        store: Arc<dyn CounterStore>,
+        settings: CounterSettings,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self> {
+        Ok(Counters {
+            inner: Arc::new(Inner {
+                store,
+                settings: settings.validate()?,
+                clock,
+            }),
+        })
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &CounterSettings {
+        &self.inner.settings
+    }
+
+    /// The clock in use.
+    pub fn clock(&self) -> &SharedClock {
+        &self.inner.clock
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &Arc<dyn CounterStore> {
+        &self.inner.store
+    }
+
+    /// Adds `count` to `name` now, at every precision, all or nothing.
+    pub async fn incr(&self, name: &str, count: i64) -> Result<()> {
+        self.incr_many(&[Increment::new(name, count)]).await
+    }
+
+    /// Adds `count` to `name` at `at` Unix seconds.
+    pub async fn incr_at(&self, name: &str, count: i64, at: f64) -> Result<()> {
+        self.incr_many(&[Increment::new(name, count).at(at)]).await
+    }
+
+    /// Adds a batch of increments over any counters in one round trip, all or
+    /// nothing: if any is invalid or would overflow, nothing is written.
+    pub async fn incr_many(&self, increments: &[Increment]) -> Result<()> {
+        let batch = self.prepare(increments)?;
+        self.inner.store.apply(&batch).await.map(|_| ())
+    }
+
+    /// Validates and merges increments into a store batch without writing it.
+    pub fn prepare(&self, increments: &[Increment]) -> Result<WriteBatch> {
+        if increments.is_empty() {
+            return Err(Error::InvalidInput(
+                "a batch needs at least one increment".into(),
+            ));
+        }
+        if increments.len() > MAX_BATCH {
+            return Err(Error::InvalidInput(format!(
+                "a batch holds at most {MAX_BATCH} increments, got {}",
+                increments.len()
+            )));
+        }
+        let now = self.inner.clock.now();
+        let valid = increments
+            .iter()
+            .map(|inc| self.validate(inc, now))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(WriteBatch {
+            counters: slice::plan(&valid, &self.inner.settings.precisions)?,
+            id: None,
+        })
+    }
+
+    /// Validates one increment (name, count, time), `now` standing in for a
+    /// missing time.
+    pub fn validate(&self, inc: &Increment, now: Timestamp) -> Result<ValidIncrement> {
+        Ok(ValidIncrement {
+            name: Name::new(inc.name.as_str())?,
+            count: slice::check_count(inc.count)?,
+            at: match inc.at {
+                Some(at) => Timestamp::from_secs_f64(at)?,
+                None => now,
+            },
+        })
+    }
+
+    /// The samples of one precision, oldest first.
+    pub async fn get(&self, name: &str, precision: u64) -> Result<Vec<Sample>> {
+        let name = Name::new(name)?;
+        self.inner.settings.check_precision(precision)?;
+        let mut all = self.inner.store.samples(&[name], &[precision]).await?;
+        Ok(all.pop().and_then(|mut per| per.pop()).unwrap_or_default())
+    }
+
+    /// Every configured precision of a counter, finest first, in one round trip.
+    pub async fn get_all(&self, name: &str) -> Result<Vec<Series>> {
+        let name = Name::new(name)?;
+        let mut all = self.get_many(&[name.into_string()], None).await?;
+        Ok(all.pop().unwrap_or_default())
+    }
+
+    /// Several counters at one precision (or all when `None`), in one round
+    /// trip; `result[i]` belongs to `names[i]`.
+    pub async fn get_many(
+        &self,
+        names: &[String],
+        precision: Option<u64>,
+    ) -> Result<Vec<Vec<Series>>> {
+        if names.len() > MAX_READ {
+            return Err(Error::InvalidInput(format!(
+                "at most {MAX_READ} counters can be read at once, got {}",
+                names.len()
+            )));
+        }
+        let names = names
+            .iter()
+            .map(|n| Name::new(n.as_str()))
+            .collect::<Result<Vec<_>>>()?;
+        let precisions = match precision {
+            Some(p) => {
+                self.inner.settings.check_precision(p)?;
+                vec![p]
+            }
+            None => self.inner.settings.precisions.clone(),
+        };
+        let all = self.inner.store.samples(&names, &precisions).await?;
+        Ok(all
+            .into_iter()
+            .map(|per| {
+                precisions
+                    .iter()
+                    .zip(per)
+                    .map(|(&precision, samples)| Series { precision, samples })
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// Up to `limit` counters after the cursor `after`, in name order.
+    pub async fn list(&self, after: Option<&str>, limit: usize) -> Result<Page> {
+        if limit == 0 || limit > MAX_PAGE {
+            return Err(Error::InvalidInput(format!(
+                "a page holds 1 to {MAX_PAGE} names, got {limit}"
+            )));
+        }
+        let mut names = self.inner.store.list(after, limit + 1).await?;
+        let next = if names.len() > limit {
+            names.truncate(limit);
+            names.last().cloned()
+        } else {
+            None
+        };
+        Ok(Page { names, next })
+    }
+
+    /// Deletes every precision of a counter; true if it held anything.
+    pub async fn delete(&self, name: &str) -> Result<bool> {
+        let name = Name::new(name)?;
+        self.inner
+            .store
+            .delete(&name, &self.inner.settings.precisions)
+            .await
+    }
+
+    /// Checks that the backend answers.
+    pub async fn ping(&self) -> Result<()> {
+        self.inner.store.ping().await
+    }
+
+    /// A cleaner for these counters.
+    pub fn cleaner(&self, settings: CleanerSettings) -> Result<Cleaner> {
+        Cleaner::new(self.clone(), settings)
+    }
+}

@@ -1,0 +1,187 @@
+//! Counter configuration: precisions, samples kept, cleaner cadence.
+//!
+//! Invariant: a [`CounterSettings`] that passed [`CounterSettings::validate`]
+//! has 1 to 32 distinct precisions in ascending order, each between 1 s and
+//! one year, and keeps between 1 and 100,000 samples per precision. Nothing
+//! else in the crate re-checks these.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// The book's precisions: 1 s, 5 s, 1 min, 5 min, 1 h, 5 h, 1 day.
+pub const DEFAULT_PRECISIONS: [u64; 7] = [1, 5, 60, 300, 3600, 18000, 86400];
+/// The book's sample count per precision.
+pub const DEFAULT_SAMPLES: u64 = 120;
+/// The book's cleaner pass interval.
+pub const DEFAULT_CLEAN_INTERVAL: Duration = Duration::from_secs(60);
+/// Counters handled per cleaner round trip.
+pub const DEFAULT_CLEAN_BATCH: usize = 500;
+
+const MAX_PRECISIONS: usize = 32;
+const MAX_PRECISION_SECS: u64 = 366 * 86_400;
+const MAX_SAMPLES: u64 = 100_000;
+
+/// What the counters record and keep.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CounterSettings {
+    /// Slice lengths in seconds; every increment is added to one slice of each.
+    pub precisions: Vec<u64>,
+    /// Samples (slices) kept per precision by the cleaner.
+    pub samples: u64,
+}
+
+impl Default for CounterSettings {
+    fn default() -> Self {
+        CounterSettings {
+            precisions: DEFAULT_PRECISIONS.to_vec(),
+            samples: DEFAULT_SAMPLES,
+        }
+    }
+}
+
+impl CounterSettings {
+    /// Checks the settings and sorts the precisions ascending.
+    pub fn validate(mut self) -> Result<Self> {
+        if self.precisions.is_empty() {
+            return Err(Error::Config("at least one precision is required".into()));
+        }
+        if self.precisions.len() > MAX_PRECISIONS {
+            return Err(Error::Config(format!(
+                "at most {MAX_PRECISIONS} precisions are supported, {} were given",
+                self.precisions.len()
+            )));
+        }
+        self.precisions.sort_unstable();
+        for pair in self.precisions.windows(2) {
+            if pair[0] == pair[1] {
+                return Err(Error::Config(format!(
+                    "precision {} s is listed twice",
+                    pair[0]
+                )));
+            }
+        }
+        if let Some(&p) = self
+            .precisions
+            .iter()
+            .find(|&&p| p == 0 || p > MAX_PRECISION_SECS)
+        {
+            return Err(Error::Config(format!(
+                "precision {p} s is out of range (1 to {MAX_PRECISION_SECS} s)"
+            )));
+        }
+        if self.samples == 0 || self.samples > MAX_SAMPLES {
+            return Err(Error::Config(format!(
+                "samples must be between 1 and {MAX_SAMPLES}, got {}",
+                self.samples
+            )));
+        }
+        Ok(self)
+    }
+
+    /// Checks that `precision` is configured.
+    pub fn check_precision(&self, precision: u64) -> Result<()> {
+        if self.precisions.contains(&precision) {
+            Ok(())
+        } else {
+            Err(Error::UnknownPrecision {
+                precision,
+                configured: self.precisions_list(),
+            })
+        }
+    }
+
+    /// The precisions as `1, 5, 60`, for messages.
+    pub fn precisions_list(&self) -> String {
+        self.precisions
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// How the cleaner runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CleanerSettings {
+    /// Time between the starts of two passes (the book: 60 s).
+    pub interval: Duration,
+    /// Counters handled per round trip.
+    pub batch: usize,
+}
+
+impl Default for CleanerSettings {
+    fn default() -> Self {
+        CleanerSettings {
+            interval: DEFAULT_CLEAN_INTERVAL,
+            batch: DEFAULT_CLEAN_BATCH,
+        }
+    }
+}
+
+impl CleanerSettings {
+    /// Checks the settings.
+    pub fn validate(self) -> Result<Self> {
+        if self.interval < Duration::from_secs(1) {
+            return Err(Error::Config(
+                "the clean interval must be at least 1 s".into(),
+            ));
+        }
+        if self.batch == 0 || self.batch > 10_000 {
+            return Err(Error::Config(format!(
+                "the clean batch must be between 1 and 10000 counters, got {}",
+                self.batch
+            )));
+        }
+        Ok(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_books() {
+        let s = CounterSettings::default().validate().unwrap();
+        assert_eq!(s.precisions, vec![1, 5, 60, 300, 3600, 18000, 86400]);
+        assert_eq!(s.samples, 120);
+    }
+
+    #[test]
+    fn rejects_bad_settings_with_a_reason() {
+        let bad = |precisions: Vec<u64>, samples| {
+            CounterSettings {
+                precisions,
+                samples,
+            }
+            .validate()
+            .unwrap_err()
+            .to_string()
+        };
+        assert!(bad(vec![], 120).contains("at least one precision"));
+        assert!(bad(vec![5, 5], 120).contains("listed twice"));
+        assert!(bad(vec![0, 5], 120).contains("out of range"));
+        assert!(bad(vec![5], 0).contains("samples must be"));
+        assert!(bad((1..=33).collect(), 10).contains("at most 32"));
+    }
+
+    #[test]
+    fn sorts_precisions() {
+        let s = CounterSettings {
+            precisions: vec![60, 1, 5],
+            samples: 3,
+        }
+        .validate()
+        .unwrap();
+        assert_eq!(s.precisions, vec![1, 5, 60]);
+        let err = s.check_precision(2).unwrap_err().to_string();
+        assert!(
+            err.contains("precision 2 s is not configured (configured: 1, 5, 60)"),
+            "{err}"
+        );
+    }
+}

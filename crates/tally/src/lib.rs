@@ -1,0 +1,45 @@
+//! Tally: exact, fast counters and statistics on Redis or an embedded store.
+//!
+//! The foundation is [`counters`]: named counters counted at several
+//! precisions (1 s, 5 s, 1 min, ... 1 day) with a bounded number of samples
+//! each, as in "Redis in Action" 5.2, cleaned by a background [`Cleaner`].
+//! They run on Redis (standalone or Cluster, in the book's key layout or a
+//! cluster-ready one) or on an embedded SQLite database, behind one API.
+//!
+//! ```no_run
+//! # async fn demo() -> tally::Result<()> {
+//! use std::sync::Arc;
+//! use tally::{Backend, BackendConfig, Counters, CounterSettings, SystemClock};
+//!
+//! let backend = Backend::open(&BackendConfig::SqliteMemory).await?;
+//! let store = backend.counter_store(Arc::new(SystemClock)).await?;
+//! let counters = Counters::new(store, CounterSettings::default())?;
+//! counters.incr("hits", 1).await?;
+//! let per_minute = counters.get("hits", 60).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout
+//!
+//! - [`clock`]: time; the only module that reads the system clock.
+//! - [`error`]: the crate's one error type.
+//! - [`name`]: validated names.
+//! - [`counters`]: the counter service, its pure slice math, its store
+//!   trait, settings and the cleaner.
+//! - [`backend`]: SQLite ([`backend::sqlite`]) and Redis ([`backend::redis`],
+//!   with the key layouts and the Lua scripts), each with a store per feature.
+
+pub mod backend;
+pub mod clock;
+pub mod counters;
+pub mod error;
+pub mod name;
+
+pub use backend::{Backend, BackendConfig};
+pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
+pub use counters::{
+    Cleaner, CleanerSettings, CounterSettings, CounterStore, Counters, Increment, Page, Sample,
+    Series,
+};
+pub use error::{Error, Result};
+pub use name::Name;

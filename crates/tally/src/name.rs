@@ -1,0 +1,145 @@
+//! Validated names for counters (and the other named things of Tally).
+//!
+//! A [`Name`] is 1 to 256 bytes of UTF-8 with no control characters. The rule
+//! is checked once, at the edge, so stores can put names into keys and SQL
+//! parameters without checking again.
+
+use std::borrow::Borrow;
+use std::fmt;
+
+use crate::error::{Error, Result};
+
+/// The longest accepted name, in bytes.
+pub const MAX_NAME_BYTES: usize = 256;
+
+/// A validated name: 1 to [`MAX_NAME_BYTES`] bytes, no control characters.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub struct Name(String);
+
+impl Name {
+    /// Validates `name`.
+    pub fn new(name: impl Into<String>) -> Result<Self> {
+        let name = name.into();
+        if name.is_empty() {
+            return Err(Error::invalid_name(&name, "a name must not be empty"));
+        }
+        if name.len() > MAX_NAME_BYTES {
+            return Err(Error::invalid_name(
+                &name,
+                format!(
+                    "a name must be at most {MAX_NAME_BYTES} bytes, this one has {}",
+                    name.len()
+                ),
+            ));
+        }
+        if let Some(c) = name.chars().find(|c| c.is_control()) {
+            return Err(Error::invalid_name(
+                &name,
+                format!(
+                    "a name must not contain control characters (found U+{:04X})",
+                    c as u32
+                ),
+            ));
+        }
+        Ok(Name(name))
+    }
+
+    /// The name as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The name as an owned string.
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl fmt::Display for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for Name {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Borrow<str> for Name {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<&str> for Name {
+    type Error = Error;
+    fn try_from(value: &str) -> Result<Self> {
+        Name::new(value)
+    }
+}
+
+impl TryFrom<String> for Name {
+    type Error = Error;
+    fn try_from(value: String) -> Result<Self> {
+        Name::new(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn rejects_empty_long_and_control_names() {
+        assert!(
+            Name::new("")
+                .unwrap_err()
+                .to_string()
+                .contains("must not be empty")
+        );
+        let long = "x".repeat(257);
+        assert!(
+            Name::new(long)
+                .unwrap_err()
+                .to_string()
+                .contains("at most 256 bytes")
+        );
+        assert!(
+            Name::new("a\nb")
+                .unwrap_err()
+                .to_string()
+                .contains("U+000A")
+        );
+        assert!(Name::new("tab\there").is_err());
+        assert!(Name::new("del\u{7f}").is_err());
+        assert!(Name::new("x".repeat(256)).is_ok());
+        // Multi-byte characters count in bytes.
+        assert!(Name::new("é".repeat(128)).is_ok());
+        assert!(Name::new("é".repeat(129)).is_err());
+    }
+
+    #[test]
+    fn accepts_ordinary_names() {
+        for name in [
+            "hits",
+            "api:calls:user:42",
+            "{tagged}",
+            "page/views?x=1",
+            "счётчик",
+            "a b",
+        ] {
+            assert_eq!(Name::new(name).unwrap().as_str(), name);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn valid_iff_nonempty_short_and_printable(s in "\\PC{0,80}|.{0,3}[\\x00-\\x1f].{0,3}") {
+            let expected = !s.is_empty() && s.len() <= MAX_NAME_BYTES && !s.chars().any(char::is_control);
+            prop_assert_eq!(Name::new(s.clone()).is_ok(), expected);
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! Fixtures shared by the behaviour suites: one per backend, each on a real
+//! server or file, with a manual clock.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use tally::backend::redis::Layout;
+use tally::{Backend, BackendConfig, CounterSettings, Counters, ManualClock};
+use tally_testkit::{RedisOptions, RedisServer};
+use tempfile::TempDir;
+
+/// The backends every behaviour test runs against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    SqliteMemory,
+    SqliteFile,
+    RedisTagged,
+    RedisRia,
+}
+
+impl Kind {
+    pub fn is_redis(self) -> bool {
+        matches!(self, Kind::RedisTagged | Kind::RedisRia)
+    }
+}
+
+/// A backend opened for one test, with its server or directory kept alive.
+pub struct Fixture {
+    pub kind: Kind,
+    pub clock: ManualClock,
+    pub config: BackendConfig,
+    pub backend: Backend,
+    pub counters: Counters,
+    pub server: Option<RedisServer>,
+    pub dir: Option<TempDir>,
+}
+
+pub const T0: f64 = 1_336_376_415.5;
+
+impl Fixture {
+    pub async fn new(kind: Kind) -> Self {
+        Self::with_settings(kind, CounterSettings::default()).await
+    }
+
+    pub async fn with_settings(kind: Kind, settings: CounterSettings) -> Self {
+        Self::build(kind, settings, RedisOptions::default()).await
+    }
+
+    pub async fn build(kind: Kind, settings: CounterSettings, options: RedisOptions) -> Self {
+        let clock = ManualClock::at(T0);
+        let (config, server, dir) = match kind {
+            Kind::SqliteMemory => (BackendConfig::SqliteMemory, None, None),
+            Kind::SqliteFile => {
+                let dir = tempfile::tempdir().unwrap();
+                (
+                    BackendConfig::SqliteDir(dir.path().to_owned()),
+                    None,
+                    Some(dir),
+                )
+            }
+            Kind::RedisTagged | Kind::RedisRia => {
+                let server = RedisServer::start_with(options);
+                let layout = if kind == Kind::RedisRia {
+                    Layout::Ria
+                } else {
+                    Layout::default()
+                };
+                (
+                    BackendConfig::Redis {
+                        url: server.url(),
+                        layout,
+                    },
+                    Some(server),
+                    None,
+                )
+            }
+        };
+        let backend = Backend::open(&config).await.expect("open backend");
+        let store = backend
+            .counter_store(Arc::new(clock.clone()))
+            .await
+            .unwrap();
+        let counters = Counters::with_clock(store, settings, Arc::new(clock.clone())).unwrap();
+        Fixture {
+            kind,
+            clock,
+            config,
+            backend,
+            counters,
+            server,
+            dir,
+        }
+    }
+
+    /// A second, independent client on the same data (another connection or
+    /// SQLite connection set), as another process would have.
+    pub async fn second_client(&self) -> Counters {
+        if self.kind == Kind::SqliteMemory {
+            // A private in-memory database cannot be opened twice.
+            return self.counters.clone();
+        }
+        let backend = Backend::open(&self.config).await.unwrap();
+        let store = backend
+            .counter_store(Arc::new(self.clock.clone()))
+            .await
+            .unwrap();
+        Counters::with_clock(
+            store,
+            self.counters.settings().clone(),
+            Arc::new(self.clock.clone()),
+        )
+        .unwrap()
+    }
+
+    /// A raw redis-rs connection to the fixture's server.
+    pub async fn raw(&self) -> redis::aio::MultiplexedConnection {
+        let server = self.server.as_ref().expect("a Redis fixture");
+        redis::Client::open(server.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    }
+
+    /// Every counter name, walking all pages.
+    pub async fn all_names(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.counters.list(cursor.as_deref(), 1000).await.unwrap();
+            names.extend(page.names);
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => return names,
+            }
+        }
+    }
+}
+
+/// Declares `mod <backend> { #[tokio::test] fn <test>() }` for every backend,
+/// each calling `<test>(Kind)` defined in the including file.
+#[macro_export]
+macro_rules! behaviour_suite {
+    ($($test:ident),* $(,)?) => {
+        mod sqlite_memory {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test($crate::common::Kind::SqliteMemory).await } )*
+        }
+        mod sqlite_file {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test($crate::common::Kind::SqliteFile).await } )*
+        }
+        mod redis_default_layout {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test($crate::common::Kind::RedisTagged).await } )*
+        }
+        mod redis_ria_layout {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test($crate::common::Kind::RedisRia).await } )*
+        }
+    };
+}

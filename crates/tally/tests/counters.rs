@@ -1,0 +1,549 @@
+//! The counters behaviour suite: every test runs on SQLite (memory and file)
+//! and on a real redis-server in both key layouts.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Fixture, Kind, T0};
+use tally::{CleanerSettings, CounterSettings, Error, Increment, Sample};
+
+fn s(start: u64, count: i64) -> Sample {
+    Sample { start, count }
+}
+
+fn small(precisions: &[u64], samples: u64) -> CounterSettings {
+    CounterSettings {
+        precisions: precisions.to_vec(),
+        samples,
+    }
+}
+
+behaviour_suite!(
+    slice_boundaries,
+    every_precision_in_one_write,
+    read_all_precisions_and_many_counters,
+    samples_come_oldest_first,
+    negative_and_zero_counts,
+    batch_merges_and_spans_counters,
+    batch_is_all_or_nothing,
+    overflow_writes_nothing,
+    bad_input_writes_nothing,
+    unknown_precision_lists_configured,
+    pagination_walks_names_in_order,
+    delete_removes_every_precision,
+    cleaner_cutoff_keeps_exactly_samples,
+    cleaner_visits_coarse_precisions_on_cadence,
+    cleaner_removes_emptied_counters,
+    cleaner_racing_writers_loses_nothing,
+    two_cleaners_at_once,
+    concurrent_writers_are_exact,
+    cleaner_runs_as_background_task,
+);
+
+async fn slice_boundaries(kind: Kind) {
+    let f = Fixture::with_settings(kind, small(&[1, 5, 60], 120)).await;
+    let c = &f.counters;
+    c.incr_at("hits", 3, 1336376415.5).await.unwrap();
+    c.incr_at("hits", 1, 1336376419.999).await.unwrap(); // same 5 s slice
+    c.incr_at("hits", 2, 1336376420.0).await.unwrap(); // next 5 s slice, same minute
+    c.incr_at("hits", 7, 1336376400.0).await.unwrap(); // first second of the minute
+    assert_eq!(
+        c.get("hits", 1).await.unwrap(),
+        vec![
+            s(1336376400, 7),
+            s(1336376415, 3),
+            s(1336376419, 1),
+            s(1336376420, 2)
+        ]
+    );
+    assert_eq!(
+        c.get("hits", 5).await.unwrap(),
+        vec![s(1336376400, 7), s(1336376415, 4), s(1336376420, 2)]
+    );
+    assert_eq!(c.get("hits", 60).await.unwrap(), vec![s(1336376400, 13)]);
+}
+
+async fn every_precision_in_one_write(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    f.counters.incr("hits", 4).await.unwrap(); // at the clock's T0
+    let all = f.counters.get_all("hits").await.unwrap();
+    let expected: Vec<(u64, Vec<Sample>)> = [1u64, 5, 60, 300, 3600, 18000, 86400]
+        .iter()
+        .map(|&p| (p, vec![s(T0 as u64 / p * p, 4)]))
+        .collect();
+    let got: Vec<(u64, Vec<Sample>)> = all.into_iter().map(|x| (x.precision, x.samples)).collect();
+    assert_eq!(got, expected);
+    assert_eq!(f.all_names().await, vec!["hits"]);
+}
+
+async fn read_all_precisions_and_many_counters(kind: Kind) {
+    let f = Fixture::with_settings(kind, small(&[1, 60], 10)).await;
+    let names: Vec<String> = (0..30).map(|i| format!("page:{i}")).collect();
+    let batch: Vec<Increment> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| Increment::new(n, i as i64 + 1).at(1000.0))
+        .collect();
+    f.counters.incr_many(&batch).await.unwrap();
+    let mut asked = names.clone();
+    asked.push("missing".into());
+    let got = f.counters.get_many(&asked, None).await.unwrap();
+    assert_eq!(got.len(), 31);
+    for (i, series) in got.iter().take(30).enumerate() {
+        assert_eq!(series[0].precision, 1);
+        assert_eq!(series[0].samples, vec![s(1000, i as i64 + 1)]);
+        assert_eq!(series[1].samples, vec![s(960, i as i64 + 1)]);
+    }
+    assert!(got[30].iter().all(|x| x.samples.is_empty()));
+    let one = f.counters.get_many(&asked[..2], Some(60)).await.unwrap();
+    assert_eq!(one[1][0].samples, vec![s(960, 2)]);
+}
+
+async fn samples_come_oldest_first(kind: Kind) {
+    let f = Fixture::with_settings(kind, small(&[1], 1000)).await;
+    // Written newest first and out of order.
+    for t in [500u64, 20, 999, 7, 100, 99] {
+        f.counters.incr_at("x", 1, t as f64).await.unwrap();
+    }
+    let got: Vec<u64> = f
+        .counters
+        .get("x", 1)
+        .await
+        .unwrap()
+        .iter()
+        .map(|x| x.start)
+        .collect();
+    assert_eq!(got, vec![7, 20, 99, 100, 500, 999]);
+}
+
+async fn negative_and_zero_counts(kind: Kind) {
+    let f = Fixture::with_settings(kind, small(&[10], 10)).await;
+    f.counters.incr_at("g", 5, 100.0).await.unwrap();
+    f.counters.incr_at("g", -8, 101.0).await.unwrap();
+    f.counters.incr_at("g", 0, 120.0).await.unwrap();
+    assert_eq!(
+        f.counters.get("g", 10).await.unwrap(),
+        vec![s(100, -3), s(120, 0)]
+    );
+}
+
+async fn batch_merges_and_spans_counters(kind: Kind) {
+    let f = Fixture::with_settings(kind, small(&[1, 60], 100)).await;
+    let batch = vec![
+        Increment::new("a", 1).at(10.0),
+        Increment::new("b", 2).at(10.5),
+        Increment::new("a", 3).at(10.9),
+        Increment::new("a", 4).at(11.0),
+        Increment::new("c", -1), // now
+    ];
+    f.counters.incr_many(&batch).await.unwrap();
+    assert_eq!(
+        f.counters.get("a", 1).await.unwrap(),
+        vec![s(10, 4), s(11, 4)]
+    );
+    assert_eq!(f.counters.get("a", 60).await.unwrap(), vec![s(0, 8)]);
+    assert_eq!(f.counters.get("b", 60).await.unwrap(), vec![s(0, 2)]);
+    assert_eq!(
+        f.counters.get("c", 1).await.unwrap(),
+        vec![s(T0 as u64, -1)]
+    );
+    assert_eq!(f.all_names().await, vec!["a", "b", "c"]);
+}
+
+async fn batch_is_all_or_nothing(kind: Kind) {
+    let f = Fixture::with_settings(kind, small(&[1, 60], 100)).await;
+    f.counters.incr_at("keep", 1, 10.0).await.unwrap();
+    // One bad increment anywhere in the batch: nothing at all is written.
+    let bad = vec![
+        Increment::new("fresh", 1).at(10.0),
+        Increment::new("keep", 5).at(10.0),
+        Increment::new("bad\u{0}name", 1),
+    ];
+    let err = f.counters.incr_many(&bad).await.unwrap_err();
+    assert!(err.is_bad_input(), "{err}");
+    assert_eq!(f.all_names().await, vec!["keep"]);
+    assert_eq!(f.counters.get("keep", 1).await.unwrap(), vec![s(10, 1)]);
+    // An overflow in the last counter of a batch undoes the earlier ones.
+    f.counters.incr_at("zz", i64::MAX, 10.0).await.unwrap();
+    let overflow = vec![
+        Increment::new("aa", 1).at(10.0),
+        Increment::new("keep", 5).at(10.0),
+        Increment::new("zz", 1).at(10.0),
+    ];
+    let err = f.counters.incr_many(&overflow).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Overflow { name, .. } if name == "zz"),
+        "{err}"
+    );
+    assert_eq!(f.all_names().await, vec!["keep", "zz"]);
+    assert_eq!(f.counters.get("keep", 1).await.unwrap(), vec![s(10, 1)]);
+    assert_eq!(f.counters.get("keep", 60).await.unwrap(), vec![s(0, 1)]);
+    // Empty and oversized batches are refused.
+    assert!(f.counters.incr_many(&[]).await.unwrap_err().is_bad_input());
+    let huge: Vec<Increment> = (0..10_001)
+        .map(|i| Increment::new(format!("n{i}"), 1))
+        .collect();
+    let err = f.counters.incr_many(&huge).await.unwrap_err();
+    assert!(err.to_string().contains("at most 10000"), "{err}");
+    assert_eq!(f.all_names().await, vec!["keep", "zz"]);
+}
+
+async fn overflow_writes_nothing(kind: Kind) {
+    let f = Fixture::with_settings(kind, small(&[1, 5, 60, 300], 100)).await;
+    f.counters.incr_at("big", i64::MAX - 1, 0.0).await.unwrap();
+    // At t = 100 the 1 s, 5 s and 60 s slices are new; only the 300 s slice
+    // (starting at 0) would overflow. Nothing may be written anywhere.
+    let err = f.counters.incr_at("big", 2, 100.0).await.unwrap_err();
+    match &err {
+        Error::Overflow {
+            name,
+            precision,
+            slice,
+            delta,
+        } => {
+            assert_eq!(
+                (name.as_str(), *precision, *slice, *delta),
+                ("big", 300, 0, 2)
+            );
+        }
+        other => panic!("expected an overflow, got {other}"),
+    }
+    assert!(err.to_string().contains("would overflow"), "{err}");
+    for p in [1, 5, 60, 300] {
+        assert_eq!(
+            f.counters.get("big", p).await.unwrap(),
+            vec![s(0, i64::MAX - 1)],
+            "precision {p}"
+        );
+    }
+    // The same on the negative side.
+    f.counters.incr_at("low", i64::MIN + 1, 0.0).await.unwrap();
+    let err = f.counters.incr_at("low", -2, 50.0).await.unwrap_err();
+    assert!(matches!(err, Error::Overflow { .. }), "{err}");
+    assert_eq!(
+        f.counters.get("low", 1).await.unwrap(),
+        vec![s(0, i64::MIN + 1)]
+    );
+    // Up to the limit is fine.
+    f.counters.incr_at("big", 1, 0.0).await.unwrap();
+    assert_eq!(
+        f.counters.get("big", 300).await.unwrap(),
+        vec![s(0, i64::MAX)]
+    );
+}
+
+async fn bad_input_writes_nothing(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let c = &f.counters;
+    let long = "n".repeat(257);
+    let cases: Vec<(Increment, &str)> = vec![
+        (Increment::new("", 1), "must not be empty"),
+        (Increment::new(long.as_str(), 1), "at most 256 bytes"),
+        (Increment::new("line\nbreak", 1), "control characters"),
+        (Increment::new("ok", 1).at(f64::NAN), "not a finite number"),
+        (
+            Increment::new("ok", 1).at(f64::INFINITY),
+            "not a finite number",
+        ),
+        (Increment::new("ok", 1).at(-1.0), "before the Unix epoch"),
+        (Increment::new("ok", 1).at(1e13), "after the year 9999"),
+        (Increment::new("ok", i64::MIN), "out of range"),
+    ];
+    for (inc, message) in cases {
+        let err = c.incr_many(std::slice::from_ref(&inc)).await.unwrap_err();
+        assert!(err.is_bad_input(), "{inc:?}: {err}");
+        assert!(err.to_string().contains(message), "{inc:?}: {err}");
+    }
+    assert!(f.all_names().await.is_empty());
+    assert!(
+        c.get_all("ok")
+            .await
+            .unwrap()
+            .iter()
+            .all(|x| x.samples.is_empty())
+    );
+    assert!(c.get("", 1).await.unwrap_err().is_bad_input());
+    if let Some(server) = &f.server {
+        let mut raw = redis::Client::open(server.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let size: u64 = redis::cmd("DBSIZE").query_async(&mut raw).await.unwrap();
+        assert_eq!(size, 0, "bad input left keys in Redis");
+    }
+}
+
+async fn unknown_precision_lists_configured(kind: Kind) {
+    let f = Fixture::with_settings(kind, small(&[1, 5, 60], 10)).await;
+    let err = f.counters.get("hits", 7).await.unwrap_err();
+    assert!(matches!(err, Error::UnknownPrecision { precision: 7, .. }));
+    assert!(err.to_string().contains("configured: 1, 5, 60"), "{err}");
+}
+
+async fn pagination_walks_names_in_order(kind: Kind) {
+    let f = Fixture::with_settings(kind, small(&[60], 10)).await;
+    let mut names: Vec<String> = (0..57).map(|i| format!("c{i:03}")).collect();
+    names.extend(["Zeta", "alpha", "a:b", "ä", "{tag}x", "z z"].map(String::from));
+    let batch: Vec<Increment> = names.iter().map(|n| Increment::new(n, 1)).collect();
+    f.counters.incr_many(&batch).await.unwrap();
+    names.sort(); // byte order
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let page = f.counters.list(cursor.as_deref(), 10).await.unwrap();
+        pages += 1;
+        assert!(page.names.len() <= 10);
+        seen.extend(page.names.clone());
+        match page.next {
+            Some(next) => {
+                assert_eq!(Some(&next), page.names.last());
+                cursor = Some(next);
+            }
+            None => break,
+        }
+    }
+    assert_eq!(seen, names);
+    assert_eq!(pages, 7);
+    // A cursor that is not a name still works: names after it.
+    let page = f.counters.list(Some("c05"), 3).await.unwrap();
+    assert_eq!(page.names, vec!["c050", "c051", "c052"]);
+    assert!(f.counters.list(None, 0).await.unwrap_err().is_bad_input());
+}
+
+async fn delete_removes_every_precision(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    f.counters.incr("gone", 2).await.unwrap();
+    f.counters.incr("stays", 2).await.unwrap();
+    assert!(f.counters.delete("gone").await.unwrap());
+    assert!(
+        f.counters
+            .get_all("gone")
+            .await
+            .unwrap()
+            .iter()
+            .all(|x| x.samples.is_empty())
+    );
+    assert_eq!(f.all_names().await, vec!["stays"]);
+    assert!(!f.counters.delete("gone").await.unwrap());
+    assert!(!f.counters.delete("never").await.unwrap());
+    assert_eq!(f.counters.get("stays", 1).await.unwrap().len(), 1);
+}
+
+async fn cleaner_cutoff_keeps_exactly_samples(kind: Kind) {
+    let f = Fixture::with_settings(kind, small(&[1, 5], 3)).await;
+    // 1 s slices 990..=1000 and 5 s slices 950..=1000.
+    for t in 950..=1000u64 {
+        f.counters.incr_at("x", 1, t as f64).await.unwrap();
+    }
+    let mut cleaner = f.counters.cleaner(CleanerSettings::default()).unwrap();
+    // now = 1000.5: 1 s cutoff 997 (997 goes), 5 s cutoff 985 (985 goes).
+    let report = cleaner.pass_at(ts(1000.5)).await.unwrap();
+    assert_eq!(
+        f.counters.get("x", 1).await.unwrap(),
+        vec![s(998, 1), s(999, 1), s(1000, 1)]
+    );
+    assert_eq!(
+        f.counters.get("x", 5).await.unwrap(),
+        vec![s(990, 5), s(995, 5), s(1000, 1)]
+    );
+    assert_eq!(report.samples_removed, (51 - 3) + (11 - 3));
+    assert_eq!(report.counters_removed, 0);
+    // A second pass at the same time removes nothing more.
+    let again = cleaner.pass_at(ts(1000.5)).await.unwrap();
+    assert_eq!(again.samples_removed, 0);
+}
+
+async fn cleaner_visits_coarse_precisions_on_cadence(kind: Kind) {
+    let f = Fixture::with_settings(kind, small(&[60, 300], 1)).await;
+    let mut cleaner = f.counters.cleaner(CleanerSettings::default()).unwrap();
+    // Pass 0 visits everything.
+    f.counters.incr_at("x", 1, 0.0).await.unwrap();
+    cleaner.pass_at(ts(10_000.0)).await.unwrap();
+    assert!(
+        f.counters
+            .get_all("x")
+            .await
+            .unwrap()
+            .iter()
+            .all(|x| x.samples.is_empty())
+    );
+    // Passes 1-4 visit the 60 s precision only; pass 5 the 300 s one too.
+    f.counters.incr_at("x", 1, 0.0).await.unwrap();
+    for pass in 1..=4 {
+        cleaner.pass_at(ts(10_000.0)).await.unwrap();
+        assert!(f.counters.get("x", 60).await.unwrap().is_empty());
+        assert_eq!(
+            f.counters.get("x", 300).await.unwrap(),
+            vec![s(0, 1)],
+            "pass {pass}"
+        );
+    }
+    cleaner.pass_at(ts(10_000.0)).await.unwrap();
+    assert!(f.counters.get("x", 300).await.unwrap().is_empty());
+    assert_eq!(cleaner.passes(), 6);
+}
+
+async fn cleaner_removes_emptied_counters(kind: Kind) {
+    let f = Fixture::with_settings(kind, small(&[1, 60], 5)).await;
+    f.counters.incr_at("old", 1, 100.0).await.unwrap();
+    f.counters.incr_at("fresh", 1, 1000.0).await.unwrap();
+    f.counters.incr_at("mixed", 1, 100.0).await.unwrap();
+    f.counters.incr_at("mixed", 1, 998.0).await.unwrap();
+    let mut cleaner = f.counters.cleaner(CleanerSettings::default()).unwrap();
+    let report = cleaner.pass_at(ts(1000.0)).await.unwrap();
+    assert_eq!(f.all_names().await, vec!["fresh", "mixed"]);
+    assert_eq!(f.counters.get("mixed", 1).await.unwrap(), vec![s(998, 1)]);
+    assert_eq!(f.counters.get("mixed", 60).await.unwrap(), vec![s(960, 1)]);
+    // In the book's layout a registry entry is per precision.
+    let expected_removed = if kind == Kind::RedisRia { 2 } else { 1 };
+    assert_eq!(report.counters_removed, expected_removed);
+    assert_eq!(report.samples_removed, 2 + 2);
+}
+
+async fn cleaner_racing_writers_loses_nothing(kind: Kind) {
+    let f = Fixture::with_settings(kind, small(&[1, 60], 2)).await;
+    let writer = f.second_client().await;
+    for round in 0..30u64 {
+        let name = format!("race{round}");
+        // Only stale data: the cleaner would remove the counter...
+        f.counters.incr_at(&name, 1, 10.0).await.unwrap();
+        let mut cleaner = f.counters.cleaner(CleanerSettings::default()).unwrap();
+        let now = 100_000.0;
+        // ...while a writer adds a fresh sample at the same moment.
+        let (cleaned, written) =
+            tokio::join!(cleaner.pass_at(ts(now)), writer.incr_at(&name, 1, now));
+        cleaned.unwrap();
+        written.unwrap();
+        assert_eq!(
+            f.counters.get(&name, 1).await.unwrap(),
+            vec![s(100_000, 1)],
+            "round {round}"
+        );
+        assert!(
+            f.all_names().await.contains(&name),
+            "round {round}: fresh counter lost its registry entry"
+        );
+        // Whichever came first, the next pass leaves it too.
+        cleaner.pass_at(ts(now)).await.unwrap();
+        assert!(f.all_names().await.contains(&name));
+    }
+}
+
+async fn two_cleaners_at_once(kind: Kind) {
+    let f = Fixture::with_settings(kind, small(&[1, 5], 4)).await;
+    let other = f.second_client().await;
+    let batch: Vec<Increment> = (0..300)
+        .flat_map(|i| {
+            (0..12).map(move |t| Increment::new(format!("k{i}"), 1).at(1000.0 + t as f64))
+        })
+        .collect();
+    for chunk in batch.chunks(1000) {
+        f.counters.incr_many(chunk).await.unwrap();
+    }
+    let settings = CleanerSettings {
+        batch: 7,
+        ..CleanerSettings::default()
+    };
+    let mut a = f.counters.cleaner(settings.clone()).unwrap();
+    let mut b = other.cleaner(settings).unwrap();
+    let now = ts(1011.0);
+    let (ra, rb) = tokio::join!(a.pass_at(now), b.pass_at(now));
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    // Each sample is removed exactly once, by one of them.
+    // 1 s: 12 slices, 4 kept; 5 s: 1000, 1005, 1010 are all within 4 slices.
+    assert_eq!(ra.samples_removed + rb.samples_removed, 300 * (12 - 4));
+    for i in [0, 150, 299] {
+        let name = format!("k{i}");
+        assert_eq!(
+            f.counters.get(&name, 1).await.unwrap(),
+            vec![s(1008, 1), s(1009, 1), s(1010, 1), s(1011, 1)]
+        );
+        assert_eq!(
+            f.counters.get(&name, 5).await.unwrap(),
+            vec![s(1000, 5), s(1005, 5), s(1010, 2)]
+        );
+    }
+    assert_eq!(f.all_names().await.len(), 300);
+}
+
+async fn concurrent_writers_are_exact(kind: Kind) {
+    let f = Fixture::with_settings(kind, small(&[1, 60], 100)).await;
+    let mut tasks = Vec::new();
+    for w in 0..8 {
+        let c = if w % 2 == 0 {
+            f.counters.clone()
+        } else {
+            f.second_client().await
+        };
+        tasks.push(tokio::spawn(async move {
+            for i in 0..50u64 {
+                c.incr_at("shared", 1, 600.0 + (i % 3) as f64)
+                    .await
+                    .unwrap();
+                c.incr_many(&[
+                    Increment::new("shared", 2).at(601.0),
+                    Increment::new(format!("own{w}"), 1).at(600.0),
+                ])
+                .await
+                .unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let per_minute = f.counters.get("shared", 60).await.unwrap();
+    assert_eq!(per_minute, vec![s(600, 8 * 50 * 3)]);
+    let total: i64 = f
+        .counters
+        .get("shared", 1)
+        .await
+        .unwrap()
+        .iter()
+        .map(|x| x.count)
+        .sum();
+    assert_eq!(total, 8 * 50 * 3);
+    assert_eq!(f.all_names().await.len(), 9);
+}
+
+async fn cleaner_runs_as_background_task(kind: Kind) {
+    let f = Fixture::with_settings(kind, small(&[1], 2)).await;
+    f.counters.incr_at("bg", 1, 10.0).await.unwrap();
+    f.counters.incr_at("bg", 1, T0).await.unwrap();
+    let cleaner = f
+        .counters
+        .cleaner(CleanerSettings {
+            interval: Duration::from_secs(1),
+            batch: 10,
+        })
+        .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = cleaner.spawn(async {
+        let _ = stopped.await;
+    });
+    let cleaned = tally_testkit::wait_until(Duration::from_secs(10), || {
+        futures_lite_block(f.counters.get("bg", 1))
+            .map(|v| v == vec![s(T0 as u64, 1)])
+            .unwrap_or(false)
+    });
+    assert!(
+        cleaned,
+        "the background cleaner did not trim the stale sample"
+    );
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("cleaner stops on shutdown")
+        .unwrap();
+}
+
+fn futures_lite_block<F: std::future::Future>(fut: F) -> F::Output {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(fut))
+}
+
+fn ts(secs: f64) -> tally::Timestamp {
+    tally::Timestamp::from_secs_f64(secs).unwrap()
+}

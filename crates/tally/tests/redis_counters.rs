@@ -1,0 +1,292 @@
+//! Redis-only counter tests: surviving a server restart, and compatibility
+//! of the `ria` layout with the book's own code (ported here in raw commands).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Fixture, Kind};
+use redis::AsyncCommands;
+use tally::{CleanerSettings, CounterSettings, Sample, Timestamp};
+use tally_testkit::RedisOptions;
+
+fn s(start: u64, count: i64) -> Sample {
+    Sample { start, count }
+}
+
+const BOOK_PRECISIONS: [u64; 7] = [1, 5, 60, 300, 3600, 18000, 86400];
+
+/// The book's `update_counter` (Python, MULTI/EXEC pipeline), in raw commands.
+async fn book_update_counter(
+    conn: &mut redis::aio::MultiplexedConnection,
+    precisions: &[u64],
+    name: &str,
+    count: i64,
+    now: f64,
+) {
+    let mut pipe = redis::pipe();
+    pipe.atomic();
+    for &prec in precisions {
+        let pnow = (now / prec as f64) as u64 * prec;
+        let hash = format!("{prec}:{name}");
+        pipe.zadd("known:", &hash, 0).ignore();
+        pipe.hincr(format!("count:{hash}"), pnow.to_string(), count)
+            .ignore();
+    }
+    let () = pipe.query_async(conn).await.unwrap();
+}
+
+/// The book's `get_counter`: HGETALL, ints, sorted.
+async fn book_get_counter(
+    conn: &mut redis::aio::MultiplexedConnection,
+    name: &str,
+    precision: u64,
+) -> Vec<(u64, i64)> {
+    let data: Vec<(String, String)> = conn
+        .hgetall(format!("count:{precision}:{name}"))
+        .await
+        .unwrap();
+    let mut out: Vec<(u64, i64)> = data
+        .into_iter()
+        .map(|(k, v)| (k.parse().unwrap(), v.parse().unwrap()))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The first pass (passes = 0) of the book's `clean_counters`, with
+/// `time.time()` replaced by `now`, command for command.
+async fn book_clean_first_pass(
+    conn: &mut redis::aio::MultiplexedConnection,
+    now: f64,
+    sample_count: u64,
+) {
+    let passes = 0u64;
+    let mut index: isize = 0;
+    loop {
+        let zcard: isize = conn.zcard("known:").await.unwrap();
+        if index >= zcard {
+            break;
+        }
+        let hash: Vec<String> = conn.zrange("known:", index, index).await.unwrap();
+        index += 1;
+        let Some(hash) = hash.into_iter().next() else {
+            break;
+        };
+        let prec: u64 = hash.split(':').next().unwrap().parse().unwrap();
+        let bprec = (prec / 60).max(1);
+        if !passes.is_multiple_of(bprec) {
+            continue;
+        }
+        let hkey = format!("count:{hash}");
+        let cutoff = now - (sample_count * prec) as f64;
+        let mut samples: Vec<u64> = conn
+            .hkeys::<_, Vec<String>>(&hkey)
+            .await
+            .unwrap()
+            .iter()
+            .map(|k| k.parse().unwrap())
+            .collect();
+        samples.sort();
+        let remove = samples.partition_point(|&x| (x as f64) <= cutoff);
+        if remove > 0 {
+            let _: i64 = conn.hdel(&hkey, &samples[..remove]).await.unwrap();
+            if remove == samples.len() {
+                // WATCH / HLEN / MULTI ZREM EXEC: no writer runs in this test.
+                let len: i64 = conn.hlen(&hkey).await.unwrap();
+                if len == 0 {
+                    let _: i64 = conn.zrem("known:", &hash).await.unwrap();
+                    index -= 1;
+                }
+            }
+        }
+    }
+}
+
+/// Every key and its full content, for comparing two servers.
+async fn dump(
+    conn: &mut redis::aio::MultiplexedConnection,
+) -> Vec<(String, Vec<(String, String)>)> {
+    let mut keys: Vec<String> = conn.keys("*").await.unwrap();
+    keys.sort();
+    let mut out = Vec::new();
+    for key in keys {
+        let kind: String = redis::cmd("TYPE")
+            .arg(&key)
+            .query_async(conn)
+            .await
+            .unwrap();
+        let mut content: Vec<(String, String)> = match kind.as_str() {
+            "hash" => conn.hgetall(&key).await.unwrap(),
+            "zset" => conn.zrange_withscores(&key, 0, -1).await.unwrap(),
+            other => panic!("unexpected {other} key {key}"),
+        };
+        content.sort();
+        out.push((key, content));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ria_reads_what_the_book_writes() {
+    let f = Fixture::new(Kind::RedisRia).await;
+    let mut raw = f.raw().await;
+    book_update_counter(&mut raw, &BOOK_PRECISIONS, "hits", 3, 1336376415.5).await;
+    book_update_counter(&mut raw, &BOOK_PRECISIONS, "hits", 2, 1336376416.0).await;
+    // The Java port's precisions lack 1 s.
+    book_update_counter(&mut raw, &BOOK_PRECISIONS[1..], "java", 1, 1336376415.0).await;
+    assert_eq!(
+        f.counters.get("hits", 5).await.unwrap(),
+        vec![s(1336376415, 5)]
+    );
+    assert_eq!(
+        f.counters.get("hits", 1).await.unwrap(),
+        vec![s(1336376415, 3), s(1336376416, 2)]
+    );
+    assert_eq!(
+        f.counters.get("java", 60).await.unwrap(),
+        vec![s(1336376400, 1)]
+    );
+    assert!(f.counters.get("java", 1).await.unwrap().is_empty());
+    assert_eq!(f.all_names().await, vec!["hits", "java"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn book_reads_what_ria_writes() {
+    let f = Fixture::new(Kind::RedisRia).await;
+    f.counters.incr_at("hits", 3, 1336376415.5).await.unwrap();
+    f.counters.incr_at("hits", 4, 1336376399.0).await.unwrap();
+    let mut raw = f.raw().await;
+    assert_eq!(
+        book_get_counter(&mut raw, "hits", 5).await,
+        vec![(1336376395, 4), (1336376415, 3)]
+    );
+    // Fields are integer text, never "…415.0".
+    let fields: Vec<String> = raw.hkeys("count:1:hits").await.unwrap();
+    let mut fields = fields;
+    fields.sort();
+    assert_eq!(fields, vec!["1336376399", "1336376415"]);
+    let known: Vec<(String, f64)> = raw.zrange_withscores("known:", 0, -1).await.unwrap();
+    let expected: Vec<(String, f64)> = {
+        let mut m: Vec<String> = BOOK_PRECISIONS
+            .iter()
+            .map(|p| format!("{p}:hits"))
+            .collect();
+        m.sort();
+        m.into_iter().map(|m| (m, 0.0)).collect()
+    };
+    assert_eq!(known, expected);
+    // Only the book's keys exist.
+    let mut keys: Vec<String> = raw.keys("*").await.unwrap();
+    keys.sort();
+    let mut want: Vec<String> = BOOK_PRECISIONS
+        .iter()
+        .map(|p| format!("count:{p}:hits"))
+        .collect();
+    want.push("known:".into());
+    want.sort();
+    assert_eq!(keys, want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ria_clean_leaves_what_the_books_first_pass_leaves() {
+    let ours = Fixture::new(Kind::RedisRia).await;
+    let book = Fixture::new(Kind::RedisRia).await;
+    let mut ours_raw = ours.raw().await;
+    let mut book_raw = book.raw().await;
+    // A deterministic spread of counters, times and precision sets.
+    let now = 1_700_000_000.25;
+    let mut seed = 12345u64;
+    let mut next = || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        seed >> 33
+    };
+    for i in 0..200 {
+        let name = format!("c{}", i % 37);
+        let precisions: &[u64] = if i % 5 == 0 {
+            &BOOK_PRECISIONS[1..]
+        } else {
+            &BOOK_PRECISIONS
+        };
+        // Ages from now to 200 days back, biased to recent.
+        let age = match next() % 4 {
+            0 => next() % 200,
+            1 => next() % 20_000,
+            2 => next() % 2_000_000,
+            _ => next() % 17_280_000,
+        } as f64;
+        let count = (next() % 9) as i64 + 1;
+        for raw in [&mut ours_raw, &mut book_raw] {
+            book_update_counter(raw, precisions, &name, count, now - age).await;
+        }
+    }
+    assert_eq!(dump(&mut ours_raw).await, dump(&mut book_raw).await);
+    book_clean_first_pass(&mut book_raw, now, 120).await;
+    let mut cleaner = ours
+        .counters
+        .cleaner(CleanerSettings {
+            batch: 16,
+            ..CleanerSettings::default()
+        })
+        .unwrap();
+    let report = cleaner
+        .pass_at(Timestamp::from_secs_f64(now).unwrap())
+        .await
+        .unwrap();
+    assert!(
+        report.samples_removed > 0 && report.counters_removed > 0,
+        "{report:?}"
+    );
+    assert_eq!(dump(&mut ours_raw).await, dump(&mut book_raw).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnects_after_redis_restarts() {
+    for kind in [Kind::RedisTagged, Kind::RedisRia] {
+        let mut f = Fixture::build(
+            kind,
+            CounterSettings::default(),
+            RedisOptions {
+                durable: true,
+                ..RedisOptions::default()
+            },
+        )
+        .await;
+        f.counters.incr_at("r", 1, 100.0).await.unwrap();
+        f.server.as_mut().unwrap().restart();
+        // The first call after a restart may see the dropped connection; the
+        // client reconnects by itself and later calls succeed.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let mut failures = 0;
+        loop {
+            match f.counters.incr_at("r", 1, 100.0).await {
+                Ok(()) => break,
+                Err(e) => {
+                    assert!(e.is_unavailable(), "{e}");
+                    failures += 1;
+                    assert!(
+                        Instant::now() < deadline,
+                        "no reconnect after {failures} failures: {e}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+        assert!(
+            failures <= 2,
+            "{kind:?}: {failures} failures before reconnecting"
+        );
+        for _ in 0..10 {
+            f.counters.incr_at("r", 1, 100.0).await.unwrap();
+        }
+        // Durable server: what was acknowledged before the restart is there.
+        assert_eq!(f.counters.get("r", 60).await.unwrap(), vec![s(60, 12)]);
+        // Down: a clear "unavailable" error, not a hang or a panic.
+        f.server.as_mut().unwrap().kill();
+        let err = f.counters.incr_at("r", 1, 100.0).await.unwrap_err();
+        assert!(err.is_unavailable(), "{err}");
+        f.server.as_mut().unwrap().start_again();
+    }
+}

@@ -1,0 +1,54 @@
+//! Test harness for Tally: real server processes on free loopback ports.
+//!
+//! Owns the lifecycle of the servers Tally's tests talk to: a `redis-server`
+//! per test ([`RedisServer`]), each in its own temporary directory, started on
+//! a free port and killed when the handle is dropped.
+//!
+//! Nothing here mocks anything. When a server binary is missing, the harness
+//! panics with a message saying how to install it (`scripts/test` installs it
+//! from Debian packages), so a test never passes or skips silently.
+
+mod redis;
+
+pub use redis::{RedisOptions, RedisServer};
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// A port that was free on 127.0.0.1 a moment ago.
+///
+/// The listener is closed before the port is returned, so another process may
+/// take it in between; servers are started with a retry for that reason.
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    listener.local_addr().expect("local addr").port()
+}
+
+/// Finds `name` on `PATH` (and in `extra_dirs`), or panics with `install_hint`.
+pub fn require_binary(name: &str, extra_dirs: &[&str], install_hint: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs = std::env::split_paths(&path).chain(extra_dirs.iter().map(PathBuf::from));
+    for dir in dirs {
+        let candidate = dir.join(name);
+        if candidate.is_file() {
+            return candidate;
+        }
+    }
+    panic!(
+        "`{name}` was not found on PATH. {install_hint} \
+         (scripts/test installs everything the suite needs on Debian)."
+    );
+}
+
+/// Polls `ready` every 10 ms until it returns true or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if ready() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    ready()
+}

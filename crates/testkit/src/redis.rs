@@ -1,0 +1,199 @@
+//! A real `redis-server` process for one test.
+//!
+//! Invariant: while a [`RedisServer`] is alive and not stopped, a server is
+//! listening on its port; dropping the handle kills the process and removes
+//! its directory.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use tempfile::TempDir;
+
+use crate::{free_port, require_binary, wait_until};
+
+const INSTALL_HINT: &str = "Install it with `sudo apt-get install redis-server`";
+
+/// How a test wants its server configured.
+#[derive(Clone, Debug, Default)]
+pub struct RedisOptions {
+    /// Keep an append-only file fsynced on every write, so that data survives
+    /// a `kill -9` and [`RedisServer::restart`].
+    pub durable: bool,
+    /// Extra `--name value` arguments passed to `redis-server` verbatim.
+    pub args: Vec<(String, String)>,
+}
+
+/// A running `redis-server`, killed on drop.
+#[derive(Debug)]
+pub struct RedisServer {
+    binary: PathBuf,
+    port: u16,
+    dir: TempDir,
+    options: RedisOptions,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts a non-persistent server on a free port.
+    pub fn start() -> Self {
+        Self::start_with(RedisOptions::default())
+    }
+
+    /// Starts a server with `options` on a free port.
+    pub fn start_with(options: RedisOptions) -> Self {
+        let binary = require_binary("redis-server", &["/usr/sbin"], INSTALL_HINT);
+        let mut last_error = String::new();
+        for _ in 0..5 {
+            let mut server = RedisServer {
+                binary: binary.clone(),
+                port: free_port(),
+                dir: tempfile::Builder::new()
+                    .prefix("tally-redis-")
+                    .tempdir()
+                    .expect("temporary directory for redis-server"),
+                options: options.clone(),
+                child: None,
+            };
+            match server.spawn() {
+                Ok(()) => return server,
+                Err(e) => last_error = e,
+            }
+        }
+        panic!("redis-server did not start after 5 attempts: {last_error}");
+    }
+
+    /// The TCP port the server listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A `redis://` URL for this server.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The server's working directory (AOF and RDB files live here).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Kills the process with SIGKILL, as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Whether the process is currently running.
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Starts the server again on the same port and directory.
+    ///
+    /// Panics if it is already running or does not come up.
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none(), "redis-server is already running");
+        let mut last_error = String::new();
+        // The old socket may linger briefly after a kill.
+        for _ in 0..50 {
+            match self.spawn() {
+                Ok(()) => return,
+                Err(e) => last_error = e,
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "redis-server did not restart on port {}: {last_error}",
+            self.port
+        );
+    }
+
+    /// Kills the server (SIGKILL) and starts it again on the same port.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.start_again();
+    }
+
+    /// Sends one inline command and returns the raw reply line, for harness
+    /// use (tests use a real client).
+    pub fn command(&self, inline: &str) -> std::io::Result<String> {
+        raw_command(self.port, inline)
+    }
+
+    fn spawn(&mut self) -> Result<(), String> {
+        let mut cmd = Command::new(&self.binary);
+        cmd.arg("--port")
+            .arg(self.port.to_string())
+            .arg("--bind")
+            .arg("127.0.0.1")
+            .arg("--dir")
+            .arg(self.dir.path())
+            .arg("--save")
+            .arg("")
+            .arg("--daemonize")
+            .arg("no")
+            .arg("--logfile")
+            .arg(self.dir.path().join("redis.log"));
+        if self.options.durable {
+            cmd.args(["--appendonly", "yes", "--appendfsync", "always"]);
+        } else {
+            cmd.args(["--appendonly", "no"]);
+        }
+        for (name, value) in &self.options.args {
+            cmd.arg(format!("--{name}")).arg(value);
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("spawn redis-server: {e}"))?;
+        let port = self.port;
+        let up = wait_until(Duration::from_secs(10), || {
+            if let Ok(Some(_)) = child.try_wait() {
+                return true;
+            }
+            matches!(raw_command(port, "PING"), Ok(reply) if reply.starts_with("+PONG"))
+        });
+        if let Ok(Some(status)) = child.try_wait() {
+            let log =
+                std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default();
+            return Err(format!("redis-server exited with {status}: {log}"));
+        }
+        if !up {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("redis-server did not answer PING on port {port}"));
+        }
+        // With an AOF, the server answers PING with -LOADING until loaded.
+        wait_until(
+            Duration::from_secs(10),
+            || matches!(raw_command(port, "PING"), Ok(reply) if reply.starts_with("+PONG")),
+        );
+        self.child = Some(child);
+        Ok(())
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Sends an inline command over a fresh connection and reads the first reply
+/// chunk.
+pub(crate) fn raw_command(port: u16, inline: &str) -> std::io::Result<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    stream.write_all(inline.as_bytes())?;
+    stream.write_all(b"\r\n")?;
+    let mut buf = [0u8; 4096];
+    let n = stream.read(&mut buf)?;
+    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+}

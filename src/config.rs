@@ -1,0 +1,204 @@
+//! Configuration of the `tally` binary: flags, `TALLY_*` variables, a TOML file.
+//!
+//! Precedence: a flag, else its environment variable (clap reads both), else
+//! the file given by `--config` / `TALLY_CONFIG`, else the default. Every
+//! value is validated once here, at start, with a message naming the setting.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use serde::Deserialize;
+use tally::backend::redis::Layout;
+use tally::backend::redis::layout::DEFAULT_PREFIX;
+use tally::{BackendConfig, CleanerSettings, CounterSettings};
+
+/// Flags shared by every command (each also read from a `TALLY_*` variable).
+#[derive(Args, Clone, Debug, Default)]
+pub struct GlobalArgs {
+    /// Redis server URL (redis:// or rediss://, with password and db). Without
+    /// it (or --redis-cluster), the embedded SQLite store is used.
+    #[arg(
+        long,
+        env = "TALLY_REDIS",
+        global = true,
+        value_name = "URL",
+        conflicts_with = "data_dir"
+    )]
+    pub redis: Option<String>,
+
+    /// Redis Cluster seed node URLs, comma-separated.
+    #[arg(
+        long,
+        env = "TALLY_REDIS_CLUSTER",
+        global = true,
+        value_name = "URL[,URL...]",
+        value_delimiter = ',',
+        conflicts_with_all = ["redis", "data_dir"]
+    )]
+    pub redis_cluster: Option<Vec<String>>,
+
+    /// Directory of the embedded SQLite store (`:memory:` for a private
+    /// in-memory one) [default: $XDG_DATA_HOME/tally or ~/.local/share/tally].
+    #[arg(long, env = "TALLY_DATA_DIR", global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// Redis key layout: `default` (cluster-ready) or `ria` (the book's keys).
+    #[arg(long, env = "TALLY_LAYOUT", global = true, value_name = "ria|default")]
+    pub layout: Option<String>,
+
+    /// Key prefix of the default Redis layout [default: tally].
+    #[arg(long, env = "TALLY_PREFIX", global = true, value_name = "P")]
+    pub prefix: Option<String>,
+
+    /// Precisions in seconds, comma-separated [default: 1,5,60,300,3600,18000,86400].
+    #[arg(
+        long,
+        env = "TALLY_PRECISIONS",
+        global = true,
+        value_delimiter = ',',
+        value_name = "SECONDS"
+    )]
+    pub precisions: Option<Vec<u64>>,
+
+    /// Samples kept per precision [default: 120].
+    #[arg(long, env = "TALLY_SAMPLES", global = true, value_name = "N")]
+    pub samples: Option<u64>,
+
+    /// Seconds between cleaner passes [default: 60].
+    #[arg(
+        long,
+        env = "TALLY_CLEAN_INTERVAL",
+        global = true,
+        value_name = "SECONDS"
+    )]
+    pub clean_interval: Option<u64>,
+
+    /// Counters per cleaner round trip [default: 500].
+    #[arg(long, env = "TALLY_CLEAN_BATCH", global = true, value_name = "N")]
+    pub clean_batch: Option<usize>,
+
+    /// A TOML file with any of these settings (flags and variables win).
+    #[arg(long, env = "TALLY_CONFIG", global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// The settings file: the same names as the flags, with underscores.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub redis: Option<String>,
+    pub redis_cluster: Option<Vec<String>>,
+    pub data_dir: Option<PathBuf>,
+    pub layout: Option<String>,
+    pub prefix: Option<String>,
+    pub precisions: Option<Vec<u64>>,
+    pub samples: Option<u64>,
+    pub clean_interval: Option<u64>,
+    pub clean_batch: Option<usize>,
+}
+
+impl FileConfig {
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config file {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
+    }
+}
+
+/// Everything a command needs, validated.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub backend: BackendConfig,
+    pub counters: CounterSettings,
+    pub cleaner: CleanerSettings,
+}
+
+impl Config {
+    pub fn resolve(args: &GlobalArgs) -> Result<Self> {
+        let file = match &args.config {
+            Some(path) => FileConfig::load(path)?,
+            None => FileConfig::default(),
+        };
+        let prefix = args
+            .prefix
+            .clone()
+            .or(file.prefix)
+            .unwrap_or_else(|| DEFAULT_PREFIX.to_owned());
+        let layout_name = args
+            .layout
+            .clone()
+            .or(file.layout)
+            .unwrap_or_else(|| "default".to_owned());
+        let layout = Layout::parse(&layout_name, &prefix)?;
+        let from_flags =
+            args.redis.is_some() || args.redis_cluster.is_some() || args.data_dir.is_some();
+        let (redis, cluster, data_dir) = if from_flags {
+            (
+                args.redis.clone(),
+                args.redis_cluster.clone(),
+                args.data_dir.clone(),
+            )
+        } else {
+            (file.redis, file.redis_cluster, file.data_dir)
+        };
+        let backend = match (redis, cluster, data_dir) {
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) | (_, Some(_), Some(_)) => {
+                bail!("choose one backend: redis, redis_cluster or data_dir")
+            }
+            (Some(url), None, None) => BackendConfig::Redis { url, layout },
+            (None, Some(urls), None) => {
+                if layout == Layout::Ria {
+                    bail!("the `ria` layout needs a standalone Redis server, not a cluster");
+                }
+                BackendConfig::RedisCluster { urls, layout }
+            }
+            (None, None, Some(dir)) if dir.as_os_str() == ":memory:" => BackendConfig::SqliteMemory,
+            (None, None, Some(dir)) => BackendConfig::SqliteDir(dir),
+            (None, None, None) => BackendConfig::SqliteDir(default_data_dir()),
+        };
+        if layout_name == "ria" && !matches!(backend, BackendConfig::Redis { .. }) {
+            bail!("--layout ria only applies to a Redis backend (give --redis URL)");
+        }
+        let defaults = CounterSettings::default();
+        let counters = CounterSettings {
+            precisions: args
+                .precisions
+                .clone()
+                .or(file.precisions)
+                .unwrap_or(defaults.precisions),
+            samples: args.samples.or(file.samples).unwrap_or(defaults.samples),
+        }
+        .validate()?;
+        let defaults = CleanerSettings::default();
+        let cleaner = CleanerSettings {
+            interval: args
+                .clean_interval
+                .or(file.clean_interval)
+                .map(Duration::from_secs)
+                .unwrap_or(defaults.interval),
+            batch: args
+                .clean_batch
+                .or(file.clean_batch)
+                .unwrap_or(defaults.batch),
+        }
+        .validate()?;
+        Ok(Config {
+            backend,
+            counters,
+            cleaner,
+        })
+    }
+}
+
+/// `$XDG_DATA_HOME/tally`, else `~/.local/share/tally`, else `./tally-data`.
+pub fn default_data_dir() -> PathBuf {
+    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(xdg).join("tally");
+    }
+    if let Some(home) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(home).join(".local/share/tally");
+    }
+    PathBuf::from("tally-data")
+}

@@ -1,0 +1,43 @@
+//! The `tally` binary: a thin shim over the `tally` library.
+//!
+//! Parses flags (clap, with `TALLY_*` variables and a TOML file), opens the
+//! configured backend and runs one command. Results go to stdout (`--json`
+//! where a script reads them); logs and errors go to stderr. Exit codes: 0
+//! success, 2 bad input or usage, 1 anything else.
+
+mod cli;
+mod config;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    cli::init_tracing(&cli);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("tally: error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(cli::run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("tally: error: {e:#}");
+            let bad_input = e
+                .downcast_ref::<tally::Error>()
+                .is_some_and(|e| e.is_bad_input() || matches!(e, tally::Error::Config(_)));
+            if bad_input {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}

@@ -1,0 +1,354 @@
+//! The `tally` binary end to end: real processes, a real redis-server, a
+//! SQLite file shared by several processes.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use redis::Commands;
+use tally_testkit::RedisServer;
+
+fn tally() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tally"));
+    // Keep the user's environment from leaking into the tests.
+    for var in [
+        "TALLY_REDIS",
+        "TALLY_REDIS_CLUSTER",
+        "TALLY_DATA_DIR",
+        "TALLY_LAYOUT",
+        "TALLY_PREFIX",
+        "TALLY_PRECISIONS",
+        "TALLY_SAMPLES",
+        "TALLY_CONFIG",
+        "TALLY_CLEAN_INTERVAL",
+        "TALLY_CLEAN_BATCH",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("run tally")
+}
+
+fn ok(cmd: &mut Command) -> String {
+    let out = run(cmd);
+    assert!(
+        out.status.success(),
+        "tally failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn with_dir(dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = tally();
+    cmd.arg("--data-dir").arg(dir).args(args);
+    cmd
+}
+
+#[test]
+fn ria_incr_leaves_the_books_keys() {
+    let server = RedisServer::start();
+    ok(tally().args([
+        "--redis",
+        &server.url(),
+        "--layout",
+        "ria",
+        "incr",
+        "hits",
+        "3",
+        "--at",
+        "1336376415.5",
+    ]));
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let field: i64 = conn.hget("count:5:hits", "1336376415").unwrap();
+    assert_eq!(field, 3);
+    let hash: Vec<(String, String)> = conn.hgetall("count:5:hits").unwrap();
+    assert_eq!(hash, vec![("1336376415".to_owned(), "3".to_owned())]);
+    let score: Option<f64> = conn.zscore("known:", "5:hits").unwrap();
+    assert_eq!(score, Some(0.0));
+    // And it reads back through the CLI, as JSON for one precision.
+    let json = ok(tally().args([
+        "--redis",
+        &server.url(),
+        "--layout",
+        "ria",
+        "get",
+        "hits",
+        "--precision",
+        "5",
+        "--json",
+    ]));
+    assert_eq!(json.trim(), "[[1336376415,3]]");
+}
+
+#[test]
+fn ria_clean_once_at_a_given_now() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let base = ["--redis", url.as_str(), "--layout", "ria", "--samples", "2"];
+    // 1 s slices at 100..=104; at now = 104.5 with 2 samples, 103 and 104 survive.
+    for t in 100..=104 {
+        ok(tally()
+            .args(base)
+            .args(["incr", "x", "1", "--at", &t.to_string()]));
+    }
+    ok(tally().args(base).args(["incr", "old", "1", "--at", "1"]));
+    let report = ok(tally()
+        .args(base)
+        .args(["clean", "--once", "--now", "104.5", "--json"]));
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    // x: 1 s slices 100-102; old: its 1 s slice at 1 and 5 s slice at 0.
+    assert_eq!(report["samples_removed"], 3 + 2, "{report}");
+    assert_eq!(report["counters_removed"], 2, "{report}");
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let mut fields: Vec<String> = conn.hkeys("count:1:x").unwrap();
+    fields.sort();
+    assert_eq!(fields, vec!["103", "104"]);
+    // "old" had one 1 s sample at 1 (gone) and a day slice at 0 that 2 days of
+    // retention keeps: only its emptied members leave known:.
+    let known: Vec<String> = conn.zrange("known:", 0, -1).unwrap();
+    assert!(!known.contains(&"1:old".to_owned()), "{known:?}");
+    assert!(known.contains(&"86400:old".to_owned()), "{known:?}");
+    let names = ok(tally().args(base).args(["counters", "--json"]));
+    assert_eq!(names.trim(), r#"["old","x"]"#);
+}
+
+#[test]
+fn runs_on_the_embedded_store_with_no_redis() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(&mut with_dir(
+        dir.path(),
+        &["incr", "hits", "--at", "1700000000"],
+    ));
+    ok(&mut with_dir(
+        dir.path(),
+        &["incr", "hits", "4", "--at", "1700000000.9"],
+    ));
+    ok(&mut with_dir(
+        dir.path(),
+        &["incr", "misses", "-2", "--at", "1700000001"],
+    ));
+    let one = ok(&mut with_dir(
+        dir.path(),
+        &["get", "hits", "--precision", "60", "--json"],
+    ));
+    assert_eq!(one.trim(), "[[1699999980,5]]");
+    let all: serde_json::Value =
+        serde_json::from_str(&ok(&mut with_dir(dir.path(), &["get", "hits", "--json"]))).unwrap();
+    let keys: Vec<&String> = all.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["1", "5", "60", "300", "3600", "18000", "86400"]);
+    assert_eq!(all["1"], serde_json::json!([[1700000000, 5]]));
+    let table = ok(&mut with_dir(dir.path(), &["get", "hits"]));
+    assert!(
+        table.contains("1 min") && table.contains("2023-11-14T22:13:00Z"),
+        "{table}"
+    );
+    let names = ok(&mut with_dir(dir.path(), &["counters"]));
+    assert_eq!(names, "hits\nmisses\n");
+    let page = ok(&mut with_dir(
+        dir.path(),
+        &["counters", "--json", "--after", "hits", "--limit", "5"],
+    ));
+    assert_eq!(page.trim(), r#"["misses"]"#);
+    assert_eq!(
+        ok(&mut with_dir(dir.path(), &["delete", "misses", "--json"])).trim(),
+        r#"{"deleted":true}"#
+    );
+    assert_eq!(
+        ok(&mut with_dir(dir.path(), &["counters", "--json"])).trim(),
+        r#"["hits"]"#
+    );
+    assert!(dir.path().join("tally.sqlite3").exists());
+}
+
+#[test]
+fn bad_input_exits_2_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = "x".repeat(300);
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["incr", ""], "must not be empty"),
+        (vec!["incr", long.as_str()], "at most 256 bytes"),
+        (vec!["incr", "a\u{1}b"], "control characters"),
+        (
+            vec!["incr", "x", "1", "--at", "-3"],
+            "before the Unix epoch",
+        ),
+        (vec!["incr", "x", "1", "--at", "inf"], "not a finite number"),
+        (vec!["incr", "x", "-9223372036854775808"], "out of range"),
+        (vec!["incr", "x", "99999999999999999999"], "invalid value"),
+        (
+            vec!["get", "x", "--precision", "7"],
+            "configured: 1, 5, 60, 300, 3600, 18000, 86400",
+        ),
+        (vec!["--precisions", "5,5", "incr", "x"], "listed twice"),
+        (vec!["--samples", "0", "incr", "x"], "samples must be"),
+        (vec!["--layout", "nope", "incr", "x"], "unknown layout"),
+    ];
+    for (args, message) in cases {
+        let out = run(&mut with_dir(dir.path(), &args));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+    ok(&mut with_dir(
+        dir.path(),
+        &["incr", "x", "9223372036854775807", "--at", "5"],
+    ));
+    let out = run(&mut with_dir(
+        dir.path(),
+        &["incr", "x", "1", "--at", "100"],
+    ));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("would overflow"));
+    assert_eq!(
+        ok(&mut with_dir(dir.path(), &["counters", "--json"])).trim(),
+        r#"["x"]"#
+    );
+    assert_eq!(
+        ok(&mut with_dir(
+            dir.path(),
+            &["get", "x", "--precision", "1", "--json"]
+        ))
+        .trim(),
+        "[[5,9223372036854775807]]"
+    );
+}
+
+#[test]
+fn several_processes_share_one_sqlite_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_owned();
+    // Four "cron jobs" incrementing while another process reads and cleans.
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                for i in 0..15 {
+                    let at = (1_700_000_000 + (w * 15 + i) % 7).to_string();
+                    ok(&mut with_dir(&path, &["incr", "jobs", "2", "--at", &at]));
+                }
+            })
+        })
+        .collect();
+    let reader = {
+        let path = path.clone();
+        std::thread::spawn(move || {
+            for _ in 0..10 {
+                ok(&mut with_dir(&path, &["get", "jobs", "--json"]));
+                ok(&mut with_dir(
+                    &path,
+                    &["clean", "--once", "--now", "1700000000"],
+                ));
+            }
+        })
+    };
+    for w in writers {
+        w.join().unwrap();
+    }
+    reader.join().unwrap();
+    let day = ok(&mut with_dir(
+        &path,
+        &["get", "jobs", "--precision", "86400", "--json"],
+    ));
+    assert_eq!(day.trim(), "[[1699920000,120]]");
+}
+
+#[test]
+fn configuration_layers_flags_over_env_over_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tally.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "data_dir = {:?}\nprecisions = [10, 60]\nsamples = 5\n",
+            dir.path().join("data")
+        ),
+    )
+    .unwrap();
+    // The file sets the store and precisions.
+    ok(tally().args([
+        "--config",
+        file.to_str().unwrap(),
+        "incr",
+        "c",
+        "--at",
+        "1000",
+    ]));
+    let all: serde_json::Value = serde_json::from_str(&ok(tally().args([
+        "--config",
+        file.to_str().unwrap(),
+        "get",
+        "c",
+        "--json",
+    ])))
+    .unwrap();
+    assert_eq!(
+        all.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["10", "60"]
+    );
+    // TALLY_PRECISIONS beats the file; a flag beats the variable.
+    let env_json = ok(tally()
+        .env("TALLY_CONFIG", &file)
+        .env("TALLY_PRECISIONS", "60")
+        .args(["get", "c", "--json"]));
+    assert_eq!(env_json.trim(), r#"{"60":[[960,1]]}"#);
+    let flag_json = ok(tally()
+        .env("TALLY_CONFIG", &file)
+        .env("TALLY_PRECISIONS", "60")
+        .args(["--precisions", "10", "get", "c", "--json"]));
+    assert_eq!(flag_json.trim(), r#"{"10":[[1000,1]]}"#);
+    // An unknown setting in the file is an error naming it.
+    std::fs::write(&file, "precisons = [1]\n").unwrap();
+    let out = run(tally().args(["--config", file.to_str().unwrap(), "counters"]));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("precisons"));
+}
+
+#[test]
+fn clean_runs_until_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(&mut with_dir(
+        dir.path(),
+        &["--samples", "1", "incr", "x", "--at", "10"],
+    ));
+    let mut child = with_dir(
+        dir.path(),
+        &["--samples", "1", "--clean-interval", "1", "clean"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    // The first pass runs at once and removes the stale counter.
+    let gone = tally_testkit::wait_until(Duration::from_secs(10), || {
+        ok(&mut with_dir(dir.path(), &["counters", "--json"])).trim() == "[]"
+    });
+    assert!(gone, "the cleaner did not remove the stale counter");
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let exit = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "tally clean ignored SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(exit.success(), "{exit}");
+}
