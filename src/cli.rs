@@ -7,6 +7,7 @@ use anyhow::{Result, bail};
 use clap::{Parser, Subcommand};
 use tally::{Backend, Counters, SystemClock, Timestamp};
 
+use crate::bench::BenchCommand;
 use crate::config::{Config, GlobalArgs};
 use crate::output;
 
@@ -84,6 +85,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Benchmarks (see BENCHMARKS.md).
+    #[command(subcommand)]
+    Bench(BenchCommand),
 }
 
 pub fn init_tracing(cli: &Cli) {
@@ -205,6 +209,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 cleaner.run(shutdown_signal()).await;
             }
         }
+        Command::Bench(command) => crate::bench::run(command, &config).await?,
     }
     Ok(ExitCode::SUCCESS)
 }

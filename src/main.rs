@@ -5,6 +5,7 @@
 //! where a script reads them); logs and errors go to stderr. Exit codes: 0
 //! success, 2 bad input or usage, 1 anything else.
 
+mod bench;
 mod cli;
 mod config;
 mod output;
