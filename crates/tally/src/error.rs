@@ -56,6 +56,9 @@ pub enum Error {
     /// batch, a bad cursor...).
     #[error("invalid input: {0}")]
     InvalidInput(String),
+    /// A bounded buffer or queue is full (or shut down); retry later.
+    #[error("overloaded: {0}")]
+    Overloaded(String),
     /// A configuration value was rejected at start.
     #[error("invalid configuration: {0}")]
     Config(String),
@@ -101,6 +104,7 @@ impl Error {
             Error::Overflow { .. } => "overflow",
             Error::InvalidInput(_) => "invalid_input",
             Error::Config(_) => "invalid_config",
+            Error::Overloaded(_) => "overloaded",
             Error::Unavailable(_) => "backend_unavailable",
             Error::Backend(_) => "backend_error",
             Error::Corrupt(_) => "corrupt_data",

@@ -38,8 +38,8 @@ pub mod name;
 pub use backend::{Backend, BackendConfig};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use counters::{
-    Cleaner, CleanerSettings, CounterSettings, CounterStore, Counters, Increment, Page, Sample,
-    Series,
+    Aggregator, AggregatorSettings, Cleaner, CleanerSettings, CounterSettings, CounterStore,
+    Counters, Increment, Page, Sample, Series,
 };
 pub use error::{Error, Result};
 pub use name::Name;

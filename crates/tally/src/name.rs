@@ -20,12 +20,18 @@ impl Name {
     /// Validates `name`.
     pub fn new(name: impl Into<String>) -> Result<Self> {
         let name = name.into();
+        Self::check(&name)?;
+        Ok(Name(name))
+    }
+
+    /// Checks `name` against the rules without allocating.
+    pub fn check(name: &str) -> Result<()> {
         if name.is_empty() {
-            return Err(Error::invalid_name(&name, "a name must not be empty"));
+            return Err(Error::invalid_name(name, "a name must not be empty"));
         }
         if name.len() > MAX_NAME_BYTES {
             return Err(Error::invalid_name(
-                &name,
+                name,
                 format!(
                     "a name must be at most {MAX_NAME_BYTES} bytes, this one has {}",
                     name.len()
@@ -34,14 +40,20 @@ impl Name {
         }
         if let Some(c) = name.chars().find(|c| c.is_control()) {
             return Err(Error::invalid_name(
-                &name,
+                name,
                 format!(
                     "a name must not contain control characters (found U+{:04X})",
                     c as u32
                 ),
             ));
         }
-        Ok(Name(name))
+        Ok(())
+    }
+
+    /// Wraps a string that already passed [`Name::check`].
+    pub(crate) fn from_checked(name: String) -> Self {
+        debug_assert!(Self::check(&name).is_ok());
+        Name(name)
     }
 
     /// The name as a string slice.

@@ -6,6 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Fixture, Kind, T0};
+use tally::counters::{Aggregator, AggregatorSettings, Applied, WhenFull, WriteSeq};
 use tally::{CleanerSettings, CounterSettings, Error, Increment, Sample};
 
 fn s(start: u64, count: i64) -> Sample {
@@ -39,6 +40,12 @@ behaviour_suite!(
     two_cleaners_at_once,
     concurrent_writers_are_exact,
     cleaner_runs_as_background_task,
+    sequenced_writes_apply_once,
+    aggregated_writes_are_exact,
+    aggregator_applies_backpressure,
+    aggregator_flushes_on_shutdown_and_drop,
+    aggregator_drops_only_a_refused_counter,
+    aggregator_rejects_bad_input,
 );
 
 async fn slice_boundaries(kind: Kind) {
@@ -546,4 +553,233 @@ fn futures_lite_block<F: std::future::Future>(fut: F) -> F::Output {
 
 fn ts(secs: f64) -> tally::Timestamp {
     tally::Timestamp::from_secs_f64(secs).unwrap()
+}
+
+async fn sequenced_writes_apply_once(kind: Kind) {
+    let f = Fixture::with_settings(kind, small(&[1, 60], 100)).await;
+    let store = f.counters.store().clone();
+    let mut batch = f
+        .counters
+        .prepare(&[
+            Increment::new("s", 5).at(100.0),
+            Increment::new("t", 1).at(100.0),
+        ])
+        .unwrap();
+    let lane = |lane, seq| WriteSeq {
+        writer: 0xfeed,
+        lane,
+        seq,
+    };
+    batch.seq = Some(lane(0, 1));
+    assert_eq!(store.apply(&batch).await.unwrap(), Applied::Written);
+    // A retry of the same write, and a stale one, change nothing.
+    assert_eq!(store.apply(&batch).await.unwrap(), Applied::Duplicate);
+    batch.seq = Some(lane(0, 1));
+    assert_eq!(store.apply(&batch).await.unwrap(), Applied::Duplicate);
+    assert_eq!(f.counters.get("s", 60).await.unwrap(), vec![s(60, 5)]);
+    // The next number, and another lane, apply.
+    batch.seq = Some(lane(0, 2));
+    assert_eq!(store.apply(&batch).await.unwrap(), Applied::Written);
+    batch.seq = Some(lane(1, 1));
+    assert_eq!(store.apply(&batch).await.unwrap(), Applied::Written);
+    batch.seq = Some(lane(0, 2));
+    assert_eq!(store.apply(&batch).await.unwrap(), Applied::Duplicate);
+    assert_eq!(f.counters.get("s", 60).await.unwrap(), vec![s(60, 15)]);
+    assert_eq!(f.counters.get("t", 1).await.unwrap(), vec![s(100, 3)]);
+    // A refused write does not consume its number.
+    f.counters.incr_at("o", i64::MAX, 100.0).await.unwrap();
+    let mut over = f
+        .counters
+        .prepare(&[Increment::new("o", 1).at(100.0)])
+        .unwrap();
+    over.seq = Some(lane(2, 1));
+    assert!(matches!(
+        store.apply(&over).await,
+        Err(Error::Overflow { .. })
+    ));
+    let mut ok = f
+        .counters
+        .prepare(&[Increment::new("s", 1).at(100.0)])
+        .unwrap();
+    ok.seq = Some(lane(2, 1));
+    assert_eq!(store.apply(&ok).await.unwrap(), Applied::Written);
+}
+
+fn agg_settings() -> AggregatorSettings {
+    AggregatorSettings {
+        flush_interval: Duration::from_millis(20),
+        chunk_counters: 7,
+        lanes: 3,
+        ..AggregatorSettings::default()
+    }
+}
+
+async fn aggregated_writes_are_exact(kind: Kind) {
+    let f = Fixture::with_settings(kind, small(&[1, 5, 60], 1000)).await;
+    let agg = Aggregator::start(f.counters.clone(), agg_settings()).unwrap();
+    let mut tasks = Vec::new();
+    for w in 0..6u64 {
+        let agg = agg.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..400u64 {
+                let name = format!("agg{}", (w * 7 + i) % 25);
+                agg.add(&name, 1, Some(1000.0 + (i % 11) as f64))
+                    .await
+                    .unwrap();
+                if i.is_multiple_of(50) {
+                    tokio::task::yield_now().await;
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    agg.flush().await.unwrap();
+    let stats = agg.stats();
+    assert_eq!(stats.accepted, 2400);
+    assert_eq!(stats.written, 2400);
+    assert_eq!(stats.rejected, 0);
+    assert_eq!(stats.pending_entries, 0);
+    let names = f.all_names().await;
+    assert_eq!(names.len(), 25);
+    let all = f.counters.get_many(&names, None).await.unwrap();
+    for p in 0..3 {
+        let total: i64 = all
+            .iter()
+            .flat_map(|c| c[p].samples.iter().map(|x| x.count))
+            .sum();
+        assert_eq!(total, 2400, "precision index {p}");
+    }
+    // Each 1 s slice got exactly what was added to it.
+    let per_second: i64 = all
+        .iter()
+        .map(|c| {
+            c[0].samples
+                .iter()
+                .filter(|x| x.start == 1000)
+                .map(|x| x.count)
+                .sum::<i64>()
+        })
+        .sum();
+    assert_eq!(per_second, 6 * 37);
+}
+
+async fn aggregator_applies_backpressure(kind: Kind) {
+    let f = Fixture::with_settings(kind, small(&[1], 100)).await;
+    // A table of 3 entries: adding 12 new ones must wait for flushes to make
+    // room, and every one is written.
+    let settings = AggregatorSettings {
+        flush_interval: Duration::from_millis(30),
+        flush_entries: 3,
+        max_entries: 3,
+        when_full: WhenFull::Wait,
+        ..agg_settings()
+    };
+    let waiting = Aggregator::start(f.counters.clone(), settings).unwrap();
+    for i in 0..12 {
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            waiting.add(&format!("w{i}"), 1, Some(60.0)),
+        )
+        .await
+        .expect("add waits for room, then succeeds")
+        .unwrap();
+        assert!(waiting.stats().pending_entries <= 3);
+    }
+    waiting.flush().await.unwrap();
+    assert_eq!(waiting.stats().written, 12);
+    assert_eq!(f.all_names().await.len(), 12);
+}
+
+async fn aggregator_flushes_on_shutdown_and_drop(kind: Kind) {
+    let f = Fixture::with_settings(kind, small(&[1], 100)).await;
+    let long = AggregatorSettings {
+        flush_interval: Duration::from_secs(3600),
+        ..agg_settings()
+    };
+    let agg = Aggregator::start(f.counters.clone(), long.clone()).unwrap();
+    agg.add("down", 3, Some(70.0)).await.unwrap();
+    agg.shutdown().await;
+    assert_eq!(f.counters.get("down", 1).await.unwrap(), vec![s(70, 3)]);
+    assert!(
+        agg.add("down", 1, None).await.is_err(),
+        "a shut down aggregator takes nothing"
+    );
+    // Dropping the last handle flushes too.
+    let dropped = Aggregator::start(f.counters.clone(), long).unwrap();
+    dropped.add("dropped", 2, Some(70.0)).await.unwrap();
+    drop(dropped);
+    let flushed = tally_testkit::wait_until(Duration::from_secs(10), || {
+        futures_lite_block(f.counters.get("dropped", 1))
+            .map(|v| v == vec![s(70, 2)])
+            .unwrap_or(false)
+    });
+    assert!(
+        flushed,
+        "dropping the aggregator lost its pending increments"
+    );
+}
+
+async fn aggregator_drops_only_a_refused_counter(kind: Kind) {
+    let f = Fixture::with_settings(kind, small(&[1, 60], 100)).await;
+    f.counters.incr_at("full", i64::MAX, 10.0).await.unwrap();
+    let agg = Aggregator::start(
+        f.counters.clone(),
+        AggregatorSettings {
+            chunk_counters: 100,
+            ..agg_settings()
+        },
+    )
+    .unwrap();
+    for name in ["a", "full", "z"] {
+        agg.add(name, 1, Some(10.0)).await.unwrap();
+        agg.add(name, 1, Some(11.0)).await.unwrap();
+    }
+    agg.flush().await.unwrap();
+    let stats = agg.stats();
+    assert_eq!((stats.accepted, stats.written, stats.rejected), (6, 4, 2));
+    assert_eq!(f.counters.get("a", 60).await.unwrap(), vec![s(0, 2)]);
+    assert_eq!(
+        f.counters.get("z", 1).await.unwrap(),
+        vec![s(10, 1), s(11, 1)]
+    );
+    assert_eq!(
+        f.counters.get("full", 1).await.unwrap(),
+        vec![s(10, i64::MAX)]
+    );
+    // The lane goes on working after the split.
+    agg.add("a", 1, Some(12.0)).await.unwrap();
+    agg.flush().await.unwrap();
+    assert_eq!(f.counters.get("a", 60).await.unwrap(), vec![s(0, 3)]);
+}
+
+async fn aggregator_rejects_bad_input(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let agg = Aggregator::start(f.counters.clone(), agg_settings()).unwrap();
+    assert!(agg.add("", 1, None).await.unwrap_err().is_bad_input());
+    assert!(
+        agg.add("x", i64::MIN, None)
+            .await
+            .unwrap_err()
+            .is_bad_input()
+    );
+    assert!(
+        agg.add("x", 1, Some(f64::NAN))
+            .await
+            .unwrap_err()
+            .is_bad_input()
+    );
+    agg.add("x", i64::MAX, Some(5.0)).await.unwrap();
+    let err = agg.add("x", 1, Some(5.0)).await.unwrap_err();
+    assert!(matches!(err, Error::Overflow { .. }), "{err}");
+    // A batch with one bad increment adds none of them.
+    let err = agg
+        .add_many(&[Increment::new("y", 1), Increment::new("bad\u{7}", 1)])
+        .await
+        .unwrap_err();
+    assert!(err.is_bad_input());
+    agg.flush().await.unwrap();
+    assert_eq!(agg.stats().accepted, 1);
+    assert_eq!(f.all_names().await, vec!["x"]);
 }

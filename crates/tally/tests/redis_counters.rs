@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use common::{Fixture, Kind};
 use redis::AsyncCommands;
-use tally::{CleanerSettings, CounterSettings, Sample, Timestamp};
+use tally::counters::{Aggregator, AggregatorSettings, WhenFull};
+use tally::{CleanerSettings, CounterSettings, Error, Sample, Timestamp};
 use tally_testkit::RedisOptions;
 
 fn s(start: u64, count: i64) -> Sample {
@@ -289,4 +290,61 @@ async fn reconnects_after_redis_restarts() {
         assert!(err.is_unavailable(), "{err}");
         f.server.as_mut().unwrap().start_again();
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregator_refuses_when_full_while_redis_is_down() {
+    let mut f = Fixture::build(
+        Kind::RedisTagged,
+        CounterSettings {
+            precisions: vec![1],
+            samples: 100,
+        },
+        RedisOptions {
+            durable: true,
+            ..RedisOptions::default()
+        },
+    )
+    .await;
+    let agg = Aggregator::start(
+        f.counters.clone(),
+        AggregatorSettings {
+            flush_interval: Duration::from_millis(10),
+            flush_entries: 3,
+            max_entries: 3,
+            when_full: WhenFull::Error,
+            ..AggregatorSettings::default()
+        },
+    )
+    .unwrap();
+    f.server.as_mut().unwrap().kill();
+    for i in 0..3 {
+        agg.try_add(&format!("b{i}"), 1, Some(50.0)).unwrap();
+    }
+    // The flush cannot write, and room is only given back once written, so a
+    // new (counter, second) is refused at once.
+    let err = agg.try_add("b9", 1, Some(50.0)).unwrap_err();
+    assert!(matches!(err, Error::Overloaded(_)), "{err}");
+    assert!(err.to_string().contains("maximum of 3"), "{err}");
+    assert!(matches!(
+        agg.add("b9", 1, Some(50.0)).await,
+        Err(Error::Overloaded(_))
+    ));
+    let mut server = f.server.take().unwrap();
+    let server = tokio::task::spawn_blocking(move || {
+        server.start_again();
+        server
+    })
+    .await
+    .unwrap();
+    // Redis is back: the retried flush goes through and makes room.
+    agg.flush().await.unwrap();
+    agg.try_add("b9", 1, Some(50.0)).unwrap();
+    agg.flush().await.unwrap();
+    assert_eq!(f.counters.get("b0", 1).await.unwrap(), vec![s(50, 1)]);
+    assert_eq!(f.counters.get("b9", 1).await.unwrap(), vec![s(50, 1)]);
+    let stats = agg.stats();
+    assert_eq!((stats.accepted, stats.written), (4, 4));
+    assert!(stats.retries > 0);
+    drop(server);
 }

@@ -6,6 +6,7 @@
 //! [`Cleaner`] trims old slices with the book's cadence. The service never
 //! talks to a backend directly; stores never validate.
 
+pub mod aggregate;
 mod cleaner;
 pub mod settings;
 pub mod slice;
@@ -15,10 +16,11 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub use aggregate::{Aggregator, AggregatorSettings, AggregatorStats, WhenFull};
 pub use cleaner::Cleaner;
 pub use settings::{CleanerSettings, CounterSettings};
 pub use slice::{CounterWrite, SliceDelta, ValidIncrement};
-pub use store::{Applied, CleanJob, CleanReport, CounterStore, Sample, WriteBatch, WriteId};
+pub use store::{Applied, CleanJob, CleanReport, CounterStore, Sample, WriteBatch, WriteSeq};
 
 use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
 use crate::error::{Error, Result};
@@ -170,7 +172,7 @@ impl Counters {
             .collect::<Result<Vec<_>>>()?;
         Ok(WriteBatch {
             counters: slice::plan(&valid, &self.inner.settings.precisions)?,
-            id: None,
+            seq: None,
         })
     }
 

@@ -45,19 +45,40 @@ impl<'de> Deserialize<'de> for Sample {
 pub struct WriteBatch {
     /// Per counter, its deltas; counters in name order, each at most once.
     pub counters: Vec<CounterWrite>,
-    /// When set, the store records this id atomically with the writes and
-    /// applies a batch carrying an id it has already recorded as a no-op, so
-    /// a retried write is never applied twice.
-    pub id: Option<WriteId>,
+    /// When set, the store records this sequence number atomically with the
+    /// writes, and applies a batch whose number is not above the last one
+    /// recorded for its lane as a no-op: a retried write is applied once.
+    pub seq: Option<WriteSeq>,
 }
 
-/// The identity of a write, for exactly-once retries.
+/// The place of a write in one writer's ordered stream, for exactly-once
+/// retries.
+///
+/// A writer (e.g. one aggregator in one process) draws a random `writer` id
+/// and numbers the writes of each `lane` 1, 2, 3...; a lane never sends write
+/// n + 1 before write n was acknowledged. The store keeps, per (writer, lane),
+/// the last number applied (per registry shard on a cluster), so its memory
+/// is bounded by the number of writers, not of writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct WriteId(pub u128);
+pub struct WriteSeq {
+    /// The writer's random id.
+    pub writer: u64,
+    /// The lane within the writer.
+    pub lane: u32,
+    /// The write's number in its lane, from 1.
+    pub seq: u64,
+}
 
-impl fmt::Display for WriteId {
+impl WriteSeq {
+    /// `<writer hex>:<lane>`, the key of the lane's record.
+    pub fn lane_id(&self) -> String {
+        format!("{:016x}:{}", self.writer, self.lane)
+    }
+}
+
+impl fmt::Display for WriteSeq {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:032x}", self.0)
+        write!(f, "{}#{}", self.lane_id(), self.seq)
     }
 }
 
@@ -66,7 +87,8 @@ impl fmt::Display for WriteId {
 pub enum Applied {
     /// The deltas were added.
     Written,
-    /// The batch's id was already recorded: nothing was added this time.
+    /// The batch's sequence number was already applied: nothing was added
+    /// this time.
     Duplicate,
 }
 

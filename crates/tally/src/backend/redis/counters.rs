@@ -4,7 +4,8 @@
 //! registers every counter, all or nothing: an overflowing HINCRBY makes the
 //! script take back what it already added. On a cluster, a batch is split
 //! into one call per registry shard (one slot each); each call is atomic, and
-//! carries the batch's write id so a retried call is applied once.
+//! carries the batch's sequence number, recorded per writer lane in a key of
+//! the same slot, so a retried call is applied once.
 //!
 //! Reads are pipelines of HGETALL; listing is a ZRANGEBYLEX per registry
 //! (merged); cleaning walks each registry in batches, one ZRANGEBYLEX and one
@@ -24,8 +25,6 @@ use crate::counters::store::{Applied, CleanJob, CleanReport, CounterStore, Sampl
 use crate::error::{Error, Result};
 use crate::name::Name;
 
-/// How long a write id is remembered for exactly-once retries.
-pub const WRITE_ID_TTL_SECS: u64 = 24 * 3600;
 /// Registry shards cleaned at the same time.
 const CLEAN_CONCURRENCY: usize = 4;
 
@@ -90,18 +89,19 @@ impl RedisCounterStore {
 
     fn incr_call<'a>(&self, counters: Vec<&'a CounterWrite>, batch: &WriteBatch) -> IncrCall<'a> {
         let mut call = IncrCall::default();
-        let marker = batch.id.map(|id| {
+        let marker = batch.seq.map(|seq| {
             let key = match &self.layout {
-                Layout::Ria => format!("tally-write:{id}"),
+                Layout::Ria => format!("tally-writer:{}", seq.lane_id()),
                 Layout::Tagged { prefix } => format!(
-                    "{}:w:{id}",
-                    layout::tag(prefix, layout::shard_of(counters[0].name.as_str()))
+                    "{}:writer:{}",
+                    layout::tag(prefix, layout::shard_of(counters[0].name.as_str())),
+                    seq.lane_id()
                 ),
             };
             call.key(key)
         });
         call.args.push(marker.unwrap_or(0).to_string());
-        call.args.push(WRITE_ID_TTL_SECS.to_string());
+        call.args.push(batch.seq.map_or(0, |s| s.seq).to_string());
         call.args.push(String::new()); // the op count, set below
         let mut registries: BTreeMap<usize, Vec<String>> = BTreeMap::new();
         for counter in counters {
@@ -310,7 +310,7 @@ impl IncrCall<'_> {
                 slice: d.slice,
                 delta: d.delta,
             },
-            (Some("TALLY_FAILED"), Some((name, d))) => Error::Backend(format!(
+            (Some("TALLY_FAILED"), Some((name, d))) => Error::Corrupt(format!(
                 "redis refused to add to counter {name:?} at precision {} s: {}",
                 d.precision,
                 e.detail().unwrap_or_default()

@@ -5,7 +5,8 @@
 //! precision, slice, count)` holds samples, keyed for per-counter range scans.
 //! Overflow is checked in Rust inside the write transaction, before anything
 //! is stored, because SQLite would silently turn an overflowing sum into a
-//! float. `tally_write` records batch ids for exactly-once retries.
+//! float. `tally_writer` records each writer lane's last sequence number for
+//! exactly-once retries.
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Transaction, params};
@@ -28,14 +29,16 @@ CREATE TABLE IF NOT EXISTS tally_sample (
     count INTEGER NOT NULL,
     PRIMARY KEY (counter_id, precision, slice)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS tally_write (
-    id TEXT PRIMARY KEY,
+CREATE TABLE IF NOT EXISTS tally_writer (
+    lane TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL,
     at INTEGER NOT NULL
 ) WITHOUT ROWID;
 ";
 
-/// How long a write id is remembered for exactly-once retries.
-pub const WRITE_ID_TTL_SECS: u64 = 24 * 3600;
+/// How long a writer lane's last sequence number is remembered after its
+/// last write.
+pub const WRITER_TTL_SECS: u64 = 7 * 24 * 3600;
 
 /// Counters stored in a [`Sqlite`] database.
 #[derive(Clone, Debug)]
@@ -69,13 +72,19 @@ fn counter_id(tx: &Transaction<'_>, name: &str) -> Result<i64> {
 }
 
 fn apply_in(tx: &Transaction<'_>, batch: &WriteBatch, now_secs: i64) -> Result<Applied> {
-    if let Some(id) = batch.id {
-        let inserted = tx
-            .prepare_cached("INSERT OR IGNORE INTO tally_write (id, at) VALUES (?1, ?2)")?
-            .execute(params![id.to_string(), now_secs])?;
-        if inserted == 0 {
+    if let Some(seq) = batch.seq {
+        let last: Option<i64> = tx
+            .prepare_cached("SELECT seq FROM tally_writer WHERE lane = ?1")?
+            .query_row([seq.lane_id()], |r| r.get(0))
+            .optional()?;
+        if last.is_some_and(|last| seq.seq as i64 <= last) {
             return Ok(Applied::Duplicate);
         }
+        tx.prepare_cached(
+            "INSERT INTO tally_writer (lane, seq, at) VALUES (?1, ?2, ?3)
+             ON CONFLICT (lane) DO UPDATE SET seq = excluded.seq, at = excluded.at",
+        )?
+        .execute(params![seq.lane_id(), seq.seq as i64, now_secs])?;
     }
     let mut read = tx.prepare_cached(
         "SELECT count FROM tally_sample WHERE counter_id = ?1 AND precision = ?2 AND slice = ?3",
@@ -195,7 +204,7 @@ impl CounterStore for SqliteCounterStore {
             .filter_map(|&p| job.cutoff_for(p).map(|c| (p as i64, c)))
             .collect();
         let batch = job.batch as i64;
-        let forget_before = job.now.whole_secs() as i64 - WRITE_ID_TTL_SECS as i64;
+        let forget_before = job.now.whole_secs() as i64 - WRITER_TTL_SECS as i64;
         let mut report = CleanReport::default();
         let mut after = 0i64;
         loop {
@@ -229,7 +238,7 @@ impl CounterStore for SqliteCounterStore {
                         step.counters_removed += drop_empty.execute([id])? as u64;
                     }
                     if ids.len() < batch as usize {
-                        tx.prepare_cached("DELETE FROM tally_write WHERE at < ?1")?
+                        tx.prepare_cached("DELETE FROM tally_writer WHERE at < ?1")?
                             .execute([forget_before])?;
                     }
                     Ok((step, ids.last().copied(), ids.len()))

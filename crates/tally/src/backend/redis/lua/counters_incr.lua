@@ -2,19 +2,23 @@
 -- nothing. Used by both key layouts.
 --
 -- KEYS: every key the write touches; ARGV refers to them by index.
--- ARGV[1]  index of the write-id marker key, or 0 for none
--- ARGV[2]  seconds the marker is kept
+-- ARGV[1]  index of the writer lane's record key, or 0 for none
+-- ARGV[2]  the write's sequence number in its lane
 -- ARGV[3]  n, the number of HINCRBY operations
 -- ARGV[4 .. 3+3n]  n triples: hash key index, field (slice start), delta
 -- then registry groups to the end: registry key index, m, then m members
 --
--- Returns 1 when written, 0 when the marker already existed (a replayed
--- write: nothing is added). If an HINCRBY fails (overflow, wrong type), every
--- delta already added is taken back, the marker is removed, and the error
--- "TALLY_OVERFLOW <op>" or "TALLY_FAILED <op> <message>" is returned.
+-- Returns 1 when written, 0 when the lane's record already holds this
+-- sequence number or a later one (a replayed write: nothing is added). The
+-- record is set to the number, with a 7-day expiry, only when the write
+-- succeeds. If an HINCRBY fails (overflow, wrong type), every delta already
+-- added is taken back and the error "TALLY_OVERFLOW <op>" or
+-- "TALLY_FAILED <op> <message>" is returned.
 local marker = tonumber(ARGV[1])
+local seq = tonumber(ARGV[2])
 if marker > 0 then
-  if not redis.call('SET', KEYS[marker], '1', 'NX', 'EX', ARGV[2]) then
+  local last = tonumber(redis.call('GET', KEYS[marker]) or '0')
+  if seq <= last then
     return 0
   end
 end
@@ -40,9 +44,6 @@ for i = 0, n - 1 do
         redis.call('HDEL', key, field)
       end
     end
-    if marker > 0 then
-      redis.call('DEL', KEYS[marker])
-    end
     if string.find(r.err, 'overflow', 1, true) then
       return redis.error_reply('TALLY_OVERFLOW ' .. i)
     end
@@ -64,5 +65,8 @@ while at <= #ARGV do
     end
   end
   at = at + 2 + m
+end
+if marker > 0 then
+  redis.call('SET', KEYS[marker], ARGV[2], 'EX', 604800)
 end
 return 1

@@ -1,0 +1,660 @@
+//! The aggregating writer: increments merged in process, written in batches.
+//!
+//! [`Aggregator::add`] validates an increment and adds it to an in-memory
+//! table keyed by (counter, second): every configured precision is a whole
+//! number of seconds, so merging by second loses nothing, and one hash update
+//! per increment is all the hot path does. A background flusher takes the
+//! table every `flush_interval` (or as soon as it holds `flush_entries`
+//! entries), expands it to one delta per (counter, precision, slice), and
+//! writes it in chunks of `chunk_counters` counters; chunks go out on
+//! `lanes` concurrent lanes, so a flush costs one round trip per lane (per
+//! node on a cluster).
+//!
+//! Exactly once: each chunk carries a [`WriteSeq`] (a random writer id, its
+//! lane, and the lane's next number). A chunk that fails because the backend
+//! is unavailable (timeout, dropped connection, restart) is retried with the
+//! same number until it is acknowledged; the store applies a number at most
+//! once. So while the process lives, an increment that `add` accepted is
+//! written exactly once. A process that dies loses what it had not flushed:
+//! that is what "aggregated" means, and why the exact path
+//! ([`super::Counters::incr_many`]) stays available.
+//!
+//! Bounded memory: at most `max_entries` (counter, second) entries wait in
+//! memory. When full, [`Aggregator::add`] waits for the next flush
+//! ([`WhenFull::Wait`]) or fails with [`Error::Overloaded`]
+//! ([`WhenFull::Error`]); [`Aggregator::try_add`] never waits.
+//!
+//! A chunk the store refuses for good (a slice would overflow) is split and
+//! retried counter by counter; only the refusing counter's deltas are dropped,
+//! logged and counted in [`AggregatorStats::rejected`].
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxBuildHasher;
+use serde::Serialize;
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use crate::clock::Timestamp;
+use crate::counters::slice::{CounterWrite, SliceDelta, check_count};
+use crate::counters::store::{Applied, WriteBatch, WriteSeq};
+use crate::counters::{Counters, Increment};
+use crate::error::{Error, Result};
+use crate::name::Name;
+
+/// What [`Aggregator::add`] does when the table is full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WhenFull {
+    /// Wait until a flush makes room.
+    Wait,
+    /// Fail at once with [`Error::Overloaded`].
+    Error,
+}
+
+/// How the aggregator buffers and flushes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AggregatorSettings {
+    /// Time between flushes.
+    pub flush_interval: Duration,
+    /// Flush early when this many (counter, second) entries wait.
+    pub flush_entries: usize,
+    /// At most this many entries wait in memory.
+    pub max_entries: usize,
+    /// What `add` does when `max_entries` are waiting.
+    pub when_full: WhenFull,
+    /// Counters per write (one Lua call or transaction).
+    pub chunk_counters: usize,
+    /// Chunks written at the same time.
+    pub lanes: usize,
+}
+
+impl Default for AggregatorSettings {
+    fn default() -> Self {
+        AggregatorSettings {
+            flush_interval: Duration::from_millis(200),
+            flush_entries: 100_000,
+            max_entries: 1_000_000,
+            when_full: WhenFull::Wait,
+            chunk_counters: 500,
+            lanes: 4,
+        }
+    }
+}
+
+impl AggregatorSettings {
+    /// Checks the settings.
+    pub fn validate(self) -> Result<Self> {
+        if self.flush_interval < Duration::from_millis(1)
+            || self.flush_interval > Duration::from_secs(3600)
+        {
+            return Err(Error::Config(
+                "the flush interval must be between 1 ms and 1 h".into(),
+            ));
+        }
+        if self.max_entries == 0 || self.flush_entries == 0 || self.flush_entries > self.max_entries
+        {
+            return Err(Error::Config(format!(
+                "need 0 < flush_entries ({}) <= max_entries ({})",
+                self.flush_entries, self.max_entries
+            )));
+        }
+        if self.chunk_counters == 0 || self.chunk_counters > 10_000 {
+            return Err(Error::Config(
+                "chunk_counters must be between 1 and 10000".into(),
+            ));
+        }
+        if self.lanes == 0 || self.lanes > 64 {
+            return Err(Error::Config("lanes must be between 1 and 64".into()));
+        }
+        Ok(self)
+    }
+}
+
+/// Running figures of an aggregator (monotonic unless noted).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct AggregatorStats {
+    /// Increments accepted by `add`.
+    pub accepted: u64,
+    /// Increments written (acknowledged by the store).
+    pub written: u64,
+    /// Increments dropped because the store refused them for good.
+    pub rejected: u64,
+    /// Flushes that wrote something.
+    pub flushes: u64,
+    /// Chunks written (store calls that succeeded, duplicates included).
+    pub chunks: u64,
+    /// Chunk attempts that failed and were retried.
+    pub retries: u64,
+    /// Chunks the store found already applied (retries of written chunks).
+    pub duplicates: u64,
+    /// (counter, second) entries waiting now (a gauge).
+    pub pending_entries: u64,
+    /// Total microseconds spent in flushes that wrote something.
+    pub flush_micros: u64,
+}
+
+const SHARDS: usize = 16;
+const RETRY_MIN: Duration = Duration::from_millis(20);
+const RETRY_MAX: Duration = Duration::from_secs(2);
+/// How long a final flush keeps retrying an unavailable backend at shutdown.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// What waits for one counter: per whole second, the merged count; and how
+/// many increments that stands for.
+#[derive(Default)]
+struct Pending {
+    seconds: Vec<(u64, i64)>,
+    increments: u64,
+}
+
+struct Shard {
+    table: HashMap<Box<str>, Pending, FxBuildHasher>,
+}
+
+struct Inner {
+    counters: Counters,
+    settings: AggregatorSettings,
+    shards: Box<[Mutex<Shard>]>,
+    entries: AtomicUsize,
+    flush_soon: Notify,
+    room: Notify,
+    closed: AtomicBool,
+    writer: u64,
+    accepted: AtomicU64,
+    written: AtomicU64,
+    rejected: AtomicU64,
+    flushes: AtomicU64,
+    chunks: AtomicU64,
+    retries: AtomicU64,
+    duplicates: AtomicU64,
+    flush_micros: AtomicU64,
+}
+
+enum Control {
+    Flush(oneshot::Sender<()>),
+    Close(oneshot::Sender<()>),
+}
+
+/// A handle on an aggregating writer. Cheap to clone; the flusher stops (after
+/// a final flush) when [`Aggregator::shutdown`] is called or the last handle
+/// is dropped.
+#[derive(Clone)]
+pub struct Aggregator {
+    inner: Arc<Inner>,
+    control: Arc<ControlHandle>,
+}
+
+struct ControlHandle {
+    tx: mpsc::UnboundedSender<Control>,
+}
+
+impl Drop for ControlHandle {
+    fn drop(&mut self) {
+        let (done, _) = oneshot::channel();
+        let _ = self.tx.send(Control::Close(done));
+    }
+}
+
+impl std::fmt::Debug for Aggregator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Aggregator")
+            .field("settings", &self.inner.settings)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl Aggregator {
+    /// Starts an aggregator writing into `counters`' store; spawns its flusher
+    /// on the current tokio runtime.
+    pub fn start(counters: Counters, settings: AggregatorSettings) -> Result<Self> {
+        let settings = settings.validate()?;
+        let inner = Arc::new(Inner {
+            counters,
+            shards: (0..SHARDS)
+                .map(|_| {
+                    Mutex::new(Shard {
+                        table: HashMap::default(),
+                    })
+                })
+                .collect(),
+            entries: AtomicUsize::new(0),
+            flush_soon: Notify::new(),
+            room: Notify::new(),
+            closed: AtomicBool::new(false),
+            writer: rand::random::<u64>(),
+            accepted: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+            flushes: AtomicU64::new(0),
+            chunks: AtomicU64::new(0),
+            retries: AtomicU64::new(0),
+            duplicates: AtomicU64::new(0),
+            flush_micros: AtomicU64::new(0),
+            settings,
+        });
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(flusher(inner.clone(), rx));
+        Ok(Aggregator {
+            inner,
+            control: Arc::new(ControlHandle { tx }),
+        })
+    }
+
+    /// The counters written to.
+    pub fn counters(&self) -> &Counters {
+        &self.inner.counters
+    }
+
+    /// Adds `count` to `name` at `at` (default now), waiting for room when
+    /// full and so configured.
+    pub async fn add(&self, name: &str, count: i64, at: Option<f64>) -> Result<()> {
+        loop {
+            let room = self.inner.room.notified();
+            match self.try_add(name, count, at) {
+                Err(Error::Overloaded(_))
+                    if self.inner.settings.when_full == WhenFull::Wait
+                        && !self.inner.closed.load(Ordering::Relaxed) =>
+                {
+                    self.inner.flush_soon.notify_one();
+                    room.await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Adds a batch (all validated first: if any is invalid, none is added).
+    pub async fn add_many(&self, increments: &[Increment]) -> Result<()> {
+        let now = self.inner.counters.clock().now();
+        let valid = increments
+            .iter()
+            .map(|inc| self.inner.counters.validate(inc, now))
+            .collect::<Result<Vec<_>>>()?;
+        for inc in &valid {
+            self.add(inc.name.as_str(), inc.count, Some(inc.at.as_secs_f64()))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Adds without ever waiting: fails with [`Error::Overloaded`] when full.
+    pub fn try_add(&self, name: &str, count: i64, at: Option<f64>) -> Result<()> {
+        let inner = &self.inner;
+        if inner.closed.load(Ordering::Relaxed) {
+            return Err(Error::Overloaded("the aggregator is shut down".into()));
+        }
+        Name::check(name)?;
+        check_count(count)?;
+        let at = match at {
+            Some(at) => Timestamp::from_secs_f64(at)?,
+            None => inner.counters.clock().now(),
+        };
+        let second = at.whole_secs();
+        let shard = &inner.shards[shard_of(name)];
+        let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+        let grew = match shard.table.get_mut(name) {
+            Some(pending) => match pending.seconds.iter_mut().rev().find(|(s, _)| *s == second) {
+                Some((_, total)) => {
+                    *total = total
+                        .checked_add(count)
+                        .filter(|&t| t != i64::MIN)
+                        .ok_or_else(|| Error::Overflow {
+                            name: name.to_owned(),
+                            precision: 1,
+                            slice: second,
+                            delta: count,
+                        })?;
+                    pending.increments += 1;
+                    false
+                }
+                None => {
+                    self.reserve()?;
+                    pending.seconds.push((second, count));
+                    pending.increments += 1;
+                    true
+                }
+            },
+            None => {
+                self.reserve()?;
+                let pending = Pending {
+                    seconds: vec![(second, count)],
+                    increments: 1,
+                };
+                shard.table.insert(name.into(), pending);
+                true
+            }
+        };
+        drop(shard);
+        inner.accepted.fetch_add(1, Ordering::Relaxed);
+        if grew && inner.entries.load(Ordering::Relaxed) >= inner.settings.flush_entries {
+            inner.flush_soon.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Takes room for one new entry, or fails when full.
+    fn reserve(&self) -> Result<()> {
+        let inner = &self.inner;
+        let max = inner.settings.max_entries;
+        inner
+            .entries
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .map(|_| ())
+            .map_err(|_| {
+                Error::Overloaded(format!(
+                    "the aggregator holds its maximum of {max} pending (counter, second) entries"
+                ))
+            })
+    }
+
+    /// Flushes now and waits until everything added before this call is
+    /// written (or dropped as refused).
+    pub async fn flush(&self) -> Result<()> {
+        let (done, wait) = oneshot::channel();
+        self.control
+            .tx
+            .send(Control::Flush(done))
+            .map_err(|_| Error::Overloaded("the aggregator is shut down".into()))?;
+        wait.await
+            .map_err(|_| Error::Overloaded("the aggregator stopped".into()))
+    }
+
+    /// Stops taking increments, flushes what is pending (retrying an
+    /// unavailable backend for up to [`SHUTDOWN_GRACE`]) and stops the flusher.
+    pub async fn shutdown(&self) {
+        self.inner.closed.store(true, Ordering::Relaxed);
+        let (done, wait) = oneshot::channel();
+        if self.control.tx.send(Control::Close(done)).is_ok() {
+            let _ = wait.await;
+        }
+    }
+
+    /// Running figures.
+    pub fn stats(&self) -> AggregatorStats {
+        let i = &self.inner;
+        AggregatorStats {
+            accepted: i.accepted.load(Ordering::Relaxed),
+            written: i.written.load(Ordering::Relaxed),
+            rejected: i.rejected.load(Ordering::Relaxed),
+            flushes: i.flushes.load(Ordering::Relaxed),
+            chunks: i.chunks.load(Ordering::Relaxed),
+            retries: i.retries.load(Ordering::Relaxed),
+            duplicates: i.duplicates.load(Ordering::Relaxed),
+            pending_entries: i.entries.load(Ordering::Relaxed) as u64,
+            flush_micros: i.flush_micros.load(Ordering::Relaxed),
+        }
+    }
+}
+
+fn shard_of(name: &str) -> usize {
+    (FxBuildHasher.hash_one(name) as usize) % SHARDS
+}
+
+/// The flusher task: flushes on its interval, when asked, when the table
+/// fills, and once more when closed.
+async fn flusher(inner: Arc<Inner>, mut control: mpsc::UnboundedReceiver<Control>) {
+    let mut lanes = Lanes::new(inner.writer, inner.settings.lanes);
+    let mut ticker = tokio::time::interval(inner.settings.flush_interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let mut waiter = None;
+        let mut closing = None;
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = inner.flush_soon.notified() => {}
+            msg = control.recv() => match msg {
+                Some(Control::Flush(done)) => waiter = Some(done),
+                Some(Control::Close(done)) => closing = Some(done),
+                None => closing = Some(oneshot::channel().0),
+            },
+        }
+        let deadline = closing.as_ref().map(|_| Instant::now() + SHUTDOWN_GRACE);
+        if closing.is_some() {
+            inner.closed.store(true, Ordering::Relaxed);
+        }
+        flush_once(&inner, &mut lanes, deadline).await;
+        if let Some(done) = waiter {
+            let _ = done.send(());
+        }
+        if let Some(done) = closing {
+            let _ = done.send(());
+            // Answer anyone else waiting, then stop.
+            control.close();
+            while let Ok(msg) = control.try_recv() {
+                match msg {
+                    Control::Flush(done) | Control::Close(done) => {
+                        let _ = done.send(());
+                    }
+                }
+            }
+            tracing::debug!("aggregator flusher stopped");
+            return;
+        }
+    }
+}
+
+/// The next sequence number of each lane of this writer.
+struct Lanes {
+    writer: u64,
+    next: Vec<u64>,
+}
+
+impl Lanes {
+    fn new(writer: u64, lanes: usize) -> Self {
+        Lanes {
+            writer,
+            next: vec![1; lanes],
+        }
+    }
+}
+
+/// One lane's numbering during a flush: numbers are taken in the order the
+/// lane sends its writes, so a lane never sends n + 1 before n succeeded.
+struct Lane {
+    writer: u64,
+    lane: u32,
+    next: u64,
+}
+
+impl Lane {
+    fn take(&mut self) -> WriteSeq {
+        let seq = WriteSeq {
+            writer: self.writer,
+            lane: self.lane,
+            seq: self.next,
+        };
+        self.next += 1;
+        seq
+    }
+}
+
+/// A counter's deltas and the number of increments they stand for.
+type Write = (CounterWrite, u64);
+
+/// Takes everything waiting and writes it.
+async fn flush_once(inner: &Arc<Inner>, lanes: &mut Lanes, deadline: Option<Instant>) {
+    let started = Instant::now();
+    let mut taken: Vec<(Box<str>, Pending)> = Vec::new();
+    for shard in inner.shards.iter() {
+        let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+        taken.extend(std::mem::take(&mut shard.table));
+    }
+    if taken.is_empty() {
+        return;
+    }
+    let entries: usize = taken.iter().map(|(_, p)| p.seconds.len()).sum();
+    let increments: u64 = taken.iter().map(|(_, p)| p.increments).sum();
+    let precisions = inner.counters.settings().precisions.clone();
+    let mut writes: Vec<Write> = taken
+        .into_iter()
+        .map(|(name, pending)| expand(name, &pending, &precisions))
+        .collect();
+    writes.sort_unstable_by(|a, b| a.0.name.cmp(&b.0.name));
+    // Deal chunks to lanes round-robin; each lane writes its chunks in order.
+    let chunks: Vec<Vec<Write>> = {
+        let mut chunks = Vec::new();
+        let mut rest = writes.into_iter().peekable();
+        while rest.peek().is_some() {
+            chunks.push(rest.by_ref().take(inner.settings.chunk_counters).collect());
+        }
+        chunks
+    };
+    let n_lanes = inner.settings.lanes.min(chunks.len());
+    let mut per_lane: Vec<Vec<Vec<Write>>> = (0..n_lanes).map(|_| Vec::new()).collect();
+    for (i, chunk) in chunks.into_iter().enumerate() {
+        per_lane[i % n_lanes].push(chunk);
+    }
+    let results = futures::future::join_all(per_lane.into_iter().enumerate().map(|(i, chunks)| {
+        let inner = inner.clone();
+        let mut lane = Lane {
+            writer: lanes.writer,
+            lane: i as u32,
+            next: lanes.next[i],
+        };
+        async move {
+            let mut lost = 0u64;
+            for chunk in chunks {
+                lost += write_chunk(&inner, &mut lane, chunk, deadline).await;
+            }
+            (lane.next, lost)
+        }
+    }))
+    .await;
+    let mut lost = 0;
+    for (i, (next, l)) in results.into_iter().enumerate() {
+        lanes.next[i] = next;
+        lost += l;
+    }
+    // Room is given back only now, so memory stays bounded while a flush
+    // retries.
+    inner.entries.fetch_sub(entries, Ordering::AcqRel);
+    inner.room.notify_waiters();
+    inner
+        .written
+        .fetch_add(increments - lost, Ordering::Relaxed);
+    inner.flushes.fetch_add(1, Ordering::Relaxed);
+    inner
+        .flush_micros
+        .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+}
+
+/// One counter's waiting seconds as one delta per (precision, slice).
+fn expand(name: Box<str>, pending: &Pending, precisions: &[u64]) -> Write {
+    let mut deltas: Vec<SliceDelta> = Vec::with_capacity(pending.seconds.len() * precisions.len());
+    for &p in precisions {
+        let start = deltas.len();
+        for &(second, count) in &pending.seconds {
+            let slice = second / p * p;
+            match deltas[start..].iter_mut().find(|d| d.slice == slice) {
+                // A slice's sum can only leave the range if the stored count
+                // would too: saturate, and let the store refuse it.
+                Some(d) => d.delta = d.delta.saturating_add(count).max(-i64::MAX),
+                None => deltas.push(SliceDelta {
+                    precision: p,
+                    slice,
+                    delta: count,
+                }),
+            }
+        }
+        deltas[start..].sort_unstable_by_key(|d| d.slice);
+    }
+    let name = Name::from_checked(name.into_string());
+    (CounterWrite { name, deltas }, pending.increments)
+}
+
+/// Whether a failed write may succeed if sent again.
+fn retryable(e: &Error) -> bool {
+    e.is_unavailable() || matches!(e, Error::Backend(_))
+}
+
+/// Writes `batch`, retrying a retryable failure with the same sequence
+/// number until it is acknowledged or `deadline` passes.
+async fn write_retrying(
+    inner: &Inner,
+    batch: &WriteBatch,
+    deadline: Option<Instant>,
+) -> Result<Applied> {
+    let mut backoff = RETRY_MIN;
+    loop {
+        match inner.counters.store().apply(batch).await {
+            Ok(applied) => {
+                inner.chunks.fetch_add(1, Ordering::Relaxed);
+                if applied == Applied::Duplicate {
+                    inner.duplicates.fetch_add(1, Ordering::Relaxed);
+                }
+                return Ok(applied);
+            }
+            Err(e) if retryable(&e) => {
+                inner.retries.fetch_add(1, Ordering::Relaxed);
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Err(e);
+                }
+                tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "flush failed; retrying");
+                tokio::time::sleep(jitter(backoff)).await;
+                backoff = (backoff * 2).min(RETRY_MAX);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Writes one chunk on `lane`; returns the increments lost (refused for
+/// good, or given up at shutdown).
+async fn write_chunk(
+    inner: &Inner,
+    lane: &mut Lane,
+    chunk: Vec<Write>,
+    deadline: Option<Instant>,
+) -> u64 {
+    let batch = WriteBatch {
+        counters: chunk.iter().map(|(w, _)| w.clone()).collect(),
+        seq: Some(lane.take()),
+    };
+    match write_retrying(inner, &batch, deadline).await {
+        Ok(_) => 0,
+        Err(e) if retryable(&e) => {
+            let lost: u64 = chunk.iter().map(|(_, n)| n).sum();
+            tracing::error!(error = %e, increments = lost,
+                "stopping with the backend unavailable: these unflushed increments are lost");
+            lost
+        }
+        Err(e) => {
+            // Refused for good (a slice would overflow): nothing of the chunk
+            // was written, so write each counter alone, with the lane's next
+            // numbers, and drop only those the store refuses.
+            tracing::warn!(error = %e, counters = chunk.len(), "flush refused; writing counter by counter");
+            let mut lost = 0;
+            for (write, increments) in chunk {
+                let name = write.name.clone();
+                let batch = WriteBatch {
+                    counters: vec![write],
+                    seq: Some(lane.take()),
+                };
+                match write_retrying(inner, &batch, deadline).await {
+                    Ok(_) => {}
+                    Err(e) => {
+                        if !retryable(&e) {
+                            inner.rejected.fetch_add(increments, Ordering::Relaxed);
+                        }
+                        tracing::error!(error = %e, counter = %name, increments,
+                            "these increments could not be written and are dropped");
+                        lost += increments;
+                    }
+                }
+            }
+            lost
+        }
+    }
+}
+
+fn jitter(d: Duration) -> Duration {
+    let factor = 0.5 + rand::random::<f64>() * 0.5;
+    d.mul_f64(factor)
+}
