@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tally::backend::redis::Layout;
 use tally::{Backend, BackendConfig, CounterSettings, Counters, ManualClock};
-use tally_testkit::{RedisOptions, RedisServer};
+use tally_testkit::{RedisCluster, RedisOptions, RedisServer};
 use tempfile::TempDir;
 
 /// The backends every behaviour test runs against.
@@ -17,11 +17,16 @@ pub enum Kind {
     SqliteFile,
     RedisTagged,
     RedisRia,
+    /// The default layout on a real Redis Cluster: 3 masters, 3 replicas.
+    RedisCluster,
 }
 
 impl Kind {
     pub fn is_redis(self) -> bool {
-        matches!(self, Kind::RedisTagged | Kind::RedisRia)
+        matches!(
+            self,
+            Kind::RedisTagged | Kind::RedisRia | Kind::RedisCluster
+        )
     }
 }
 
@@ -33,6 +38,7 @@ pub struct Fixture {
     pub backend: Backend,
     pub counters: Counters,
     pub server: Option<RedisServer>,
+    pub cluster: Option<RedisCluster>,
     pub dir: Option<TempDir>,
 }
 
@@ -49,8 +55,18 @@ impl Fixture {
 
     pub async fn build(kind: Kind, settings: CounterSettings, options: RedisOptions) -> Self {
         let clock = ManualClock::at(T0);
+        let mut cluster = None;
         let (config, server, dir) = match kind {
             Kind::SqliteMemory => (BackendConfig::SqliteMemory, None, None),
+            Kind::RedisCluster => {
+                let c = RedisCluster::start();
+                let config = BackendConfig::RedisCluster {
+                    urls: c.urls(),
+                    layout: Layout::default(),
+                };
+                cluster = Some(c);
+                (config, None, None)
+            }
             Kind::SqliteFile => {
                 let dir = tempfile::tempdir().unwrap();
                 (
@@ -89,6 +105,7 @@ impl Fixture {
             backend,
             counters,
             server,
+            cluster,
             dir,
         }
     }
@@ -113,9 +130,18 @@ impl Fixture {
         .unwrap()
     }
 
-    /// A raw redis-rs connection to the fixture's server.
+    /// A raw redis-rs connection to the fixture's server or cluster.
+    pub async fn raw_any(&self) -> RawConn {
+        if let Some(cluster) = &self.cluster {
+            let client = redis::cluster::ClusterClient::new(cluster.urls()).unwrap();
+            return RawConn::Cluster(client.get_async_connection().await.unwrap());
+        }
+        RawConn::Single(self.raw().await)
+    }
+
+    /// A raw redis-rs connection to the fixture's standalone server.
     pub async fn raw(&self) -> redis::aio::MultiplexedConnection {
-        let server = self.server.as_ref().expect("a Redis fixture");
+        let server = self.server.as_ref().expect("a standalone Redis fixture");
         redis::Client::open(server.url())
             .unwrap()
             .get_multiplexed_async_connection()
@@ -134,6 +160,21 @@ impl Fixture {
                 Some(next) => cursor = Some(next),
                 None => return names,
             }
+        }
+    }
+}
+
+/// A raw connection to either kind of Redis fixture.
+pub enum RawConn {
+    Single(redis::aio::MultiplexedConnection),
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl RawConn {
+    pub async fn query<T: redis::FromRedisValue>(&mut self, cmd: &redis::Cmd) -> T {
+        match self {
+            RawConn::Single(c) => cmd.query_async(c).await.unwrap(),
+            RawConn::Cluster(c) => cmd.query_async(c).await.unwrap(),
         }
     }
 }
@@ -158,6 +199,34 @@ macro_rules! behaviour_suite {
         mod redis_ria_layout {
             $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                async fn $test() { super::$test($crate::common::Kind::RedisRia).await } )*
+        }
+        mod redis_cluster {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test($crate::common::Kind::RedisCluster).await } )*
+        }
+    };
+}
+
+/// Like [`behaviour_suite!`] for features that have no book layout: SQLite
+/// (memory and file), a standalone redis-server and a Redis Cluster.
+#[macro_export]
+macro_rules! feature_suite {
+    ($($test:ident),* $(,)?) => {
+        mod sqlite_memory {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test($crate::common::Kind::SqliteMemory).await } )*
+        }
+        mod sqlite_file {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test($crate::common::Kind::SqliteFile).await } )*
+        }
+        mod redis {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test($crate::common::Kind::RedisTagged).await } )*
+        }
+        mod redis_cluster {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test($crate::common::Kind::RedisCluster).await } )*
         }
     };
 }

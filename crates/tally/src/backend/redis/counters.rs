@@ -3,8 +3,12 @@
 //! Writes are one Lua call (`counters_incr.lua`) that adds every delta and
 //! registers every counter, all or nothing: an overflowing HINCRBY makes the
 //! script take back what it already added. On a cluster, a batch is split
-//! into one call per registry shard (one slot each); each call is atomic, and
-//! carries the batch's write id so a retried call is applied once.
+//! into one call per registry shard (one slot each), sent concurrently; each
+//! call is atomic and carries the batch's write id so a retried call is
+//! applied once. When one shard's call fails (an overflow), the shards that
+//! succeeded are taken back (`counters_revert.lua`) before the error is
+//! returned, so the batch as a whole writes nothing; between the two steps a
+//! reader may briefly see the reverted part.
 //!
 //! Reads are pipelines of HGETALL; listing is a ZRANGEBYLEX per registry
 //! (merged); cleaning walks each registry in batches, one ZRANGEBYLEX and one
@@ -14,7 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use futures::future::try_join_all;
+use futures::future::join_all;
 use redis::{RedisError, Script, Value};
 
 use super::Redis;
@@ -35,6 +39,7 @@ pub struct RedisCounterStore {
     redis: Redis,
     layout: Layout,
     incr: Script,
+    revert: Script,
     clean: Script,
     delete: Script,
 }
@@ -54,6 +59,7 @@ impl RedisCounterStore {
             redis,
             layout,
             incr: Script::new(include_str!("lua/counters_incr.lua")),
+            revert: Script::new(include_str!("lua/counters_revert.lua")),
             clean: Script::new(include_str!("lua/counters_clean.lua")),
             delete: Script::new(include_str!("lua/counters_delete.lua")),
         })
@@ -160,6 +166,43 @@ impl RedisCounterStore {
             Ok(_) => Ok(Applied::Duplicate),
             Err(e) => Err(call.error(e)),
         }
+    }
+
+    /// Takes back a call that was applied (tagged layout, cluster only).
+    async fn run_revert(&self, call: &IncrCall<'_>) -> Result<()> {
+        let Layout::Tagged { prefix } = &self.layout else {
+            return Ok(());
+        };
+        let Some((first, _)) = call.ops.first() else {
+            return Ok(());
+        };
+        let shard = layout::shard_of(first.as_str());
+        let mut invocation = self.revert.prepare_invoke();
+        invocation.key(layout::tagged_registry(prefix, shard));
+        for key in &call.keys {
+            invocation.key(key);
+        }
+        // KEYS are shifted by one (the registry comes first).
+        let marker: usize = call.args[0].parse().unwrap_or(0);
+        invocation.arg(if marker > 0 { marker + 1 } else { 0 });
+        invocation.arg(call.ops.len());
+        let mut hashes: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (i, (name, d)) in call.ops.iter().enumerate() {
+            let key_index: usize = call.args[3 + 3 * i].parse().unwrap_or(0) + 1;
+            invocation.arg(key_index).arg(d.slice).arg(d.delta);
+            let list = hashes.entry(name.as_str()).or_default();
+            if !list.contains(&key_index) {
+                list.push(key_index);
+            }
+        }
+        for (name, list) in hashes {
+            invocation.arg(name).arg(list.len());
+            for i in list {
+                invocation.arg(i);
+            }
+        }
+        let _: i64 = invocation.invoke_async(&mut self.redis.handle()).await?;
+        Ok(())
     }
 
     async fn clean_entries(
@@ -400,8 +443,27 @@ impl CounterStore for RedisCounterStore {
             return Ok(Applied::Written);
         }
         let calls = self.incr_calls(batch);
-        let results = try_join_all(calls.iter().map(|call| self.run_incr(call))).await?;
-        Ok(if results.contains(&Applied::Written) {
+        let results = join_all(calls.iter().map(|call| self.run_incr(call))).await;
+        if let Some(failed) = results.iter().position(Result::is_err) {
+            // Take back the shards that were written, so nothing of the
+            // batch remains; then report the first failure.
+            let undo = calls
+                .iter()
+                .zip(&results)
+                .filter(|(_, r)| matches!(r, Ok(Applied::Written)))
+                .map(|(call, _)| self.run_revert(call));
+            for undone in join_all(undo).await {
+                if let Err(e) = undone {
+                    tracing::error!(error = %e, "could not take back part of a failed batch");
+                }
+            }
+            return Err(results
+                .into_iter()
+                .nth(failed)
+                .and_then(Result::err)
+                .expect("an error"));
+        }
+        Ok(if results.iter().any(|r| matches!(r, Ok(Applied::Written))) {
             Applied::Written
         } else {
             Applied::Duplicate
