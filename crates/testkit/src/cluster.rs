@@ -193,7 +193,12 @@ impl RedisCluster {
         for i in 1..self.nodes.len() {
             self.admin(
                 i,
-                &["CLUSTER", "MEET", "127.0.0.1", &self.nodes[0].port().to_string()],
+                &[
+                    "CLUSTER",
+                    "MEET",
+                    "127.0.0.1",
+                    &self.nodes[0].port().to_string(),
+                ],
             );
         }
         let all_known = self.wait(Duration::from_secs(20), || {
@@ -316,8 +321,14 @@ impl RedisCluster {
         let from = self.master_of_slot(slot);
         assert_ne!(from, to, "slot {slot} is already on node {to}");
         let s = slot.to_string();
-        self.admin(to, &["CLUSTER", "SETSLOT", &s, "IMPORTING", &self.ids[from]]);
-        self.admin(from, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &self.ids[to]]);
+        self.admin(
+            to,
+            &["CLUSTER", "SETSLOT", &s, "IMPORTING", &self.ids[from]],
+        );
+        self.admin(
+            from,
+            &["CLUSTER", "SETSLOT", &s, "MIGRATING", &self.ids[to]],
+        );
         from
     }
 
@@ -342,7 +353,15 @@ impl RedisCluster {
             return 0;
         }
         let port = self.nodes[to].port().to_string();
-        let mut args = vec!["MIGRATE", "127.0.0.1", port.as_str(), "", "0", "10000", "KEYS"];
+        let mut args = vec![
+            "MIGRATE",
+            "127.0.0.1",
+            port.as_str(),
+            "",
+            "0",
+            "10000",
+            "KEYS",
+        ];
         args.extend(keys.iter().map(String::as_str));
         let reply = self.admin(from, &args);
         assert!(
@@ -417,7 +436,11 @@ impl RedisCluster {
                 .iter()
                 .any(|n| n.id == self.ids[r] && n.master && !n.slots.is_empty())
         });
-        assert!(promoted, "replica {r} was not promoted: {:#?}", self.describe());
+        assert!(
+            promoted,
+            "replica {r} was not promoted: {:#?}",
+            self.describe()
+        );
         self.wait_healthy(Duration::from_secs(30));
     }
 
@@ -438,7 +461,11 @@ impl RedisCluster {
     /// `timeout` with each node's view.
     pub fn wait_healthy(&self, timeout: Duration) {
         let ok = self.wait(timeout, || self.is_healthy());
-        assert!(ok, "cluster not healthy after {timeout:?}: {:#?}", self.describe());
+        assert!(
+            ok,
+            "cluster not healthy after {timeout:?}: {:#?}",
+            self.describe()
+        );
     }
 
     fn is_healthy(&self) -> bool {

@@ -16,7 +16,11 @@ fn three_masters_with_replicas_come_up_healthy() {
     }
     for key in ["foo", "{advert:314}:views", "tally:1", "x"] {
         let slot = cluster.admin(masters[0], &["CLUSTER", "KEYSLOT", key]);
-        assert_eq!(slot, Reply::Int(i64::from(key_slot(key.as_bytes()))), "{key}");
+        assert_eq!(
+            slot,
+            Reply::Int(i64::from(key_slot(key.as_bytes()))),
+            "{key}"
+        );
     }
     // A key written before a migration is on the new master afterwards.
     let slot = key_slot(b"moving");

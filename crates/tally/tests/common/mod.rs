@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use tally::backend::redis::Layout;
-use tally::{Backend, BackendConfig, CounterSettings, Counters, ManualClock};
+use tally::{Backend, BackendConfig, Clock, CounterSettings, Counters, ManualClock};
 use tally_testkit::{RedisCluster, RedisOptions, RedisServer};
 use tempfile::TempDir;
 
@@ -54,7 +54,45 @@ impl Fixture {
     }
 
     pub async fn build(kind: Kind, settings: CounterSettings, options: RedisOptions) -> Self {
-        let clock = ManualClock::at(T0);
+        Self::build_at(kind, settings, options, T0).await
+    }
+
+    /// A fixture whose clock starts at the wall clock's minute, for features
+    /// whose Redis keys expire by the server's own clock.
+    pub async fn near_now(kind: Kind) -> Self {
+        let minute = tally::SystemClock.now().whole_secs() / 60 * 60;
+        Self::build_at(
+            kind,
+            CounterSettings::default(),
+            RedisOptions::default(),
+            minute as f64,
+        )
+        .await
+    }
+
+    /// The time-series store on this fixture's backend and clock.
+    pub async fn tsdb(&self, settings: tally::TsdbSettings) -> tally::Tsdb {
+        let store = self
+            .backend
+            .tsdb_store(Arc::new(self.clock.clone()))
+            .await
+            .unwrap();
+        tally::Tsdb::with_clock(store, settings, Arc::new(self.clock.clone())).unwrap()
+    }
+
+    /// Daily statistics on this fixture's backend and clock.
+    pub async fn daily(&self, settings: tally::DailySettings) -> tally::DailyStats {
+        let store = self.backend.daily_store("advert").await.unwrap();
+        tally::DailyStats::with_clock(store, settings, Arc::new(self.clock.clone())).unwrap()
+    }
+
+    pub async fn build_at(
+        kind: Kind,
+        settings: CounterSettings,
+        options: RedisOptions,
+        now: f64,
+    ) -> Self {
+        let clock = ManualClock::at(now);
         let mut cluster = None;
         let (config, server, dir) = match kind {
             Kind::SqliteMemory => (BackendConfig::SqliteMemory, None, None),
@@ -220,7 +258,7 @@ macro_rules! feature_suite {
             $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                async fn $test() { super::$test($crate::common::Kind::SqliteFile).await } )*
         }
-        mod redis {
+        mod redis_standalone {
             $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                async fn $test() { super::$test($crate::common::Kind::RedisTagged).await } )*
         }

@@ -21,8 +21,8 @@ use futures::StreamExt;
 use futures::future::join_all;
 use redis::{RedisError, Script, Value};
 
-use super::Redis;
 use super::layout::{self, Layout, SHARDS};
+use super::{Redis, WriteFailure};
 use crate::counters::slice::{CounterWrite, SliceDelta};
 use crate::counters::store::{Applied, CleanJob, CleanReport, CounterStore, Sample, WriteBatch};
 use crate::error::{Error, Result};
@@ -151,20 +151,18 @@ impl RedisCounterStore {
     }
 
     async fn run_incr(&self, call: &IncrCall<'_>) -> Result<Applied> {
-        let mut invocation = self.incr.prepare_invoke();
-        for key in &call.keys {
-            invocation.key(key);
-        }
-        for arg in &call.args {
-            invocation.arg(arg);
-        }
-        match invocation
-            .invoke_async::<i64>(&mut self.redis.handle())
+        match self
+            .redis
+            .eval_write(&self.incr, &call.keys, &call.args)
             .await
         {
-            Ok(1) => Ok(Applied::Written),
-            Ok(_) => Ok(Applied::Duplicate),
-            Err(e) => Err(call.error(e)),
+            Ok(Value::Int(1)) => Ok(Applied::Written),
+            Ok(Value::Int(_)) => Ok(Applied::Duplicate),
+            Ok(other) => Err(Error::Backend(format!(
+                "counters_incr.lua answered {other:?}"
+            ))),
+            Err(WriteFailure::Redis(e)) => Err(call.error(e)),
+            Err(WriteFailure::Tally(e)) => Err(e),
         }
     }
 
@@ -463,11 +461,13 @@ impl CounterStore for RedisCounterStore {
                 .and_then(Result::err)
                 .expect("an error"));
         }
-        Ok(if results.iter().any(|r| matches!(r, Ok(Applied::Written))) {
-            Applied::Written
-        } else {
-            Applied::Duplicate
-        })
+        Ok(
+            if results.iter().any(|r| matches!(r, Ok(Applied::Written))) {
+                Applied::Written
+            } else {
+                Applied::Duplicate
+            },
+        )
     }
 
     async fn samples(&self, names: &[Name], precisions: &[u64]) -> Result<Vec<Vec<Vec<Sample>>>> {
