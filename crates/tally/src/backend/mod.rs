@@ -111,6 +111,7 @@ impl Backend {
             Backend::Redis { redis, layout } => Arc::new(self::redis::RedisCounterStore::new(
                 redis.clone(),
                 layout.clone(),
+                clock,
             )?),
         })
     }

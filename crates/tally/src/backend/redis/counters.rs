@@ -23,6 +23,7 @@ use redis::{RedisError, Script, Value};
 
 use super::layout::{self, Layout, SHARDS};
 use super::{Redis, WriteFailure};
+use crate::clock::SharedClock;
 use crate::counters::slice::{CounterWrite, SliceDelta};
 use crate::counters::store::{Applied, CleanJob, CleanReport, CounterStore, Sample, WriteBatch};
 use crate::error::{Error, Result};
@@ -38,6 +39,7 @@ const CLEAN_CONCURRENCY: usize = 4;
 pub struct RedisCounterStore {
     redis: Redis,
     layout: Layout,
+    clock: SharedClock,
     incr: Script,
     revert: Script,
     clean: Script,
@@ -45,9 +47,10 @@ pub struct RedisCounterStore {
 }
 
 impl RedisCounterStore {
-    /// A store on `redis` in `layout`. The book's layout needs a standalone
+    /// A store on `redis` in `layout`; `clock` dates write ids (for
+    /// forgetting them). The book's layout needs a standalone
     /// server (its `known:` key is shared by every counter).
-    pub fn new(redis: Redis, layout: Layout) -> Result<Self> {
+    pub fn new(redis: Redis, layout: Layout, clock: SharedClock) -> Result<Self> {
         if layout == Layout::Ria && redis.is_cluster() {
             return Err(Error::Config(
                 "the `ria` layout keeps every counter in one `known:` key, so it needs a \
@@ -58,6 +61,7 @@ impl RedisCounterStore {
         Ok(RedisCounterStore {
             redis,
             layout,
+            clock,
             incr: Script::new(include_str!("lua/counters_incr.lua")),
             revert: Script::new(include_str!("lua/counters_revert.lua")),
             clean: Script::new(include_str!("lua/counters_clean.lua")),
@@ -96,18 +100,22 @@ impl RedisCounterStore {
 
     fn incr_call<'a>(&self, counters: Vec<&'a CounterWrite>, batch: &WriteBatch) -> IncrCall<'a> {
         let mut call = IncrCall::default();
-        let marker = batch.id.map(|id| {
+        let marker = batch.id.map(|_| {
             let key = match &self.layout {
-                Layout::Ria => format!("tally-write:{id}"),
+                Layout::Ria => "tally-writes".to_owned(),
                 Layout::Tagged { prefix } => format!(
-                    "{}:w:{id}",
+                    "{}:writes",
                     layout::tag(prefix, layout::shard_of(counters[0].name.as_str()))
                 ),
             };
             call.key(key)
         });
+        let now = self.clock.now().whole_secs();
         call.args.push(marker.unwrap_or(0).to_string());
-        call.args.push(WRITE_ID_TTL_SECS.to_string());
+        call.args
+            .push(batch.id.map(|id| id.to_string()).unwrap_or_default());
+        call.args.push(now.to_string());
+        call.args.push((now + WRITE_ID_TTL_SECS).to_string());
         call.args.push(String::new()); // the op count, set below
         let mut registries: BTreeMap<usize, Vec<String>> = BTreeMap::new();
         for counter in counters {
@@ -141,7 +149,7 @@ impl RedisCounterStore {
                 }
             }
         }
-        call.args[2] = call.ops.len().to_string();
+        call.args[4] = call.ops.len().to_string();
         for (key, members) in registries {
             call.args.push(key.to_string());
             call.args.push(members.len().to_string());
@@ -183,10 +191,11 @@ impl RedisCounterStore {
         // KEYS are shifted by one (the registry comes first).
         let marker: usize = call.args[0].parse().unwrap_or(0);
         invocation.arg(if marker > 0 { marker + 1 } else { 0 });
+        invocation.arg(&call.args[1]);
         invocation.arg(call.ops.len());
         let mut hashes: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
         for (i, (name, d)) in call.ops.iter().enumerate() {
-            let key_index: usize = call.args[3 + 3 * i].parse().unwrap_or(0) + 1;
+            let key_index: usize = call.args[5 + 3 * i].parse().unwrap_or(0) + 1;
             invocation.arg(key_index).arg(d.slice).arg(d.delta);
             let list = hashes.entry(name.as_str()).or_default();
             if !list.contains(&key_index) {

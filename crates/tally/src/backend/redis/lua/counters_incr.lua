@@ -2,30 +2,39 @@
 -- nothing. Used by both key layouts.
 --
 -- KEYS: every key the write touches; ARGV refers to them by index.
--- ARGV[1]  index of the write-id marker key, or 0 for none
--- ARGV[2]  seconds the marker is kept
--- ARGV[3]  n, the number of HINCRBY operations
--- ARGV[4 .. 3+3n]  n triples: hash key index, field (slice start), delta
+-- ARGV[1]  index of the write-id set (a sorted set of recent write ids,
+--          scored by when they may be forgotten), or 0 for no write id
+-- ARGV[2]  the write id; ARGV[3] now (Unix seconds); ARGV[4] when this id
+--          may be forgotten
+-- ARGV[5]  n, the number of HINCRBY operations
+-- ARGV[6 .. 5+3n]  n triples: hash key index, field (slice start), delta
 -- then registry groups to the end: registry key index, m, then m members
 --
--- Returns 1 when written, 0 when the marker already existed (a replayed
--- write: nothing is added). If an HINCRBY fails (overflow, wrong type), every
+-- Returns 1 when written, 0 when the id was already recorded (a replayed
+-- write: nothing is added). The write ids live in one sorted set per
+-- registry shard rather than a key each, so the set of keys a write touches
+-- stays the same from write to write (a write can run while its slot is
+-- being migrated, once its keys are all on one side) and forgotten ids are
+-- trimmed here, by score. If an HINCRBY fails (overflow, wrong type), every
 -- delta already added is taken back, the marker is removed, and the error
 -- "TALLY_OVERFLOW <op>" or "TALLY_FAILED <op> <message>" is returned.
 local marker = tonumber(ARGV[1])
 if marker > 0 then
-  if not redis.call('SET', KEYS[marker], '1', 'NX', 'EX', ARGV[2]) then
+  local seen = redis.call('ZSCORE', KEYS[marker], ARGV[2])
+  if seen and tonumber(seen) > tonumber(ARGV[3]) then
     return 0
   end
+  redis.call('ZREMRANGEBYSCORE', KEYS[marker], '-inf', ARGV[3])
+  redis.call('ZADD', KEYS[marker], ARGV[4], ARGV[2])
 end
 
-local n = tonumber(ARGV[3])
+local n = tonumber(ARGV[5])
 for i = 0, n - 1 do
-  local at = 4 + 3 * i
+  local at = 6 + 3 * i
   local r = redis.pcall('HINCRBY', KEYS[tonumber(ARGV[at])], ARGV[at + 1], ARGV[at + 2])
   if type(r) == 'table' and r.err then
     for j = i - 1, 0, -1 do
-      local back = 4 + 3 * j
+      local back = 6 + 3 * j
       local key, field, delta = KEYS[tonumber(ARGV[back])], ARGV[back + 1], ARGV[back + 2]
       local left
       if delta == '0' then
@@ -41,7 +50,7 @@ for i = 0, n - 1 do
       end
     end
     if marker > 0 then
-      redis.call('DEL', KEYS[marker])
+      redis.call('ZREM', KEYS[marker], ARGV[2])
     end
     if string.find(r.err, 'overflow', 1, true) then
       return redis.error_reply('TALLY_OVERFLOW ' .. i)
@@ -50,7 +59,7 @@ for i = 0, n - 1 do
   end
 end
 
-local at = 4 + 3 * n
+local at = 6 + 3 * n
 while at <= #ARGV do
   local key = KEYS[tonumber(ARGV[at])]
   local m = tonumber(ARGV[at + 1])

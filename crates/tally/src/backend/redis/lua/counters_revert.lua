@@ -4,18 +4,18 @@
 -- all or nothing). Tagged layout only.
 --
 -- KEYS[1]: the shard's registry; KEYS[2..]: the hashes and the marker.
--- ARGV[1]  index of the write-id marker key to delete, or 0
--- ARGV[2]  n, the number of deltas to take back
--- ARGV[3 .. 2+3n]  n triples: hash key index, field (slice start), delta
+-- ARGV[1]  index of the write-id set, or 0; ARGV[2] the write id to forget
+-- ARGV[3]  n, the number of deltas to take back
+-- ARGV[4 .. 3+3n]  n triples: hash key index, field (slice start), delta
 -- then per counter to the end: its name, k, and the k indices of its hashes;
 -- a counter whose hashes are all empty afterwards leaves the registry.
 local marker = tonumber(ARGV[1])
 if marker > 0 then
-  redis.call('DEL', KEYS[marker])
+  redis.call('ZREM', KEYS[marker], ARGV[2])
 end
-local n = tonumber(ARGV[2])
+local n = tonumber(ARGV[3])
 for i = 0, n - 1 do
-  local at = 3 + 3 * i
+  local at = 4 + 3 * i
   local key, field, delta = KEYS[tonumber(ARGV[at])], ARGV[at + 1], ARGV[at + 2]
   local left
   if delta == '0' then
@@ -30,7 +30,7 @@ for i = 0, n - 1 do
     redis.call('HDEL', key, field)
   end
 end
-local at = 3 + 3 * n
+local at = 4 + 3 * n
 while at <= #ARGV do
   local name, k = ARGV[at], tonumber(ARGV[at + 1])
   local empty = true
