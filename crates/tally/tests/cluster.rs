@@ -268,7 +268,10 @@ async fn failover_under_load(wait: Option<ReplicationWait>) -> (i64, i64, u64, i
     // those need the restarted node to have synced as the new replica).
     let deadline = Instant::now() + Duration::from_secs(30);
     while acked.load(Ordering::SeqCst) < at_failover + 100 {
-        assert!(Instant::now() < deadline, "writes did not resume after the failover");
+        assert!(
+            Instant::now() < deadline,
+            "writes did not resume after the failover"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     stop.store(true, Ordering::SeqCst);
