@@ -4,7 +4,8 @@
 //! - [`redis`]: a standalone Redis server or a Redis Cluster.
 //!
 //! [`Backend`] names one and opens it; each feature then builds its own store
-//! on the opened connection (e.g. [`Backend::counter_store`]).
+//! on the opened connection ([`Backend::counter_store`],
+//! [`Backend::tsdb_store`], [`Backend::daily_store`]).
 
 pub mod redis;
 pub mod sqlite;
