@@ -39,7 +39,10 @@ const NAMES: u64 = 10_000;
 const BATCH: u64 = 100;
 
 pub async fn run(seconds: f64, writers: usize) -> Result<ClusterBench> {
-    ensure!(seconds > 0.0 && writers > 0, "seconds and writers must be positive");
+    ensure!(
+        seconds > 0.0 && writers > 0,
+        "seconds and writers must be positive"
+    );
     let one = measure(1, seconds, writers).await?;
     let three = measure(3, seconds, writers).await?;
     Ok(ClusterBench {

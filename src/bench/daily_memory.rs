@@ -13,7 +13,9 @@ use std::time::Instant;
 
 use anyhow::{Result, ensure};
 use futures::StreamExt;
-use tally::{Backend, BackendConfig, DailySettings, DailyStats, Day, ManualClock, SystemClock, View};
+use tally::{
+    Backend, BackendConfig, DailySettings, DailyStats, Day, ManualClock, SystemClock, View,
+};
 use tally_testkit::RedisServer;
 
 use crate::bench::used_memory;
@@ -32,7 +34,10 @@ pub struct DailyMemory {
 }
 
 pub async fn run(entities: u64, days: u32, concurrency: usize) -> Result<DailyMemory> {
-    ensure!(entities > 0 && days > 0 && days <= 90, "entities > 0 and 1 to 90 days");
+    ensure!(
+        entities > 0 && days > 0 && days <= 90,
+        "entities > 0 and 1 to 90 days"
+    );
     // Tally: through the library, on its own server.
     let server = RedisServer::start();
     let url = server.url();

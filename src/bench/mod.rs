@@ -114,7 +114,10 @@ pub async fn used_memory(url: &str) -> Result<i64> {
     let mut conn = redis::Client::open(url)?
         .get_multiplexed_async_connection()
         .await?;
-    let info: String = redis::cmd("INFO").arg("memory").query_async(&mut conn).await?;
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(&mut conn)
+        .await?;
     for line in info.lines() {
         if let Some(v) = line.strip_prefix("used_memory:") {
             return Ok(v.trim().parse()?);

@@ -5,10 +5,13 @@
 //! script take back what it already added. On a cluster, a batch is split
 //! into one call per registry shard (one slot each), sent concurrently; each
 //! call is atomic and carries the batch's write id so a retried call is
-//! applied once. When one shard's call fails (an overflow), the shards that
-//! succeeded are taken back (`counters_revert.lua`) before the error is
-//! returned, so the batch as a whole writes nothing; between the two steps a
-//! reader may briefly see the reverted part.
+//! applied once. When one shard refuses its part (an overflow: it wrote
+//! nothing), the shards that succeeded are taken back (`counters_revert.lua`)
+//! before the error is returned, so the batch as a whole writes nothing;
+//! between the two steps a reader may briefly see the reverted part. When a
+//! shard's outcome is unknown (unreachable, not confirmed by replicas), the
+//! others are kept and the error returned: retrying with the same write id
+//! completes the batch exactly once.
 //!
 //! Reads are pipelines of HGETALL; listing is a ZRANGEBYLEX per registry
 //! (merged); cleaning walks each registry in batches, one ZRANGEBYLEX and one
@@ -452,8 +455,21 @@ impl CounterStore for RedisCounterStore {
         let calls = self.incr_calls(batch);
         let results = join_all(calls.iter().map(|call| self.run_incr(call))).await;
         if let Some(failed) = results.iter().position(Result::is_err) {
-            // Take back the shards that were written, so nothing of the
-            // batch remains; then report the first failure.
+            let refused = results
+                .iter()
+                .any(|r| matches!(r, Err(e) if e.is_bad_input()));
+            if !refused {
+                // Outcome unknown (unreachable, not replicated): keep what
+                // was written; a retry with the same write id completes
+                // the batch exactly once.
+                return Err(results
+                    .into_iter()
+                    .nth(failed)
+                    .and_then(Result::err)
+                    .expect("an error"));
+            }
+            // A shard refused its part and wrote nothing: take back the
+            // shards that were written, so nothing of the batch remains.
             let undo = calls
                 .iter()
                 .zip(&results)
@@ -464,11 +480,11 @@ impl CounterStore for RedisCounterStore {
                     tracing::error!(error = %e, "could not take back part of a failed batch");
                 }
             }
-            return Err(results
+            let refusal = results
                 .into_iter()
-                .nth(failed)
-                .and_then(Result::err)
-                .expect("an error"));
+                .find(|r| matches!(r, Err(e) if e.is_bad_input()))
+                .and_then(Result::err);
+            return Err(refusal.expect("a refusal"));
         }
         Ok(
             if results.iter().any(|r| matches!(r, Ok(Applied::Written))) {
