@@ -1,6 +1,7 @@
 //! Tally on a Redis Cluster that changes under load: a slot migration
-//! (MOVED, ASK and TRYAGAIN) and master failovers, on a real cluster of 3
-//! masters and 3 replicas started by the harness.
+//! (MOVED, ASK and TRYAGAIN) with counters, daily statistics and the time
+//! series writing into the moving slot, and master failovers, on a real
+//! cluster of 3 masters and 3 replicas started by the harness.
 //!
 //! Writers count what was acknowledged; afterwards the stored totals are
 //! compared with it. Counter writes carry write ids and are retried with the
@@ -12,9 +13,10 @@ use std::time::{Duration, Instant};
 
 use tally::backend::redis::layout;
 use tally::counters::{Applied, WriteBatch, WriteId};
+use tally::tsdb::rollup::vshard_of;
 use tally::{
     Backend, BackendConfig, Clock, CounterSettings, Counters, DailySettings, DailyStats, Increment,
-    ManualClock, ReplicationWait, SystemClock,
+    ManualClock, ReplicationWait, SystemClock, Tsdb, TsdbSettings,
 };
 use tally_testkit::{RedisCluster, key_slot};
 
@@ -129,6 +131,17 @@ async fn slot_migration_under_write_load_loses_and_doubles_nothing() {
         .map(|i| i.to_string())
         .find(|id| key_slot(format!("advert:{id}").as_bytes()) == slot)
         .expect("an entity id in the slot");
+    // A time-series model whose key "k" lives in that slot too.
+    let model = (0..200_000u32)
+        .map(|i| format!("m{i}"))
+        .find(|m| key_slot(format!("tally:ts:{m}:{}", vshard_of("k")).as_bytes()) == slot)
+        .expect("a model in the slot");
+    let ts = Tsdb::with_clock(
+        backend.tsdb_store(Arc::new(clock.clone())).await.unwrap(),
+        TsdbSettings::default(),
+        Arc::new(clock.clone()),
+    )
+    .unwrap();
     let cold = (0..1000)
         .map(|i| format!("cold{i}"))
         .find(|n| counter_slot(n) != slot)
@@ -158,6 +171,19 @@ async fn slot_migration_under_write_load_loses_and_doubles_nothing() {
             d_acked.clone(),
             d_errors.clone(),
         ));
+    }
+    let (t_acked, t_errors) = (Arc::new(AtomicI64::new(0)), Arc::new(AtomicU64::new(0)));
+    {
+        let (ts, model, stop) = (ts.clone(), model.clone(), stop.clone());
+        let (t_acked, t_errors) = (t_acked.clone(), t_errors.clone());
+        tasks.push(tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                match ts.incr(&model, "k", 1).await {
+                    Ok(()) => t_acked.fetch_add(1, Ordering::SeqCst),
+                    Err(_) => t_errors.fetch_add(1, Ordering::SeqCst) as i64,
+                };
+            }
+        }));
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let before = acked.load(Ordering::SeqCst);
@@ -203,6 +229,18 @@ async fn slot_migration_under_write_load_loses_and_doubles_nothing() {
     assert_eq!(stored(&c, &cold).await, acked, "cold counter");
     assert_eq!(d.total(&entity).await.unwrap(), d_acked, "daily total");
     assert_eq!(d.today_count(&entity).await.unwrap().count, d_acked);
+    let t_acked = t_acked.load(Ordering::SeqCst);
+    let now = clock.now().as_secs_f64();
+    for rollup in [3600, 86_400] {
+        let sums = ts
+            .get_sums(&model, &["k".to_owned()], now, now, Some(rollup))
+            .await
+            .unwrap();
+        assert_eq!(
+            sums.totals[0].total, t_acked,
+            "time series, rollup {rollup}"
+        );
+    }
     // The writers really met the half-moved slot: the servers answered
     // ASK and/or TRYAGAIN (the client followed them).
     let redirects: Vec<String> = [from, to]
@@ -220,9 +258,11 @@ async fn slot_migration_under_write_load_loses_and_doubles_nothing() {
         .collect();
     eprintln!(
         "migration: {moved} key moves; counters {acked} batches acknowledged, {} errors retried; \
-         daily {d_acked} views acknowledged, {} failed; redirections: {redirects:?}",
+         daily {d_acked} views acknowledged, {} failed; time series {t_acked} acknowledged, \
+         {} failed; redirections: {redirects:?}",
         errors.load(Ordering::SeqCst),
-        d_errors.load(Ordering::SeqCst)
+        d_errors.load(Ordering::SeqCst),
+        t_errors.load(Ordering::SeqCst)
     );
     assert!(!redirects.is_empty(), "no ASK or TRYAGAIN was answered");
 }
@@ -302,7 +342,7 @@ async fn failover_with_wait_keeps_every_acknowledged_write() {
     }))
     .await;
     eprintln!(
-        "failover (WAIT 1): {acked} acknowledged ({at_failover} before), {stored} stored, \
+        "failover (WAIT 1): {acked} acknowledged ({at_failover} when the cluster was whole again), {stored} stored, \
          {errors} errors retried"
     );
     assert_eq!(stored, acked);
@@ -315,7 +355,7 @@ async fn failover_without_wait_never_doubles() {
     // ids keep retries from ever counting twice.
     let (acked, stored, errors, at_failover) = failover_under_load(None).await;
     eprintln!(
-        "failover (no WAIT): {acked} acknowledged ({at_failover} before), {stored} stored, \
+        "failover (no WAIT): {acked} acknowledged ({at_failover} when the cluster was whole again), {stored} stored, \
          {errors} errors retried, {} lost",
         acked - stored
     );
