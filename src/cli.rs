@@ -85,6 +85,13 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The time-series store: counts, distinct counts and most frequent
+    /// items per model and key, at several rollups.
+    #[command(subcommand)]
+    Ts(crate::ts::TsCommand),
+    /// Per-entity daily statistics: views per day, last N days, total.
+    #[command(subcommand)]
+    Daily(crate::daily::DailyCommand),
     /// Benchmarks (see BENCHMARKS.md).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -103,8 +110,15 @@ pub fn init_tracing(cli: &Cli) {
         .init();
 }
 
+/// Opens the configured backend, with the replication wait if any.
+pub async fn open_backend(config: &Config) -> Result<Backend> {
+    Ok(Backend::open(&config.backend)
+        .await?
+        .with_replication_wait(config.wait)?)
+}
+
 async fn open_counters(config: &Config) -> Result<Counters> {
-    let backend = Backend::open(&config.backend).await?;
+    let backend = open_backend(config).await?;
     let clock = Arc::new(SystemClock);
     let store = backend.counter_store(clock.clone()).await?;
     Ok(Counters::with_clock(store, config.counters.clone(), clock)?)
@@ -209,6 +223,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 cleaner.run(shutdown_signal()).await;
             }
         }
+        Command::Ts(command) => crate::ts::run(command, &config).await?,
+        Command::Daily(command) => crate::daily::run(command, &config).await?,
         Command::Bench(command) => crate::bench::run(command, &config).await?,
     }
     Ok(ExitCode::SUCCESS)

@@ -12,7 +12,9 @@ use clap::Args;
 use serde::Deserialize;
 use tally::backend::redis::Layout;
 use tally::backend::redis::layout::DEFAULT_PREFIX;
-use tally::{BackendConfig, CleanerSettings, CounterSettings};
+use tally::{
+    BackendConfig, CleanerSettings, CounterSettings, DailySettings, ReplicationWait, TsdbSettings,
+};
 
 /// Flags shared by every command (each also read from a `TALLY_*` variable).
 #[derive(Args, Clone, Debug, Default)]
@@ -79,6 +81,50 @@ pub struct GlobalArgs {
     #[arg(long, env = "TALLY_CLEAN_BATCH", global = true, value_name = "N")]
     pub clean_batch: Option<usize>,
 
+    /// Redis: after each write, wait for this many replicas to confirm it
+    /// (WAIT); a write they do not confirm in time fails (retry it).
+    #[arg(long, env = "TALLY_WAIT_REPLICAS", global = true, value_name = "N")]
+    pub wait_replicas: Option<u32>,
+
+    /// How long a write waits for its replicas, in ms [default: 1000].
+    #[arg(long, env = "TALLY_WAIT_TIMEOUT_MS", global = true, value_name = "MS")]
+    pub wait_timeout_ms: Option<u64>,
+
+    /// Time-series rollups as SECONDS:SAMPLES pairs
+    /// [default: 10:360,3600:168,86400:90].
+    #[arg(long, env = "TALLY_ROLLUPS", global = true, value_name = "S:N,...")]
+    pub rollups: Option<String>,
+
+    /// Items kept per key and bucket by the time series' most-frequent
+    /// summaries [default: 64].
+    #[arg(long, env = "TALLY_TOP_CAPACITY", global = true, value_name = "N")]
+    pub top_capacity: Option<usize>,
+
+    /// Days of daily statistics kept, today included [default: 90].
+    #[arg(
+        long,
+        env = "TALLY_DAILY_RETENTION",
+        global = true,
+        value_name = "DAYS"
+    )]
+    pub daily_retention: Option<u32>,
+
+    /// The calendar of daily statistics, as an offset from UTC: +01:00,
+    /// -05:30 [default: +00:00, UTC].
+    #[arg(
+        long,
+        env = "TALLY_UTC_OFFSET",
+        global = true,
+        value_name = "±HH:MM",
+        allow_hyphen_values = true
+    )]
+    pub utc_offset: Option<String>,
+
+    /// Redis key prefix of daily-statistics entities, as in
+    /// `{advert:<id>}:views` [default: advert].
+    #[arg(long, env = "TALLY_ENTITY_PREFIX", global = true, value_name = "P")]
+    pub entity_prefix: Option<String>,
+
     /// A TOML file with any of these settings (flags and variables win).
     #[arg(long, env = "TALLY_CONFIG", global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -97,6 +143,13 @@ pub struct FileConfig {
     pub samples: Option<u64>,
     pub clean_interval: Option<u64>,
     pub clean_batch: Option<usize>,
+    pub wait_replicas: Option<u32>,
+    pub wait_timeout_ms: Option<u64>,
+    pub rollups: Option<String>,
+    pub top_capacity: Option<usize>,
+    pub daily_retention: Option<u32>,
+    pub utc_offset: Option<String>,
+    pub entity_prefix: Option<String>,
 }
 
 impl FileConfig {
@@ -113,6 +166,11 @@ pub struct Config {
     pub backend: BackendConfig,
     pub counters: CounterSettings,
     pub cleaner: CleanerSettings,
+    /// Redis only: wait for replicas after each write.
+    pub wait: Option<ReplicationWait>,
+    pub tsdb: TsdbSettings,
+    pub daily: DailySettings,
+    pub entity_prefix: String,
 }
 
 impl Config {
@@ -184,12 +242,93 @@ impl Config {
                 .unwrap_or(defaults.batch),
         }
         .validate()?;
+        let wait = match args.wait_replicas.or(file.wait_replicas) {
+            None | Some(0) => None,
+            Some(replicas) => {
+                if matches!(
+                    backend,
+                    BackendConfig::SqliteDir(_) | BackendConfig::SqliteMemory
+                ) {
+                    bail!("--wait-replicas only applies to Redis");
+                }
+                let ms = args
+                    .wait_timeout_ms
+                    .or(file.wait_timeout_ms)
+                    .unwrap_or(1000);
+                if ms == 0 || ms > 60_000 {
+                    bail!("--wait-timeout-ms must be 1 to 60000, got {ms}");
+                }
+                Some(ReplicationWait {
+                    replicas,
+                    timeout: Duration::from_millis(ms),
+                })
+            }
+        };
+        let tsdb_defaults = TsdbSettings::default();
+        let tsdb = TsdbSettings {
+            rollups: match args.rollups.clone().or(file.rollups) {
+                Some(text) => tally::tsdb::rollup::parse(&text)?,
+                None => tsdb_defaults.rollups,
+            },
+            top_capacity: args
+                .top_capacity
+                .or(file.top_capacity)
+                .unwrap_or(tsdb_defaults.top_capacity),
+        }
+        .validate()?;
+        let daily = DailySettings {
+            retention_days: args
+                .daily_retention
+                .or(file.daily_retention)
+                .unwrap_or(tally::daily::DEFAULT_RETENTION_DAYS),
+            utc_offset_minutes: match args.utc_offset.clone().or(file.utc_offset) {
+                Some(text) => parse_offset(&text)?,
+                None => 0,
+            },
+        }
+        .validate()?;
+        let entity_prefix = args
+            .entity_prefix
+            .clone()
+            .or(file.entity_prefix)
+            .unwrap_or_else(|| tally::daily::DEFAULT_ENTITY_PREFIX.to_owned());
         Ok(Config {
             backend,
             counters,
             cleaner,
+            wait,
+            tsdb,
+            daily,
+            entity_prefix,
         })
     }
+}
+
+/// Parses a UTC offset: `+01:00`, `-05:30`, `+0100`, `Z` or `UTC`.
+pub fn parse_offset(text: &str) -> Result<i32> {
+    let t = text.trim();
+    if t.eq_ignore_ascii_case("z") || t.eq_ignore_ascii_case("utc") {
+        return Ok(0);
+    }
+    let bad = || {
+        anyhow::anyhow!(tally::Error::Config(format!(
+            "UTC offset {text:?} must look like +01:00 or -05:30"
+        )))
+    };
+    let (sign, rest) = match t.chars().next() {
+        Some('+') => (1, &t[1..]),
+        Some('-') => (-1, &t[1..]),
+        _ => return Err(bad()),
+    };
+    let digits: String = rest.chars().filter(|c| *c != ':').collect();
+    if digits.len() != 4 || !digits.chars().all(|c| c.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let (h, m): (i32, i32) = (digits[..2].parse()?, digits[2..].parse()?);
+    if h > 14 || m > 59 {
+        return Err(bad());
+    }
+    Ok(sign * (h * 60 + m))
 }
 
 /// `$XDG_DATA_HOME/tally`, else `~/.local/share/tally`, else `./tally-data`.

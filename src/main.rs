@@ -8,7 +8,9 @@
 mod bench;
 mod cli;
 mod config;
+mod daily;
 mod output;
+mod ts;
 
 use std::process::ExitCode;
 

@@ -22,6 +22,13 @@ fn tally() -> Command {
         "TALLY_CONFIG",
         "TALLY_CLEAN_INTERVAL",
         "TALLY_CLEAN_BATCH",
+        "TALLY_WAIT_REPLICAS",
+        "TALLY_WAIT_TIMEOUT_MS",
+        "TALLY_ROLLUPS",
+        "TALLY_TOP_CAPACITY",
+        "TALLY_DAILY_RETENTION",
+        "TALLY_UTC_OFFSET",
+        "TALLY_ENTITY_PREFIX",
     ] {
         cmd.env_remove(var);
     }

@@ -6,7 +6,10 @@
 //! that the stored totals equal what it sent. `--json` prints one object per
 //! bench for scripts and for BENCHMARKS.md.
 
-use anyhow::Result;
+mod cluster;
+mod daily_memory;
+
+use anyhow::{Result, bail};
 use clap::Subcommand;
 
 use crate::config::Config;
@@ -23,12 +26,104 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Ingest throughput on a Redis Cluster of 1 master vs 3 masters, both
+    /// started here (needs redis-server and redis-cli).
+    Cluster {
+        /// Seconds of writing per workload and cluster.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Concurrent writers.
+        #[arg(long, default_value_t = 8)]
+        writers: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Redis memory per entity of the daily statistics (and of the seed's
+    /// bare layout) at DAYS days of data, on servers started here.
+    DailyMemory {
+        /// Entities.
+        #[arg(long, default_value_t = 1_000_000)]
+        entities: u64,
+        /// Days of data per entity.
+        #[arg(long, default_value_t = 30)]
+        days: u32,
+        /// Write batches in flight.
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
     match command {
         BenchCommand::Plan { increments, json } => plan(increments, json, config),
+        BenchCommand::Cluster {
+            seconds,
+            writers,
+            json,
+        } => {
+            let r = cluster::run(seconds, writers).await?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                for i in [&r.one, &r.three] {
+                    println!(
+                        "{} master(s): {:>10.0} counter increments/s {:>10.0} daily views/s",
+                        i.masters, i.counter_increments_per_second, i.daily_views_per_second
+                    );
+                }
+                println!(
+                    "3 vs 1 master: counters x{:.2}, daily views x{:.2} ({} writers, {} s each)",
+                    r.counters_ratio_3_to_1, r.daily_ratio_3_to_1, r.writers, r.seconds
+                );
+            }
+            Ok(())
+        }
+        BenchCommand::DailyMemory {
+            entities,
+            days,
+            concurrency,
+            json,
+        } => {
+            let r = daily_memory::run(entities, days, concurrency).await?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!(
+                    "{} entities x {} days: {:.1} bytes/entity (seed layout {:.1}, x{:.2}); \
+                     {} views written in {:.1} s",
+                    r.entities,
+                    r.days,
+                    r.tally_bytes_per_entity,
+                    r.seed_bytes_per_entity,
+                    r.ratio_to_seed,
+                    r.views_written,
+                    r.tally_write_seconds
+                );
+            }
+            Ok(())
+        }
     }
+}
+
+/// `used_memory` from INFO memory of the server at `url`.
+pub async fn used_memory(url: &str) -> Result<i64> {
+    let mut conn = redis::Client::open(url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(&mut conn)
+        .await?;
+    for line in info.lines() {
+        if let Some(v) = line.strip_prefix("used_memory:") {
+            return Ok(v.trim().parse()?);
+        }
+    }
+    bail!("INFO memory has no used_memory")
 }
 
 fn plan(increments: u64, json: bool, config: &Config) -> Result<()> {

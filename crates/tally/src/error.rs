@@ -66,6 +66,19 @@ pub enum Error {
     /// timeout, database busy for too long).
     #[error("backend unavailable: {0}")]
     Unavailable(String),
+    /// A write was applied on the Redis master but fewer replicas than
+    /// required confirmed it in time (see `ReplicationWait`); retrying it
+    /// with the same write id is safe.
+    #[error(
+        "write applied on the master but confirmed by {confirmed} of {wanted} replicas in time; \
+         retry it with the same write id"
+    )]
+    NotReplicated {
+        /// Replicas that confirmed.
+        confirmed: u32,
+        /// Replicas required.
+        wanted: u32,
+    },
     /// The backend answered with an error.
     #[error("backend error: {0}")]
     Backend(String),
@@ -91,7 +104,7 @@ impl Error {
     /// True when the backend could not be reached; the operation may be
     /// retried.
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, Error::Unavailable(_))
+        matches!(self, Error::Unavailable(_) | Error::NotReplicated { .. })
     }
 
     /// A short machine-readable code, used in JSON error bodies.
@@ -106,6 +119,7 @@ impl Error {
             Error::Config(_) => "invalid_config",
             Error::Overloaded(_) => "overloaded",
             Error::Unavailable(_) => "backend_unavailable",
+            Error::NotReplicated { .. } => "not_replicated",
             Error::Backend(_) => "backend_error",
             Error::Corrupt(_) => "corrupt_data",
         }

@@ -26,20 +26,29 @@
 //! - [`name`]: validated names.
 //! - [`counters`]: the counter service, its pure slice math, its store
 //!   trait, settings and the cleaner.
+//! - [`tsdb`]: the time-series store with rollups (counts, distinct counts
+//!   with HyperLogLog, most frequent items), its pure rollup math and store
+//!   trait.
+//! - [`daily`]: per-entity daily statistics (views per day, last N days,
+//!   running all-time total), its pure date math and store trait.
 //! - [`backend`]: SQLite ([`backend::sqlite`]) and Redis ([`backend::redis`],
 //!   with the key layouts and the Lua scripts), each with a store per feature.
 
 pub mod backend;
 pub mod clock;
 pub mod counters;
+pub mod daily;
 pub mod error;
 pub mod name;
+pub mod tsdb;
 
-pub use backend::{Backend, BackendConfig};
+pub use backend::{Backend, BackendConfig, ReplicationWait};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use counters::{
     Aggregator, AggregatorSettings, Cleaner, CleanerSettings, CounterSettings, CounterStore,
     Counters, Increment, Page, Sample, Series,
 };
+pub use daily::{DailySettings, DailyStats, DailyStore, Day, DayCount, View};
 pub use error::{Error, Result};
 pub use name::Name;
+pub use tsdb::{TsIncrement, Tsdb, TsdbSettings, TsdbStore};

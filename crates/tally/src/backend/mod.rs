@@ -4,7 +4,8 @@
 //! - [`redis`]: a standalone Redis server or a Redis Cluster.
 //!
 //! [`Backend`] names one and opens it; each feature then builds its own store
-//! on the opened connection (e.g. [`Backend::counter_store`]).
+//! on the opened connection ([`Backend::counter_store`],
+//! [`Backend::tsdb_store`], [`Backend::daily_store`]).
 
 pub mod redis;
 pub mod sqlite;
@@ -14,9 +15,11 @@ use std::sync::Arc;
 
 use crate::clock::SharedClock;
 use crate::counters::CounterStore;
+use crate::daily::DailyStore;
 use crate::error::Result;
+use crate::tsdb::TsdbStore;
 
-pub use self::redis::{Layout, Redis};
+pub use self::redis::{Layout, Redis, ReplicationWait};
 pub use self::sqlite::Sqlite;
 
 /// Where data lives, as configured.
@@ -73,6 +76,21 @@ impl Backend {
         })
     }
 
+    /// On Redis, follows every write with a wait for replicas (see
+    /// [`ReplicationWait`]); refused on SQLite, whose commits are durable.
+    pub fn with_replication_wait(self, wait: Option<ReplicationWait>) -> Result<Self> {
+        match (self, wait) {
+            (backend, None) => Ok(backend),
+            (Backend::Redis { redis, layout }, wait) => Ok(Backend::Redis {
+                redis: redis.with_replication_wait(wait),
+                layout,
+            }),
+            (Backend::Sqlite(_), Some(_)) => Err(crate::Error::Config(
+                "waiting for replicas only applies to Redis".into(),
+            )),
+        }
+    }
+
     /// A short description for logs: `sqlite:/path`, `redis`, `redis-cluster`.
     pub fn describe(&self) -> String {
         match self {
@@ -95,6 +113,33 @@ impl Backend {
                 redis.clone(),
                 layout.clone(),
             )?),
+        })
+    }
+
+    /// The daily-statistics store on this backend; on Redis, entity keys go
+    /// under `entity_prefix` (`{<prefix>:<id>}:views`, as in seed 004).
+    pub async fn daily_store(&self, entity_prefix: &str) -> Result<Arc<dyn DailyStore>> {
+        Ok(match self {
+            Backend::Sqlite(db) => Arc::new(sqlite::SqliteDailyStore::new(db.clone()).await?),
+            Backend::Redis { redis, .. } => Arc::new(self::redis::RedisDailyStore::new(
+                redis.clone(),
+                entity_prefix,
+            )?),
+        })
+    }
+
+    /// The time-series store on this backend; on Redis, keys go under the
+    /// counters' prefix (`{<prefix>:ts:<model>:<vshard>}`).
+    pub async fn tsdb_store(&self, clock: SharedClock) -> Result<Arc<dyn TsdbStore>> {
+        Ok(match self {
+            Backend::Sqlite(db) => Arc::new(sqlite::SqliteTsdbStore::new(db.clone(), clock).await?),
+            Backend::Redis { redis, layout } => {
+                let prefix = match layout {
+                    Layout::Tagged { prefix } => prefix.clone(),
+                    Layout::Ria => self::redis::layout::DEFAULT_PREFIX.to_owned(),
+                };
+                Arc::new(self::redis::RedisTsdbStore::new(redis.clone(), &prefix)?)
+            }
         })
     }
 }

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use tally::backend::redis::Layout;
-use tally::{Backend, BackendConfig, CounterSettings, Counters, ManualClock};
-use tally_testkit::{RedisOptions, RedisServer};
+use tally::{Backend, BackendConfig, Clock, CounterSettings, Counters, ManualClock};
+use tally_testkit::{RedisCluster, RedisOptions, RedisServer};
 use tempfile::TempDir;
 
 /// The backends every behaviour test runs against.
@@ -17,11 +17,16 @@ pub enum Kind {
     SqliteFile,
     RedisTagged,
     RedisRia,
+    /// The default layout on a real Redis Cluster: 3 masters, 3 replicas.
+    RedisCluster,
 }
 
 impl Kind {
     pub fn is_redis(self) -> bool {
-        matches!(self, Kind::RedisTagged | Kind::RedisRia)
+        matches!(
+            self,
+            Kind::RedisTagged | Kind::RedisRia | Kind::RedisCluster
+        )
     }
 }
 
@@ -33,6 +38,7 @@ pub struct Fixture {
     pub backend: Backend,
     pub counters: Counters,
     pub server: Option<RedisServer>,
+    pub cluster: Option<RedisCluster>,
     pub dir: Option<TempDir>,
 }
 
@@ -48,9 +54,57 @@ impl Fixture {
     }
 
     pub async fn build(kind: Kind, settings: CounterSettings, options: RedisOptions) -> Self {
-        let clock = ManualClock::at(T0);
+        Self::build_at(kind, settings, options, T0).await
+    }
+
+    /// A fixture whose clock starts at the wall clock's minute, for features
+    /// whose Redis keys expire by the server's own clock.
+    pub async fn near_now(kind: Kind) -> Self {
+        let minute = tally::SystemClock.now().whole_secs() / 60 * 60;
+        Self::build_at(
+            kind,
+            CounterSettings::default(),
+            RedisOptions::default(),
+            minute as f64,
+        )
+        .await
+    }
+
+    /// The time-series store on this fixture's backend and clock.
+    pub async fn tsdb(&self, settings: tally::TsdbSettings) -> tally::Tsdb {
+        let store = self
+            .backend
+            .tsdb_store(Arc::new(self.clock.clone()))
+            .await
+            .unwrap();
+        tally::Tsdb::with_clock(store, settings, Arc::new(self.clock.clone())).unwrap()
+    }
+
+    /// Daily statistics on this fixture's backend and clock.
+    pub async fn daily(&self, settings: tally::DailySettings) -> tally::DailyStats {
+        let store = self.backend.daily_store("advert").await.unwrap();
+        tally::DailyStats::with_clock(store, settings, Arc::new(self.clock.clone())).unwrap()
+    }
+
+    pub async fn build_at(
+        kind: Kind,
+        settings: CounterSettings,
+        options: RedisOptions,
+        now: f64,
+    ) -> Self {
+        let clock = ManualClock::at(now);
+        let mut cluster = None;
         let (config, server, dir) = match kind {
             Kind::SqliteMemory => (BackendConfig::SqliteMemory, None, None),
+            Kind::RedisCluster => {
+                let c = RedisCluster::start();
+                let config = BackendConfig::RedisCluster {
+                    urls: c.urls(),
+                    layout: Layout::default(),
+                };
+                cluster = Some(c);
+                (config, None, None)
+            }
             Kind::SqliteFile => {
                 let dir = tempfile::tempdir().unwrap();
                 (
@@ -89,6 +143,7 @@ impl Fixture {
             backend,
             counters,
             server,
+            cluster,
             dir,
         }
     }
@@ -113,9 +168,18 @@ impl Fixture {
         .unwrap()
     }
 
-    /// A raw redis-rs connection to the fixture's server.
+    /// A raw redis-rs connection to the fixture's server or cluster.
+    pub async fn raw_any(&self) -> RawConn {
+        if let Some(cluster) = &self.cluster {
+            let client = redis::cluster::ClusterClient::new(cluster.urls()).unwrap();
+            return RawConn::Cluster(client.get_async_connection().await.unwrap());
+        }
+        RawConn::Single(self.raw().await)
+    }
+
+    /// A raw redis-rs connection to the fixture's standalone server.
     pub async fn raw(&self) -> redis::aio::MultiplexedConnection {
-        let server = self.server.as_ref().expect("a Redis fixture");
+        let server = self.server.as_ref().expect("a standalone Redis fixture");
         redis::Client::open(server.url())
             .unwrap()
             .get_multiplexed_async_connection()
@@ -134,6 +198,21 @@ impl Fixture {
                 Some(next) => cursor = Some(next),
                 None => return names,
             }
+        }
+    }
+}
+
+/// A raw connection to either kind of Redis fixture.
+pub enum RawConn {
+    Single(redis::aio::MultiplexedConnection),
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl RawConn {
+    pub async fn query<T: redis::FromRedisValue>(&mut self, cmd: &redis::Cmd) -> T {
+        match self {
+            RawConn::Single(c) => cmd.query_async(c).await.unwrap(),
+            RawConn::Cluster(c) => cmd.query_async(c).await.unwrap(),
         }
     }
 }
@@ -158,6 +237,34 @@ macro_rules! behaviour_suite {
         mod redis_ria_layout {
             $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                async fn $test() { super::$test($crate::common::Kind::RedisRia).await } )*
+        }
+        mod redis_cluster {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test($crate::common::Kind::RedisCluster).await } )*
+        }
+    };
+}
+
+/// Like [`behaviour_suite!`] for features that have no book layout: SQLite
+/// (memory and file), a standalone redis-server and a Redis Cluster.
+#[macro_export]
+macro_rules! feature_suite {
+    ($($test:ident),* $(,)?) => {
+        mod sqlite_memory {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test($crate::common::Kind::SqliteMemory).await } )*
+        }
+        mod sqlite_file {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test($crate::common::Kind::SqliteFile).await } )*
+        }
+        mod redis_standalone {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test($crate::common::Kind::RedisTagged).await } )*
+        }
+        mod redis_cluster {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test($crate::common::Kind::RedisCluster).await } )*
         }
     };
 }

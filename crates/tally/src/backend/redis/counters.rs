@@ -3,9 +3,16 @@
 //! Writes are one Lua call (`counters_incr.lua`) that adds every delta and
 //! registers every counter, all or nothing: an overflowing HINCRBY makes the
 //! script take back what it already added. On a cluster, a batch is split
-//! into one call per registry shard (one slot each); each call is atomic, and
-//! carries the batch's sequence number, recorded per writer lane in a key of
-//! the same slot, so a retried call is applied once.
+//! into one call per registry shard (one slot each), sent concurrently; each
+//! call is atomic and carries the batch's sequence number, recorded per
+//! writer lane in a key of the same slot, so a retried call is applied once.
+//! When one shard refuses its part (an overflow: it wrote
+//! nothing), the shards that succeeded are taken back (`counters_revert.lua`)
+//! before the error is returned, so the batch as a whole writes nothing;
+//! between the two steps a reader may briefly see the reverted part. When a
+//! shard's outcome is unknown (unreachable, not confirmed by replicas), the
+//! others are kept and the error returned: retrying with the same sequence
+//! number completes the batch exactly once.
 //!
 //! Reads are pipelines of HGETALL; listing is a ZRANGEBYLEX per registry
 //! (merged); cleaning walks each registry in batches, one ZRANGEBYLEX and one
@@ -15,11 +22,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use futures::future::try_join_all;
+use futures::future::join_all;
 use redis::{RedisError, Script, Value};
 
-use super::Redis;
 use super::layout::{self, Layout, SHARDS};
+use super::{Redis, WriteFailure};
 use crate::counters::slice::{CounterWrite, SliceDelta};
 use crate::counters::store::{Applied, CleanJob, CleanReport, CounterStore, Sample, WriteBatch};
 use crate::error::{Error, Result};
@@ -34,6 +41,7 @@ pub struct RedisCounterStore {
     redis: Redis,
     layout: Layout,
     incr: Script,
+    revert: Script,
     clean: Script,
     delete: Script,
 }
@@ -53,6 +61,7 @@ impl RedisCounterStore {
             redis,
             layout,
             incr: Script::new(include_str!("lua/counters_incr.lua")),
+            revert: Script::new(include_str!("lua/counters_revert.lua")),
             clean: Script::new(include_str!("lua/counters_clean.lua")),
             delete: Script::new(include_str!("lua/counters_delete.lua")),
         })
@@ -112,6 +121,7 @@ impl RedisCounterStore {
                 call.args.push(d.slice.to_string());
                 call.args.push(d.delta.to_string());
                 call.ops.push((&counter.name, *d));
+                call.op_keys.push(key);
                 if precisions.last() != Some(&d.precision) {
                     precisions.push(d.precision);
                 }
@@ -145,21 +155,56 @@ impl RedisCounterStore {
     }
 
     async fn run_incr(&self, call: &IncrCall<'_>) -> Result<Applied> {
-        let mut invocation = self.incr.prepare_invoke();
+        match self
+            .redis
+            .eval_write(&self.incr, &call.keys, &call.args)
+            .await
+        {
+            Ok(Value::Int(1)) => Ok(Applied::Written),
+            Ok(Value::Int(_)) => Ok(Applied::Duplicate),
+            Ok(other) => Err(Error::Backend(format!(
+                "counters_incr.lua answered {other:?}"
+            ))),
+            Err(WriteFailure::Redis(e)) => Err(call.error(e)),
+            Err(WriteFailure::Tally(e)) => Err(e),
+        }
+    }
+
+    /// Takes back a call that was applied (tagged layout, cluster only).
+    async fn run_revert(&self, call: &IncrCall<'_>) -> Result<()> {
+        let Layout::Tagged { prefix } = &self.layout else {
+            return Ok(());
+        };
+        let Some((first, _)) = call.ops.first() else {
+            return Ok(());
+        };
+        let shard = layout::shard_of(first.as_str());
+        let mut invocation = self.revert.prepare_invoke();
+        invocation.key(layout::tagged_registry(prefix, shard));
         for key in &call.keys {
             invocation.key(key);
         }
-        for arg in &call.args {
-            invocation.arg(arg);
+        // KEYS are shifted by one (the registry comes first). The writer
+        // lane's record keeps the reverted number: the writer's next numbers
+        // are above it, so they still apply.
+        invocation.arg(call.ops.len());
+        let mut hashes: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (i, (name, d)) in call.ops.iter().enumerate() {
+            let key_index = call.op_keys[i] + 1;
+            invocation.arg(key_index).arg(d.slice).arg(d.delta);
+            let list = hashes.entry(name.as_str()).or_default();
+            if !list.contains(&key_index) {
+                list.push(key_index);
+            }
         }
-        match invocation
-            .invoke_async::<i64>(&mut self.redis.handle())
-            .await
-        {
-            Ok(1) => Ok(Applied::Written),
-            Ok(_) => Ok(Applied::Duplicate),
-            Err(e) => Err(call.error(e)),
+        for (name, list) in hashes {
+            invocation.arg(name).arg(list.len());
+            for i in list {
+                invocation.arg(i);
+            }
         }
+        let _: i64 = invocation.invoke_async(&mut self.redis.handle()).await?;
+        Ok(())
     }
 
     async fn clean_entries(
@@ -282,6 +327,8 @@ struct IncrCall<'a> {
     keys: Vec<String>,
     index: HashMap<String, usize>,
     args: Vec<String>,
+    /// The KEYS index of each op's hash.
+    op_keys: Vec<usize>,
     ops: Vec<(&'a Name, SliceDelta)>,
 }
 
@@ -310,7 +357,7 @@ impl IncrCall<'_> {
                 slice: d.slice,
                 delta: d.delta,
             },
-            (Some("TALLY_FAILED"), Some((name, d))) => Error::Corrupt(format!(
+            (Some("TALLY_FAILED"), Some((name, d))) => Error::Backend(format!(
                 "redis refused to add to counter {name:?} at precision {} s: {}",
                 d.precision,
                 e.detail().unwrap_or_default()
@@ -400,12 +447,46 @@ impl CounterStore for RedisCounterStore {
             return Ok(Applied::Written);
         }
         let calls = self.incr_calls(batch);
-        let results = try_join_all(calls.iter().map(|call| self.run_incr(call))).await?;
-        Ok(if results.contains(&Applied::Written) {
-            Applied::Written
-        } else {
-            Applied::Duplicate
-        })
+        let results = join_all(calls.iter().map(|call| self.run_incr(call))).await;
+        if let Some(failed) = results.iter().position(Result::is_err) {
+            let refused = results
+                .iter()
+                .any(|r| matches!(r, Err(e) if e.is_bad_input()));
+            if !refused {
+                // Outcome unknown (unreachable, not replicated): keep what
+                // was written; a retry with the same write id completes
+                // the batch exactly once.
+                return Err(results
+                    .into_iter()
+                    .nth(failed)
+                    .and_then(Result::err)
+                    .expect("an error"));
+            }
+            // A shard refused its part and wrote nothing: take back the
+            // shards that were written, so nothing of the batch remains.
+            let undo = calls
+                .iter()
+                .zip(&results)
+                .filter(|(_, r)| matches!(r, Ok(Applied::Written)))
+                .map(|(call, _)| self.run_revert(call));
+            for undone in join_all(undo).await {
+                if let Err(e) = undone {
+                    tracing::error!(error = %e, "could not take back part of a failed batch");
+                }
+            }
+            let refusal = results
+                .into_iter()
+                .find(|r| matches!(r, Err(e) if e.is_bad_input()))
+                .and_then(Result::err);
+            return Err(refusal.expect("a refusal"));
+        }
+        Ok(
+            if results.iter().any(|r| matches!(r, Ok(Applied::Written))) {
+                Applied::Written
+            } else {
+                Applied::Duplicate
+            },
+        )
     }
 
     async fn samples(&self, names: &[Name], precisions: &[u64]) -> Result<Vec<Vec<Vec<Sample>>>> {

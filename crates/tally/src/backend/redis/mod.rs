@@ -11,9 +11,21 @@
 //! cross-slot pipelines there); [`Redis::run_pipelines`] sends per-slot
 //! pipelines concurrently on a cluster and merged into one on a standalone
 //! server, so either way a logical operation costs one round trip (per node).
+//!
+//! Replication is asynchronous in Redis: a write acknowledged by a master can
+//! be lost if the master fails before its replica received it. With
+//! [`Redis::with_replication_wait`], every write script is followed, in the
+//! same pipeline on the same connection, by `WAIT replicas timeout`; a write
+//! that fewer replicas confirmed in time fails with
+//! [`Error::NotReplicated`] (it was applied on the master: retry it with the
+//! same write id). That narrows, and with one replica per master closes, the
+//! window in which a failover loses acknowledged writes; it is not a
+//! consensus protocol (see Redis's own documentation of WAIT).
 
 mod counters;
+mod daily;
 pub mod layout;
+mod tsdb;
 
 use std::time::Duration;
 
@@ -21,10 +33,12 @@ use futures::future::try_join_all;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, Value};
+use redis::{Cmd, Pipeline, RedisFuture, Script, Value};
 
 pub use counters::RedisCounterStore;
+pub use daily::RedisDailyStore;
 pub use layout::Layout;
+pub use tsdb::RedisTsdbStore;
 
 use crate::error::{Error, Result};
 
@@ -38,6 +52,16 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 #[derive(Clone)]
 pub struct Redis {
     conn: Conn,
+    wait: Option<ReplicationWait>,
+}
+
+/// Wait for replicas after each write (`WAIT replicas timeout`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicationWait {
+    /// Replicas that must confirm a write.
+    pub replicas: u32,
+    /// How long to wait for them.
+    pub timeout: Duration,
 }
 
 #[derive(Clone)]
@@ -52,7 +76,10 @@ impl std::fmt::Debug for Redis {
             Conn::Single(_) => "standalone",
             Conn::Cluster(_) => "cluster",
         };
-        f.debug_struct("Redis").field("kind", &kind).finish()
+        f.debug_struct("Redis")
+            .field("kind", &kind)
+            .field("wait", &self.wait)
+            .finish()
     }
 }
 
@@ -72,6 +99,7 @@ impl Redis {
             .map_err(|e| Error::Unavailable(format!("cannot connect to Redis at {url}: {e}")))?;
         Ok(Redis {
             conn: Conn::Single(manager),
+            wait: None,
         })
     }
 
@@ -93,7 +121,82 @@ impl Redis {
         })?;
         Ok(Redis {
             conn: Conn::Cluster(conn),
+            wait: None,
         })
+    }
+
+    /// The same connection, with every write followed by a wait for
+    /// `wait.replicas` replicas (see the module docs).
+    pub fn with_replication_wait(mut self, wait: Option<ReplicationWait>) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// The replication wait in force, if any.
+    pub fn replication_wait(&self) -> Option<ReplicationWait> {
+        self.wait
+    }
+
+    /// Runs a write script on the slot of its keys (EVALSHA, loading the
+    /// script on NOSCRIPT), followed by WAIT in the same pipeline when a
+    /// replication wait is set. Server errors come back as `Err` for the
+    /// caller to map; too few replicas is [`Error::NotReplicated`].
+    pub(crate) async fn eval_write<A: redis::ToRedisArgs + Sync>(
+        &self,
+        script: &Script,
+        keys: &[String],
+        args: &[A],
+    ) -> std::result::Result<Value, WriteFailure> {
+        let Some(wait) = self.wait else {
+            let mut invocation = script.prepare_invoke();
+            for key in keys {
+                invocation.key(key);
+            }
+            for arg in args {
+                invocation.arg(arg);
+            }
+            return invocation
+                .invoke_async(&mut self.handle())
+                .await
+                .map_err(WriteFailure::Redis);
+        };
+        let mut eval = redis::cmd("EVALSHA");
+        eval.arg(script.get_hash())
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args);
+        let mut pipe = redis::pipe();
+        pipe.add_command(eval)
+            .cmd("WAIT")
+            .arg(wait.replicas)
+            .arg(wait.timeout.as_millis() as u64);
+        let mut loaded = false;
+        loop {
+            match pipe.query_async::<(Value, i64)>(&mut self.handle()).await {
+                Ok((value, confirmed)) => {
+                    if confirmed < i64::from(wait.replicas) {
+                        return Err(WriteFailure::Tally(Error::NotReplicated {
+                            confirmed: confirmed.max(0) as u32,
+                            wanted: wait.replicas,
+                        }));
+                    }
+                    return Ok(value);
+                }
+                Err(e)
+                    if !loaded
+                        && e.kind()
+                            == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    script
+                        .prepare_invoke()
+                        .load_async(&mut self.handle())
+                        .await
+                        .map_err(WriteFailure::Redis)?;
+                    loaded = true;
+                }
+                Err(e) => return Err(WriteFailure::Redis(e)),
+            }
+        }
     }
 
     /// True when connected to a Redis Cluster.
@@ -152,6 +255,23 @@ impl Redis {
     pub async fn ping(&self) -> Result<()> {
         let _: String = redis::cmd("PING").query_async(&mut self.handle()).await?;
         Ok(())
+    }
+}
+
+/// Why a write script failed: the server's error (for the store to map, e.g.
+/// an overflow), or a Tally error already.
+#[derive(Debug)]
+pub(crate) enum WriteFailure {
+    Redis(redis::RedisError),
+    Tally(Error),
+}
+
+impl From<WriteFailure> for Error {
+    fn from(f: WriteFailure) -> Self {
+        match f {
+            WriteFailure::Redis(e) => Error::from(e),
+            WriteFailure::Tally(e) => e,
+        }
     }
 }
 

@@ -11,6 +11,8 @@
 //! this module only knows connections and transactions.
 
 mod counters;
+mod daily;
+mod tsdb;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -19,6 +21,8 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
 pub use counters::SqliteCounterStore;
+pub use daily::SqliteDailyStore;
+pub use tsdb::SqliteTsdbStore;
 
 use crate::error::{Error, Result};
 

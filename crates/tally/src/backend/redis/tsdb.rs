@@ -1,0 +1,645 @@
+//! The time-series store in Redis, in Sentry's layout, cluster-ready.
+//!
+//! Every key of a (model, virtual shard) shares the hash tag
+//! `{<prefix>:ts:<model>:<vshard>}`, so one write per virtual shard is one
+//! single-slot Lua call on a cluster:
+//!
+//! - `<tag>:c:<rollup>:<bucket>`: hash from key to count (Sentry's layout);
+//! - `<tag>:d:<rollup>:<bucket>:<key>`: HyperLogLog of distinct values;
+//! - `<tag>:f:<rollup>:<bucket>:<key>`: sorted set, a Space-Saving summary.
+//!
+//! Each write sets EXPIREAT = bucket start + rollup × samples in the same
+//! call, so no key is ever without a TTL and nothing needs a cleaner. A
+//! batch sends one call per (model, virtual shard) at once.
+//!
+//! A merge moves `from`'s data in three steps that never lose anything even
+//! when `from` and `into` live on different nodes: (1) in `from`'s slot,
+//! atomically move the data into a journal (`<from tag>:mj:<into>`, with
+//! TTLs); (2) in `into`'s slot, add the journal's data once per merge id
+//! (a marker key); (3) delete the journal. A crash between steps leaves the
+//! journal, and the next merge of the same keys finishes it first. While a
+//! merge is in flight, its data is in the journal: reads of either key may
+//! miss it for that moment, but it is never lost or counted twice.
+
+use std::collections::{BTreeMap, HashMap};
+
+use async_trait::async_trait;
+use futures::future::try_join_all;
+use redis::{Script, Value};
+
+use super::{Redis, WriteFailure};
+use crate::error::{Error, Result};
+use crate::name::Name;
+use crate::tsdb::rollup::{Rollup, vshard_of};
+use crate::tsdb::store::{Cell, CountAdd, DistinctAdd, FrequencyAdd, Span, TsdbStore};
+use crate::tsdb::topn;
+
+/// Keys deleted per call (each key's deletion stays atomic).
+const DELETE_CHUNK: usize = 8;
+
+/// The time-series store in Redis.
+#[derive(Clone, Debug)]
+pub struct RedisTsdbStore {
+    redis: Redis,
+    prefix: String,
+    count: Script,
+    distinct: Script,
+    freq: Script,
+    union: Script,
+    delete: Script,
+    take: Script,
+    give: Script,
+    done: Script,
+}
+
+/// One Lua call's keys (deduplicated, 1-based indices) and arguments.
+#[derive(Default)]
+struct Call {
+    keys: Vec<String>,
+    index: HashMap<String, usize>,
+    args: Vec<String>,
+    /// Binary arguments standing in for `args[i]` (serialized HyperLogLogs).
+    blobs_at: Vec<(usize, Vec<u8>)>,
+}
+
+impl Call {
+    fn key(&mut self, key: String) -> usize {
+        if let Some(&i) = self.index.get(&key) {
+            return i;
+        }
+        self.keys.push(key.clone());
+        self.index.insert(key, self.keys.len());
+        self.keys.len()
+    }
+}
+
+impl RedisTsdbStore {
+    /// A store on `redis` with keys under `prefix`.
+    pub fn new(redis: Redis, prefix: &str) -> Result<Self> {
+        if prefix.is_empty() || prefix.contains(['{', '}']) {
+            return Err(Error::Config(format!(
+                "key prefix {prefix:?} must be non-empty and without braces"
+            )));
+        }
+        Ok(RedisTsdbStore {
+            redis,
+            prefix: prefix.to_owned(),
+            count: Script::new(include_str!("lua/ts_count.lua")),
+            distinct: Script::new(include_str!("lua/ts_distinct.lua")),
+            freq: Script::new(include_str!("lua/ts_freq.lua")),
+            union: Script::new(include_str!("lua/ts_union.lua")),
+            delete: Script::new(include_str!("lua/ts_delete.lua")),
+            take: Script::new(include_str!("lua/ts_merge_take.lua")),
+            give: Script::new(include_str!("lua/ts_merge_give.lua")),
+            done: Script::new(include_str!("lua/ts_merge_done.lua")),
+        })
+    }
+
+    /// `{<prefix>:ts:<model>:<vshard>}`.
+    pub fn tag(&self, model: &Name, key: &Name) -> String {
+        format!("{{{}:ts:{model}:{}}}", self.prefix, vshard_of(key.as_str()))
+    }
+
+    fn count_key(tag: &str, rollup: u64, bucket: u64) -> String {
+        format!("{tag}:c:{rollup}:{bucket}")
+    }
+
+    fn distinct_key(tag: &str, rollup: u64, bucket: u64, key: &Name) -> String {
+        format!("{tag}:d:{rollup}:{bucket}:{key}")
+    }
+
+    fn freq_key(tag: &str, rollup: u64, bucket: u64, key: &Name) -> String {
+        format!("{tag}:f:{rollup}:{bucket}:{key}")
+    }
+
+    /// Groups items by the tag of their (model, key).
+    fn by_tag<'a, T>(
+        &self,
+        items: &'a [T],
+        cell: impl Fn(&T) -> &Cell,
+    ) -> BTreeMap<String, Vec<&'a T>> {
+        let mut groups: BTreeMap<String, Vec<&T>> = BTreeMap::new();
+        for item in items {
+            let c = cell(item);
+            groups
+                .entry(self.tag(&c.model, &c.key))
+                .or_default()
+                .push(item);
+        }
+        groups
+    }
+
+    /// Groups key indices by tag.
+    fn keys_by_tag(&self, model: &Name, keys: &[Name]) -> BTreeMap<String, Vec<usize>> {
+        let mut groups: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, key) in keys.iter().enumerate() {
+            groups.entry(self.tag(model, key)).or_default().push(i);
+        }
+        groups
+    }
+
+    async fn run(&self, script: &Script, call: &Call) -> std::result::Result<Value, WriteFailure> {
+        self.redis.eval_write(script, &call.keys, &call.args).await
+    }
+
+    async fn run_give(&self, call: &Call) -> Result<()> {
+        let mut args: Vec<Vec<u8>> = call.args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        for (i, blob) in &call.blobs_at {
+            args[*i] = blob.clone();
+        }
+        match self.redis.eval_write(&self.give, &call.keys, &args).await {
+            Ok(_) => Ok(()),
+            Err(WriteFailure::Redis(e)) if e.code() == Some("TALLY_OVERFLOW") => {
+                Err(Error::InvalidCount(
+                    "merging would overflow a count of the target key; the merge is kept in its \
+                     journal, nothing was lost"
+                        .into(),
+                ))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+fn int(v: &Value) -> Result<i64> {
+    match v {
+        Value::Nil => Ok(0),
+        Value::Int(n) => Ok(*n),
+        other => {
+            let s: String = redis::FromRedisValue::from_redis_value(other.clone())?;
+            s.parse()
+                .map_err(|_| Error::Corrupt(format!("expected an integer, found {s:?}")))
+        }
+    }
+}
+
+fn score_pairs(v: Value) -> Result<Vec<(String, i64)>> {
+    let pairs: Vec<(String, f64)> = redis::FromRedisValue::from_redis_value(v)?;
+    Ok(pairs.into_iter().map(|(k, s)| (k, s as i64)).collect())
+}
+
+#[async_trait]
+impl TsdbStore for RedisTsdbStore {
+    async fn add_counts(&self, adds: &[CountAdd]) -> Result<()> {
+        let groups = self.by_tag(adds, |a| &a.cell);
+        let calls: Vec<(Call, Vec<&CountAdd>)> = groups
+            .into_iter()
+            .map(|(tag, group)| {
+                let mut call = Call::default();
+                call.args.push(group.len().to_string());
+                for a in &group {
+                    let c = &a.cell;
+                    let k = call.key(Self::count_key(&tag, c.rollup, c.bucket));
+                    call.args.extend([
+                        k.to_string(),
+                        c.key.to_string(),
+                        a.delta.to_string(),
+                        c.expires.to_string(),
+                    ]);
+                }
+                (call, group)
+            })
+            .collect();
+        try_join_all(calls.iter().map(|(call, group)| async move {
+            match self.run(&self.count, call).await {
+                Ok(_) => Ok(()),
+                Err(WriteFailure::Redis(e)) if e.code() == Some("TALLY_OVERFLOW") => {
+                    let op = e
+                        .detail()
+                        .and_then(|d| d.trim().parse::<usize>().ok())
+                        .and_then(|i| group.get(i));
+                    Err(Error::InvalidCount(match op {
+                        Some(a) => format!(
+                            "adding {} to {}:{} in the {} s bucket at {} would overflow; nothing \
+                             was written for its shard",
+                            a.delta, a.cell.model, a.cell.key, a.cell.rollup, a.cell.bucket
+                        ),
+                        None => "a count would overflow; nothing was written for its shard".into(),
+                    }))
+                }
+                Err(e) => Err(e.into()),
+            }
+        }))
+        .await?;
+        Ok(())
+    }
+
+    async fn counts(
+        &self,
+        model: &Name,
+        keys: &[Name],
+        rollup: u64,
+        buckets: &[u64],
+        _now: u64,
+    ) -> Result<Vec<Vec<i64>>> {
+        let groups = self.keys_by_tag(model, keys);
+        let pipes = groups
+            .iter()
+            .map(|(tag, members)| {
+                let mut pipe = redis::pipe();
+                for &b in buckets {
+                    let mut cmd = redis::cmd("HMGET");
+                    cmd.arg(Self::count_key(tag, rollup, b));
+                    for &i in members {
+                        cmd.arg(keys[i].as_str());
+                    }
+                    pipe.add_command(cmd);
+                }
+                pipe
+            })
+            .collect();
+        let values = self.redis.run_pipelines(pipes).await?;
+        let mut out = vec![vec![0i64; buckets.len()]; keys.len()];
+        for ((_, members), per_bucket) in groups.iter().zip(values) {
+            for (b, v) in per_bucket.into_iter().enumerate() {
+                let Value::Array(items) = v else {
+                    return Err(Error::Corrupt(format!("HMGET answered {v:?}")));
+                };
+                for (&i, item) in members.iter().zip(&items) {
+                    out[i][b] = int(item)?;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn add_distinct(&self, adds: &[DistinctAdd]) -> Result<()> {
+        let groups = self.by_tag(adds, |a| &a.cell);
+        let calls: Vec<Call> = groups
+            .into_iter()
+            .map(|(tag, group)| {
+                let mut call = Call::default();
+                call.args.push(group.len().to_string());
+                for a in group {
+                    let c = &a.cell;
+                    let k = call.key(Self::distinct_key(&tag, c.rollup, c.bucket, &c.key));
+                    call.args.extend([
+                        k.to_string(),
+                        c.expires.to_string(),
+                        a.values.len().to_string(),
+                    ]);
+                    call.args.extend(a.values.iter().cloned());
+                }
+                call
+            })
+            .collect();
+        try_join_all(calls.iter().map(|call| self.run(&self.distinct, call))).await?;
+        Ok(())
+    }
+
+    async fn distinct_counts(
+        &self,
+        model: &Name,
+        keys: &[Name],
+        rollup: u64,
+        buckets: &[u64],
+        _now: u64,
+    ) -> Result<Vec<Vec<u64>>> {
+        let groups = self.keys_by_tag(model, keys);
+        let pipes = groups
+            .iter()
+            .map(|(tag, members)| {
+                let mut pipe = redis::pipe();
+                for &i in members {
+                    for &b in buckets {
+                        pipe.cmd("PFCOUNT")
+                            .arg(Self::distinct_key(tag, rollup, b, &keys[i]));
+                    }
+                }
+                pipe
+            })
+            .collect();
+        let values = self.redis.run_pipelines(pipes).await?;
+        let mut out = vec![Vec::new(); keys.len()];
+        for ((_, members), counts) in groups.iter().zip(values) {
+            let mut counts = counts.iter();
+            for &i in members {
+                out[i] = buckets
+                    .iter()
+                    .map(|_| counts.next().map_or(Ok(0), int).map(|n| n as u64))
+                    .collect::<Result<_>>()?;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn distinct_totals(
+        &self,
+        model: &Name,
+        keys: &[Name],
+        rollup: u64,
+        buckets: &[u64],
+        _now: u64,
+    ) -> Result<Vec<u64>> {
+        let groups = self.keys_by_tag(model, keys);
+        let pipes = groups
+            .iter()
+            .map(|(tag, members)| {
+                let mut pipe = redis::pipe();
+                for &i in members {
+                    let mut cmd = redis::cmd("PFCOUNT");
+                    for &b in buckets {
+                        cmd.arg(Self::distinct_key(tag, rollup, b, &keys[i]));
+                    }
+                    pipe.add_command(cmd);
+                }
+                pipe
+            })
+            .collect();
+        let values = self.redis.run_pipelines(pipes).await?;
+        let mut out = vec![0u64; keys.len()];
+        for ((_, members), counts) in groups.iter().zip(values) {
+            for (&i, v) in members.iter().zip(&counts) {
+                out[i] = int(v)? as u64;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn distinct_union(
+        &self,
+        model: &Name,
+        keys: &[Name],
+        rollup: u64,
+        buckets: &[u64],
+        _now: u64,
+    ) -> Result<u64> {
+        let groups = self.keys_by_tag(model, keys);
+        let union_call = |tag: &str, members: &[usize], mode: &str, blobs: Vec<Vec<u8>>| {
+            let mut call = Call::default();
+            call.key(format!("{tag}:tmp:acc"));
+            call.key(format!("{tag}:tmp:one"));
+            for &i in members {
+                for &b in buckets {
+                    call.key(Self::distinct_key(tag, rollup, b, &keys[i]));
+                }
+            }
+            call.args.push(mode.to_owned());
+            (call, blobs)
+        };
+        if groups.len() == 1 {
+            let (tag, members) = groups.iter().next().expect("one group");
+            let (call, _) = union_call(tag, members, "count", Vec::new());
+            return Ok(int(&self.run(&self.union, &call).await?)? as u64);
+        }
+        // One partial union per slot, then the union of those in one slot.
+        let partials = try_join_all(groups.iter().map(|(tag, members)| {
+            let (call, _) = union_call(tag, members, "dump", Vec::new());
+            async move { self.run(&self.union, &call).await }
+        }))
+        .await?;
+        let blobs: Vec<Vec<u8>> = partials
+            .into_iter()
+            .map(|v| redis::FromRedisValue::from_redis_value(v).map_err(Error::from))
+            .collect::<Result<_>>()?;
+        let tag = format!("{{{}:ts:union}}", self.prefix);
+        let mut invocation = self.union.prepare_invoke();
+        invocation
+            .key(format!("{tag}:acc"))
+            .key(format!("{tag}:one"))
+            .arg("count");
+        for blob in &blobs {
+            invocation.arg(blob.as_slice());
+        }
+        let n: i64 = invocation.invoke_async(&mut self.redis.handle()).await?;
+        Ok(n as u64)
+    }
+
+    async fn add_frequencies(&self, adds: &[FrequencyAdd], capacity: usize) -> Result<()> {
+        let groups = self.by_tag(adds, |a| &a.cell);
+        let calls: Vec<Call> = groups
+            .into_iter()
+            .map(|(tag, group)| {
+                let mut call = Call::default();
+                call.args.push(capacity.to_string());
+                call.args.push(group.len().to_string());
+                for a in group {
+                    let c = &a.cell;
+                    let k = call.key(Self::freq_key(&tag, c.rollup, c.bucket, &c.key));
+                    call.args.extend([
+                        k.to_string(),
+                        c.expires.to_string(),
+                        a.items.len().to_string(),
+                    ]);
+                    for (item, count) in &a.items {
+                        call.args.push(item.clone());
+                        call.args.push(count.to_string());
+                    }
+                }
+                call
+            })
+            .collect();
+        try_join_all(calls.iter().map(|call| self.run(&self.freq, call))).await?;
+        Ok(())
+    }
+
+    async fn frequencies(
+        &self,
+        model: &Name,
+        key: &Name,
+        rollup: u64,
+        buckets: &[u64],
+        _now: u64,
+    ) -> Result<Vec<(String, i64)>> {
+        let tag = self.tag(model, key);
+        let mut pipe = redis::pipe();
+        for &b in buckets {
+            pipe.cmd("ZRANGE")
+                .arg(Self::freq_key(&tag, rollup, b, key))
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES");
+        }
+        let mut values = self.redis.run_pipelines(vec![pipe]).await?;
+        let mut out = Vec::new();
+        for v in values.pop().unwrap_or_default() {
+            out.extend(score_pairs(v)?);
+        }
+        Ok(out)
+    }
+
+    async fn merge(
+        &self,
+        model: &Name,
+        into: &Name,
+        from: &Name,
+        spans: &[Span],
+        capacity: usize,
+        _now: u64,
+    ) -> Result<()> {
+        let from_tag = self.tag(model, from);
+        let into_tag = self.tag(model, into);
+        let journal = format!("{from_tag}:mj:{into}");
+        let entries: Vec<(Rollup, u64)> = spans
+            .iter()
+            .flat_map(|s| s.buckets.iter().map(move |&b| (s.rollup, b)))
+            .collect();
+        let expiry: HashMap<String, (Rollup, u64)> = entries
+            .iter()
+            .map(|&(r, b)| (format!("{}:{b}", r.seconds), (r, b)))
+            .collect();
+        let journal_expire = entries
+            .iter()
+            .map(|&(r, b)| r.expires(b))
+            .max()
+            .unwrap_or(0);
+        let j_key = |kind: &str, label: &str| format!("{journal}:{kind}:{label}");
+        loop {
+            // Step 1: move `from`'s data into the journal (or find one).
+            let mut take = Call::default();
+            take.key(journal.clone());
+            let id = format!("{:032x}", rand::random::<u128>());
+            take.args
+                .extend([from.to_string(), id, journal_expire.to_string()]);
+            for &(r, b) in &entries {
+                let label = format!("{}:{b}", r.seconds);
+                take.keys.extend([
+                    Self::count_key(&from_tag, r.seconds, b),
+                    Self::distinct_key(&from_tag, r.seconds, b, from),
+                    Self::freq_key(&from_tag, r.seconds, b, from),
+                    j_key("d", &label),
+                    j_key("f", &label),
+                ]);
+                take.args.push(label);
+            }
+            let taken = self.run(&self.take, &take).await?;
+            let (state, id): (i64, String) = redis::FromRedisValue::from_redis_value(taken)?;
+            if state == 2 {
+                return Ok(());
+            }
+            // Step 2: read the journal and add it to `into`, once per id.
+            let fields: HashMap<String, String> = redis::cmd("HGETALL")
+                .arg(&journal)
+                .query_async(&mut self.redis.handle())
+                .await?;
+            if fields.get("id") != Some(&id) {
+                // Another merge finished (or replaced) it meanwhile.
+                if state == 1 {
+                    return Ok(());
+                }
+                continue;
+            }
+            let mut labels: Vec<(&str, &str)> = fields
+                .keys()
+                .filter_map(|f| f.split_once(':'))
+                .filter(|(kind, _)| ["c", "d", "f"].contains(kind))
+                .collect();
+            labels.sort_unstable();
+            let mut pipe = redis::pipe();
+            for &(kind, label) in &labels {
+                match kind {
+                    "d" => pipe.cmd("GET").arg(j_key("d", label)),
+                    "f" => pipe
+                        .cmd("ZRANGE")
+                        .arg(j_key("f", label))
+                        .arg(0)
+                        .arg(-1)
+                        .arg("WITHSCORES"),
+                    _ => pipe.cmd("HGET").arg(&journal).arg(format!("c:{label}")),
+                };
+            }
+            let mut read = self.redis.run_pipelines(vec![pipe]).await?;
+            let read = read.pop().unwrap_or_default();
+            let mut give = Call::default();
+            give.key(format!("{into_tag}:mm:{id}"));
+            give.key(format!("{into_tag}:mtmp"));
+            give.args.extend([
+                into.to_string(),
+                capacity.to_string(),
+                journal_expire.to_string(),
+            ]);
+            // Counts first, so an overflow is refused before anything else.
+            let mut order: Vec<usize> = (0..labels.len()).collect();
+            order.sort_by_key(|&i| labels[i].0 != "c");
+            for i in order {
+                let (kind, label) = labels[i];
+                let Some(&(r, b)) = expiry.get(label) else {
+                    continue; // a bucket that has expired since
+                };
+                let expire = r.expires(b).to_string();
+                match kind {
+                    "c" => {
+                        let k = give.key(Self::count_key(&into_tag, r.seconds, b));
+                        give.args.extend([
+                            "c".into(),
+                            k.to_string(),
+                            expire,
+                            int(&read[i])?.to_string(),
+                        ]);
+                    }
+                    "d" => {
+                        let Value::BulkString(blob) = &read[i] else {
+                            continue; // expired since
+                        };
+                        let k = give.key(Self::distinct_key(&into_tag, r.seconds, b, into));
+                        give.args.extend(["d".into(), k.to_string(), expire]);
+                        // Binary-safe: the HyperLogLog's bytes as they are.
+                        give.args.push(String::new());
+                        give.blobs_at.push((give.args.len() - 1, blob.clone()));
+                    }
+                    _ => {
+                        let items = topn::ascending(score_pairs(read[i].clone())?);
+                        let k = give.key(Self::freq_key(&into_tag, r.seconds, b, into));
+                        give.args.extend([
+                            "f".into(),
+                            k.to_string(),
+                            expire,
+                            items.len().to_string(),
+                        ]);
+                        for (item, count) in items {
+                            give.args.push(item);
+                            give.args.push(count.to_string());
+                        }
+                    }
+                }
+            }
+            self.run_give(&give).await?;
+            // Step 3: drop the journal.
+            let mut done = Call::default();
+            done.key(journal.clone());
+            for &(kind, label) in &labels {
+                if kind != "c" {
+                    done.key(j_key(kind, label));
+                }
+            }
+            done.args.push(id);
+            self.run(&self.done, &done).await?;
+            if state == 1 {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn delete(&self, model: &Name, keys: &[Name], spans: &[Span]) -> Result<()> {
+        let groups = self.keys_by_tag(model, keys);
+        let mut calls = Vec::new();
+        for (tag, members) in &groups {
+            for chunk in members.chunks(DELETE_CHUNK) {
+                let mut call = Call::default();
+                for s in spans {
+                    for &b in &s.buckets {
+                        call.key(Self::count_key(tag, s.rollup.seconds, b));
+                    }
+                }
+                let nc = call.keys.len();
+                for &i in chunk {
+                    for s in spans {
+                        for &b in &s.buckets {
+                            call.key(Self::distinct_key(tag, s.rollup.seconds, b, &keys[i]));
+                            call.key(Self::freq_key(tag, s.rollup.seconds, b, &keys[i]));
+                        }
+                    }
+                }
+                call.args.push(nc.to_string());
+                call.args.extend(chunk.iter().map(|&i| keys[i].to_string()));
+                calls.push(call);
+            }
+        }
+        try_join_all(calls.iter().map(|call| self.run(&self.delete, call))).await?;
+        Ok(())
+    }
+
+    async fn ping(&self) -> Result<()> {
+        self.redis.ping().await
+    }
+}

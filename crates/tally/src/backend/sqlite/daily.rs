@@ -1,0 +1,163 @@
+//! Daily statistics in SQLite.
+//!
+//! `tally_daily(entity, day, count)` holds one row per stored day (`day` as
+//! the seed's YYYYMMDD integer); `tally_daily_total(entity, total, first)`
+//! the running total and the oldest day that may be stored. A write is one
+//! transaction that adds to both and, when `first` fell behind the window,
+//! deletes that entity's old rows (an index range). Each write transaction
+//! also drops up to [`SWEEP`] rows of any entity that left the window, so
+//! abandoned entities do not keep old days forever; no cleaner runs.
+
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, Transaction, params};
+
+use super::Sqlite;
+use crate::daily::{DailyStore, DailyWrite, DailyWritten, Day};
+use crate::error::{Error, Result};
+use crate::name::Name;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS tally_daily (
+    entity TEXT NOT NULL,
+    day INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (entity, day)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS tally_daily_by_day ON tally_daily (day);
+CREATE TABLE IF NOT EXISTS tally_daily_total (
+    entity TEXT PRIMARY KEY,
+    total INTEGER NOT NULL,
+    first INTEGER
+) WITHOUT ROWID;
+";
+
+/// Rows of other entities dropped per write transaction, at most.
+pub const SWEEP: i64 = 100;
+
+/// Daily statistics stored in a [`Sqlite`] database.
+#[derive(Clone, Debug)]
+pub struct SqliteDailyStore {
+    db: Sqlite,
+}
+
+impl SqliteDailyStore {
+    /// Creates the tables if needed.
+    pub async fn new(db: Sqlite) -> Result<Self> {
+        db.with_writer(|conn| Ok(conn.execute_batch(SCHEMA)?))
+            .await?;
+        Ok(SqliteDailyStore { db })
+    }
+}
+
+fn incr_in(tx: &Transaction<'_>, w: &DailyWrite) -> Result<DailyWritten> {
+    let entity = w.entity.as_str();
+    let (day, floor) = (i64::from(w.day.yyyymmdd()), i64::from(w.floor.yyyymmdd()));
+    let row: Option<(i64, Option<i64>)> = tx
+        .prepare_cached("SELECT total, first FROM tally_daily_total WHERE entity = ?1")?
+        .query_row([entity], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let (total, mut first) = row.unwrap_or((0, None));
+    let overflow = |what: &str| {
+        Error::InvalidCount(format!(
+            "adding {} views to entity {entity:?} would overflow its {what}; nothing was written",
+            w.count
+        ))
+    };
+    let total = total
+        .checked_add(w.count)
+        .ok_or_else(|| overflow("total"))?;
+    let mut day_count = 0;
+    if day >= floor {
+        let old: i64 = tx
+            .prepare_cached("SELECT count FROM tally_daily WHERE entity = ?1 AND day = ?2")?
+            .query_row(params![entity, day], |r| r.get(0))
+            .optional()?
+            .unwrap_or(0);
+        day_count = old.checked_add(w.count).ok_or_else(|| overflow("day"))?;
+        tx.prepare_cached(
+            "INSERT INTO tally_daily (entity, day, count) VALUES (?1, ?2, ?3)
+             ON CONFLICT (entity, day) DO UPDATE SET count = excluded.count",
+        )?
+        .execute(params![entity, day, day_count])?;
+    }
+    if first.is_some_and(|f| f < floor) {
+        tx.prepare_cached("DELETE FROM tally_daily WHERE entity = ?1 AND day < ?2")?
+            .execute(params![entity, floor])?;
+        first = tx
+            .prepare_cached("SELECT MIN(day) FROM tally_daily WHERE entity = ?1")?
+            .query_row([entity], |r| r.get(0))?;
+    }
+    if day >= floor && first.is_none_or(|f| day < f) {
+        first = Some(day);
+    }
+    tx.prepare_cached(
+        "INSERT INTO tally_daily_total (entity, total, first) VALUES (?1, ?2, ?3)
+         ON CONFLICT (entity) DO UPDATE SET total = excluded.total, first = excluded.first",
+    )?
+    .execute(params![entity, total, first])?;
+    Ok(DailyWritten { day_count, total })
+}
+
+#[async_trait]
+impl DailyStore for SqliteDailyStore {
+    async fn incr(&self, writes: &[DailyWrite]) -> Result<Vec<DailyWritten>> {
+        let writes = writes.to_vec();
+        self.db
+            .write(move |tx| {
+                let out = writes
+                    .iter()
+                    .map(|w| incr_in(tx, w))
+                    .collect::<Result<Vec<_>>>()?;
+                if let Some(floor) = writes.iter().map(|w| w.floor).max() {
+                    tx.prepare_cached(
+                        "DELETE FROM tally_daily WHERE (entity, day) IN
+                         (SELECT entity, day FROM tally_daily WHERE day < ?1 LIMIT ?2)",
+                    )?
+                    .execute(params![i64::from(floor.yyyymmdd()), SWEEP])?;
+                }
+                Ok(out)
+            })
+            .await
+    }
+
+    async fn days(&self, entity: &Name, days: &[Day]) -> Result<Vec<i64>> {
+        let entity = entity.clone();
+        let days = days.to_vec();
+        self.db
+            .read(move |conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT count FROM tally_daily WHERE entity = ?1 AND day = ?2",
+                )?;
+                days.iter()
+                    .map(|d| {
+                        Ok(stmt
+                            .query_row(params![entity.as_str(), i64::from(d.yyyymmdd())], |r| {
+                                r.get(0)
+                            })
+                            .optional()?
+                            .unwrap_or(0))
+                    })
+                    .collect()
+            })
+            .await
+    }
+
+    async fn total(&self, entity: &Name) -> Result<i64> {
+        let entity = entity.clone();
+        self.db
+            .read(move |conn| {
+                Ok(conn
+                    .prepare_cached("SELECT total FROM tally_daily_total WHERE entity = ?1")?
+                    .query_row([entity.as_str()], |r| r.get(0))
+                    .optional()?
+                    .unwrap_or(0))
+            })
+            .await
+    }
+
+    async fn ping(&self) -> Result<()> {
+        self.db
+            .read(|conn| Ok(conn.execute_batch("SELECT 1")?))
+            .await
+    }
+}

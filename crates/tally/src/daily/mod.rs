@@ -1,0 +1,298 @@
+//! Per-entity daily statistics (seed 004): views per entity per day, the
+//! last N days, one day, today, and the all-time total.
+//!
+//! [`DailyStats`] is the service: it validates entity ids and counts, turns
+//! instants into calendar days (UTC, or a fixed offset), and works out the
+//! retention window from its clock. An increment is O(1): one atomic step
+//! that adds to the day and to a running total, and drops days that left the
+//! window (the store does it in the same step, for that entity only: no
+//! cleaner scans anything). Reads are one round trip; the total is read, not
+//! summed. Days older than the window read as 0 even before they are
+//! physically dropped.
+
+mod day;
+pub mod store;
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+pub use day::{Day, MAX_OFFSET_MINUTES};
+pub use store::{DailyStore, DailyWrite, DailyWritten};
+
+use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
+use crate::error::{Error, Result};
+use crate::name::Name;
+
+/// The default retention: 90 days.
+pub const DEFAULT_RETENTION_DAYS: u32 = 90;
+/// The longest accepted retention: about ten years.
+pub const MAX_RETENTION_DAYS: u32 = 3660;
+/// The default entity key prefix on Redis (the seed's `advert`).
+pub const DEFAULT_ENTITY_PREFIX: &str = "advert";
+/// The most views in one [`DailyStats::incr_many`] call.
+pub const MAX_BATCH: usize = 10_000;
+
+/// What daily statistics keep and how days are cut.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DailySettings {
+    /// Days kept, today included.
+    pub retention_days: u32,
+    /// The calendar's offset east of UTC, in minutes (0: UTC).
+    pub utc_offset_minutes: i32,
+}
+
+impl Default for DailySettings {
+    fn default() -> Self {
+        DailySettings {
+            retention_days: DEFAULT_RETENTION_DAYS,
+            utc_offset_minutes: 0,
+        }
+    }
+}
+
+impl DailySettings {
+    /// Checks the settings.
+    pub fn validate(self) -> Result<Self> {
+        if self.retention_days == 0 || self.retention_days > MAX_RETENTION_DAYS {
+            return Err(Error::Config(format!(
+                "daily retention must be 1 to {MAX_RETENTION_DAYS} days, got {}",
+                self.retention_days
+            )));
+        }
+        if self.utc_offset_minutes.abs() > MAX_OFFSET_MINUTES {
+            return Err(Error::Config(format!(
+                "the UTC offset must be within ±{MAX_OFFSET_MINUTES} minutes, got {}",
+                self.utc_offset_minutes
+            )));
+        }
+        Ok(self)
+    }
+}
+
+/// One view (or several) of an entity, as a caller states it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct View {
+    /// The entity id.
+    pub entity: String,
+    /// How many views (at least 1); defaults to 1.
+    #[serde(default = "one")]
+    pub count: i64,
+    /// When, Unix seconds; defaults to now.
+    #[serde(default)]
+    pub at: Option<f64>,
+}
+
+fn one() -> i64 {
+    1
+}
+
+/// A day and its count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DayCount {
+    /// The day (`YYYY-MM-DD` in JSON).
+    pub day: Day,
+    /// Views on that day.
+    pub count: i64,
+}
+
+/// What an increment left: the day's count and the running total.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counted {
+    /// The day the views were counted on.
+    pub day: Day,
+    /// That day's count afterwards (0 if the day is outside the window).
+    pub day_count: i64,
+    /// The entity's all-time total afterwards.
+    pub total: i64,
+}
+
+/// Per-entity daily statistics. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct DailyStats {
+    store: Arc<dyn DailyStore>,
+    settings: DailySettings,
+    clock: SharedClock,
+}
+
+/// Validates an entity id: a [`Name`] without `{` or `}` (they would change
+/// the Redis hash tag).
+pub fn entity_id(entity: &str) -> Result<Name> {
+    let name = Name::new(entity)?;
+    if entity.contains(['{', '}']) {
+        return Err(Error::invalid_name(
+            entity,
+            "an entity id must not contain `{` or `}`",
+        ));
+    }
+    Ok(name)
+}
+
+impl DailyStats {
+    /// Daily statistics on `store`, on the system clock.
+    pub fn new(store: Arc<dyn DailyStore>, settings: DailySettings) -> Result<Self> {
+        Self::with_clock(store, settings, Arc::new(SystemClock))
+    }
+
+    /// Daily statistics on `store`, reading time from `clock`.
+    pub fn with_clock(
+        store: Arc<dyn DailyStore>,
+        settings: DailySettings,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self> {
+        Ok(DailyStats {
+            store,
+            settings: settings.validate()?,
+            clock,
+        })
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &DailySettings {
+        &self.settings
+    }
+
+    /// Today, by the clock and the configured offset.
+    pub fn today(&self) -> Day {
+        Day::of(self.clock.now(), self.settings.utc_offset_minutes)
+    }
+
+    /// The oldest day kept when today is `today`.
+    fn floor(&self, today: Day) -> Day {
+        today.plus(1 - self.settings.retention_days as i32)
+    }
+
+    /// Counts one view of `entity` now.
+    pub async fn incr(&self, entity: &str) -> Result<Counted> {
+        self.incr_by(entity, 1, None).await
+    }
+
+    /// Counts `count` views of `entity` at `at` (default now).
+    pub async fn incr_by(&self, entity: &str, count: i64, at: Option<f64>) -> Result<Counted> {
+        let mut out = self
+            .incr_many(&[View {
+                entity: entity.to_owned(),
+                count,
+                at,
+            }])
+            .await?;
+        Ok(out.pop().expect("one result per view"))
+    }
+
+    /// Counts a batch of views (each entity's part atomic), in one round
+    /// trip. Every view is validated before anything is written.
+    pub async fn incr_many(&self, views: &[View]) -> Result<Vec<Counted>> {
+        if views.is_empty() || views.len() > MAX_BATCH {
+            return Err(Error::InvalidInput(format!(
+                "a batch holds 1 to {MAX_BATCH} views, got {}",
+                views.len()
+            )));
+        }
+        let now = self.clock.now();
+        let floor = self.floor(Day::of(now, self.settings.utc_offset_minutes));
+        let writes = views
+            .iter()
+            .map(|v| {
+                let entity = entity_id(&v.entity)?;
+                if v.count < 1 {
+                    return Err(Error::InvalidCount(format!(
+                        "views are counted from 1 up, got {} for entity {:?}",
+                        v.count, v.entity
+                    )));
+                }
+                let at = match v.at {
+                    Some(at) => Timestamp::from_secs_f64(at)?,
+                    None => now,
+                };
+                let day = Day::of(at, self.settings.utc_offset_minutes);
+                let newest = day.max(floor);
+                Ok(DailyWrite {
+                    entity,
+                    day,
+                    count: v.count,
+                    floor,
+                    expire_at: newest
+                        .plus(self.settings.retention_days as i32)
+                        .start_secs(self.settings.utc_offset_minutes),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let written = self.store.incr(&writes).await?;
+        Ok(writes
+            .iter()
+            .zip(written)
+            .map(|(w, r)| Counted {
+                day: w.day,
+                day_count: r.day_count,
+                total: r.total,
+            })
+            .collect())
+    }
+
+    /// The last `n` days ending today, oldest first, missing days as 0.
+    pub async fn last(&self, entity: &str, n: u32) -> Result<Vec<DayCount>> {
+        if n == 0 || n > MAX_RETENTION_DAYS {
+            return Err(Error::InvalidInput(format!(
+                "ask for 1 to {MAX_RETENTION_DAYS} days, got {n}"
+            )));
+        }
+        let today = self.today();
+        let days: Vec<Day> = (0..n as i32).rev().map(|i| today.plus(-i)).collect();
+        self.days(entity, &days).await
+    }
+
+    /// The counts of the given days, in the order given (0 outside the
+    /// retention window).
+    pub async fn days(&self, entity: &str, days: &[Day]) -> Result<Vec<DayCount>> {
+        let entity = entity_id(entity)?;
+        if days.len() > MAX_RETENTION_DAYS as usize {
+            return Err(Error::InvalidInput(format!(
+                "ask for at most {MAX_RETENTION_DAYS} days, got {}",
+                days.len()
+            )));
+        }
+        let floor = self.floor(self.today());
+        let kept: Vec<Day> = days.iter().copied().filter(|d| *d >= floor).collect();
+        let counts = if kept.is_empty() {
+            Vec::new()
+        } else {
+            self.store.days(&entity, &kept).await?
+        };
+        let mut counts = counts.into_iter();
+        Ok(days
+            .iter()
+            .map(|&day| DayCount {
+                day,
+                count: if day >= floor {
+                    counts.next().unwrap_or(0)
+                } else {
+                    0
+                },
+            })
+            .collect())
+    }
+
+    /// One day's count (0 outside the retention window).
+    pub async fn day(&self, entity: &str, day: Day) -> Result<i64> {
+        Ok(self.days(entity, &[day]).await?[0].count)
+    }
+
+    /// Today's count.
+    pub async fn today_count(&self, entity: &str) -> Result<DayCount> {
+        let today = self.today();
+        Ok(self.days(entity, &[today]).await?[0])
+    }
+
+    /// The all-time total, read in O(1).
+    pub async fn total(&self, entity: &str) -> Result<i64> {
+        let entity = entity_id(entity)?;
+        self.store.total(&entity).await
+    }
+
+    /// Checks that the backend answers.
+    pub async fn ping(&self) -> Result<()> {
+        self.store.ping().await
+    }
+}

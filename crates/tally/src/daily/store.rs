@@ -1,0 +1,60 @@
+//! The storage contract of daily statistics, at the level of the domain.
+//!
+//! A [`DailyStore`] adds views to an entity's day and running total in one
+//! atomic step, dropping the entity's days that fell out of the retention
+//! window in that same step (so no cleaner ever scans), and reads days and
+//! totals. Implemented by SQLite and Redis (standalone or cluster: an
+//! entity's keys share one hash tag). Input is validated before a store is
+//! called.
+
+use std::fmt;
+
+use async_trait::async_trait;
+
+use crate::daily::Day;
+use crate::error::Result;
+use crate::name::Name;
+
+/// Views to add to one entity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DailyWrite {
+    /// The entity (validated: no braces).
+    pub entity: Name,
+    /// The day the views happened.
+    pub day: Day,
+    /// How many (at least 1).
+    pub count: i64,
+    /// The oldest day kept: older stored days are dropped, and views dated
+    /// before it only count toward the total.
+    pub floor: Day,
+    /// Unix seconds at which the entity's day data may expire as a whole
+    /// (when its newest day leaves the window); only ever extended.
+    pub expire_at: i64,
+}
+
+/// What a write left behind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DailyWritten {
+    /// The day's count after the write (0 when the day is outside the window).
+    pub day_count: i64,
+    /// The entity's all-time total after the write.
+    pub total: i64,
+}
+
+/// Storage for daily statistics. See the module docs for the contract.
+#[async_trait]
+pub trait DailyStore: Send + Sync + fmt::Debug + 'static {
+    /// Applies each write atomically (per entity); `result[i]` is what
+    /// `writes[i]` left. Fails with a bad-input error, writing nothing for
+    /// that entity, when its total or day would overflow.
+    async fn incr(&self, writes: &[DailyWrite]) -> Result<Vec<DailyWritten>>;
+
+    /// The stored counts of `days` (0 when absent), in the order asked.
+    async fn days(&self, entity: &Name, days: &[Day]) -> Result<Vec<i64>>;
+
+    /// The all-time total (0 for an unknown entity).
+    async fn total(&self, entity: &Name) -> Result<i64>;
+
+    /// Checks that the backend answers.
+    async fn ping(&self) -> Result<()>;
+}

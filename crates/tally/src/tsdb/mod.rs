@@ -1,0 +1,649 @@
+//! A time-series store with rollups (Sentry's tsdb, REFERENCE.md §5):
+//! counts, distinct counts and most frequent items per (model, key), at
+//! several rollups at once, expiring by themselves.
+//!
+//! [`Tsdb`] is the service: it validates models, keys, values and times,
+//! resolves each write into one bucket per rollup with its expiry (so the
+//! store sets the expiry in the same atomic step and nothing needs a
+//! cleaner), merges duplicate writes, and picks the rollup of a read. The
+//! store ([`TsdbStore`]) only stores. Keys may be integers or strings: an
+//! integer key is its decimal text (42 and "42" are the same key).
+
+pub mod hll;
+pub mod rollup;
+pub mod store;
+pub mod topn;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+pub use rollup::{DEFAULT_ROLLUPS, Rollup, VSHARDS};
+pub use store::{Cell, CountAdd, DistinctAdd, FrequencyAdd, Span, TsdbStore};
+pub use topn::ItemCount;
+
+use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
+use crate::counters::Sample;
+use crate::error::{Error, Result};
+use crate::name::Name;
+
+/// The most writes (increments, records) in one call.
+pub const MAX_BATCH: usize = 10_000;
+/// The most keys read in one call.
+pub const MAX_KEYS: usize = 1_000;
+/// The most values recorded in one call.
+pub const MAX_VALUES: usize = 10_000;
+/// The largest count one increment may add.
+pub const MAX_COUNT: i64 = 1 << 53;
+
+/// What the time-series store keeps.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TsdbSettings {
+    /// Rollups, finest first after validation.
+    pub rollups: Vec<Rollup>,
+    /// Items kept per key and bucket by the most-frequent summaries.
+    pub top_capacity: usize,
+}
+
+impl Default for TsdbSettings {
+    fn default() -> Self {
+        TsdbSettings {
+            rollups: DEFAULT_ROLLUPS.to_vec(),
+            top_capacity: topn::DEFAULT_CAPACITY,
+        }
+    }
+}
+
+impl TsdbSettings {
+    /// Checks the settings and sorts the rollups finest first.
+    pub fn validate(mut self) -> Result<Self> {
+        self.rollups = rollup::validate(self.rollups)?;
+        if self.top_capacity == 0 || self.top_capacity > 10_000 {
+            return Err(Error::Config(format!(
+                "top capacity must be 1 to 10000 items, got {}",
+                self.top_capacity
+            )));
+        }
+        Ok(self)
+    }
+}
+
+/// One increment: `count` (default 1) to `key` of `model` at `at` (default
+/// now).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TsIncrement {
+    /// The model (e.g. `group`).
+    pub model: String,
+    /// The key (an id).
+    pub key: String,
+    /// The amount, 1 to 2^53; defaults to 1.
+    #[serde(default = "one")]
+    pub count: i64,
+    /// Unix seconds; defaults to now.
+    #[serde(default)]
+    pub at: Option<f64>,
+}
+
+fn one() -> i64 {
+    1
+}
+
+impl TsIncrement {
+    /// An increment of 1, now.
+    pub fn new(model: impl Into<String>, key: impl ToString) -> Self {
+        TsIncrement {
+            model: model.into(),
+            key: key.to_string(),
+            count: 1,
+            at: None,
+        }
+    }
+
+    /// The same with another count.
+    pub fn count(mut self, count: i64) -> Self {
+        self.count = count;
+        self
+    }
+
+    /// The same at `at` Unix seconds.
+    pub fn at(mut self, at: f64) -> Self {
+        self.at = Some(at);
+        self
+    }
+}
+
+/// One key's series over a range.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeySeries {
+    /// The key.
+    pub key: String,
+    /// (bucket start, value) for every bucket of the range, oldest first.
+    pub points: Vec<Sample>,
+}
+
+/// Series of several keys over a range.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RangeSeries {
+    /// The rollup used, seconds.
+    pub rollup: u64,
+    /// One per key, in the order asked.
+    pub series: Vec<KeySeries>,
+}
+
+/// One key's total over a range.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyTotal {
+    /// The key.
+    pub key: String,
+    /// The total.
+    pub total: i64,
+}
+
+/// Totals of several keys over a range.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RangeTotals {
+    /// The rollup used, seconds.
+    pub rollup: u64,
+    /// One per key, in the order asked.
+    pub totals: Vec<KeyTotal>,
+}
+
+/// The most frequent items of a key over a range.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopItems {
+    /// The rollup used, seconds.
+    pub rollup: u64,
+    /// The key.
+    pub key: String,
+    /// Count descending, ties by item ascending.
+    pub items: Vec<ItemCount>,
+}
+
+/// A range read, resolved.
+struct Range {
+    model: Name,
+    keys: Vec<Name>,
+    rollup: u64,
+    buckets: Vec<u64>,
+    now: u64,
+}
+
+/// Validates a model, key or value name: a [`Name`] without braces.
+fn plain(kind: &str, text: &str) -> Result<Name> {
+    let name = Name::new(text)?;
+    if text.contains(['{', '}']) {
+        return Err(Error::invalid_name(
+            text,
+            format!("a {kind} must not contain `{{` or `}}`"),
+        ));
+    }
+    Ok(name)
+}
+
+/// The time-series store. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Tsdb {
+    store: Arc<dyn TsdbStore>,
+    settings: TsdbSettings,
+    clock: SharedClock,
+}
+
+impl Tsdb {
+    /// A time-series store on `store`, on the system clock.
+    pub fn new(store: Arc<dyn TsdbStore>, settings: TsdbSettings) -> Result<Self> {
+        Self::with_clock(store, settings, Arc::new(SystemClock))
+    }
+
+    /// A time-series store on `store`, reading time from `clock`.
+    pub fn with_clock(
+        store: Arc<dyn TsdbStore>,
+        settings: TsdbSettings,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self> {
+        Ok(Tsdb {
+            store,
+            settings: settings.validate()?,
+            clock,
+        })
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &TsdbSettings {
+        &self.settings
+    }
+
+    /// Adds `count` to `key` of `model` now.
+    pub async fn incr(&self, model: &str, key: impl ToString, count: i64) -> Result<()> {
+        self.incr_multi(&[TsIncrement::new(model, key).count(count)])
+            .await
+    }
+
+    /// Adds a batch of increments: duplicates merged, every rollup written,
+    /// one atomic call per (model, virtual shard), all sent at once. Every
+    /// increment is validated before anything is written.
+    pub async fn incr_multi(&self, increments: &[TsIncrement]) -> Result<()> {
+        check_batch(increments.len())?;
+        let now = self.clock.now();
+        let mut merged: BTreeMap<Cell, i64> = BTreeMap::new();
+        for inc in increments {
+            if inc.count < 1 || inc.count > MAX_COUNT {
+                return Err(Error::InvalidCount(format!(
+                    "{} is out of range (1 to 2^53) for {}:{}",
+                    inc.count, inc.model, inc.key
+                )));
+            }
+            for cell in self.cells(&inc.model, &inc.key, inc.at, now)? {
+                let sum = merged.entry(cell).or_insert(0);
+                *sum = sum.checked_add(inc.count).ok_or_else(|| {
+                    Error::InvalidCount(format!(
+                        "the increments of {}:{} add up past 2^63",
+                        inc.model, inc.key
+                    ))
+                })?;
+            }
+        }
+        let adds: Vec<CountAdd> = merged
+            .into_iter()
+            .map(|(cell, delta)| CountAdd { cell, delta })
+            .collect();
+        if adds.is_empty() {
+            return Ok(());
+        }
+        self.store.add_counts(&adds).await
+    }
+
+    /// Records `values` as seen by `key` of `model` at `at` (default now),
+    /// for distinct counts.
+    pub async fn record(
+        &self,
+        model: &str,
+        key: impl ToString,
+        values: &[String],
+        at: Option<f64>,
+    ) -> Result<()> {
+        if values.is_empty() || values.len() > MAX_VALUES {
+            return Err(Error::InvalidInput(format!(
+                "record 1 to {MAX_VALUES} values at once, got {}",
+                values.len()
+            )));
+        }
+        for v in values {
+            Name::new(v.as_str())?;
+        }
+        let now = self.clock.now();
+        let adds: Vec<DistinctAdd> = self
+            .cells(model, &key.to_string(), at, now)?
+            .into_iter()
+            .map(|cell| DistinctAdd {
+                cell,
+                values: values.to_vec(),
+            })
+            .collect();
+        if adds.is_empty() {
+            return Ok(());
+        }
+        self.store.add_distinct(&adds).await
+    }
+
+    /// Counts occurrences of items for `key` of `model` at `at` (default
+    /// now), for most-frequent queries. Each count is 1 to 2^32.
+    pub async fn record_frequency(
+        &self,
+        model: &str,
+        key: impl ToString,
+        items: &[(String, i64)],
+        at: Option<f64>,
+    ) -> Result<()> {
+        if items.is_empty() || items.len() > MAX_VALUES {
+            return Err(Error::InvalidInput(format!(
+                "record 1 to {MAX_VALUES} items at once, got {}",
+                items.len()
+            )));
+        }
+        let mut merged: BTreeMap<String, i64> = BTreeMap::new();
+        for (item, count) in items {
+            Name::new(item.as_str())?;
+            if *count < 1 || *count > topn::MAX_ITEM_COUNT {
+                return Err(Error::InvalidCount(format!(
+                    "item {item:?}: {count} is out of range (1 to 2^32)"
+                )));
+            }
+            *merged.entry(item.clone()).or_default() += count;
+        }
+        let items = topn::ascending(merged);
+        let now = self.clock.now();
+        let adds: Vec<FrequencyAdd> = self
+            .cells(model, &key.to_string(), at, now)?
+            .into_iter()
+            .map(|cell| FrequencyAdd {
+                cell,
+                items: items.clone(),
+            })
+            .collect();
+        if adds.is_empty() {
+            return Ok(());
+        }
+        self.store
+            .add_frequencies(&adds, self.settings.top_capacity)
+            .await
+    }
+
+    /// Per key, (bucket start, count) for every bucket from `start` to `end`
+    /// (inclusive), missing buckets as 0; `rollup` defaults to the finest
+    /// whose retention, counted back from now, reaches `start`.
+    pub async fn get_range(
+        &self,
+        model: &str,
+        keys: &[String],
+        start: f64,
+        end: f64,
+        rollup: Option<u64>,
+    ) -> Result<RangeSeries> {
+        let r = self.range(model, keys, start, end, rollup)?;
+        let counts = self
+            .store
+            .counts(&r.model, &r.keys, r.rollup, &r.buckets, r.now)
+            .await?;
+        Ok(series(&r, counts))
+    }
+
+    /// Per key, the sum of [`Tsdb::get_range`]'s series.
+    pub async fn get_sums(
+        &self,
+        model: &str,
+        keys: &[String],
+        start: f64,
+        end: f64,
+        rollup: Option<u64>,
+    ) -> Result<RangeTotals> {
+        let range = self.get_range(model, keys, start, end, rollup).await?;
+        Ok(RangeTotals {
+            rollup: range.rollup,
+            totals: range
+                .series
+                .into_iter()
+                .map(|s| KeyTotal {
+                    key: s.key,
+                    total: s.points.iter().fold(0i64, |a, p| a.saturating_add(p.count)),
+                })
+                .collect(),
+        })
+    }
+
+    /// Per key, the estimated distinct values in each bucket of the range.
+    pub async fn get_distinct_series(
+        &self,
+        model: &str,
+        keys: &[String],
+        start: f64,
+        end: f64,
+        rollup: Option<u64>,
+    ) -> Result<RangeSeries> {
+        let r = self.range(model, keys, start, end, rollup)?;
+        let counts = self
+            .store
+            .distinct_counts(&r.model, &r.keys, r.rollup, &r.buckets, r.now)
+            .await?;
+        let counts = counts
+            .into_iter()
+            .map(|per| per.into_iter().map(|c| c as i64).collect())
+            .collect();
+        Ok(series(&r, counts))
+    }
+
+    /// Per key, the estimated distinct values over the whole range.
+    pub async fn get_distinct_totals(
+        &self,
+        model: &str,
+        keys: &[String],
+        start: f64,
+        end: f64,
+        rollup: Option<u64>,
+    ) -> Result<RangeTotals> {
+        let r = self.range(model, keys, start, end, rollup)?;
+        let totals = self
+            .store
+            .distinct_totals(&r.model, &r.keys, r.rollup, &r.buckets, r.now)
+            .await?;
+        Ok(RangeTotals {
+            rollup: r.rollup,
+            totals: r
+                .keys
+                .iter()
+                .zip(totals)
+                .map(|(k, t)| KeyTotal {
+                    key: k.to_string(),
+                    total: t as i64,
+                })
+                .collect(),
+        })
+    }
+
+    /// The estimated distinct values over the range across all `keys`.
+    pub async fn get_distinct_union(
+        &self,
+        model: &str,
+        keys: &[String],
+        start: f64,
+        end: f64,
+        rollup: Option<u64>,
+    ) -> Result<KeyTotal> {
+        let r = self.range(model, keys, start, end, rollup)?;
+        let total = self
+            .store
+            .distinct_union(&r.model, &r.keys, r.rollup, &r.buckets, r.now)
+            .await?;
+        Ok(KeyTotal {
+            key: keys.join(","),
+            total: total as i64,
+        })
+    }
+
+    /// The `n` most frequent items of `key` over the range.
+    pub async fn get_top(
+        &self,
+        model: &str,
+        key: impl ToString,
+        start: f64,
+        end: f64,
+        n: usize,
+        rollup: Option<u64>,
+    ) -> Result<TopItems> {
+        if n == 0 || n > 10_000 {
+            return Err(Error::InvalidInput(format!(
+                "ask for 1 to 10000 items, got {n}"
+            )));
+        }
+        let key = key.to_string();
+        let r = self.range(model, std::slice::from_ref(&key), start, end, rollup)?;
+        let items = self
+            .store
+            .frequencies(&r.model, &r.keys[0], r.rollup, &r.buckets, r.now)
+            .await?;
+        Ok(TopItems {
+            rollup: r.rollup,
+            key,
+            items: topn::top(items, n),
+        })
+    }
+
+    /// Moves all data of `from` into `into` (every rollup, counts, distinct
+    /// sets and summaries); `from` is left empty. No crash at any point
+    /// loses data: on Redis a half-done merge is finished by the next merge
+    /// of the same keys.
+    pub async fn merge(&self, model: &str, into: impl ToString, from: impl ToString) -> Result<()> {
+        let model = plain("model", model)?;
+        let (into, from) = (into.to_string(), from.to_string());
+        let (into, from) = (plain("key", &into)?, plain("key", &from)?);
+        if into == from {
+            return Err(Error::InvalidInput(format!(
+                "cannot merge key {into:?} into itself"
+            )));
+        }
+        let now = self.clock.now().whole_secs();
+        self.store
+            .merge(
+                &model,
+                &into,
+                &from,
+                &self.spans(now),
+                self.settings.top_capacity,
+                now,
+            )
+            .await
+    }
+
+    /// Deletes every rollup's data of `keys`.
+    pub async fn delete(&self, model: &str, keys: &[String]) -> Result<()> {
+        let model = plain("model", model)?;
+        let keys = self.keys(keys)?;
+        let now = self.clock.now().whole_secs();
+        self.store.delete(&model, &keys, &self.spans(now)).await
+    }
+
+    /// Checks that the backend answers.
+    pub async fn ping(&self) -> Result<()> {
+        self.store.ping().await
+    }
+
+    fn spans(&self, now: u64) -> Vec<Span> {
+        self.settings
+            .rollups
+            .iter()
+            .map(|&rollup| Span {
+                rollup,
+                buckets: rollup.live_buckets(now),
+            })
+            .collect()
+    }
+
+    fn keys(&self, keys: &[String]) -> Result<Vec<Name>> {
+        if keys.is_empty() || keys.len() > MAX_KEYS {
+            return Err(Error::InvalidInput(format!(
+                "ask for 1 to {MAX_KEYS} keys, got {}",
+                keys.len()
+            )));
+        }
+        keys.iter().map(|k| plain("key", k)).collect()
+    }
+
+    /// One cell per rollup for a write at `at`, skipping buckets already
+    /// expired; errors for bad names and times.
+    fn cells(&self, model: &str, key: &str, at: Option<f64>, now: Timestamp) -> Result<Vec<Cell>> {
+        let model = plain("model", model)?;
+        let key = plain("key", key)?;
+        let at = match at {
+            Some(at) => Timestamp::from_secs_f64(at)?,
+            None => now,
+        };
+        let (t, now) = (at.whole_secs(), now.whole_secs());
+        if t > now + rollup::MAX_FUTURE_SECS {
+            return Err(Error::InvalidTime(format!(
+                "{t} is more than {} s after now ({now})",
+                rollup::MAX_FUTURE_SECS
+            )));
+        }
+        Ok(self
+            .settings
+            .rollups
+            .iter()
+            .filter_map(|r| {
+                let bucket = r.bucket(t);
+                (r.expires(bucket) > now).then(|| Cell {
+                    model: model.clone(),
+                    key: key.clone(),
+                    rollup: r.seconds,
+                    bucket,
+                    expires: r.expires(bucket),
+                })
+            })
+            .collect())
+    }
+
+    fn range(
+        &self,
+        model: &str,
+        keys: &[String],
+        start: f64,
+        end: f64,
+        rollup: Option<u64>,
+    ) -> Result<Range> {
+        let model = plain("model", model)?;
+        let keys = self.keys(keys)?;
+        let (start, end) = (
+            Timestamp::from_secs_f64(start)?.whole_secs(),
+            Timestamp::from_secs_f64(end)?.whole_secs(),
+        );
+        if end < start {
+            return Err(Error::InvalidInput(format!(
+                "the range ends ({end}) before it starts ({start})"
+            )));
+        }
+        let now = self.clock.now().whole_secs();
+        let rollup = match rollup {
+            Some(seconds) => *self
+                .settings
+                .rollups
+                .iter()
+                .find(|r| r.seconds == seconds)
+                .ok_or_else(|| Error::UnknownPrecision {
+                    precision: seconds,
+                    configured: self
+                        .settings
+                        .rollups
+                        .iter()
+                        .map(|r| r.seconds.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })?,
+            None => rollup::optimal(&self.settings.rollups, start, now),
+        };
+        let points = (rollup.bucket(end) - rollup.bucket(start)) / rollup.seconds + 1;
+        if points > rollup::MAX_POINTS {
+            return Err(Error::InvalidInput(format!(
+                "the range covers {points} buckets of {} s; at most {} per read",
+                rollup.seconds,
+                rollup::MAX_POINTS
+            )));
+        }
+        Ok(Range {
+            model,
+            keys,
+            rollup: rollup.seconds,
+            buckets: rollup.buckets(start, end),
+            now,
+        })
+    }
+}
+
+fn check_batch(n: usize) -> Result<()> {
+    if n == 0 || n > MAX_BATCH {
+        return Err(Error::InvalidInput(format!(
+            "a batch holds 1 to {MAX_BATCH} writes, got {n}"
+        )));
+    }
+    Ok(())
+}
+
+fn series(r: &Range, values: Vec<Vec<i64>>) -> RangeSeries {
+    RangeSeries {
+        rollup: r.rollup,
+        series: r
+            .keys
+            .iter()
+            .zip(values)
+            .map(|(key, per)| KeySeries {
+                key: key.to_string(),
+                points: r
+                    .buckets
+                    .iter()
+                    .zip(per)
+                    .map(|(&start, count)| Sample { start, count })
+                    .collect(),
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,344 @@
+//! `tally ts ...`: the time-series store from the command line.
+
+use std::sync::Arc;
+
+use anyhow::{Result, bail};
+use clap::Subcommand;
+use tally::tsdb::{RangeSeries, RangeTotals, TopItems};
+use tally::{Clock, SystemClock, TsIncrement, Tsdb};
+
+use crate::config::Config;
+use crate::output;
+
+/// Time-series commands. Times are Unix seconds, `now`, or relative to now
+/// (`-90s`, `-15m`, `-6h`, `-7d`).
+#[derive(Subcommand, Debug)]
+pub enum TsCommand {
+    /// Add COUNT (default 1) to KEY of MODEL, at every rollup.
+    Incr {
+        /// The model (e.g. `group`).
+        model: String,
+        /// The key (an integer or a string).
+        key: String,
+        /// The amount, 1 to 2^53.
+        #[arg(default_value_t = 1)]
+        count: i64,
+        /// When [default: now].
+        #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+        at: Option<String>,
+    },
+    /// Show the series of one or more keys, every bucket of the range.
+    Get {
+        model: String,
+        #[arg(required = true)]
+        keys: Vec<String>,
+        #[command(flatten)]
+        range: RangeArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show each key's total over the range.
+    Sums {
+        model: String,
+        #[arg(required = true)]
+        keys: Vec<String>,
+        #[command(flatten)]
+        range: RangeArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Record distinct VALUES seen by KEY (for distinct counts).
+    Record {
+        model: String,
+        key: String,
+        #[arg(required = true)]
+        values: Vec<String>,
+        #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+        at: Option<String>,
+    },
+    /// Distinct counts: each key's total over the range, its series
+    /// (--series), or the union across keys (--union).
+    Distinct {
+        model: String,
+        #[arg(required = true)]
+        keys: Vec<String>,
+        #[command(flatten)]
+        range: RangeArgs,
+        /// Per bucket instead of over the range.
+        #[arg(long, conflicts_with = "union")]
+        series: bool,
+        /// One figure for all keys together.
+        #[arg(long)]
+        union: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Count occurrences of ITEMs (ITEM or ITEM=COUNT) for KEY.
+    Hit {
+        model: String,
+        key: String,
+        #[arg(required = true, value_name = "ITEM[=COUNT]")]
+        items: Vec<String>,
+        #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+        at: Option<String>,
+    },
+    /// The most frequent items of KEY over the range.
+    Top {
+        model: String,
+        key: String,
+        /// How many.
+        #[arg(short, long, default_value_t = 10)]
+        n: usize,
+        #[command(flatten)]
+        range: RangeArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Move everything of FROM into INTO (FROM is left empty).
+    Merge {
+        model: String,
+        into: String,
+        from: String,
+    },
+    /// Delete every rollup's data of the keys.
+    Delete {
+        model: String,
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+}
+
+/// A time range and an optional rollup.
+#[derive(clap::Args, Debug)]
+pub struct RangeArgs {
+    /// Start of the range [default: an hour ago].
+    #[arg(
+        long,
+        value_name = "TIME",
+        allow_hyphen_values = true,
+        default_value = "-1h"
+    )]
+    start: String,
+    /// End of the range [default: now].
+    #[arg(
+        long,
+        value_name = "TIME",
+        allow_hyphen_values = true,
+        default_value = "now"
+    )]
+    end: String,
+    /// Rollup in seconds [default: the finest that covers the range].
+    #[arg(long, value_name = "SECONDS")]
+    rollup: Option<u64>,
+}
+
+/// Parses `now`, `-15m`-style offsets from `now`, or Unix seconds.
+pub fn parse_time(text: &str, now: f64) -> Result<f64> {
+    let t = text.trim();
+    if t == "now" {
+        return Ok(now);
+    }
+    if let Some(rel) = t.strip_prefix('-') {
+        let unit = rel.chars().last().unwrap_or('s');
+        let (digits, scale) = match unit {
+            's' => (&rel[..rel.len() - 1], 1.0),
+            'm' => (&rel[..rel.len() - 1], 60.0),
+            'h' => (&rel[..rel.len() - 1], 3600.0),
+            'd' => (&rel[..rel.len() - 1], 86_400.0),
+            _ => (rel, 1.0),
+        };
+        if let Ok(n) = digits.parse::<f64>() {
+            return Ok(now - n * scale);
+        }
+    } else if let Ok(secs) = t.parse::<f64>() {
+        return Ok(secs);
+    }
+    bail!(tally::Error::InvalidTime(format!(
+        "{text:?} is not a time: use Unix seconds, `now`, or -90s, -15m, -6h, -7d"
+    )))
+}
+
+fn parse_item(text: &str) -> Result<(String, i64)> {
+    match text.rsplit_once('=') {
+        Some((item, count)) => match count.parse() {
+            Ok(n) => Ok((item.to_owned(), n)),
+            Err(_) => bail!(tally::Error::InvalidCount(format!(
+                "{text:?}: the count after `=` must be a whole number"
+            ))),
+        },
+        None => Ok((text.to_owned(), 1)),
+    }
+}
+
+pub async fn run(command: TsCommand, config: &Config) -> Result<()> {
+    let backend = crate::cli::open_backend(config).await?;
+    let clock = Arc::new(SystemClock);
+    let store = backend.tsdb_store(clock.clone()).await?;
+    let ts = Tsdb::with_clock(store, config.tsdb.clone(), clock.clone())?;
+    let now = clock.now().as_secs_f64();
+    let time = |t: &Option<String>| t.as_deref().map(|t| parse_time(t, now)).transpose();
+    match command {
+        TsCommand::Incr {
+            model,
+            key,
+            count,
+            at,
+        } => {
+            let mut inc = TsIncrement::new(model, key).count(count);
+            inc.at = time(&at)?;
+            ts.incr_multi(&[inc]).await?;
+        }
+        TsCommand::Get {
+            model,
+            keys,
+            range,
+            json,
+        } => {
+            let (start, end) = (parse_time(&range.start, now)?, parse_time(&range.end, now)?);
+            let series = ts
+                .get_range(&model, &keys, start, end, range.rollup)
+                .await?;
+            print_series(&model, &series, json)?;
+        }
+        TsCommand::Sums {
+            model,
+            keys,
+            range,
+            json,
+        } => {
+            let (start, end) = (parse_time(&range.start, now)?, parse_time(&range.end, now)?);
+            let totals = ts.get_sums(&model, &keys, start, end, range.rollup).await?;
+            print_totals(&totals, json)?;
+        }
+        TsCommand::Record {
+            model,
+            key,
+            values,
+            at,
+        } => ts.record(&model, key, &values, time(&at)?).await?,
+        TsCommand::Distinct {
+            model,
+            keys,
+            range,
+            series,
+            union,
+            json,
+        } => {
+            let (start, end) = (parse_time(&range.start, now)?, parse_time(&range.end, now)?);
+            if series {
+                let s = ts
+                    .get_distinct_series(&model, &keys, start, end, range.rollup)
+                    .await?;
+                print_series(&model, &s, json)?;
+            } else if union {
+                let u = ts
+                    .get_distinct_union(&model, &keys, start, end, range.rollup)
+                    .await?;
+                if json {
+                    println!("{}", serde_json::json!({ "distinct": u.total }));
+                } else {
+                    println!("{}", u.total);
+                }
+            } else {
+                let t = ts
+                    .get_distinct_totals(&model, &keys, start, end, range.rollup)
+                    .await?;
+                print_totals(&t, json)?;
+            }
+        }
+        TsCommand::Hit {
+            model,
+            key,
+            items,
+            at,
+        } => {
+            let items = items
+                .iter()
+                .map(|i| parse_item(i))
+                .collect::<Result<Vec<_>>>()?;
+            ts.record_frequency(&model, key, &items, time(&at)?).await?;
+        }
+        TsCommand::Top {
+            model,
+            key,
+            n,
+            range,
+            json,
+        } => {
+            let (start, end) = (parse_time(&range.start, now)?, parse_time(&range.end, now)?);
+            let top = ts.get_top(&model, key, start, end, n, range.rollup).await?;
+            print_top(&top, json)?;
+        }
+        TsCommand::Merge { model, into, from } => ts.merge(&model, into, from).await?,
+        TsCommand::Delete { model, keys } => ts.delete(&model, &keys).await?,
+    }
+    Ok(())
+}
+
+fn print_series(model: &str, series: &RangeSeries, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(series)?);
+        return Ok(());
+    }
+    println!(
+        "{model} at {} rollup",
+        output::precision_label(series.rollup)
+    );
+    for s in &series.series {
+        let counts: Vec<i64> = s.points.iter().map(|p| p.count).collect();
+        let total: i128 = counts.iter().map(|&c| i128::from(c)).sum();
+        let first = s
+            .points
+            .first()
+            .map(|p| output::utc(p.start))
+            .unwrap_or_default();
+        println!(
+            "{:<20} {:>12}  from {first}  {}",
+            s.key,
+            total,
+            output::sparkline(&counts[counts.len().saturating_sub(60)..])
+        );
+    }
+    Ok(())
+}
+
+fn print_totals(totals: &RangeTotals, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(totals)?);
+    } else {
+        for t in &totals.totals {
+            println!("{}\t{}", t.key, t.total);
+        }
+    }
+    Ok(())
+}
+
+fn print_top(top: &TopItems, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(top)?);
+    } else {
+        for i in &top.items {
+            println!("{}\t{}", i.item, i.count);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_absolute_now_or_relative() {
+        assert_eq!(parse_time("now", 1000.0).unwrap(), 1000.0);
+        assert_eq!(parse_time("-15m", 1000.0).unwrap(), 100.0);
+        assert_eq!(parse_time("-2h", 10_000.0).unwrap(), 2800.0);
+        assert_eq!(parse_time("-30", 100.0).unwrap(), 70.0);
+        assert_eq!(parse_time("1700000000", 0.0).unwrap(), 1_700_000_000.0);
+        assert!(parse_time("yesterday", 0.0).is_err());
+        assert_eq!(parse_item("a=3").unwrap(), ("a".into(), 3));
+        assert_eq!(parse_item("a").unwrap(), ("a".into(), 1));
+        assert!(parse_item("a=x").is_err());
+    }
+}

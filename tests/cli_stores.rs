@@ -1,0 +1,146 @@
+//! `tally ts` and `tally daily` end to end: real processes on a SQLite
+//! file, a real redis-server and a real Redis Cluster.
+
+use std::process::Command;
+
+use tally_testkit::{RedisCluster, RedisServer};
+
+fn tally(backend: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tally"));
+    for (var, _) in std::env::vars() {
+        if var.starts_with("TALLY_") {
+            cmd.env_remove(var);
+        }
+    }
+    cmd.args(backend);
+    cmd
+}
+
+fn ok(backend: &[&str], args: &[&str]) -> String {
+    let out = tally(backend).args(args).output().expect("run tally");
+    assert!(
+        out.status.success(),
+        "tally {args:?} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn json(backend: &[&str], args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&ok(backend, args)).unwrap()
+}
+
+/// The same session of commands on any backend.
+fn both_stores(backend: &[&str]) {
+    ok(backend, &["ts", "incr", "group", "42", "3"]);
+    ok(backend, &["ts", "incr", "group", "42", "--at", "-20s"]);
+    ok(backend, &["ts", "incr", "group", "7"]);
+    let sums = json(
+        backend,
+        &["ts", "sums", "group", "42", "7", "--start", "-1m", "--json"],
+    );
+    assert_eq!(sums["rollup"], 10);
+    assert_eq!(
+        sums["totals"][0],
+        serde_json::json!({"key": "42", "total": 4})
+    );
+    assert_eq!(sums["totals"][1]["total"], 1);
+    let hourly = json(
+        backend,
+        &[
+            "ts", "get", "group", "42", "--start", "-1h", "--rollup", "3600", "--json",
+        ],
+    );
+    let points = hourly["series"][0]["points"].as_array().unwrap();
+    assert_eq!(
+        points.iter().map(|p| p[1].as_i64().unwrap()).sum::<i64>(),
+        4
+    );
+    ok(backend, &["ts", "record", "group", "42", "u1", "u2", "u3"]);
+    ok(backend, &["ts", "record", "group", "7", "u3", "u4"]);
+    let union = json(
+        backend,
+        &["ts", "distinct", "group", "42", "7", "--union", "--json"],
+    );
+    assert_eq!(union["distinct"], 4);
+    ok(
+        backend,
+        &["ts", "hit", "group", "42", "release-1=5", "release-2"],
+    );
+    let top = json(backend, &["ts", "top", "group", "42", "-n", "1", "--json"]);
+    assert_eq!(
+        top["items"],
+        serde_json::json!([{"item": "release-1", "count": 5}])
+    );
+    ok(backend, &["ts", "merge", "group", "42", "7"]);
+    let sums = json(backend, &["ts", "sums", "group", "42", "7", "--json"]);
+    assert_eq!(sums["totals"][0]["total"], 5);
+    assert_eq!(sums["totals"][1]["total"], 0);
+    ok(backend, &["ts", "delete", "group", "42"]);
+    let sums = json(backend, &["ts", "sums", "group", "42", "--json"]);
+    assert_eq!(sums["totals"][0]["total"], 0);
+
+    ok(backend, &["daily", "incr", "314"]);
+    let counted = json(backend, &["daily", "incr", "314", "2", "--json"]);
+    assert_eq!(counted["day_count"], 3);
+    assert_eq!(counted["total"], 3);
+    let last = json(backend, &["daily", "last", "314", "3", "--json"]);
+    let counts: Vec<i64> = last
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["count"].as_i64().unwrap())
+        .collect();
+    assert_eq!(counts, vec![0, 0, 3]);
+    let today = last[2]["day"].as_str().unwrap().to_owned();
+    assert_eq!(ok(backend, &["daily", "day", "314", &today]).trim(), "3");
+    assert_eq!(ok(backend, &["daily", "today", "314"]).trim(), "3");
+    assert_eq!(
+        json(backend, &["daily", "total", "314", "--json"])["total"],
+        3
+    );
+    // Bad input exits 2 and writes nothing.
+    let out = tally(backend)
+        .args(["daily", "incr", "{advert:1}"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = tally(backend)
+        .args(["ts", "incr", "group", "1", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn both_stores_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().to_str().unwrap().to_owned();
+    both_stores(&["--data-dir", &dir]);
+}
+
+#[test]
+fn both_stores_on_redis() {
+    let server = RedisServer::start();
+    let url = server.url();
+    both_stores(&["--redis", &url]);
+    let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let total: i64 = redis::cmd("HGET")
+        .arg("{advert:314}:stats")
+        .arg("total")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(total, 3);
+}
+
+#[test]
+fn both_stores_and_counters_on_a_cluster_with_wait() {
+    let cluster = RedisCluster::start();
+    let urls = cluster.urls().join(",");
+    let backend = ["--redis-cluster", urls.as_str(), "--wait-replicas", "1"];
+    both_stores(&backend);
+    ok(&backend, &["incr", "hits", "5"]);
+    let got = json(&backend, &["get", "hits", "--precision", "86400", "--json"]);
+    assert_eq!(got[0][1], 5);
+}
