@@ -26,16 +26,23 @@
 //! - [`name`]: validated names.
 //! - [`counters`]: the counter service, its pure slice math, its store
 //!   trait, settings and the cleaner.
+//! - [`buffers`]: buffered counters flushed to SQL exactly once (Sentry's
+//!   buffers): the service, row encodings, store trait, flusher, and the
+//!   PostgreSQL and SQLite sinks.
+//! - [`random`]: unique ids and jitter from the OS generator.
 //! - [`backend`]: SQLite ([`backend::sqlite`]) and Redis ([`backend::redis`],
 //!   with the key layouts and the Lua scripts), each with a store per feature.
 
 pub mod backend;
+pub mod buffers;
 pub mod clock;
 pub mod counters;
 pub mod error;
 pub mod name;
+pub mod random;
 
 pub use backend::{Backend, BackendConfig};
+pub use buffers::{Buffers, Flusher, FlusherSettings, Update};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use counters::{
     Cleaner, CleanerSettings, CounterSettings, CounterStore, Counters, Increment, Page, Sample,

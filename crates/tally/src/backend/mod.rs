@@ -12,6 +12,7 @@ pub mod sqlite;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::buffers::BufferStore;
 use crate::clock::SharedClock;
 use crate::counters::CounterStore;
 use crate::error::Result;
@@ -95,6 +96,16 @@ impl Backend {
                 redis.clone(),
                 layout.clone(),
             )?),
+        })
+    }
+
+    /// The buffer store (pending rows and flush claims) on this backend.
+    pub async fn buffer_store(&self) -> Result<Arc<dyn BufferStore>> {
+        Ok(match self {
+            Backend::Sqlite(db) => Arc::new(sqlite::SqliteBufferStore::new(db.clone()).await?),
+            Backend::Redis { redis, layout } => {
+                Arc::new(self::redis::RedisBufferStore::new(redis.clone(), layout))
+            }
         })
     }
 }

@@ -12,6 +12,7 @@
 //! pipelines concurrently on a cluster and merged into one on a standalone
 //! server, so either way a logical operation costs one round trip (per node).
 
+mod buffers;
 mod counters;
 pub mod layout;
 
@@ -23,6 +24,7 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
+pub use buffers::RedisBufferStore;
 pub use counters::RedisCounterStore;
 pub use layout::Layout;
 

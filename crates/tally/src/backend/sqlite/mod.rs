@@ -10,6 +10,7 @@
 //! Each feature keeps its own tables (`tally_*`) and its own store module;
 //! this module only knows connections and transactions.
 
+mod buffers;
 mod counters;
 
 use std::path::{Path, PathBuf};
@@ -18,6 +19,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
+pub use buffers::SqliteBufferStore;
 pub use counters::SqliteCounterStore;
 
 use crate::error::{Error, Result};

@@ -1,0 +1,99 @@
+//! Where flushed batches go: a SQL database, behind the [`Sink`] trait.
+//!
+//! A sink applies one claimed batch in ONE transaction that also records the
+//! batch id in `tally_flushed_batches`; a batch whose id is already recorded
+//! is not applied again (so a batch re-flushed after a crash is counted
+//! once). Inside the transaction each table's rows are written by one
+//! statement (insert-if-missing, add the deltas, set the last-write values),
+//! not one per row. Sinks: [`super::sink_postgres::PostgresSink`] and
+//! [`super::sink_sqlite::SqliteSink`]; [`open_sink`] picks one from a URL.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use super::row::{BatchId, Claim, RowKey};
+use super::table::Tables;
+use crate::error::{Error, Result};
+
+/// What applying a batch did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum SinkOutcome {
+    /// The batch was written.
+    Applied {
+        /// Rows written.
+        rows: u64,
+        /// SQL statements run (the batch-id insert included).
+        statements: u64,
+    },
+    /// The batch id was already recorded: nothing was written.
+    AlreadyApplied,
+}
+
+/// A row as stored in SQL: counters as integers, last-write values as text.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StoredRow {
+    /// Counter column → value (`None` when SQL NULL).
+    pub counters: BTreeMap<String, Option<i64>>,
+    /// Last-write column → value as text (`None` when SQL NULL).
+    pub last_write: BTreeMap<String, Option<String>>,
+}
+
+/// A SQL database that buffered batches are flushed into.
+#[async_trait]
+pub trait Sink: Send + Sync + fmt::Debug + 'static {
+    /// Applies a batch and records its id, in one transaction; a no-op if the
+    /// id is already recorded. `now_ms` dates the record (for pruning).
+    async fn apply(&self, claim: &Claim, now_ms: u64) -> Result<SinkOutcome>;
+
+    /// The row as stored, or `None` if it is not there.
+    async fn read(&self, row: &RowKey) -> Result<Option<StoredRow>>;
+
+    /// Which of these batch ids are recorded as applied.
+    async fn applied(&self, batches: &[BatchId]) -> Result<Vec<bool>>;
+
+    /// Forgets batch ids recorded before `before_ms`; returns how many.
+    async fn prune(&self, before_ms: u64) -> Result<u64>;
+
+    /// A short description for logs (`postgres`, `sqlite:/path`).
+    fn describe(&self) -> String;
+}
+
+/// Opens the sink named by `url`: `postgres://...` / `postgresql://...`, or
+/// `sqlite:PATH` (a file, created if missing). Checks that every mapped
+/// table and column exists.
+pub async fn open_sink(url: &str, tables: &Tables) -> Result<Arc<dyn Sink>> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(
+            super::sink_postgres::PostgresSink::connect(url, tables.clone()).await?,
+        ))
+    } else if let Some(path) = url.strip_prefix("sqlite:") {
+        let path = path.strip_prefix("//").unwrap_or(path);
+        if path.is_empty() {
+            return Err(Error::Config("a sqlite: sink URL needs a file path".into()));
+        }
+        Ok(Arc::new(
+            super::sink_sqlite::SqliteSink::open(std::path::Path::new(path), tables.clone())
+                .await?,
+        ))
+    } else {
+        Err(Error::Config(format!(
+            "unknown sink URL {url:?}: expected postgres://... or sqlite:PATH"
+        )))
+    }
+}
+
+/// The batch-id table's name (the same in every sink).
+pub const FLUSHED_BATCHES: &str = "tally_flushed_batches";
+
+/// Rows of a claim grouped by table, in table order.
+pub(crate) fn by_table(claim: &Claim) -> BTreeMap<&str, Vec<&super::row::RowUpdate>> {
+    let mut groups: BTreeMap<&str, Vec<&super::row::RowUpdate>> = BTreeMap::new();
+    for row in &claim.rows {
+        groups.entry(row.row.table.as_str()).or_default().push(row);
+    }
+    groups
+}
