@@ -2,9 +2,11 @@
 //!
 //! One tick: first take over claims whose lease expired (left by a flusher
 //! that died or stalled) and finish them, then claim and finish new batches
-//! until nothing is pending or `max_batches` were done. Finishing a claim =
-//! apply it to the sink (one transaction, batch id recorded) and only then
-//! release it. Every tick also forgets batch ids older than `retention`.
+//! until nothing is pending or `max_batches` were done. A flush batch is up
+//! to `batch_rows` rows in one or more claims (one per Redis shard touched);
+//! finishing it = apply it to the sink (one transaction, batch ids recorded)
+//! and only then release its claims. Every tick also forgets batch ids older
+//! than `retention`.
 //!
 //! A claim older than `retention` is never applied automatically: its batch
 //! id may have been forgotten by the sink, so applying it could count it
@@ -21,7 +23,7 @@ use serde::Serialize;
 
 use super::Buffers;
 use super::row::{BatchId, Claim};
-use super::sink::{Sink, SinkOutcome};
+use super::sink::Sink;
 use super::store::BufferStats;
 use crate::error::{Error, Result};
 
@@ -30,7 +32,7 @@ use crate::error::{Error, Result};
 pub struct FlusherSettings {
     /// Time between ticks.
     pub tick: Duration,
-    /// Rows per batch (per SQL transaction).
+    /// Rows per flush batch (per SQL transaction), at most.
     pub batch_rows: usize,
     /// How long a claim is ours; must exceed the time to write one batch.
     pub lease: Duration,
@@ -83,21 +85,24 @@ impl FlusherSettings {
 /// What one tick did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct FlushReport {
-    /// Batches written to SQL.
+    /// SQL transactions that wrote rows.
     pub batches: u64,
+    /// Claims written.
+    pub claims: u64,
     /// Rows written to SQL.
     pub rows: u64,
     /// SQL statements run for those batches.
     pub statements: u64,
     /// Claims of dead flushers taken over.
     pub taken_over: u64,
-    /// Batches found already applied (released without writing).
+    /// Claims found already applied (released without writing).
     pub already_applied: u64,
 }
 
 impl FlushReport {
     fn add(&mut self, other: &FlushReport) {
         self.batches += other.batches;
+        self.claims += other.claims;
         self.rows += other.rows;
         self.statements += other.statements;
         self.taken_over += other.taken_over;
@@ -209,43 +214,60 @@ impl Flusher {
         }
     }
 
-    /// Claims one new batch (step 1 of finishing; public so tests can crash
-    /// between steps).
-    pub async fn claim(&self) -> Result<Option<Claim>> {
-        let now = self.now_ms();
-        self.buffers
-            .store()
-            .claim(
-                BatchId::new(now),
-                self.settings.batch_rows,
-                now,
-                self.lease_ms(),
-            )
-            .await
+    /// Claims one new flush batch: up to `batch_rows` rows, in one or more
+    /// claims; empty when nothing is pending. (Step 1 of a flush; public so
+    /// tests can crash between steps.)
+    pub async fn claim(&self) -> Result<Vec<Claim>> {
+        let mut claims: Vec<Claim> = Vec::new();
+        let mut rows = 0;
+        while rows < self.settings.batch_rows {
+            let now = self.now_ms();
+            let Some(claim) = self
+                .buffers
+                .store()
+                .claim(
+                    BatchId::new(now),
+                    self.settings.batch_rows - rows,
+                    now,
+                    self.lease_ms(),
+                )
+                .await?
+            else {
+                break;
+            };
+            rows += claim.rows.len();
+            claims.push(claim);
+        }
+        Ok(claims)
     }
 
-    /// Applies a claim to the sink, then releases it.
-    pub async fn finish(&self, claim: &Claim) -> Result<FlushReport> {
+    /// Applies claims to the sink in one transaction, then releases them.
+    pub async fn finish(&self, claims: &[Claim]) -> Result<FlushReport> {
         let now = self.now_ms();
-        let age = now.saturating_sub(claim.batch.created_ms());
-        if age > self.settings.retention.as_millis() as u64 {
-            return Err(Error::Backend(format!(
-                "claim {} is {} s old, older than the batch-id retention: it is left in place \
-                 for an operator, since applying it could count it twice",
-                claim.batch,
-                age / 1000
-            )));
+        for claim in claims {
+            let age = now.saturating_sub(claim.batch.created_ms());
+            if age > self.settings.retention.as_millis() as u64 {
+                return Err(Error::Backend(format!(
+                    "claim {} is {} s old, older than the batch-id retention: it is left in \
+                     place for an operator, since applying it could count it twice",
+                    claim.batch,
+                    age / 1000
+                )));
+            }
         }
         let mut report = FlushReport::default();
-        match self.sink.apply(claim, now).await? {
-            SinkOutcome::Applied { rows, statements } => {
-                report.batches = 1;
-                report.rows = rows;
-                report.statements = statements;
-            }
-            SinkOutcome::AlreadyApplied => report.already_applied = 1,
+        if claims.is_empty() {
+            return Ok(report);
         }
-        self.buffers.store().release(claim).await?;
+        let outcome = self.sink.apply(claims, now).await?;
+        report.batches = u64::from(outcome.applied > 0);
+        report.claims = outcome.applied;
+        report.already_applied = outcome.already_applied;
+        report.rows = outcome.rows;
+        report.statements = outcome.statements;
+        for claim in claims {
+            self.buffers.store().release(claim).await?;
+        }
         Ok(report)
     }
 
@@ -266,18 +288,30 @@ impl Flusher {
             .store()
             .take_over(now, self.lease_ms(), self.settings.max_batches)
             .await?;
-        for claim in orphans {
+        for claim in &orphans {
             tracing::info!(batch = %claim.batch, rows = claim.rows.len(), "taking over an expired claim");
-            let mut r = self.finish(&claim).await?;
-            r.taken_over = 1;
+        }
+        let mut start = 0;
+        while start < orphans.len() {
+            // Group orphans into flush batches of about `batch_rows` rows.
+            let mut end = start;
+            let mut rows = 0;
+            while end < orphans.len() && (end == start || rows + orphans[end].rows.len() <= self.settings.batch_rows) {
+                rows += orphans[end].rows.len();
+                end += 1;
+            }
+            let mut r = self.finish(&orphans[start..end]).await?;
+            r.taken_over = (end - start) as u64;
             self.metrics.record(&r);
             report.add(&r);
+            start = end;
         }
         for _ in 0..self.settings.max_batches {
-            let Some(claim) = self.claim().await? else {
+            let claims = self.claim().await?;
+            if claims.is_empty() {
                 break;
-            };
-            let r = self.finish(&claim).await?;
+            }
+            let r = self.finish(&claims).await?;
             self.metrics.record(&r);
             report.add(&r);
         }

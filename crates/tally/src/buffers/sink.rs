@@ -1,11 +1,12 @@
 //! Where flushed batches go: a SQL database, behind the [`Sink`] trait.
 //!
-//! A sink applies one claimed batch in ONE transaction that also records the
-//! batch id in `tally_flushed_batches`; a batch whose id is already recorded
-//! is not applied again (so a batch re-flushed after a crash is counted
-//! once). Inside the transaction each table's rows are written by one
-//! statement (insert-if-missing, add the deltas, set the last-write values),
-//! not one per row. Sinks: [`super::sink_postgres::PostgresSink`] and
+//! A sink applies a flush batch (one or more claims, e.g. one per Redis
+//! shard) in ONE transaction that also records every claim's batch id in
+//! `tally_flushed_batches`; a claim whose id is already recorded is not
+//! applied again (so a claim re-flushed after a crash is counted once).
+//! Inside the transaction each table's rows are written by one statement
+//! (insert-if-missing, add the deltas, set the last-write values), not one
+//! per row. Sinks: [`super::sink_postgres::PostgresSink`] and
 //! [`super::sink_sqlite::SqliteSink`]; [`open_sink`] picks one from a URL.
 
 use std::collections::BTreeMap;
@@ -19,18 +20,17 @@ use super::row::{BatchId, Claim, RowKey};
 use super::table::Tables;
 use crate::error::{Error, Result};
 
-/// What applying a batch did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum SinkOutcome {
-    /// The batch was written.
-    Applied {
-        /// Rows written.
-        rows: u64,
-        /// SQL statements run (the batch-id insert included).
-        statements: u64,
-    },
-    /// The batch id was already recorded: nothing was written.
-    AlreadyApplied,
+/// What applying a flush batch did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SinkOutcome {
+    /// Claims written now.
+    pub applied: u64,
+    /// Claims whose batch id was already recorded: not written again.
+    pub already_applied: u64,
+    /// Rows written.
+    pub rows: u64,
+    /// SQL statements run (the batch-id insert included).
+    pub statements: u64,
 }
 
 /// A row as stored in SQL: counters as integers, last-write values as text.
@@ -45,9 +45,9 @@ pub struct StoredRow {
 /// A SQL database that buffered batches are flushed into.
 #[async_trait]
 pub trait Sink: Send + Sync + fmt::Debug + 'static {
-    /// Applies a batch and records its id, in one transaction; a no-op if the
-    /// id is already recorded. `now_ms` dates the record (for pruning).
-    async fn apply(&self, claim: &Claim, now_ms: u64) -> Result<SinkOutcome>;
+    /// Applies the claims whose batch ids are not yet recorded and records
+    /// them, all in one transaction. `now_ms` dates the records (for pruning).
+    async fn apply(&self, claims: &[Claim], now_ms: u64) -> Result<SinkOutcome>;
 
     /// The row as stored, or `None` if it is not there.
     async fn read(&self, row: &RowKey) -> Result<Option<StoredRow>>;
@@ -89,11 +89,15 @@ pub async fn open_sink(url: &str, tables: &Tables) -> Result<Arc<dyn Sink>> {
 /// The batch-id table's name (the same in every sink).
 pub const FLUSHED_BATCHES: &str = "tally_flushed_batches";
 
-/// Rows of a claim grouped by table, in table order.
-pub(crate) fn by_table(claim: &Claim) -> BTreeMap<&str, Vec<&super::row::RowUpdate>> {
+/// Rows of the claims grouped by table, in table order.
+pub(crate) fn by_table<'a>(
+    claims: impl IntoIterator<Item = &'a Claim>,
+) -> BTreeMap<&'a str, Vec<&'a super::row::RowUpdate>> {
     let mut groups: BTreeMap<&str, Vec<&super::row::RowUpdate>> = BTreeMap::new();
-    for row in &claim.rows {
-        groups.entry(row.row.table.as_str()).or_default().push(row);
+    for claim in claims {
+        for row in &claim.rows {
+            groups.entry(row.row.table.as_str()).or_default().push(row);
+        }
     }
     groups
 }

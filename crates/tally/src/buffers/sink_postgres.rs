@@ -2,10 +2,10 @@
 //!
 //! At start, it reads each mapped table's column types from the catalog
 //! (`format_type`), failing with a message naming any missing table or
-//! column. A batch is one transaction: insert the batch id into
-//! `tally_flushed_batches` (`ON CONFLICT DO NOTHING`; zero rows inserted
-//! means the batch was applied before, and nothing else is done), then per
-//! table ONE statement over all its rows:
+//! column. A flush batch is one transaction: insert its claims' batch ids
+//! into `tally_flushed_batches` in one statement (`ON CONFLICT DO NOTHING
+//! RETURNING`: an id not returned was applied before, and its rows are
+//! skipped), then per table ONE statement over all the remaining rows:
 //!
 //! ```sql
 //! INSERT INTO "t" AS t ("id", "times_seen", "last_seen")
@@ -210,24 +210,27 @@ fn select_sql(spec: &TableSpec, types: &BTreeMap<String, String>) -> String {
 
 #[async_trait]
 impl Sink for PostgresSink {
-    async fn apply(&self, claim: &Claim, now_ms: u64) -> Result<SinkOutcome> {
+    async fn apply(&self, claims: &[Claim], now_ms: u64) -> Result<SinkOutcome> {
+        let ids: Vec<String> = claims.iter().map(|c| c.batch.to_string()).collect();
         let mut tx = self.pool.begin().await?;
-        let inserted = sqlx::query(AssertSqlSafe(format!(
-            "INSERT INTO {FLUSHED_BATCHES} (batch_id, applied_ms) VALUES ($1, $2) \
-             ON CONFLICT DO NOTHING"
+        let fresh: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
+            "INSERT INTO {FLUSHED_BATCHES} (batch_id, applied_ms) \
+             SELECT unnest($1::text[]), $2 ON CONFLICT DO NOTHING RETURNING batch_id"
         )))
-        .bind(claim.batch.to_string())
+        .bind(&ids)
         .bind(now_ms as i64)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if inserted == 0 {
-            tx.rollback().await?;
-            return Ok(SinkOutcome::AlreadyApplied);
-        }
-        let mut statements = 1;
-        let mut rows = 0;
-        for (table, updates) in by_table(claim) {
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut outcome = SinkOutcome {
+            applied: fresh.len() as u64,
+            already_applied: (ids.len() - fresh.len()) as u64,
+            statements: 1,
+            rows: 0,
+        };
+        let todo = claims
+            .iter()
+            .filter(|c| fresh.contains(&c.batch.to_string()));
+        for (table, updates) in by_table(todo) {
             let table = self.table(table)?;
             let mut query = sqlx::query(AssertSqlSafe(table.upsert.clone()));
             for i in 0..table.spec.key.len() {
@@ -251,11 +254,11 @@ impl Sink for PostgresSink {
                     .collect();
                 query = query.bind(col);
             }
-            rows += query.execute(&mut *tx).await?.rows_affected();
-            statements += 1;
+            outcome.rows += query.execute(&mut *tx).await?.rows_affected();
+            outcome.statements += 1;
         }
         tx.commit().await?;
-        Ok(SinkOutcome::Applied { rows, statements })
+        Ok(outcome)
     }
 
     async fn read(&self, row: &RowKey) -> Result<Option<StoredRow>> {

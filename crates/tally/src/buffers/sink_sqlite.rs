@@ -1,10 +1,11 @@
 //! The SQLite sink: flushed batches written into a SQLite database file.
 //!
 //! At start it checks every mapped table and column (`PRAGMA table_info`).
-//! A batch is one `BEGIN IMMEDIATE` transaction: insert the batch id into
-//! `tally_flushed_batches` (`INSERT OR IGNORE`; nothing inserted means the
-//! batch was applied before, and nothing else is done), then per table one
-//! multi-row statement (split only past SQLite's bound-parameter limit):
+//! A flush batch is one `BEGIN IMMEDIATE` transaction: insert its claims'
+//! batch ids into `tally_flushed_batches` in one statement (`ON CONFLICT DO
+//! NOTHING RETURNING`: an id not returned was applied before, and its rows
+//! are skipped), then per table one multi-row statement (split only past
+//! SQLite's bound-parameter limit):
 //!
 //! ```sql
 //! INSERT INTO "t" ("id", "times_seen", "last_seen") VALUES (?, ?, ?), (?, ?, ?)
@@ -130,23 +131,31 @@ fn upsert_sql(spec: &TableSpec, rows: usize) -> String {
 
 #[async_trait]
 impl Sink for SqliteSink {
-    async fn apply(&self, claim: &Claim, now_ms: u64) -> Result<SinkOutcome> {
-        let claim = claim.clone();
+    async fn apply(&self, claims: &[Claim], now_ms: u64) -> Result<SinkOutcome> {
+        let claims = claims.to_vec();
         let tables = self.tables.clone();
         self.db
             .write(move |tx| {
-                let inserted = tx
-                    .prepare_cached(&format!(
-                        "INSERT OR IGNORE INTO {FLUSHED_BATCHES} (batch_id, applied_ms) \
-                         VALUES (?1, ?2)"
-                    ))?
-                    .execute(rusqlite::params![claim.batch.to_string(), now_ms as i64])?;
-                if inserted == 0 {
-                    return Ok(SinkOutcome::AlreadyApplied);
+                let ids: Vec<String> = claims.iter().map(|c| c.batch.to_string()).collect();
+                let mut values: Vec<rusqlite::types::Value> = Vec::new();
+                for id in &ids {
+                    values.push(id.clone().into());
+                    values.push((now_ms as i64).into());
                 }
+                let fresh: Vec<String> = tx
+                    .prepare_cached(&format!(
+                        "INSERT INTO {FLUSHED_BATCHES} (batch_id, applied_ms) VALUES {} \
+                         ON CONFLICT DO NOTHING RETURNING batch_id",
+                        vec!["(?, ?)"; ids.len()].join(", ")
+                    ))?
+                    .query_map(params_from_iter(values), |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?;
                 let mut statements = 1;
                 let mut rows = 0;
-                for (table, updates) in by_table(&claim) {
+                let todo = claims
+                    .iter()
+                    .filter(|c| fresh.contains(&c.batch.to_string()));
+                for (table, updates) in by_table(todo) {
                     let spec = tables.get(table).map_err(|_| {
                         Error::Corrupt(format!(
                             "a buffered row names table {table:?}, which is not mapped"
@@ -199,7 +208,12 @@ impl Sink for SqliteSink {
                         statements += 1;
                     }
                 }
-                Ok(SinkOutcome::Applied { rows, statements })
+                Ok(SinkOutcome {
+                    applied: fresh.len() as u64,
+                    already_applied: (ids.len() - fresh.len()) as u64,
+                    rows,
+                    statements,
+                })
             })
             .await
     }
