@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use tally::{Backend, Counters, SystemClock, Timestamp};
 
 use crate::bench::BenchCommand;
+use crate::buffer::BufferCommand;
 use crate::config::{Config, GlobalArgs};
 use crate::output;
 
@@ -85,6 +86,21 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Flush buffered rows into SQL: ticks until SIGTERM or Ctrl-C.
+    Flush {
+        /// Flush everything pending once and exit.
+        #[arg(long)]
+        once: bool,
+        /// The sink URL (postgres://... or sqlite:PATH) [default: from the config file].
+        #[arg(long, env = "TALLY_SINK", value_name = "URL")]
+        sink: Option<String>,
+        /// Print the report of --once as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Buffered counters: buffer a change, read a row, show the backlog.
+    #[command(subcommand)]
+    Buffer(BufferCommand),
     /// Benchmarks (see BENCHMARKS.md).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -92,7 +108,7 @@ pub enum Command {
 
 pub fn init_tracing(cli: &Cli) {
     let default = match cli.command {
-        Command::Clean { once: false, .. } => "info",
+        Command::Clean { once: false, .. } | Command::Flush { once: false, .. } => "info",
         _ => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -209,6 +225,10 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 cleaner.run(shutdown_signal()).await;
             }
         }
+        Command::Flush { once, sink, json } => {
+            crate::buffer::flush(&config, sink.as_deref(), once, json).await?
+        }
+        Command::Buffer(command) => crate::buffer::run(command, &config).await?,
         Command::Bench(command) => crate::bench::run(command, &config).await?,
     }
     Ok(ExitCode::SUCCESS)

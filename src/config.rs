@@ -12,6 +12,7 @@ use clap::Args;
 use serde::Deserialize;
 use tally::backend::redis::Layout;
 use tally::backend::redis::layout::DEFAULT_PREFIX;
+use tally::buffers::{FlusherSettings, TableConfig, Tables};
 use tally::{BackendConfig, CleanerSettings, CounterSettings};
 
 /// Flags shared by every command (each also read from a `TALLY_*` variable).
@@ -97,6 +98,87 @@ pub struct FileConfig {
     pub samples: Option<u64>,
     pub clean_interval: Option<u64>,
     pub clean_batch: Option<usize>,
+    pub buffers: Option<BuffersFile>,
+}
+
+/// The `[buffers]` section: where flushed rows go and how.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuffersFile {
+    /// `postgres://...` or `sqlite:PATH`.
+    pub sink: Option<String>,
+    /// Seconds between flush ticks [default: 10].
+    pub tick: Option<f64>,
+    /// Rows per flush batch [default: 500].
+    pub batch_rows: Option<usize>,
+    /// Seconds a claim is held before another flusher may take it over [default: 60].
+    pub lease: Option<f64>,
+    /// Seconds applied batch ids are remembered [default: 604800].
+    pub retention: Option<f64>,
+    /// Batches per tick at most [default: 1000].
+    pub max_batches: Option<usize>,
+    /// The mapped tables.
+    #[serde(default)]
+    pub tables: Vec<TableConfig>,
+}
+
+/// The buffers' validated settings.
+#[derive(Clone, Debug)]
+pub struct BuffersConfig {
+    pub sink: Option<String>,
+    pub tables: Tables,
+    pub flusher: FlusherSettings,
+}
+
+impl BuffersConfig {
+    fn resolve(file: Option<BuffersFile>) -> Result<Self> {
+        let file = file.unwrap_or_default();
+        let secs = |v: Option<f64>, name: &str, default: Duration| -> Result<Duration> {
+            match v {
+                None => Ok(default),
+                Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Duration::from_secs_f64(s)),
+                Some(s) => bail!("buffers.{name} must be a positive number of seconds, got {s}"),
+            }
+        };
+        let d = FlusherSettings::default();
+        let flusher = FlusherSettings {
+            tick: secs(file.tick, "tick", d.tick)?,
+            batch_rows: file.batch_rows.unwrap_or(d.batch_rows),
+            lease: secs(file.lease, "lease", d.lease)?,
+            max_batches: file.max_batches.unwrap_or(d.max_batches),
+            retention: secs(file.retention, "retention", d.retention)?,
+        }
+        .validate()?;
+        Ok(BuffersConfig {
+            sink: file.sink,
+            tables: Tables::new(&file.tables)?,
+            flusher,
+        })
+    }
+
+    /// The sink URL, or an error saying how to set it.
+    pub fn sink_url(&self, flag: Option<&str>) -> Result<String> {
+        match flag.or(self.sink.as_deref()) {
+            Some(url) => Ok(url.to_owned()),
+            None => bail!(tally::Error::Config(
+                "no sink: give --sink URL, TALLY_SINK or `sink` in the [buffers] section of \
+                 the config file"
+                    .into()
+            )),
+        }
+    }
+
+    /// The tables, or an error when none is mapped.
+    pub fn tables(&self) -> Result<&Tables> {
+        if self.tables.is_empty() {
+            bail!(tally::Error::Config(
+                "no buffered table is mapped: add [[buffers.tables]] sections (name, key, \
+                 counters, last_write) to the config file"
+                    .into()
+            ));
+        }
+        Ok(&self.tables)
+    }
 }
 
 impl FileConfig {
@@ -113,6 +195,7 @@ pub struct Config {
     pub backend: BackendConfig,
     pub counters: CounterSettings,
     pub cleaner: CleanerSettings,
+    pub buffers: BuffersConfig,
 }
 
 impl Config {
@@ -121,6 +204,7 @@ impl Config {
             Some(path) => FileConfig::load(path)?,
             None => FileConfig::default(),
         };
+        let buffers = BuffersConfig::resolve(file.buffers)?;
         let prefix = args
             .prefix
             .clone()
@@ -188,6 +272,7 @@ impl Config {
             backend,
             counters,
             cleaner,
+            buffers,
         })
     }
 }

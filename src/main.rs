@@ -6,6 +6,7 @@
 //! success, 2 bad input or usage, 1 anything else.
 
 mod bench;
+mod buffer;
 mod cli;
 mod config;
 mod output;

@@ -221,7 +221,12 @@ async fn flush_writes_exact_totals_in_one_statement_per_table(store: Store, sink
         .await
         .unwrap();
     f.buffers
-        .incr(&Update::new("pairs").key("a", "x y").key("b", 2).add("n", -4))
+        .incr(
+            &Update::new("pairs")
+                .key("a", "x y")
+                .key("b", 2)
+                .add("n", -4),
+        )
         .await
         .unwrap();
     // Reads add what is pending to what SQL holds (nothing yet).
@@ -301,20 +306,43 @@ async fn insert_if_missing_and_last_write_wins(store: Store, sink: SinkKind) {
 async fn bad_input_changes_nothing(store: Store, sink: SinkKind) {
     let f = Fixture::new(store, sink).await;
     let cases = [
-        (Update::new("nope").key("id", 1).add("times_seen", 1), "configured: groups, pairs"),
-        (Update::new("groups").add("times_seen", 1), "key column id of table groups is missing"),
         (
-            Update::new("groups").key("id", 1).key("x", 2).add("times_seen", 1),
+            Update::new("nope").key("id", 1).add("times_seen", 1),
+            "configured: groups, pairs",
+        ),
+        (
+            Update::new("groups").add("times_seen", 1),
+            "key column id of table groups is missing",
+        ),
+        (
+            Update::new("groups")
+                .key("id", 1)
+                .key("x", 2)
+                .add("times_seen", 1),
             "\"x\" is not a key column",
         ),
-        (Update::new("groups").key("id", 1).add("last_seen", 1), "not a counter column"),
-        (Update::new("groups").key("id", 1).set("users", 1), "not a last-write column"),
-        (Update::new("groups").key("id", 1), "at least one delta or value"),
         (
-            Update::new("groups").key("id", "x".repeat(5000)).add("users", 1),
+            Update::new("groups").key("id", 1).add("last_seen", 1),
+            "not a counter column",
+        ),
+        (
+            Update::new("groups").key("id", 1).set("users", 1),
+            "not a last-write column",
+        ),
+        (
+            Update::new("groups").key("id", 1),
+            "at least one delta or value",
+        ),
+        (
+            Update::new("groups")
+                .key("id", "x".repeat(5000))
+                .add("users", 1),
             "at most 4096",
         ),
-        (Update::new("groups").key("id", 1).add("users", i64::MIN), "out of range"),
+        (
+            Update::new("groups").key("id", 1).add("users", i64::MIN),
+            "out of range",
+        ),
     ];
     for (update, message) in cases {
         let e = f.buffers.incr(&update).await.unwrap_err();
@@ -324,12 +352,22 @@ async fn bad_input_changes_nothing(store: Store, sink: SinkKind) {
     assert_eq!(f.buffers.stats().await.unwrap().pending_rows, 0);
     // A pending delta that would overflow is refused, and the pending row is unchanged.
     f.buffers
-        .incr(&Update::new("groups").key("id", 1).add("users", i64::MAX - 1).add("times_seen", 5))
+        .incr(
+            &Update::new("groups")
+                .key("id", 1)
+                .add("users", i64::MAX - 1)
+                .add("times_seen", 5),
+        )
         .await
         .unwrap();
     let e = f
         .buffers
-        .incr(&Update::new("groups").key("id", 1).add("times_seen", 1).add("users", 2))
+        .incr(
+            &Update::new("groups")
+                .key("id", 1)
+                .add("times_seen", 1)
+                .add("users", 2),
+        )
         .await
         .unwrap_err();
     assert!(e.to_string().contains("overflow"), "{e}");
@@ -363,7 +401,11 @@ async fn crash_between_claim_and_commit_loses_nothing(store: Store, sink: SinkKi
     // The read still sees everything: claimed + pending.
     let read = f
         .buffers
-        .read(f.sink.as_ref(), "groups", &[("id", &claimed_id.to_string())])
+        .read(
+            f.sink.as_ref(),
+            "groups",
+            &[("id", &claimed_id.to_string())],
+        )
         .await
         .unwrap();
     assert_eq!(read.counters["times_seen"], 7);
@@ -392,7 +434,11 @@ async fn crash_between_commit_and_release_applies_once(store: Store, sink: SinkK
     let claims = a.claim().await.unwrap();
     let n = claims.len() as u64;
     // A commits the batch to SQL and dies before releasing its claims.
-    let outcome = f.sink.apply(&claims, f.clock.now().as_millis()).await.unwrap();
+    let outcome = f
+        .sink
+        .apply(&claims, f.clock.now().as_millis())
+        .await
+        .unwrap();
     assert_eq!((outcome.applied, outcome.rows), (n, 3), "{outcome:?}");
     // A read in this window does not count the claim twice.
     let read = f
@@ -403,13 +449,20 @@ async fn crash_between_commit_and_release_applies_once(store: Store, sink: SinkK
     assert_eq!(read.counters["times_seen"], 4, "{read:?}");
     f.clock.advance(31.0);
     let r = a.tick().await.unwrap();
-    assert_eq!((r.taken_over, r.already_applied, r.batches), (n, n, 0), "{r:?}");
+    assert_eq!(
+        (r.taken_over, r.already_applied, r.batches),
+        (n, n, 0),
+        "{r:?}"
+    );
     for id in 0..3 {
         assert_eq!(f.stored(id, "times_seen").await, 4);
     }
     // Applying the same batch again, however it comes, is a no-op.
     assert_eq!(
-        f.sink.apply(&claims, f.clock.now().as_millis()).await.unwrap(),
+        f.sink
+            .apply(&claims, f.clock.now().as_millis())
+            .await
+            .unwrap(),
         SinkOutcome {
             applied: 0,
             already_applied: n,
@@ -453,7 +506,12 @@ async fn concurrent_writers_and_two_flushers_are_exact(store: Store, sink: SinkK
             for i in 0..INCREMENTS {
                 let id = (w * INCREMENTS + i) % ROWS;
                 buffers
-                    .incr(&Update::new("groups").key("id", id).add("times_seen", 1).add("users", w))
+                    .incr(
+                        &Update::new("groups")
+                            .key("id", id)
+                            .add("times_seen", 1)
+                            .add("users", w),
+                    )
                     .await
                     .unwrap();
             }
@@ -504,7 +562,10 @@ async fn backlog_metrics_track_pending_rows(store: Store, sink: SinkKind) {
     assert_eq!((m.batches, m.rows_written, m.failures), (1, 2, 0), "{m:?}");
     assert_eq!(m.statements, 2);
     let b = m.backlog.unwrap();
-    assert_eq!((b.pending_rows, b.oldest_pending_ms, b.claims), (0, None, 0));
+    assert_eq!(
+        (b.pending_rows, b.oldest_pending_ms, b.claims),
+        (0, None, 0)
+    );
 }
 
 async fn ancient_claims_are_left_for_an_operator(store: Store, sink: SinkKind) {
@@ -519,7 +580,10 @@ async fn ancient_claims_are_left_for_an_operator(store: Store, sink: SinkKind) {
     assert!(!a.claim().await.unwrap().is_empty());
     f.clock.advance(11.0);
     let e = a.tick().await.unwrap_err();
-    assert!(e.to_string().contains("left in place for an operator"), "{e}");
+    assert!(
+        e.to_string().contains("left in place for an operator"),
+        "{e}"
+    );
     assert_eq!(a.metrics().await.failures, 1);
     let stats = f.buffers.stats().await.unwrap();
     assert_eq!(stats.claims, 1, "the claim is kept: {stats:?}");

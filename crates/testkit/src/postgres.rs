@@ -17,8 +17,7 @@ use tempfile::TempDir;
 
 use crate::{free_port, wait_until};
 
-const INSTALL_HINT: &str =
-    "Install PostgreSQL with `sudo apt-get install postgresql` (binaries in /usr/lib/postgresql/*/bin)";
+const INSTALL_HINT: &str = "Install PostgreSQL with `sudo apt-get install postgresql` (binaries in /usr/lib/postgresql/*/bin)";
 
 /// A running PostgreSQL server, stopped on drop.
 #[derive(Debug)]

@@ -68,7 +68,9 @@ impl FlusherSettings {
             )));
         }
         if self.lease < Duration::from_millis(100) {
-            return Err(Error::Config("the flush lease must be at least 100 ms".into()));
+            return Err(Error::Config(
+                "the flush lease must be at least 100 ms".into(),
+            ));
         }
         if self.max_batches == 0 {
             return Err(Error::Config("flush max_batches must be at least 1".into()));
@@ -296,7 +298,9 @@ impl Flusher {
             // Group orphans into flush batches of about `batch_rows` rows.
             let mut end = start;
             let mut rows = 0;
-            while end < orphans.len() && (end == start || rows + orphans[end].rows.len() <= self.settings.batch_rows) {
+            while end < orphans.len()
+                && (end == start || rows + orphans[end].rows.len() <= self.settings.batch_rows)
+            {
                 rows += orphans[end].rows.len();
                 end += 1;
             }
@@ -356,7 +360,11 @@ impl Flusher {
             }
         }
         match self.drain().await {
-            Ok(r) => tracing::info!(batches = r.batches, rows = r.rows, "flusher drained and stopped"),
+            Ok(r) => tracing::info!(
+                batches = r.batches,
+                rows = r.rows,
+                "flusher drained and stopped"
+            ),
             Err(e) => tracing::warn!(error = %e, "final flush failed; pending rows stay buffered"),
         }
     }

@@ -166,10 +166,7 @@ impl Buffers {
         let mut key = Vec::with_capacity(spec.key.len());
         for c in &spec.key {
             let v = update.key.get(c.as_str()).ok_or_else(|| {
-                Error::InvalidInput(format!(
-                    "key column {c} of table {} is missing",
-                    spec.name
-                ))
+                Error::InvalidInput(format!("key column {c} of table {} is missing", spec.name))
             })?;
             check_value(v, c, &spec.name)?;
             key.push(v.clone());
@@ -234,7 +231,12 @@ impl Buffers {
     /// not in one snapshot: a flush of this very row finishing between the
     /// two reads can make the sum off by that batch for that instant. SQL
     /// totals themselves are always exact.
-    pub async fn read(&self, sink: &dyn Sink, table: &str, key: &[(&str, &str)]) -> Result<BufferedRow> {
+    pub async fn read(
+        &self,
+        sink: &dyn Sink,
+        table: &str,
+        key: &[(&str, &str)],
+    ) -> Result<BufferedRow> {
         let mut update = Update::new(table);
         for (c, v) in key {
             update = update.key(c, v);
@@ -269,7 +271,9 @@ impl Buffers {
             counters.insert(
                 c.as_str().to_owned(),
                 base.checked_add(add).ok_or_else(|| {
-                    Error::Corrupt(format!("column {c}: stored {base} + pending {add} overflows"))
+                    Error::Corrupt(format!(
+                        "column {c}: stored {base} + pending {add} overflows"
+                    ))
                 })?,
             );
         }
@@ -313,5 +317,8 @@ fn check_value(v: &str, column: &Ident, table: &Ident) -> Result<()> {
 }
 
 fn join(cols: &[Ident]) -> String {
-    cols.iter().map(Ident::as_str).collect::<Vec<_>>().join(", ")
+    cols.iter()
+        .map(Ident::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -229,10 +229,7 @@ mod tests {
         d.counters.insert("times_seen".into(), 5);
         d.last_write.insert("last_seen".into(), "2024-01-01".into());
         let text = d.to_flat_json();
-        assert_eq!(
-            text,
-            r#"["c:times_seen","5","l:last_seen","2024-01-01"]"#
-        );
+        assert_eq!(text, r#"["c:times_seen","5","l:last_seen","2024-01-01"]"#);
         assert_eq!(RowDelta::from_flat_json(&text).unwrap(), d);
         assert!(RowDelta::from_flat_json("{}").unwrap().is_empty());
         assert!(RowDelta::from_flat_json(r#"["x:y","1"]"#).is_err());

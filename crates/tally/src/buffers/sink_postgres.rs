@@ -279,9 +279,10 @@ impl Sink for PostgresSink {
             i += 1;
         }
         for c in &table.spec.last_write {
-            stored
-                .last_write
-                .insert(c.as_str().to_owned(), found.try_get::<Option<String>, _>(i)?);
+            stored.last_write.insert(
+                c.as_str().to_owned(),
+                found.try_get::<Option<String>, _>(i)?,
+            );
             i += 1;
         }
         Ok(Some(stored))

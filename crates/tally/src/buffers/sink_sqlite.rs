@@ -299,7 +299,6 @@ impl Sink for SqliteSink {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

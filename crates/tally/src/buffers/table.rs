@@ -179,7 +179,10 @@ mod tests {
         assert!(err(cfg("g", &["id"], &["id"], &[])).contains("listed twice"));
         assert!(err(cfg("g;drop", &["id"], &["n"], &[])).contains("table name"));
         assert!(err(cfg("g", &["id"], &["n\""], &[])).contains("counter column of table g"));
-        let twice = Tables::new(&[cfg("g", &["id"], &["n"], &[]), cfg("g", &["id"], &["n"], &[])]);
+        let twice = Tables::new(&[
+            cfg("g", &["id"], &["n"], &[]),
+            cfg("g", &["id"], &["n"], &[]),
+        ]);
         assert!(twice.unwrap_err().to_string().contains("mapped twice"));
     }
 }

@@ -59,7 +59,9 @@ fn rows_of(tx: &rusqlite::Connection, batch: &str) -> Result<Vec<RowUpdate>> {
         "SELECT row, data FROM tally_buffer_claimed WHERE batch = ?1 ORDER BY row",
     )?;
     let pairs = stmt
-        .query_map([batch], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+        .query_map([batch], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     pairs
         .into_iter()
@@ -125,12 +127,15 @@ impl BufferStore for SqliteBufferStore {
                 if picked.is_empty() {
                     return Ok(Vec::new());
                 }
-                tx.prepare_cached("INSERT INTO tally_buffer_claim (batch, lease_ms) VALUES (?1, ?2)")?
-                    .execute(params![b, (now_ms + lease_ms) as i64])?;
+                tx.prepare_cached(
+                    "INSERT INTO tally_buffer_claim (batch, lease_ms) VALUES (?1, ?2)",
+                )?
+                .execute(params![b, (now_ms + lease_ms) as i64])?;
                 let mut insert = tx.prepare_cached(
                     "INSERT INTO tally_buffer_claimed (batch, row, data) VALUES (?1, ?2, ?3)",
                 )?;
-                let mut delete = tx.prepare_cached("DELETE FROM tally_buffer_pending WHERE row = ?1")?;
+                let mut delete =
+                    tx.prepare_cached("DELETE FROM tally_buffer_pending WHERE row = ?1")?;
                 for (row, data) in &picked {
                     insert.execute(params![b, row, data])?;
                     delete.execute([row])?;
@@ -153,10 +158,13 @@ impl BufferStore for SqliteBufferStore {
                         "SELECT batch FROM tally_buffer_claim WHERE lease_ms <= ?1
                          ORDER BY lease_ms LIMIT ?2",
                     )?
-                    .query_map(params![now_ms as i64, max as i64], |r| r.get::<_, String>(0))?
+                    .query_map(params![now_ms as i64, max as i64], |r| {
+                        r.get::<_, String>(0)
+                    })?
                     .collect::<rusqlite::Result<Vec<_>>>()?;
-                let mut renew =
-                    tx.prepare_cached("UPDATE tally_buffer_claim SET lease_ms = ?2 WHERE batch = ?1")?;
+                let mut renew = tx.prepare_cached(
+                    "UPDATE tally_buffer_claim SET lease_ms = ?2 WHERE batch = ?1",
+                )?;
                 let mut out = Vec::new();
                 for b in batches {
                     renew.execute(params![b, (now_ms + lease_ms) as i64])?;
