@@ -29,6 +29,8 @@
 //! - [`buffers`]: buffered counters flushed to SQL exactly once (Sentry's
 //!   buffers): the service, row encodings, store trait, flusher, and the
 //!   PostgreSQL and SQLite sinks.
+//! - [`locks`]: locks with a lease, holder-only release and extend, a
+//!   guard, blocking acquire with backoff, and fencing tokens.
 //! - [`random`]: unique ids and jitter from the OS generator.
 //! - [`backend`]: SQLite ([`backend::sqlite`]) and Redis ([`backend::redis`],
 //!   with the key layouts and the Lua scripts), each with a store per feature.
@@ -38,6 +40,7 @@ pub mod buffers;
 pub mod clock;
 pub mod counters;
 pub mod error;
+pub mod locks;
 pub mod name;
 pub mod random;
 
@@ -49,4 +52,5 @@ pub use counters::{
     Series,
 };
 pub use error::{Error, Result};
+pub use locks::{Acquisition, Lease, LockGuard, Locks};
 pub use name::Name;

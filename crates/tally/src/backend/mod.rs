@@ -16,6 +16,7 @@ use crate::buffers::BufferStore;
 use crate::clock::SharedClock;
 use crate::counters::CounterStore;
 use crate::error::Result;
+use crate::locks::LockStore;
 
 pub use self::redis::{Layout, Redis};
 pub use self::sqlite::Sqlite;
@@ -105,6 +106,16 @@ impl Backend {
             Backend::Sqlite(db) => Arc::new(sqlite::SqliteBufferStore::new(db.clone()).await?),
             Backend::Redis { redis, layout } => {
                 Arc::new(self::redis::RedisBufferStore::new(redis.clone(), layout))
+            }
+        })
+    }
+
+    /// The lock store on this backend.
+    pub async fn lock_store(&self) -> Result<Arc<dyn LockStore>> {
+        Ok(match self {
+            Backend::Sqlite(db) => Arc::new(sqlite::SqliteLockStore::new(db.clone()).await?),
+            Backend::Redis { redis, layout } => {
+                Arc::new(self::redis::RedisLockStore::new(redis.clone(), layout))
             }
         })
     }

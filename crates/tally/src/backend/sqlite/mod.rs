@@ -12,6 +12,7 @@
 
 mod buffers;
 mod counters;
+mod locks;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -21,6 +22,7 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
 pub use buffers::SqliteBufferStore;
 pub use counters::SqliteCounterStore;
+pub use locks::SqliteLockStore;
 
 use crate::error::{Error, Result};
 
