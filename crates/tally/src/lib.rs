@@ -29,6 +29,9 @@
 //! - [`buffers`]: buffered counters flushed to SQL exactly once (Sentry's
 //!   buffers): the service, row encodings, store trait, flusher, and the
 //!   PostgreSQL and SQLite sinks.
+//! - [`limits`]: rate limiters (fixed window, sliding window counter, GCRA):
+//!   pure algorithms, the limiter service, its store trait, and (feature
+//!   `middleware`) a tower layer for axum apps.
 //! - [`locks`]: locks with a lease, holder-only release and extend, a
 //!   guard, blocking acquire with backoff, and fencing tokens.
 //! - [`random`]: unique ids and jitter from the OS generator.
@@ -40,6 +43,7 @@ pub mod buffers;
 pub mod clock;
 pub mod counters;
 pub mod error;
+pub mod limits;
 pub mod locks;
 pub mod name;
 pub mod random;
@@ -52,5 +56,6 @@ pub use counters::{
     Series,
 };
 pub use error::{Error, Result};
+pub use limits::{Algorithm, Decision, FailMode, Limit, Limiter};
 pub use locks::{Acquisition, Lease, LockGuard, Locks};
 pub use name::Name;

@@ -16,6 +16,7 @@ use crate::buffers::BufferStore;
 use crate::clock::SharedClock;
 use crate::counters::CounterStore;
 use crate::error::Result;
+use crate::limits::LimiterStore;
 use crate::locks::LockStore;
 
 pub use self::redis::{Layout, Redis};
@@ -116,6 +117,16 @@ impl Backend {
             Backend::Sqlite(db) => Arc::new(sqlite::SqliteLockStore::new(db.clone()).await?),
             Backend::Redis { redis, layout } => {
                 Arc::new(self::redis::RedisLockStore::new(redis.clone(), layout))
+            }
+        })
+    }
+
+    /// The rate-limit store on this backend.
+    pub async fn limiter_store(&self) -> Result<Arc<dyn LimiterStore>> {
+        Ok(match self {
+            Backend::Sqlite(db) => Arc::new(sqlite::SqliteLimiterStore::new(db.clone()).await?),
+            Backend::Redis { redis, layout } => {
+                Arc::new(self::redis::RedisLimiterStore::new(redis.clone(), layout))
             }
         })
     }

@@ -15,6 +15,7 @@
 mod buffers;
 mod counters;
 pub mod layout;
+mod limits;
 mod locks;
 
 use std::time::Duration;
@@ -28,6 +29,7 @@ use redis::{Cmd, Pipeline, RedisFuture, Value};
 pub use buffers::RedisBufferStore;
 pub use counters::RedisCounterStore;
 pub use layout::Layout;
+pub use limits::RedisLimiterStore;
 pub use locks::RedisLockStore;
 
 use crate::error::{Error, Result};

@@ -12,6 +12,7 @@
 
 mod buffers;
 mod counters;
+mod limits;
 mod locks;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
 pub use buffers::SqliteBufferStore;
 pub use counters::SqliteCounterStore;
+pub use limits::SqliteLimiterStore;
 pub use locks::SqliteLockStore;
 
 use crate::error::{Error, Result};
