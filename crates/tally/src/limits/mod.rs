@@ -16,6 +16,8 @@
 
 pub mod fixed;
 pub mod gcra;
+#[cfg(feature = "middleware")]
+pub mod middleware;
 pub mod sliding;
 pub mod store;
 
