@@ -10,6 +10,7 @@ use tally::{Backend, Counters, SystemClock, Timestamp};
 use crate::bench::BenchCommand;
 use crate::buffer::BufferCommand;
 use crate::config::{Config, GlobalArgs};
+use crate::limit::{LimitCommand, LockCommand};
 use crate::output;
 
 /// Counters at several precisions with retention, on Redis or an embedded
@@ -101,6 +102,12 @@ pub enum Command {
     /// Buffered counters: buffer a change, read a row, show the backlog.
     #[command(subcommand)]
     Buffer(BufferCommand),
+    /// Rate limits: check a key against a limit or a named policy.
+    #[command(subcommand)]
+    Limit(LimitCommand),
+    /// Locks with a lease and a fencing token.
+    #[command(subcommand)]
+    Lock(LockCommand),
     /// Benchmarks (see BENCHMARKS.md).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -229,6 +236,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             crate::buffer::flush(&config, sink.as_deref(), once, json).await?
         }
         Command::Buffer(command) => crate::buffer::run(command, &config).await?,
+        Command::Limit(command) => return crate::limit::limit(command, &config).await,
+        Command::Lock(command) => return crate::limit::lock(command, &config).await,
         Command::Bench(command) => crate::bench::run(command, &config).await?,
     }
     Ok(ExitCode::SUCCESS)

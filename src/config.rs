@@ -10,9 +10,12 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use tally::backend::redis::Layout;
 use tally::backend::redis::layout::DEFAULT_PREFIX;
+
 use tally::buffers::{FlusherSettings, TableConfig, Tables};
+use tally::{Algorithm, FailMode, Limit};
 use tally::{BackendConfig, CleanerSettings, CounterSettings};
 
 /// Flags shared by every command (each also read from a `TALLY_*` variable).
@@ -99,6 +102,39 @@ pub struct FileConfig {
     pub clean_interval: Option<u64>,
     pub clean_batch: Option<usize>,
     pub buffers: Option<BuffersFile>,
+    pub limits: Option<LimitsFile>,
+}
+
+/// The `[limits]` section: named rate-limit policies.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsFile {
+    #[serde(default)]
+    pub policies: BTreeMap<String, PolicyFile>,
+}
+
+/// One named policy: `[limits.policies.api]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyFile {
+    pub algorithm: Algorithm,
+    pub limit: u64,
+    /// Seconds.
+    pub window: f64,
+    pub burst: Option<u64>,
+    #[serde(default)]
+    pub on_error: FailMode,
+}
+
+/// A window in seconds as whole milliseconds, or an error naming `what`.
+pub fn window_ms(secs: f64, what: &str) -> Result<u64> {
+    let ms = secs * 1000.0;
+    if !ms.is_finite() || !(1.0..=1e15).contains(&ms) {
+        bail!(tally::Error::InvalidInput(format!(
+            "{what}: a window must be at least 1 ms, got {secs} s"
+        )));
+    }
+    Ok(ms.round() as u64)
 }
 
 /// The `[buffers]` section: where flushed rows go and how.
@@ -196,6 +232,7 @@ pub struct Config {
     pub counters: CounterSettings,
     pub cleaner: CleanerSettings,
     pub buffers: BuffersConfig,
+    pub policies: BTreeMap<String, Limit>,
 }
 
 impl Config {
@@ -205,6 +242,21 @@ impl Config {
             None => FileConfig::default(),
         };
         let buffers = BuffersConfig::resolve(file.buffers)?;
+        let mut policies = BTreeMap::new();
+        for (name, p) in file.limits.unwrap_or_default().policies {
+            let what = format!("limits.policies.{name}");
+            let limit = Limit {
+                algorithm: p.algorithm,
+                limit: p.limit,
+                window_ms: window_ms(p.window, &what)?,
+                burst: p.burst,
+                on_error: p.on_error,
+            };
+            limit
+                .validate()
+                .map_err(|e| anyhow::anyhow!(tally::Error::Config(format!("{what}: {e}"))))?;
+            policies.insert(name, limit);
+        }
         let prefix = args
             .prefix
             .clone()
@@ -273,6 +325,7 @@ impl Config {
             counters,
             cleaner,
             buffers,
+            policies,
         })
     }
 }
