@@ -123,7 +123,7 @@ fn bench_tables(table: &str) -> Result<Tables> {
 /// The row of the `i`-th increment: a skewed stream (half the increments go
 /// to row 0, as hot rows do in practice).
 fn row_of(i: u64, rows: u64) -> i64 {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         0
     } else {
         ((i / 2) % rows) as i64

@@ -114,7 +114,7 @@ impl RowDelta {
 
     /// Parses alternating field/value strings (`c:col`, delta, `l:col`, value).
     pub fn from_flat(flat: &[String]) -> Result<Self> {
-        if flat.len() % 2 != 0 {
+        if !flat.len().is_multiple_of(2) {
             return Err(Error::Corrupt("odd number of items".into()));
         }
         let mut delta = RowDelta::default();

@@ -94,7 +94,7 @@ pub fn shard_of(row_id: &str) -> u32 {
 
 /// Parses a flat array of (row id, flat JSON changes) pairs into rows.
 fn parse_rows(flat: Vec<String>) -> Result<Vec<RowUpdate>> {
-    if flat.len() % 2 != 0 {
+    if !flat.len().is_multiple_of(2) {
         return Err(Error::Corrupt("a claim reply has an odd length".into()));
     }
     flat.chunks(2)
