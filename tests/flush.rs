@@ -329,3 +329,87 @@ fn buffer_incr_get_stats_and_flush_once_from_the_cli() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a valid SQL identifier"));
 }
+
+#[test]
+fn flush_drains_what_is_buffered_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink_path = dir.path().join("sink.sqlite3");
+    rusqlite::Connection::open(&sink_path)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE groups (id INTEGER PRIMARY KEY, times_seen INTEGER NOT NULL DEFAULT 0,
+                                  users INTEGER NOT NULL DEFAULT 0)",
+        )
+        .unwrap();
+    let file = dir.path().join("tally.toml");
+    // One tick an hour: only the start and the shutdown flush anything.
+    std::fs::write(
+        &file,
+        format!(
+            "data_dir = {:?}\n[buffers]\nsink = \"sqlite:{}\"\ntick = 3600\n{TABLES_TOML}",
+            dir.path().join("data"),
+            sink_path.display()
+        ),
+    )
+    .unwrap();
+    let cfg = file.to_str().unwrap();
+    let incr = |id: &str| {
+        ok(tally().args([
+            "--config",
+            cfg,
+            "buffer",
+            "incr",
+            "groups",
+            "--key",
+            &format!("id={id}"),
+            "--add",
+            "times_seen=5",
+        ]))
+    };
+    let stored = |id: &str| -> serde_json::Value {
+        let row: serde_json::Value = serde_json::from_str(&ok(tally().args([
+            "--config",
+            cfg,
+            "buffer",
+            "get",
+            "groups",
+            "--key",
+            &format!("id={id}"),
+            "--json",
+        ])))
+        .unwrap();
+        row["stored"]["counters"]["times_seen"].clone()
+    };
+    incr("1");
+    let mut child = tally()
+        .args(["--config", cfg, "flush"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The first tick flushes row 1 at start.
+    assert!(
+        tally_testkit::wait_until(Duration::from_secs(10), || stored("1") == 5),
+        "the first tick did not flush"
+    );
+    incr("2");
+    assert_eq!(stored("2"), serde_json::Value::Null, "no tick for an hour");
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let exit = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "tally flush ignored SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(exit.success(), "{exit}");
+    assert_eq!(stored("2"), 5, "the shutdown drain flushed row 2");
+}

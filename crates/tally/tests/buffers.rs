@@ -57,13 +57,14 @@ fn tables() -> Tables {
 
 const SQLITE_SCHEMA: &str = "
 CREATE TABLE groups (id INTEGER PRIMARY KEY, times_seen INTEGER NOT NULL DEFAULT 0,
-                     users INTEGER NOT NULL DEFAULT 0, last_seen INTEGER);
+                     users INTEGER NOT NULL DEFAULT 0 CHECK (users < 1000000), last_seen INTEGER);
 CREATE TABLE pairs (a TEXT NOT NULL, b INTEGER NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (a, b));
 ";
 
 const PG_SCHEMA: [&str; 2] = [
     "CREATE TABLE groups (id bigint PRIMARY KEY, times_seen bigint NOT NULL DEFAULT 0,
-                          users integer NOT NULL DEFAULT 0, last_seen bigint)",
+                          users integer NOT NULL DEFAULT 0 CHECK (users < 1000000),
+                          last_seen bigint)",
     "CREATE TABLE pairs (a text NOT NULL, b integer NOT NULL, n bigint NOT NULL, PRIMARY KEY (a, b))",
 ];
 
@@ -209,6 +210,7 @@ suite!(
     concurrent_writers_and_two_flushers_are_exact,
     backlog_metrics_track_pending_rows,
     ancient_claims_are_left_for_an_operator,
+    a_refused_batch_does_not_stall_the_others,
 );
 
 async fn flush_writes_exact_totals_in_one_statement_per_table(store: Store, sink: SinkKind) {
@@ -480,6 +482,7 @@ async fn concurrent_writers_and_two_flushers_are_exact(store: Store, sink: SinkK
     const ROWS: i64 = 10;
     let f = Fixture::new(store, sink).await;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flushed_so_far = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut flushers = Vec::new();
     for _ in 0..2 {
         let fl = f.flusher(
@@ -489,11 +492,13 @@ async fn concurrent_writers_and_two_flushers_are_exact(store: Store, sink: SinkK
                 ..settings()
             },
         );
-        let stop = stop.clone();
+        let (stop, so_far) = (stop.clone(), flushed_so_far.clone());
         flushers.push(tokio::spawn(async move {
             let mut written = 0;
             while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                written += fl.tick().await.unwrap().rows;
+                let rows = fl.tick().await.unwrap().rows;
+                so_far.fetch_add(rows, std::sync::atomic::Ordering::SeqCst);
+                written += rows;
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
             written
@@ -502,8 +507,17 @@ async fn concurrent_writers_and_two_flushers_are_exact(store: Store, sink: SinkK
     let mut writers = Vec::new();
     for w in 0..WRITERS {
         let buffers = f.other_buffers().await;
+        let so_far = flushed_so_far.clone();
         writers.push(tokio::spawn(async move {
             for i in 0..INCREMENTS {
+                if i == INCREMENTS / 2 {
+                    // Half-way, make sure the flushers are at work meanwhile.
+                    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+                    while so_far.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                        assert!(std::time::Instant::now() < deadline, "no flush in 30 s");
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                }
                 let id = (w * INCREMENTS + i) % ROWS;
                 buffers
                     .incr(
@@ -579,13 +593,64 @@ async fn ancient_claims_are_left_for_an_operator(store: Store, sink: SinkKind) {
     let a = f.flusher(&f.buffers, s.clone());
     assert!(!a.claim().await.unwrap().is_empty());
     f.clock.advance(11.0);
-    let e = a.tick().await.unwrap_err();
+    let r = a.tick().await.unwrap();
+    assert_eq!((r.failed, r.taken_over, r.rows), (1, 0, 0), "{r:?}");
+    assert_eq!(a.metrics().await.failures, 1);
+    let stats = f.buffers.stats().await.unwrap();
+    assert_eq!(stats.claims, 1, "the claim is kept: {stats:?}");
+    // Whoever tries to finish it directly (once its renewed lease lapses)
+    // is refused too.
+    f.clock.advance(2.0);
+    let claims = f
+        .buffers
+        .store()
+        .take_over(f.clock.now().as_millis(), 1_000, 10)
+        .await
+        .unwrap();
+    let e = a.finish(&claims).await.unwrap_err();
     assert!(
         e.to_string().contains("left in place for an operator"),
         "{e}"
     );
-    assert_eq!(a.metrics().await.failures, 1);
-    let stats = f.buffers.stats().await.unwrap();
-    assert_eq!(stats.claims, 1, "the claim is kept: {stats:?}");
     assert_eq!(f.stored(1, "times_seen").await, 0);
+}
+
+async fn a_refused_batch_does_not_stall_the_others(store: Store, sink: SinkKind) {
+    let f = Fixture::new(store, sink).await;
+    // Row 1 breaks the table's CHECK constraint when flushed.
+    f.buffers
+        .incr(&Update::new("groups").key("id", 1).add("users", 2_000_000))
+        .await
+        .unwrap();
+    f.clock.advance(0.001);
+    for id in 2..5 {
+        f.buffers.incr(&seen(id, 1, 1)).await.unwrap();
+    }
+    let s = FlusherSettings {
+        batch_rows: 1,
+        ..settings()
+    };
+    let flusher = f.flusher(&f.buffers, s);
+    let r = flusher.tick().await.unwrap();
+    assert_eq!((r.failed, r.batches, r.rows), (1, 3, 3), "{r:?}");
+    for id in 2..5 {
+        assert_eq!(f.stored(id, "times_seen").await, 1);
+    }
+    assert_eq!(f.stored(1, "users").await, 0);
+    // The refused row stays claimed (nothing lost), and `--once` says so.
+    let stats = f.buffers.stats().await.unwrap();
+    assert_eq!((stats.claims, stats.pending_rows), (1, 0), "{stats:?}");
+    assert_eq!(flusher.metrics().await.failures, 1);
+    f.clock.advance(31.0);
+    let e = flusher.drain().await.unwrap_err();
+    assert!(e.to_string().contains("flush batches failed"), "{e}");
+    let read = f
+        .buffers
+        .read(f.sink.as_ref(), "groups", &[("id", "1")])
+        .await
+        .unwrap();
+    assert_eq!(
+        read.counters["users"], 2_000_000,
+        "still counted as pending"
+    );
 }

@@ -8,6 +8,10 @@
 //! and only then release its claims. Every tick also forgets batch ids older
 //! than `retention`.
 //!
+//! A flush batch the sink refuses (a constraint violation, an overflow...)
+//! is logged and counted as a failure, and the tick goes on with the next
+//! one; its claims stay, and are retried when their lease expires. When a
+//! backend is unreachable the tick stops at once (nothing more is claimed).
 //! A claim older than `retention` is never applied automatically: its batch
 //! id may have been forgotten by the sink, so applying it could count it
 //! twice. It is left in place, logged and counted as a failure, for an
@@ -99,6 +103,8 @@ pub struct FlushReport {
     pub taken_over: u64,
     /// Claims found already applied (released without writing).
     pub already_applied: u64,
+    /// Flush batches that failed (left claimed, retried after their lease).
+    pub failed: u64,
 }
 
 impl FlushReport {
@@ -109,6 +115,7 @@ impl FlushReport {
         self.statements += other.statements;
         self.taken_over += other.taken_over;
         self.already_applied += other.already_applied;
+        self.failed += other.failed;
     }
 }
 
@@ -154,8 +161,8 @@ impl FlushMetrics {
             .fetch_add(r.already_applied, Ordering::Relaxed);
     }
 
-    fn fail(&self) {
-        self.failures.fetch_add(1, Ordering::Relaxed);
+    fn fail(&self, n: u64) {
+        self.failures.fetch_add(n, Ordering::Relaxed);
     }
 }
 
@@ -276,10 +283,34 @@ impl Flusher {
     /// One tick: take over expired claims, then drain up to `max_batches`.
     pub async fn tick(&self) -> Result<FlushReport> {
         let result = self.tick_inner().await;
-        if result.is_err() {
-            self.metrics.fail();
+        match &result {
+            Ok(r) => self.metrics.fail(r.failed),
+            Err(_) => self.metrics.fail(1),
         }
         result
+    }
+
+    /// Finishes one flush batch inside a tick: a refused batch is logged and
+    /// reported as failed; an unreachable backend stops the tick.
+    async fn finish_in_tick(&self, claims: &[Claim], taken_over: bool) -> Result<FlushReport> {
+        match self.finish(claims).await {
+            Ok(mut r) => {
+                if taken_over {
+                    r.taken_over = claims.len() as u64;
+                }
+                self.metrics.record(&r);
+                Ok(r)
+            }
+            Err(e) if e.is_unavailable() => Err(e),
+            Err(e) => {
+                let batches: Vec<String> = claims.iter().map(|c| c.batch.to_string()).collect();
+                tracing::error!(error = %e, ?batches, "a flush batch failed; its claims stay and are retried after their lease");
+                Ok(FlushReport {
+                    failed: 1,
+                    ..FlushReport::default()
+                })
+            }
+        }
     }
 
     async fn tick_inner(&self) -> Result<FlushReport> {
@@ -290,6 +321,14 @@ impl Flusher {
             .store()
             .take_over(now, self.lease_ms(), self.settings.max_batches)
             .await?;
+        let retention = self.settings.retention.as_millis() as u64;
+        let (ancient, orphans): (Vec<Claim>, Vec<Claim>) = orphans
+            .into_iter()
+            .partition(|c| now.saturating_sub(c.batch.created_ms()) > retention);
+        for claim in &ancient {
+            tracing::error!(batch = %claim.batch, rows = claim.rows.len(), "a claim older than the batch-id retention is left in place for an operator: applying it could count it twice");
+            report.failed += 1;
+        }
         for claim in &orphans {
             tracing::info!(batch = %claim.batch, rows = claim.rows.len(), "taking over an expired claim");
         }
@@ -304,9 +343,7 @@ impl Flusher {
                 rows += orphans[end].rows.len();
                 end += 1;
             }
-            let mut r = self.finish(&orphans[start..end]).await?;
-            r.taken_over = (end - start) as u64;
-            self.metrics.record(&r);
+            let r = self.finish_in_tick(&orphans[start..end], true).await?;
             report.add(&r);
             start = end;
         }
@@ -315,8 +352,7 @@ impl Flusher {
             if claims.is_empty() {
                 break;
             }
-            let r = self.finish(&claims).await?;
-            self.metrics.record(&r);
+            let r = self.finish_in_tick(&claims, false).await?;
             report.add(&r);
         }
         let forget = now.saturating_sub(self.settings.retention.as_millis() as u64);
@@ -330,6 +366,12 @@ impl Flusher {
         loop {
             let r = self.tick().await?;
             total.add(&r);
+            if r.failed > 0 {
+                return Err(Error::Backend(format!(
+                    "{} flush batches failed (see the logs); their rows stay buffered",
+                    total.failed
+                )));
+            }
             if r.batches == 0 && r.already_applied == 0 && r.taken_over == 0 {
                 return Ok(total);
             }
@@ -339,11 +381,17 @@ impl Flusher {
     /// Ticks every `tick` until `shutdown` completes, then drains once. A
     /// failed tick is logged and retried at the next one.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        use futures::FutureExt;
         tokio::pin!(shutdown);
         loop {
+            // Polled before every tick, so a signal listener starts at once.
+            if (&mut shutdown).now_or_never().is_some() {
+                break;
+            }
             let started = Instant::now();
             match self.tick().await {
                 Ok(r) => tracing::info!(
+                    failed = r.failed,
                     batches = r.batches,
                     rows = r.rows,
                     statements = r.statements,
