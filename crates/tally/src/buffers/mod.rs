@@ -162,26 +162,8 @@ impl Buffers {
     /// (and nothing else as key), deltas only to counter columns, values
     /// only to last-write columns, at least one change, bounded values.
     pub fn validate(&self, update: &Update) -> Result<RowUpdate> {
+        let row = self.row_key(&update.table, &update.key)?;
         let spec = self.inner.tables.get(&update.table)?;
-        let mut key = Vec::with_capacity(spec.key.len());
-        for c in &spec.key {
-            let v = update.key.get(c.as_str()).ok_or_else(|| {
-                Error::InvalidInput(format!("key column {c} of table {} is missing", spec.name))
-            })?;
-            check_value(v, c, &spec.name)?;
-            key.push(v.clone());
-        }
-        if let Some(extra) = update
-            .key
-            .keys()
-            .find(|k| !spec.key.iter().any(|c| c.as_str() == k.as_str()))
-        {
-            return Err(Error::InvalidInput(format!(
-                "{extra:?} is not a key column of table {} (keys: {})",
-                spec.name,
-                join(&spec.key)
-            )));
-        }
         let mut delta = RowDelta::default();
         for (col, d) in &update.add {
             if !spec.counters.iter().any(|c| c.as_str() == col) {
@@ -215,12 +197,34 @@ impl Buffers {
                 spec.name
             )));
         }
-        Ok(RowUpdate {
-            row: RowKey {
-                table: spec.name.as_str().to_owned(),
-                key,
-            },
-            delta,
+        Ok(RowUpdate { row, delta })
+    }
+
+    /// Checks a row's key against its table's mapping: every key column
+    /// given, nothing else, values bounded.
+    pub fn row_key(&self, table: &str, key: &BTreeMap<String, String>) -> Result<RowKey> {
+        let spec = self.inner.tables.get(table)?;
+        let mut values = Vec::with_capacity(spec.key.len());
+        for c in &spec.key {
+            let v = key.get(c.as_str()).ok_or_else(|| {
+                Error::InvalidInput(format!("key column {c} of table {} is missing", spec.name))
+            })?;
+            check_value(v, c, &spec.name)?;
+            values.push(v.clone());
+        }
+        if let Some(extra) = key
+            .keys()
+            .find(|k| !spec.key.iter().any(|c| c.as_str() == k.as_str()))
+        {
+            return Err(Error::InvalidInput(format!(
+                "{extra:?} is not a key column of table {} (keys: {})",
+                spec.name,
+                join(&spec.key)
+            )));
+        }
+        Ok(RowKey {
+            table: spec.name.as_str().to_owned(),
+            key: values,
         })
     }
 
@@ -237,18 +241,12 @@ impl Buffers {
         table: &str,
         key: &[(&str, &str)],
     ) -> Result<BufferedRow> {
-        let mut update = Update::new(table);
-        for (c, v) in key {
-            update = update.key(c, v);
-        }
+        let key: BTreeMap<String, String> = key
+            .iter()
+            .map(|(c, v)| (c.to_string(), v.to_string()))
+            .collect();
+        let row = self.row_key(table, &key)?;
         let spec = self.inner.tables.get(table)?.clone();
-        // Reuse the key checks; a dummy change satisfies the "some change" rule.
-        let probe = match (spec.counters.first(), spec.last_write.first()) {
-            (Some(c), _) => update.add(c.as_str(), 1),
-            (None, Some(c)) => update.set(c.as_str(), ""),
-            (None, None) => update,
-        };
-        let row = self.validate(&probe)?.row;
         let parts = self.inner.store.pending(&row).await?;
         let batches: Vec<BatchId> = parts.iter().filter_map(|(b, _)| *b).collect();
         let applied = sink.applied(&batches).await?;

@@ -101,3 +101,14 @@ pub(crate) fn by_table<'a>(
     }
     groups
 }
+
+/// The `i`-th key value of a row, or an error if the stored row lacks it.
+pub(crate) fn key_value(update: &super::row::RowUpdate, i: usize) -> Result<String> {
+    update.row.key.get(i).cloned().ok_or_else(|| {
+        Error::Corrupt(format!(
+            "buffered row {} has {} key values, its table maps more",
+            update.row.id(),
+            update.row.key.len()
+        ))
+    })
+}

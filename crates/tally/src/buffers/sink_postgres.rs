@@ -29,8 +29,8 @@ use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Row};
 
 use super::ident::Ident;
-use super::row::{BatchId, Claim, RowKey, RowUpdate};
-use super::sink::{FLUSHED_BATCHES, Sink, SinkOutcome, StoredRow, by_table};
+use super::row::{BatchId, Claim, RowKey};
+use super::sink::{FLUSHED_BATCHES, Sink, SinkOutcome, StoredRow, by_table, key_value};
 use super::table::{TableSpec, Tables};
 use crate::error::{Error, Result};
 
@@ -211,6 +211,9 @@ fn select_sql(spec: &TableSpec, types: &BTreeMap<String, String>) -> String {
 #[async_trait]
 impl Sink for PostgresSink {
     async fn apply(&self, claims: &[Claim], now_ms: u64) -> Result<SinkOutcome> {
+        if claims.is_empty() {
+            return Ok(SinkOutcome::default());
+        }
         let ids: Vec<String> = claims.iter().map(|c| c.batch.to_string()).collect();
         let mut tx = self.pool.begin().await?;
         let fresh: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
@@ -312,17 +315,6 @@ impl Sink for PostgresSink {
     fn describe(&self) -> String {
         "postgres".to_owned()
     }
-}
-
-/// The `i`-th key value of a row, or an error if the stored row lacks it.
-pub(crate) fn key_value(update: &RowUpdate, i: usize) -> Result<String> {
-    update.row.key.get(i).cloned().ok_or_else(|| {
-        Error::Corrupt(format!(
-            "buffered row {} has {} key values, its table maps more",
-            update.row.id(),
-            update.row.key.len()
-        ))
-    })
 }
 
 #[cfg(test)]

@@ -27,8 +27,7 @@ use rusqlite::{OptionalExtension, params_from_iter};
 
 use super::ident::Ident;
 use super::row::{BatchId, Claim, RowKey};
-use super::sink::{FLUSHED_BATCHES, Sink, SinkOutcome, StoredRow, by_table};
-use super::sink_postgres::key_value;
+use super::sink::{FLUSHED_BATCHES, Sink, SinkOutcome, StoredRow, by_table, key_value};
 use super::table::{TableSpec, Tables};
 use crate::backend::sqlite::Sqlite;
 use crate::error::{Error, Result};
@@ -132,6 +131,9 @@ fn upsert_sql(spec: &TableSpec, rows: usize) -> String {
 #[async_trait]
 impl Sink for SqliteSink {
     async fn apply(&self, claims: &[Claim], now_ms: u64) -> Result<SinkOutcome> {
+        if claims.is_empty() {
+            return Ok(SinkOutcome::default());
+        }
         let claims = claims.to_vec();
         let tables = self.tables.clone();
         self.db

@@ -169,6 +169,9 @@ impl BufferStore for RedisBufferStore {
         now_ms: u64,
         lease_ms: u64,
     ) -> Result<Option<Claim>> {
+        if max_rows == 0 {
+            return Ok(None);
+        }
         let groups = (0..SHARDS)
             .map(|s| {
                 let mut pipe = redis::pipe();

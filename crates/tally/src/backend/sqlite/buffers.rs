@@ -110,6 +110,9 @@ impl BufferStore for SqliteBufferStore {
         now_ms: u64,
         lease_ms: u64,
     ) -> Result<Option<Claim>> {
+        if max_rows == 0 {
+            return Ok(None);
+        }
         let b = batch.to_string();
         let rows = self
             .db
