@@ -1,6 +1,7 @@
 //! The buffers behaviour suite: every test runs on each buffer store (SQLite
 //! file, real redis-server) flushing into each sink (SQLite file, real
-//! PostgreSQL), on a manual clock.
+//! PostgreSQL), and on a real three-node Redis Cluster flushing into SQLite,
+//! on a manual clock.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,13 +10,14 @@ use tally::buffers::{
     Buffers, Flusher, FlusherSettings, Sink, SinkOutcome, TableConfig, Tables, Update, open_sink,
 };
 use tally::{Backend, BackendConfig, Clock, ManualClock};
-use tally_testkit::{PostgresServer, RedisServer};
+use tally_testkit::{PostgresServer, RedisCluster, RedisServer};
 use tempfile::TempDir;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Store {
     Sqlite,
     Redis,
+    RedisCluster,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +35,7 @@ struct Fixture {
     sink: Arc<dyn Sink>,
     tables: Tables,
     _redis: Option<RedisServer>,
+    _cluster: Option<RedisCluster>,
     _pg: Option<PostgresServer>,
     _dir: TempDir,
 }
@@ -72,17 +75,26 @@ impl Fixture {
     async fn new(store: Store, sink: SinkKind) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let clock = ManualClock::at(T0);
-        let (backend_config, redis) = match store {
-            Store::Sqlite => (BackendConfig::SqliteDir(dir.path().join("tally")), None),
+        let (mut redis, mut cluster) = (None, None);
+        let backend_config = match store {
+            Store::Sqlite => BackendConfig::SqliteDir(dir.path().join("tally")),
             Store::Redis => {
                 let server = RedisServer::start();
-                (
-                    BackendConfig::Redis {
-                        url: server.url(),
-                        layout: Default::default(),
-                    },
-                    Some(server),
-                )
+                let url = server.url();
+                redis = Some(server);
+                BackendConfig::Redis {
+                    url,
+                    layout: Default::default(),
+                }
+            }
+            Store::RedisCluster => {
+                let c = RedisCluster::start();
+                let urls = c.urls();
+                cluster = Some(c);
+                BackendConfig::RedisCluster {
+                    urls,
+                    layout: Default::default(),
+                }
             }
         };
         let tables = tables();
@@ -119,6 +131,7 @@ impl Fixture {
             sink,
             tables,
             _redis: redis,
+            _cluster: cluster,
             _pg: pg,
             _dir: dir,
         }
@@ -197,6 +210,10 @@ macro_rules! suite {
         mod redis_store_postgres_sink {
             $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                async fn $test() { super::$test(super::Store::Redis, super::SinkKind::Postgres).await } )*
+        }
+        mod redis_cluster_store_sqlite_sink {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test(super::Store::RedisCluster, super::SinkKind::Sqlite).await } )*
         }
     };
 }

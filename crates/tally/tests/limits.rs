@@ -1,12 +1,13 @@
 //! The rate-limit behaviour suite: every test runs on SQLite (memory and
-//! file) and on a real redis-server, on a manual clock.
+//! file), on a real redis-server and on a real three-node Redis Cluster, on
+//! a manual clock.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use tally::limits::{State, decide};
 use tally::{Algorithm, Backend, BackendConfig, Decision, FailMode, Limit, Limiter, ManualClock};
-use tally_testkit::RedisServer;
+use tally_testkit::{RedisCluster, RedisServer};
 use tempfile::TempDir;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,6 +15,7 @@ enum Kind {
     SqliteMemory,
     SqliteFile,
     Redis,
+    RedisCluster,
 }
 
 struct Fixture {
@@ -21,6 +23,7 @@ struct Fixture {
     config: BackendConfig,
     limiter: Limiter,
     redis: Option<RedisServer>,
+    _cluster: Option<RedisCluster>,
     _dir: TempDir,
 }
 
@@ -30,18 +33,27 @@ const MINUTE: u64 = 1_336_376_400_000;
 impl Fixture {
     async fn new(kind: Kind) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let (config, redis) = match kind {
-            Kind::SqliteMemory => (BackendConfig::SqliteMemory, None),
-            Kind::SqliteFile => (BackendConfig::SqliteDir(dir.path().to_owned()), None),
+        let (mut redis, mut cluster) = (None, None);
+        let config = match kind {
+            Kind::SqliteMemory => BackendConfig::SqliteMemory,
+            Kind::SqliteFile => BackendConfig::SqliteDir(dir.path().to_owned()),
             Kind::Redis => {
                 let server = RedisServer::start();
-                (
-                    BackendConfig::Redis {
-                        url: server.url(),
-                        layout: Default::default(),
-                    },
-                    Some(server),
-                )
+                let url = server.url();
+                redis = Some(server);
+                BackendConfig::Redis {
+                    url,
+                    layout: Default::default(),
+                }
+            }
+            Kind::RedisCluster => {
+                let c = RedisCluster::start();
+                let urls = c.urls();
+                cluster = Some(c);
+                BackendConfig::RedisCluster {
+                    urls,
+                    layout: Default::default(),
+                }
             }
         };
         let clock = ManualClock::at(MINUTE as f64 / 1000.0);
@@ -55,6 +67,7 @@ impl Fixture {
             config,
             limiter,
             redis,
+            _cluster: cluster,
             _dir: dir,
         }
     }
@@ -101,6 +114,10 @@ macro_rules! suite {
         mod redis {
             $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                async fn $test() { super::$test(super::Kind::Redis).await } )*
+        }
+        mod redis_cluster {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test(super::Kind::RedisCluster).await } )*
         }
     };
 }

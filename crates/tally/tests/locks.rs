@@ -1,12 +1,12 @@
-//! The locks behaviour suite: every test runs on SQLite (memory and file)
-//! and on a real redis-server.
+//! The locks behaviour suite: every test runs on SQLite (memory and file),
+//! on a real redis-server and on a real three-node Redis Cluster.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tally::{Acquisition, Backend, BackendConfig, Locks, ManualClock};
-use tally_testkit::RedisServer;
+use tally_testkit::{RedisCluster, RedisServer};
 use tempfile::TempDir;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,6 +14,7 @@ enum Kind {
     SqliteMemory,
     SqliteFile,
     Redis,
+    RedisCluster,
 }
 
 struct Fixture {
@@ -21,24 +22,34 @@ struct Fixture {
     config: BackendConfig,
     locks: Locks,
     _redis: Option<RedisServer>,
+    _cluster: Option<RedisCluster>,
     _dir: TempDir,
 }
 
 impl Fixture {
     async fn new(kind: Kind) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let (config, redis) = match kind {
-            Kind::SqliteMemory => (BackendConfig::SqliteMemory, None),
-            Kind::SqliteFile => (BackendConfig::SqliteDir(dir.path().to_owned()), None),
+        let (mut redis, mut cluster) = (None, None);
+        let config = match kind {
+            Kind::SqliteMemory => BackendConfig::SqliteMemory,
+            Kind::SqliteFile => BackendConfig::SqliteDir(dir.path().to_owned()),
             Kind::Redis => {
                 let server = RedisServer::start();
-                (
-                    BackendConfig::Redis {
-                        url: server.url(),
-                        layout: Default::default(),
-                    },
-                    Some(server),
-                )
+                let url = server.url();
+                redis = Some(server);
+                BackendConfig::Redis {
+                    url,
+                    layout: Default::default(),
+                }
+            }
+            Kind::RedisCluster => {
+                let c = RedisCluster::start();
+                let urls = c.urls();
+                cluster = Some(c);
+                BackendConfig::RedisCluster {
+                    urls,
+                    layout: Default::default(),
+                }
             }
         };
         let clock = ManualClock::at(1_700_000_000.0);
@@ -49,6 +60,7 @@ impl Fixture {
             config,
             locks,
             _redis: redis,
+            _cluster: cluster,
             _dir: dir,
         }
     }
@@ -86,6 +98,10 @@ macro_rules! suite {
         mod redis {
             $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                async fn $test() { super::$test(super::Kind::Redis).await } )*
+        }
+        mod redis_cluster {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test(super::Kind::RedisCluster).await } )*
         }
     };
 }

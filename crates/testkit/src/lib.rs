@@ -1,17 +1,20 @@
 //! Test harness for Tally: real server processes on free loopback ports.
 //!
 //! Owns the lifecycle of the servers Tally's tests talk to: a `redis-server`
-//! per test ([`RedisServer`]) and a PostgreSQL cluster per test
-//! ([`PostgresServer`]), each in its own temporary directory, started on a
-//! free port and stopped when the handle is dropped.
+//! per test ([`RedisServer`]), a three-master Redis Cluster per test
+//! ([`RedisCluster`]) and a PostgreSQL cluster per test ([`PostgresServer`]),
+//! each in its own temporary directory, started on free ports and stopped
+//! when the handle is dropped.
 //!
 //! Nothing here mocks anything. When a server binary is missing, the harness
 //! panics with a message saying how to install it (`scripts/test` installs it
 //! from Debian packages), so a test never passes or skips silently.
 
+mod cluster;
 mod postgres;
 mod redis;
 
+pub use cluster::RedisCluster;
 pub use postgres::PostgresServer;
 pub use redis::{RedisOptions, RedisServer};
 
