@@ -13,23 +13,12 @@ use tally::buffers::{Buffers, RowKey, Sink, TableConfig, Tables, Update, open_si
 use tally::{Backend, BackendConfig, SystemClock};
 use tally_testkit::{PostgresServer, RedisServer};
 
+mod support;
+use support::{ok, sqlite_sink, tally};
+
 const ROWS: usize = 20;
 const WRITERS: i64 = 4;
 const KILLS: usize = 25;
-
-fn tally() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tally"));
-    for var in [
-        "TALLY_REDIS",
-        "TALLY_REDIS_CLUSTER",
-        "TALLY_DATA_DIR",
-        "TALLY_CONFIG",
-        "TALLY_SINK",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd
-}
 
 fn tables() -> Tables {
     Tables::new(&[TableConfig {
@@ -47,6 +36,22 @@ name = "groups"
 key = ["id"]
 counters = ["times_seen", "users"]
 "#;
+
+/// A config file under `dir`: SQLite data in `dir/data`, a SQLite sink with
+/// the `groups` table, `extra` lines in `[buffers]`. Returns (file, sink URL).
+fn sqlite_config(dir: &Path, extra: &str) -> (std::path::PathBuf, String) {
+    let url = sqlite_sink(dir);
+    let file = dir.join("tally.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "data_dir = {:?}\n[buffers]\nsink = {url:?}\n{extra}{TABLES_TOML}",
+            dir.join("data")
+        ),
+    )
+    .unwrap();
+    (file, url)
+}
 
 /// A deterministic xorshift, so every run kills at the same offsets.
 struct Rng(u64);
@@ -191,59 +196,20 @@ async fn sigkilled_flusher_redis_to_postgres_is_exact() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkilled_flusher_sqlite_to_sqlite_is_exact() {
     let dir = tempfile::tempdir().unwrap();
-    let sink_path = dir.path().join("sink.sqlite3");
-    rusqlite::Connection::open(&sink_path)
-        .unwrap()
-        .execute_batch(
-            "CREATE TABLE groups (id INTEGER PRIMARY KEY, times_seen INTEGER NOT NULL DEFAULT 0,
-                                  users INTEGER NOT NULL DEFAULT 0)",
-        )
-        .unwrap();
-    let data = dir.path().join("data");
-    let file = dir.path().join("tally.toml");
-    let url = format!("sqlite:{}", sink_path.display());
-    std::fs::write(
-        &file,
-        format!(
-            "data_dir = {data:?}\n[buffers]\nsink = {url:?}\ntick = 0.01\nbatch_rows = 5\nlease = 0.3\n{TABLES_TOML}"
-        ),
-    )
-    .unwrap();
+    let (file, url) = sqlite_config(dir.path(), "tick = 0.01\nbatch_rows = 5\nlease = 0.3\n");
     let sink = open_sink(&url, &tables()).await.unwrap();
-    kill_and_restart(&file, BackendConfig::SqliteDir(data), sink).await;
-}
-
-fn ok(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    kill_and_restart(
+        &file,
+        BackendConfig::SqliteDir(dir.path().join("data")),
+        sink,
+    )
+    .await;
 }
 
 #[test]
 fn buffer_incr_get_stats_and_flush_once_from_the_cli() {
     let dir = tempfile::tempdir().unwrap();
-    let sink_path = dir.path().join("sink.sqlite3");
-    rusqlite::Connection::open(&sink_path)
-        .unwrap()
-        .execute_batch(
-            "CREATE TABLE groups (id INTEGER PRIMARY KEY, times_seen INTEGER NOT NULL DEFAULT 0,
-                                  users INTEGER NOT NULL DEFAULT 0)",
-        )
-        .unwrap();
-    let file = dir.path().join("tally.toml");
-    std::fs::write(
-        &file,
-        format!(
-            "data_dir = {:?}\n[buffers]\nsink = \"sqlite:{}\"\n{TABLES_TOML}",
-            dir.path().join("data"),
-            sink_path.display()
-        ),
-    )
-    .unwrap();
+    let (file, _) = sqlite_config(dir.path(), "");
     let cfg = file.to_str().unwrap();
     for _ in 0..3 {
         ok(tally().args([
@@ -333,25 +299,8 @@ fn buffer_incr_get_stats_and_flush_once_from_the_cli() {
 #[test]
 fn flush_drains_what_is_buffered_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
-    let sink_path = dir.path().join("sink.sqlite3");
-    rusqlite::Connection::open(&sink_path)
-        .unwrap()
-        .execute_batch(
-            "CREATE TABLE groups (id INTEGER PRIMARY KEY, times_seen INTEGER NOT NULL DEFAULT 0,
-                                  users INTEGER NOT NULL DEFAULT 0)",
-        )
-        .unwrap();
-    let file = dir.path().join("tally.toml");
     // One tick an hour: only the start and the shutdown flush anything.
-    std::fs::write(
-        &file,
-        format!(
-            "data_dir = {:?}\n[buffers]\nsink = \"sqlite:{}\"\ntick = 3600\n{TABLES_TOML}",
-            dir.path().join("data"),
-            sink_path.display()
-        ),
-    )
-    .unwrap();
+    let (file, _) = sqlite_config(dir.path(), "tick = 3600\n");
     let cfg = file.to_str().unwrap();
     let incr = |id: &str| {
         ok(tally().args([

@@ -6,18 +6,8 @@ use std::process::{Command, Output};
 
 use tally_testkit::RedisServer;
 
-fn tally() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tally"));
-    for var in [
-        "TALLY_REDIS",
-        "TALLY_REDIS_CLUSTER",
-        "TALLY_DATA_DIR",
-        "TALLY_CONFIG",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd
-}
+mod support;
+use support::tally;
 
 fn run(cmd: &mut Command) -> (Option<i32>, String, String) {
     let Output {

@@ -10,15 +10,14 @@ use tally::buffers::{
     Buffers, Flusher, FlusherSettings, Sink, SinkOutcome, TableConfig, Tables, Update, open_sink,
 };
 use tally::{Backend, BackendConfig, Clock, ManualClock};
-use tally_testkit::{PostgresServer, RedisCluster, RedisServer};
+use tally_testkit::PostgresServer;
 use tempfile::TempDir;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Store {
-    Sqlite,
-    Redis,
-    RedisCluster,
-}
+mod backends;
+use backends::{Kind, Servers};
+
+/// Buffer stores: SQLite file, redis-server, Redis Cluster.
+type Store = Kind;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum SinkKind {
@@ -34,8 +33,7 @@ struct Fixture {
     backend_config: BackendConfig,
     sink: Arc<dyn Sink>,
     tables: Tables,
-    _redis: Option<RedisServer>,
-    _cluster: Option<RedisCluster>,
+    _servers: Servers,
     _pg: Option<PostgresServer>,
     _dir: TempDir,
 }
@@ -75,28 +73,7 @@ impl Fixture {
     async fn new(store: Store, sink: SinkKind) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let clock = ManualClock::at(T0);
-        let (mut redis, mut cluster) = (None, None);
-        let backend_config = match store {
-            Store::Sqlite => BackendConfig::SqliteDir(dir.path().join("tally")),
-            Store::Redis => {
-                let server = RedisServer::start();
-                let url = server.url();
-                redis = Some(server);
-                BackendConfig::Redis {
-                    url,
-                    layout: Default::default(),
-                }
-            }
-            Store::RedisCluster => {
-                let c = RedisCluster::start();
-                let urls = c.urls();
-                cluster = Some(c);
-                BackendConfig::RedisCluster {
-                    urls,
-                    layout: Default::default(),
-                }
-            }
-        };
+        let (backend_config, servers) = backends::start(store, &dir.path().join("tally"));
         let tables = tables();
         let (url, pg) = match sink {
             SinkKind::Sqlite => {
@@ -130,8 +107,7 @@ impl Fixture {
             backend_config,
             sink,
             tables,
-            _redis: redis,
-            _cluster: cluster,
+            _servers: servers,
             _pg: pg,
             _dir: dir,
         }
@@ -197,23 +173,23 @@ macro_rules! suite {
     ($($test:ident),* $(,)?) => {
         mod sqlite_store_sqlite_sink {
             $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test(super::Store::Sqlite, super::SinkKind::Sqlite).await } )*
+               async fn $test() { super::$test(super::Kind::SqliteFile, super::SinkKind::Sqlite).await } )*
         }
         mod sqlite_store_postgres_sink {
             $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test(super::Store::Sqlite, super::SinkKind::Postgres).await } )*
+               async fn $test() { super::$test(super::Kind::SqliteFile, super::SinkKind::Postgres).await } )*
         }
         mod redis_store_sqlite_sink {
             $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test(super::Store::Redis, super::SinkKind::Sqlite).await } )*
+               async fn $test() { super::$test(super::Kind::Redis, super::SinkKind::Sqlite).await } )*
         }
         mod redis_store_postgres_sink {
             $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test(super::Store::Redis, super::SinkKind::Postgres).await } )*
+               async fn $test() { super::$test(super::Kind::Redis, super::SinkKind::Postgres).await } )*
         }
         mod redis_cluster_store_sqlite_sink {
             $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test(super::Store::RedisCluster, super::SinkKind::Sqlite).await } )*
+               async fn $test() { super::$test(super::Kind::RedisCluster, super::SinkKind::Sqlite).await } )*
         }
     };
 }

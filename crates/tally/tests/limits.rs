@@ -7,23 +7,16 @@ use std::sync::Arc;
 
 use tally::limits::{State, decide};
 use tally::{Algorithm, Backend, BackendConfig, Decision, FailMode, Limit, Limiter, ManualClock};
-use tally_testkit::{RedisCluster, RedisServer};
 use tempfile::TempDir;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    SqliteMemory,
-    SqliteFile,
-    Redis,
-    RedisCluster,
-}
+mod backends;
+use backends::{Kind, Servers};
 
 struct Fixture {
     clock: ManualClock,
     config: BackendConfig,
     limiter: Limiter,
-    redis: Option<RedisServer>,
-    _cluster: Option<RedisCluster>,
+    servers: Servers,
     _dir: TempDir,
 }
 
@@ -33,29 +26,7 @@ const MINUTE: u64 = 1_336_376_400_000;
 impl Fixture {
     async fn new(kind: Kind) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let (mut redis, mut cluster) = (None, None);
-        let config = match kind {
-            Kind::SqliteMemory => BackendConfig::SqliteMemory,
-            Kind::SqliteFile => BackendConfig::SqliteDir(dir.path().to_owned()),
-            Kind::Redis => {
-                let server = RedisServer::start();
-                let url = server.url();
-                redis = Some(server);
-                BackendConfig::Redis {
-                    url,
-                    layout: Default::default(),
-                }
-            }
-            Kind::RedisCluster => {
-                let c = RedisCluster::start();
-                let urls = c.urls();
-                cluster = Some(c);
-                BackendConfig::RedisCluster {
-                    urls,
-                    layout: Default::default(),
-                }
-            }
-        };
+        let (config, servers) = backends::start(kind, dir.path());
         let clock = ManualClock::at(MINUTE as f64 / 1000.0);
         let backend = Backend::open(&config).await.unwrap();
         let limiter = Limiter::new(
@@ -66,8 +37,7 @@ impl Fixture {
             clock,
             config,
             limiter,
-            redis,
-            _cluster: cluster,
+            servers,
             _dir: dir,
         }
     }
@@ -101,28 +71,7 @@ impl Fixture {
     }
 }
 
-macro_rules! suite {
-    ($($test:ident),* $(,)?) => {
-        mod sqlite_memory {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test(super::Kind::SqliteMemory).await } )*
-        }
-        mod sqlite_file {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test(super::Kind::SqliteFile).await } )*
-        }
-        mod redis {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test(super::Kind::Redis).await } )*
-        }
-        mod redis_cluster {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test(super::Kind::RedisCluster).await } )*
-        }
-    };
-}
-
-suite!(
+every_backend!(
     fixed_window_exact_boundaries_and_its_2x_edge_burst,
     sliding_window_has_no_edge_burst,
     gcra_bursts_then_holds_the_rate,
@@ -361,7 +310,7 @@ async fn redis_down_fails_open_or_closed_as_configured() {
     let closed = open.failing(FailMode::Closed);
     assert!(f.check("k", &open, 1).await.allowed);
     assert!(!f.check("k", &open, 1).await.allowed);
-    f.redis.as_mut().unwrap().kill();
+    f.servers.redis.as_mut().unwrap().kill();
     let d = f.check("k", &open, 1).await;
     assert!(d.allowed && d.degraded, "{d:?}");
     let d = f.check("k", &closed, 1).await;

@@ -6,52 +6,23 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tally::{Acquisition, Backend, BackendConfig, Locks, ManualClock};
-use tally_testkit::{RedisCluster, RedisServer};
 use tempfile::TempDir;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    SqliteMemory,
-    SqliteFile,
-    Redis,
-    RedisCluster,
-}
+mod backends;
+use backends::{Kind, Servers};
 
 struct Fixture {
     clock: ManualClock,
     config: BackendConfig,
     locks: Locks,
-    _redis: Option<RedisServer>,
-    _cluster: Option<RedisCluster>,
+    _servers: Servers,
     _dir: TempDir,
 }
 
 impl Fixture {
     async fn new(kind: Kind) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let (mut redis, mut cluster) = (None, None);
-        let config = match kind {
-            Kind::SqliteMemory => BackendConfig::SqliteMemory,
-            Kind::SqliteFile => BackendConfig::SqliteDir(dir.path().to_owned()),
-            Kind::Redis => {
-                let server = RedisServer::start();
-                let url = server.url();
-                redis = Some(server);
-                BackendConfig::Redis {
-                    url,
-                    layout: Default::default(),
-                }
-            }
-            Kind::RedisCluster => {
-                let c = RedisCluster::start();
-                let urls = c.urls();
-                cluster = Some(c);
-                BackendConfig::RedisCluster {
-                    urls,
-                    layout: Default::default(),
-                }
-            }
-        };
+        let (config, servers) = backends::start(kind, dir.path());
         let clock = ManualClock::at(1_700_000_000.0);
         let backend = Backend::open(&config).await.unwrap();
         let locks = Locks::new(backend.lock_store().await.unwrap(), Arc::new(clock.clone()));
@@ -59,8 +30,7 @@ impl Fixture {
             clock,
             config,
             locks,
-            _redis: redis,
-            _cluster: cluster,
+            _servers: servers,
             _dir: dir,
         }
     }
@@ -85,28 +55,7 @@ impl Fixture {
     }
 }
 
-macro_rules! suite {
-    ($($test:ident),* $(,)?) => {
-        mod sqlite_memory {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test(super::Kind::SqliteMemory).await } )*
-        }
-        mod sqlite_file {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test(super::Kind::SqliteFile).await } )*
-        }
-        mod redis {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test(super::Kind::Redis).await } )*
-        }
-        mod redis_cluster {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test(super::Kind::RedisCluster).await } )*
-        }
-    };
-}
-
-suite!(
+every_backend!(
     only_the_holder_releases_or_extends,
     expiry_hands_the_lock_on,
     fencing_tokens_strictly_increase,

@@ -37,9 +37,18 @@ impl RedisLimiterStore {
         RedisLimiterStore {
             redis,
             prefix,
-            fixed: Script::new(include_str!("lua/limit_fixed.lua")),
-            sliding: Script::new(include_str!("lua/limit_sliding.lua")),
-            gcra: Script::new(include_str!("lua/limit_gcra.lua")),
+            fixed: Script::new(concat!(
+                include_str!("lua/int.lua"),
+                include_str!("lua/limit_fixed.lua")
+            )),
+            sliding: Script::new(concat!(
+                include_str!("lua/int.lua"),
+                include_str!("lua/limit_sliding.lua")
+            )),
+            gcra: Script::new(concat!(
+                include_str!("lua/int.lua"),
+                include_str!("lua/limit_gcra.lua")
+            )),
         }
     }
 

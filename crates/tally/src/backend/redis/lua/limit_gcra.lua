@@ -4,15 +4,8 @@
 -- ARGV[1]  now, Unix ms;  ARGV[2] window, ms;  ARGV[3] limit;  ARGV[4] burst
 -- ARGV[5]  cost;  ARGV[6] extra ms the state is kept past its use
 --
+-- lua/int.lua (idiv, ceil_div) is prepended when the script is loaded.
 -- Returns {allowed 0/1, remaining, reset at (ms), retry after (ms, -1: never)}.
-local function idiv(a, b)
-  local q = math.floor(a / b)
-  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
-  return q
-end
-local function ceil_div(a, b)
-  return idiv(a + b - 1, b)
-end
 local now_ms, w, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local burst, cost = tonumber(ARGV[4]), tonumber(ARGV[5])
 local t = ceil_div(w * 1000, limit)
