@@ -149,7 +149,7 @@ pub struct BuffersFile {
     pub batch_rows: Option<usize>,
     /// Seconds a claim is held before another flusher may take it over [default: 60].
     pub lease: Option<f64>,
-    /// Seconds applied batch ids are remembered [default: 604800].
+    /// Seconds a claim may still be applied; batch ids are kept twice as long [default: 604800].
     pub retention: Option<f64>,
     /// Batches per tick at most [default: 1000].
     pub max_batches: Option<usize>,

@@ -204,6 +204,7 @@ suite!(
     backlog_metrics_track_pending_rows,
     ancient_claims_are_left_for_an_operator,
     a_refused_batch_does_not_stall_the_others,
+    batch_ids_are_forgotten_after_twice_the_retention,
 );
 
 async fn flush_writes_exact_totals_in_one_statement_per_table(store: Store, sink: SinkKind) {
@@ -646,4 +647,31 @@ async fn a_refused_batch_does_not_stall_the_others(store: Store, sink: SinkKind)
         read.counters["users"], 2_000_000,
         "still counted as pending"
     );
+}
+
+async fn batch_ids_are_forgotten_after_twice_the_retention(store: Store, sink: SinkKind) {
+    let f = Fixture::new(store, sink).await;
+    f.buffers.incr(&seen(1, 1, 1)).await.unwrap();
+    let s = FlusherSettings {
+        lease: Duration::from_secs(1),
+        retention: Duration::from_secs(100),
+        ..settings()
+    };
+    let flusher = f.flusher(&f.buffers, s);
+    let claims = flusher.claim().await.unwrap();
+    let ids: Vec<_> = claims.iter().map(|c| c.batch).collect();
+    flusher.finish(&claims).await.unwrap();
+    f.clock.advance(199.0);
+    flusher.tick().await.unwrap();
+    assert!(
+        f.sink.applied(&ids).await.unwrap().iter().all(|&a| a),
+        "kept for 2 x retention"
+    );
+    f.clock.advance(2.0);
+    flusher.tick().await.unwrap();
+    assert!(
+        f.sink.applied(&ids).await.unwrap().iter().all(|&a| !a),
+        "forgotten after"
+    );
+    assert_eq!(f.stored(1, "times_seen").await, 1);
 }

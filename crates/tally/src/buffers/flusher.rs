@@ -6,7 +6,7 @@
 //! to `batch_rows` rows in one or more claims (one per Redis shard touched);
 //! finishing it = apply it to the sink (one transaction, batch ids recorded)
 //! and only then release its claims. Every tick also forgets batch ids older
-//! than `retention`.
+//! than twice `retention`.
 //!
 //! A flush batch the sink refuses (a constraint violation, an overflow...)
 //! is logged and counted as a failure, and the tick goes on with the next
@@ -42,8 +42,8 @@ pub struct FlusherSettings {
     pub lease: Duration,
     /// Batches per tick, at most.
     pub max_batches: usize,
-    /// How long applied batch ids are remembered (and the oldest claim that
-    /// may still be applied).
+    /// The oldest a claim may be and still be applied automatically; applied
+    /// batch ids are remembered twice as long (a margin for clock skew).
     pub retention: Duration,
 }
 
@@ -257,7 +257,7 @@ impl Flusher {
             let age = now.saturating_sub(claim.batch.created_ms());
             if age > self.settings.retention.as_millis() as u64 {
                 return Err(Error::Backend(format!(
-                    "claim {} is {} s old, older than the batch-id retention: it is left in \
+                    "claim {} is {} s old, older than the flush retention: it is left in \
                      place for an operator, since applying it could count it twice",
                     claim.batch,
                     age / 1000
@@ -355,8 +355,9 @@ impl Flusher {
             let r = self.finish_in_tick(&claims, false).await?;
             report.add(&r);
         }
-        let forget = now.saturating_sub(self.settings.retention.as_millis() as u64);
-        self.sink.prune(forget).await?;
+        // Ids are kept twice as long as a claim may be applied: a margin for
+        // clock skew between the flushers' machines.
+        self.sink.prune(now.saturating_sub(2 * retention)).await?;
         Ok(report)
     }
 
