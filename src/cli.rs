@@ -8,7 +8,9 @@ use clap::{Parser, Subcommand};
 use tally::{Backend, Counters, SystemClock, Timestamp};
 
 use crate::bench::BenchCommand;
+use crate::buffer::BufferCommand;
 use crate::config::{Config, GlobalArgs};
+use crate::limit::{LimitCommand, LockCommand};
 use crate::output;
 
 /// Counters at several precisions with retention, on Redis or an embedded
@@ -92,6 +94,27 @@ pub enum Command {
     /// Per-entity daily statistics: views per day, last N days, total.
     #[command(subcommand)]
     Daily(crate::daily::DailyCommand),
+    /// Flush buffered rows into SQL: ticks until SIGTERM or Ctrl-C.
+    Flush {
+        /// Flush everything pending once and exit.
+        #[arg(long)]
+        once: bool,
+        /// The sink URL (postgres://... or sqlite:PATH) [default: from the config file].
+        #[arg(long, env = "TALLY_SINK", value_name = "URL")]
+        sink: Option<String>,
+        /// Print the report of --once as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Buffered counters: buffer a change, read a row, show the backlog.
+    #[command(subcommand)]
+    Buffer(BufferCommand),
+    /// Rate limits: check a key against a limit or a named policy.
+    #[command(subcommand)]
+    Limit(LimitCommand),
+    /// Locks with a lease and a fencing token.
+    #[command(subcommand)]
+    Lock(LockCommand),
     /// Benchmarks (see BENCHMARKS.md).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -99,7 +122,7 @@ pub enum Command {
 
 pub fn init_tracing(cli: &Cli) {
     let default = match cli.command {
-        Command::Clean { once: false, .. } => "info",
+        Command::Clean { once: false, .. } | Command::Flush { once: false, .. } => "info",
         _ => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -225,6 +248,12 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Ts(command) => crate::ts::run(command, &config).await?,
         Command::Daily(command) => crate::daily::run(command, &config).await?,
+        Command::Flush { once, sink, json } => {
+            crate::buffer::flush(&config, sink.as_deref(), once, json).await?
+        }
+        Command::Buffer(command) => crate::buffer::run(command, &config).await?,
+        Command::Limit(command) => return crate::limit::limit(command, &config).await,
+        Command::Lock(command) => return crate::limit::lock(command, &config).await,
         Command::Bench(command) => crate::bench::run(command, &config).await?,
     }
     Ok(ExitCode::SUCCESS)

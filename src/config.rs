@@ -10,10 +10,13 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use tally::backend::redis::Layout;
 use tally::backend::redis::layout::DEFAULT_PREFIX;
+use tally::buffers::{FlusherSettings, TableConfig, Tables};
 use tally::{
-    BackendConfig, CleanerSettings, CounterSettings, DailySettings, ReplicationWait, TsdbSettings,
+    Algorithm, BackendConfig, CleanerSettings, CounterSettings, DailySettings, FailMode, Limit,
+    ReplicationWait, TsdbSettings,
 };
 
 /// Flags shared by every command (each also read from a `TALLY_*` variable).
@@ -150,6 +153,120 @@ pub struct FileConfig {
     pub daily_retention: Option<u32>,
     pub utc_offset: Option<String>,
     pub entity_prefix: Option<String>,
+    pub buffers: Option<BuffersFile>,
+    pub limits: Option<LimitsFile>,
+}
+
+/// The `[limits]` section: named rate-limit policies.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsFile {
+    #[serde(default)]
+    pub policies: BTreeMap<String, PolicyFile>,
+}
+
+/// One named policy: `[limits.policies.api]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyFile {
+    pub algorithm: Algorithm,
+    pub limit: u64,
+    /// Seconds.
+    pub window: f64,
+    pub burst: Option<u64>,
+    #[serde(default)]
+    pub on_error: FailMode,
+}
+
+/// A window in seconds as whole milliseconds, or an error naming `what`.
+pub fn window_ms(secs: f64, what: &str) -> Result<u64> {
+    let ms = secs * 1000.0;
+    if !ms.is_finite() || !(1.0..=1e15).contains(&ms) {
+        bail!(tally::Error::InvalidInput(format!(
+            "{what}: a window must be at least 1 ms, got {secs} s"
+        )));
+    }
+    Ok(ms.round() as u64)
+}
+
+/// The `[buffers]` section: where flushed rows go and how.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuffersFile {
+    /// `postgres://...` or `sqlite:PATH`.
+    pub sink: Option<String>,
+    /// Seconds between flush ticks [default: 10].
+    pub tick: Option<f64>,
+    /// Rows per flush batch [default: 500].
+    pub batch_rows: Option<usize>,
+    /// Seconds a claim is held before another flusher may take it over [default: 60].
+    pub lease: Option<f64>,
+    /// Seconds a claim may still be applied; batch ids are kept twice as long [default: 604800].
+    pub retention: Option<f64>,
+    /// Batches per tick at most [default: 1000].
+    pub max_batches: Option<usize>,
+    /// The mapped tables.
+    #[serde(default)]
+    pub tables: Vec<TableConfig>,
+}
+
+/// The buffers' validated settings.
+#[derive(Clone, Debug)]
+pub struct BuffersConfig {
+    pub sink: Option<String>,
+    pub tables: Tables,
+    pub flusher: FlusherSettings,
+}
+
+impl BuffersConfig {
+    fn resolve(file: Option<BuffersFile>) -> Result<Self> {
+        let file = file.unwrap_or_default();
+        let secs = |v: Option<f64>, name: &str, default: Duration| -> Result<Duration> {
+            match v {
+                None => Ok(default),
+                Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Duration::from_secs_f64(s)),
+                Some(s) => bail!("buffers.{name} must be a positive number of seconds, got {s}"),
+            }
+        };
+        let d = FlusherSettings::default();
+        let flusher = FlusherSettings {
+            tick: secs(file.tick, "tick", d.tick)?,
+            batch_rows: file.batch_rows.unwrap_or(d.batch_rows),
+            lease: secs(file.lease, "lease", d.lease)?,
+            max_batches: file.max_batches.unwrap_or(d.max_batches),
+            retention: secs(file.retention, "retention", d.retention)?,
+        }
+        .validate()?;
+        Ok(BuffersConfig {
+            sink: file.sink,
+            tables: Tables::new(&file.tables)?,
+            flusher,
+        })
+    }
+
+    /// The sink URL, or an error saying how to set it.
+    pub fn sink_url(&self, flag: Option<&str>) -> Result<String> {
+        match flag.or(self.sink.as_deref()) {
+            Some(url) => Ok(url.to_owned()),
+            None => bail!(tally::Error::Config(
+                "no sink: give --sink URL, TALLY_SINK or `sink` in the [buffers] section of \
+                 the config file"
+                    .into()
+            )),
+        }
+    }
+
+    /// The tables, or an error when none is mapped.
+    pub fn tables(&self) -> Result<&Tables> {
+        if self.tables.is_empty() {
+            bail!(tally::Error::Config(
+                "no buffered table is mapped: add [[buffers.tables]] sections (name, key, \
+                 counters, last_write) to the config file"
+                    .into()
+            ));
+        }
+        Ok(&self.tables)
+    }
 }
 
 impl FileConfig {
@@ -171,6 +288,8 @@ pub struct Config {
     pub tsdb: TsdbSettings,
     pub daily: DailySettings,
     pub entity_prefix: String,
+    pub buffers: BuffersConfig,
+    pub policies: BTreeMap<String, Limit>,
 }
 
 impl Config {
@@ -179,6 +298,22 @@ impl Config {
             Some(path) => FileConfig::load(path)?,
             None => FileConfig::default(),
         };
+        let buffers = BuffersConfig::resolve(file.buffers)?;
+        let mut policies = BTreeMap::new();
+        for (name, p) in file.limits.unwrap_or_default().policies {
+            let what = format!("limits.policies.{name}");
+            let limit = Limit {
+                algorithm: p.algorithm,
+                limit: p.limit,
+                window_ms: window_ms(p.window, &what)?,
+                burst: p.burst,
+                on_error: p.on_error,
+            };
+            limit
+                .validate()
+                .map_err(|e| anyhow::anyhow!(tally::Error::Config(format!("{what}: {e}"))))?;
+            policies.insert(name, limit);
+        }
         let prefix = args
             .prefix
             .clone()
@@ -300,6 +435,8 @@ impl Config {
             tsdb,
             daily,
             entity_prefix,
+            buffers,
+            policies,
         })
     }
 }

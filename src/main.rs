@@ -3,12 +3,15 @@
 //! Parses flags (clap, with `TALLY_*` variables and a TOML file), opens the
 //! configured backend and runs one command. Results go to stdout (`--json`
 //! where a script reads them); logs and errors go to stderr. Exit codes: 0
-//! success, 2 bad input or usage, 1 anything else.
+//! success, 2 bad input or usage, 3 rate limited or lock held, 1 anything
+//! else.
 
 mod bench;
+mod buffer;
 mod cli;
 mod config;
 mod daily;
+mod limit;
 mod output;
 mod ts;
 

@@ -6,6 +6,7 @@
 //! that the stored totals equal what it sent. `--json` prints one object per
 //! bench for scripts and for BENCHMARKS.md.
 
+mod buffer;
 mod cluster;
 mod daily_memory;
 
@@ -51,6 +52,26 @@ pub enum BenchCommand {
         /// Write batches in flight.
         #[arg(long, default_value_t = 4)]
         concurrency: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// SQL statements and wall time of one increment stream written naively
+    /// (one upsert per increment) and through the buffer, in the same run.
+    /// Creates and drops its own tables (`tally_bench_*`) in the sink.
+    Buffer {
+        /// The sink URL (postgres://... or sqlite:PATH) [default: from the config file].
+        #[arg(long, env = "TALLY_SINK", value_name = "URL")]
+        sink: Option<String>,
+        /// Increments in the stream.
+        #[arg(long, default_value_t = 20_000)]
+        increments: u64,
+        /// Rows they go to (half go to row 0, a hot row).
+        #[arg(long, default_value_t = 100)]
+        rows: u64,
+        /// Concurrent writers.
+        #[arg(long, default_value_t = 16)]
+        writers: u64,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -105,6 +126,25 @@ pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
                 );
             }
             Ok(())
+        }
+        BenchCommand::Buffer {
+            sink,
+            increments,
+            rows,
+            writers,
+            json,
+        } => {
+            buffer::run(
+                buffer::BufferBench {
+                    sink,
+                    increments,
+                    rows,
+                    writers,
+                    json,
+                },
+                config,
+            )
+            .await
         }
     }
 }

@@ -171,6 +171,19 @@ impl From<redis::ParsingError> for Error {
     }
 }
 
+impl From<sqlx::Error> for Error {
+    fn from(e: sqlx::Error) -> Self {
+        match &e {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => Error::Unavailable(format!("sql: {e}")),
+            _ => Error::Backend(format!("sql: {e}")),
+        }
+    }
+}
+
 impl From<rusqlite::Error> for Error {
     fn from(e: rusqlite::Error) -> Self {
         match e.sqlite_error_code() {

@@ -31,18 +31,32 @@
 //!   trait.
 //! - [`daily`]: per-entity daily statistics (views per day, last N days,
 //!   running all-time total), its pure date math and store trait.
+//! - [`buffers`]: buffered counters flushed to SQL exactly once (Sentry's
+//!   buffers): the service, row encodings, store trait, flusher, and the
+//!   PostgreSQL and SQLite sinks.
+//! - [`limits`]: rate limiters (fixed window, sliding window counter, GCRA):
+//!   pure algorithms, the limiter service, its store trait, and (feature
+//!   `middleware`) a tower layer for axum apps.
+//! - [`locks`]: locks with a lease, holder-only release and extend, a
+//!   guard, blocking acquire with backoff, and fencing tokens.
+//! - [`random`]: unique ids and jitter from the OS generator.
 //! - [`backend`]: SQLite ([`backend::sqlite`]) and Redis ([`backend::redis`],
 //!   with the key layouts and the Lua scripts), each with a store per feature.
 
 pub mod backend;
+pub mod buffers;
 pub mod clock;
 pub mod counters;
 pub mod daily;
 pub mod error;
+pub mod limits;
+pub mod locks;
 pub mod name;
+pub mod random;
 pub mod tsdb;
 
 pub use backend::{Backend, BackendConfig, ReplicationWait};
+pub use buffers::{Buffers, Flusher, FlusherSettings, Update};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use counters::{
     Aggregator, AggregatorSettings, Cleaner, CleanerSettings, CounterSettings, CounterStore,
@@ -50,5 +64,7 @@ pub use counters::{
 };
 pub use daily::{DailySettings, DailyStats, DailyStore, Day, DayCount, View};
 pub use error::{Error, Result};
+pub use limits::{Algorithm, Decision, FailMode, Limit, Limiter};
+pub use locks::{Acquisition, Lease, LockGuard, Locks};
 pub use name::Name;
 pub use tsdb::{TsIncrement, Tsdb, TsdbSettings, TsdbStore};

@@ -1,21 +1,23 @@
 //! Test harness for Tally: real server processes on free loopback ports.
 //!
 //! Owns the lifecycle of the servers Tally's tests talk to: a `redis-server`
-//! per test ([`RedisServer`]) or a whole Redis Cluster ([`RedisCluster`]:
+//! per test ([`RedisServer`]), a whole Redis Cluster ([`RedisCluster`]:
 //! masters and replicas joined by `redis-cli --cluster create`, with helpers
-//! to migrate a slot step by step and to fail a master over), each process in
-//! its own temporary directory, started on a free port and killed when the
-//! handle is dropped.
+//! to migrate a slot step by step and to fail a master over) and a PostgreSQL
+//! server ([`PostgresServer`]), each process in its own temporary directory,
+//! started on a free port and stopped when the handle is dropped.
 //!
 //! Nothing here mocks anything. When a server binary is missing, the harness
 //! panics with a message saying how to install it (`scripts/test` installs it
 //! from Debian packages), so a test never passes or skips silently.
 
 pub mod cluster;
+mod postgres;
 mod redis;
 pub mod resp;
 
 pub use cluster::{ClusterOptions, RedisCluster, key_slot};
+pub use postgres::PostgresServer;
 pub use redis::{RedisOptions, RedisServer};
 
 use std::net::TcpListener;

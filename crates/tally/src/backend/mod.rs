@@ -13,10 +13,13 @@ pub mod sqlite;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::buffers::BufferStore;
 use crate::clock::SharedClock;
 use crate::counters::CounterStore;
 use crate::daily::DailyStore;
 use crate::error::Result;
+use crate::limits::LimiterStore;
+use crate::locks::LockStore;
 use crate::tsdb::TsdbStore;
 
 pub use self::redis::{Layout, Redis, ReplicationWait};
@@ -139,6 +142,36 @@ impl Backend {
                     Layout::Ria => self::redis::layout::DEFAULT_PREFIX.to_owned(),
                 };
                 Arc::new(self::redis::RedisTsdbStore::new(redis.clone(), &prefix)?)
+            }
+        })
+    }
+
+    /// The buffer store (pending rows and flush claims) on this backend.
+    pub async fn buffer_store(&self) -> Result<Arc<dyn BufferStore>> {
+        Ok(match self {
+            Backend::Sqlite(db) => Arc::new(sqlite::SqliteBufferStore::new(db.clone()).await?),
+            Backend::Redis { redis, layout } => {
+                Arc::new(self::redis::RedisBufferStore::new(redis.clone(), layout))
+            }
+        })
+    }
+
+    /// The lock store on this backend.
+    pub async fn lock_store(&self) -> Result<Arc<dyn LockStore>> {
+        Ok(match self {
+            Backend::Sqlite(db) => Arc::new(sqlite::SqliteLockStore::new(db.clone()).await?),
+            Backend::Redis { redis, layout } => {
+                Arc::new(self::redis::RedisLockStore::new(redis.clone(), layout))
+            }
+        })
+    }
+
+    /// The rate-limit store on this backend.
+    pub async fn limiter_store(&self) -> Result<Arc<dyn LimiterStore>> {
+        Ok(match self {
+            Backend::Sqlite(db) => Arc::new(sqlite::SqliteLimiterStore::new(db.clone()).await?),
+            Backend::Redis { redis, layout } => {
+                Arc::new(self::redis::RedisLimiterStore::new(redis.clone(), layout))
             }
         })
     }

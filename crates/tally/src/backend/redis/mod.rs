@@ -22,9 +22,12 @@
 //! window in which a failover loses acknowledged writes; it is not a
 //! consensus protocol (see Redis's own documentation of WAIT).
 
+mod buffers;
 mod counters;
 mod daily;
 pub mod layout;
+mod limits;
+mod locks;
 mod tsdb;
 
 use std::time::Duration;
@@ -35,9 +38,12 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Script, Value};
 
+pub use buffers::RedisBufferStore;
 pub use counters::RedisCounterStore;
 pub use daily::RedisDailyStore;
 pub use layout::Layout;
+pub use limits::RedisLimiterStore;
+pub use locks::RedisLockStore;
 pub use tsdb::RedisTsdbStore;
 
 use crate::error::{Error, Result};

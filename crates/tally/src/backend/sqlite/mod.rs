@@ -10,8 +10,11 @@
 //! Each feature keeps its own tables (`tally_*`) and its own store module;
 //! this module only knows connections and transactions.
 
+mod buffers;
 mod counters;
 mod daily;
+mod limits;
+mod locks;
 mod tsdb;
 
 use std::path::{Path, PathBuf};
@@ -20,8 +23,11 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
+pub use buffers::SqliteBufferStore;
 pub use counters::SqliteCounterStore;
 pub use daily::SqliteDailyStore;
+pub use limits::SqliteLimiterStore;
+pub use locks::SqliteLockStore;
 pub use tsdb::SqliteTsdbStore;
 
 use crate::error::{Error, Result};

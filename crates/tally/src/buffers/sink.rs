@@ -1,0 +1,114 @@
+//! Where flushed batches go: a SQL database, behind the [`Sink`] trait.
+//!
+//! A sink applies a flush batch (one or more claims, e.g. one per Redis
+//! shard) in ONE transaction that also records every claim's batch id in
+//! `tally_flushed_batches`; a claim whose id is already recorded is not
+//! applied again (so a claim re-flushed after a crash is counted once).
+//! Inside the transaction each table's rows are written by one statement
+//! (insert-if-missing, add the deltas, set the last-write values), not one
+//! per row. Sinks: [`super::sink_postgres::PostgresSink`] and
+//! [`super::sink_sqlite::SqliteSink`]; [`open_sink`] picks one from a URL.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use super::row::{BatchId, Claim, RowKey};
+use super::table::Tables;
+use crate::error::{Error, Result};
+
+/// What applying a flush batch did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SinkOutcome {
+    /// Claims written now.
+    pub applied: u64,
+    /// Claims whose batch id was already recorded: not written again.
+    pub already_applied: u64,
+    /// Rows written.
+    pub rows: u64,
+    /// SQL statements run (the batch-id insert included).
+    pub statements: u64,
+}
+
+/// A row as stored in SQL: counters as integers, last-write values as text.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StoredRow {
+    /// Counter column → value (`None` when SQL NULL).
+    pub counters: BTreeMap<String, Option<i64>>,
+    /// Last-write column → value as text (`None` when SQL NULL).
+    pub last_write: BTreeMap<String, Option<String>>,
+}
+
+/// A SQL database that buffered batches are flushed into.
+#[async_trait]
+pub trait Sink: Send + Sync + fmt::Debug + 'static {
+    /// Applies the claims whose batch ids are not yet recorded and records
+    /// them, all in one transaction. `now_ms` dates the records (for pruning).
+    async fn apply(&self, claims: &[Claim], now_ms: u64) -> Result<SinkOutcome>;
+
+    /// The row as stored, or `None` if it is not there.
+    async fn read(&self, row: &RowKey) -> Result<Option<StoredRow>>;
+
+    /// Which of these batch ids are recorded as applied.
+    async fn applied(&self, batches: &[BatchId]) -> Result<Vec<bool>>;
+
+    /// Forgets batch ids recorded before `before_ms`; returns how many.
+    async fn prune(&self, before_ms: u64) -> Result<u64>;
+
+    /// A short description for logs (`postgres`, `sqlite:/path`).
+    fn describe(&self) -> String;
+}
+
+/// Opens the sink named by `url`: `postgres://...` / `postgresql://...`, or
+/// `sqlite:PATH` (a file, created if missing). Checks that every mapped
+/// table and column exists.
+pub async fn open_sink(url: &str, tables: &Tables) -> Result<Arc<dyn Sink>> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(
+            super::sink_postgres::PostgresSink::connect(url, tables.clone()).await?,
+        ))
+    } else if let Some(path) = url.strip_prefix("sqlite:") {
+        let path = path.strip_prefix("//").unwrap_or(path);
+        if path.is_empty() {
+            return Err(Error::Config("a sqlite: sink URL needs a file path".into()));
+        }
+        Ok(Arc::new(
+            super::sink_sqlite::SqliteSink::open(std::path::Path::new(path), tables.clone())
+                .await?,
+        ))
+    } else {
+        Err(Error::Config(format!(
+            "unknown sink URL {url:?}: expected postgres://... or sqlite:PATH"
+        )))
+    }
+}
+
+/// The batch-id table's name (the same in every sink).
+pub const FLUSHED_BATCHES: &str = "tally_flushed_batches";
+
+/// Rows of the claims grouped by table, in table order.
+pub(crate) fn by_table<'a>(
+    claims: impl IntoIterator<Item = &'a Claim>,
+) -> BTreeMap<&'a str, Vec<&'a super::row::RowUpdate>> {
+    let mut groups: BTreeMap<&str, Vec<&super::row::RowUpdate>> = BTreeMap::new();
+    for claim in claims {
+        for row in &claim.rows {
+            groups.entry(row.row.table.as_str()).or_default().push(row);
+        }
+    }
+    groups
+}
+
+/// The `i`-th key value of a row, or an error if the stored row lacks it.
+pub(crate) fn key_value(update: &super::row::RowUpdate, i: usize) -> Result<String> {
+    update.row.key.get(i).cloned().ok_or_else(|| {
+        Error::Corrupt(format!(
+            "buffered row {} has {} key values, its table maps more",
+            update.row.id(),
+            update.row.key.len()
+        ))
+    })
+}

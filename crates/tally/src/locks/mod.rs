@@ -1,0 +1,260 @@
+//! Distributed locks with fencing tokens (the seed's SETNX lock, done right).
+//!
+//! [`Locks::try_acquire`] takes a named lock with a time to live and a token
+//! unique to this acquisition, atomically (Redis: `SET NX PX` in the same
+//! Lua call as the fencing `INCR`; SQLite: one immediate transaction), so a
+//! crash can never leave a lock without a lease. Release and extend succeed
+//! only for the holder's token; a lock that expired and was taken by someone
+//! else is never released by its former holder. [`Locks::acquire`] waits for
+//! a lock until a deadline, retrying with jittered exponential backoff.
+//! [`LockGuard`] releases when dropped. Every acquisition gets a fencing
+//! number strictly greater than the previous one of the same lock, for the
+//! protected resource to reject writes from a holder whose lease ran out.
+//!
+//! A lock is only as safe as its lease: work that may outlive the TTL must
+//! extend it, or check the fence at the resource. Not done here: waiting
+//! queues or fairness (contenders race on each retry).
+
+pub mod store;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+pub use store::{AcquireOutcome, LockStore};
+
+use crate::clock::{Clock, SharedClock};
+use crate::error::{Error, Result};
+use crate::name::Name;
+
+/// The shortest accepted time to live.
+pub const MIN_TTL: Duration = Duration::from_millis(10);
+/// The longest accepted time to live.
+pub const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
+/// The longest a blocking acquire may wait.
+pub const MAX_WAIT: Duration = Duration::from_secs(3600);
+/// First backoff step of a blocking acquire (doubles up to [`MAX_BACKOFF`]).
+pub const MIN_BACKOFF: Duration = Duration::from_millis(5);
+/// Largest backoff step of a blocking acquire.
+pub const MAX_BACKOFF: Duration = Duration::from_millis(250);
+
+/// A lock held by us: what the HTTP layer hands back to a client.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Lease {
+    /// The lock's name.
+    pub name: String,
+    /// The token of this acquisition (needed to release or extend).
+    pub token: String,
+    /// The fencing number: strictly greater than every earlier acquisition's.
+    pub fence: u64,
+    /// The time to live granted, ms.
+    pub ttl_ms: u64,
+}
+
+/// The answer to an acquisition attempt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Acquisition {
+    /// Ours.
+    Acquired(Lease),
+    /// Someone else holds it.
+    Held {
+        /// Time left on the holder's lease, ms.
+        retry_after_ms: u64,
+    },
+}
+
+/// Named locks over a [`LockStore`]. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Locks {
+    store: Arc<dyn LockStore>,
+    clock: SharedClock,
+}
+
+impl Locks {
+    /// Locks on `store`, reading time from `clock`.
+    pub fn new(store: Arc<dyn LockStore>, clock: Arc<dyn Clock>) -> Self {
+        Locks { store, clock }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.clock.now().as_millis()
+    }
+
+    /// One attempt to take `name` for `ttl`: a lease, or how long it stays held.
+    pub async fn acquire_once(&self, name: &str, ttl: Duration) -> Result<Acquisition> {
+        let name = Name::new(name)?;
+        let ttl_ms = check_ttl(ttl)?;
+        let token = format!("{:032x}", crate::random::u128());
+        Ok(
+            match self
+                .store
+                .acquire(&name, &token, ttl_ms, self.now_ms())
+                .await?
+            {
+                AcquireOutcome::Acquired { fence } => Acquisition::Acquired(Lease {
+                    name: name.into_string(),
+                    token,
+                    fence,
+                    ttl_ms,
+                }),
+                AcquireOutcome::Held { expires_in_ms } => Acquisition::Held {
+                    retry_after_ms: expires_in_ms,
+                },
+            },
+        )
+    }
+
+    /// Takes `name` for `ttl` if free: a guard, or `None` when held.
+    pub async fn try_acquire(&self, name: &str, ttl: Duration) -> Result<Option<LockGuard>> {
+        Ok(match self.acquire_once(name, ttl).await? {
+            Acquisition::Acquired(lease) => Some(self.guard(lease)),
+            Acquisition::Held { .. } => None,
+        })
+    }
+
+    /// Waits up to `wait` for `name`, retrying with jittered exponential
+    /// backoff (never sleeping past the deadline): a guard, or `None` when it
+    /// stayed held.
+    pub async fn acquire(
+        &self,
+        name: &str,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Option<LockGuard>> {
+        if wait > MAX_WAIT {
+            return Err(Error::InvalidInput(format!(
+                "a lock wait is at most {} s, got {} s",
+                MAX_WAIT.as_secs(),
+                wait.as_secs_f64()
+            )));
+        }
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut step = MIN_BACKOFF;
+        loop {
+            match self.acquire_once(name, ttl).await? {
+                Acquisition::Acquired(lease) => return Ok(Some(self.guard(lease))),
+                Acquisition::Held { retry_after_ms } => {
+                    let now = tokio::time::Instant::now();
+                    if now >= deadline {
+                        return Ok(None);
+                    }
+                    // Full jitter in [step/2, step], no later than the lease end.
+                    let half = step.as_micros() as u64 / 2;
+                    let mut sleep = Duration::from_micros(half + crate::random::up_to(half));
+                    sleep = sleep.min(Duration::from_millis(retry_after_ms.max(1)));
+                    tokio::time::sleep(sleep.min(deadline - now)).await;
+                    step = (step * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+    }
+
+    /// Releases `name` if `token` holds it; false (changing nothing) if not.
+    pub async fn release(&self, name: &str, token: &str) -> Result<bool> {
+        let name = Name::new(name)?;
+        self.store.release(&name, token, self.now_ms()).await
+    }
+
+    /// Extends `name` to `ttl` from now if `token` holds it; false (changing
+    /// nothing) if not.
+    pub async fn extend(&self, name: &str, token: &str, ttl: Duration) -> Result<bool> {
+        let name = Name::new(name)?;
+        let ttl_ms = check_ttl(ttl)?;
+        self.store.extend(&name, token, ttl_ms, self.now_ms()).await
+    }
+
+    /// A guard over a lease obtained from [`Locks::acquire_once`].
+    pub fn guard(&self, lease: Lease) -> LockGuard {
+        LockGuard {
+            locks: self.clone(),
+            lease,
+            released: false,
+        }
+    }
+}
+
+fn check_ttl(ttl: Duration) -> Result<u64> {
+    if ttl < MIN_TTL || ttl > MAX_TTL {
+        return Err(Error::InvalidInput(format!(
+            "a lock's time to live must be {} ms to {} s, got {} ms",
+            MIN_TTL.as_millis(),
+            MAX_TTL.as_secs(),
+            ttl.as_millis()
+        )));
+    }
+    Ok(ttl.as_millis() as u64)
+}
+
+/// A held lock; released when dropped (by a spawned task, best effort: the
+/// TTL frees it anyway). Call [`LockGuard::release`] to know the outcome.
+#[derive(Debug)]
+pub struct LockGuard {
+    locks: Locks,
+    lease: Lease,
+    released: bool,
+}
+
+impl LockGuard {
+    /// The lease (name, token, fence, TTL).
+    pub fn lease(&self) -> &Lease {
+        &self.lease
+    }
+
+    /// The fencing number of this acquisition.
+    pub fn fence(&self) -> u64 {
+        self.lease.fence
+    }
+
+    /// The token of this acquisition.
+    pub fn token(&self) -> &str {
+        &self.lease.token
+    }
+
+    /// Extends the lease to `ttl` from now; false if we no longer hold it.
+    pub async fn extend(&mut self, ttl: Duration) -> Result<bool> {
+        let ok = self
+            .locks
+            .extend(&self.lease.name, &self.lease.token, ttl)
+            .await?;
+        if ok {
+            self.lease.ttl_ms = ttl.as_millis() as u64;
+        }
+        Ok(ok)
+    }
+
+    /// Releases the lock; true if we still held it (false: it had expired).
+    pub async fn release(mut self) -> Result<bool> {
+        self.released = true;
+        self.locks
+            .release(&self.lease.name, &self.lease.token)
+            .await
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        let (locks, name, token) = (
+            self.locks.clone(),
+            self.lease.name.clone(),
+            self.lease.token.clone(),
+        );
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn(async move {
+                    if let Err(e) = locks.release(&name, &token).await {
+                        tracing::warn!(lock = %name, error = %e, "releasing a dropped lock failed; its TTL will free it");
+                    }
+                });
+            }
+            Err(_) => tracing::warn!(
+                lock = %self.lease.name,
+                "a lock guard was dropped outside a tokio runtime; its TTL will free it"
+            ),
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! The storage contract of locks, at the level of the domain operations.
+//!
+//! A [`LockStore`] acquires a named lock for a token with a time to live,
+//! and releases or extends it only for the token that holds it. Each method
+//! is one atomic step (one Lua call, one SQLite transaction). The fencing
+//! number of a lock grows by one with every acquisition and is never reset,
+//! not even when the lock expires or is released.
+
+use std::fmt;
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+use crate::name::Name;
+
+/// What an acquisition attempt found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AcquireOutcome {
+    /// The lock is ours, with this fencing token.
+    Acquired {
+        /// Strictly greater than every earlier acquisition's.
+        fence: u64,
+    },
+    /// Someone else holds it, for about this many more ms.
+    Held {
+        /// Time left on the holder's lease, ms.
+        expires_in_ms: u64,
+    },
+}
+
+/// Storage of locks. See the module docs.
+#[async_trait]
+pub trait LockStore: Send + Sync + fmt::Debug + 'static {
+    /// Takes the lock for `token` for `ttl_ms` if nobody holds it.
+    async fn acquire(
+        &self,
+        name: &Name,
+        token: &str,
+        ttl_ms: u64,
+        now_ms: u64,
+    ) -> Result<AcquireOutcome>;
+
+    /// Releases the lock if `token` holds it; false (changing nothing) if not.
+    async fn release(&self, name: &Name, token: &str, now_ms: u64) -> Result<bool>;
+
+    /// Sets the lease of the lock to `ttl_ms` from now if `token` holds it;
+    /// false (changing nothing) if not.
+    async fn extend(&self, name: &Name, token: &str, ttl_ms: u64, now_ms: u64) -> Result<bool>;
+}

@@ -1,0 +1,79 @@
+//! Backends for the buffers, limits and locks suites: each on a real store
+//! (SQLite in memory or in a file, a redis-server, a three-node Redis
+//! Cluster), with the servers kept alive as long as the handle.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+
+use tally::BackendConfig;
+use tally_testkit::{RedisCluster, RedisServer};
+
+/// Where a suite's state lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    SqliteMemory,
+    SqliteFile,
+    Redis,
+    RedisCluster,
+}
+
+/// The servers behind a backend, stopped on drop.
+#[derive(Default)]
+pub struct Servers {
+    pub redis: Option<RedisServer>,
+    pub cluster: Option<RedisCluster>,
+}
+
+/// Starts what `kind` needs; SQLite files go under `dir`.
+pub fn start(kind: Kind, dir: &Path) -> (BackendConfig, Servers) {
+    let mut servers = Servers::default();
+    let config = match kind {
+        Kind::SqliteMemory => BackendConfig::SqliteMemory,
+        Kind::SqliteFile => BackendConfig::SqliteDir(dir.to_owned()),
+        Kind::Redis => {
+            let server = RedisServer::start();
+            let url = server.url();
+            servers.redis = Some(server);
+            BackendConfig::Redis {
+                url,
+                layout: Default::default(),
+            }
+        }
+        Kind::RedisCluster => {
+            let cluster = RedisCluster::start();
+            let urls = cluster.urls();
+            servers.cluster = Some(cluster);
+            BackendConfig::RedisCluster {
+                urls,
+                layout: Default::default(),
+            }
+        }
+    };
+    (config, servers)
+}
+
+/// Declares `mod <backend> { #[tokio::test] fn <test>() }` for SQLite
+/// (memory and file), redis-server and Redis Cluster, each calling
+/// `<test>(Kind)` defined in the including file.
+#[macro_export]
+macro_rules! every_backend {
+    ($($test:ident),* $(,)?) => {
+        mod sqlite_memory {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test($crate::backends::Kind::SqliteMemory).await } )*
+        }
+        mod sqlite_file {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test($crate::backends::Kind::SqliteFile).await } )*
+        }
+        mod redis {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test($crate::backends::Kind::Redis).await } )*
+        }
+        mod redis_cluster {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test($crate::backends::Kind::RedisCluster).await } )*
+        }
+    };
+}
