@@ -779,7 +779,41 @@ async fn aggregator_rejects_bad_input(kind: Kind) {
         .await
         .unwrap_err();
     assert!(err.is_bad_input());
+    // A batch whose last increment overflows a waiting total adds nothing.
+    let err = agg
+        .add_many(&[
+            Increment::new("y", 2).at(5.0),
+            Increment::new("x", 1).at(5.0),
+        ])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Overflow { .. }), "{err}");
     agg.flush().await.unwrap();
     assert_eq!(agg.stats().accepted, 1);
+    assert_eq!(agg.stats().written, 1);
     assert_eq!(f.all_names().await, vec!["x"]);
+    // A batch that does not fit in an Error-mode table adds nothing either.
+    let small = Aggregator::start(
+        f.counters.clone(),
+        AggregatorSettings {
+            flush_interval: Duration::from_secs(3600),
+            flush_entries: 3,
+            max_entries: 3,
+            when_full: WhenFull::Error,
+            ..agg_settings()
+        },
+    )
+    .unwrap();
+    small.add("p", 1, Some(9.0)).await.unwrap();
+    let batch: Vec<Increment> = (0..3)
+        .map(|i| Increment::new(format!("q{i}"), 1).at(9.0))
+        .collect();
+    assert!(matches!(
+        small.add_many(&batch).await,
+        Err(Error::Overloaded(_))
+    ));
+    small.add_many(&batch[..2]).await.unwrap();
+    small.flush().await.unwrap();
+    assert_eq!(small.stats().written, 3);
+    assert_eq!(f.all_names().await, vec!["p", "q0", "q1", "x"]);
 }

@@ -143,12 +143,34 @@ const RETRY_MAX: Duration = Duration::from_secs(2);
 /// How long a final flush keeps retrying an unavailable backend at shutdown.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
-/// What waits for one counter: per whole second, the merged count; and how
-/// many increments that stands for.
+/// What waits for one counter: per whole second, the merged count and how
+/// many increments it stands for.
 #[derive(Default)]
 struct Pending {
-    seconds: Vec<(u64, i64)>,
+    seconds: Vec<Slot>,
+}
+
+struct Slot {
+    second: u64,
+    total: i64,
     increments: u64,
+}
+
+impl Pending {
+    fn increments(&self) -> u64 {
+        self.seconds.iter().map(|s| s.increments).sum()
+    }
+}
+
+/// What merging one increment did to the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Change {
+    /// Added to a waiting entry.
+    Merged,
+    /// Made a new (counter, second) entry.
+    Created,
+    /// Undid the last increment of an entry, which is gone.
+    Removed,
 }
 
 struct Shard {
@@ -268,16 +290,78 @@ impl Aggregator {
         }
     }
 
-    /// Adds a batch (all validated first: if any is invalid, none is added).
+    /// Adds a batch, all or nothing: every increment is validated, and room
+    /// for the whole batch is taken, before any is added; if one would
+    /// overflow its pending total, those already added are taken back.
     pub async fn add_many(&self, increments: &[Increment]) -> Result<()> {
-        let now = self.inner.counters.clock().now();
+        let inner = &self.inner;
+        let now = inner.counters.clock().now();
         let valid = increments
             .iter()
-            .map(|inc| self.inner.counters.validate(inc, now))
+            .map(|inc| inner.counters.validate(inc, now))
             .collect::<Result<Vec<_>>>()?;
-        for inc in &valid {
-            self.add(inc.name.as_str(), inc.count, Some(inc.at.as_secs_f64()))
-                .await?;
+        let needed = valid.len();
+        loop {
+            let room = inner.room.notified();
+            match self.reserve_n(needed) {
+                Ok(()) => break,
+                Err(Error::Overloaded(_))
+                    if inner.settings.when_full == WhenFull::Wait
+                        && needed <= inner.settings.max_entries
+                        && !inner.closed.load(Ordering::Relaxed) =>
+                {
+                    inner.flush_soon.notify_one();
+                    room.await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        // Room was taken for `needed` new entries; settle it against the
+        // entries really made (fewer when increments merged into waiting
+        // entries; an undo may remove one, or re-create one a flush took).
+        let settle = |net: isize| {
+            let extra = net - needed as isize;
+            if extra >= 0 {
+                inner.entries.fetch_add(extra as usize, Ordering::AcqRel);
+            } else {
+                inner.entries.fetch_sub((-extra) as usize, Ordering::AcqRel);
+            }
+        };
+        let net_of = |change: Change| match change {
+            Change::Merged => 0,
+            Change::Created => 1,
+            Change::Removed => -1,
+        };
+        let mut net = 0isize;
+        for (i, inc) in valid.iter().enumerate() {
+            let second = inc.at.whole_secs();
+            match self.merge(inc.name.as_str(), second, inc.count, true, false) {
+                Ok(change) => net += net_of(change),
+                Err(e) => {
+                    // Take back what this batch added (never refused: the
+                    // entries exist, or are made anew if a flush took them).
+                    for done in valid[..i].iter().rev() {
+                        if let Ok(change) = self.merge(
+                            done.name.as_str(),
+                            done.at.whole_secs(),
+                            -done.count,
+                            true,
+                            true,
+                        ) {
+                            net += net_of(change);
+                        }
+                    }
+                    settle(net);
+                    return Err(e);
+                }
+            }
+        }
+        settle(net);
+        inner
+            .accepted
+            .fetch_add(valid.len() as u64, Ordering::Relaxed);
+        if inner.entries.load(Ordering::Relaxed) >= inner.settings.flush_entries {
+            inner.flush_soon.notify_one();
         }
         Ok(())
     }
@@ -294,57 +378,87 @@ impl Aggregator {
             Some(at) => Timestamp::from_secs_f64(at)?,
             None => inner.counters.clock().now(),
         };
-        let second = at.whole_secs();
-        let shard = &inner.shards[shard_of(name)];
-        let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
-        let grew = match shard.table.get_mut(name) {
-            Some(pending) => match pending.seconds.iter_mut().rev().find(|(s, _)| *s == second) {
-                Some((_, total)) => {
-                    *total = total
-                        .checked_add(count)
-                        .filter(|&t| t != i64::MIN)
-                        .ok_or_else(|| Error::Overflow {
-                            name: name.to_owned(),
-                            precision: 1,
-                            slice: second,
-                            delta: count,
-                        })?;
-                    pending.increments += 1;
-                    false
-                }
-                None => {
-                    self.reserve()?;
-                    pending.seconds.push((second, count));
-                    pending.increments += 1;
-                    true
-                }
-            },
-            None => {
-                self.reserve()?;
-                let pending = Pending {
-                    seconds: vec![(second, count)],
-                    increments: 1,
-                };
-                shard.table.insert(name.into(), pending);
-                true
-            }
-        };
-        drop(shard);
+        let change = self.merge(name, at.whole_secs(), count, false, false)?;
         inner.accepted.fetch_add(1, Ordering::Relaxed);
-        if grew && inner.entries.load(Ordering::Relaxed) >= inner.settings.flush_entries {
+        if change == Change::Created
+            && inner.entries.load(Ordering::Relaxed) >= inner.settings.flush_entries
+        {
             inner.flush_soon.notify_one();
         }
         Ok(())
     }
 
-    /// Takes room for one new entry, or fails when full.
-    fn reserve(&self) -> Result<()> {
+    /// Adds `count` to the pending (name, second) total. A new entry takes
+    /// room (`reserved`: the caller already took it) or fails with
+    /// [`Error::Overloaded`] when there is none. `undo` takes back an earlier
+    /// add of the same batch: the entry stands for one increment fewer, and
+    /// goes when it stands for none.
+    fn merge(
+        &self,
+        name: &str,
+        second: u64,
+        count: i64,
+        reserved: bool,
+        undo: bool,
+    ) -> Result<Change> {
+        let shard = &self.inner.shards[shard_of(name)];
+        let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(pending) = shard.table.get_mut(name)
+            && let Some(i) = pending.seconds.iter().rposition(|s| s.second == second)
+        {
+            let slot = &mut pending.seconds[i];
+            slot.total = slot
+                .total
+                .checked_add(count)
+                .filter(|&t| t != i64::MIN)
+                .ok_or_else(|| Error::Overflow {
+                    name: name.to_owned(),
+                    precision: 1,
+                    slice: second,
+                    delta: count,
+                })?;
+            if !undo {
+                slot.increments += 1;
+                return Ok(Change::Merged);
+            }
+            slot.increments = slot.increments.saturating_sub(1);
+            if slot.increments > 0 {
+                return Ok(Change::Merged);
+            }
+            pending.seconds.swap_remove(i);
+            if pending.seconds.is_empty() {
+                shard.table.remove(name);
+            }
+            return Ok(Change::Removed);
+        }
+        if !reserved {
+            self.reserve_n(1)?;
+        }
+        // An undo whose entry a flush already took: the negated count is a
+        // new entry standing for no increment.
+        let slot = Slot {
+            second,
+            total: count,
+            increments: u64::from(!undo),
+        };
+        shard
+            .table
+            .entry(name.into())
+            .or_default()
+            .seconds
+            .push(slot);
+        Ok(Change::Created)
+    }
+
+    /// Takes room for `n` new entries at once, or fails when there is not
+    /// that much.
+    fn reserve_n(&self, n: usize) -> Result<()> {
         let inner = &self.inner;
         let max = inner.settings.max_entries;
         inner
             .entries
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max).then_some(n + 1)
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |have| {
+                (have + n <= max).then_some(have + n)
             })
             .map(|_| ())
             .map_err(|_| {
@@ -490,7 +604,7 @@ async fn flush_once(inner: &Arc<Inner>, lanes: &mut Lanes, deadline: Option<Inst
         return;
     }
     let entries: usize = taken.iter().map(|(_, p)| p.seconds.len()).sum();
-    let increments: u64 = taken.iter().map(|(_, p)| p.increments).sum();
+    let increments: u64 = taken.iter().map(|(_, p)| p.increments()).sum();
     let precisions = inner.counters.settings().precisions.clone();
     let mut writes: Vec<Write> = taken
         .into_iter()
@@ -550,7 +664,12 @@ fn expand(name: Box<str>, pending: &Pending, precisions: &[u64]) -> Write {
     let mut deltas: Vec<SliceDelta> = Vec::with_capacity(pending.seconds.len() * precisions.len());
     for &p in precisions {
         let start = deltas.len();
-        for &(second, count) in &pending.seconds {
+        for &Slot {
+            second,
+            total: count,
+            ..
+        } in &pending.seconds
+        {
             let slice = second / p * p;
             match deltas[start..].iter_mut().find(|d| d.slice == slice) {
                 // A slice's sum can only leave the range if the stored count
@@ -566,7 +685,7 @@ fn expand(name: Box<str>, pending: &Pending, precisions: &[u64]) -> Write {
         deltas[start..].sort_unstable_by_key(|d| d.slice);
     }
     let name = Name::from_checked(name.into_string());
-    (CounterWrite { name, deltas }, pending.increments)
+    (CounterWrite { name, deltas }, pending.increments())
 }
 
 /// Whether a failed write may succeed if sent again.
