@@ -115,6 +115,9 @@ pub enum Command {
     /// Locks with a lease and a fencing token.
     #[command(subcommand)]
     Lock(LockCommand),
+    /// Serve the HTTP API, the dashboard, /metrics and (optionally) statsd,
+    /// with the cleaner running inside, until SIGTERM or Ctrl-C.
+    Serve(crate::serve::ServeArgs),
     /// Benchmarks (see BENCHMARKS.md).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -122,12 +125,15 @@ pub enum Command {
 
 pub fn init_tracing(cli: &Cli) {
     let default = match cli.command {
-        Command::Clean { once: false, .. } | Command::Flush { once: false, .. } => "info",
+        Command::Clean { once: false, .. }
+        | Command::Flush { once: false, .. }
+        | Command::Serve(_) => "info",
         _ => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
@@ -254,6 +260,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Buffer(command) => crate::buffer::run(command, &config).await?,
         Command::Limit(command) => return crate::limit::limit(command, &config).await,
         Command::Lock(command) => return crate::limit::lock(command, &config).await,
+        Command::Serve(args) => crate::serve::run(args, &config).await?,
         Command::Bench(command) => crate::bench::run(command, &config).await?,
     }
     Ok(ExitCode::SUCCESS)

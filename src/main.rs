@@ -13,6 +13,7 @@ mod config;
 mod daily;
 mod limit;
 mod output;
+mod serve;
 mod ts;
 
 use std::process::ExitCode;

@@ -51,8 +51,14 @@ pub mod daily;
 pub mod error;
 pub mod limits;
 pub mod locks;
+pub mod metrics;
 pub mod name;
 pub mod random;
+#[cfg(feature = "middleware")]
+pub mod requests;
+#[cfg(feature = "server")]
+pub mod server;
+pub mod statsd;
 pub mod tsdb;
 
 pub use backend::{Backend, BackendConfig, ReplicationWait};

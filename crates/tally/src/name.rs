@@ -99,10 +99,48 @@ impl TryFrom<String> for Name {
     }
 }
 
+/// The least string above every string that starts with `prefix`, so that
+/// `[prefix, upper)` is exactly the strings starting with `prefix` (in byte
+/// order, which is code point order). `None` when no such string exists (an
+/// empty prefix, or one of only `char::MAX`).
+pub fn prefix_upper(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        let next = (last as u32 + 1..=char::MAX as u32).find_map(char::from_u32);
+        if let Some(next) = next {
+            chars.push(next);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn prefix_upper_bounds_the_prefix_range() {
+        assert_eq!(prefix_upper("api").as_deref(), Some("apj"));
+        assert_eq!(prefix_upper("5:").as_deref(), Some("5;"));
+        assert_eq!(prefix_upper("a\u{D7FF}").as_deref(), Some("a\u{E000}"));
+        assert_eq!(prefix_upper("a\u{10FFFF}").as_deref(), Some("b"));
+        assert_eq!(prefix_upper(""), None);
+    }
+
+    proptest! {
+        #[test]
+        fn prefix_range_is_exact(prefix in "\\PC{0,4}", tail in "\\PC{0,3}", other in "\\PC{0,6}", joined: bool) {
+            // Half the cases start with the prefix, half are anything.
+            let s = if joined { format!("{prefix}{tail}") } else { other };
+            let inside = match prefix_upper(&prefix) {
+                Some(upper) => s.as_str() >= prefix.as_str() && s < upper,
+                None => s.as_str() >= prefix.as_str(),
+            };
+            prop_assert_eq!(inside, s.starts_with(&prefix));
+        }
+    }
 
     #[test]
     fn rejects_empty_long_and_control_names() {

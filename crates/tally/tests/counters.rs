@@ -318,6 +318,41 @@ async fn pagination_walks_names_in_order(kind: Kind) {
     let page = f.counters.list(Some("c05"), 3).await.unwrap();
     assert_eq!(page.names, vec!["c050", "c051", "c052"]);
     assert!(f.counters.list(None, 0).await.unwrap_err().is_bad_input());
+    // Searching by prefix: exactly the names that start with it, paginated.
+    let page = f.counters.search("c05", None, 4).await.unwrap();
+    assert_eq!(page.names, vec!["c050", "c051", "c052", "c053"]);
+    let rest = f
+        .counters
+        .search("c05", page.next.as_deref(), 100)
+        .await
+        .unwrap();
+    assert_eq!(rest.names, vec!["c054", "c055", "c056"]);
+    assert_eq!(rest.next, None);
+    assert_eq!(
+        f.counters.search("a", None, 100).await.unwrap().names,
+        vec!["a:b", "alpha"]
+    );
+    assert_eq!(
+        f.counters.search("ä", None, 100).await.unwrap().names,
+        vec!["ä"]
+    );
+    assert!(
+        f.counters
+            .search("zzz", None, 100)
+            .await
+            .unwrap()
+            .names
+            .is_empty()
+    );
+    // A cursor before the prefix's range starts at the range.
+    assert_eq!(
+        f.counters
+            .search("c05", Some("Zeta"), 2)
+            .await
+            .unwrap()
+            .names,
+        vec!["c050", "c051"]
+    );
 }
 
 async fn delete_removes_every_precision(kind: Kind) {

@@ -194,6 +194,7 @@ struct Inner {
     retries: AtomicU64,
     duplicates: AtomicU64,
     flush_micros: AtomicU64,
+    flush_latency: crate::metrics::Histogram,
 }
 
 enum Control {
@@ -257,6 +258,7 @@ impl Aggregator {
             retries: AtomicU64::new(0),
             duplicates: AtomicU64::new(0),
             flush_micros: AtomicU64::new(0),
+            flush_latency: crate::metrics::Histogram::default(),
             settings,
         });
         let (tx, rx) = mpsc::unbounded_channel();
@@ -490,6 +492,11 @@ impl Aggregator {
         }
     }
 
+    /// How long the flushes that wrote something took.
+    pub fn flush_latency(&self) -> crate::metrics::HistogramSnapshot {
+        self.inner.flush_latency.snapshot()
+    }
+
     /// Running figures.
     pub fn stats(&self) -> AggregatorStats {
         let i = &self.inner;
@@ -654,9 +661,11 @@ async fn flush_once(inner: &Arc<Inner>, lanes: &mut Lanes, deadline: Option<Inst
         .written
         .fetch_add(increments - lost, Ordering::Relaxed);
     inner.flushes.fetch_add(1, Ordering::Relaxed);
+    let took = started.elapsed();
     inner
         .flush_micros
-        .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+    inner.flush_latency.observe(took);
 }
 
 /// One counter's waiting seconds as one delta per (precision, slice).

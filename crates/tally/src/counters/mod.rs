@@ -17,7 +17,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use aggregate::{Aggregator, AggregatorSettings, AggregatorStats, WhenFull};
-pub use cleaner::Cleaner;
+pub use cleaner::{Cleaner, PassObserver};
 pub use settings::{CleanerSettings, CounterSettings};
 pub use slice::{CounterWrite, SliceDelta, ValidIncrement};
 pub use store::{Applied, CleanJob, CleanReport, CounterStore, Sample, WriteBatch, WriteSeq};
@@ -243,12 +243,23 @@ impl Counters {
 
     /// Up to `limit` counters after the cursor `after`, in name order.
     pub async fn list(&self, after: Option<&str>, limit: usize) -> Result<Page> {
+        self.search("", after, limit).await
+    }
+
+    /// Up to `limit` counters whose names start with `prefix`, after the
+    /// cursor `after`, in name order.
+    pub async fn search(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Page> {
+        if prefix.len() > crate::name::MAX_NAME_BYTES || prefix.chars().any(char::is_control) {
+            return Err(Error::InvalidInput(
+                "a name prefix is at most 256 bytes, without control characters".into(),
+            ));
+        }
         if limit == 0 || limit > MAX_PAGE {
             return Err(Error::InvalidInput(format!(
                 "a page holds 1 to {MAX_PAGE} names, got {limit}"
             )));
         }
-        let mut names = self.inner.store.list(after, limit + 1).await?;
+        let mut names = self.inner.store.list(prefix, after, limit + 1).await?;
         let next = if names.len() > limit {
             names.truncate(limit);
             names.last().cloned()

@@ -151,8 +151,9 @@ pub trait CounterStore: Send + Sync + fmt::Debug + 'static {
     /// `result[i][j]` belongs to `names[i]` at `precisions[j]`. One round trip.
     async fn samples(&self, names: &[Name], precisions: &[u64]) -> Result<Vec<Vec<Vec<Sample>>>>;
 
-    /// Up to `limit` counter names after `after` (exclusive), in name order.
-    async fn list(&self, after: Option<&str>, limit: usize) -> Result<Vec<String>>;
+    /// Up to `limit` counter names starting with `prefix` (empty: all),
+    /// after `after` (exclusive), in name (byte) order.
+    async fn list(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Vec<String>>;
 
     /// Deletes every precision of the counter; true if it held anything.
     async fn delete(&self, name: &Name, precisions: &[u64]) -> Result<bool>;

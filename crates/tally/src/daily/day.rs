@@ -67,11 +67,14 @@ impl Day {
         Ok(Day(days_from_civil(y, m, d) as i32))
     }
 
-    /// Parses `YYYY-MM-DD` or `YYYYMMDD`.
+    /// Parses `YYYY-MM-DD` or `YYYYMMDD`; anything else (whatever its
+    /// characters) is an error, never a panic.
     pub fn parse(text: &str) -> Result<Day> {
         let bad = || Error::InvalidInput(format!("{text:?} is not a date (YYYY-MM-DD)"));
         let digits: String = text.chars().filter(|c| *c != '-').collect();
-        let dashed = text.len() == 10 && &text[4..5] == "-" && &text[7..8] == "-";
+        // Bytes, not string slices: a multi-byte character must not panic.
+        let b = text.as_bytes();
+        let dashed = b.len() == 10 && b[4] == b'-' && b[7] == b'-';
         if digits.len() != 8 || !digits.chars().all(|c| c.is_ascii_digit()) {
             return Err(bad());
         }
@@ -134,6 +137,22 @@ mod tests {
 
     fn ts(secs: u64) -> Timestamp {
         Timestamp::from_secs(secs).unwrap()
+    }
+
+    #[test]
+    fn parse_never_panics_on_multibyte_text() {
+        // Regression: slicing bytes 4..5 of "2026éé-22" panicked.
+        for text in [
+            "2026é1-22",
+            "aaaé-bbb-c",
+            "éééééééééé",
+            "2026-11-22",
+            "20261122",
+        ] {
+            let _ = Day::parse(text);
+        }
+        assert!(Day::parse("2026-11-22").is_ok());
+        assert!(Day::parse("2026\u{e9}1-22").is_err());
     }
 
     #[test]

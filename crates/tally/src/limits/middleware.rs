@@ -132,7 +132,7 @@ pub struct RateLimit<S> {
 }
 
 /// Adds the `RateLimit-*` headers of `d` (reset in whole seconds from now).
-fn add_headers(headers: &mut HeaderMap, d: &Decision, now_ms: u64) {
+pub(crate) fn add_headers(headers: &mut HeaderMap, d: &Decision, now_ms: u64) {
     let reset = d.reset_at_ms.saturating_sub(now_ms).div_ceil(1000);
     for (name, value) in [
         ("ratelimit-limit", d.limit),

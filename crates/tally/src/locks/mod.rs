@@ -123,6 +123,21 @@ impl Locks {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Option<LockGuard>> {
+        Ok(match self.acquire_waiting(name, ttl, wait).await? {
+            Acquisition::Acquired(lease) => Some(self.guard(lease)),
+            Acquisition::Held { .. } => None,
+        })
+    }
+
+    /// As [`Locks::acquire`], but hands back the lease itself (no guard: the
+    /// caller releases it), or how long it stays held: what the HTTP layer
+    /// answers.
+    pub async fn acquire_waiting(
+        &self,
+        name: &str,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Acquisition> {
         if wait > MAX_WAIT {
             return Err(Error::InvalidInput(format!(
                 "a lock wait is at most {} s, got {} s",
@@ -134,11 +149,11 @@ impl Locks {
         let mut step = MIN_BACKOFF;
         loop {
             match self.acquire_once(name, ttl).await? {
-                Acquisition::Acquired(lease) => return Ok(Some(self.guard(lease))),
-                Acquisition::Held { retry_after_ms } => {
+                acquired @ Acquisition::Acquired(_) => return Ok(acquired),
+                held @ Acquisition::Held { retry_after_ms } => {
                     let now = tokio::time::Instant::now();
                     if now >= deadline {
-                        return Ok(None);
+                        return Ok(held);
                     }
                     // Full jitter in [step/2, step], no later than the lease end.
                     let half = step.as_micros() as u64 / 2;

@@ -376,7 +376,7 @@ async fn range_after(
     prefix: &str,
     limit: usize,
 ) -> Result<Vec<String>> {
-    let (min, max) = lex_bounds(prefix, after);
+    let (min, max) = lex_bounds(prefix, prefix, after);
     let members: Vec<String> = redis::cmd("ZRANGEBYLEX")
         .arg(key)
         .arg(min)
@@ -392,17 +392,19 @@ async fn range_after(
         .collect())
 }
 
-/// ZRANGEBYLEX bounds for members starting with `prefix` (a non-empty prefix
-/// ends with ':'), strictly after `prefix + after` when given.
-fn lex_bounds(prefix: &str, after: Option<&str>) -> (String, String) {
+/// ZRANGEBYLEX bounds for the members starting with `wanted`, strictly after
+/// the member `member_prefix + after` when given (`member_prefix` is what
+/// every member of the range starts with before the name: `<p>:` in the
+/// book's `known:`, nothing in a shard's registry).
+fn lex_bounds(wanted: &str, member_prefix: &str, after: Option<&str>) -> (String, String) {
+    let after = after.map(|a| format!("{member_prefix}{a}"));
     let min = match after {
-        Some(a) => format!("({prefix}{a}"),
-        None if prefix.is_empty() => "-".to_owned(),
-        None => format!("[{prefix}"),
+        Some(a) if a.as_str() >= wanted => format!("({a}"),
+        _ if wanted.is_empty() => "-".to_owned(),
+        _ => format!("[{wanted}"),
     };
-    let max = match prefix.strip_suffix(':') {
-        // ';' sorts right after ':'.
-        Some(stem) => format!("({stem};"),
+    let max = match crate::name::prefix_upper(wanted) {
+        Some(upper) => format!("({upper}"),
         None => "+".to_owned(),
     };
     (min, max)
@@ -514,7 +516,7 @@ impl CounterStore for RedisCounterStore {
             .collect()
     }
 
-    async fn list(&self, after: Option<&str>, limit: usize) -> Result<Vec<String>> {
+    async fn list(&self, search: &str, after: Option<&str>, limit: usize) -> Result<Vec<String>> {
         let queries: Vec<(String, String)> = match &self.layout {
             Layout::Ria => Vec::new(),
             Layout::Tagged { prefix } => (0..SHARDS)
@@ -535,7 +537,7 @@ impl CounterStore for RedisCounterStore {
         let groups = queries
             .iter()
             .map(|(key, prefix)| {
-                let (min, max) = lex_bounds(prefix, after);
+                let (min, max) = lex_bounds(&format!("{prefix}{search}"), prefix, after);
                 let mut pipe = redis::pipe();
                 pipe.add_command(zrangebylex(key, &min, &max, limit));
                 pipe
@@ -641,12 +643,22 @@ mod tests {
 
     #[test]
     fn lex_bounds_select_one_prefix() {
-        assert_eq!(lex_bounds("", None), ("-".into(), "+".into()));
-        assert_eq!(lex_bounds("", Some("b")), ("(b".into(), "+".into()));
-        assert_eq!(lex_bounds("5:", None), ("[5:".into(), "(5;".into()));
+        assert_eq!(lex_bounds("", "", None), ("-".into(), "+".into()));
+        assert_eq!(lex_bounds("", "", Some("b")), ("(b".into(), "+".into()));
+        assert_eq!(lex_bounds("5:", "5:", None), ("[5:".into(), "(5;".into()));
         assert_eq!(
-            lex_bounds("5:", Some("hits")),
+            lex_bounds("5:", "5:", Some("hits")),
             ("(5:hits".into(), "(5;".into())
         );
+        // A search within the book's 5 s members, before and after its range.
+        assert_eq!(
+            lex_bounds("5:ap", "5:", Some("a")),
+            ("[5:ap".into(), "(5:aq".into())
+        );
+        assert_eq!(
+            lex_bounds("5:ap", "5:", Some("apz")),
+            ("(5:apz".into(), "(5:aq".into())
+        );
+        assert_eq!(lex_bounds("ap", "", None), ("[ap".into(), "(aq".into()));
     }
 }

@@ -164,15 +164,23 @@ impl CounterStore for SqliteCounterStore {
             .await
     }
 
-    async fn list(&self, after: Option<&str>, limit: usize) -> Result<Vec<String>> {
-        let after = after.unwrap_or("").to_owned();
+    async fn list(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Vec<String>> {
+        // Names in [prefix, upper), after the cursor: one index range scan.
+        let lower = match after {
+            Some(a) if a >= prefix => a.to_owned(),
+            _ => String::new(),
+        };
+        let from = prefix.to_owned();
+        let upper = crate::name::prefix_upper(prefix);
         self.db
             .read(move |conn| {
                 let mut stmt = conn.prepare_cached(
-                    "SELECT name FROM tally_counter WHERE name > ?1 ORDER BY name LIMIT ?2",
+                    "SELECT name FROM tally_counter
+                     WHERE name > ?1 AND name >= ?2 AND (?3 IS NULL OR name < ?3)
+                     ORDER BY name LIMIT ?4",
                 )?;
                 let names = stmt
-                    .query_map(params![after, limit as i64], |r| r.get(0))?
+                    .query_map(params![lower, from, upper, limit as i64], |r| r.get(0))?
                     .collect::<rusqlite::Result<Vec<String>>>()?;
                 Ok(names)
             })

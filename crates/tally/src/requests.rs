@@ -1,0 +1,117 @@
+//! A tower layer that counts an app's requests into Tally (feature
+//! `middleware`), as seed 001's servlet filter does with `update_counter`.
+//!
+//! [`CountRequestsLayer`] counts every request into three counters, under a
+//! prefix (default `http:`): `<prefix>requests` (all), `<prefix>route:<METHOD>
+//! <matched route>` (axum's [`MatchedPath`], e.g. `GET /users/{id}`, or
+//! `unmatched`), and `<prefix>status:<class>` (`2xx`, `4xx`...). It adds no
+//! backend round trip to a request: the increments are handed to an
+//! [`Aggregator`] (in memory; written in batches by its flusher). When the
+//! aggregator is full the increments are dropped and counted in
+//! [`CountRequestsLayer::dropped`], never delaying the request.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+
+use axum::extract::MatchedPath;
+use http::{Request, Response};
+use tower::{Layer, Service};
+
+use crate::counters::Aggregator;
+
+/// Counts requests into an aggregator. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct CountRequestsLayer {
+    aggregator: Aggregator,
+    prefix: Arc<str>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl CountRequestsLayer {
+    /// Counts into `aggregator` under the prefix `http:`.
+    pub fn new(aggregator: Aggregator) -> Self {
+        CountRequestsLayer {
+            aggregator,
+            prefix: Arc::from("http:"),
+            dropped: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// The same, with counter names starting with `prefix`.
+    pub fn prefix(mut self, prefix: &str) -> Self {
+        self.prefix = Arc::from(prefix);
+        self
+    }
+
+    /// Increments dropped because the aggregator was full or refused them.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+impl<S> Layer<S> for CountRequestsLayer {
+    type Service = CountRequests<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        CountRequests {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+/// The service [`CountRequestsLayer`] wraps around an app.
+#[derive(Clone, Debug)]
+pub struct CountRequests<S> {
+    inner: S,
+    layer: CountRequestsLayer,
+}
+
+impl<S, B, R> Service<Request<B>> for CountRequests<S>
+where
+    S: Service<Request<B>, Response = Response<R>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = Response<R>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let route = format!(
+            "{}route:{} {}",
+            self.layer.prefix,
+            req.method(),
+            req.extensions()
+                .get::<MatchedPath>()
+                .map_or("unmatched", MatchedPath::as_str)
+        );
+        // The ready service is the one to call; keep a fresh clone for next time.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let layer = self.layer.clone();
+        Box::pin(async move {
+            let response = inner.call(req).await?;
+            let class = format!(
+                "{}status:{}xx",
+                layer.prefix,
+                response.status().as_u16() / 100
+            );
+            let total = format!("{}requests", layer.prefix);
+            for name in [total.as_str(), route.as_str(), class.as_str()] {
+                if let Err(e) = layer.aggregator.try_add(name, 1, None) {
+                    layer.dropped.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(error = %e, counter = name, "request not counted");
+                }
+            }
+            Ok(response)
+        })
+    }
+}

@@ -1,0 +1,207 @@
+//! Errors as HTTP answers: JSON `{"error": {"code", "message"}}`.
+//!
+//! [`ApiError`] maps Tally's errors and axum's rejections to a status: 400
+//! for bad input (malformed JSON, invalid names, times, counts...), 401 for a
+//! missing or wrong token, 404, 405, 413 for a body too large, 415 for a
+//! missing JSON content type, 503 when the backend is unreachable or the
+//! server overloaded. Server faults (500) are logged with their detail and
+//! answered without it.
+
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::error::Error;
+
+/// An error answer.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    /// An answer with this status, code and message.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// 400 with code `invalid_input`.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_input", message)
+    }
+
+    /// 404 with code `not_found`.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    /// 503 with code `overloaded` (and `Retry-After: 1`).
+    pub fn overloaded(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded", message)
+    }
+
+    /// 500 without detail.
+    pub fn internal() -> Self {
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal server error",
+        )
+    }
+
+    /// The status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        if e.is_bad_input() {
+            return Self::new(StatusCode::BAD_REQUEST, e.code(), e.to_string());
+        }
+        match e {
+            Error::Unavailable(_) | Error::NotReplicated { .. } => {
+                tracing::warn!(error = %e, "backend unavailable");
+                Self::new(StatusCode::SERVICE_UNAVAILABLE, e.code(), e.to_string())
+            }
+            Error::Overloaded(_) => Self::overloaded(e.to_string()),
+            other => {
+                tracing::error!(error = %other, "request failed");
+                Self::internal()
+            }
+        }
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        match r.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => Self::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                "the request body is larger than the server accepts",
+            ),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => Self::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "send the body as JSON with `Content-Type: application/json`",
+            ),
+            _ => Self::new(StatusCode::BAD_REQUEST, "invalid_json", r.body_text()),
+        }
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(r: PathRejection) -> Self {
+        Self::bad_request(r.body_text())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> Self {
+        Self::bad_request(r.body_text())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({
+            "error": { "code": self.code, "message": self.message }
+        });
+        let mut response = (self.status, Json(body)).into_response();
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+/// The answer to a request whose handler panicked.
+pub(crate) fn panic_response(panic: Box<dyn std::any::Any + Send>) -> Response {
+    let detail = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("unknown");
+    tracing::error!(panic = detail, "a request handler panicked");
+    ApiError::internal().into_response()
+}
+
+/// JSON extraction that answers with [`ApiError`] on every rejection.
+#[derive(Debug)]
+pub struct JsonBody<T>(pub T);
+
+impl<T, S> FromRequest<S> for JsonBody<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(value)) => Ok(JsonBody(value)),
+            Err(rejection) => Err(rejection.into()),
+        }
+    }
+}
+
+/// Path extraction that answers with [`ApiError`].
+#[derive(Debug)]
+pub struct PathParam<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for PathParam<T>
+where
+    T: serde::de::DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Path(v)| PathParam(v))
+            .map_err(ApiError::from)
+    }
+}
+
+/// Query extraction that answers with [`ApiError`].
+#[derive(Debug)]
+pub struct QueryParams<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for QueryParams<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Query(v)| QueryParams(v))
+            .map_err(ApiError::from)
+    }
+}

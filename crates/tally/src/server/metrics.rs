@@ -1,0 +1,302 @@
+//! `GET /metrics`: the service's own figures in Prometheus's text format.
+//!
+//! [`Metrics`] is shared by the server, the statsd listener and the cleaner;
+//! the aggregator's and the limiter's figures are read from them at scrape
+//! time. Families (all prefixed `tally_`): HTTP requests by method, route and
+//! status, and their latency; increments accepted and written; write batches
+//! and flush latency; cleaner passes, their duration, samples and counters
+//! removed; statsd lines accepted and rejected by reason; backend errors;
+//! rate-limit checks.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::AppState;
+use crate::counters::CleanReport;
+use crate::error::{Error, Result};
+use crate::metrics::{Exposition, Histogram};
+
+/// The server's counters. Cheap to clone (clones share the figures).
+#[derive(Clone, Debug, Default)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    requests: Mutex<BTreeMap<(String, String, u16), u64>>,
+    request_latency: Histogram,
+    increments_accepted: AtomicU64,
+    backend_errors: AtomicU64,
+    statsd_accepted: AtomicU64,
+    statsd_rejected: Mutex<BTreeMap<&'static str, u64>>,
+    cleaner_passes: AtomicU64,
+    cleaner_failures: AtomicU64,
+    cleaner_samples_removed: AtomicU64,
+    cleaner_counters_removed: AtomicU64,
+    cleaner_latency: Histogram,
+}
+
+impl Metrics {
+    /// Increments accepted through the API (or statsd).
+    pub fn increments_accepted(&self, n: u64) {
+        self.inner
+            .increments_accepted
+            .fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts `e` if it is the backend's fault (not the caller's input).
+    pub fn backend_error_if(&self, e: &Error) {
+        if !e.is_bad_input() && !matches!(e, Error::Overloaded(_)) {
+            self.inner.backend_errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// One statsd line accepted.
+    pub fn statsd_accepted(&self, n: u64) {
+        self.inner.statsd_accepted.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// One statsd line rejected, for `reason` (a short fixed code).
+    pub fn statsd_rejected(&self, reason: &'static str) {
+        *self
+            .inner
+            .statsd_rejected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(reason)
+            .or_default() += 1;
+    }
+
+    /// Statsd lines accepted so far.
+    pub fn statsd_accepted_total(&self) -> u64 {
+        self.inner.statsd_accepted.load(Ordering::Relaxed)
+    }
+
+    /// Statsd lines rejected so far, all reasons.
+    pub fn statsd_rejected_total(&self) -> u64 {
+        self.inner
+            .statsd_rejected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .sum()
+    }
+
+    /// A cleaner observer recording pass durations and what they removed.
+    pub fn cleaner_observer(&self) -> crate::counters::PassObserver {
+        let metrics = self.clone();
+        Arc::new(move |result: &Result<CleanReport>, took: Duration| {
+            let m = &metrics.inner;
+            match result {
+                Ok(report) => {
+                    m.cleaner_passes.fetch_add(1, Ordering::Relaxed);
+                    m.cleaner_samples_removed
+                        .fetch_add(report.samples_removed, Ordering::Relaxed);
+                    m.cleaner_counters_removed
+                        .fetch_add(report.counters_removed, Ordering::Relaxed);
+                    m.cleaner_latency.observe(took);
+                }
+                Err(e) => {
+                    m.cleaner_failures.fetch_add(1, Ordering::Relaxed);
+                    metrics.backend_error_if(e);
+                }
+            }
+        })
+    }
+
+    fn request(&self, method: &str, route: &str, status: u16, took: Duration) {
+        *self
+            .inner
+            .requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry((method.to_owned(), route.to_owned(), status))
+            .or_default() += 1;
+        self.inner.request_latency.observe(took);
+    }
+}
+
+/// Middleware: counts every request by method, matched route and status.
+pub(crate) async fn observe(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = req.method().to_string();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let response = next.run(req).await;
+    state.metrics().request(
+        &method,
+        &route,
+        response.status().as_u16(),
+        started.elapsed(),
+    );
+    response
+}
+
+/// `GET /metrics`.
+pub(crate) async fn render(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        exposition(&state),
+    )
+}
+
+/// The whole exposition text.
+pub fn exposition(state: &AppState) -> String {
+    let m = &state.metrics().inner;
+    let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let mut e = Exposition::new();
+    let requests: Vec<(Vec<(&str, String)>, u64)> = m
+        .requests
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .map(|((method, route, status), n)| {
+            (
+                vec![
+                    ("method", method.clone()),
+                    ("route", route.clone()),
+                    ("status", status.to_string()),
+                ],
+                *n,
+            )
+        })
+        .collect();
+    e.counter(
+        "tally_http_requests_total",
+        "HTTP requests answered, by method, matched route and status.",
+        &requests,
+    );
+    e.histogram(
+        "tally_http_request_duration_seconds",
+        "Time to answer an HTTP request.",
+        &m.request_latency.snapshot(),
+    );
+    e.counter1(
+        "tally_increments_accepted_total",
+        "Increments accepted through the HTTP API and statsd.",
+        load(&m.increments_accepted),
+    );
+    if let Some(aggregator) = &state.services().aggregator {
+        let s = aggregator.stats();
+        e.counter1(
+            "tally_aggregator_increments_accepted_total",
+            "Increments the aggregating writer accepted.",
+            s.accepted,
+        );
+        e.counter1(
+            "tally_increments_written_total",
+            "Increments written to the backend by the aggregating writer.",
+            s.written,
+        );
+        e.counter1(
+            "tally_increments_rejected_total",
+            "Increments the backend refused for good (a slice would overflow).",
+            s.rejected,
+        );
+        e.counter1(
+            "tally_write_batches_total",
+            "Write batches (one Lua call or transaction each) the aggregating writer sent.",
+            s.chunks,
+        );
+        e.counter1(
+            "tally_write_retries_total",
+            "Write batches retried after a failure.",
+            s.retries,
+        );
+        e.counter1(
+            "tally_write_duplicates_total",
+            "Retried write batches the backend had already applied (skipped).",
+            s.duplicates,
+        );
+        e.counter1(
+            "tally_flushes_total",
+            "Flushes of the aggregating writer that wrote something.",
+            s.flushes,
+        );
+        e.gauge(
+            "tally_pending_entries",
+            "(counter, second) entries waiting in the aggregating writer.",
+            s.pending_entries as f64,
+        );
+        e.histogram(
+            "tally_flush_duration_seconds",
+            "Time one flush took to write everything it took.",
+            &aggregator.flush_latency(),
+        );
+    }
+    e.counter1(
+        "tally_cleaner_passes_total",
+        "Cleaner passes completed.",
+        load(&m.cleaner_passes),
+    );
+    e.counter1(
+        "tally_cleaner_failures_total",
+        "Cleaner passes that failed (retried next interval).",
+        load(&m.cleaner_failures),
+    );
+    e.counter1(
+        "tally_cleaner_samples_removed_total",
+        "Samples the cleaner removed.",
+        load(&m.cleaner_samples_removed),
+    );
+    e.counter1(
+        "tally_cleaner_counters_removed_total",
+        "Emptied counters the cleaner removed from the registry.",
+        load(&m.cleaner_counters_removed),
+    );
+    e.histogram(
+        "tally_cleaner_pass_duration_seconds",
+        "Time one cleaner pass took.",
+        &m.cleaner_latency.snapshot(),
+    );
+    e.counter1(
+        "tally_statsd_lines_accepted_total",
+        "statsd counter lines accepted.",
+        load(&m.statsd_accepted),
+    );
+    let rejected: Vec<(Vec<(&str, String)>, u64)> = m
+        .statsd_rejected
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .map(|(reason, n)| (vec![("reason", (*reason).to_owned())], *n))
+        .collect();
+    e.counter(
+        "tally_statsd_lines_rejected_total",
+        "statsd lines rejected, by reason; they wrote nothing.",
+        &rejected,
+    );
+    e.counter1(
+        "tally_backend_errors_total",
+        "Operations that failed because of the backend.",
+        load(&m.backend_errors),
+    );
+    if let Some((limiter, _)) = &state.services().limiter {
+        let l = limiter.metrics();
+        e.counter(
+            "tally_rate_limit_checks_total",
+            "Rate-limit checks, by outcome.",
+            &[
+                (vec![("outcome", "allowed".into())], l.allowed),
+                (vec![("outcome", "denied".into())], l.denied),
+                (vec![("outcome", "failed_open".into())], l.failed_open),
+                (vec![("outcome", "failed_closed".into())], l.failed_closed),
+            ],
+        );
+    }
+    e.finish()
+}

@@ -1,0 +1,252 @@
+//! The HTTP server behind `tally serve` (feature `server`).
+//!
+//! [`app`] builds the axum [`Router`]: the versioned JSON API (`/v1/...`) over
+//! every service Tally has, `/healthz` and `/readyz`, Prometheus `/metrics`,
+//! `/openapi.json`, and the dashboard at `/`. [`serve`] runs it on a listener
+//! until a shutdown future completes, then stops accepting and waits for the
+//! requests in flight. The binary is a thin shim over these two.
+//!
+//! Invariants: every error is JSON `{"error": {"code", "message"}}` with the
+//! right status ([`ApiError`]); no panic escapes a request (a caught panic is
+//! a 500); request bodies, batches, request time and concurrency are bounded
+//! ([`ServerSettings`]). Writes (and, when configured, reads) need a bearer
+//! token when tokens are set.
+//!
+//! What it does not do: TLS (put it behind a proxy), or sessions.
+
+mod auth;
+mod counters;
+mod daily;
+mod dashboard;
+mod error;
+mod limits;
+mod locks;
+pub mod metrics;
+pub mod openapi;
+pub mod statsd;
+mod ts;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use tower::ServiceBuilder;
+
+pub use error::ApiError;
+pub use metrics::Metrics;
+
+use crate::counters::{Aggregator, Counters, MAX_BATCH};
+use crate::daily::DailyStats;
+use crate::limits::{Limit, Limiter};
+use crate::locks::Locks;
+use crate::requests::CountRequestsLayer;
+use crate::tsdb::Tsdb;
+
+/// Limits and access rules of the server.
+#[derive(Clone, Debug)]
+pub struct ServerSettings {
+    /// Bearer tokens accepted; when empty, no token is needed.
+    pub tokens: Vec<String>,
+    /// When tokens are set, reads need one too (not only writes).
+    pub protect_reads: bool,
+    /// Largest request body accepted, bytes.
+    pub max_body_bytes: usize,
+    /// Most items in one batch request.
+    pub max_batch: usize,
+    /// Longest a request may take before it is answered 503.
+    pub request_timeout: Duration,
+    /// Requests handled at once; more are answered 503 at once.
+    pub max_concurrency: usize,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        ServerSettings {
+            tokens: Vec::new(),
+            protect_reads: false,
+            max_body_bytes: 1 << 20,
+            max_batch: MAX_BATCH,
+            request_timeout: Duration::from_secs(10),
+            max_concurrency: 1024,
+        }
+    }
+}
+
+/// The services the server exposes. Counters are always there; the rest
+/// are optional (their routes answer 404 when absent).
+#[derive(Clone, Debug)]
+pub struct Services {
+    /// Named counters.
+    pub counters: Counters,
+    /// The aggregating writer: HTTP increments go through it (answered 202
+    /// once accepted) unless `exact_writes`; the server counts its own
+    /// requests into it.
+    pub aggregator: Option<Aggregator>,
+    /// Write each HTTP increment before answering (200), even with an
+    /// aggregator.
+    pub exact_writes: bool,
+    /// Rate limiters, with the named policies of the configuration.
+    pub limiter: Option<(Limiter, BTreeMap<String, Limit>)>,
+    /// Locks.
+    pub locks: Option<Locks>,
+    /// The time-series store.
+    pub tsdb: Option<Tsdb>,
+    /// Per-entity daily statistics.
+    pub daily: Option<DailyStats>,
+}
+
+/// What every handler sees. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    services: Services,
+    settings: ServerSettings,
+    metrics: Metrics,
+}
+
+impl AppState {
+    /// State for `services` under `settings`, reporting into `metrics`.
+    pub fn new(services: Services, settings: ServerSettings, metrics: Metrics) -> Self {
+        AppState {
+            inner: Arc::new(Inner {
+                services,
+                settings,
+                metrics,
+            }),
+        }
+    }
+
+    /// The services.
+    pub fn services(&self) -> &Services {
+        &self.inner.services
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &ServerSettings {
+        &self.inner.settings
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+}
+
+/// The whole application: API, health, metrics, OpenAPI and dashboard.
+pub fn app(state: AppState) -> Router {
+    let api = Router::new()
+        .merge(counters::routes())
+        .merge(limits::routes())
+        .merge(locks::routes())
+        .merge(ts::routes())
+        .merge(daily::routes())
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ));
+    let metrics_routes = Router::new()
+        .route("/metrics", get(metrics::render))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ));
+    let settings = state.settings().clone();
+    let mut router = Router::new()
+        .nest("/v1", api)
+        .merge(metrics_routes)
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/openapi.json", get(openapi::document))
+        .merge(dashboard::routes())
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(settings.max_body_bytes))
+        .layer(
+            ServiceBuilder::new()
+                .layer(HandleErrorLayer::new(overloaded_or_slow))
+                .load_shed()
+                .concurrency_limit(settings.max_concurrency)
+                .timeout(settings.request_timeout),
+        )
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            error::panic_response,
+        ));
+    if let Some(aggregator) = &state.services().aggregator {
+        // Tally counts its own requests, as any app would with the layer.
+        router = router.layer(CountRequestsLayer::new(aggregator.clone()).prefix("tally:http:"));
+    }
+    router
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::observe,
+        ))
+        .with_state(state)
+}
+
+/// Serves `app` on `listener` until `shutdown` completes; then stops
+/// accepting, finishes the requests in flight, and returns.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        app(state).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+}
+
+async fn healthz() -> impl IntoResponse {
+    axum::Json(serde_json::json!({ "status": "ok" }))
+}
+
+async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+    state
+        .services()
+        .counters
+        .ping()
+        .await
+        .map_err(ApiError::from)?;
+    Ok(axum::Json(serde_json::json!({ "status": "ready" })))
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not take that method",
+    )
+}
+
+async fn overloaded_or_slow(err: tower::BoxError) -> Response {
+    if err.is::<tower::timeout::error::Elapsed>() {
+        ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "timeout",
+            "the request took too long",
+        )
+        .into_response()
+    } else if err.is::<tower::load_shed::error::Overloaded>() {
+        ApiError::overloaded("too many requests in flight").into_response()
+    } else {
+        tracing::error!(error = %err, "request failed in a layer");
+        ApiError::internal().into_response()
+    }
+}

@@ -1,0 +1,1 @@
+//! The HTTP server (placeholder until the suite lands in this commit series).

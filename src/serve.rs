@@ -1,0 +1,241 @@
+//! `tally serve`: the HTTP server, the cleaner, the statsd listener and the
+//! buffer flusher in one process, on the configured backend.
+//!
+//! Startup wires the library's services together; shutdown (SIGTERM or
+//! Ctrl-C) stops accepting, lets requests in flight finish, stops the
+//! listeners, flushes the aggregating writer, and waits for the cleaner and
+//! the flusher to stop.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use tally::buffers::{Buffers, Flusher, open_sink};
+use tally::counters::{Aggregator, AggregatorSettings, WhenFull};
+use tally::server::{AppState, Metrics, ServerSettings, Services};
+use tally::{Counters, DailyStats, Limiter, Locks, SystemClock, Tsdb};
+use tokio::sync::watch;
+
+use crate::config::Config;
+
+/// Flags of `tally serve` (each also read from a `TALLY_*` variable).
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(
+        long,
+        env = "TALLY_LISTEN",
+        default_value = "127.0.0.1:7070",
+        value_name = "ADDR"
+    )]
+    pub listen: SocketAddr,
+
+    /// Bearer token that writes need (repeat, or comma-separate, for several).
+    #[arg(
+        long = "token",
+        env = "TALLY_TOKEN",
+        value_delimiter = ',',
+        value_name = "TOKEN"
+    )]
+    pub tokens: Vec<String>,
+
+    /// With --token: reads need a token too.
+    #[arg(long, env = "TALLY_PROTECT_READS")]
+    pub protect_reads: bool,
+
+    /// Also take statsd counter lines on this UDP address.
+    #[arg(long, env = "TALLY_STATSD", value_name = "ADDR")]
+    pub statsd: Option<SocketAddr>,
+
+    /// `aggregated`: increments are merged in memory and written every flush
+    /// interval (answered 202); `exact`: each request writes before its
+    /// answer (200). statsd and request counting always aggregate.
+    #[arg(long, env = "TALLY_WRITE_MODE", default_value = "aggregated", value_parser = ["aggregated", "exact"])]
+    pub write_mode: String,
+
+    /// Milliseconds between flushes of the aggregating writer.
+    #[arg(
+        long,
+        env = "TALLY_FLUSH_INTERVAL_MS",
+        default_value_t = 200,
+        value_name = "MS"
+    )]
+    pub flush_interval_ms: u64,
+
+    /// Largest request body accepted, bytes.
+    #[arg(long, env = "TALLY_MAX_BODY_BYTES", default_value_t = 1 << 20, value_name = "BYTES")]
+    pub max_body_bytes: usize,
+
+    /// Most items in one batch request.
+    #[arg(
+        long,
+        env = "TALLY_MAX_BATCH",
+        default_value_t = 10_000,
+        value_name = "N"
+    )]
+    pub max_batch: usize,
+
+    /// Seconds a request may take before it is answered 503.
+    #[arg(
+        long,
+        env = "TALLY_REQUEST_TIMEOUT",
+        default_value_t = 10.0,
+        value_name = "SECONDS"
+    )]
+    pub request_timeout: f64,
+
+    /// Requests handled at once; more are answered 503.
+    #[arg(
+        long,
+        env = "TALLY_MAX_CONCURRENCY",
+        default_value_t = 1024,
+        value_name = "N"
+    )]
+    pub max_concurrency: usize,
+
+    /// Do not run the cleaner in this process (run `tally clean` elsewhere).
+    #[arg(long, env = "TALLY_NO_CLEANER")]
+    pub no_cleaner: bool,
+}
+
+impl ServeArgs {
+    fn settings(&self) -> Result<ServerSettings> {
+        if self.tokens.iter().any(|t| t.trim().len() < 8) {
+            anyhow::bail!(tally::Error::Config(
+                "a token must be at least 8 characters".into()
+            ));
+        }
+        if self.max_body_bytes < 1024 || self.max_batch == 0 || self.max_concurrency == 0 {
+            anyhow::bail!(tally::Error::Config(
+                "max-body-bytes must be at least 1024, max-batch and max-concurrency at least 1"
+                    .into()
+            ));
+        }
+        if !(self.request_timeout.is_finite() && self.request_timeout >= 0.1) {
+            anyhow::bail!(tally::Error::Config(
+                "request-timeout must be at least 0.1 s".into()
+            ));
+        }
+        Ok(ServerSettings {
+            tokens: self.tokens.iter().map(|t| t.trim().to_owned()).collect(),
+            protect_reads: self.protect_reads,
+            max_body_bytes: self.max_body_bytes,
+            max_batch: self.max_batch,
+            request_timeout: Duration::from_secs_f64(self.request_timeout),
+            max_concurrency: self.max_concurrency,
+        })
+    }
+}
+
+pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
+    let settings = args.settings()?;
+    let backend = crate::cli::open_backend(config).await?;
+    let clock = Arc::new(SystemClock);
+    let counters = Counters::with_clock(
+        backend.counter_store(clock.clone()).await?,
+        config.counters.clone(),
+        clock.clone(),
+    )?;
+    let aggregator = Aggregator::start(
+        counters.clone(),
+        AggregatorSettings {
+            flush_interval: Duration::from_millis(args.flush_interval_ms),
+            when_full: WhenFull::Wait,
+            ..AggregatorSettings::default()
+        },
+    )?;
+    let services = Services {
+        counters: counters.clone(),
+        aggregator: Some(aggregator.clone()),
+        exact_writes: args.write_mode == "exact",
+        limiter: Some((
+            Limiter::new(backend.limiter_store().await?, clock.clone()),
+            config.policies.clone(),
+        )),
+        locks: Some(Locks::new(backend.lock_store().await?, clock.clone())),
+        tsdb: Some(Tsdb::with_clock(
+            backend.tsdb_store(clock.clone()).await?,
+            config.tsdb.clone(),
+            clock.clone(),
+        )?),
+        daily: Some(DailyStats::with_clock(
+            backend.daily_store(&config.entity_prefix).await?,
+            config.daily.clone(),
+            clock.clone(),
+        )?),
+    };
+    let metrics = Metrics::default();
+    let state = AppState::new(services, settings, metrics.clone());
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+    };
+
+    let mut tasks = Vec::new();
+    if !args.no_cleaner {
+        let cleaner = counters
+            .cleaner(config.cleaner.clone())?
+            .with_observer(metrics.cleaner_observer());
+        tasks.push(("cleaner", cleaner.spawn(stopped())));
+    }
+    if let Some(addr) = args.statsd {
+        let socket = tokio::net::UdpSocket::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen for statsd on udp://{addr}"))?;
+        tracing::info!(%addr, "statsd listener on udp");
+        tasks.push((
+            "statsd",
+            tokio::spawn(tally::server::statsd::listen(
+                socket,
+                aggregator.clone(),
+                metrics.clone(),
+                stopped(),
+            )),
+        ));
+    }
+    if let Some(url) = &config.buffers.sink {
+        let tables = config.buffers.tables()?.clone();
+        let buffers = Buffers::new(backend.buffer_store().await?, tables, clock.clone());
+        let sink = open_sink(url, buffers.tables()).await?;
+        let flusher = Flusher::new(buffers, sink, config.buffers.flusher.clone())?;
+        tasks.push(("flusher", flusher.spawn(stopped())));
+    }
+
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    println!(
+        "tally: serving on http://{addr}/ (dashboard), API under http://{addr}/v1/, backend {}",
+        backend.describe()
+    );
+    tally::server::serve(listener, state, {
+        let stop_tx = stop_tx.clone();
+        async move {
+            crate::cli::shutdown_signal().await;
+            let _ = stop_tx.send(true);
+        }
+    })
+    .await?;
+    // Requests are done: stop the rest, then write what is buffered.
+    let _ = stop_tx.send(true);
+    for (name, task) in tasks {
+        if let Err(e) = task.await {
+            tracing::error!(task = name, error = %e, "background task failed");
+        }
+    }
+    aggregator.shutdown().await;
+    let stats = aggregator.stats();
+    tracing::info!(
+        accepted = stats.accepted,
+        written = stats.written,
+        "stopped"
+    );
+    Ok(())
+}
