@@ -1,1 +1,1052 @@
-//! The HTTP server (placeholder until the suite lands in this commit series).
+//! The HTTP server: every route and error path on the router without a
+//! socket (`oneshot`), on SQLite and a real redis-server; plus a real-socket
+//! run with graceful shutdown, statsd over real UDP, and `/metrics` checked
+//! by an independent parser of the exposition format.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode};
+use common::{Fixture, Kind};
+use serde_json::{Value, json};
+use tally::counters::{Aggregator, AggregatorSettings};
+use tally::limits::{Algorithm, Limit, Limiter};
+use tally::server::{AppState, Metrics, ServerSettings, Services, app};
+use tally::{Clock, DailySettings, Locks, TsdbSettings};
+use tower::ServiceExt;
+
+const TOKEN: &str = "s3cret-token";
+
+struct TestServer {
+    f: Fixture,
+    state: AppState,
+    router: Router,
+    aggregator: Aggregator,
+}
+
+async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer {
+    let f = Fixture::near_now(kind).await;
+    let clock = std::sync::Arc::new(f.clock.clone());
+    let aggregator = Aggregator::start(
+        f.counters.clone(),
+        AggregatorSettings {
+            flush_interval: Duration::from_millis(20),
+            ..AggregatorSettings::default()
+        },
+    )
+    .unwrap();
+    let mut policies = BTreeMap::new();
+    policies.insert("api".to_owned(), Limit::new(Algorithm::Fixed, 2, 60_000));
+    let services = Services {
+        counters: f.counters.clone(),
+        aggregator: Some(aggregator.clone()),
+        exact_writes: exact,
+        limiter: Some((
+            Limiter::new(f.backend.limiter_store().await.unwrap(), clock.clone()),
+            policies,
+        )),
+        locks: Some(Locks::new(
+            f.backend.lock_store().await.unwrap(),
+            clock.clone(),
+        )),
+        tsdb: Some(f.tsdb(TsdbSettings::default()).await),
+        daily: Some(f.daily(DailySettings::default()).await),
+    };
+    let state = AppState::new(services, settings, Metrics::default());
+    let router = app(state.clone());
+    TestServer {
+        f,
+        state,
+        router,
+        aggregator,
+    }
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    text: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text))
+    }
+
+    /// Asserts an error answer with this status and code.
+    fn error(&self, status: StatusCode, code: &str) {
+        assert_eq!(self.status, status, "{}", self.text);
+        let body = self.json();
+        assert_eq!(body["error"]["code"], code, "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{body}"
+        );
+    }
+}
+
+impl TestServer {
+    async fn call(
+        &self,
+        method: Method,
+        uri: &str,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> Answer {
+        let mut req = Request::builder().method(method).uri(uri);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = match body {
+            Some(b) => req
+                .header("content-type", "application/json")
+                .body(Body::from(b.to_string())),
+            None => req.body(Body::empty()),
+        }
+        .unwrap();
+        self.send(req).await
+    }
+
+    async fn send(&self, req: Request<Body>) -> Answer {
+        let res = self.router.clone().oneshot(req).await.unwrap();
+        let status = res.status();
+        let headers = res.headers().clone();
+        let bytes = axum::body::to_bytes(res.into_body(), 1 << 24)
+            .await
+            .unwrap();
+        Answer {
+            status,
+            headers,
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+        }
+    }
+
+    async fn get(&self, uri: &str) -> Answer {
+        self.call(Method::GET, uri, None, &[]).await
+    }
+
+    async fn post(&self, uri: &str, body: Value) -> Answer {
+        self.call(Method::POST, uri, Some(body), &[]).await
+    }
+
+    async fn flush(&self) {
+        self.aggregator.flush().await.unwrap();
+    }
+}
+
+macro_rules! on_backends {
+    ($($test:ident),* $(,)?) => {
+        mod sqlite {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test(super::Kind::SqliteMemory).await } )*
+        }
+        mod redis {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test(super::Kind::RedisTagged).await } )*
+        }
+    };
+}
+
+on_backends!(
+    increments_show_up_in_reads,
+    exact_mode_writes_before_answering,
+    batches_are_all_or_nothing,
+    listing_searches_and_pages,
+    bad_input_is_400_and_writes_nothing,
+    not_found_method_and_media_type,
+    oversized_bodies_are_413,
+    tokens_guard_writes_and_optionally_reads,
+    health_and_readiness,
+    rate_limit_checks,
+    locks_over_http,
+    time_series_and_daily_over_http,
+    metrics_are_valid_exposition_text,
+    openapi_describes_every_route,
+);
+
+async fn increments_show_up_in_reads(kind: Kind) {
+    let s = server(kind, ServerSettings::default(), false).await;
+    let now = s.f.clock.now().whole_secs();
+    // No body at all, an empty JSON object, and a full one.
+    let a = s
+        .call(Method::POST, "/v1/counters/hits/incr", None, &[])
+        .await;
+    assert_eq!(a.status, StatusCode::ACCEPTED, "{}", a.text);
+    assert_eq!(a.json(), json!({ "accepted": 1 }));
+    assert_eq!(
+        s.post("/v1/counters/hits/incr", json!({})).await.status,
+        StatusCode::ACCEPTED
+    );
+    let at = now as f64 - 30.5;
+    assert_eq!(
+        s.post("/v1/counters/hits/incr", json!({ "count": 5, "at": at }))
+            .await
+            .status,
+        StatusCode::ACCEPTED
+    );
+    s.flush().await;
+    let body = s.get("/v1/counters/hits").await.json();
+    assert_eq!(body["name"], "hits");
+    assert_eq!(body["samples_kept"], 120);
+    let day = body["precisions"]["86400"].as_array().unwrap();
+    let total: i64 = day.iter().map(|p| p[1].as_i64().unwrap()).sum();
+    assert_eq!(total, 7, "{body}");
+    let keys: Vec<&String> = body["precisions"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["1", "5", "60", "300", "3600", "18000", "86400"]);
+    // One precision, filtered by time.
+    let one = s
+        .get(&format!("/v1/counters/hits?precision=1&from={}", now - 10))
+        .await
+        .json();
+    assert_eq!(one["precisions"]["1"], json!([[now, 2]]), "{one}");
+    // Names with reserved characters travel percent-encoded.
+    assert_eq!(
+        s.post("/v1/counters/page%2Fviews%3Fx/incr", json!({}))
+            .await
+            .status,
+        StatusCode::ACCEPTED
+    );
+    s.flush().await;
+    let odd = s
+        .get("/v1/counters/page%2Fviews%3Fx?precision=60")
+        .await
+        .json();
+    assert_eq!(odd["name"], "page/views?x");
+    assert_eq!(odd["precisions"]["60"][0][1], 1);
+    // Delete, then 404.
+    assert_eq!(
+        s.call(Method::DELETE, "/v1/counters/hits", None, &[])
+            .await
+            .json(),
+        json!({ "deleted": true })
+    );
+    s.call(Method::DELETE, "/v1/counters/hits", None, &[])
+        .await
+        .error(StatusCode::NOT_FOUND, "not_found");
+}
+
+async fn exact_mode_writes_before_answering(kind: Kind) {
+    let s = server(kind, ServerSettings::default(), true).await;
+    let a = s.post("/v1/counters/now/incr", json!({ "count": 3 })).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    assert_eq!(a.json(), json!({ "written": 1 }));
+    // No flush: the write was done before the answer.
+    let body = s.get("/v1/counters/now?precision=60").await.json();
+    assert_eq!(body["precisions"]["60"][0][1], 3, "{body}");
+    let a = s
+        .post(
+            "/v1/incr",
+            json!({ "increments": [{ "name": "a" }, { "name": "b", "count": 2 }] }),
+        )
+        .await;
+    assert_eq!(
+        (a.status, a.json()),
+        (StatusCode::OK, json!({ "written": 2 }))
+    );
+}
+
+async fn batches_are_all_or_nothing(kind: Kind) {
+    for exact in [false, true] {
+        let s = server(kind, ServerSettings::default(), exact).await;
+        let bad = json!({ "increments": [
+            { "name": "ok1", "count": 1 },
+            { "name": "bad\u{7}", "count": 1 },
+            { "name": "ok2" },
+        ]});
+        s.post("/v1/incr", bad)
+            .await
+            .error(StatusCode::BAD_REQUEST, "invalid_name");
+        let nan_like = json!({ "increments": [{ "name": "ok1" }, { "name": "ok2", "at": -5 }] });
+        s.post("/v1/incr", nan_like)
+            .await
+            .error(StatusCode::BAD_REQUEST, "invalid_time");
+        let extra = json!({ "increments": [{ "name": "ok1", "cuont": 2 }] });
+        s.post("/v1/incr", extra)
+            .await
+            .error(StatusCode::BAD_REQUEST, "invalid_json");
+        s.post("/v1/incr", json!({ "increments": [] }))
+            .await
+            .error(StatusCode::BAD_REQUEST, "invalid_input");
+        s.flush().await;
+        assert_eq!(
+            s.get("/v1/counters?prefix=ok").await.json()["counters"],
+            json!([])
+        );
+        let good = json!({ "increments": [{ "name": "ok1", "count": 4 }, { "name": "ok2" }, { "name": "ok1" }] });
+        let a = s.post("/v1/incr", good).await;
+        assert!(a.status.is_success(), "{}", a.text);
+        s.flush().await;
+        let ok1 = s.get("/v1/counters/ok1?precision=86400").await.json();
+        assert_eq!(ok1["precisions"]["86400"][0][1], 5, "{ok1}");
+    }
+}
+
+async fn listing_searches_and_pages(kind: Kind) {
+    let s = server(kind, ServerSettings::default(), true).await;
+    let names: Vec<String> = (0..12)
+        .map(|i| format!("api:{i:02}"))
+        .chain(["web:home".to_owned()])
+        .collect();
+    let incs: Vec<Value> = names.iter().map(|n| json!({ "name": n })).collect();
+    assert_eq!(
+        s.post("/v1/incr", json!({ "increments": incs }))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let first = s.get("/v1/counters?prefix=api:&limit=5").await.json();
+    assert_eq!(
+        first["counters"],
+        json!(["api:00", "api:01", "api:02", "api:03", "api:04"])
+    );
+    assert_eq!(first["next"], "api:04");
+    let rest = s
+        .get("/v1/counters?prefix=api:&limit=100&cursor=api:04")
+        .await
+        .json();
+    assert_eq!(rest["counters"].as_array().unwrap().len(), 7);
+    assert_eq!(rest["next"], Value::Null);
+    assert_eq!(
+        s.get("/v1/counters?prefix=web").await.json()["counters"],
+        json!(["web:home"])
+    );
+    s.get("/v1/counters?limit=0")
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_input");
+    s.get("/v1/counters?limit=abc")
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_input");
+    s.get("/v1/counters?colour=red")
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_input");
+}
+
+async fn bad_input_is_400_and_writes_nothing(kind: Kind) {
+    let s = server(kind, ServerSettings::default(), true).await;
+    let long = format!("/v1/counters/{}/incr", "n".repeat(300));
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "/v1/counters/x/incr",
+            json!({ "count": "five" }),
+            "invalid_json",
+        ),
+        ("/v1/counters/x/incr", json!({ "at": -1 }), "invalid_time"),
+        ("/v1/counters/x/incr", json!({ "at": 1e14 }), "invalid_time"),
+        (
+            "/v1/counters/x/incr",
+            json!({ "count": i64::MIN }),
+            "invalid_count",
+        ),
+        (
+            "/v1/counters/x/incr",
+            json!({ "count": 1, "extra": true }),
+            "invalid_json",
+        ),
+        (
+            "/v1/counters/x/incr",
+            json!({ "count": 18446744073709551615u64 }),
+            "invalid_json",
+        ),
+        ("/v1/counters/a%0Ab/incr", json!({}), "invalid_name"),
+        (&long, json!({}), "invalid_name"),
+    ];
+    for (uri, body, code) in cases {
+        s.post(uri, body.clone())
+            .await
+            .error(StatusCode::BAD_REQUEST, code);
+    }
+    // Broken JSON, and a precision that is not configured.
+    let broken = Request::post("/v1/counters/x/incr")
+        .header("content-type", "application/json")
+        .body(Body::from("{\"count\": 1"))
+        .unwrap();
+    s.send(broken)
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_json");
+    let p = s.get("/v1/counters/x?precision=7").await;
+    p.error(StatusCode::BAD_REQUEST, "unknown_precision");
+    assert!(
+        p.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("configured: 1, 5, 60")
+    );
+    s.get("/v1/counters/x?from=-3")
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_input");
+    // Overflow: nothing written.
+    assert_eq!(
+        s.post(
+            "/v1/counters/big/incr",
+            json!({ "count": i64::MAX, "at": 100 })
+        )
+        .await
+        .status,
+        StatusCode::OK
+    );
+    s.post("/v1/counters/big/incr", json!({ "count": 1, "at": 200 }))
+        .await
+        .error(StatusCode::BAD_REQUEST, "overflow");
+    assert_eq!(
+        s.get("/v1/counters/big?precision=1").await.json()["precisions"]["1"],
+        json!([[100, i64::MAX]])
+    );
+    assert_eq!(
+        s.get("/v1/counters?prefix=x").await.json()["counters"],
+        json!([])
+    );
+}
+
+async fn not_found_method_and_media_type(kind: Kind) {
+    let s = server(kind, ServerSettings::default(), false).await;
+    s.get("/v2/counters")
+        .await
+        .error(StatusCode::NOT_FOUND, "not_found");
+    s.get("/v1/counters/x/nope")
+        .await
+        .error(StatusCode::NOT_FOUND, "not_found");
+    s.call(Method::PUT, "/v1/counters/x", None, &[])
+        .await
+        .error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
+    s.call(Method::GET, "/v1/incr", None, &[])
+        .await
+        .error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
+    let text = Request::post("/v1/counters/x/incr")
+        .header("content-type", "text/plain")
+        .body(Body::from("count=1"))
+        .unwrap();
+    s.send(text)
+        .await
+        .error(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type");
+    let no_type = Request::post("/v1/incr")
+        .body(Body::from("{\"increments\": []}"))
+        .unwrap();
+    s.send(no_type)
+        .await
+        .error(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type");
+    s.get("/assets/nope.js")
+        .await
+        .error(StatusCode::NOT_FOUND, "not_found");
+    let page = s.get("/").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+}
+
+async fn oversized_bodies_are_413(kind: Kind) {
+    let settings = ServerSettings {
+        max_body_bytes: 4096,
+        max_batch: 50,
+        ..ServerSettings::default()
+    };
+    let s = server(kind, settings, false).await;
+    let big: Vec<Value> = (0..200)
+        .map(|i| json!({ "name": format!("counter-with-a-long-name-{i}") }))
+        .collect();
+    s.post("/v1/incr", json!({ "increments": big }))
+        .await
+        .error(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large");
+    let padded = format!("{{\"count\": 1, \"at\": null{}}}", " ".repeat(5000));
+    let req = Request::post("/v1/counters/x/incr")
+        .header("content-type", "application/json")
+        .body(Body::from(padded))
+        .unwrap();
+    s.send(req)
+        .await
+        .error(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large");
+    let many: Vec<Value> = (0..51)
+        .map(|i| json!({ "name": format!("c{i}") }))
+        .collect();
+    let a = s.post("/v1/incr", json!({ "increments": many })).await;
+    a.error(StatusCode::BAD_REQUEST, "invalid_input");
+    assert!(a.text.contains("at most 50"), "{}", a.text);
+    s.flush().await;
+    assert_eq!(
+        s.get("/v1/counters?prefix=c").await.json()["counters"],
+        json!([])
+    );
+}
+
+async fn tokens_guard_writes_and_optionally_reads(kind: Kind) {
+    let settings = ServerSettings {
+        tokens: vec![TOKEN.into(), "another-token".into()],
+        ..ServerSettings::default()
+    };
+    let s = server(kind, settings.clone(), true).await;
+    let bearer = format!("Bearer {TOKEN}");
+    let missing = s
+        .call(Method::POST, "/v1/counters/x/incr", Some(json!({})), &[])
+        .await;
+    missing.error(StatusCode::UNAUTHORIZED, "unauthorized");
+    assert_eq!(missing.headers["www-authenticate"], "Bearer");
+    s.call(
+        Method::POST,
+        "/v1/counters/x/incr",
+        Some(json!({})),
+        &[("authorization", "Bearer wrong-token")],
+    )
+    .await
+    .error(StatusCode::UNAUTHORIZED, "unauthorized");
+    s.call(
+        Method::POST,
+        "/v1/counters/x/incr",
+        Some(json!({})),
+        &[("authorization", TOKEN)],
+    )
+    .await
+    .error(StatusCode::UNAUTHORIZED, "unauthorized");
+    s.call(Method::DELETE, "/v1/counters/x", None, &[])
+        .await
+        .error(StatusCode::UNAUTHORIZED, "unauthorized");
+    // Nothing was written by the refused requests.
+    assert_eq!(
+        s.get("/v1/counters?prefix=x").await.json()["counters"],
+        json!([])
+    );
+    let ok = s
+        .call(
+            Method::POST,
+            "/v1/counters/x/incr",
+            Some(json!({})),
+            &[("authorization", &bearer)],
+        )
+        .await;
+    assert_eq!(ok.status, StatusCode::OK, "{}", ok.text);
+    let other = s
+        .call(
+            Method::POST,
+            "/v1/counters/x/incr",
+            Some(json!({})),
+            &[("authorization", "Bearer another-token")],
+        )
+        .await;
+    assert_eq!(other.status, StatusCode::OK);
+    // Reads are open unless protected.
+    assert_eq!(
+        s.get("/v1/counters/x?precision=60").await.json()["precisions"]["60"][0][1],
+        2
+    );
+    let p = server(
+        kind,
+        ServerSettings {
+            protect_reads: true,
+            ..settings
+        },
+        true,
+    )
+    .await;
+    p.get("/v1/counters")
+        .await
+        .error(StatusCode::UNAUTHORIZED, "unauthorized");
+    p.get("/metrics")
+        .await
+        .error(StatusCode::UNAUTHORIZED, "unauthorized");
+    assert_eq!(
+        p.call(
+            Method::GET,
+            "/v1/counters",
+            None,
+            &[("authorization", &bearer)]
+        )
+        .await
+        .status,
+        StatusCode::OK
+    );
+    // Health and the dashboard's files stay open (the page asks for a token).
+    assert_eq!(p.get("/healthz").await.status, StatusCode::OK);
+    assert_eq!(p.get("/").await.status, StatusCode::OK);
+}
+
+async fn health_and_readiness(kind: Kind) {
+    let mut s = server(kind, ServerSettings::default(), true).await;
+    assert_eq!(s.get("/healthz").await.json(), json!({ "status": "ok" }));
+    assert_eq!(s.get("/readyz").await.json(), json!({ "status": "ready" }));
+    if let Some(mut redis) = s.f.server.take() {
+        redis.kill();
+        s.get("/readyz")
+            .await
+            .error(StatusCode::SERVICE_UNAVAILABLE, "backend_unavailable");
+        let down = s.post("/v1/counters/x/incr", json!({})).await;
+        down.error(StatusCode::SERVICE_UNAVAILABLE, "backend_unavailable");
+        assert_eq!(down.headers["retry-after"], "1");
+        assert_eq!(s.get("/healthz").await.status, StatusCode::OK);
+        redis.start_again();
+        s.f.server = Some(redis);
+    }
+}
+
+async fn rate_limit_checks(kind: Kind) {
+    let s = server(kind, ServerSettings::default(), true).await;
+    for (i, allowed) in [true, true, false].into_iter().enumerate() {
+        let a = s
+            .post("/v1/limits/user:7/check", json!({ "policy": "api" }))
+            .await;
+        assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+        let d = a.json();
+        assert_eq!(d["allowed"], allowed, "check {i}: {d}");
+        assert_eq!(d["limit"], 2);
+        assert_eq!(a.headers["ratelimit-limit"], "2");
+        assert_eq!(
+            a.headers["ratelimit-remaining"],
+            (2 - (i as u64 + 1).min(2)).to_string()
+        );
+        assert_eq!(a.headers.contains_key("retry-after"), !allowed);
+    }
+    let stated = s
+        .post(
+            "/v1/limits/k/check",
+            json!({ "algorithm": "gcra", "limit": 10, "window": 1, "burst": 3, "cost": 3 }),
+        )
+        .await
+        .json();
+    assert_eq!(
+        (stated["allowed"].clone(), stated["remaining"].clone()),
+        (json!(true), json!(0))
+    );
+    let never = s
+        .post(
+            "/v1/limits/k2/check",
+            json!({ "algorithm": "fixed", "limit": 2, "window": 60, "cost": 3 }),
+        )
+        .await;
+    assert_eq!(never.json()["allowed"], false);
+    assert_eq!(never.json()["retry_after_ms"], Value::Null);
+    s.post("/v1/limits/k/check", json!({ "policy": "nope" }))
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_input");
+    s.post("/v1/limits/k/check", json!({ "policy": "api", "limit": 3 }))
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_input");
+    s.post(
+        "/v1/limits/k/check",
+        json!({ "algorithm": "leaky", "limit": 1, "window": 1 }),
+    )
+    .await
+    .error(StatusCode::BAD_REQUEST, "invalid_json");
+    s.post(
+        "/v1/limits/k/check",
+        json!({ "algorithm": "fixed", "limit": 1, "window": 0 }),
+    )
+    .await
+    .error(StatusCode::BAD_REQUEST, "invalid_input");
+    s.post("/v1/limits/k/check", json!({ "policy": "api", "cost": 0 }))
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_count");
+}
+
+async fn locks_over_http(kind: Kind) {
+    let s = server(kind, ServerSettings::default(), true).await;
+    let first = s
+        .post("/v1/locks/job/acquire", json!({ "ttl_ms": 60_000 }))
+        .await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.text);
+    let lease = first.json();
+    assert_eq!(lease["status"], "acquired");
+    let token = lease["token"].as_str().unwrap().to_owned();
+    let held = s
+        .post(
+            "/v1/locks/job/acquire",
+            json!({ "ttl_ms": 1000, "wait_ms": 30 }),
+        )
+        .await;
+    assert_eq!(held.status, StatusCode::CONFLICT);
+    assert_eq!(held.json()["status"], "held");
+    assert!(held.json()["retry_after_ms"].as_u64().unwrap() > 50_000);
+    let wrong = s
+        .post(
+            "/v1/locks/job/extend",
+            json!({ "token": "not-mine", "ttl_ms": 1000 }),
+        )
+        .await;
+    assert_eq!(
+        (wrong.status, wrong.json()),
+        (StatusCode::CONFLICT, json!({ "extended": false }))
+    );
+    let wrong = s
+        .post("/v1/locks/job/release", json!({ "token": "not-mine" }))
+        .await;
+    assert_eq!(
+        (wrong.status, wrong.json()),
+        (StatusCode::CONFLICT, json!({ "released": false }))
+    );
+    assert_eq!(
+        s.post(
+            "/v1/locks/job/extend",
+            json!({ "token": token, "ttl_ms": 5000 })
+        )
+        .await
+        .json(),
+        json!({ "extended": true })
+    );
+    assert_eq!(
+        s.post("/v1/locks/job/release", json!({ "token": token }))
+            .await
+            .json(),
+        json!({ "released": true })
+    );
+    let again = s
+        .post("/v1/locks/job/acquire", json!({ "ttl_ms": 1000 }))
+        .await
+        .json();
+    assert!(again["fence"].as_u64().unwrap() > lease["fence"].as_u64().unwrap());
+    s.post("/v1/locks/job/acquire", json!({ "ttl_ms": 0 }))
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_input");
+    s.post("/v1/locks/job/acquire", json!({}))
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_json");
+}
+
+async fn time_series_and_daily_over_http(kind: Kind) {
+    let s = server(kind, ServerSettings::default(), true).await;
+    let now = s.f.clock.now().whole_secs() as f64;
+    let a = s
+        .post(
+            "/v1/ts/group/incr",
+            json!({ "key": "42", "count": 3, "at": now }),
+        )
+        .await;
+    assert_eq!(
+        (a.status, a.json()),
+        (StatusCode::OK, json!({ "written": 1 })),
+        "{}",
+        a.text
+    );
+    let batch = json!({ "increments": [{ "model": "group", "key": "42", "at": now - 20.0 }, { "model": "group", "key": "7", "count": 2, "at": now }] });
+    assert_eq!(
+        s.post("/v1/ts/incr", batch).await.json(),
+        json!({ "written": 2 })
+    );
+    let range = s
+        .get(&format!(
+            "/v1/ts/group/range?keys=42,7&start={}&end={now}&rollup=10",
+            now - 30.0
+        ))
+        .await
+        .json();
+    assert_eq!(range["rollup"], 10);
+    let k42: i64 = range["series"][0]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[1].as_i64().unwrap())
+        .sum();
+    assert_eq!(
+        (range["series"][0]["key"].clone(), k42),
+        (json!("42"), 4),
+        "{range}"
+    );
+    let sums = s
+        .get(&format!(
+            "/v1/ts/group/sums?keys=7&start={}&end={now}",
+            now - 30.0
+        ))
+        .await
+        .json();
+    assert_eq!(sums["totals"][0]["total"], 2, "{sums}");
+    s.post(
+        "/v1/ts/group/distinct",
+        json!({ "key": "42", "values": ["a", "b", "a", "c"], "at": now }),
+    )
+    .await;
+    let d = s
+        .get(&format!(
+            "/v1/ts/group/distinct?keys=42&view=totals&start={}&end={now}",
+            now - 30.0
+        ))
+        .await
+        .json();
+    assert_eq!(d["totals"][0]["total"], 3, "{d}");
+    s.post(
+        "/v1/ts/group/frequent",
+        json!({ "key": "42", "items": [["x", 5], ["y", 9]], "at": now }),
+    )
+    .await;
+    let top = s
+        .get(&format!(
+            "/v1/ts/group/top?key=42&n=1&start={}&end={now}",
+            now - 30.0
+        ))
+        .await
+        .json();
+    assert_eq!(top["items"], json!([{ "item": "y", "count": 9 }]), "{top}");
+    s.get("/v1/ts/group/range")
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_input");
+    s.get("/v1/ts/group/distinct?keys=42&view=pie")
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_input");
+    assert_eq!(
+        s.post("/v1/ts/group/merge", json!({ "into": "42", "from": "7" }))
+            .await
+            .json(),
+        json!({ "merged": true })
+    );
+    assert_eq!(
+        s.post("/v1/ts/group/delete", json!({ "keys": ["42"] }))
+            .await
+            .json(),
+        json!({ "deleted": 1 })
+    );
+
+    let v = s.post("/v1/daily/314/incr", json!({ "count": 2 })).await;
+    assert_eq!(v.status, StatusCode::OK, "{}", v.text);
+    assert_eq!(v.json()["total"], 2);
+    let views = json!({ "views": [{ "entity": "314", "at": now - 86_400.0 }, { "entity": "99" }] });
+    assert_eq!(
+        s.post("/v1/daily/incr", views).await.json()["counted"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    let summary = s.get("/v1/daily/314?days=3").await.json();
+    let counts: Vec<i64> = summary["days"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["count"].as_i64().unwrap())
+        .collect();
+    assert_eq!(counts, vec![0, 1, 2], "{summary}");
+    assert_eq!(
+        (summary["today"]["count"].clone(), summary["total"].clone()),
+        (json!(2), json!(3))
+    );
+    let today = summary["today"]["day"].as_str().unwrap().to_owned();
+    assert_eq!(
+        s.get(&format!("/v1/daily/314/days/{today}")).await.json()["count"],
+        2
+    );
+    s.get("/v1/daily/314/days/2026-13-01")
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_input");
+    s.get("/v1/daily/314/days/2026é1-22")
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_input");
+}
+
+async fn metrics_are_valid_exposition_text(kind: Kind) {
+    let s = server(kind, ServerSettings::default(), false).await;
+    s.post("/v1/counters/m/incr", json!({ "count": 2 })).await;
+    s.get("/v1/nope").await;
+    tally::server::statsd::handle(b"m:1|c\nm:1|g\nbad line", &s.aggregator, s.state.metrics());
+    s.flush().await;
+    let a = s.get("/metrics").await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert!(
+        a.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain; version=0.0.4")
+    );
+    let parsed = openmetrics_parser::prometheus::parse_prometheus(&a.text)
+        .unwrap_or_else(|e| panic!("invalid exposition text ({e:?}):\n{}", a.text));
+    let families: Vec<&String> = parsed.families.keys().collect();
+    for family in [
+        "tally_http_requests_total",
+        "tally_http_request_duration_seconds",
+        "tally_increments_accepted_total",
+        "tally_increments_written_total",
+        "tally_write_batches_total",
+        "tally_flush_duration_seconds",
+        "tally_cleaner_pass_duration_seconds",
+        "tally_cleaner_samples_removed_total",
+        "tally_statsd_lines_accepted_total",
+        "tally_statsd_lines_rejected_total",
+        "tally_backend_errors_total",
+        "tally_rate_limit_checks_total",
+    ] {
+        assert!(
+            families.iter().any(|f| f.as_str() == family),
+            "{family} missing from {families:?}"
+        );
+    }
+    assert!(a.text.contains(r#"tally_http_requests_total{method="POST",route="/v1/counters/{name}/incr",status="202"} 1"#), "{}", a.text);
+    assert!(
+        a.text.contains(
+            r#"tally_http_requests_total{method="GET",route="unmatched",status="404"} 1"#
+        ),
+        "{}",
+        a.text
+    );
+    assert!(
+        a.text.contains("tally_statsd_lines_accepted_total 1\n"),
+        "{}",
+        a.text
+    );
+    assert!(
+        a.text
+            .contains(r#"tally_statsd_lines_rejected_total{reason="malformed"} 1"#),
+        "{}",
+        a.text
+    );
+    assert!(
+        a.text
+            .contains(r#"tally_statsd_lines_rejected_total{reason="not_counter"} 1"#),
+        "{}",
+        a.text
+    );
+    assert!(
+        a.text.contains("tally_increments_accepted_total 2\n"),
+        "{}",
+        a.text
+    );
+}
+
+/// The OpenAPI document: every operation it declares exists on the router
+/// (no 404/405), the example requests it gives are answered with the status
+/// it declares, and the answers validate against its schemas.
+async fn openapi_describes_every_route(kind: Kind) {
+    let s = server(kind, ServerSettings::default(), true).await;
+    let served = s.get("/openapi.json").await.json();
+    assert_eq!(served["openapi"], "3.1.0");
+    let components = served["components"].clone();
+    let mut checked = 0;
+    for (path, item) in served["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().unwrap() {
+            let method: Method = method.to_uppercase().parse().unwrap();
+            let example = &op["x-example"];
+            let uri = example["uri"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{method} {path}: no x-example.uri"));
+            let body = example.get("body").cloned();
+            let answer = s.call(method.clone(), uri, body, &[]).await;
+            assert!(
+                answer.status != StatusCode::NOT_FOUND || path.contains('{'),
+                "{method} {path}: the router does not know {uri}: {}",
+                answer.text
+            );
+            assert_ne!(
+                answer.status,
+                StatusCode::METHOD_NOT_ALLOWED,
+                "{method} {path}"
+            );
+            let declared = &op["responses"][answer.status.as_str()];
+            assert!(
+                declared.is_object(),
+                "{method} {path}: status {} is not declared: {}",
+                answer.status,
+                answer.text
+            );
+            if let Some(schema) = declared["content"]["application/json"]["schema"].as_object() {
+                let mut schema = Value::Object(schema.clone());
+                schema["components"] = components.clone();
+                let validator = jsonschema::validator_for(&schema).expect("a valid schema");
+                let body = answer.json();
+                let errors: Vec<String> = validator
+                    .iter_errors(&body)
+                    .map(|e| e.to_string())
+                    .collect();
+                assert!(
+                    errors.is_empty(),
+                    "{method} {path} answered {body}, against its schema: {errors:?}"
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "only {checked} operations documented");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_socket_round_trip_and_graceful_shutdown() {
+    let s = server(Kind::SqliteFile, ServerSettings::default(), false).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(tally::server::serve(listener, s.state.clone(), async {
+        let _ = stopped.await;
+    }));
+    let post = raw_http(addr, "POST /v1/counters/socket/incr HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 13\r\nConnection: close\r\n\r\n{\"count\": 41}").await;
+    assert!(post.starts_with("HTTP/1.1 202"), "{post}");
+    s.flush().await;
+    let get = raw_http(
+        addr,
+        "GET /v1/counters/socket?precision=60 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(get.starts_with("HTTP/1.1 200"), "{get}");
+    assert!(get.contains("41]]"), "{get}");
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), serving)
+        .await
+        .expect("serve stops after shutdown")
+        .unwrap()
+        .unwrap();
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "still accepting after shutdown"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statsd_packets_over_udp() {
+    let s = server(Kind::RedisTagged, ServerSettings::default(), false).await;
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = socket.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let listening = tokio::spawn(tally::server::statsd::listen(
+        socket,
+        s.aggregator.clone(),
+        s.state.metrics().clone(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    client
+        .send_to(
+            b"udp:1|c\nudp:2|c|@0.5\ntemp:21|g\nrt:3|ms\nnot a line\nudp:x|c\n",
+            addr,
+        )
+        .await
+        .unwrap();
+    client.send_to(b"udp:10|c|#env:prod", addr).await.unwrap();
+    client
+        .send_to(&[0xff, 0xfe, b':', b'1', b'|', b'c'], addr)
+        .await
+        .unwrap();
+    let metrics = s.state.metrics().clone();
+    let seen = tally_testkit::wait_until(Duration::from_secs(5), || {
+        metrics.statsd_accepted_total() + metrics.statsd_rejected_total() == 8
+    });
+    assert!(
+        seen,
+        "accepted {} rejected {}",
+        metrics.statsd_accepted_total(),
+        metrics.statsd_rejected_total()
+    );
+    assert_eq!(metrics.statsd_accepted_total(), 3);
+    s.flush().await;
+    let body = s.get("/v1/counters/udp?precision=86400").await.json();
+    assert_eq!(body["precisions"]["86400"][0][1], 1 + 4 + 10, "{body}");
+    assert_eq!(
+        s.get("/v1/counters?prefix=temp").await.json()["counters"],
+        json!([])
+    );
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), listening)
+        .await
+        .expect("listener stops")
+        .unwrap();
+}
+
+/// One HTTP/1.1 exchange over a real socket; the whole answer as text.
+async fn raw_http(addr: std::net::SocketAddr, request: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    String::from_utf8_lossy(&answer).into_owned()
+}

@@ -13,14 +13,13 @@
 //! `200 {"written": n}` once stored.
 
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 
-use super::error::{PathParam, QueryParams};
+use super::error::{PathParam, QueryParams, RawBody};
 use super::{ApiError, AppState};
 use crate::counters::{Increment, Sample};
 
@@ -51,7 +50,7 @@ pub(crate) struct BatchBody {
 /// be JSON, declared as such.
 pub(crate) fn optional_json<T: Default + serde::de::DeserializeOwned>(
     headers: &HeaderMap,
-    body: &Bytes,
+    body: &[u8],
 ) -> Result<T, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
@@ -80,7 +79,7 @@ async fn incr_one(
     State(state): State<AppState>,
     PathParam(name): PathParam<String>,
     headers: HeaderMap,
-    body: Bytes,
+    RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
     let body: IncrBody = optional_json(&headers, &body)?;
     let inc = Increment {

@@ -7,7 +7,6 @@
 //! - `GET /v1/daily/{entity}/days/{YYYY-MM-DD}`: one day.
 
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::IntoResponse;
@@ -15,7 +14,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 
 use super::counters::optional_json;
-use super::error::{JsonBody, PathParam, QueryParams};
+use super::error::{JsonBody, PathParam, QueryParams, RawBody};
 use super::{ApiError, AppState};
 use crate::daily::{DailyStats, Day, View};
 
@@ -46,7 +45,7 @@ async fn incr_one(
     State(state): State<AppState>,
     PathParam(entity): PathParam<String>,
     headers: HeaderMap,
-    body: Bytes,
+    RawBody(body): RawBody,
 ) -> Result<impl IntoResponse, ApiError> {
     let body: IncrBody = optional_json(&headers, &body)?;
     let counted = daily(&state)?

@@ -8,7 +8,8 @@
 //! answered without it.
 
 use axum::Json;
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -96,6 +97,20 @@ impl From<JsonRejection> for ApiError {
                 "send the body as JSON with `Content-Type: application/json`",
             ),
             _ => Self::new(StatusCode::BAD_REQUEST, "invalid_json", r.body_text()),
+        }
+    }
+}
+
+impl From<BytesRejection> for ApiError {
+    fn from(r: BytesRejection) -> Self {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Self::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                "the request body is larger than the server accepts",
+            )
+        } else {
+            Self::bad_request(r.body_text())
         }
     }
 }
@@ -202,6 +217,24 @@ where
         axum::extract::Query::<T>::from_request_parts(parts, state)
             .await
             .map(|axum::extract::Query(v)| QueryParams(v))
+            .map_err(ApiError::from)
+    }
+}
+
+/// The raw body (within the size limit), answering with [`ApiError`].
+#[derive(Debug)]
+pub struct RawBody(pub Bytes);
+
+impl<S> FromRequest<S> for RawBody
+where
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
+        Bytes::from_request(req, state)
+            .await
+            .map(RawBody)
             .map_err(ApiError::from)
     }
 }

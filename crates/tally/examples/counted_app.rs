@@ -1,0 +1,100 @@
+//! An axum app whose every request is counted into Tally, as seed 001 counts
+//! servlet requests with a filter: `cargo run -p tally --example counted_app
+//! --features middleware` and browse http://127.0.0.1:3000/, then
+//! `tally get http:requests` (same data directory) or `tally counters`.
+//!
+//! Three counters per request, written in batches by the aggregator (no
+//! round trip to the backend on the request path): `http:requests`,
+//! `http:route:GET /users/{id}` and `http:status:2xx`.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::Path;
+use axum::routing::get;
+use tally::counters::{Aggregator, AggregatorSettings};
+use tally::requests::CountRequestsLayer;
+use tally::{Backend, BackendConfig, CounterSettings, Counters, SystemClock};
+
+/// The app: two routes, counted.
+fn app(aggregator: Aggregator) -> Router {
+    Router::new()
+        .route("/", get(|| async { "hello" }))
+        .route(
+            "/users/{id}",
+            get(|Path(id): Path<u32>| async move { format!("user {id}") }),
+        )
+        .layer(CountRequestsLayer::new(aggregator))
+}
+
+async fn counters(config: &BackendConfig) -> tally::Result<Counters> {
+    let clock = Arc::new(SystemClock);
+    let store = Backend::open(config)
+        .await?
+        .counter_store(clock.clone())
+        .await?;
+    Counters::with_clock(store, CounterSettings::default(), clock)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = std::env::var_os("TALLY_DATA_DIR")
+        .map_or_else(|| "tally-data".into(), std::path::PathBuf::from);
+    let counters = counters(&BackendConfig::SqliteDir(dir)).await?;
+    let aggregator = Aggregator::start(counters, AggregatorSettings::default())?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+    println!("counting requests on http://{}/", listener.local_addr()?);
+    axum::serve(listener, app(aggregator.clone()))
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    aggregator.shutdown().await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use tower::ServiceExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn every_request_is_counted_by_route_and_status() {
+        let counters = counters(&BackendConfig::SqliteMemory).await.unwrap();
+        let aggregator =
+            Aggregator::start(counters.clone(), AggregatorSettings::default()).unwrap();
+        let app = app(aggregator.clone());
+        for uri in ["/", "/users/1", "/users/2", "/users/x", "/missing"] {
+            let res = app
+                .clone()
+                .oneshot(Request::get(uri).body(Body::empty()).unwrap())
+                .await
+                .unwrap();
+            assert_ne!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        }
+        aggregator.flush().await.unwrap();
+        let total = |name: &str| {
+            let counters = counters.clone();
+            let name = name.to_owned();
+            async move {
+                counters
+                    .get(&name, 86400)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|s| s.count)
+                    .sum::<i64>()
+            }
+        };
+        assert_eq!(total("http:requests").await, 5);
+        assert_eq!(total("http:route:GET /").await, 1);
+        assert_eq!(total("http:route:GET /users/{id}").await, 3);
+        assert_eq!(total("http:route:GET unmatched").await, 1);
+        assert_eq!(total("http:status:2xx").await, 3);
+        // /users/x fails to parse (400) and /missing is 404.
+        assert_eq!(total("http:status:4xx").await, 2);
+    }
+}

@@ -1,0 +1,216 @@
+//! `tally serve` end to end, as a user drives it: the real binary on free
+//! ports, fed with `curl` and with a statsd packet sent by `nc -u`, refusing
+//! an unauthenticated write, and flushing what it holds on SIGTERM.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+struct Serve {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn tool(name: &str) -> String {
+    tally_testkit::require_binary(
+        name,
+        &[],
+        &format!(
+            "Install it with `sudo apt-get install {}`",
+            if name == "nc" { "netcat-openbsd" } else { name }
+        ),
+    )
+    .to_string_lossy()
+    .into_owned()
+}
+
+/// Starts `tally serve` on free ports and waits for its "serving on" line.
+fn serve(dir: &Path, statsd: Option<u16>, extra: &[&str]) -> Serve {
+    let port = tally_testkit::free_port();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tally"));
+    cmd.env_remove("TALLY_TOKEN")
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    if !extra.contains(&"--flush-interval-ms") {
+        cmd.args(["--flush-interval-ms", "50"]);
+    }
+    if let Some(statsd) = statsd {
+        cmd.args(["--statsd", &format!("127.0.0.1:{statsd}")]);
+    }
+    let mut child = cmd.spawn().expect("start tally serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(
+        line.contains(&format!("http://127.0.0.1:{port}/")),
+        "unexpected first line: {line:?}"
+    );
+    Serve {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+    }
+}
+
+fn curl(args: &[&str]) -> (u16, String) {
+    let out: Output = Command::new(tool("curl"))
+        .args(["-s", "-w", "\n%{http_code}"])
+        .args(args)
+        .output()
+        .expect("run curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_owned())
+}
+
+fn day_total(base: &str, name: &str) -> i64 {
+    let (code, body) = curl(&[&format!("{base}/v1/counters/{name}?precision=86400")]);
+    assert_eq!(code, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    v["precisions"]["86400"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[1].as_i64().unwrap())
+        .sum()
+}
+
+#[test]
+fn curl_and_nc_feed_a_counter_that_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let statsd = tally_testkit::free_port();
+    let s = serve(dir.path(), Some(statsd), &[]);
+    let (code, body) = curl(&["-X", "POST", &format!("{}/v1/counters/e2e/incr", s.base)]);
+    assert_eq!((code, body.as_str()), (202, r#"{"accepted":1}"#));
+    let (code, _) = curl(&[
+        "-X",
+        "POST",
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        r#"{"count": 4}"#,
+        &format!("{}/v1/counters/e2e/incr", s.base),
+    ]);
+    assert_eq!(code, 202);
+    let mut nc = Command::new(tool("nc"))
+        .args(["-u", "-w1", "127.0.0.1", &statsd.to_string()])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("run nc");
+    std::io::Write::write_all(nc.stdin.as_mut().unwrap(), b"e2e:10|c\ne2e:1|g\n").unwrap();
+    drop(nc.stdin.take());
+    assert!(nc.wait().unwrap().success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while day_total(&s.base, "e2e") != 15 {
+        assert!(
+            Instant::now() < deadline,
+            "e2e never reached 15: {}",
+            day_total(&s.base, "e2e")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (code, metrics) = curl(&[&format!("{}/metrics", s.base)]);
+    assert_eq!(code, 200);
+    assert!(
+        metrics.contains("tally_statsd_lines_accepted_total 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("tally_statsd_lines_rejected_total{reason=\"not_counter\"} 1\n"),
+        "{metrics}"
+    );
+    let (code, page) = curl(&[&format!("{}/", s.base)]);
+    assert_eq!(code, 200);
+    assert!(page.contains("<html"), "{page}");
+}
+
+#[test]
+fn a_token_server_refuses_unauthenticated_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(
+        dir.path(),
+        None,
+        &["--token", "correct-horse", "--write-mode", "exact"],
+    );
+    let url = format!("{}/v1/counters/guarded/incr", s.base);
+    let (code, body) = curl(&["-X", "POST", &url]);
+    assert_eq!(code, 401, "{body}");
+    assert!(body.contains(r#""code":"unauthorized""#), "{body}");
+    let (code, _) = curl(&[
+        "-X",
+        "POST",
+        "-H",
+        "Authorization: Bearer wrong-horse",
+        &url,
+    ]);
+    assert_eq!(code, 401);
+    assert_eq!(day_total(&s.base, "guarded"), 0);
+    let (code, list) = curl(&[&format!("{}/v1/counters?prefix=guarded", s.base)]);
+    assert_eq!(
+        (code, list.as_str()),
+        (200, r#"{"counters":[],"next":null}"#)
+    );
+    let (code, _) = curl(&[
+        "-X",
+        "POST",
+        "-H",
+        "Authorization: Bearer correct-horse",
+        &url,
+    ]);
+    assert_eq!(code, 200);
+    assert_eq!(day_total(&s.base, "guarded"), 1);
+}
+
+#[test]
+fn sigterm_flushes_what_was_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = serve(dir.path(), None, &["--flush-interval-ms", "60000"]);
+    let body = r#"{"increments": [{"name": "late", "count": 7}, {"name": "late"}]}"#;
+    let (code, _) = curl(&[
+        "-X",
+        "POST",
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        body,
+        &format!("{}/v1/incr", s.base),
+    ]);
+    assert_eq!(code, 202);
+    // The flush interval is a minute: only the shutdown flush can write it.
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &s.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = s.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "tally serve ignored SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    let out = Command::new(env!("CARGO_BIN_EXE_tally"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["get", "late", "--precision", "86400", "--json"])
+        .output()
+        .unwrap();
+    let samples: Vec<(u64, i64)> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(samples.iter().map(|s| s.1).sum::<i64>(), 8, "{samples:?}");
+}
