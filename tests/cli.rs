@@ -6,7 +6,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use redis::Commands;
-use tally_testkit::RedisServer;
+use tally_testkit::{RedisOptions, RedisServer};
 
 fn tally() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tally"));
@@ -358,4 +358,74 @@ fn clean_runs_until_sigterm() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(exit.success(), "{exit}");
+}
+
+#[test]
+fn redis_urls_carry_password_database_and_tls() {
+    // A password and a database number in the URL.
+    let server = RedisServer::start_with(RedisOptions {
+        args: vec![("requirepass".into(), "s3cret".into())],
+        ..RedisOptions::default()
+    });
+    let url = format!("redis://:s3cret@127.0.0.1:{}/3", server.port());
+    ok(tally().args([
+        "--redis", &url, "--layout", "ria", "incr", "pw", "2", "--at", "100",
+    ]));
+    let mut db3 = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let field: i64 = db3.hget("count:60:pw", "60").unwrap();
+    assert_eq!(field, 2);
+    let mut db0 = redis::Client::open(format!("redis://:s3cret@127.0.0.1:{}/0", server.port()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    assert!(
+        !db0.exists::<_, bool>("count:60:pw").unwrap(),
+        "written to db 0, not 3"
+    );
+    let wrong = format!("redis://:nope@127.0.0.1:{}/3", server.port());
+    let out = run(tally().args(["--redis", &wrong, "incr", "pw"]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("refused the credentials"), "{stderr}");
+    assert!(
+        !stderr.contains("nope"),
+        "the password leaked into the message: {stderr}"
+    );
+
+    // rediss://, verified against the server's CA (SSL_CERT_FILE).
+    let tls = RedisServer::start_with(RedisOptions {
+        tls: true,
+        ..RedisOptions::default()
+    });
+    let ca = tls.ca_cert().unwrap();
+    ok(tally().env("SSL_CERT_FILE", &ca).args([
+        "--redis",
+        &tls.url(),
+        "incr",
+        "secure",
+        "5",
+        "--at",
+        "100",
+    ]));
+    let json = ok(tally().env("SSL_CERT_FILE", &ca).args([
+        "--redis",
+        &tls.url(),
+        "get",
+        "secure",
+        "--precision",
+        "60",
+        "--json",
+    ]));
+    assert_eq!(json.trim(), "[[60,5]]");
+    // Without trusting that CA the connection is refused, not silently unverified.
+    let out = run(tally().env("SSL_CERT_FILE", "/nonexistent").args([
+        "--redis",
+        &tls.url(),
+        "incr",
+        "secure",
+    ]));
+    assert!(!out.status.success());
 }

@@ -153,6 +153,25 @@ macro_rules! on_backends {
     };
 }
 
+/// The server on a real Redis Cluster (3 masters, 3 replicas): every
+/// service's routes, and the OpenAPI walk.
+mod redis_cluster {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_service_over_http() {
+        super::increments_show_up_in_reads(super::Kind::RedisCluster).await;
+        super::batches_are_all_or_nothing(super::Kind::RedisCluster).await;
+        super::listing_searches_and_pages(super::Kind::RedisCluster).await;
+        super::rate_limit_checks(super::Kind::RedisCluster).await;
+        super::locks_over_http(super::Kind::RedisCluster).await;
+        super::time_series_and_daily_over_http(super::Kind::RedisCluster).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn openapi_walk() {
+        super::openapi_describes_every_route(super::Kind::RedisCluster).await;
+    }
+}
+
 on_backends!(
     increments_show_up_in_reads,
     exact_mode_writes_before_answering,

@@ -87,6 +87,7 @@ impl RedisCluster {
         let total = options.masters * (1 + options.replicas_per_master);
         let server_options = RedisOptions {
             durable: false,
+            tls: false,
             args: vec![
                 ("cluster-enabled".into(), "yes".into()),
                 ("cluster-config-file".into(), "nodes.conf".into()),

@@ -24,6 +24,9 @@ pub struct RedisOptions {
     pub durable: bool,
     /// Extra `--name value` arguments passed to `redis-server` verbatim.
     pub args: Vec<(String, String)>,
+    /// Serve TLS only, with a certificate for `localhost` and 127.0.0.1
+    /// signed by a throwaway CA ([`RedisServer::ca_cert`]).
+    pub tls: bool,
 }
 
 /// A running `redis-server`, killed on drop.
@@ -70,9 +73,18 @@ impl RedisServer {
         self.port
     }
 
-    /// A `redis://` URL for this server.
+    /// A `redis://` URL for this server (`rediss://localhost` with TLS).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        if self.options.tls {
+            format!("rediss://localhost:{}/", self.port)
+        } else {
+            format!("redis://127.0.0.1:{}/", self.port)
+        }
+    }
+
+    /// The CA certificate that signed the server's (TLS servers only).
+    pub fn ca_cert(&self) -> Option<PathBuf> {
+        self.options.tls.then(|| self.dir.path().join("ca.crt"))
     }
 
     /// The server's working directory (AOF and RDB files live here).
@@ -127,9 +139,22 @@ impl RedisServer {
 
     fn spawn(&mut self) -> Result<(), String> {
         let mut cmd = Command::new(&self.binary);
-        cmd.arg("--port")
-            .arg(self.port.to_string())
-            .arg("--bind")
+        if self.options.tls {
+            make_certificates(self.dir.path())?;
+            let d = self.dir.path();
+            cmd.args(["--port", "0", "--tls-auth-clients", "no"])
+                .arg("--tls-port")
+                .arg(self.port.to_string())
+                .arg("--tls-cert-file")
+                .arg(d.join("server.crt"))
+                .arg("--tls-key-file")
+                .arg(d.join("server.key"))
+                .arg("--tls-ca-cert-file")
+                .arg(d.join("ca.crt"));
+        } else {
+            cmd.arg("--port").arg(self.port.to_string());
+        }
+        cmd.arg("--bind")
             .arg("127.0.0.1")
             .arg("--dir")
             .arg(self.dir.path())
@@ -154,11 +179,12 @@ impl RedisServer {
             .spawn()
             .map_err(|e| format!("spawn redis-server: {e}"))?;
         let port = self.port;
+        let ca = self.ca_cert();
         let up = wait_until(Duration::from_secs(10), || {
             if let Ok(Some(_)) = child.try_wait() {
                 return true;
             }
-            matches!(raw_command(port, "PING"), Ok(reply) if reply.starts_with("+PONG"))
+            answers_ping(port, ca.as_deref())
         });
         if let Ok(Some(status)) = child.try_wait() {
             let log =
@@ -171,10 +197,9 @@ impl RedisServer {
             return Err(format!("redis-server did not answer PING on port {port}"));
         }
         // With an AOF, the server answers PING with -LOADING until loaded.
-        wait_until(
-            Duration::from_secs(10),
-            || matches!(raw_command(port, "PING"), Ok(reply) if reply.starts_with("+PONG")),
-        );
+        wait_until(Duration::from_secs(10), || {
+            answers_ping(port, ca.as_deref())
+        });
         self.child = Some(child);
         Ok(())
     }
@@ -184,6 +209,114 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Whether the server on `port` is up and loaded: PONG, or NOAUTH (a
+/// password is set); over TLS (with `ca`) through `redis-cli --tls`.
+fn answers_ping(port: u16, ca: Option<&Path>) -> bool {
+    let reply = match ca {
+        None => raw_command(port, "PING").unwrap_or_default(),
+        Some(ca) => {
+            let cli = require_binary(
+                "redis-cli",
+                &[],
+                "Install it with `sudo apt-get install redis-tools`",
+            );
+            Command::new(cli)
+                .args([
+                    "--tls",
+                    "-h",
+                    "localhost",
+                    "-p",
+                    &port.to_string(),
+                    "--cacert",
+                ])
+                .arg(ca)
+                .arg("PING")
+                .output()
+                .map(|o| format!("+{}", String::from_utf8_lossy(&o.stdout).trim()))
+                .unwrap_or_default()
+        }
+    };
+    reply.starts_with("+PONG") || reply.starts_with("-NOAUTH")
+}
+
+/// A throwaway CA and a server certificate for localhost / 127.0.0.1, made
+/// with the `openssl` command in `dir`.
+fn make_certificates(dir: &Path) -> Result<(), String> {
+    if dir.join("server.crt").exists() {
+        return Ok(());
+    }
+    let openssl = require_binary(
+        "openssl",
+        &[],
+        "Install it with `sudo apt-get install openssl`",
+    );
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let steps: [&[&str]; 3] = [
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=tally-test-ca",
+        ],
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=localhost",
+        ],
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ],
+    ];
+    for args in steps {
+        let out = Command::new(&openssl)
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .map_err(|e| format!("openssl: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "openssl {args:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Sends an inline command over a fresh connection and reads the first reply

@@ -91,18 +91,33 @@ impl std::fmt::Debug for Redis {
 
 impl Redis {
     /// Connects to a standalone server: `redis://[user:password@]host:port[/db]`
-    /// or `rediss://` for TLS.
+    /// or `rediss://` for TLS (verified against the system's roots, or the
+    /// file named by `SSL_CERT_FILE`).
     pub async fn connect(url: &str) -> Result<Self> {
+        install_tls_provider();
+        let shown = redact(url);
         let client = redis::Client::open(url)
-            .map_err(|e| Error::Config(format!("invalid Redis URL {url:?}: {e}")))?;
+            .map_err(|e| Error::Config(format!("invalid Redis URL {shown:?}: {e}")))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_response_timeout(Some(RESPONSE_TIMEOUT))
             .set_number_of_retries(4)
             .set_max_delay(Duration::from_secs(1));
+        // One plain attempt first, so refused credentials fail at once rather
+        // than after the manager's retries (which are for a restarting server).
+        let probe = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT));
+        if let Err(e) = client
+            .get_multiplexed_async_connection_with_config(&probe)
+            .await
+            && let err @ Error::Config(_) = connect_error(&shown, &e)
+        {
+            return Err(err);
+        }
         let manager = ConnectionManager::new_with_config(client, config)
             .await
-            .map_err(|e| Error::Unavailable(format!("cannot connect to Redis at {url}: {e}")))?;
+            .map_err(|e| connect_error(&shown, &e))?;
         Ok(Redis {
             conn: Conn::Single(manager),
             wait: None,
@@ -111,6 +126,7 @@ impl Redis {
 
     /// Connects to a Redis Cluster through any of its nodes (seed URLs).
     pub async fn connect_cluster(urls: &[String]) -> Result<Self> {
+        install_tls_provider();
         if urls.is_empty() {
             return Err(Error::Config(
                 "a cluster needs at least one seed URL".into(),
@@ -121,9 +137,13 @@ impl Redis {
             .response_timeout(RESPONSE_TIMEOUT)
             .retries(8)
             .build()
-            .map_err(|e| Error::Config(format!("invalid cluster URLs {urls:?}: {e}")))?;
+            .map_err(|e| {
+                let shown: Vec<String> = urls.iter().map(|u| redact(u)).collect();
+                Error::Config(format!("invalid cluster URLs {shown:?}: {e}"))
+            })?;
         let conn = client.get_async_connection().await.map_err(|e| {
-            Error::Unavailable(format!("cannot connect to Redis Cluster at {urls:?}: {e}"))
+            let shown: Vec<String> = urls.iter().map(|u| redact(u)).collect();
+            connect_error(&format!("the Redis Cluster at {}", shown.join(",")), &e)
         })?;
         Ok(Redis {
             conn: Conn::Cluster(conn),
@@ -279,6 +299,50 @@ impl From<WriteFailure> for Error {
             WriteFailure::Tally(e) => e,
         }
     }
+}
+
+/// `url` with its password (and user) replaced by `***`, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}***{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// A failed connection: refused credentials are a configuration error (do
+/// not retry); anything else means Redis is unavailable for now.
+fn connect_error(what: &str, e: &redis::RedisError) -> Error {
+    if e.kind() == redis::ErrorKind::AuthenticationFailed
+        || e.code().is_some_and(|c| c == "WRONGPASS" || c == "NOAUTH")
+    {
+        Error::Config(format!("Redis at {what} refused the credentials: {e}"))
+    } else {
+        Error::Unavailable(format!("cannot connect to Redis at {what}: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn urls_lose_their_credentials_in_messages() {
+        assert_eq!(
+            redact("redis://:s3cret@host:6379/2"),
+            "redis://***@host:6379/2"
+        );
+        assert_eq!(redact("rediss://user:pw@h/"), "rediss://***@h/");
+        assert_eq!(redact("redis://127.0.0.1:6379/"), "redis://127.0.0.1:6379/");
+    }
+}
+
+/// Makes ring rustls's process-wide crypto provider (redis-rs leaves the
+/// choice to the application; without one, a `rediss://` URL panics). Keeps
+/// one the application installed already.
+fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// A sendable handle on a [`Redis`] connection.
