@@ -165,8 +165,28 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
             config.daily.clone(),
             clock.clone(),
         )?),
+        buffers: None,
     };
     let metrics = Metrics::default();
+    let mut services = services;
+    let mut flusher_task = None;
+    if !config.buffers.tables.is_empty() {
+        let buffers = Buffers::new(
+            backend.buffer_store().await?,
+            config.buffers.tables.clone(),
+            clock.clone(),
+        );
+        let flusher = match &config.buffers.sink {
+            Some(url) => {
+                let sink = open_sink(url, buffers.tables()).await?;
+                let flusher = Flusher::new(buffers.clone(), sink, config.buffers.flusher.clone())?;
+                flusher_task = Some(flusher.clone());
+                Some(flusher)
+            }
+            None => None,
+        };
+        services.buffers = Some((buffers, flusher));
+    }
     let state = AppState::new(services, settings, metrics.clone());
 
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -199,11 +219,7 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
             )),
         ));
     }
-    if let Some(url) = &config.buffers.sink {
-        let tables = config.buffers.tables()?.clone();
-        let buffers = Buffers::new(backend.buffer_store().await?, tables, clock.clone());
-        let sink = open_sink(url, buffers.tables()).await?;
-        let flusher = Flusher::new(buffers, sink, config.buffers.flusher.clone())?;
+    if let Some(flusher) = flusher_task {
         tasks.push(("flusher", flusher.spawn(stopped())));
     }
 

@@ -55,6 +55,7 @@ async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer
         )),
         tsdb: Some(f.tsdb(TsdbSettings::default()).await),
         daily: Some(f.daily(DailySettings::default()).await),
+        buffers: None,
     };
     let state = AppState::new(services, settings, Metrics::default());
     let router = app(state.clone());
@@ -173,6 +174,7 @@ mod redis_cluster {
 }
 
 on_backends!(
+    buffered_rows_over_http,
     increments_show_up_in_reads,
     exact_mode_writes_before_answering,
     batches_are_all_or_nothing,
@@ -926,7 +928,8 @@ async fn metrics_are_valid_exposition_text(kind: Kind) {
 /// (no 404/405), the example requests it gives are answered with the status
 /// it declares, and the answers validate against its schemas.
 async fn openapi_describes_every_route(kind: Kind) {
-    let s = server(kind, ServerSettings::default(), true).await;
+    let mut s = server(kind, ServerSettings::default(), true).await;
+    let (_dir, _flusher) = with_buffers(&mut s).await;
     let served = s.get("/openapi.json").await.json();
     assert_eq!(served["openapi"], "3.1.0");
     let components = served["components"].clone();
@@ -1068,4 +1071,99 @@ async fn raw_http(addr: std::net::SocketAddr, request: &str) -> String {
     let mut answer = Vec::new();
     stream.read_to_end(&mut answer).await.unwrap();
     String::from_utf8_lossy(&answer).into_owned()
+}
+
+async fn buffered_rows_over_http(kind: Kind) {
+    use tally::buffers::{Buffers, Flusher, FlusherSettings, TableConfig, Tables, open_sink};
+    let mut s = server(kind, ServerSettings::default(), true).await;
+    // No buffers configured: the routes say so.
+    s.get("/v1/buffers/stats")
+        .await
+        .error(StatusCode::NOT_FOUND, "not_found");
+    let (_dir, flusher) = with_buffers(&mut s).await;
+
+    let change = json!({ "table": "groups", "key": { "id": "42" }, "add": { "times_seen": 2 }, "set": { "last_seen": "today" } });
+    assert_eq!(
+        s.post("/v1/buffers/incr", change.clone()).await.json(),
+        json!({ "buffered": true })
+    );
+    assert_eq!(
+        s.post("/v1/buffers/incr", change).await.json(),
+        json!({ "buffered": true })
+    );
+    // Pending, not yet in SQL: the read adds them.
+    let row = s.get("/v1/buffers/groups/row?id=42").await.json();
+    assert_eq!(row["counters"]["times_seen"], 4, "{row}");
+    assert_eq!(row["stored"], Value::Null, "{row}");
+    assert_eq!(
+        s.get("/v1/buffers/stats").await.json()["backlog"]["pending_rows"],
+        1
+    );
+    flusher.drain().await.unwrap();
+    let row = s.get("/v1/buffers/groups/row?id=42").await.json();
+    assert_eq!(
+        (
+            row["counters"]["times_seen"].clone(),
+            row["last_write"]["last_seen"].clone()
+        ),
+        (json!(4), json!("today")),
+        "{row}"
+    );
+    assert!(row["stored"].is_object(), "{row}");
+    let metrics = s.get("/metrics").await.text;
+    assert!(
+        metrics.contains("tally_buffer_rows_written_total 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("tally_buffer_pending_rows 0\n"),
+        "{metrics}"
+    );
+    // Bad input: an unknown table or column, a missing key column.
+    let bad = json!({ "table": "nope", "key": { "id": "1" }, "add": { "times_seen": 1 } });
+    s.post("/v1/buffers/incr", bad)
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_input");
+    let bad = json!({ "table": "groups", "key": { "id": "1" }, "add": { "drop table": 1 } });
+    s.post("/v1/buffers/incr", bad)
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_input");
+    s.get("/v1/buffers/groups/row")
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_input");
+}
+
+/// Gives `s` buffered counters over a fresh SQLite sink holding the user's
+/// `groups` table (id, times_seen, last_seen).
+async fn with_buffers(s: &mut TestServer) -> (tempfile::TempDir, tally::buffers::Flusher) {
+    use tally::buffers::{Buffers, Flusher, FlusherSettings, TableConfig, Tables, open_sink};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("sink.sqlite3");
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch("CREATE TABLE groups (id INTEGER PRIMARY KEY, times_seen INTEGER NOT NULL DEFAULT 0, last_seen TEXT)")
+        .unwrap();
+    let tables = Tables::new(&[TableConfig {
+        name: "groups".into(),
+        key: vec!["id".into()],
+        counters: vec!["times_seen".into()],
+        last_write: vec!["last_seen".into()],
+    }])
+    .unwrap();
+    let buffers = Buffers::new(
+        s.f.backend.buffer_store().await.unwrap(),
+        tables.clone(),
+        std::sync::Arc::new(s.f.clock.clone()),
+    );
+    let sink = open_sink(&format!("sqlite:{}", db.display()), &tables)
+        .await
+        .unwrap();
+    let flusher = Flusher::new(buffers.clone(), sink, FlusherSettings::default()).unwrap();
+    let services = tally::server::Services {
+        buffers: Some((buffers, Some(flusher.clone()))),
+        ..s.state.services().clone()
+    };
+    s.state = AppState::new(services, s.state.settings().clone(), Metrics::default());
+    s.router = app(s.state.clone());
+    (dir, flusher)
 }

@@ -150,12 +150,12 @@ pub(crate) async fn render(State(state): State<AppState>) -> impl IntoResponse {
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        exposition(&state),
+        exposition(&state).await,
     )
 }
 
 /// The whole exposition text.
-pub fn exposition(state: &AppState) -> String {
+pub async fn exposition(state: &AppState) -> String {
     let m = &state.metrics().inner;
     let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
     let mut e = Exposition::new();
@@ -296,6 +296,51 @@ pub fn exposition(state: &AppState) -> String {
                 (vec![("outcome", "failed_open".into())], l.failed_open),
                 (vec![("outcome", "failed_closed".into())], l.failed_closed),
             ],
+        );
+    }
+    if let Some((_, Some(flusher))) = &state.services().buffers {
+        let f = flusher.metrics().await;
+        e.counter1(
+            "tally_buffer_batches_total",
+            "Buffered rows flushed to SQL: transactions.",
+            f.batches,
+        );
+        e.counter1(
+            "tally_buffer_rows_written_total",
+            "Rows written to SQL by the flusher.",
+            f.rows_written,
+        );
+        e.counter1(
+            "tally_buffer_statements_total",
+            "SQL statements the flusher ran.",
+            f.statements,
+        );
+        e.counter1(
+            "tally_buffer_failures_total",
+            "Flusher ticks or batches that failed (retried).",
+            f.failures,
+        );
+        e.counter1(
+            "tally_buffer_taken_over_total",
+            "Claims of dead flushers taken over.",
+            f.taken_over,
+        );
+        if let Some(backlog) = f.backlog {
+            e.gauge(
+                "tally_buffer_pending_rows",
+                "Rows with changes waiting to be flushed.",
+                backlog.pending_rows as f64,
+            );
+            e.gauge(
+                "tally_buffer_claims",
+                "Claims being flushed (or left by a dead flusher).",
+                backlog.claims as f64,
+            );
+        }
+        e.gauge(
+            "tally_buffer_oldest_pending_age_seconds",
+            "Age of the oldest change waiting to be flushed (0 when none).",
+            f.oldest_pending_age_ms.unwrap_or(0) as f64 / 1000.0,
         );
     }
     e.finish()

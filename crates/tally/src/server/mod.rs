@@ -15,6 +15,7 @@
 //! What it does not do: TLS (put it behind a proxy), or sessions.
 
 mod auth;
+mod buffers;
 mod counters;
 mod daily;
 mod dashboard;
@@ -42,6 +43,7 @@ use tower::ServiceBuilder;
 pub use error::ApiError;
 pub use metrics::Metrics;
 
+use crate::buffers::{Buffers, Flusher};
 use crate::counters::{Aggregator, Counters, MAX_BATCH};
 use crate::daily::DailyStats;
 use crate::limits::{Limit, Limiter};
@@ -100,6 +102,8 @@ pub struct Services {
     pub tsdb: Option<Tsdb>,
     /// Per-entity daily statistics.
     pub daily: Option<DailyStats>,
+    /// Buffered counters, and the flusher when it runs in this process.
+    pub buffers: Option<(Buffers, Option<Flusher>)>,
 }
 
 /// What every handler sees. Cheap to clone.
@@ -151,6 +155,7 @@ pub fn app(state: AppState) -> Router {
         .merge(locks::routes())
         .merge(ts::routes())
         .merge(daily::routes())
+        .merge(buffers::routes())
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,

@@ -1,0 +1,82 @@
+//! `/v1/buffers`: buffered counters (Sentry's buffers) over HTTP.
+//!
+//! - `POST /v1/buffers/incr` `{"table", "key": {col: value}, "add": {col: n},
+//!   "set": {col: value}}`: buffers one change to a row (one round trip);
+//! - `GET /v1/buffers/{table}/row?<key column>=<value>...`: the row as SQL
+//!   holds it plus the changes not yet flushed (needs the server's flusher);
+//! - `GET /v1/buffers/stats`: the backlog, and the flusher's figures when it
+//!   runs in this server.
+
+use std::collections::BTreeMap;
+
+use axum::Router;
+use axum::extract::State;
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+
+use super::error::{JsonBody, PathParam, QueryParams};
+use super::{ApiError, AppState};
+use crate::buffers::{Buffers, Flusher, Update};
+
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/buffers/incr", post(incr))
+        .route("/buffers/stats", get(stats))
+        .route("/buffers/{table}/row", get(row))
+}
+
+fn buffers(state: &AppState) -> Result<(&Buffers, Option<&Flusher>), ApiError> {
+    state
+        .services()
+        .buffers
+        .as_ref()
+        .map(|(b, f)| (b, f.as_ref()))
+        .ok_or_else(|| {
+            ApiError::not_found(
+                "buffered counters are not configured on this server ([buffers] tables)",
+            )
+        })
+}
+
+async fn incr(
+    State(state): State<AppState>,
+    JsonBody(update): JsonBody<Update>,
+) -> Result<impl IntoResponse, ApiError> {
+    let (buffers, _) = buffers(&state)?;
+    buffers
+        .incr(&update)
+        .await
+        .inspect_err(|e| state.metrics().backend_error_if(e))?;
+    Ok(axum::Json(serde_json::json!({ "buffered": true })))
+}
+
+async fn row(
+    State(state): State<AppState>,
+    PathParam(table): PathParam<String>,
+    QueryParams(key): QueryParams<BTreeMap<String, String>>,
+) -> Result<impl IntoResponse, ApiError> {
+    let (buffers, flusher) = buffers(&state)?;
+    let flusher = flusher.ok_or_else(|| {
+        ApiError::not_found("no SQL sink is configured on this server ([buffers] sink)")
+    })?;
+    let key: Vec<(&str, &str)> = key.iter().map(|(c, v)| (c.as_str(), v.as_str())).collect();
+    let row = buffers
+        .read(flusher.sink().as_ref(), &table, &key)
+        .await
+        .inspect_err(|e| state.metrics().backend_error_if(e))?;
+    Ok(axum::Json(row))
+}
+
+async fn stats(State(state): State<AppState>) -> Result<axum::response::Response, ApiError> {
+    let (buffers, flusher) = buffers(&state)?;
+    Ok(match flusher {
+        Some(f) => axum::Json(f.metrics().await).into_response(),
+        None => axum::Json(
+            buffers
+                .stats()
+                .await
+                .inspect_err(|e| state.metrics().backend_error_if(e))?,
+        )
+        .into_response(),
+    })
+}
