@@ -1074,7 +1074,6 @@ async fn raw_http(addr: std::net::SocketAddr, request: &str) -> String {
 }
 
 async fn buffered_rows_over_http(kind: Kind) {
-    use tally::buffers::{Buffers, Flusher, FlusherSettings, TableConfig, Tables, open_sink};
     let mut s = server(kind, ServerSettings::default(), true).await;
     // No buffers configured: the routes say so.
     s.get("/v1/buffers/stats")
