@@ -1,7 +1,7 @@
 //! The statsd line protocol, for counters: a pure parser.
 //!
 //! A packet holds lines separated by `\n`; a counter line is
-//! `<name>:<value>|c`, optionally with a sample rate `|@<rate>` (the value is
+//! `<name>:<value>|c` (the name may itself hold `:`), optionally with a sample rate `|@<rate>` (the value is
 //! scaled by 1/rate and rounded to the nearest integer, as the line stands for
 //! that many events) and DogStatsD tags `|#...` (ignored). Every other metric
 //! type (`g`, `ms`, `h`, `s`, `d`...) and every malformed line is rejected
@@ -69,11 +69,15 @@ pub fn parse_packet(packet: &[u8]) -> impl Iterator<Item = Line<'_>> {
 
 /// Parses one line (without its newline).
 pub fn parse_line(line: &str) -> Line<'_> {
-    let Some((name, rest)) = line.split_once(':') else {
+    // `name:value` ends at the first `|`; the value has no `:`, so the name
+    // runs to the last `:` before it (names like `shop:checkout` are fine).
+    let Some((head, rest)) = line.split_once('|') else {
+        return Line::Rejected(Reject::Malformed);
+    };
+    let Some((name, value)) = head.rsplit_once(':') else {
         return Line::Rejected(Reject::Malformed);
     };
     let mut fields = rest.split('|');
-    let value = fields.next().unwrap_or("");
     let Some(kind) = fields.next() else {
         return Line::Rejected(Reject::Malformed);
     };
@@ -137,6 +141,9 @@ mod tests {
             counter("api.calls/user", 42)
         );
         assert_eq!(parse_line("hits:1.6|c"), counter("hits", 2));
+        // Regression: names with `:` (Tally's own style) were split at the first one.
+        assert_eq!(parse_line("shop:checkout:5|c"), counter("shop:checkout", 5));
+        assert_eq!(parse_line("a:b:c:1|c|#k:v"), counter("a:b:c", 1));
     }
 
     #[test]
@@ -151,6 +158,7 @@ mod tests {
         assert_eq!(reject("hits"), Reject::Malformed);
         assert_eq!(reject("hits:1"), Reject::Malformed);
         assert_eq!(reject("hits:1|"), Reject::Malformed);
+        assert_eq!(reject("hits|c"), Reject::Malformed);
         assert_eq!(reject("hits:1|c|x"), Reject::Malformed);
         assert_eq!(reject(":1|c"), Reject::BadName);
         assert_eq!(reject("hits:abc|c"), Reject::BadValue);
@@ -193,7 +201,7 @@ mod tests {
         }
 
         #[test]
-        fn valid_counter_lines_round_trip(name in "[a-z][a-z0-9._/-]{0,30}", value in -1_000_000i64..1_000_000, rate_pct in 1u32..=100) {
+        fn valid_counter_lines_round_trip(name in "[a-z][a-z0-9._/:-]{0,30}", value in -1_000_000i64..1_000_000, rate_pct in 1u32..=100) {
             let rate = f64::from(rate_pct) / 100.0;
             let line = format!("{name}:{value}|c|@{rate}");
             let expected = (value as f64 / rate).round() as i64;
