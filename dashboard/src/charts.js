@@ -148,7 +148,9 @@ class Chart {
 }
 
 const cursor = {
+  // No drag-to-zoom (a live refresh would undo it), no horizontal hair line.
   drag: { x: false, y: false, setScale: false },
+  y: false,
   points: { size: 7 },
 };
 

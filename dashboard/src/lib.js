@@ -58,7 +58,8 @@ export function fmtUtc(ts) {
 export function fillSlices(samples, precision, kept, now) {
   let end = Math.floor(now / precision) * precision;
   for (const [start] of samples) {
-    if (start > end) end = start;
+    const slice = Math.floor(start / precision) * precision;
+    if (slice > end) end = slice;
   }
   const first = end - (kept - 1) * precision;
   const xs = new Array(kept);
@@ -113,6 +114,18 @@ export function buildHash(view, params = {}) {
   }
   const s = q.toString();
   return `#/${view}${s ? `?${s}` : ''}`;
+}
+
+/**
+ * The start of a time-series range of `span` seconds ending at `end`,
+ * a little short of the full span: the server picks the finest rollup whose
+ * retention, counted back from *its* now, reaches the start, so a start of
+ * exactly `end - span` would flip between two rollups as its clock moves
+ * past ours (e.g. 10 s buckets kept for exactly 1 h). 1 % of the span (at
+ * least 10 s) absorbs that and small clock differences.
+ */
+export function rangeStart(end, span) {
+  return end - span + Math.max(10, Math.floor(span / 100));
 }
 
 /** "a, b,,c " → ["a", "b", "c"]: the keys typed in the time-series form. */

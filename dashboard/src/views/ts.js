@@ -7,7 +7,7 @@
 import { ApiError, getJson } from '../api.js';
 import { PALETTE, timeChart } from '../charts.js';
 import { clockTime, every, h } from '../dom.js';
-import { buildHash, fmtCount, fmtDuration, fmtLocal, seg, splitKeys, summarize } from '../lib.js';
+import { buildHash, fmtCount, fmtDuration, fmtLocal, rangeStart, seg, splitKeys, summarize } from '../lib.js';
 
 const RANGES = [3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400];
 const REFRESH_MS = 10000;
@@ -108,7 +108,7 @@ export function tsView(root) {
 
     const tick = async () => {
       const end = Math.floor(Date.now() / 1000);
-      const q = new URLSearchParams({ keys: ks.join(','), start: String(end - span), end: String(end) });
+      const q = new URLSearchParams({ keys: ks.join(','), start: String(rangeStart(end, span)), end: String(end) });
       try {
         const answer = await getJson(`v1/ts/${seg(m)}/range?${q}`);
         const series = answer.series;
