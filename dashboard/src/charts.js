@@ -61,7 +61,8 @@ function tooltipPlugin(describe) {
         tip = document.createElement('div');
         tip.className = 'chart-tip';
         tip.hidden = true;
-        tip.setAttribute('role', 'status');
+        // Pointer-only detail: the figure's label and caption say the same for screen readers.
+        tip.setAttribute('aria-hidden', 'true');
         u.over.appendChild(tip);
         u.over.addEventListener('mouseleave', () => {
           tip.hidden = true;

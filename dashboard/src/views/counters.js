@@ -45,9 +45,13 @@ export function countersView(root) {
       h(
         'aside',
         { class: 'panel list-pane', 'aria-label': 'Counters' },
-        h('label', { for: 'counter-search', class: 'field-label' }, 'Search counters'),
-        search,
-        listStatus,
+        h(
+          'div',
+          { class: 'list-head' },
+          h('label', { for: 'counter-search', class: 'field-label' }, 'Search counters'),
+          search,
+          listStatus,
+        ),
         list,
         sentinel,
         more,
