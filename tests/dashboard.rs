@@ -1,12 +1,13 @@
 //! The dashboard end to end, in a real browser: `tally serve` on a free
-//! port with its own data directory, fed known data over HTTP and a statsd
-//! UDP packet, checked through the JSON API, then driven in headless
+//! port with its own data directory, fed known data over HTTP (`curl` among
+//! others) and a statsd packet (`nc -u`), checked through the JSON API,
+//! then driven in headless
 //! Chromium by `dashboard/e2e/dashboard.mjs` (Playwright), which checks that
 //! the charts show exactly that data and saves screenshots under the target
 //! directory (`$CARGO_TARGET_DIR`, else `target/`).
 //!
-//! Needs Debian's `chromium`, `node` and `npm ci` run in `dashboard/`
-//! (`scripts/test` sees to all three). A missing piece fails the test with
+//! Needs Debian's `chromium`, `curl`, `nc`, `node` and `npm ci` run in
+//! `dashboard/` (`scripts/test` sees to all of them). A missing piece fails the test with
 //! the command that installs it; nothing is skipped.
 
 mod support;
@@ -60,6 +61,16 @@ fn node_ready() {
             .is_file(),
         "dashboard/node_modules is missing: run `npm ci` in dashboard/ (scripts/test does)."
     );
+}
+
+/// A command-line tool the test drives as a user would (`curl`, `nc`).
+fn tool(name: &str) -> PathBuf {
+    let package = if name == "nc" { "netcat-openbsd" } else { name };
+    tally_testkit::require_binary(
+        name,
+        &[],
+        &format!("Install it with `apt-get install {package}`"),
+    )
 }
 
 fn now() -> u64 {
@@ -329,23 +340,35 @@ fn dashboard_charts_show_the_fed_data() {
     let t = now();
     let t0 = t - 20;
 
-    // Counters: two increments over HTTP at known times, one statsd packet
-    // (counted now), and neighbours the search must tell apart.
+    // Counters: increments at known times, one with `curl` as a user would,
+    // a statsd packet sent with `nc -u` (counted now), and neighbours the
+    // search must tell apart.
     let checkout = "shop.checkout";
-    server.post(
-        &format!("/v1/counters/{checkout}/incr"),
-        None,
-        json!({"count": 7, "at": t0 as f64 + 0.5}),
-    );
+    let curl = Command::new(tool("curl"))
+        .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST"])
+        .args(["-H", "Content-Type: application/json", "-d"])
+        .arg(json!({"count": 7, "at": t0 as f64 + 0.5}).to_string())
+        .arg(format!("{}v1/counters/{checkout}/incr", server.base()))
+        .output()
+        .expect("run curl");
+    assert_eq!(String::from_utf8_lossy(&curl.stdout), "202", "{curl:?}");
     server.post(
         &format!("/v1/counters/{checkout}/incr"),
         None,
         json!({"count": 3, "at": t0 - 7}),
     );
-    UdpSocket::bind("127.0.0.1:0")
+    let statsd = server.statsd.unwrap();
+    let mut nc = Command::new(tool("nc"))
+        .args(["-u", "-w1", "127.0.0.1", &statsd.port().to_string()])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("run nc");
+    nc.stdin
+        .take()
         .unwrap()
-        .send_to(format!("{checkout}:5|c").as_bytes(), server.statsd.unwrap())
+        .write_all(format!("{checkout}:5|c\n").as_bytes())
         .unwrap();
+    assert!(nc.wait().unwrap().success(), "nc -u failed");
     server.post("/v1/counters/shop.cart/incr", None, json!({"count": 1}));
     server.post("/v1/counters/api.hits/incr", None, json!({"count": 2}));
 
