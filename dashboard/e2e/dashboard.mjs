@@ -238,6 +238,14 @@ async function token(page, s) {
   await page.goto(new URL(`#/counters?q=${encodeURIComponent(t.counter)}`, s.base).href);
   const dialog = page.locator('#token-dialog');
   await dialog.waitFor({ state: 'visible', timeout: TIMEOUT });
+  step('cancel: the page says why it shows nothing and offers the prompt again');
+  await dialog.getByRole('button', { name: 'Cancel' }).click();
+  await page.waitForFunction(() => document.getElementById('counter-list-status')?.textContent.includes('token'), null, { timeout: TIMEOUT });
+  const again = page.locator('#token-button');
+  check((await again.textContent()) === 'Enter token', `the header offers "${await again.textContent()}" after a cancel`);
+  await again.click();
+  await dialog.waitFor({ state: 'visible', timeout: TIMEOUT });
+  step('a wrong token is refused with the reason');
   await page.locator('#token-input').fill('wrong-token-123');
   await page.locator('#token-ok').click();
   await page.waitForFunction(() => document.getElementById('token-reason')?.textContent.includes('not valid'), null, { timeout: TIMEOUT })

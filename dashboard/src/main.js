@@ -36,7 +36,7 @@ function route() {
 const dialog = document.getElementById('token-dialog');
 const tokenInput = document.getElementById('token-input');
 const tokenReason = document.getElementById('token-reason');
-const forget = document.getElementById('forget-token');
+const tokenBtn = document.getElementById('token-button');
 
 setTokenPrompt(
   (message) =>
@@ -45,7 +45,9 @@ setTokenPrompt(
       tokenInput.value = '';
       const done = () => {
         dialog.removeEventListener('close', done);
-        resolve(dialog.returnValue === 'ok' ? tokenInput.value.trim() || null : null);
+        const token = dialog.returnValue === 'ok' ? tokenInput.value.trim() || null : null;
+        if (!token) tokenButton('cancelled');
+        resolve(token);
       };
       dialog.addEventListener('close', done);
       dialog.returnValue = '';
@@ -54,12 +56,16 @@ setTokenPrompt(
     }),
 );
 
-function showForget(token) {
-  forget.hidden = !token;
+// The header's token button: "Forget token" while one is kept, "Enter token"
+// after the user cancelled the prompt. Either way it clears the kept token
+// and reloads, so the next 401 asks again.
+function tokenButton(state) {
+  tokenBtn.hidden = state === 'none';
+  tokenBtn.textContent = state === 'kept' ? 'Forget token' : 'Enter token';
 }
-onTokenChange(showForget);
-showForget(currentToken());
-forget.addEventListener('click', () => {
+onTokenChange((token) => tokenButton(token ? 'kept' : 'none'));
+tokenButton(currentToken() ? 'kept' : 'none');
+tokenBtn.addEventListener('click', () => {
   storeToken('');
   location.reload();
 });
