@@ -20,7 +20,7 @@ export function countersView(root) {
   let charts = new Map();
   let stopLive = null;
   let paused = false;
-  let shownName = null;
+  let chartsKey = null; // precisions and samples kept of the charts shown
   let activeName = null;
   let initialised = false;
 
@@ -177,12 +177,12 @@ export function countersView(root) {
   function clearCharts() {
     for (const c of charts.values()) c.chart.destroy();
     charts = new Map();
+    chartsKey = null;
     grid.replaceChildren();
   }
 
   function showEmpty() {
     clearCharts();
-    shownName = null;
     detail.replaceChildren(
       h(
         'div',
@@ -230,11 +230,12 @@ export function countersView(root) {
     const precisions = Object.keys(answer.precisions)
       .map(Number)
       .sort((a, b) => a - b);
-    const key = precisions.join(',') + `/${kept}`;
-    if (shownName !== name || charts.key !== key) {
+    // The same counter keeps its charts (fed new data in place) unless the
+    // server's precisions changed.
+    const key = `${precisions.join(',')}/${kept}`;
+    if (chartsKey !== key) {
       clearCharts();
-      charts.key = key;
-      shownName = name;
+      chartsKey = key;
     }
     const now = Date.now() / 1000;
     for (const p of precisions) {
