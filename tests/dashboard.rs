@@ -460,6 +460,8 @@ fn dashboard_charts_show_the_fed_data() {
         &server,
         json!({
             "scenario": "data",
+            // A browser half an hour off UTC: slices and days must still
+            // line up with the server's (UTC) starts.
             "timezone": "Asia/Kolkata",
             "counter": {
                 "search": "shop.",
