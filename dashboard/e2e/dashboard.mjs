@@ -1,0 +1,311 @@
+// End-to-end check of the dashboard in headless Chromium, driven by
+// tests/dashboard.rs (which starts `tally serve`, feeds it known data and
+// checks the API holds it, then runs this script):
+//
+//   node e2e/dashboard.mjs SPEC.json
+//
+// SPEC says where the server is, what the charts must show and where to
+// save screenshots. Scenario "data": search the counters, pick one with the
+// keyboard, check every precision's chart holds exactly the API's samples
+// (missing slices 0, over the retained span), hover a slice and read the
+// tooltip, feed one more increment and watch the same chart update live;
+// then the time-series and daily views. Scenario "token": a server that
+// protects reads; the page must ask for a token, refuse a wrong one, keep
+// the right one. Any failed check, page error or failed request of the page
+// exits 1 with a message.
+
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+import { fmtDuration } from '../src/lib.js';
+
+const spec = JSON.parse(await readFile(process.argv[2], 'utf8'));
+const TIMEOUT = 15000;
+
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+class CheckFailed extends Error {}
+
+function check(ok, message) {
+  if (!ok) throw new CheckFailed(message);
+}
+
+function step(message) {
+  console.log(`e2e: ${message}`);
+}
+
+const utc = (ts) => new Date(ts * 1000).toISOString().slice(0, 19).replace('T', ' ') + ' UTC';
+
+/** The data a chart drew: `{ xs, ys: [series...] }`, read from its uPlot. */
+async function chartData(page, id) {
+  return page.evaluate((id) => {
+    const u = window.tallyCharts?.[id];
+    if (!u) return null;
+    return { xs: Array.from(u.data[0]), ys: u.data.slice(1).map((s) => Array.from(s)) };
+  }, id);
+}
+
+async function waitChart(page, id) {
+  await page.waitForFunction((id) => window.tallyCharts?.[id]?.data?.[0]?.length > 0, id, { timeout: TIMEOUT });
+}
+
+/** Moves the mouse over the point of chart `id` at x = `t`; returns the tooltip's text parts. */
+async function hover(page, id, figure, t) {
+  const pos = await page.evaluate(
+    ({ id, t }) => {
+      const u = window.tallyCharts[id];
+      const box = u.over.getBoundingClientRect();
+      return { x: box.left + u.valToPos(t, 'x'), y: box.top + box.height / 2 };
+    },
+    { id, t },
+  );
+  await page.mouse.move(pos.x, pos.y);
+  const tip = page.locator(`${figure} .chart-tip`);
+  await tip.waitFor({ state: 'visible', timeout: TIMEOUT });
+  return {
+    title: await tip.locator('.tip-title').textContent(),
+    sub: await tip.locator('.tip-sub').count() ? await tip.locator('.tip-sub').textContent() : '',
+    values: await tip.locator('.tip-value').allTextContents(),
+  };
+}
+
+/** Fails unless `ys` is exactly `expected` (pairs [x, count]) at `xs`, 0 elsewhere. */
+function checkSeries(what, xs, ys, expected) {
+  const want = new Map(expected.map(([x, c]) => [x, c]));
+  xs.forEach((x, i) => {
+    const w = want.get(x) ?? 0;
+    check(ys[i] === w, `${what}: at ${x} (${utc(x)}) the chart drew ${ys[i]}, the API holds ${w}`);
+  });
+  for (const [x, c] of want) {
+    check(xs.includes(x) || c === 0, `${what}: the API's sample at ${x} (${c}) is not on the chart`);
+  }
+}
+
+async function counters(page, s) {
+  const c = s.counter;
+  step(`search "${c.search}" and pick ${c.name} with the keyboard`);
+  await page.goto(s.base);
+  await page.locator('#counter-search').waitFor({ timeout: TIMEOUT });
+  await page.locator('#counter-search').pressSequentially(c.search, { delay: 30 });
+  const names = page.locator('#counter-list a');
+  await page.waitForFunction(
+    (want) => {
+      const got = [...document.querySelectorAll('#counter-list a')].map((a) => a.dataset.name);
+      return JSON.stringify(got) === JSON.stringify(want);
+    },
+    c.listed,
+    { timeout: TIMEOUT },
+  ).catch(async () => {
+    throw new CheckFailed(`the list shows ${JSON.stringify(await names.allTextContents())}, expected ${JSON.stringify(c.listed)}`);
+  });
+  const index = c.listed.indexOf(c.name);
+  await page.locator('#counter-search').press('ArrowDown');
+  for (let i = 0; i < index; i++) await page.keyboard.press('ArrowDown');
+  const focused = await page.evaluate(() => document.activeElement?.dataset?.name);
+  check(focused === c.name, `arrow keys focused ${focused}, expected ${c.name}`);
+  await page.keyboard.press('Enter');
+  await page.waitForFunction((n) => decodeURIComponent(location.hash).includes(`name=${n}`), c.name, { timeout: TIMEOUT });
+  check(
+    (await page.locator('#counter-list a[aria-current="page"]').textContent()) === c.name,
+    'the chosen counter is not marked current in the list',
+  );
+
+  step(`check the chart of each precision (${Object.keys(c.samples).join(', ')} s)`);
+  for (const [p, samples] of Object.entries(c.samples)) {
+    const id = `counter:${p}`;
+    await waitChart(page, id);
+    const { xs, ys } = await chartData(page, id);
+    const prec = Number(p);
+    check(xs.length === c.samples_kept, `precision ${p}: ${xs.length} slices drawn, expected the ${c.samples_kept} retained`);
+    check(xs.every((x, i) => i === 0 || x - xs[i - 1] === prec), `precision ${p}: slices are not ${p} s apart`);
+    checkSeries(`precision ${p}`, xs, ys[0], samples);
+    const total = ys[0].reduce((a, b) => a + b, 0);
+    check(total === c.total, `precision ${p}: the chart sums to ${total}, expected ${c.total}`);
+    const shown = await page.locator(`figure[data-precision="${p}"]`).getAttribute('data-total');
+    check(shown === String(c.total), `precision ${p}: the caption says total ${shown}`);
+  }
+
+  step(`hover the ${c.hover.precision} s slice at ${utc(c.hover.at)}`);
+  const tip = await hover(page, `counter:${c.hover.precision}`, `figure[data-precision="${c.hover.precision}"]`, c.hover.at);
+  check(tip.values[0] === String(c.hover.count), `the tooltip says ${tip.values[0]}, expected ${c.hover.count}`);
+  check(tip.sub.includes(utc(c.hover.at)), `the tooltip's UTC line is "${tip.sub}", expected ${utc(c.hover.at)}`);
+  await page.screenshot({ path: join(s.out_dir, 'dashboard-counters.png'), fullPage: true });
+
+  step(`feed ${c.live_count} more and wait for the live refresh`);
+  const coarsest = Object.keys(c.samples).at(-1);
+  await page.evaluate((id) => {
+    window.tallyCharts[id].e2eMark = true;
+  }, `counter:${coarsest}`);
+  const res = await fetch(new URL(`v1/counters/${encodeURIComponent(c.name)}/incr`, s.base), {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ count: c.live_count }),
+  });
+  check(res.status === 202, `the extra increment was answered ${res.status}`);
+  const want = c.total + c.live_count;
+  await page
+    .waitForFunction(
+      ({ id, want }) => {
+        const u = window.tallyCharts[id];
+        return u && u.data[1].reduce((a, b) => a + b, 0) === want;
+      },
+      { id: `counter:${coarsest}`, want },
+      { timeout: TIMEOUT },
+    )
+    .catch(() => {
+      throw new CheckFailed(`the chart did not refresh to ${want} within ${TIMEOUT} ms`);
+    });
+  const same = await page.evaluate((id) => window.tallyCharts[id].e2eMark === true, `counter:${coarsest}`);
+  check(same, 'the chart was rebuilt on refresh instead of updated in place');
+}
+
+async function timeSeries(page, s) {
+  const t = s.ts;
+  step(`time series: ${t.model} keys ${t.keys.join(', ')}`);
+  await page.locator('.nav a[data-view="ts"]').click();
+  await page.locator('#ts-model').fill(t.model);
+  await page.locator('#ts-keys').fill(t.keys.join(', '));
+  await page.locator('#ts-keys').press('Enter');
+  await waitChart(page, 'ts');
+  const { xs, ys } = await chartData(page, 'ts');
+  check(ys.length === t.keys.length, `${ys.length} series drawn, expected ${t.keys.length}`);
+  t.keys.forEach((key, i) => {
+    checkSeries(`key ${key}`, xs, ys[i], t.points[key]);
+    const total = ys[i].reduce((a, b) => a + b, 0);
+    check(total === t.totals[key], `key ${key}: the chart sums to ${total}, expected ${t.totals[key]}`);
+  });
+  const caption = await page.locator('#ts-caption').textContent();
+  const rollup = `rollup ${fmtDuration(t.rollup)}`;
+  check(caption.includes(rollup), `the caption "${caption}" does not show ${rollup}`);
+  check(decodeURIComponent(await page.evaluate(() => location.hash)).includes(`keys=${t.keys.join(',')}`), 'the keys are not in the URL');
+  const [x, count] = t.points[t.keys[0]].find(([, c]) => c > 0);
+  const tip = await hover(page, 'ts', '#ts-figure', x);
+  check(tip.values[0] === String(count), `the tooltip says ${tip.values[0]} for ${t.keys[0]}, expected ${count}`);
+  await page.screenshot({ path: join(s.out_dir, 'dashboard-ts.png'), fullPage: true });
+}
+
+async function daily(page, s) {
+  const d = s.daily;
+  step(`daily: ${d.entity}`);
+  await page.locator('.nav a[data-view="daily"]').click();
+  await page.locator('#daily-entity').fill(d.entity);
+  await page.locator('#daily-entity').press('Enter');
+  await waitChart(page, 'daily');
+  const { xs, ys } = await chartData(page, 'daily');
+  check(xs.length === d.days.length, `${xs.length} days drawn, expected ${d.days.length}`);
+  const days = xs.map((x) => new Date(x * 1000).toISOString().slice(0, 10));
+  days.forEach((day, i) => {
+    check(day === d.days[i].day, `bar ${i} is ${day}, expected ${d.days[i].day}`);
+    check(ys[0][i] === d.days[i].count, `${day}: the bar is ${ys[0][i]}, expected ${d.days[i].count}`);
+  });
+  await page.waitForFunction(
+    ({ today, total }) =>
+      document.getElementById('daily-today')?.textContent === today && document.getElementById('daily-total')?.textContent === total,
+    { today: String(d.today), total: String(d.total) },
+    { timeout: TIMEOUT },
+  ).catch(async () => {
+    throw new CheckFailed(
+      `today/total show ${await page.locator('#daily-today').textContent()}/${await page.locator('#daily-total').textContent()}, expected ${d.today}/${d.total}`,
+    );
+  });
+  const busiest = d.days.reduce((a, b) => (b.count > a.count ? b : a));
+  const tip = await hover(page, 'daily', '#daily-figure', xs[days.indexOf(busiest.day)]);
+  check(tip.title === busiest.day && tip.values[0] === String(busiest.count), `the tooltip says ${tip.title}: ${tip.values[0]}, expected ${busiest.day}: ${busiest.count}`);
+  await page.screenshot({ path: join(s.out_dir, 'dashboard-daily.png'), fullPage: true });
+
+  step('narrow window');
+  await page.setViewportSize({ width: 390, height: 800 });
+  await page.mouse.move(0, 0);
+  await page.waitForTimeout(300);
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  check(overflow <= 0, `the page scrolls sideways by ${overflow}px in a 390px window`);
+  await page.screenshot({ path: join(s.out_dir, 'dashboard-daily-narrow.png'), fullPage: true });
+}
+
+async function token(page, s) {
+  const t = s.token;
+  step('open a server that protects reads: the page must ask for a token');
+  await page.goto(new URL(`#/counters?q=${encodeURIComponent(t.counter)}`, s.base).href);
+  const dialog = page.locator('#token-dialog');
+  await dialog.waitFor({ state: 'visible', timeout: TIMEOUT });
+  step('cancel: the page says why it shows nothing and offers the prompt again');
+  await dialog.getByRole('button', { name: 'Cancel' }).click();
+  await page.waitForFunction(() => document.getElementById('counter-list-status')?.textContent.includes('token'), null, { timeout: TIMEOUT });
+  const again = page.locator('#token-button');
+  check((await again.textContent()) === 'Enter token', `the header offers "${await again.textContent()}" after a cancel`);
+  await again.click();
+  await dialog.waitFor({ state: 'visible', timeout: TIMEOUT });
+  step('a wrong token is refused with the reason');
+  await page.locator('#token-input').fill('wrong-token-123');
+  await page.locator('#token-ok').click();
+  await page.waitForFunction(() => document.getElementById('token-reason')?.textContent.includes('not valid'), null, { timeout: TIMEOUT })
+    .catch(async () => {
+      throw new CheckFailed(`a wrong token did not bring the dialog back with a reason (it says "${await page.locator('#token-reason').textContent()}")`);
+    });
+  await page.screenshot({ path: join(s.out_dir, 'dashboard-token.png') });
+  await page.locator('#token-input').fill(t.value);
+  await page.locator('#token-ok').click();
+  await page.locator(`#counter-list a[data-name="${t.counter}"]`).waitFor({ timeout: TIMEOUT });
+  check((await page.evaluate(() => localStorage.getItem('tally.token'))) === t.value, 'the token is not kept in localStorage');
+  step('reload: the kept token is used without asking');
+  await page.reload();
+  await page.locator(`#counter-list a[data-name="${t.counter}"]`).waitFor({ timeout: TIMEOUT });
+  check(!(await dialog.isVisible()), 'the dialog asked again although a token was kept');
+}
+
+const profile = await mkdtemp(join(tmpdir(), 'tally-e2e-chromium-'));
+let context;
+let failed = false;
+try {
+  context = await chromium.launchPersistentContext(profile, {
+    executablePath: spec.chromium,
+    headless: true,
+    args: CHROMIUM_ARGS,
+    viewport: { width: 1280, height: 900 },
+    timezoneId: spec.timezone,
+  });
+  const page = context.pages()[0] ?? (await context.newPage());
+  const problems = [];
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !(spec.scenario === 'token' && m.text().includes('401'))) problems.push(`console error: ${m.text()}`);
+  });
+  page.on('requestfailed', (r) => {
+    if (!r.failure()?.errorText.includes('ERR_ABORTED')) problems.push(`request failed: ${r.url()} ${r.failure()?.errorText}`);
+  });
+  page.on('request', (r) => {
+    if (!r.url().startsWith(new URL(spec.base).origin)) problems.push(`request outside the server: ${r.url()}`);
+  });
+  if (spec.scenario === 'data') {
+    await counters(page, spec);
+    await timeSeries(page, spec);
+    await daily(page, spec);
+  } else if (spec.scenario === 'token') {
+    await token(page, spec);
+  } else {
+    throw new CheckFailed(`unknown scenario ${spec.scenario}`);
+  }
+  check(problems.length === 0, `the page had problems:\n  ${problems.join('\n  ')}`);
+  step(`${spec.scenario}: all checks passed; screenshots in ${spec.out_dir}`);
+} catch (e) {
+  failed = true;
+  console.error(`e2e FAILED: ${e instanceof CheckFailed ? e.message : e.stack || e}`);
+  if (context) {
+    const page = context.pages()[0];
+    if (page) await page.screenshot({ path: join(spec.out_dir, `dashboard-failure-${spec.scenario}.png`), fullPage: true }).catch(() => {});
+  }
+} finally {
+  if (context) await context.close().catch(() => {});
+  await rm(profile, { recursive: true, force: true });
+}
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,142 @@
+// The daily view: an entity's count per day over the last N days as bars,
+// with today, the sum over those days and the all-time total, refreshed
+// live.
+//
+// Hash: #/daily?entity=<entity>&days=<n>
+
+import { ApiError, getJson } from '../api.js';
+import { dayBars, PALETTE } from '../charts.js';
+import { clockTime, every, h } from '../dom.js';
+import { buildHash, dayToUnix, fmtCount, seg, summarize } from '../lib.js';
+
+const DAYS = [7, 30, 90];
+const REFRESH_MS = 10000;
+
+export function dailyView(root) {
+  let shown = null;
+  let chart = null;
+  let stopLive = null;
+
+  const entity = h('input', { id: 'daily-entity', name: 'entity', required: true, autocomplete: 'off', spellcheck: 'false', placeholder: 'ad:42' });
+  const days = h(
+    'select',
+    { id: 'daily-days', name: 'days' },
+    DAYS.map((d) => h('option', { value: String(d) }, `last ${d} days`)),
+  );
+  const form = h(
+    'form',
+    { class: 'panel query-form', role: 'search', 'aria-label': 'Daily statistics' },
+    h('div', { class: 'field grow' }, h('label', { for: 'daily-entity', class: 'field-label' }, 'Entity'), entity),
+    h('div', { class: 'field' }, h('label', { for: 'daily-days', class: 'field-label' }, 'Days'), days),
+    h('button', { type: 'submit' }, 'Show'),
+  );
+  const out = h('div', { class: 'daily-out' });
+  root.replaceChildren(form, out);
+
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    location.hash = buildHash('daily', { entity: entity.value.trim(), days: days.value });
+  });
+
+  function stop() {
+    if (stopLive) stopLive();
+    stopLive = null;
+    if (chart) chart.destroy();
+    chart = null;
+  }
+
+  function showIntro() {
+    out.replaceChildren(
+      h(
+        'div',
+        { class: 'panel empty' },
+        h('h2', {}, 'Daily statistics'),
+        h('p', {}, 'Give an entity (an ad, a page, a user…) to see its count per day, today and all time.'),
+        h('pre', {}, h('code', {}, `curl -X POST ${new URL('v1/daily/ad:42/incr', location.href)}`)),
+      ),
+    );
+  }
+
+  function stat(label, id) {
+    const value = h('span', { class: 'stat-value', id }, '–');
+    return { el: h('div', { class: 'panel stat' }, h('span', { class: 'stat-label' }, label), value), value };
+  }
+
+  function show(name, n) {
+    stop();
+    const note = h('span', { class: 'live-note muted small' }, 'Loading…');
+    const errorBox = h('p', { class: 'error', role: 'alert', hidden: true });
+    const today = stat('Today', 'daily-today');
+    const period = stat(`Last ${n} days`, 'daily-period');
+    const total = stat('All time', 'daily-total');
+    const chartEl = h('div', { class: 'chart', role: 'img' });
+    const caption = h('p', { class: 'muted small' });
+    out.replaceChildren(
+      h('div', { class: 'detail-head' }, h('h2', {}, name), h('div', { class: 'detail-tools' }, note)),
+      errorBox,
+      h('div', { class: 'stats' }, today.el, period.el, total.el),
+      h(
+        'figure',
+        { class: 'panel chart-card wide', id: 'daily-figure' },
+        h('figcaption', {}, h('h3', {}, `Count per day, last ${n} days`), caption),
+        chartEl,
+      ),
+    );
+
+    const tick = async () => {
+      try {
+        const answer = await getJson(`v1/daily/${seg(name)}?days=${n}`);
+        const xs = answer.days.map((d) => dayToUnix(d.day));
+        const ys = answer.days.map((d) => d.count);
+        if (!chart) {
+          chart = dayBars('daily', chartEl, { label: name, colour: PALETTE[0] }, [xs, ys]);
+        } else {
+          chart.update([xs, ys]);
+        }
+        const { total: sum, peak, at } = summarize(ys);
+        today.value.textContent = fmtCount(answer.today?.count ?? 0);
+        period.value.textContent = fmtCount(sum);
+        total.value.textContent = fmtCount(answer.total);
+        const first = answer.days[0]?.day;
+        const last = answer.days[answer.days.length - 1]?.day;
+        caption.textContent = first ? `${first} to ${last}` + (at >= 0 ? ` · busiest ${answer.days[at].day} (${fmtCount(peak)})` : '') : '';
+        chartEl.setAttribute(
+          'aria-label',
+          `${name}: ${fmtCount(sum)} over the last ${n} days, ${fmtCount(answer.today?.count ?? 0)} today, ${fmtCount(answer.total)} all time`,
+        );
+        errorBox.hidden = true;
+        note.textContent = `Live · updated ${clockTime()}`;
+      } catch (e) {
+        errorBox.textContent =
+          e instanceof ApiError ? `Could not read ${name}: ${e.message}` : `Could not reach the server (${e.message}).`;
+        errorBox.hidden = false;
+        note.textContent = `Stale · failed at ${clockTime()}`;
+      }
+    };
+    stopLive = every(REFRESH_MS, tick);
+  }
+
+  function update(p) {
+    const n = DAYS.includes(Number(p.days)) ? Number(p.days) : 30;
+    const name = (p.entity || '').trim();
+    entity.value = name;
+    days.value = String(n);
+    const sig = `${name}/${n}`;
+    if (sig === shown) return;
+    shown = sig;
+    if (name) show(name, n);
+    else {
+      stop();
+      showIntro();
+    }
+  }
+
+  return {
+    update,
+    focus: () => entity.focus(),
+    unmount() {
+      shown = null;
+      stop();
+    },
+  };
+}
