@@ -25,6 +25,7 @@
 mod buffers;
 mod counters;
 mod daily;
+pub mod encoding;
 pub mod layout;
 mod limits;
 mod locks;
@@ -41,6 +42,7 @@ use redis::{Cmd, Pipeline, RedisFuture, Script, Value};
 pub use buffers::RedisBufferStore;
 pub use counters::RedisCounterStore;
 pub use daily::RedisDailyStore;
+pub use encoding::ListpackCheck;
 pub use layout::Layout;
 pub use limits::RedisLimiterStore;
 pub use locks::RedisLockStore;
