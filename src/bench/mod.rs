@@ -6,9 +6,12 @@
 //! that the stored totals equal what it sent. `--json` prints one object per
 //! bench for scripts and for BENCHMARKS.md.
 
+mod book;
 mod buffer;
 mod cluster;
 mod daily_memory;
+mod ingest;
+pub mod server;
 
 use anyhow::{Result, bail};
 use clap::Subcommand;
@@ -23,6 +26,50 @@ pub enum BenchCommand {
         /// Increments to plan.
         #[arg(long, default_value_t = 1_000_000)]
         increments: u64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Increments per second through the library (exact and aggregated) over
+    /// 1, 1,000 and 1,000,000 counters, on a redis-server started here and on
+    /// SQLite, next to raw redis-benchmark HINCRBY and the book's algorithm
+    /// measured in the same run; checks the stored totals after each run.
+    Ingest {
+        /// Backends to measure.
+        #[arg(long, value_enum, default_value = "both")]
+        backend: server::Which,
+        /// Distinct counters, one run per size.
+        #[arg(long, value_delimiter = ',', default_value = "1,1000,1000000")]
+        counters: Vec<u64>,
+        /// Modes to run.
+        #[arg(
+            long,
+            value_enum,
+            value_delimiter = ',',
+            default_value = "exact,exact-batch,aggregated"
+        )]
+        modes: Vec<ingest::Mode>,
+        /// Seconds of writing per run.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Concurrent callers of the exact modes.
+        #[arg(long, default_value_t = 50)]
+        writers: usize,
+        /// Increments per call in `exact-batch`.
+        #[arg(long, default_value_t = 100)]
+        batch: usize,
+        /// Tasks adding to the aggregator.
+        #[arg(long, default_value_t = 2)]
+        adders: usize,
+        /// Connections of the book's algorithm.
+        #[arg(long, default_value_t = 50)]
+        book_connections: usize,
+        /// Hot counters of the book's algorithm.
+        #[arg(long, default_value_t = 1000)]
+        book_counters: u64,
+        /// Requests of each redis-benchmark baseline.
+        #[arg(long, default_value_t = 2_000_000)]
+        benchmark_requests: u64,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -81,6 +128,66 @@ pub enum BenchCommand {
 pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
     match command {
         BenchCommand::Plan { increments, json } => plan(increments, json, config),
+        BenchCommand::Ingest {
+            backend,
+            counters,
+            modes,
+            seconds,
+            writers,
+            batch,
+            adders,
+            book_connections,
+            book_counters,
+            benchmark_requests,
+            json,
+        } => {
+            let r = ingest::run(ingest::IngestArgs {
+                backend,
+                counters,
+                modes,
+                seconds,
+                writers,
+                batch,
+                adders,
+                book_connections,
+                book_counters,
+                benchmark_requests,
+            })
+            .await?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                if let Some(b) = &r.redis {
+                    println!(
+                        "redis-benchmark HINCRBY: {:.0} / {:.0} ops/s (before / after); ceiling {:.0} increments/s over {} precisions",
+                        b.hincrby_ops_per_second[0],
+                        b.hincrby_ops_per_second[1],
+                        b.ceiling_increments_per_second,
+                        r.precisions
+                    );
+                    println!(
+                        "book's algorithm: {:.0} increments/s ({} connections, {} counters)",
+                        b.book.per_second, b.book.connections, b.book.distinct
+                    );
+                }
+                for run in &r.runs {
+                    let ratios = match (run.ratio_to_ceiling, run.ratio_to_book) {
+                        (Some(c), Some(b)) => format!("  {c:.2} of ceiling, x{b:.1} the book"),
+                        _ => String::new(),
+                    };
+                    println!(
+                        "{:<6} {:<11} {:>8} counters: {:>11.0} increments/s ({} in {:.2} s, totals exact){ratios}",
+                        format!("{:?}", run.backend).to_lowercase(),
+                        serde_json::to_value(run.mode)?.as_str().unwrap_or_default(),
+                        run.distinct,
+                        run.per_second,
+                        run.increments,
+                        run.seconds
+                    );
+                }
+            }
+            Ok(())
+        }
         BenchCommand::Cluster {
             seconds,
             writers,

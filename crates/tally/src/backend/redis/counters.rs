@@ -82,84 +82,155 @@ impl RedisCounterStore {
     /// Groups a batch's counters into calls: one for everything on a
     /// standalone server, one per registry shard on a cluster.
     fn incr_calls<'a>(&self, batch: &'a WriteBatch) -> Vec<IncrCall<'a>> {
+        if !(self.redis.is_cluster() && matches!(self.layout, Layout::Tagged { .. })) {
+            let all: Vec<&CounterWrite> = batch.counters.iter().collect();
+            return vec![self.incr_call(&all, batch)];
+        }
         let mut groups: BTreeMap<u32, Vec<&'a CounterWrite>> = BTreeMap::new();
         for counter in &batch.counters {
-            let group = match (&self.layout, self.redis.is_cluster()) {
-                (Layout::Tagged { .. }, true) => layout::shard_of(counter.name.as_str()),
-                _ => 0,
-            };
-            groups.entry(group).or_default().push(counter);
+            groups
+                .entry(layout::shard_of(counter.name.as_str()))
+                .or_default()
+                .push(counter);
         }
         groups
             .into_values()
-            .map(|counters| self.incr_call(counters, batch))
+            .map(|counters| self.incr_call(&counters, batch))
             .collect()
     }
 
-    fn incr_call<'a>(&self, counters: Vec<&'a CounterWrite>, batch: &WriteBatch) -> IncrCall<'a> {
-        let mut call = IncrCall::default();
-        let marker = batch.seq.map(|seq| {
-            let key = match &self.layout {
-                Layout::Ria => format!("tally-writer:{}", seq.lane_id()),
-                Layout::Tagged { prefix } => format!(
-                    "{}:writer:{}",
-                    layout::tag(prefix, layout::shard_of(counters[0].name.as_str())),
-                    seq.lane_id()
-                ),
-            };
-            call.key(key)
-        });
-        call.args.push(marker.unwrap_or(0).to_string());
-        call.args.push(batch.seq.map_or(0, |s| s.seq).to_string());
-        call.args.push(String::new()); // the op count, set below
-        let mut registries: BTreeMap<usize, Vec<String>> = BTreeMap::new();
-        for counter in counters {
-            let mut precisions = Vec::new();
+    /// Writes the key of one precision of a counter into `buf`.
+    fn write_hash_key(&self, buf: &mut String, precision: u64, name: &str, shard: u32) {
+        use std::fmt::Write;
+        buf.clear();
+        let _ = match &self.layout {
+            Layout::Ria => write!(buf, "count:{precision}:{name}"),
+            Layout::Tagged { prefix } => write!(buf, "{{{prefix}:{shard}}}:{precision}:{name}"),
+        };
+    }
+
+    /// Builds the EVALSHA of `counters_incr.lua` for `counters` directly into
+    /// one command buffer (no string per argument): KEYS are the writer
+    /// lane's record (if any), one hash per (counter, precision) in batch
+    /// order, then the registries; ARGV refers to them by index.
+    fn incr_call<'a>(&self, counters: &[&'a CounterWrite], batch: &WriteBatch) -> IncrCall<'a> {
+        let tagged = matches!(self.layout, Layout::Tagged { .. });
+        let shards: Vec<u32> = counters
+            .iter()
+            .map(|c| {
+                if tagged {
+                    layout::shard_of(c.name.as_str())
+                } else {
+                    0
+                }
+            })
+            .collect();
+        // Registries and the counters each lists, in key order.
+        let mut registries: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
+        let mut hashes = 0usize;
+        let mut ops = Vec::with_capacity(counters.iter().map(|c| c.deltas.len()).sum());
+        for (counter, &shard) in counters.iter().zip(&shards) {
+            let mut last = None;
             for d in &counter.deltas {
-                let key = call.key(self.hash_key(d.precision, &counter.name));
-                call.args.push(key.to_string());
-                call.args.push(d.slice.to_string());
-                call.args.push(d.delta.to_string());
-                call.ops.push((&counter.name, *d));
-                call.op_keys.push(key);
-                if precisions.last() != Some(&d.precision) {
-                    precisions.push(d.precision);
+                if last != Some(d.precision) {
+                    hashes += 1;
+                    last = Some(d.precision);
+                    if !tagged {
+                        // The book's known: lists `<p>:<name>` per precision.
+                        registries.entry(0).or_default().push(counter.name.as_str());
+                    }
                 }
+                ops.push((&counter.name, *d));
             }
+            if tagged {
+                registries
+                    .entry(shard)
+                    .or_default()
+                    .push(counter.name.as_str());
+            }
+        }
+        let marker = batch.seq.is_some();
+        let nkeys = usize::from(marker) + hashes + registries.len();
+        let mut cmd = super::evalsha(&self.incr, nkeys);
+        let mut buf = String::new();
+        // KEYS.
+        if let Some(seq) = batch.seq {
             match &self.layout {
-                Layout::Ria => {
-                    let known = call.key(layout::RIA_KNOWN.to_owned());
-                    registries.entry(known).or_default().extend(
-                        precisions
-                            .iter()
-                            .map(|&p| layout::ria_member(p, counter.name.as_str())),
-                    );
-                }
-                Layout::Tagged { prefix } => {
-                    let shard = layout::shard_of(counter.name.as_str());
-                    let reg = call.key(layout::tagged_registry(prefix, shard));
-                    registries
-                        .entry(reg)
-                        .or_default()
-                        .push(counter.name.to_string());
+                Layout::Ria => cmd.arg(format!("tally-writer:{}", seq.lane_id())),
+                Layout::Tagged { prefix } => cmd.arg(format!(
+                    "{}:writer:{}",
+                    layout::tag(prefix, shards[0]),
+                    seq.lane_id()
+                )),
+            };
+        }
+        for (counter, &shard) in counters.iter().zip(&shards) {
+            let mut last = None;
+            for d in &counter.deltas {
+                if last != Some(d.precision) {
+                    last = Some(d.precision);
+                    self.write_hash_key(&mut buf, d.precision, counter.name.as_str(), shard);
+                    cmd.arg(buf.as_str());
                 }
             }
         }
-        call.args[2] = call.ops.len().to_string();
-        for (key, members) in registries {
-            call.args.push(key.to_string());
-            call.args.push(members.len().to_string());
-            call.args.extend(members);
+        for &shard in registries.keys() {
+            match &self.layout {
+                Layout::Ria => cmd.arg(layout::RIA_KNOWN),
+                Layout::Tagged { prefix } => cmd.arg(layout::tagged_registry(prefix, shard)),
+            };
         }
-        call
+        // ARGV: the marker's index and the sequence number, then the ops.
+        cmd.arg(usize::from(marker))
+            .arg(batch.seq.map_or(0, |s| s.seq))
+            .arg(ops.len());
+        let mut op_keys = Vec::with_capacity(ops.len());
+        let mut key = usize::from(marker);
+        for counter in counters {
+            let mut last = None;
+            for d in &counter.deltas {
+                if last != Some(d.precision) {
+                    last = Some(d.precision);
+                    key += 1;
+                }
+                cmd.arg(key).arg(d.slice).arg(d.delta);
+                op_keys.push(key);
+            }
+        }
+        // Then each registry: its index, its member count, its members.
+        for members in registries.values() {
+            key += 1;
+            cmd.arg(key).arg(members.len());
+            if tagged {
+                for m in members {
+                    cmd.arg(*m);
+                }
+            } else {
+                // Members follow the hashes' order: one per (counter, precision).
+                for counter in counters {
+                    let mut last = None;
+                    for d in &counter.deltas {
+                        if last != Some(d.precision) {
+                            last = Some(d.precision);
+                            use std::fmt::Write;
+                            buf.clear();
+                            let _ = write!(buf, "{}:{}", d.precision, counter.name);
+                            cmd.arg(buf.as_str());
+                        }
+                    }
+                }
+            }
+        }
+        IncrCall {
+            cmd,
+            marker,
+            op_keys,
+            ops,
+        }
     }
 
     async fn run_incr(&self, call: &IncrCall<'_>) -> Result<Applied> {
-        match self
-            .redis
-            .eval_write(&self.incr, &call.keys, &call.args)
-            .await
-        {
+        match self.redis.eval_cmd(&self.incr, &call.cmd).await {
             Ok(Value::Int(1)) => Ok(Applied::Written),
             Ok(Value::Int(_)) => Ok(Applied::Duplicate),
             Ok(other) => Err(Error::Backend(format!(
@@ -181,12 +252,23 @@ impl RedisCounterStore {
         let shard = layout::shard_of(first.as_str());
         let mut invocation = self.revert.prepare_invoke();
         invocation.key(layout::tagged_registry(prefix, shard));
-        for key in &call.keys {
+        // The call's KEYS, rebuilt: its lane record (if any) stands in
+        // at index 1 so that the ops' indices still match, shifted by one
+        // for the registry placed first.
+        let mut keys: Vec<String> = Vec::new();
+        if call.marker {
+            keys.push(layout::tagged_registry(prefix, shard));
+        }
+        for (i, (name, d)) in call.ops.iter().enumerate() {
+            if keys.len() < call.op_keys[i] {
+                keys.push(layout::tagged_hash(prefix, d.precision, name));
+            }
+        }
+        for key in &keys {
             invocation.key(key);
         }
-        // KEYS are shifted by one (the registry comes first). The writer
-        // lane's record keeps the reverted number: the writer's next numbers
-        // are above it, so they still apply.
+        // The writer lane's record keeps the reverted number: the writer's
+        // next numbers are above it, so they still apply.
         invocation.arg(call.ops.len());
         let mut hashes: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
         for (i, (name, d)) in call.ops.iter().enumerate() {
@@ -320,30 +402,19 @@ struct CleanEntry {
     hashes: Vec<(String, Option<i64>)>,
 }
 
-/// The keys and arguments of one `counters_incr.lua` call, and the op each
-/// HINCRBY stands for (to name the counter in an overflow error).
-#[derive(Default)]
+/// One `counters_incr.lua` call, ready to send, and the op each HINCRBY
+/// stands for (to name the counter in an overflow error, and to take the
+/// call back on a cluster).
 struct IncrCall<'a> {
-    keys: Vec<String>,
-    index: HashMap<String, usize>,
-    args: Vec<String>,
+    cmd: redis::Cmd,
+    /// Whether KEYS[1] is the writer lane's record.
+    marker: bool,
     /// The KEYS index of each op's hash.
     op_keys: Vec<usize>,
     ops: Vec<(&'a Name, SliceDelta)>,
 }
 
 impl IncrCall<'_> {
-    /// The 1-based KEYS index of `key`, adding it if new.
-    fn key(&mut self, key: String) -> usize {
-        if let Some(&i) = self.index.get(&key) {
-            return i;
-        }
-        self.keys.push(key.clone());
-        let i = self.keys.len();
-        self.index.insert(key, i);
-        i
-    }
-
     fn error(&self, e: RedisError) -> Error {
         let op = e
             .detail()

@@ -1,0 +1,269 @@
+//! What every bench shares: a `redis-server` of its own, `redis-benchmark`
+//! against it, the backend under test, and the totals check.
+//!
+//! Benches start their own server through the test harness (on a free
+//! loopback port, killed when the bench ends), so nothing else writes to it
+//! and the same-run baseline (`redis-benchmark`) hits the very same process.
+//! A bench on the embedded store gets a fresh SQLite file in a temporary
+//! directory per run. Nothing here measures anything by itself.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail, ensure};
+use tally::{Backend, BackendConfig, Clock, CounterSettings, Counters};
+use tally_testkit::{RedisOptions, RedisServer, require_binary};
+
+/// Which backends a bench runs on.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Which {
+    /// A redis-server started by the bench.
+    Redis,
+    /// The embedded SQLite store, in a temporary directory.
+    Sqlite,
+    /// Both, Redis first.
+    Both,
+}
+
+impl Which {
+    /// The backends to run, in order.
+    pub fn kinds(self) -> Vec<Kind> {
+        match self {
+            Which::Redis => vec![Kind::Redis],
+            Which::Sqlite => vec![Kind::Sqlite],
+            Which::Both => vec![Kind::Redis, Kind::Sqlite],
+        }
+    }
+}
+
+/// One backend under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Redis,
+    Sqlite,
+}
+
+/// A redis-server for one bench, killed on drop.
+pub struct BenchRedis {
+    server: RedisServer,
+}
+
+impl BenchRedis {
+    /// Starts a non-persistent server on a free port (as the tests do).
+    pub fn start() -> Self {
+        BenchRedis {
+            server: RedisServer::start_with(RedisOptions::default()),
+        }
+    }
+
+    /// Its `redis://` URL.
+    pub fn url(&self) -> String {
+        self.server.url()
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.server.port()
+    }
+
+    /// A plain client connection (for baselines, FLUSHALL and INFO).
+    pub async fn raw(&self) -> Result<redis::aio::MultiplexedConnection> {
+        Ok(redis::Client::open(self.url())?
+            .get_multiplexed_async_connection()
+            .await?)
+    }
+
+    /// Empties the server between runs and waits for the memory to be freed.
+    pub async fn flush(&self) -> Result<()> {
+        let mut conn = self.raw().await?;
+        let () = redis::cmd("FLUSHALL")
+            .arg("SYNC")
+            .query_async(&mut conn)
+            .await?;
+        let () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query_async(&mut conn)
+            .await?;
+        Ok(())
+    }
+
+    /// `redis-benchmark` pipelined HINCRBY on this server: `clients`
+    /// connections, `pipeline` commands per round trip, `requests` in all,
+    /// over 1,000 small hashes (listpacks, as counter hashes are). Returns
+    /// operations per second.
+    pub fn hincrby_ops(&self, requests: u64, clients: u32, pipeline: u32) -> Result<f64> {
+        let binary = require_binary(
+            "redis-benchmark",
+            &["/usr/bin"],
+            "Install it with `sudo apt-get install redis-tools`",
+        );
+        let out = Command::new(binary)
+            .args(["-h", "127.0.0.1", "-p", &self.port().to_string()])
+            .args(["-c", &clients.to_string(), "-P", &pipeline.to_string()])
+            .args(["-n", &requests.to_string(), "-r", "1000", "--csv"])
+            .args(["hincrby", "bench:{__rand_int__}", "60", "1"])
+            .output()
+            .context("run redis-benchmark")?;
+        ensure!(
+            out.status.success(),
+            "redis-benchmark failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        parse_rps(&String::from_utf8_lossy(&out.stdout))
+    }
+}
+
+/// The requests per second from `redis-benchmark --csv` output.
+pub fn parse_rps(csv: &str) -> Result<f64> {
+    for line in csv.lines() {
+        let fields: Vec<&str> = line.split("\",\"").collect();
+        if fields.len() >= 2 && !line.starts_with("\"test\"") {
+            return fields[1]
+                .trim_matches('"')
+                .parse()
+                .with_context(|| format!("redis-benchmark printed {line:?}"));
+        }
+    }
+    bail!("redis-benchmark printed no result: {csv:?}")
+}
+
+/// A backend opened for one run: Redis (on the bench's server) or a fresh
+/// SQLite file. Drop it to close (and delete) the SQLite file.
+pub struct Opened {
+    pub backend: Backend,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Opened {
+    /// Opens `kind`: on `redis` (which must be given for Redis) or a new
+    /// SQLite file in a temporary directory.
+    pub async fn open(kind: Kind, redis: Option<&BenchRedis>) -> Result<Self> {
+        match kind {
+            Kind::Redis => {
+                let server = redis.context("a Redis run needs the bench's server")?;
+                Ok(Opened {
+                    backend: Backend::open(&BackendConfig::Redis {
+                        url: server.url(),
+                        layout: Default::default(),
+                    })
+                    .await?,
+                    _dir: None,
+                })
+            }
+            Kind::Sqlite => {
+                let dir = tempfile::Builder::new()
+                    .prefix("tally-bench-")
+                    .tempdir()
+                    .context("temporary directory for the SQLite store")?;
+                let path: PathBuf = dir.path().to_owned();
+                Ok(Opened {
+                    backend: Backend::open(&BackendConfig::SqliteDir(path)).await?,
+                    _dir: Some(dir),
+                })
+            }
+        }
+    }
+
+    /// Counters on this backend with `settings`, on `clock`.
+    pub async fn counters(
+        &self,
+        settings: &CounterSettings,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Counters> {
+        let store = self.backend.counter_store(clock.clone()).await?;
+        Ok(Counters::with_clock(store, settings.clone(), clock)?)
+    }
+}
+
+/// Sums every stored sample of `names`, per precision, reading 1,000
+/// counters per call; used to check that what is stored is what was sent.
+pub async fn stored_totals(counters: &Counters, names: &[String]) -> Result<Vec<i64>> {
+    let precisions = counters.settings().precisions.len();
+    let mut totals = vec![0i64; precisions];
+    for chunk in names.chunks(1000) {
+        for per in counters.get_many(chunk, None).await? {
+            for (j, series) in per.iter().enumerate() {
+                totals[j] += series.samples.iter().map(|s| s.count).sum::<i64>();
+            }
+        }
+    }
+    Ok(totals)
+}
+
+/// Fails unless every precision holds exactly `sent`.
+pub fn check_totals(what: &str, totals: &[i64], sent: u64) -> Result<()> {
+    for (j, &t) in totals.iter().enumerate() {
+        ensure!(
+            t == sent as i64,
+            "{what}: precision #{j} holds {t} but {sent} increments were acknowledged"
+        );
+    }
+    Ok(())
+}
+
+/// The `q`-quantile (0..=1) of sorted `values`, by nearest rank.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// A short description of this machine: CPUs, memory, kernel, redis-server
+/// version, for the JSON of every bench.
+pub fn machine() -> serde_json::Value {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_owned())
+        })
+        .unwrap_or_default();
+    let mem_gib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| (kb / 1048576.0 * 10.0).round() / 10.0);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default();
+    let redis = Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    serde_json::json!({ "cpus": cpus, "cpu": model, "memory_gib": mem_gib, "kernel": kernel, "redis": redis })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_redis_benchmark_csv() {
+        let csv = "\"test\",\"rps\",\"avg_latency_ms\"\n\"hincrby bench:{__rand_int__} 60 1\",\"1353179.88\",\"2.175\"\n";
+        assert_eq!(parse_rps(csv).unwrap(), 1353179.88);
+        assert!(parse_rps("").is_err());
+    }
+
+    #[test]
+    fn quantiles_by_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(quantile(&v, 0.5), 50.0);
+        assert_eq!(quantile(&v, 0.99), 99.0);
+        assert_eq!(quantile(&v, 1.0), 100.0);
+        assert_eq!(quantile(&[3.0], 0.99), 3.0);
+    }
+}
