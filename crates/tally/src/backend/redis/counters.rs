@@ -180,43 +180,38 @@ impl RedisCounterStore {
                 Layout::Tagged { prefix } => cmd.arg(layout::tagged_registry(prefix, shard)),
             };
         }
-        // ARGV: the marker's index and the sequence number, then the ops.
-        cmd.arg(usize::from(marker))
+        // ARGV: whether KEYS[1] is the lane's record, the sequence number,
+        // the number of hashes; per hash its (slice, delta) pairs.
+        cmd.arg(if marker { "1" } else { "0" })
             .arg(batch.seq.map_or(0, |s| s.seq))
-            .arg(ops.len());
+            .arg(hashes);
         let mut op_keys = Vec::with_capacity(ops.len());
         let mut key = usize::from(marker);
         for counter in counters {
-            let mut last = None;
-            for d in &counter.deltas {
-                if last != Some(d.precision) {
-                    last = Some(d.precision);
-                    key += 1;
+            for group in counter.deltas.chunk_by(|a, b| a.precision == b.precision) {
+                key += 1;
+                cmd.arg(group.len());
+                for d in group {
+                    cmd.arg(d.slice).arg(d.delta);
+                    op_keys.push(key);
                 }
-                cmd.arg(key).arg(d.slice).arg(d.delta);
-                op_keys.push(key);
             }
         }
-        // Then each registry: its index, its member count, its members.
+        // Then per registry its members.
         for members in registries.values() {
-            key += 1;
-            cmd.arg(key).arg(members.len());
+            cmd.arg(members.len());
             if tagged {
                 for m in members {
                     cmd.arg(*m);
                 }
             } else {
-                // Members follow the hashes' order: one per (counter, precision).
+                // The book's members, one per (counter, precision).
                 for counter in counters {
-                    let mut last = None;
-                    for d in &counter.deltas {
-                        if last != Some(d.precision) {
-                            last = Some(d.precision);
-                            use std::fmt::Write;
-                            buf.clear();
-                            let _ = write!(buf, "{}:{}", d.precision, counter.name);
-                            cmd.arg(buf.as_str());
-                        }
+                    for group in counter.deltas.chunk_by(|a, b| a.precision == b.precision) {
+                        use std::fmt::Write;
+                        buf.clear();
+                        let _ = write!(buf, "{}:{}", group[0].precision, counter.name);
+                        cmd.arg(buf.as_str());
                     }
                 }
             }
