@@ -8,9 +8,12 @@
 
 mod book;
 mod buffer;
+mod clean;
 mod cluster;
 mod daily_memory;
 mod ingest;
+mod memory;
+mod read;
 pub mod server;
 
 use anyhow::{Result, bail};
@@ -70,6 +73,58 @@ pub enum BenchCommand {
         /// Requests of each redis-benchmark baseline.
         #[arg(long, default_value_t = 2_000_000)]
         benchmark_requests: u64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read latency (p50, p99) of every precision of one counter and of 100
+    /// counters at once, at steady state, on Redis (next to a bare pipeline
+    /// of the same HGETALLs) and on SQLite.
+    Read {
+        /// Backends to measure.
+        #[arg(long, value_enum, default_value = "both")]
+        backend: server::Which,
+        /// Timed reads per figure.
+        #[arg(long, default_value_t = 2000)]
+        iterations: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Redis memory per stored sample at steady state (every precision
+    /// holding the samples kept), Tally's layout next to the book's.
+    Memory {
+        /// Counters.
+        #[arg(long, default_value_t = 100_000)]
+        counters: u64,
+        /// Write calls in flight.
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Time of one cleaner pass (every precision due) over many counters,
+    /// next to the book's cleaner on a subset, extrapolated.
+    Clean {
+        /// Counters.
+        #[arg(long, default_value_t = 1_000_000)]
+        counters: u64,
+        /// Samples per hash the pass keeps.
+        #[arg(long, default_value_t = 2)]
+        recent: u64,
+        /// Samples per hash past the cutoff, which the pass removes.
+        #[arg(long, default_value_t = 2)]
+        old: u64,
+        /// Counters per cleaner round trip.
+        #[arg(long, default_value_t = tally::counters::settings::DEFAULT_CLEAN_BATCH)]
+        batch: usize,
+        /// Counters the book's cleaner cleans (then extrapolated).
+        #[arg(long, default_value_t = 5_000)]
+        book_counters: u64,
+        /// Write calls in flight while filling.
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -185,6 +240,97 @@ pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
                         run.seconds
                     );
                 }
+            }
+            Ok(())
+        }
+        BenchCommand::Read {
+            backend,
+            iterations,
+            json,
+        } => {
+            let r = read::run(backend, iterations).await?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                for l in &r.runs {
+                    let raw = match (l.raw_p50_us, l.raw_p99_us, l.p99_ratio_to_raw) {
+                        (Some(a), Some(b), Some(x)) => {
+                            format!("  (bare pipeline p50 {a:.0} us, p99 {b:.0} us; p99 x{x:.2})")
+                        }
+                        _ => String::new(),
+                    };
+                    println!(
+                        "{:<6} {}: {} samples, p50 {:.0} us, p99 {:.0} us{raw}",
+                        format!("{:?}", l.backend).to_lowercase(),
+                        l.read,
+                        l.samples_per_read,
+                        l.p50_us,
+                        l.p99_us
+                    );
+                }
+            }
+            Ok(())
+        }
+        BenchCommand::Memory {
+            counters,
+            concurrency,
+            json,
+        } => {
+            let r = memory::run(counters, concurrency).await?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!(
+                    "{} counters x {} precisions x {} samples = {} samples held",
+                    r.counters, r.precisions, r.samples_per_precision, r.samples_held
+                );
+                for l in [&r.tally, &r.book] {
+                    println!(
+                        "{:<6} layout: {:.2} bytes/sample ({} bytes; written in {:.1} s; {} hashes checked: listpack)",
+                        l.layout, l.bytes_per_sample, l.bytes, l.write_seconds, l.listpack_checked
+                    );
+                }
+                println!("tally vs book: x{:.2}", r.ratio_to_book);
+            }
+            Ok(())
+        }
+        BenchCommand::Clean {
+            counters,
+            recent,
+            old,
+            batch,
+            book_counters,
+            concurrency,
+            json,
+        } => {
+            let r = clean::run(clean::CleanArgs {
+                counters,
+                recent,
+                old,
+                batch,
+                book_counters,
+                concurrency,
+            })
+            .await?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!(
+                    "pass over {} counters x {} precisions ({} kept + {} removed per hash): {:.2} s \
+                     ({:.2} of the 60 s interval), {} samples removed in {} round trips",
+                    r.counters,
+                    r.precisions,
+                    r.recent,
+                    r.old,
+                    r.pass_seconds,
+                    r.ratio_to_interval,
+                    r.samples_removed,
+                    r.round_trips
+                );
+                println!(
+                    "book's cleaner: {:.2} s for {} counters, {:.0} s extrapolated: x{:.1} slower",
+                    r.book_seconds, r.book_counters, r.book_extrapolated_seconds, r.speedup_over_book
+                );
             }
             Ok(())
         }

@@ -178,6 +178,88 @@ impl Opened {
     }
 }
 
+/// Which slices [`fill`] writes per precision `p`, with `current` the start
+/// of the slice holding now: `recent` slices `current, current - p, ...`,
+/// and `old` slices just past the cleaner's cutoff for `samples` kept
+/// (`current - (samples + 1) p, ...`), which a pass at now removes.
+#[derive(Clone, Copy, Debug)]
+pub struct Slices {
+    pub recent: u64,
+    pub old: u64,
+    pub samples: u64,
+}
+
+impl Slices {
+    fn of(self, p: u64, current: u64) -> impl Iterator<Item = u64> {
+        let old = (1..=self.old)
+            .rev()
+            .filter_map(move |j| current.checked_sub((self.samples + j) * p));
+        let recent = (0..self.recent)
+            .rev()
+            .filter_map(move |k| current.checked_sub(k * p));
+        old.chain(recent)
+    }
+}
+
+/// Writes, through the store's real write path, the `slices` of every
+/// precision for each of `names`, with small counts. Sends `per_call`
+/// counters per call, `concurrency` calls at once. Returns the samples
+/// written.
+pub async fn fill(
+    counters: &Counters,
+    names: &[String],
+    slices: Slices,
+    now: u64,
+    per_call: usize,
+    concurrency: usize,
+) -> Result<u64> {
+    use futures::StreamExt;
+    use tally::counters::{CounterWrite, SliceDelta, WriteBatch};
+    let precisions = counters.settings().precisions.clone();
+    let store = counters.store().clone();
+    let results: Vec<Result<()>> = futures::stream::iter(names.chunks(per_call.max(1)))
+        .map(|chunk| {
+            let store = store.clone();
+            let mut chunk: Vec<&String> = chunk.iter().collect();
+            chunk.sort_unstable();
+            let counters = chunk
+                .into_iter()
+                .map(|name| {
+                    let deltas = precisions
+                        .iter()
+                        .flat_map(|&p| {
+                            let current = now / p * p;
+                            slices.of(p, current).map(move |slice| SliceDelta {
+                                precision: p,
+                                slice,
+                                delta: 1 + (slice / p % 5) as i64,
+                            })
+                        })
+                        .collect();
+                    Ok(CounterWrite {
+                        name: tally::Name::new(name.as_str())?,
+                        deltas,
+                    })
+                })
+                .collect::<Result<Vec<_>>>();
+            async move {
+                let batch = WriteBatch {
+                    counters: counters?,
+                    seq: None,
+                };
+                store.apply(&batch).await?;
+                Ok(())
+            }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await;
+    for r in results {
+        r?;
+    }
+    Ok(names.len() as u64 * precisions.len() as u64 * (slices.recent + slices.old))
+}
+
 /// Sums every stored sample of `names`, per precision, reading 1,000
 /// counters per call; used to check that what is stored is what was sent.
 pub async fn stored_totals(counters: &Counters, names: &[String]) -> Result<Vec<i64>> {
@@ -256,6 +338,24 @@ mod tests {
         let csv = "\"test\",\"rps\",\"avg_latency_ms\"\n\"hincrby bench:{__rand_int__} 60 1\",\"1353179.88\",\"2.175\"\n";
         assert_eq!(parse_rps(csv).unwrap(), 1353179.88);
         assert!(parse_rps("").is_err());
+    }
+
+    #[test]
+    fn old_slices_are_past_the_cutoff_and_recent_ones_are_kept() {
+        let s = Slices {
+            recent: 2,
+            old: 2,
+            samples: 120,
+        };
+        let now = 1_700_000_000u64;
+        let current = now / 60 * 60;
+        let got: Vec<u64> = s.of(60, current).collect();
+        assert_eq!(
+            got,
+            vec![current - 122 * 60, current - 121 * 60, current - 60, current]
+        );
+        let cutoff = now as i64 - 120 * 60;
+        assert_eq!(got.iter().filter(|&&x| x as i64 <= cutoff).count(), 2);
     }
 
     #[test]
