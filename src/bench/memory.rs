@@ -49,7 +49,15 @@ pub async fn run(counters: u64, concurrency: usize) -> Result<Memory> {
     let settings = CounterSettings::default();
     let names: Vec<String> = (0..counters).map(|i| format!("m{i}")).collect();
     let now = SystemClock.now().whole_secs();
-    let tally = measure("tally", Layout::default(), &settings, &names, now, concurrency).await?;
+    let tally = measure(
+        "tally",
+        Layout::default(),
+        &settings,
+        &names,
+        now,
+        concurrency,
+    )
+    .await?;
     let book = measure("book", Layout::Ria, &settings, &names, now, concurrency).await?;
     let held = counters * settings.precisions.len() as u64 * settings.samples;
     Ok(Memory {
@@ -84,7 +92,19 @@ async fn measure(
     let counters = Counters::with_clock(store, settings.clone(), clock)?;
     let before = used_memory(&server.url()).await?;
     let started = Instant::now();
-    let held = fill(&counters, names, Slices { recent: settings.samples, old: 0, samples: settings.samples }, now, 20, concurrency).await?;
+    let held = fill(
+        &counters,
+        names,
+        Slices {
+            recent: settings.samples,
+            old: 0,
+            samples: settings.samples,
+        },
+        now,
+        20,
+        concurrency,
+    )
+    .await?;
     let write_seconds = started.elapsed().as_secs_f64();
     let bytes = used_memory(&server.url()).await? - before;
     // Check a sample: exact sample counts, listpack encoding.

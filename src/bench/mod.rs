@@ -329,7 +329,10 @@ pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
                 );
                 println!(
                     "book's cleaner: {:.2} s for {} counters, {:.0} s extrapolated: x{:.1} slower",
-                    r.book_seconds, r.book_counters, r.book_extrapolated_seconds, r.speedup_over_book
+                    r.book_seconds,
+                    r.book_counters,
+                    r.book_extrapolated_seconds,
+                    r.speedup_over_book
                 );
             }
             Ok(())

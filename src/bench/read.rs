@@ -60,7 +60,19 @@ pub async fn run(backend: Which, iterations: usize) -> Result<Read> {
         let now = clock.now().whole_secs();
         let counters = opened.counters(&settings, clock).await?;
         let names: Vec<String> = (0..MANY).map(|i| format!("r{i}")).collect();
-        fill(&counters, &names, Slices { recent: settings.samples, old: 0, samples: settings.samples }, now, 10, 2).await?;
+        fill(
+            &counters,
+            &names,
+            Slices {
+                recent: settings.samples,
+                old: 0,
+                samples: settings.samples,
+            },
+            now,
+            10,
+            2,
+        )
+        .await?;
         // The data is what was written: every precision holds its samples.
         let one = counters.get_all(&names[0]).await?;
         ensure!(

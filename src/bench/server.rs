@@ -352,7 +352,12 @@ mod tests {
         let got: Vec<u64> = s.of(60, current).collect();
         assert_eq!(
             got,
-            vec![current - 122 * 60, current - 121 * 60, current - 60, current]
+            vec![
+                current - 122 * 60,
+                current - 121 * 60,
+                current - 60,
+                current
+            ]
         );
         let cutoff = now as i64 - 120 * 60;
         assert_eq!(got.iter().filter(|&&x| x as i64 <= cutoff).count(), 2);

@@ -18,7 +18,7 @@
 //! (merged); cleaning walks each registry in batches, one ZRANGEBYLEX and one
 //! `counters_clean.lua` call per batch.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -284,28 +284,53 @@ impl RedisCounterStore {
         Ok(())
     }
 
+    /// One `counters_clean.lua` call over `entries`; `shared` holds the
+    /// cutoff of each hash position when every entry has the same ones (the
+    /// tagged layout), sent once instead of once per entry.
     async fn clean_entries(
         &self,
         registry: &str,
         entries: &[CleanEntry],
         book_rule: bool,
+        shared: Option<&[Option<i64>]>,
     ) -> Result<(u64, u64)> {
         let np = entries.first().map_or(0, |e| e.hashes.len());
-        let mut invocation = self.clean.prepare_invoke();
-        invocation.key(registry);
-        invocation.arg(np).arg(if book_rule { "1" } else { "0" });
+        let nkeys = 1 + entries.iter().map(|e| e.hashes.len()).sum::<usize>();
+        let mut cmd = super::evalsha(&self.clean, nkeys);
+        cmd.arg(registry);
         for entry in entries {
-            invocation.arg(&entry.member);
-            for (key, cutoff) in &entry.hashes {
-                invocation.key(key);
-                match cutoff {
-                    Some(c) => invocation.arg(c),
-                    None => invocation.arg(""),
-                };
+            for (key, _) in &entry.hashes {
+                cmd.arg(key.as_str());
             }
         }
-        let (removed, dropped): (u64, u64) =
-            invocation.invoke_async(&mut self.redis.handle()).await?;
+        cmd.arg(np)
+            .arg(if book_rule { "1" } else { "0" })
+            .arg(if shared.is_some() { "1" } else { "0" });
+        let cutoff = |cmd: &mut redis::Cmd, c: &Option<i64>| {
+            match c {
+                Some(c) => cmd.arg(*c),
+                None => cmd.arg(""),
+            };
+        };
+        if let Some(cutoffs) = shared {
+            for c in cutoffs {
+                cutoff(&mut cmd, c);
+            }
+        }
+        for entry in entries {
+            cmd.arg(entry.member.as_str());
+            if shared.is_none() {
+                for (_, c) in &entry.hashes {
+                    cutoff(&mut cmd, c);
+                }
+            }
+        }
+        let value = self
+            .redis
+            .eval_cmd(&self.clean, &cmd)
+            .await
+            .map_err(Error::from)?;
+        let (removed, dropped): (u64, u64) = redis::FromRedisValue::from_redis_value(value)?;
         Ok((removed, dropped))
     }
 
@@ -316,6 +341,7 @@ impl RedisCounterStore {
         registry: &str,
         job: &CleanJob,
         book_rule: bool,
+        shared: Option<&[Option<i64>]>,
         entries: impl Fn(&[String]) -> Vec<CleanEntry>,
     ) -> Result<CleanReport> {
         let mut report = CleanReport::default();
@@ -330,7 +356,9 @@ impl RedisCounterStore {
             report.scanned += members.len() as u64;
             let work = entries(&members);
             if !work.is_empty() {
-                let (removed, dropped) = self.clean_entries(registry, &work, book_rule).await?;
+                let (removed, dropped) = self
+                    .clean_entries(registry, &work, book_rule, shared)
+                    .await?;
                 report.round_trips += 1;
                 report.samples_removed += removed;
                 report.counters_removed += dropped;
@@ -353,7 +381,7 @@ impl RedisCounterStore {
     ) -> Result<CleanReport> {
         let cutoffs: Vec<Option<i64>> = precisions.iter().map(|&p| job.cutoff_for(p)).collect();
         let registry = layout::tagged_registry(prefix, shard);
-        self.clean_registry(&registry, job, false, |names| {
+        self.clean_registry(&registry, job, false, Some(&cutoffs), |names| {
             names
                 .iter()
                 .filter_map(|n| Name::new(n.as_str()).ok())
@@ -373,7 +401,7 @@ impl RedisCounterStore {
     /// Cleans the book's `known:`, with the book's rules: each member's
     /// precision comes from the member itself.
     async fn clean_ria(&self, job: &CleanJob) -> Result<CleanReport> {
-        self.clean_registry(layout::RIA_KNOWN, job, true, |members| {
+        self.clean_registry(layout::RIA_KNOWN, job, true, None, |members| {
             members
                 .iter()
                 .filter_map(|member| {
@@ -485,23 +513,40 @@ fn zrangebylex(key: &str, min: &str, max: &str, limit: usize) -> redis::Cmd {
     cmd
 }
 
-fn parse_hash(key: &str, value: Value) -> Result<Vec<Sample>> {
-    let map: HashMap<String, String> = redis::FromRedisValue::from_redis_value(value)
-        .map_err(|e| Error::Corrupt(format!("{key} is not a hash of counts: {e}")))?;
-    let mut samples = map
-        .into_iter()
-        .map(|(field, count)| {
-            let start = field.parse::<u64>().map_err(|_| {
-                Error::Corrupt(format!("{key} has field {field:?}, not a slice start"))
-            })?;
-            let count = count.parse::<i64>().map_err(|_| {
-                Error::Corrupt(format!(
-                    "{key} field {field} holds {count:?}, not an integer count"
-                ))
-            })?;
-            Ok(Sample { start, count })
+/// A counter hash's HGETALL reply as samples, oldest first, or what is
+/// wrong with it. Parses the reply's bytes in place (RESP2 flat array or
+/// RESP3 map), with no string or map per field: reads of every precision
+/// are on the latency path.
+fn parse_hash(value: &Value) -> std::result::Result<Vec<Sample>, String> {
+    fn number<T: std::str::FromStr>(v: &Value, what: &str) -> std::result::Result<T, String> {
+        let bytes: &[u8] = match v {
+            Value::BulkString(b) => b,
+            Value::SimpleString(s) => s.as_bytes(),
+            other => return Err(format!("it holds {other:?} as {what}")),
+        };
+        std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(|| format!("it holds {:?}, not {what}", String::from_utf8_lossy(bytes)))
+    }
+    let sample = |f: &Value, c: &Value| {
+        Ok(Sample {
+            start: number(f, "a slice start")?,
+            count: number(c, "an integer count")?,
         })
-        .collect::<Result<Vec<_>>>()?;
+    };
+    let mut samples = match value {
+        Value::Map(pairs) => pairs
+            .iter()
+            .map(|(f, c)| sample(f, c))
+            .collect::<std::result::Result<Vec<_>, String>>()?,
+        Value::Array(flat) if flat.len() % 2 == 0 => flat
+            .chunks_exact(2)
+            .map(|pair| sample(&pair[0], &pair[1]))
+            .collect::<std::result::Result<Vec<_>, String>>()?,
+        Value::Nil => Vec::new(),
+        other => return Err(format!("it is not a hash of counts: {other:?}")),
+    };
     samples.sort_unstable();
     Ok(samples)
 }
@@ -574,7 +619,11 @@ impl CounterStore for RedisCounterStore {
                 precisions
                     .iter()
                     .zip(per)
-                    .map(|(&p, v)| parse_hash(&self.hash_key(p, name), v))
+                    .map(|(&p, v)| {
+                        parse_hash(&v).map_err(|why| {
+                            Error::Corrupt(format!("{}: {why}", self.hash_key(p, name)))
+                        })
+                    })
                     .collect()
             })
             .collect()
@@ -704,6 +753,43 @@ impl RedisCounterStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hash_replies_parse_in_either_protocol_and_name_what_is_wrong() {
+        let b = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let resp2 = Value::Array(vec![b("20"), b("-3"), b("10"), b("7")]);
+        let resp3 = Value::Map(vec![(b("20"), b("-3")), (b("10"), b("7"))]);
+        let want = vec![
+            Sample {
+                start: 10,
+                count: 7,
+            },
+            Sample {
+                start: 20,
+                count: -3,
+            },
+        ];
+        assert_eq!(parse_hash(&resp2).unwrap(), want);
+        assert_eq!(parse_hash(&resp3).unwrap(), want);
+        assert_eq!(parse_hash(&Value::Array(vec![])).unwrap(), vec![]);
+        let bad_field = Value::Array(vec![b("10.0"), b("1")]);
+        assert!(
+            parse_hash(&bad_field)
+                .unwrap_err()
+                .contains("\"10.0\", not a slice start")
+        );
+        let bad_count = Value::Map(vec![(b("10"), b("x"))]);
+        assert!(
+            parse_hash(&bad_count)
+                .unwrap_err()
+                .contains("not an integer count")
+        );
+        assert!(
+            parse_hash(&Value::Int(3))
+                .unwrap_err()
+                .contains("not a hash")
+        );
+    }
 
     #[test]
     fn lex_bounds_select_one_prefix() {
