@@ -69,10 +69,14 @@ impl BenchRedis {
         self.server.port()
     }
 
-    /// A plain client connection (for baselines, FLUSHALL and INFO).
+    /// A plain client connection (for baselines, FLUSHALL and INFO), with
+    /// the library's response timeout (redis-rs's default, 500 ms, is too
+    /// short for a FLUSHALL of a million keys).
     pub async fn raw(&self) -> Result<redis::aio::MultiplexedConnection> {
+        let config = redis::AsyncConnectionConfig::new()
+            .set_response_timeout(Some(tally::backend::redis::RESPONSE_TIMEOUT));
         Ok(redis::Client::open(self.url())?
-            .get_multiplexed_async_connection()
+            .get_multiplexed_async_connection_with_config(&config)
             .await?)
     }
 
