@@ -22,6 +22,8 @@ pub struct Book {
     pub increments: u64,
     pub seconds: f64,
     pub per_second: f64,
+    /// The server's CPU microseconds per increment.
+    pub redis_cpu_us_per_increment: f64,
     pub totals_exact: bool,
 }
 
@@ -42,6 +44,7 @@ pub async fn run(
         // One TCP connection per worker, as separate web workers have.
         conns.push(redis.raw().await?);
     }
+    let cpu = redis.cpu_seconds().await?;
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(seconds);
     let tasks: Vec<_> = conns
@@ -79,6 +82,7 @@ pub async fn run(
     }
     let secs = started.elapsed().as_secs_f64();
     let sent = sent.load(Ordering::Relaxed);
+    let cpu_us = (redis.cpu_seconds().await? - cpu) * 1e6 / sent.max(1) as f64;
     // The book's keys, read back through the `ria` layout.
     let backend = Backend::open(&BackendConfig::Redis {
         url: redis.url(),
@@ -96,6 +100,7 @@ pub async fn run(
         increments: sent,
         seconds: secs,
         per_second: sent as f64 / secs,
+        redis_cpu_us_per_increment: cpu_us,
         totals_exact: true,
     })
 }

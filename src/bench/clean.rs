@@ -40,6 +40,9 @@ pub struct Clean {
     pub batch: usize,
     pub fill_seconds: f64,
     pub pass_seconds: f64,
+    /// The server's CPU seconds during the pass (other load on the machine
+    /// moves this much less than wall time).
+    pub pass_redis_cpu_seconds: f64,
     pub scanned: u64,
     pub samples_removed: u64,
     pub round_trips: u64,
@@ -88,9 +91,11 @@ pub async fn run(args: CleanArgs) -> Result<Clean> {
         batch: args.batch,
         ..CleanerSettings::default()
     })?;
+    let cpu = server.cpu_seconds().await?;
     let started = Instant::now();
     let report = cleaner.pass_at(Timestamp::from_secs(now)?).await?;
     let pass_seconds = started.elapsed().as_secs_f64();
+    let pass_cpu = server.cpu_seconds().await? - cpu;
     ensure!(
         report.scanned == args.counters
             && report.samples_removed == args.counters * np as u64 * args.old,
@@ -146,6 +151,7 @@ pub async fn run(args: CleanArgs) -> Result<Clean> {
         batch: args.batch,
         fill_seconds,
         pass_seconds,
+        pass_redis_cpu_seconds: pass_cpu,
         scanned: report.scanned,
         samples_removed: report.samples_removed,
         round_trips: report.round_trips,

@@ -71,6 +71,15 @@ pub struct Run {
     /// Redis only: `per_second` ÷ the book's algorithm.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_book: Option<f64>,
+    /// Redis only: the server's CPU microseconds per increment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_cpu_us_per_increment: Option<f64>,
+    /// Redis only: the ceiling in CPU terms (raw HINCRBY CPU per op ×
+    /// precisions) ÷ `redis_cpu_us_per_increment`: the share of the ceiling
+    /// reached if the server were the only limit. Other load on the machine
+    /// moves it much less than `ratio_to_ceiling`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_ratio_to_ceiling: Option<f64>,
 }
 
 /// The Redis baselines of the run.
@@ -80,6 +89,8 @@ pub struct Baselines {
     pub hincrby_ops_per_second: [f64; 2],
     /// Their mean ÷ the number of precisions.
     pub ceiling_increments_per_second: f64,
+    /// The server's CPU microseconds per HINCRBY in those runs.
+    pub hincrby_redis_cpu_us: [f64; 2],
     pub book: book::Book,
 }
 
@@ -119,10 +130,11 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
     for kind in args.backend.kinds() {
         let redis = (kind == Kind::Redis).then(BenchRedis::start);
         let mut before = 0.0;
+        let mut before_cpu = 0.0;
         let mut book_rate = 0.0;
         let mut book_result = None;
         if let Some(r) = &redis {
-            before = r.hincrby_ops(args.benchmark_requests, 50, 64)?;
+            (before, before_cpu) = hincrby(r, args.benchmark_requests).await?;
             r.flush().await?;
             let b = book::run(
                 r,
@@ -142,10 +154,20 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
                 let opened = Opened::open(kind, redis.as_ref()).await?;
                 let clock: Arc<dyn Clock> = Arc::new(SystemClock);
                 let counters = opened.counters(&settings, clock).await?;
+                let cpu_before = match &redis {
+                    Some(r) => r.cpu_seconds().await?,
+                    None => 0.0,
+                };
                 let (increments, seconds) = match mode {
                     Mode::Exact => exact(&counters, distinct, &args, 1).await?,
                     Mode::ExactBatch => exact(&counters, distinct, &args, args.batch).await?,
                     Mode::Aggregated => aggregated(&counters, distinct, &args).await?,
+                };
+                let cpu_us = match &redis {
+                    Some(r) => {
+                        Some((r.cpu_seconds().await? - cpu_before) * 1e6 / increments as f64)
+                    }
+                    None => None,
                 };
                 let names: Vec<String> = (0..distinct).map(name).collect();
                 let totals = match kind {
@@ -167,6 +189,8 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
                     totals_exact: true,
                     ratio_to_ceiling: None,
                     ratio_to_book: None,
+                    redis_cpu_us_per_increment: cpu_us,
+                    cpu_ratio_to_ceiling: None,
                 });
                 drop(counters);
                 drop(opened);
@@ -176,15 +200,19 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
             }
         }
         if let Some(r) = &redis {
-            let after = r.hincrby_ops(args.benchmark_requests, 50, 64)?;
+            let (after, after_cpu) = hincrby(r, args.benchmark_requests).await?;
             let ceiling = (before + after) / 2.0 / np as f64;
+            let ceiling_cpu_us = (before_cpu + after_cpu) / 2.0 * np as f64;
             for run in &mut runs[first..] {
                 run.ratio_to_ceiling = Some(run.per_second / ceiling);
                 run.ratio_to_book = Some(run.per_second / book_rate);
+                run.cpu_ratio_to_ceiling =
+                    run.redis_cpu_us_per_increment.map(|us| ceiling_cpu_us / us);
             }
             baselines = Some(Baselines {
                 hincrby_ops_per_second: [before, after],
                 ceiling_increments_per_second: ceiling,
+                hincrby_redis_cpu_us: [before_cpu, after_cpu],
                 book: book_result.expect("measured above"),
             });
         }
@@ -200,6 +228,15 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
         redis: baselines,
         runs,
     })
+}
+
+/// `redis-benchmark` HINCRBY on `r`: ops per second, and the server's CPU
+/// microseconds per op.
+async fn hincrby(r: &BenchRedis, requests: u64) -> Result<(f64, f64)> {
+    let cpu = r.cpu_seconds().await?;
+    let ops = r.hincrby_ops(requests, 50, 64)?;
+    let cpu_us = (r.cpu_seconds().await? - cpu) * 1e6 / requests as f64;
+    Ok((ops, cpu_us))
 }
 
 /// The bench's counter names.

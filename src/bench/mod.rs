@@ -84,7 +84,7 @@ pub enum BenchCommand {
         /// Backends to measure.
         #[arg(long, value_enum, default_value = "both")]
         backend: server::Which,
-        /// Timed reads per figure.
+        /// Timed reads of one counter (a tenth as many of 100 counters).
         #[arg(long, default_value_t = 2000)]
         iterations: usize,
         /// Print JSON.
@@ -226,8 +226,14 @@ pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
                     );
                 }
                 for run in &r.runs {
-                    let ratios = match (run.ratio_to_ceiling, run.ratio_to_book) {
-                        (Some(c), Some(b)) => format!("  {c:.2} of ceiling, x{b:.1} the book"),
+                    let ratios = match (
+                        run.ratio_to_ceiling,
+                        run.ratio_to_book,
+                        run.cpu_ratio_to_ceiling,
+                    ) {
+                        (Some(c), Some(b), Some(cpu)) => {
+                            format!("  {c:.2} of ceiling ({cpu:.2} in Redis CPU), x{b:.1} the book")
+                        }
                         _ => String::new(),
                     };
                     println!(
@@ -317,13 +323,14 @@ pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
             } else {
                 println!(
                     "pass over {} counters x {} precisions ({} kept + {} removed per hash): {:.2} s \
-                     ({:.2} of the 60 s interval), {} samples removed in {} round trips",
+                     ({:.2} of the 60 s interval; Redis CPU {:.2} s), {} samples removed in {} round trips",
                     r.counters,
                     r.precisions,
                     r.recent,
                     r.old,
                     r.pass_seconds,
                     r.ratio_to_interval,
+                    r.pass_redis_cpu_seconds,
                     r.samples_removed,
                     r.round_trips
                 );

@@ -80,6 +80,21 @@ impl BenchRedis {
             .await?)
     }
 
+    /// CPU seconds the server has used so far (user + system, from `INFO
+    /// cpu`): differences of it are the server's work, which other load on
+    /// the machine inflates much less than wall time.
+    pub async fn cpu_seconds(&self) -> Result<f64> {
+        let mut conn = self.raw().await?;
+        let info: String = redis::cmd("INFO").arg("cpu").query_async(&mut conn).await?;
+        let field = |name: &str| -> Result<f64> {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse().ok())
+                .with_context(|| format!("INFO cpu has no {name}"))
+        };
+        Ok(field("used_cpu_user:")? + field("used_cpu_sys:")?)
+    }
+
     /// Empties the server between runs and waits for the memory to be freed.
     pub async fn flush(&self) -> Result<()> {
         let mut conn = self.raw().await?;
