@@ -34,6 +34,11 @@ pub struct Latency {
     pub raw_p99_us: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p99_ratio_to_raw: Option<f64>,
+    /// Redis only: the server's own time per read (`INFO commandstats`
+    /// HGETALL microseconds per call × calls per read), the part of the
+    /// latency spent inside Redis.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_us_per_read: Option<f64>,
 }
 
 /// The bench's result.
@@ -92,24 +97,33 @@ pub async fn run(backend: Which, iterations: usize) -> Result<Read> {
             } else {
                 iterations.div_ceil(10)
             };
+            if let Some(r) = &redis {
+                reset_stats(r).await?;
+            }
             let times = time(iterations, || async {
                 let got = counters.get_many(chunk, None).await?;
                 ensure!(got.len() == batch, "short read");
                 Ok(())
             })
             .await?;
+            let server_us = match &redis {
+                Some(r) => Some(hgetall_us(r).await? * (np * batch) as f64),
+                None => None,
+            };
             let raw = match &redis {
                 Some(r) => Some(raw_times(r, &counters, chunk, iterations).await?),
                 None => None,
             };
-            runs.push(latency(
+            let mut l = latency(
                 kind,
                 read,
                 batch,
                 per_counter * batch as u64,
                 &times,
                 raw.as_deref(),
-            ));
+            );
+            l.redis_us_per_read = server_us;
+            runs.push(l);
         }
     }
     Ok(Read {
@@ -138,6 +152,32 @@ where
     }
     out.sort_by(f64::total_cmp);
     Ok(out)
+}
+
+async fn reset_stats(r: &BenchRedis) -> Result<()> {
+    let mut conn = r.raw().await?;
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut conn)
+        .await?;
+    Ok(())
+}
+
+/// HGETALL's mean server time per call since the last reset, in µs.
+async fn hgetall_us(r: &BenchRedis) -> Result<f64> {
+    let mut conn = r.raw().await?;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await?;
+    let line = info
+        .lines()
+        .find(|l| l.starts_with("cmdstat_hgetall:"))
+        .ok_or_else(|| anyhow::anyhow!("INFO commandstats has no HGETALL"))?;
+    line.split(',')
+        .find_map(|kv| kv.strip_prefix("usec_per_call="))
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no usec_per_call in {line:?}"))
 }
 
 /// The same HGETALLs as one bare pipeline, decoded into nothing.
@@ -197,5 +237,6 @@ fn latency(
         raw_p50_us: raw.map(|r| quantile(r, 0.5)),
         raw_p99_us: raw.map(|r| quantile(r, 0.99)),
         p99_ratio_to_raw: raw.map(|r| p99 / quantile(r, 0.99)),
+        redis_us_per_read: None,
     }
 }
