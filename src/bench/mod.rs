@@ -259,7 +259,12 @@ pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
                 println!("{}", serde_json::to_string(&r)?);
             } else {
                 for l in &r.runs {
-                    let raw = match (l.raw_p50_us, l.raw_p99_us, l.p99_ratio_to_raw, l.redis_us_per_read) {
+                    let raw = match (
+                        l.raw_p50_us,
+                        l.raw_p99_us,
+                        l.p99_ratio_to_raw,
+                        l.redis_us_per_read,
+                    ) {
                         (Some(a), Some(b), Some(x), Some(s)) => format!(
                             "  (bare pipeline p50 {a:.0} us, p99 {b:.0} us; p99 x{x:.2}; inside Redis {s:.0} us)"
                         ),
