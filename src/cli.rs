@@ -149,6 +149,9 @@ pub async fn open_backend(config: &Config) -> Result<Backend> {
 async fn open_counters(config: &Config) -> Result<Counters> {
     let backend = open_backend(config).await?;
     let clock = Arc::new(SystemClock);
+    backend
+        .check_counter_encoding(&config.counters, config.cleaner.interval)
+        .await;
     let store = backend.counter_store(clock.clone()).await?;
     Ok(Counters::with_clock(store, config.counters.clone(), clock)?)
 }

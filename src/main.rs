@@ -20,6 +20,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+// glibc's malloc spent over half of the exact ingest path's client CPU
+// (measured with perf, see BENCHMARKS.md); mimalloc's thread-local free
+// lists cut that. The library leaves the choice to its users.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     cli::init_tracing(&cli);

@@ -132,6 +132,9 @@ impl ServeArgs {
 pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
     let settings = args.settings()?;
     let backend = crate::cli::open_backend(config).await?;
+    backend
+        .check_counter_encoding(&config.counters, config.cleaner.interval)
+        .await;
     let clock = Arc::new(SystemClock);
     let counters = Counters::with_clock(
         backend.counter_store(clock.clone()).await?,

@@ -429,3 +429,33 @@ fn redis_urls_carry_password_database_and_tls() {
     ]));
     assert!(!out.status.success());
 }
+
+/// Guards the start-up warning: a counter command on a Redis whose listpack
+/// limit is below a hash's peak says so on stderr, and still does its work.
+#[test]
+fn warns_when_counter_hashes_would_leave_the_listpack_encoding() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let out = run(tally().args(["--redis", &url, "incr", "hits", "--at", "1000000"]));
+    assert!(out.status.success());
+    let quiet = String::from_utf8_lossy(&out.stderr);
+    assert!(!quiet.contains("listpack"), "{quiet}");
+    let out = run(tally().args([
+        "--redis",
+        &url,
+        "--samples",
+        "600",
+        "incr",
+        "hits",
+        "--at",
+        "1000000",
+    ]));
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("hash-max-listpack-entries is 512") && err.contains("661"),
+        "{err}"
+    );
+    let out = run(tally().args(["--redis", &url, "get", "hits", "--precision", "1", "--json"]));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[[1000000,2]]");
+}

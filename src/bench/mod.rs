@@ -6,9 +6,15 @@
 //! that the stored totals equal what it sent. `--json` prints one object per
 //! bench for scripts and for BENCHMARKS.md.
 
+mod book;
 mod buffer;
+mod clean;
 mod cluster;
 mod daily_memory;
+mod ingest;
+mod memory;
+mod read;
+pub mod server;
 
 use anyhow::{Result, bail};
 use clap::Subcommand;
@@ -23,6 +29,102 @@ pub enum BenchCommand {
         /// Increments to plan.
         #[arg(long, default_value_t = 1_000_000)]
         increments: u64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Increments per second through the library (exact and aggregated) over
+    /// 1, 1,000 and 1,000,000 counters, on a redis-server started here and on
+    /// SQLite, next to raw redis-benchmark HINCRBY and the book's algorithm
+    /// measured in the same run; checks the stored totals after each run.
+    Ingest {
+        /// Backends to measure.
+        #[arg(long, value_enum, default_value = "both")]
+        backend: server::Which,
+        /// Distinct counters, one run per size.
+        #[arg(long, value_delimiter = ',', default_value = "1,1000,1000000")]
+        counters: Vec<u64>,
+        /// Modes to run.
+        #[arg(
+            long,
+            value_enum,
+            value_delimiter = ',',
+            default_value = "exact,exact-batch,aggregated"
+        )]
+        modes: Vec<ingest::Mode>,
+        /// Seconds of writing per run.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Concurrent callers of the exact modes.
+        #[arg(long, default_value_t = 50)]
+        writers: usize,
+        /// Increments per call in `exact-batch`.
+        #[arg(long, default_value_t = 100)]
+        batch: usize,
+        /// Tasks adding to the aggregator.
+        #[arg(long, default_value_t = 2)]
+        adders: usize,
+        /// Connections of the book's algorithm.
+        #[arg(long, default_value_t = 50)]
+        book_connections: usize,
+        /// Hot counters of the book's algorithm.
+        #[arg(long, default_value_t = 1000)]
+        book_counters: u64,
+        /// Requests of each redis-benchmark baseline.
+        #[arg(long, default_value_t = 2_000_000)]
+        benchmark_requests: u64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read latency (p50, p99) of every precision of one counter and of 100
+    /// counters at once, at steady state, on Redis (next to a bare pipeline
+    /// of the same HGETALLs) and on SQLite.
+    Read {
+        /// Backends to measure.
+        #[arg(long, value_enum, default_value = "both")]
+        backend: server::Which,
+        /// Timed reads of one counter (a tenth as many of 100 counters).
+        #[arg(long, default_value_t = 2000)]
+        iterations: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Redis memory per stored sample at steady state (every precision
+    /// holding the samples kept), Tally's layout next to the book's.
+    Memory {
+        /// Counters.
+        #[arg(long, default_value_t = 100_000)]
+        counters: u64,
+        /// Write calls in flight.
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Time of one cleaner pass (every precision due) over many counters,
+    /// next to the book's cleaner on a subset, extrapolated.
+    Clean {
+        /// Counters.
+        #[arg(long, default_value_t = 1_000_000)]
+        counters: u64,
+        /// Samples per hash the pass keeps.
+        #[arg(long, default_value_t = 2)]
+        recent: u64,
+        /// Samples per hash past the cutoff, which the pass removes.
+        #[arg(long, default_value_t = 2)]
+        old: u64,
+        /// Counters per cleaner round trip.
+        #[arg(long, default_value_t = tally::counters::settings::DEFAULT_CLEAN_BATCH)]
+        batch: usize,
+        /// Counters the book's cleaner cleans (then extrapolated).
+        #[arg(long, default_value_t = 5_000)]
+        book_counters: u64,
+        /// Write calls in flight while filling.
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -81,6 +183,172 @@ pub enum BenchCommand {
 pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
     match command {
         BenchCommand::Plan { increments, json } => plan(increments, json, config),
+        BenchCommand::Ingest {
+            backend,
+            counters,
+            modes,
+            seconds,
+            writers,
+            batch,
+            adders,
+            book_connections,
+            book_counters,
+            benchmark_requests,
+            json,
+        } => {
+            let r = ingest::run(ingest::IngestArgs {
+                backend,
+                counters,
+                modes,
+                seconds,
+                writers,
+                batch,
+                adders,
+                book_connections,
+                book_counters,
+                benchmark_requests,
+            })
+            .await?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                if let Some(b) = &r.redis {
+                    println!(
+                        "redis-benchmark HINCRBY: {:.0} / {:.0} ops/s (before / after); ceiling {:.0} increments/s over {} precisions",
+                        b.hincrby_ops_per_second[0],
+                        b.hincrby_ops_per_second[1],
+                        b.ceiling_increments_per_second,
+                        r.precisions
+                    );
+                    println!(
+                        "book's algorithm: {:.0} increments/s ({} connections, {} counters)",
+                        b.book.per_second, b.book.connections, b.book.distinct
+                    );
+                }
+                for run in &r.runs {
+                    let ratios = match (
+                        run.ratio_to_ceiling,
+                        run.ratio_to_book,
+                        run.cpu_ratio_to_ceiling,
+                    ) {
+                        (Some(c), Some(b), Some(cpu)) => {
+                            format!("  {c:.2} of ceiling ({cpu:.2} in Redis CPU), x{b:.1} the book")
+                        }
+                        _ => String::new(),
+                    };
+                    println!(
+                        "{:<6} {:<11} {:>8} counters: {:>11.0} increments/s ({} in {:.2} s, totals exact){ratios}",
+                        format!("{:?}", run.backend).to_lowercase(),
+                        serde_json::to_value(run.mode)?.as_str().unwrap_or_default(),
+                        run.distinct,
+                        run.per_second,
+                        run.increments,
+                        run.seconds
+                    );
+                }
+            }
+            Ok(())
+        }
+        BenchCommand::Read {
+            backend,
+            iterations,
+            json,
+        } => {
+            let r = read::run(backend, iterations).await?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                for l in &r.runs {
+                    let raw = match (
+                        l.raw_p50_us,
+                        l.raw_p99_us,
+                        l.p99_ratio_to_raw,
+                        l.redis_us_per_read,
+                    ) {
+                        (Some(a), Some(b), Some(x), Some(s)) => format!(
+                            "  (bare pipeline p50 {a:.0} us, p99 {b:.0} us; p99 x{x:.2}; inside Redis {s:.0} us)"
+                        ),
+                        _ => String::new(),
+                    };
+                    println!(
+                        "{:<6} {}: {} samples, p50 {:.0} us, p99 {:.0} us{raw}",
+                        format!("{:?}", l.backend).to_lowercase(),
+                        l.read,
+                        l.samples_per_read,
+                        l.p50_us,
+                        l.p99_us
+                    );
+                }
+            }
+            Ok(())
+        }
+        BenchCommand::Memory {
+            counters,
+            concurrency,
+            json,
+        } => {
+            let r = memory::run(counters, concurrency).await?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!(
+                    "{} counters x {} precisions x {} samples = {} samples held",
+                    r.counters, r.precisions, r.samples_per_precision, r.samples_held
+                );
+                for l in [&r.tally, &r.book] {
+                    println!(
+                        "{:<6} layout: {:.2} bytes/sample ({} bytes; written in {:.1} s; {} hashes checked: listpack)",
+                        l.layout, l.bytes_per_sample, l.bytes, l.write_seconds, l.listpack_checked
+                    );
+                }
+                println!("tally vs book: x{:.2}", r.ratio_to_book);
+            }
+            Ok(())
+        }
+        BenchCommand::Clean {
+            counters,
+            recent,
+            old,
+            batch,
+            book_counters,
+            concurrency,
+            json,
+        } => {
+            let r = clean::run(clean::CleanArgs {
+                counters,
+                recent,
+                old,
+                batch,
+                book_counters,
+                concurrency,
+            })
+            .await?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!(
+                    "pass over {} counters x {} precisions ({} kept + {} removed per hash): {:.2} s \
+                     ({:.2} of the 60 s interval; Redis CPU {:.2} s), {} samples removed in {} round trips",
+                    r.counters,
+                    r.precisions,
+                    r.recent,
+                    r.old,
+                    r.pass_seconds,
+                    r.ratio_to_interval,
+                    r.pass_redis_cpu_seconds,
+                    r.samples_removed,
+                    r.round_trips
+                );
+                println!(
+                    "book's cleaner: {:.2} s for {} counters, {:.0} s extrapolated: x{:.1} slower",
+                    r.book_seconds,
+                    r.book_counters,
+                    r.book_extrapolated_seconds,
+                    r.speedup_over_book
+                );
+            }
+            Ok(())
+        }
         BenchCommand::Cluster {
             seconds,
             writers,

@@ -124,6 +124,14 @@ fn spawn_daily_writer(
 async fn slot_migration_under_write_load_loses_and_doubles_nothing() {
     let cluster = Arc::new(RedisCluster::start());
     let (backend, clock) = open(&cluster, None).await;
+    // The listpack check reads every master: 1000 samples (1061 at peak) do
+    // not fit the default 512 entries.
+    let check = backend
+        .check_counter_encoding(&settings(), Duration::from_secs(60))
+        .await
+        .expect("every master's limits are readable");
+    assert_eq!(check.nodes.len(), 3, "{check:?}");
+    assert_eq!(check.problems().len(), 3, "{check:?}");
     let c = counters(&backend, &clock).await;
     let store = backend.daily_store("advert").await.unwrap();
     let d =

@@ -348,3 +348,69 @@ async fn aggregator_refuses_when_full_while_redis_is_down() {
     assert!(stats.retries > 0);
     drop(server);
 }
+
+/// Guards the start-up warning: hashes that outgrow `hash-max-listpack-entries`
+/// silently cost several times the memory, so the limit is checked at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listpack_limits_are_checked_against_the_peak_of_a_hash() {
+    let interval = Duration::from_secs(60);
+    let defaults = CounterSettings::default();
+    // A default server (512 entries) holds the default counters (181 at peak).
+    let server = tally_testkit::RedisServer::start();
+    let backend = tally::Backend::open(&tally::BackendConfig::Redis {
+        url: server.url(),
+        layout: Default::default(),
+    })
+    .await
+    .unwrap();
+    let check = backend
+        .check_counter_encoding(&defaults, interval)
+        .await
+        .expect("the limits are readable");
+    assert_eq!(check.needed_entries, 181);
+    assert_eq!(check.nodes.len(), 1);
+    assert_eq!(check.nodes[0].max_entries, 512);
+    assert!(check.fits(), "{:?}", check.problems());
+    // 600 samples kept do not fit in 512 entries.
+    let many = CounterSettings {
+        samples: 600,
+        ..defaults.clone()
+    };
+    let check = backend
+        .check_counter_encoding(&many, interval)
+        .await
+        .unwrap();
+    assert!(!check.fits());
+
+    // A server configured with a small limit is named in the warning.
+    let small = tally_testkit::RedisServer::start_with(RedisOptions {
+        args: vec![("hash-max-listpack-entries".into(), "128".into())],
+        ..RedisOptions::default()
+    });
+    let backend = tally::Backend::open(&tally::BackendConfig::Redis {
+        url: small.url(),
+        layout: Default::default(),
+    })
+    .await
+    .unwrap();
+    let check = backend
+        .check_counter_encoding(&defaults, interval)
+        .await
+        .unwrap();
+    let problems = check.problems();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("hash-max-listpack-entries is 128") && problems[0].contains("181"),
+        "{problems:?}"
+    );
+    // The embedded store has nothing to check.
+    let sqlite = tally::Backend::open(&tally::BackendConfig::SqliteMemory)
+        .await
+        .unwrap();
+    assert!(
+        sqlite
+            .check_counter_encoding(&defaults, interval)
+            .await
+            .is_none()
+    );
+}

@@ -12,10 +12,11 @@ pub mod sqlite;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::buffers::BufferStore;
 use crate::clock::SharedClock;
-use crate::counters::CounterStore;
+use crate::counters::{CounterSettings, CounterStore};
 use crate::daily::DailyStore;
 use crate::error::Result;
 use crate::limits::LimiterStore;
@@ -117,6 +118,35 @@ impl Backend {
                 layout.clone(),
             )?),
         })
+    }
+
+    /// On Redis, checks that counter hashes written with `settings` and
+    /// cleaned every `clean_interval` stay in the compact listpack encoding
+    /// on every master ([`self::redis::encoding`]), and logs a warning naming
+    /// each node whose `hash-max-listpack-*` limits are too small (or, at
+    /// debug level, why the limits could not be read). `None` on SQLite, or
+    /// when the limits could not be read.
+    pub async fn check_counter_encoding(
+        &self,
+        settings: &CounterSettings,
+        clean_interval: Duration,
+    ) -> Option<self::redis::ListpackCheck> {
+        let Backend::Redis { redis, .. } = self else {
+            return None;
+        };
+        let needed = settings.peak_samples(clean_interval);
+        match self::redis::encoding::check(redis, needed).await {
+            Ok(check) => {
+                for problem in check.problems() {
+                    tracing::warn!("{problem}");
+                }
+                Some(check)
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "could not read the listpack limits of the Redis server");
+                None
+            }
+        }
     }
 
     /// The daily-statistics store on this backend; on Redis, entity keys go

@@ -94,6 +94,18 @@ impl CounterSettings {
         }
     }
 
+    /// The most samples any precision's hash holds between two cleaner
+    /// passes `interval` apart (see [`crate::counters::slice::peak_samples`]):
+    /// what Redis's `hash-max-listpack-entries` must allow for counters to
+    /// stay in the compact encoding.
+    pub fn peak_samples(&self, interval: Duration) -> u64 {
+        self.precisions
+            .iter()
+            .map(|&p| crate::counters::slice::peak_samples(self.samples, p, interval.as_secs()))
+            .max()
+            .unwrap_or(self.samples)
+    }
+
     /// The precisions as `1, 5, 60`, for messages.
     pub fn precisions_list(&self) -> String {
         self.precisions
@@ -149,6 +161,7 @@ mod tests {
         let s = CounterSettings::default().validate().unwrap();
         assert_eq!(s.precisions, vec![1, 5, 60, 300, 3600, 18000, 86400]);
         assert_eq!(s.samples, 120);
+        assert_eq!(s.peak_samples(DEFAULT_CLEAN_INTERVAL), 181);
     }
 
     #[test]

@@ -33,6 +33,17 @@ pub fn is_due(pass: u64, precision: u64, interval_secs: u64) -> bool {
     pass.is_multiple_of(every)
 }
 
+/// The most samples one precision's hash holds just before the cleaner
+/// trims it: the `samples` kept after a pass, plus the slices written until
+/// the precision's next visit (`max(1, p / interval)` passes later), plus one
+/// for a pass that starts late within its second. A 1 s precision keeping
+/// 120 samples, cleaned every 60 s, peaks at 181.
+pub fn peak_samples(samples: u64, precision: u64, interval_secs: u64) -> u64 {
+    let interval = interval_secs.max(1);
+    let between_visits = (precision / interval).max(1) * interval;
+    samples + between_visits.div_ceil(precision) + 1
+}
+
 /// One (precision, slice) delta of one counter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SliceDelta {
@@ -158,6 +169,18 @@ mod tests {
     }
 
     #[test]
+    fn peaks_follow_the_cadence() {
+        // The reference's figure: a 1 s precision cleaned every 60 s peaks near 180.
+        assert_eq!(peak_samples(120, 1, 60), 181);
+        assert_eq!(peak_samples(120, 5, 60), 133);
+        assert_eq!(peak_samples(120, 60, 60), 122);
+        // 300 s is visited every 5th pass: one new slice in between.
+        assert_eq!(peak_samples(120, 300, 60), 122);
+        assert_eq!(peak_samples(120, 86_400, 60), 122);
+        assert_eq!(peak_samples(10, 7, 60), 10 + 9 + 1);
+    }
+
+    #[test]
     fn plan_merges_per_slice_and_orders_by_name() {
         let inc = |name: &str, count, at| ValidIncrement {
             name: Name::new(name).unwrap(),
@@ -224,6 +247,14 @@ mod tests {
             let s = slice_start(at, p);
             prop_assert_eq!(s % p, 0);
             prop_assert!(s <= at.whole_secs() && at.whole_secs() < s + p);
+        }
+
+        #[test]
+        fn peak_bounds_what_a_writer_adds_between_visits(samples in 1u64..1000, p in 1u64..100_000, interval in 1u64..3600) {
+            // Slices a real-time writer starts between two visits of p.
+            let every = (p / interval).max(1) * interval;
+            let written = every / p + 1;
+            prop_assert!(peak_samples(samples, p, interval) >= samples + written);
         }
 
         #[test]

@@ -18,7 +18,7 @@
 //! (merged); cleaning walks each registry in batches, one ZRANGEBYLEX and one
 //! `counters_clean.lua` call per batch.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -82,84 +82,150 @@ impl RedisCounterStore {
     /// Groups a batch's counters into calls: one for everything on a
     /// standalone server, one per registry shard on a cluster.
     fn incr_calls<'a>(&self, batch: &'a WriteBatch) -> Vec<IncrCall<'a>> {
+        if !(self.redis.is_cluster() && matches!(self.layout, Layout::Tagged { .. })) {
+            let all: Vec<&CounterWrite> = batch.counters.iter().collect();
+            return vec![self.incr_call(&all, batch)];
+        }
         let mut groups: BTreeMap<u32, Vec<&'a CounterWrite>> = BTreeMap::new();
         for counter in &batch.counters {
-            let group = match (&self.layout, self.redis.is_cluster()) {
-                (Layout::Tagged { .. }, true) => layout::shard_of(counter.name.as_str()),
-                _ => 0,
-            };
-            groups.entry(group).or_default().push(counter);
+            groups
+                .entry(layout::shard_of(counter.name.as_str()))
+                .or_default()
+                .push(counter);
         }
         groups
             .into_values()
-            .map(|counters| self.incr_call(counters, batch))
+            .map(|counters| self.incr_call(&counters, batch))
             .collect()
     }
 
-    fn incr_call<'a>(&self, counters: Vec<&'a CounterWrite>, batch: &WriteBatch) -> IncrCall<'a> {
-        let mut call = IncrCall::default();
-        let marker = batch.seq.map(|seq| {
-            let key = match &self.layout {
-                Layout::Ria => format!("tally-writer:{}", seq.lane_id()),
-                Layout::Tagged { prefix } => format!(
-                    "{}:writer:{}",
-                    layout::tag(prefix, layout::shard_of(counters[0].name.as_str())),
-                    seq.lane_id()
-                ),
-            };
-            call.key(key)
-        });
-        call.args.push(marker.unwrap_or(0).to_string());
-        call.args.push(batch.seq.map_or(0, |s| s.seq).to_string());
-        call.args.push(String::new()); // the op count, set below
-        let mut registries: BTreeMap<usize, Vec<String>> = BTreeMap::new();
-        for counter in counters {
-            let mut precisions = Vec::new();
+    /// Writes the key of one precision of a counter into `buf`.
+    fn write_hash_key(&self, buf: &mut String, precision: u64, name: &str, shard: u32) {
+        use std::fmt::Write;
+        buf.clear();
+        let _ = match &self.layout {
+            Layout::Ria => write!(buf, "count:{precision}:{name}"),
+            Layout::Tagged { prefix } => write!(buf, "{{{prefix}:{shard}}}:{precision}:{name}"),
+        };
+    }
+
+    /// Builds the EVALSHA of `counters_incr.lua` for `counters` directly into
+    /// one command buffer (no string per argument): KEYS are the writer
+    /// lane's record (if any), one hash per (counter, precision) in batch
+    /// order, then the registries; ARGV refers to them by index.
+    fn incr_call<'a>(&self, counters: &[&'a CounterWrite], batch: &WriteBatch) -> IncrCall<'a> {
+        let tagged = matches!(self.layout, Layout::Tagged { .. });
+        let shards: Vec<u32> = counters
+            .iter()
+            .map(|c| {
+                if tagged {
+                    layout::shard_of(c.name.as_str())
+                } else {
+                    0
+                }
+            })
+            .collect();
+        // Registries and the counters each lists, in key order.
+        let mut registries: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
+        let mut hashes = 0usize;
+        let mut ops = Vec::with_capacity(counters.iter().map(|c| c.deltas.len()).sum());
+        for (counter, &shard) in counters.iter().zip(&shards) {
+            let mut last = None;
             for d in &counter.deltas {
-                let key = call.key(self.hash_key(d.precision, &counter.name));
-                call.args.push(key.to_string());
-                call.args.push(d.slice.to_string());
-                call.args.push(d.delta.to_string());
-                call.ops.push((&counter.name, *d));
-                call.op_keys.push(key);
-                if precisions.last() != Some(&d.precision) {
-                    precisions.push(d.precision);
+                if last != Some(d.precision) {
+                    hashes += 1;
+                    last = Some(d.precision);
+                    if !tagged {
+                        // The book's known: lists `<p>:<name>` per precision.
+                        registries.entry(0).or_default().push(counter.name.as_str());
+                    }
                 }
+                ops.push((&counter.name, *d));
             }
+            if tagged {
+                registries
+                    .entry(shard)
+                    .or_default()
+                    .push(counter.name.as_str());
+            }
+        }
+        let marker = batch.seq.is_some();
+        let nkeys = usize::from(marker) + hashes + registries.len();
+        let mut cmd = super::evalsha(&self.incr, nkeys);
+        let mut buf = String::new();
+        // KEYS.
+        if let Some(seq) = batch.seq {
             match &self.layout {
-                Layout::Ria => {
-                    let known = call.key(layout::RIA_KNOWN.to_owned());
-                    registries.entry(known).or_default().extend(
-                        precisions
-                            .iter()
-                            .map(|&p| layout::ria_member(p, counter.name.as_str())),
-                    );
-                }
-                Layout::Tagged { prefix } => {
-                    let shard = layout::shard_of(counter.name.as_str());
-                    let reg = call.key(layout::tagged_registry(prefix, shard));
-                    registries
-                        .entry(reg)
-                        .or_default()
-                        .push(counter.name.to_string());
+                Layout::Ria => cmd.arg(format!("tally-writer:{}", seq.lane_id())),
+                Layout::Tagged { prefix } => cmd.arg(format!(
+                    "{}:writer:{}",
+                    layout::tag(prefix, shards[0]),
+                    seq.lane_id()
+                )),
+            };
+        }
+        for (counter, &shard) in counters.iter().zip(&shards) {
+            let mut last = None;
+            for d in &counter.deltas {
+                if last != Some(d.precision) {
+                    last = Some(d.precision);
+                    self.write_hash_key(&mut buf, d.precision, counter.name.as_str(), shard);
+                    cmd.arg(buf.as_str());
                 }
             }
         }
-        call.args[2] = call.ops.len().to_string();
-        for (key, members) in registries {
-            call.args.push(key.to_string());
-            call.args.push(members.len().to_string());
-            call.args.extend(members);
+        for &shard in registries.keys() {
+            match &self.layout {
+                Layout::Ria => cmd.arg(layout::RIA_KNOWN),
+                Layout::Tagged { prefix } => cmd.arg(layout::tagged_registry(prefix, shard)),
+            };
         }
-        call
+        // ARGV: whether KEYS[1] is the lane's record, the sequence number,
+        // the number of hashes; per hash its (slice, delta) pairs.
+        cmd.arg(if marker { "1" } else { "0" })
+            .arg(batch.seq.map_or(0, |s| s.seq))
+            .arg(hashes);
+        let mut op_keys = Vec::with_capacity(ops.len());
+        let mut key = usize::from(marker);
+        for counter in counters {
+            for group in counter.deltas.chunk_by(|a, b| a.precision == b.precision) {
+                key += 1;
+                cmd.arg(group.len());
+                for d in group {
+                    cmd.arg(d.slice).arg(d.delta);
+                    op_keys.push(key);
+                }
+            }
+        }
+        // Then per registry its members.
+        for members in registries.values() {
+            cmd.arg(members.len());
+            if tagged {
+                for m in members {
+                    cmd.arg(*m);
+                }
+            } else {
+                // The book's members, one per (counter, precision).
+                for counter in counters {
+                    for group in counter.deltas.chunk_by(|a, b| a.precision == b.precision) {
+                        use std::fmt::Write;
+                        buf.clear();
+                        let _ = write!(buf, "{}:{}", group[0].precision, counter.name);
+                        cmd.arg(buf.as_str());
+                    }
+                }
+            }
+        }
+        IncrCall {
+            cmd,
+            marker,
+            op_keys,
+            ops,
+        }
     }
 
     async fn run_incr(&self, call: &IncrCall<'_>) -> Result<Applied> {
-        match self
-            .redis
-            .eval_write(&self.incr, &call.keys, &call.args)
-            .await
-        {
+        match self.redis.eval_cmd(&self.incr, &call.cmd).await {
             Ok(Value::Int(1)) => Ok(Applied::Written),
             Ok(Value::Int(_)) => Ok(Applied::Duplicate),
             Ok(other) => Err(Error::Backend(format!(
@@ -181,12 +247,23 @@ impl RedisCounterStore {
         let shard = layout::shard_of(first.as_str());
         let mut invocation = self.revert.prepare_invoke();
         invocation.key(layout::tagged_registry(prefix, shard));
-        for key in &call.keys {
+        // The call's KEYS, rebuilt: its lane record (if any) stands in
+        // at index 1 so that the ops' indices still match, shifted by one
+        // for the registry placed first.
+        let mut keys: Vec<String> = Vec::new();
+        if call.marker {
+            keys.push(layout::tagged_registry(prefix, shard));
+        }
+        for (i, (name, d)) in call.ops.iter().enumerate() {
+            if keys.len() < call.op_keys[i] {
+                keys.push(layout::tagged_hash(prefix, d.precision, name));
+            }
+        }
+        for key in &keys {
             invocation.key(key);
         }
-        // KEYS are shifted by one (the registry comes first). The writer
-        // lane's record keeps the reverted number: the writer's next numbers
-        // are above it, so they still apply.
+        // The writer lane's record keeps the reverted number: the writer's
+        // next numbers are above it, so they still apply.
         invocation.arg(call.ops.len());
         let mut hashes: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
         for (i, (name, d)) in call.ops.iter().enumerate() {
@@ -207,28 +284,53 @@ impl RedisCounterStore {
         Ok(())
     }
 
+    /// One `counters_clean.lua` call over `entries`; `shared` holds the
+    /// cutoff of each hash position when every entry has the same ones (the
+    /// tagged layout), sent once instead of once per entry.
     async fn clean_entries(
         &self,
         registry: &str,
         entries: &[CleanEntry],
         book_rule: bool,
+        shared: Option<&[Option<i64>]>,
     ) -> Result<(u64, u64)> {
         let np = entries.first().map_or(0, |e| e.hashes.len());
-        let mut invocation = self.clean.prepare_invoke();
-        invocation.key(registry);
-        invocation.arg(np).arg(if book_rule { "1" } else { "0" });
+        let nkeys = 1 + entries.iter().map(|e| e.hashes.len()).sum::<usize>();
+        let mut cmd = super::evalsha(&self.clean, nkeys);
+        cmd.arg(registry);
         for entry in entries {
-            invocation.arg(&entry.member);
-            for (key, cutoff) in &entry.hashes {
-                invocation.key(key);
-                match cutoff {
-                    Some(c) => invocation.arg(c),
-                    None => invocation.arg(""),
-                };
+            for (key, _) in &entry.hashes {
+                cmd.arg(key.as_str());
             }
         }
-        let (removed, dropped): (u64, u64) =
-            invocation.invoke_async(&mut self.redis.handle()).await?;
+        cmd.arg(np)
+            .arg(if book_rule { "1" } else { "0" })
+            .arg(if shared.is_some() { "1" } else { "0" });
+        let cutoff = |cmd: &mut redis::Cmd, c: &Option<i64>| {
+            match c {
+                Some(c) => cmd.arg(*c),
+                None => cmd.arg(""),
+            };
+        };
+        if let Some(cutoffs) = shared {
+            for c in cutoffs {
+                cutoff(&mut cmd, c);
+            }
+        }
+        for entry in entries {
+            cmd.arg(entry.member.as_str());
+            if shared.is_none() {
+                for (_, c) in &entry.hashes {
+                    cutoff(&mut cmd, c);
+                }
+            }
+        }
+        let value = self
+            .redis
+            .eval_cmd(&self.clean, &cmd)
+            .await
+            .map_err(Error::from)?;
+        let (removed, dropped): (u64, u64) = redis::FromRedisValue::from_redis_value(value)?;
         Ok((removed, dropped))
     }
 
@@ -239,6 +341,7 @@ impl RedisCounterStore {
         registry: &str,
         job: &CleanJob,
         book_rule: bool,
+        shared: Option<&[Option<i64>]>,
         entries: impl Fn(&[String]) -> Vec<CleanEntry>,
     ) -> Result<CleanReport> {
         let mut report = CleanReport::default();
@@ -253,7 +356,9 @@ impl RedisCounterStore {
             report.scanned += members.len() as u64;
             let work = entries(&members);
             if !work.is_empty() {
-                let (removed, dropped) = self.clean_entries(registry, &work, book_rule).await?;
+                let (removed, dropped) = self
+                    .clean_entries(registry, &work, book_rule, shared)
+                    .await?;
                 report.round_trips += 1;
                 report.samples_removed += removed;
                 report.counters_removed += dropped;
@@ -276,7 +381,7 @@ impl RedisCounterStore {
     ) -> Result<CleanReport> {
         let cutoffs: Vec<Option<i64>> = precisions.iter().map(|&p| job.cutoff_for(p)).collect();
         let registry = layout::tagged_registry(prefix, shard);
-        self.clean_registry(&registry, job, false, |names| {
+        self.clean_registry(&registry, job, false, Some(&cutoffs), |names| {
             names
                 .iter()
                 .filter_map(|n| Name::new(n.as_str()).ok())
@@ -296,7 +401,7 @@ impl RedisCounterStore {
     /// Cleans the book's `known:`, with the book's rules: each member's
     /// precision comes from the member itself.
     async fn clean_ria(&self, job: &CleanJob) -> Result<CleanReport> {
-        self.clean_registry(layout::RIA_KNOWN, job, true, |members| {
+        self.clean_registry(layout::RIA_KNOWN, job, true, None, |members| {
             members
                 .iter()
                 .filter_map(|member| {
@@ -320,30 +425,19 @@ struct CleanEntry {
     hashes: Vec<(String, Option<i64>)>,
 }
 
-/// The keys and arguments of one `counters_incr.lua` call, and the op each
-/// HINCRBY stands for (to name the counter in an overflow error).
-#[derive(Default)]
+/// One `counters_incr.lua` call, ready to send, and the op each HINCRBY
+/// stands for (to name the counter in an overflow error, and to take the
+/// call back on a cluster).
 struct IncrCall<'a> {
-    keys: Vec<String>,
-    index: HashMap<String, usize>,
-    args: Vec<String>,
+    cmd: redis::Cmd,
+    /// Whether KEYS[1] is the writer lane's record.
+    marker: bool,
     /// The KEYS index of each op's hash.
     op_keys: Vec<usize>,
     ops: Vec<(&'a Name, SliceDelta)>,
 }
 
 impl IncrCall<'_> {
-    /// The 1-based KEYS index of `key`, adding it if new.
-    fn key(&mut self, key: String) -> usize {
-        if let Some(&i) = self.index.get(&key) {
-            return i;
-        }
-        self.keys.push(key.clone());
-        let i = self.keys.len();
-        self.index.insert(key, i);
-        i
-    }
-
     fn error(&self, e: RedisError) -> Error {
         let op = e
             .detail()
@@ -421,23 +515,40 @@ fn zrangebylex(key: &str, min: &str, max: &str, limit: usize) -> redis::Cmd {
     cmd
 }
 
-fn parse_hash(key: &str, value: Value) -> Result<Vec<Sample>> {
-    let map: HashMap<String, String> = redis::FromRedisValue::from_redis_value(value)
-        .map_err(|e| Error::Corrupt(format!("{key} is not a hash of counts: {e}")))?;
-    let mut samples = map
-        .into_iter()
-        .map(|(field, count)| {
-            let start = field.parse::<u64>().map_err(|_| {
-                Error::Corrupt(format!("{key} has field {field:?}, not a slice start"))
-            })?;
-            let count = count.parse::<i64>().map_err(|_| {
-                Error::Corrupt(format!(
-                    "{key} field {field} holds {count:?}, not an integer count"
-                ))
-            })?;
-            Ok(Sample { start, count })
+/// A counter hash's HGETALL reply as samples, oldest first, or what is
+/// wrong with it. Parses the reply's bytes in place (RESP2 flat array or
+/// RESP3 map), with no string or map per field: reads of every precision
+/// are on the latency path.
+fn parse_hash(value: &Value) -> std::result::Result<Vec<Sample>, String> {
+    fn number<T: std::str::FromStr>(v: &Value, what: &str) -> std::result::Result<T, String> {
+        let bytes: &[u8] = match v {
+            Value::BulkString(b) => b,
+            Value::SimpleString(s) => s.as_bytes(),
+            other => return Err(format!("it holds {other:?} as {what}")),
+        };
+        std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(|| format!("it holds {:?}, not {what}", String::from_utf8_lossy(bytes)))
+    }
+    let sample = |f: &Value, c: &Value| {
+        Ok(Sample {
+            start: number(f, "a slice start")?,
+            count: number(c, "an integer count")?,
         })
-        .collect::<Result<Vec<_>>>()?;
+    };
+    let mut samples = match value {
+        Value::Map(pairs) => pairs
+            .iter()
+            .map(|(f, c)| sample(f, c))
+            .collect::<std::result::Result<Vec<_>, String>>()?,
+        Value::Array(flat) if flat.len() % 2 == 0 => flat
+            .chunks_exact(2)
+            .map(|pair| sample(&pair[0], &pair[1]))
+            .collect::<std::result::Result<Vec<_>, String>>()?,
+        Value::Nil => Vec::new(),
+        other => return Err(format!("it is not a hash of counts: {other:?}")),
+    };
     samples.sort_unstable();
     Ok(samples)
 }
@@ -510,7 +621,11 @@ impl CounterStore for RedisCounterStore {
                 precisions
                     .iter()
                     .zip(per)
-                    .map(|(&p, v)| parse_hash(&self.hash_key(p, name), v))
+                    .map(|(&p, v)| {
+                        parse_hash(&v).map_err(|why| {
+                            Error::Corrupt(format!("{}: {why}", self.hash_key(p, name)))
+                        })
+                    })
                     .collect()
             })
             .collect()
@@ -640,6 +755,43 @@ impl RedisCounterStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hash_replies_parse_in_either_protocol_and_name_what_is_wrong() {
+        let b = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let resp2 = Value::Array(vec![b("20"), b("-3"), b("10"), b("7")]);
+        let resp3 = Value::Map(vec![(b("20"), b("-3")), (b("10"), b("7"))]);
+        let want = vec![
+            Sample {
+                start: 10,
+                count: 7,
+            },
+            Sample {
+                start: 20,
+                count: -3,
+            },
+        ];
+        assert_eq!(parse_hash(&resp2).unwrap(), want);
+        assert_eq!(parse_hash(&resp3).unwrap(), want);
+        assert_eq!(parse_hash(&Value::Array(vec![])).unwrap(), vec![]);
+        let bad_field = Value::Array(vec![b("10.0"), b("1")]);
+        assert!(
+            parse_hash(&bad_field)
+                .unwrap_err()
+                .contains("\"10.0\", not a slice start")
+        );
+        let bad_count = Value::Map(vec![(b("10"), b("x"))]);
+        assert!(
+            parse_hash(&bad_count)
+                .unwrap_err()
+                .contains("not an integer count")
+        );
+        assert!(
+            parse_hash(&Value::Int(3))
+                .unwrap_err()
+                .contains("not a hash")
+        );
+    }
 
     #[test]
     fn lex_bounds_select_one_prefix() {

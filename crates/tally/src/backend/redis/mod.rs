@@ -25,6 +25,7 @@
 mod buffers;
 mod counters;
 mod daily;
+pub mod encoding;
 pub mod layout;
 mod limits;
 mod locks;
@@ -41,6 +42,7 @@ use redis::{Cmd, Pipeline, RedisFuture, Script, Value};
 pub use buffers::RedisBufferStore;
 pub use counters::RedisCounterStore;
 pub use daily::RedisDailyStore;
+pub use encoding::ListpackCheck;
 pub use layout::Layout;
 pub use limits::RedisLimiterStore;
 pub use locks::RedisLockStore;
@@ -173,41 +175,43 @@ impl Redis {
         keys: &[String],
         args: &[A],
     ) -> std::result::Result<Value, WriteFailure> {
-        let Some(wait) = self.wait else {
-            let mut invocation = script.prepare_invoke();
-            for key in keys {
-                invocation.key(key);
-            }
-            for arg in args {
-                invocation.arg(arg);
-            }
-            return invocation
-                .invoke_async(&mut self.handle())
-                .await
-                .map_err(WriteFailure::Redis);
-        };
-        let mut eval = redis::cmd("EVALSHA");
-        eval.arg(script.get_hash())
-            .arg(keys.len())
-            .arg(keys)
-            .arg(args);
-        let mut pipe = redis::pipe();
-        pipe.add_command(eval)
-            .cmd("WAIT")
-            .arg(wait.replicas)
-            .arg(wait.timeout.as_millis() as u64);
+        let mut eval = evalsha(script, keys.len());
+        eval.arg(keys).arg(args);
+        self.eval_cmd(script, &eval).await
+    }
+
+    /// Runs `eval`, an EVALSHA of `script` built with [`evalsha`], as
+    /// [`Redis::eval_write`] does: loads the script once on NOSCRIPT, and
+    /// follows it with WAIT in the same pipeline when a replication wait is
+    /// set. Building the command directly spares a copy of every argument.
+    pub(crate) async fn eval_cmd(
+        &self,
+        script: &Script,
+        eval: &Cmd,
+    ) -> std::result::Result<Value, WriteFailure> {
         let mut loaded = false;
         loop {
-            match pipe.query_async::<(Value, i64)>(&mut self.handle()).await {
-                Ok((value, confirmed)) => {
-                    if confirmed < i64::from(wait.replicas) {
-                        return Err(WriteFailure::Tally(Error::NotReplicated {
-                            confirmed: confirmed.max(0) as u32,
-                            wanted: wait.replicas,
-                        }));
+            let result = match self.wait {
+                None => eval.query_async::<Value>(&mut self.handle()).await,
+                Some(wait) => {
+                    let mut pipe = redis::pipe();
+                    pipe.add_command(eval.clone())
+                        .cmd("WAIT")
+                        .arg(wait.replicas)
+                        .arg(wait.timeout.as_millis() as u64);
+                    match pipe.query_async::<(Value, i64)>(&mut self.handle()).await {
+                        Ok((_, confirmed)) if confirmed < i64::from(wait.replicas) => {
+                            return Err(WriteFailure::Tally(Error::NotReplicated {
+                                confirmed: confirmed.max(0) as u32,
+                                wanted: wait.replicas,
+                            }));
+                        }
+                        Ok((value, _)) => Ok(value),
+                        Err(e) => Err(e),
                     }
-                    return Ok(value);
                 }
+            };
+            match result {
                 Err(e)
                     if !loaded
                         && e.kind()
@@ -220,7 +224,7 @@ impl Redis {
                         .map_err(WriteFailure::Redis)?;
                     loaded = true;
                 }
-                Err(e) => return Err(WriteFailure::Redis(e)),
+                other => return other.map_err(WriteFailure::Redis),
             }
         }
     }
@@ -282,6 +286,14 @@ impl Redis {
         let _: String = redis::cmd("PING").query_async(&mut self.handle()).await?;
         Ok(())
     }
+}
+
+/// `EVALSHA <sha of script> <keys>`, for the caller to add the keys and then
+/// the arguments.
+pub(crate) fn evalsha(script: &Script, keys: usize) -> Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash()).arg(keys);
+    cmd
 }
 
 /// Why a write script failed: the server's error (for the store to map, e.g.

@@ -1,0 +1,106 @@
+//! The book's algorithm as a baseline ("Redis in Action" 5.2, `update_counter`):
+//! each increment is one MULTI/EXEC pipeline of ZADD `known:` + HINCRBY
+//! `count:<p>:<name>` per precision, sent by `connections` concurrent
+//! connections as a web app's workers would send it. Written to the book's
+//! own keys, so Tally's `ria` layout reads them back for the totals check.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use tally::backend::redis::Layout;
+use tally::{Backend, BackendConfig, Clock, Counters, SystemClock};
+
+use crate::bench::server::{BenchRedis, check_totals, stored_totals};
+
+/// What the baseline measured.
+#[derive(Debug, serde::Serialize)]
+pub struct Book {
+    pub connections: usize,
+    pub distinct: u64,
+    pub increments: u64,
+    pub seconds: f64,
+    pub per_second: f64,
+    /// The server's CPU microseconds per increment.
+    pub redis_cpu_us_per_increment: f64,
+    pub totals_exact: bool,
+}
+
+/// Runs the book's `update_counter` for `seconds` over `distinct` counters,
+/// then checks the book's keys hold what was sent.
+pub async fn run(
+    redis: &BenchRedis,
+    counters_settings: &tally::CounterSettings,
+    distinct: u64,
+    connections: usize,
+    seconds: f64,
+) -> Result<Book> {
+    let names: Arc<Vec<String>> = Arc::new((0..distinct).map(|i| format!("c{i}")).collect());
+    let precisions = Arc::new(counters_settings.precisions.clone());
+    let sent = Arc::new(AtomicU64::new(0));
+    let mut conns = Vec::with_capacity(connections);
+    for _ in 0..connections {
+        // One TCP connection per worker, as separate web workers have.
+        conns.push(redis.raw().await?);
+    }
+    let cpu = redis.cpu_seconds().await?;
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(seconds);
+    let tasks: Vec<_> = conns
+        .into_iter()
+        .enumerate()
+        .map(|(w, mut conn)| {
+            let (names, precisions, sent) = (names.clone(), precisions.clone(), sent.clone());
+            tokio::spawn(async move {
+                let mut i = w as u64 * 7919;
+                while Instant::now() < deadline {
+                    let name = &names[(i % distinct) as usize];
+                    i += 131;
+                    let now = SystemClock.now().as_secs_f64();
+                    let mut pipe = redis::pipe();
+                    pipe.atomic();
+                    for &p in precisions.iter() {
+                        let pnow = (now / p as f64) as u64 * p;
+                        let hash = format!("{p}:{name}");
+                        pipe.cmd("ZADD").arg("known:").arg(0).arg(&hash).ignore();
+                        pipe.cmd("HINCRBY")
+                            .arg(format!("count:{hash}"))
+                            .arg(pnow)
+                            .arg(1)
+                            .ignore();
+                    }
+                    let () = pipe.query_async(&mut conn).await?;
+                    sent.fetch_add(1, Ordering::Relaxed);
+                }
+                anyhow::Ok(())
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await??;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let sent = sent.load(Ordering::Relaxed);
+    let cpu_us = (redis.cpu_seconds().await? - cpu) * 1e6 / sent.max(1) as f64;
+    // The book's keys, read back through the `ria` layout.
+    let backend = Backend::open(&BackendConfig::Redis {
+        url: redis.url(),
+        layout: Layout::Ria,
+    })
+    .await?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let store = backend.counter_store(clock.clone()).await?;
+    let counters = Counters::with_clock(store, counters_settings.clone(), clock)?;
+    let totals = stored_totals(&counters, &names).await?;
+    check_totals("the book's algorithm", &totals, sent)?;
+    Ok(Book {
+        connections,
+        distinct,
+        increments: sent,
+        seconds: secs,
+        per_second: sent as f64 / secs,
+        redis_cpu_us_per_increment: cpu_us,
+        totals_exact: true,
+    })
+}

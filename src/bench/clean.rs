@@ -1,0 +1,225 @@
+//! `tally bench clean`: the time of one cleaner pass over many counters
+//! (1,000,000 by default) at every precision, on a redis-server started here.
+//!
+//! Each counter's hash at each precision holds `recent` samples the pass
+//! keeps and `old` samples just past the cutoff that it removes, written
+//! through the store's real write path. The timed pass is a first pass,
+//! which visits every precision (later passes visit the coarse ones only
+//! every `p / 60` passes), so it is the most expensive pass there is. The
+//! target is the pass interval, 60 s.
+//!
+//! The baseline, in the same run: the book's `clean_counters` (one
+//! ZRANGE, one HKEYS and one HDEL round trip per hash, as published) over
+//! the first `book_counters` counters of the same data in the book's layout
+//! on a second server, extrapolated linearly to the same number of
+//! counters. Afterwards the bench checks that the pass removed exactly the
+//! old samples and that a sample of hashes holds exactly the recent ones.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Result, ensure};
+use redis::AsyncCommands;
+use tally::backend::redis::Layout;
+use tally::{
+    Backend, BackendConfig, CleanerSettings, Clock, CounterSettings, Counters, SystemClock,
+    Timestamp,
+};
+
+use crate::bench::server::{BenchRedis, Slices, fill};
+
+/// The bench's result.
+#[derive(Debug, serde::Serialize)]
+pub struct Clean {
+    pub bench: &'static str,
+    pub machine: serde_json::Value,
+    pub counters: u64,
+    pub precisions: usize,
+    pub recent: u64,
+    pub old: u64,
+    pub batch: usize,
+    pub fill_seconds: f64,
+    pub pass_seconds: f64,
+    /// The server's CPU seconds during the pass (other load on the machine
+    /// moves this much less than wall time).
+    pub pass_redis_cpu_seconds: f64,
+    pub scanned: u64,
+    pub samples_removed: u64,
+    pub round_trips: u64,
+    /// `pass_seconds` ÷ the 60 s pass interval.
+    pub ratio_to_interval: f64,
+    pub book_counters: u64,
+    pub book_seconds: f64,
+    /// The book's time per counter × `counters`.
+    pub book_extrapolated_seconds: f64,
+    /// `book_extrapolated_seconds` ÷ `pass_seconds`.
+    pub speedup_over_book: f64,
+}
+
+/// The bench's parameters.
+#[derive(Clone, Debug)]
+pub struct CleanArgs {
+    pub counters: u64,
+    pub recent: u64,
+    pub old: u64,
+    pub batch: usize,
+    pub book_counters: u64,
+    pub concurrency: usize,
+}
+
+pub async fn run(args: CleanArgs) -> Result<Clean> {
+    ensure!(
+        args.counters > 0 && args.recent > 0 && args.book_counters > 0,
+        "--counters, --recent and --book-counters must be positive"
+    );
+    let settings = CounterSettings::default();
+    let np = settings.precisions.len();
+    let slices = Slices {
+        recent: args.recent,
+        old: args.old,
+        samples: settings.samples,
+    };
+    let now = SystemClock.now().whole_secs();
+    let names: Vec<String> = (0..args.counters).map(|i| format!("k{i}")).collect();
+
+    let server = BenchRedis::start();
+    let counters = counters_on(&server, Layout::default(), &settings).await?;
+    let started = Instant::now();
+    fill(&counters, &names, slices, now, 100, args.concurrency).await?;
+    let fill_seconds = started.elapsed().as_secs_f64();
+    let mut cleaner = counters.cleaner(CleanerSettings {
+        batch: args.batch,
+        ..CleanerSettings::default()
+    })?;
+    let cpu = server.cpu_seconds().await?;
+    let started = Instant::now();
+    let report = cleaner.pass_at(Timestamp::from_secs(now)?).await?;
+    let pass_seconds = started.elapsed().as_secs_f64();
+    let pass_cpu = server.cpu_seconds().await? - cpu;
+    ensure!(
+        report.scanned == args.counters
+            && report.samples_removed == args.counters * np as u64 * args.old,
+        "the pass scanned {} counters and removed {} samples; expected {} and {}",
+        report.scanned,
+        report.samples_removed,
+        args.counters,
+        args.counters * np as u64 * args.old
+    );
+    for name in names.iter().step_by((names.len() / 100).max(1)) {
+        for series in counters.get_all(name).await? {
+            ensure!(
+                series.samples.len() as u64 == args.recent,
+                "{name} at {} s holds {} samples after the pass, not {}",
+                series.precision,
+                series.samples.len(),
+                args.recent
+            );
+        }
+    }
+    drop(counters);
+    drop(server);
+
+    // The book's cleaner on the same data in its own layout.
+    let book_n = args.book_counters.min(args.counters);
+    let server = BenchRedis::start();
+    let book = counters_on(&server, Layout::Ria, &settings).await?;
+    fill(
+        &book,
+        &names[..book_n as usize],
+        slices,
+        now,
+        100,
+        args.concurrency,
+    )
+    .await?;
+    let mut conn = server.raw().await?;
+    let started = Instant::now();
+    let removed = book_clean_pass(&mut conn, now as f64, settings.samples).await?;
+    let book_seconds = started.elapsed().as_secs_f64();
+    ensure!(
+        removed == book_n * np as u64 * args.old,
+        "the book's pass removed {removed} samples"
+    );
+    let book_extrapolated = book_seconds / book_n as f64 * args.counters as f64;
+    Ok(Clean {
+        bench: "clean",
+        machine: crate::bench::server::machine(),
+        counters: args.counters,
+        precisions: np,
+        recent: args.recent,
+        old: args.old,
+        batch: args.batch,
+        fill_seconds,
+        pass_seconds,
+        pass_redis_cpu_seconds: pass_cpu,
+        scanned: report.scanned,
+        samples_removed: report.samples_removed,
+        round_trips: report.round_trips,
+        ratio_to_interval: pass_seconds / 60.0,
+        book_counters: book_n,
+        book_seconds,
+        book_extrapolated_seconds: book_extrapolated,
+        speedup_over_book: book_extrapolated / pass_seconds,
+    })
+}
+
+async fn counters_on(
+    server: &BenchRedis,
+    layout: Layout,
+    settings: &CounterSettings,
+) -> Result<Counters> {
+    let backend = Backend::open(&BackendConfig::Redis {
+        url: server.url(),
+        layout,
+    })
+    .await?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let store = backend.counter_store(clock.clone()).await?;
+    Ok(Counters::with_clock(store, settings.clone(), clock)?)
+}
+
+/// The first pass of the book's `clean_counters`, command for command (as
+/// published: ZCARD and ZRANGE per member, HKEYS, HDEL; HLEN and ZREM when a
+/// hash empties). Returns the samples removed.
+async fn book_clean_pass(
+    conn: &mut redis::aio::MultiplexedConnection,
+    now: f64,
+    sample_count: u64,
+) -> Result<u64> {
+    let mut index: isize = 0;
+    let mut removed = 0u64;
+    loop {
+        let zcard: isize = conn.zcard("known:").await?;
+        if index >= zcard {
+            break;
+        }
+        let hash: Vec<String> = conn.zrange("known:", index, index).await?;
+        index += 1;
+        let Some(hash) = hash.into_iter().next() else {
+            break;
+        };
+        let prec: u64 = hash.split(':').next().unwrap_or("1").parse()?;
+        let hkey = format!("count:{hash}");
+        let cutoff = now - (sample_count * prec) as f64;
+        let mut samples: Vec<u64> = conn
+            .hkeys::<_, Vec<String>>(&hkey)
+            .await?
+            .iter()
+            .map(|k| k.parse())
+            .collect::<std::result::Result<_, _>>()?;
+        samples.sort_unstable();
+        let remove = samples.partition_point(|&x| (x as f64) <= cutoff);
+        if remove > 0 {
+            let n: u64 = conn.hdel(&hkey, &samples[..remove]).await?;
+            removed += n;
+            if remove == samples.len() {
+                let len: i64 = conn.hlen(&hkey).await?;
+                if len == 0 {
+                    let _: i64 = conn.zrem("known:", &hash).await?;
+                    index -= 1;
+                }
+            }
+        }
+    }
+    Ok(removed)
+}

@@ -1,0 +1,363 @@
+//! `tally bench ingest`: increments per second through the library, exact
+//! and aggregated, over 1, 1,000 and 1,000,000 distinct counters, on a
+//! redis-server started here and on the embedded SQLite store, next to two
+//! baselines measured in the same run on the same server:
+//!
+//! - raw `redis-benchmark` pipelined HINCRBY (before and after the library
+//!   runs); divided by the number of precisions it is the ceiling an exact
+//!   write of every precision could reach;
+//! - the book's algorithm ([`super::book`]): a MULTI/EXEC of ZADD + HINCRBY
+//!   per precision per increment, from 50 connections.
+//!
+//! Modes: `exact` (one increment per `incr_many` call, `writers` callers at
+//! once: one round trip per increment), `exact-batch` (`batch` increments
+//! per call, merged per slice, one round trip per call) and `aggregated`
+//! (`Aggregator::add` from `adders` tasks; the time runs until the final
+//! flush is acknowledged, so it includes writing everything). Each run starts
+//! on an empty store and ends with a check that every precision of every
+//! counter sums to exactly what was acknowledged.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, ensure};
+use tally::counters::{Aggregator, AggregatorSettings};
+use tally::{Clock, CounterSettings, Counters, Increment, SystemClock};
+
+use crate::bench::book;
+use crate::bench::server::{BenchRedis, Kind, Opened, Which, check_totals, stored_totals};
+
+/// The bench's parameters.
+#[derive(Clone, Debug)]
+pub struct IngestArgs {
+    pub backend: Which,
+    pub counters: Vec<u64>,
+    pub modes: Vec<Mode>,
+    pub seconds: f64,
+    pub writers: usize,
+    pub batch: usize,
+    pub adders: usize,
+    pub book_connections: usize,
+    pub book_counters: u64,
+    pub benchmark_requests: u64,
+}
+
+/// How increments reach the store.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// One increment per call (one round trip each).
+    Exact,
+    /// `batch` increments per call.
+    ExactBatch,
+    /// Through the aggregating writer.
+    Aggregated,
+}
+
+/// One run's figures.
+#[derive(Debug, serde::Serialize)]
+pub struct Run {
+    pub backend: Kind,
+    pub mode: Mode,
+    pub distinct: u64,
+    pub increments: u64,
+    pub seconds: f64,
+    pub per_second: f64,
+    pub totals_exact: bool,
+    /// Redis only: `per_second` ÷ (raw HINCRBY ops/s ÷ precisions).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_ceiling: Option<f64>,
+    /// Redis only: `per_second` ÷ the book's algorithm.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_book: Option<f64>,
+    /// Redis only: the server's CPU microseconds per increment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_cpu_us_per_increment: Option<f64>,
+    /// Redis only: the ceiling in CPU terms (raw HINCRBY CPU per op ×
+    /// precisions) ÷ `redis_cpu_us_per_increment`: the share of the ceiling
+    /// reached if the server were the only limit. Other load on the machine
+    /// moves it much less than `ratio_to_ceiling`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_ratio_to_ceiling: Option<f64>,
+}
+
+/// The Redis baselines of the run.
+#[derive(Debug, serde::Serialize)]
+pub struct Baselines {
+    /// `redis-benchmark` HINCRBY ops/s before and after the library runs.
+    pub hincrby_ops_per_second: [f64; 2],
+    /// Their mean ÷ the number of precisions.
+    pub ceiling_increments_per_second: f64,
+    /// The server's CPU microseconds per HINCRBY in those runs.
+    pub hincrby_redis_cpu_us: [f64; 2],
+    pub book: book::Book,
+}
+
+/// The bench's result.
+#[derive(Debug, serde::Serialize)]
+pub struct Ingest {
+    pub bench: &'static str,
+    pub machine: serde_json::Value,
+    pub precisions: usize,
+    pub seconds: f64,
+    pub writers: usize,
+    pub batch: usize,
+    pub adders: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis: Option<Baselines>,
+    pub runs: Vec<Run>,
+}
+
+pub async fn run(args: IngestArgs) -> Result<Ingest> {
+    ensure!(
+        args.seconds > 0.0 && args.writers > 0 && args.adders > 0,
+        "seconds, writers and adders must be positive"
+    );
+    ensure!(
+        (1..=tally::counters::MAX_BATCH).contains(&args.batch),
+        "--batch must be 1 to {}",
+        tally::counters::MAX_BATCH
+    );
+    ensure!(
+        !args.counters.is_empty() && args.counters.iter().all(|&n| n > 0),
+        "--counters needs positive sizes"
+    );
+    let settings = CounterSettings::default();
+    let np = settings.precisions.len();
+    let mut runs = Vec::new();
+    let mut baselines = None;
+    for kind in args.backend.kinds() {
+        let redis = (kind == Kind::Redis).then(BenchRedis::start);
+        let mut before = 0.0;
+        let mut before_cpu = 0.0;
+        let mut book_rate = 0.0;
+        let mut book_result = None;
+        if let Some(r) = &redis {
+            (before, before_cpu) = hincrby(r, args.benchmark_requests).await?;
+            r.flush().await?;
+            let b = book::run(
+                r,
+                &settings,
+                args.book_counters,
+                args.book_connections,
+                args.seconds,
+            )
+            .await?;
+            book_rate = b.per_second;
+            book_result = Some(b);
+            r.flush().await?;
+        }
+        let first = runs.len();
+        for &distinct in &args.counters {
+            for &mode in &args.modes {
+                let opened = Opened::open(kind, redis.as_ref()).await?;
+                let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+                let counters = opened.counters(&settings, clock).await?;
+                let cpu_before = match &redis {
+                    Some(r) => r.cpu_seconds().await?,
+                    None => 0.0,
+                };
+                let (increments, seconds) = match mode {
+                    Mode::Exact => exact(&counters, distinct, &args, 1).await?,
+                    Mode::ExactBatch => exact(&counters, distinct, &args, args.batch).await?,
+                    Mode::Aggregated => aggregated(&counters, distinct, &args).await?,
+                };
+                let cpu_us = match &redis {
+                    Some(r) => {
+                        Some((r.cpu_seconds().await? - cpu_before) * 1e6 / increments as f64)
+                    }
+                    None => None,
+                };
+                let names: Vec<String> = (0..distinct).map(name).collect();
+                let totals = match kind {
+                    Kind::Redis => stored_totals(&counters, &names).await?,
+                    Kind::Sqlite => listed_totals(&counters).await?,
+                };
+                check_totals(
+                    &format!("{kind:?} {mode:?} over {distinct} counters"),
+                    &totals,
+                    increments,
+                )?;
+                runs.push(Run {
+                    backend: kind,
+                    mode,
+                    distinct,
+                    increments,
+                    seconds,
+                    per_second: increments as f64 / seconds,
+                    totals_exact: true,
+                    ratio_to_ceiling: None,
+                    ratio_to_book: None,
+                    redis_cpu_us_per_increment: cpu_us,
+                    cpu_ratio_to_ceiling: None,
+                });
+                drop(counters);
+                drop(opened);
+                if let Some(r) = &redis {
+                    r.flush().await?;
+                }
+            }
+        }
+        if let Some(r) = &redis {
+            let (after, after_cpu) = hincrby(r, args.benchmark_requests).await?;
+            let ceiling = (before + after) / 2.0 / np as f64;
+            let ceiling_cpu_us = (before_cpu + after_cpu) / 2.0 * np as f64;
+            for run in &mut runs[first..] {
+                run.ratio_to_ceiling = Some(run.per_second / ceiling);
+                run.ratio_to_book = Some(run.per_second / book_rate);
+                run.cpu_ratio_to_ceiling =
+                    run.redis_cpu_us_per_increment.map(|us| ceiling_cpu_us / us);
+            }
+            baselines = Some(Baselines {
+                hincrby_ops_per_second: [before, after],
+                ceiling_increments_per_second: ceiling,
+                hincrby_redis_cpu_us: [before_cpu, after_cpu],
+                book: book_result.expect("measured above"),
+            });
+        }
+    }
+    Ok(Ingest {
+        bench: "ingest",
+        machine: crate::bench::server::machine(),
+        precisions: np,
+        seconds: args.seconds,
+        writers: args.writers,
+        batch: args.batch,
+        adders: args.adders,
+        redis: baselines,
+        runs,
+    })
+}
+
+/// `redis-benchmark` HINCRBY on `r`: ops per second, and the server's CPU
+/// microseconds per op.
+async fn hincrby(r: &BenchRedis, requests: u64) -> Result<(f64, f64)> {
+    let cpu = r.cpu_seconds().await?;
+    let ops = r.hincrby_ops(requests, 50, 64)?;
+    let cpu_us = (r.cpu_seconds().await? - cpu) * 1e6 / requests as f64;
+    Ok((ops, cpu_us))
+}
+
+/// The bench's counter names.
+fn name(i: u64) -> String {
+    format!("c{i}")
+}
+
+/// Spreads a writer's picks over the counters: a stride prime to any size
+/// used here, from a different start per writer.
+fn pick(start: u64, step: u64, distinct: u64) -> usize {
+    (start.wrapping_add(step.wrapping_mul(1_000_003)) % distinct) as usize
+}
+
+/// `writers` callers sending `batch` increments per call for `seconds`.
+async fn exact(
+    counters: &Counters,
+    distinct: u64,
+    args: &IngestArgs,
+    batch: usize,
+) -> Result<(u64, f64)> {
+    let names: Arc<Vec<String>> = Arc::new((0..distinct).map(name).collect());
+    let sent = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(args.seconds);
+    let tasks: Vec<_> = (0..args.writers as u64)
+        .map(|w| {
+            let (c, names, sent) = (counters.clone(), names.clone(), sent.clone());
+            tokio::spawn(async move {
+                let mut step = 0u64;
+                let start = w * 7919;
+                while Instant::now() < deadline {
+                    let increments: Vec<Increment> = (0..batch)
+                        .map(|_| {
+                            step += 1;
+                            Increment::new(names[pick(start, step, distinct)].as_str(), 1)
+                        })
+                        .collect();
+                    c.incr_many(&increments).await?;
+                    sent.fetch_add(batch as u64, Ordering::Relaxed);
+                }
+                anyhow::Ok(())
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await??;
+    }
+    Ok((
+        sent.load(Ordering::Relaxed),
+        started.elapsed().as_secs_f64(),
+    ))
+}
+
+/// `adders` tasks calling `Aggregator::add` for `seconds`, then a flush; the
+/// time includes the flush.
+async fn aggregated(counters: &Counters, distinct: u64, args: &IngestArgs) -> Result<(u64, f64)> {
+    let agg = Aggregator::start(counters.clone(), AggregatorSettings::default())?;
+    let names: Arc<Vec<String>> = Arc::new((0..distinct).map(name).collect());
+    let sent = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(args.seconds);
+    let tasks: Vec<_> = (0..args.adders as u64)
+        .map(|w| {
+            let (agg, names, sent) = (agg.clone(), names.clone(), sent.clone());
+            tokio::spawn(async move {
+                let mut step = 0u64;
+                let start = w * 7919;
+                let mut n = 0u64;
+                loop {
+                    for _ in 0..1024 {
+                        step += 1;
+                        agg.add(&names[pick(start, step, distinct)], 1, None)
+                            .await?;
+                    }
+                    n += 1024;
+                    if Instant::now() >= deadline {
+                        break;
+                    }
+                    // Let the flusher run on this worker too.
+                    tokio::task::yield_now().await;
+                }
+                sent.fetch_add(n, Ordering::Relaxed);
+                anyhow::Ok(())
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await??;
+    }
+    agg.flush().await?;
+    let seconds = started.elapsed().as_secs_f64();
+    let stats = agg.stats();
+    agg.shutdown().await;
+    let sent = sent.load(Ordering::Relaxed);
+    ensure!(
+        stats.accepted == sent && stats.written == sent && stats.rejected == 0,
+        "the aggregator accepted {} and wrote {} of {sent} increments",
+        stats.accepted,
+        stats.written
+    );
+    Ok((sent, seconds))
+}
+
+/// Totals over every registered counter, page by page (for stores whose
+/// listing is cheap).
+async fn listed_totals(counters: &Counters) -> Result<Vec<i64>> {
+    let mut totals = vec![0i64; counters.settings().precisions.len()];
+    let mut after: Option<String> = None;
+    loop {
+        let page = counters.list(after.as_deref(), 1000).await?;
+        for (j, t) in stored_totals(counters, &page.names)
+            .await?
+            .into_iter()
+            .enumerate()
+        {
+            totals[j] += t;
+        }
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    Ok(totals)
+}

@@ -1,0 +1,242 @@
+//! `tally bench read`: read latency (p50, p99) of every precision of one
+//! counter, and of 100 counters at once, at steady state (each precision
+//! holding the samples kept), on a redis-server started here and on SQLite.
+//!
+//! Reads are sequential (one in flight), so each figure is a full round trip
+//! plus decoding. The Redis baseline, measured in the same run on the same
+//! server and data: the same HGETALL pipeline sent by a bare redis-rs
+//! connection that decodes nothing. Before timing, the bench checks that a
+//! read returns exactly the samples written.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Result, ensure};
+use tally::{Clock, CounterSettings, Counters, SystemClock};
+
+use crate::bench::server::{BenchRedis, Kind, Opened, Slices, Which, fill, quantile};
+
+/// One latency figure.
+#[derive(Debug, serde::Serialize)]
+pub struct Latency {
+    pub backend: Kind,
+    pub read: &'static str,
+    pub counters: usize,
+    pub samples_per_read: u64,
+    pub iterations: usize,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub mean_us: f64,
+    /// Redis only: the bare pipeline's p50 and p99, and ours ÷ theirs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw_p50_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw_p99_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_ratio_to_raw: Option<f64>,
+    /// Redis only: the server's own time per read (`INFO commandstats`
+    /// HGETALL microseconds per call × calls per read), the part of the
+    /// latency spent inside Redis.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_us_per_read: Option<f64>,
+}
+
+/// The bench's result.
+#[derive(Debug, serde::Serialize)]
+pub struct Read {
+    pub bench: &'static str,
+    pub machine: serde_json::Value,
+    pub precisions: usize,
+    pub samples: u64,
+    pub runs: Vec<Latency>,
+}
+
+const MANY: usize = 100;
+
+pub async fn run(backend: Which, iterations: usize) -> Result<Read> {
+    ensure!(iterations > 0, "--iterations must be positive");
+    let settings = CounterSettings::default();
+    let np = settings.precisions.len();
+    let mut runs = Vec::new();
+    for kind in backend.kinds() {
+        let redis = (kind == Kind::Redis).then(BenchRedis::start);
+        let opened = Opened::open(kind, redis.as_ref()).await?;
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let now = clock.now().whole_secs();
+        let counters = opened.counters(&settings, clock).await?;
+        let names: Vec<String> = (0..MANY).map(|i| format!("r{i}")).collect();
+        fill(
+            &counters,
+            &names,
+            Slices {
+                recent: settings.samples,
+                old: 0,
+                samples: settings.samples,
+            },
+            now,
+            10,
+            2,
+        )
+        .await?;
+        // The data is what was written: every precision holds its samples.
+        let one = counters.get_all(&names[0]).await?;
+        ensure!(
+            one.len() == np
+                && one
+                    .iter()
+                    .all(|s| s.samples.len() as u64 == settings.samples),
+            "a counter does not read back the samples written"
+        );
+        let per_counter = np as u64 * settings.samples;
+        for (read, batch) in [("all precisions of one counter", 1), ("100 counters", MANY)] {
+            let chunk = &names[..batch];
+            // A read of 100 counters moves 100 times the data: a tenth of
+            // the iterations.
+            let iterations = if batch == 1 {
+                iterations
+            } else {
+                iterations.div_ceil(10)
+            };
+            if let Some(r) = &redis {
+                reset_stats(r).await?;
+            }
+            let times = time(iterations, || async {
+                let got = counters.get_many(chunk, None).await?;
+                ensure!(got.len() == batch, "short read");
+                Ok(())
+            })
+            .await?;
+            let server_us = match &redis {
+                Some(r) => Some(hgetall_us(r).await? * (np * batch) as f64),
+                None => None,
+            };
+            let raw = match &redis {
+                Some(r) => Some(raw_times(r, &counters, chunk, iterations).await?),
+                None => None,
+            };
+            let mut l = latency(
+                kind,
+                read,
+                batch,
+                per_counter * batch as u64,
+                &times,
+                raw.as_deref(),
+            );
+            l.redis_us_per_read = server_us;
+            runs.push(l);
+        }
+    }
+    Ok(Read {
+        bench: "read",
+        machine: crate::bench::server::machine(),
+        precisions: np,
+        samples: settings.samples,
+        runs,
+    })
+}
+
+/// Microseconds of each of `n` sequential calls of `f` (after 10% warm-up).
+async fn time<F, Fut>(n: usize, mut f: F) -> Result<Vec<f64>>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    for _ in 0..n.div_ceil(10) {
+        f().await?;
+    }
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let started = Instant::now();
+        f().await?;
+        out.push(started.elapsed().as_secs_f64() * 1e6);
+    }
+    out.sort_by(f64::total_cmp);
+    Ok(out)
+}
+
+async fn reset_stats(r: &BenchRedis) -> Result<()> {
+    let mut conn = r.raw().await?;
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut conn)
+        .await?;
+    Ok(())
+}
+
+/// HGETALL's mean server time per call since the last reset, in µs.
+async fn hgetall_us(r: &BenchRedis) -> Result<f64> {
+    let mut conn = r.raw().await?;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await?;
+    let line = info
+        .lines()
+        .find(|l| l.starts_with("cmdstat_hgetall:"))
+        .ok_or_else(|| anyhow::anyhow!("INFO commandstats has no HGETALL"))?;
+    line.split(',')
+        .find_map(|kv| kv.strip_prefix("usec_per_call="))
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no usec_per_call in {line:?}"))
+}
+
+/// The same HGETALLs as one bare pipeline, decoded into nothing.
+async fn raw_times(
+    redis: &BenchRedis,
+    counters: &Counters,
+    names: &[String],
+    n: usize,
+) -> Result<Vec<f64>> {
+    let mut conn = redis.raw().await?;
+    let mut pipe = redis::pipe();
+    for name in names {
+        let shard = tally::backend::redis::layout::shard_of(name);
+        for p in &counters.settings().precisions {
+            pipe.cmd("HGETALL")
+                .arg(format!("{{tally:{shard}}}:{p}:{name}"));
+        }
+    }
+    let first: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
+    let holds_data = first.iter().all(|v| match v {
+        redis::Value::Map(m) => !m.is_empty(),
+        redis::Value::Array(a) => !a.is_empty(),
+        _ => false,
+    });
+    ensure!(
+        holds_data,
+        "the bare pipeline reads no data: the key layout changed"
+    );
+    time(n, || {
+        let (pipe, mut conn) = (&pipe, conn.clone());
+        async move {
+            let _: redis::Value = pipe.query_async(&mut conn).await?;
+            Ok(())
+        }
+    })
+    .await
+}
+
+fn latency(
+    backend: Kind,
+    read: &'static str,
+    counters: usize,
+    samples: u64,
+    times: &[f64],
+    raw: Option<&[f64]>,
+) -> Latency {
+    let p99 = quantile(times, 0.99);
+    Latency {
+        backend,
+        read,
+        counters,
+        samples_per_read: samples,
+        iterations: times.len(),
+        p50_us: quantile(times, 0.5),
+        p99_us: p99,
+        mean_us: times.iter().sum::<f64>() / times.len() as f64,
+        raw_p50_us: raw.map(|r| quantile(r, 0.5)),
+        raw_p99_us: raw.map(|r| quantile(r, 0.99)),
+        p99_ratio_to_raw: raw.map(|r| p99 / quantile(r, 0.99)),
+        redis_us_per_read: None,
+    }
+}

@@ -1,0 +1,103 @@
+//! A smoke run of every `tally bench` subcommand at tiny sizes: each must
+//! run to the end and report that its exactness check passed. No speed is
+//! asserted here (the machine is shared; figures live in BENCHMARKS.md).
+
+mod support;
+
+use serde_json::Value;
+use support::{ok, tally};
+
+/// Runs `tally bench <args> --json` and parses its one line of JSON.
+fn bench(args: &[&str]) -> Value {
+    let mut cmd = tally();
+    cmd.arg("bench").args(args).arg("--json");
+    let out = ok(&mut cmd);
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+#[test]
+fn ingest_checks_its_totals_on_both_backends() {
+    let r = bench(&[
+        "ingest",
+        "--counters",
+        "1,10",
+        "--seconds",
+        "0.2",
+        "--writers",
+        "4",
+        "--batch",
+        "10",
+        "--book-connections",
+        "2",
+        "--benchmark-requests",
+        "20000",
+    ]);
+    assert_eq!(r["bench"], "ingest");
+    let runs = r["runs"].as_array().unwrap();
+    // 2 backends x 2 sizes x 3 modes, each checked exact.
+    assert_eq!(runs.len(), 12, "{r}");
+    for run in runs {
+        assert_eq!(run["totals_exact"], true, "{run}");
+        assert!(run["increments"].as_u64().unwrap() > 0, "{run}");
+    }
+    let redis = &r["redis"];
+    assert!(redis["hincrby_ops_per_second"][0].as_f64().unwrap() > 0.0);
+    assert_eq!(redis["book"]["totals_exact"], true);
+    assert!(runs[0]["ratio_to_book"].as_f64().is_some());
+}
+
+#[test]
+fn read_reads_back_the_steady_state() {
+    let r = bench(&["read", "--iterations", "10"]);
+    let runs = r["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4, "{r}");
+    assert_eq!(runs[0]["samples_per_read"], 840);
+    assert_eq!(runs[1]["samples_per_read"], 84_000);
+    assert!(runs[0]["raw_p99_us"].as_f64().is_some());
+    assert!(runs[3]["p99_us"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn memory_checks_the_samples_and_their_encoding() {
+    let r = bench(&["memory", "--counters", "30"]);
+    assert_eq!(r["samples_held"], 30 * 7 * 120);
+    assert!(r["tally"]["listpack_checked"].as_u64().unwrap() > 0, "{r}");
+    assert!(r["book"]["bytes_per_sample"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn clean_removes_exactly_the_old_samples() {
+    let r = bench(&["clean", "--counters", "300", "--book-counters", "30"]);
+    assert_eq!(r["scanned"], 300);
+    assert_eq!(r["samples_removed"], 300 * 7 * 2);
+    assert_eq!(r["book_counters"], 30);
+}
+
+#[test]
+fn the_older_benches_still_run() {
+    let r = bench(&["plan", "--increments", "1000"]);
+    assert_eq!(r["increments"], 1000);
+    let r = bench(&["daily-memory", "--entities", "50", "--days", "2"]);
+    assert_eq!(r["views_written"], 100);
+    let r = bench(&["cluster", "--seconds", "0.2", "--writers", "2"]);
+    assert!(r["counters_ratio_3_to_1"].as_f64().unwrap() > 0.0, "{r}");
+    let dir = tempfile::tempdir().unwrap();
+    let sink = format!("sqlite:{}", dir.path().join("sink.sqlite3").display());
+    let data = dir.path().join("data");
+    let mut cmd = tally();
+    cmd.arg("--data-dir").arg(&data).args([
+        "bench",
+        "buffer",
+        "--sink",
+        &sink,
+        "--increments",
+        "200",
+        "--rows",
+        "5",
+        "--writers",
+        "2",
+        "--json",
+    ]);
+    let out = ok(&mut cmd);
+    assert!(out.contains("\"totals_exact\":true"), "{out}");
+}
