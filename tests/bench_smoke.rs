@@ -101,3 +101,49 @@ fn the_older_benches_still_run() {
     let out = ok(&mut cmd);
     assert!(out.contains("\"totals_exact\":true"), "{out}");
 }
+
+#[test]
+fn http_drives_tally_serve_with_wrk_and_checks_totals() {
+    let r = bench(&[
+        "http",
+        "--seconds",
+        "1",
+        "--counters",
+        "10",
+        "--batch",
+        "10",
+        "--connections",
+        "4",
+    ]);
+    let runs = r["runs"].as_array().unwrap();
+    // 2 backends x (single, batch), each checked exact against what the server accepted.
+    assert_eq!(runs.len(), 4, "{r}");
+    for run in runs {
+        assert_eq!(run["totals_exact"], true, "{run}");
+        assert!(run["server_accepted"].as_u64().unwrap() > 0, "{run}");
+        assert!(run["ratio_to_healthz"].as_f64().unwrap() > 0.0, "{run}");
+    }
+}
+
+#[test]
+fn statsd_counts_what_the_server_accepted() {
+    let r = bench(&[
+        "statsd",
+        "--seconds",
+        "0.5",
+        "--counters",
+        "10",
+        "--lines",
+        "5",
+    ]);
+    assert!(
+        r["bare_socket_datagrams_per_second"].as_f64().unwrap() > 0.0,
+        "{r}"
+    );
+    let runs = r["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{r}");
+    for run in runs {
+        assert_eq!(run["totals_exact"], true, "{run}");
+        assert!(run["lines_accepted"].as_u64().unwrap() > 0, "{run}");
+    }
+}

@@ -14,6 +14,7 @@ mod daily_memory;
 mod ingest;
 mod memory;
 mod read;
+mod serve;
 pub mod server;
 
 use anyhow::{Result, bail};
@@ -125,6 +126,48 @@ pub enum BenchCommand {
         /// Write calls in flight while filling.
         #[arg(long, default_value_t = 4)]
         concurrency: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// HTTP ingest on a `tally serve` process, driven by `wrk` (single and
+    /// batch increments), against `GET /healthz` on the same server; stored
+    /// totals checked against what the server accepted.
+    Http {
+        /// Backends to run on.
+        #[arg(long, value_enum, default_value = "both")]
+        backend: server::Which,
+        /// Seconds of load per run.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Open connections.
+        #[arg(long, default_value_t = 50)]
+        connections: u32,
+        /// Distinct counters the increments rotate over.
+        #[arg(long, default_value_t = 1000)]
+        counters: u64,
+        /// Increments per batch request.
+        #[arg(long, default_value_t = 100)]
+        batch: u64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// statsd lines a `tally serve` process takes per second, against a bare
+    /// UDP socket fed by the same sender; stored totals checked.
+    Statsd {
+        /// Backends to run on.
+        #[arg(long, value_enum, default_value = "both")]
+        backend: server::Which,
+        /// Seconds of sending per run.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Counter lines per datagram.
+        #[arg(long, default_value_t = 20)]
+        lines: usize,
+        /// Distinct counters.
+        #[arg(long, default_value_t = 1000)]
+        counters: u64,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -346,6 +389,37 @@ pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
                     r.book_extrapolated_seconds,
                     r.speedup_over_book
                 );
+            }
+            Ok(())
+        }
+        BenchCommand::Http {
+            backend,
+            seconds,
+            connections,
+            counters,
+            batch,
+            json,
+        } => {
+            let r = serve::http(backend, seconds, connections, counters, batch).await?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            }
+            Ok(())
+        }
+        BenchCommand::Statsd {
+            backend,
+            seconds,
+            lines,
+            counters,
+            json,
+        } => {
+            let r = serve::statsd(backend, seconds, lines, counters).await?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!("{}", serde_json::to_string_pretty(&r)?);
             }
             Ok(())
         }

@@ -186,6 +186,14 @@ impl Opened {
         }
     }
 
+    /// The SQLite store in `dir`, left by another process (not deleted).
+    pub async fn open_existing(dir: &std::path::Path) -> Result<Self> {
+        Ok(Opened {
+            backend: Backend::open(&BackendConfig::SqliteDir(dir.to_owned())).await?,
+            _dir: None,
+        })
+    }
+
     /// Counters on this backend with `settings`, on `clock`.
     pub async fn counters(
         &self,

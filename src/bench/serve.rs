@@ -1,0 +1,486 @@
+//! `tally bench http` and `tally bench statsd`: ingest through a real
+//! `tally serve` process.
+//!
+//! Both start this very binary as `tally serve` on free ports (on a fresh
+//! SQLite directory, or on a `redis-server` the bench starts), drive it from
+//! outside, stop it with SIGTERM (which flushes what it holds), and then read
+//! the stored totals through the library: they must equal what the server
+//! acknowledged.
+//!
+//! - `http`: `wrk` (Debian's package, a standard HTTP load generator) posts
+//!   single increments (`POST /v1/counters/{name}/incr`) and batches
+//!   (`POST /v1/incr`, `--batch` increments each) over `--counters` names.
+//!   Baseline in the same run, same server, same connections: `wrk` on
+//!   `GET /healthz`, the HTTP stack with no work behind it.
+//! - `statsd`: the bench sends UDP datagrams of `--lines` counter lines as
+//!   fast as it can for `--seconds`; the figure is lines the server accepted
+//!   per second. Baseline in the same run: the same sender against a bare
+//!   UDP socket that only receives (no parsing, no counting). UDP may drop
+//!   datagrams under load; the check is on what the server accepted.
+
+use std::io::{BufRead, BufReader};
+use std::net::UdpSocket;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use serde::Serialize;
+use tally::{CounterSettings, SystemClock};
+
+use super::server::{BenchRedis, Kind, Opened, Which, check_totals, machine, stored_totals};
+
+/// The `wrk` script: rotates over the counters, one or `batch` increments
+/// per request, and prints a JSON summary when done.
+const WRK_SCRIPT: &str = r#"
+local counters = tonumber(os.getenv("TALLY_BENCH_COUNTERS"))
+local batch = tonumber(os.getenv("TALLY_BENCH_BATCH"))
+local path = os.getenv("TALLY_BENCH_PATH")
+local i = 0
+request = function()
+  i = i + 1
+  if path == "/healthz" then
+    return wrk.format("GET", path)
+  end
+  local headers = { ["Content-Type"] = "application/json" }
+  if batch == 1 then
+    return wrk.format("POST", "/v1/counters/bench:" .. (i % counters) .. "/incr", headers, '{"count":1}')
+  end
+  local parts = {}
+  for j = 1, batch do
+    parts[j] = '{"name":"bench:' .. ((i * batch + j) % counters) .. '"}'
+  end
+  return wrk.format("POST", "/v1/incr", headers, '{"increments":[' .. table.concat(parts, ",") .. ']}')
+end
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('TALLY_WRK {"requests":%d,"duration_us":%d,"socket_errors":%d,"non_2xx":%d,"p50_us":%d,"p99_us":%d}\n',
+    summary.requests, summary.duration, e.connect + e.read + e.write + e.timeout, e.status,
+    latency:percentile(50), latency:percentile(99)))
+end
+"#;
+
+/// A `tally serve` child, killed on drop unless stopped.
+struct Served {
+    child: Child,
+    port: u16,
+    dir: Option<tempfile::TempDir>,
+}
+
+impl Served {
+    /// Starts `tally serve` on `kind` (SQLite in a new directory, or the
+    /// bench's Redis), with `extra` flags; waits for its "serving on" line.
+    fn start(kind: Kind, redis: Option<&BenchRedis>, extra: &[String]) -> Result<Self> {
+        let port = tally_testkit::free_port();
+        let exe = std::env::current_exe().context("the tally binary's path")?;
+        let mut cmd = Command::new(exe);
+        let dir = match kind {
+            Kind::Sqlite => {
+                let dir = tempfile::Builder::new()
+                    .prefix("tally-bench-serve-")
+                    .tempdir()?;
+                cmd.arg("--data-dir").arg(dir.path());
+                Some(dir)
+            }
+            Kind::Redis => {
+                let redis = redis.context("a Redis run needs the bench's server")?;
+                cmd.args(["--redis", &redis.url()]);
+                None
+            }
+        };
+        cmd.args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--no-cleaner",
+        ])
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+        let mut child = cmd.spawn().context("start tally serve")?;
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().context("serve's stdout")?).read_line(&mut line)?;
+        ensure!(
+            line.contains("serving on"),
+            "tally serve did not start: {line:?}"
+        );
+        Ok(Served { child, port, dir })
+    }
+
+    fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// A counter from `/metrics` (0 when absent).
+    fn metric(&self, name: &str) -> Result<u64> {
+        let text = http_get(self.port, "/metrics")?;
+        Ok(text
+            .lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
+            .map_or(Ok(0), |v| v.trim().parse::<u64>())?)
+    }
+
+    /// SIGTERM, which flushes the aggregator; waits for a clean exit and
+    /// hands back the SQLite directory (deleted when dropped).
+    fn stop(mut self) -> Result<Option<tempfile::TempDir>> {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()?;
+        ensure!(status.success(), "kill -TERM failed");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                ensure!(status.success(), "tally serve exited with {status}");
+                return Ok(self.dir.take());
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "tally serve did not stop after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// One plain HTTP/1.1 GET; the body.
+fn http_get(port: u16, path: &str) -> Result<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    Ok(text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default())
+}
+
+/// What `wrk` reported.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+pub struct WrkRun {
+    requests: u64,
+    duration_us: u64,
+    socket_errors: u64,
+    non_2xx: u64,
+    p50_us: u64,
+    p99_us: u64,
+}
+
+impl WrkRun {
+    fn per_second(&self) -> f64 {
+        self.requests as f64 / (self.duration_us as f64 / 1e6)
+    }
+}
+
+fn wrk(
+    base: &str,
+    path: &str,
+    counters: u64,
+    batch: u64,
+    seconds: f64,
+    connections: u32,
+) -> Result<WrkRun> {
+    let wrk =
+        tally_testkit::require_binary("wrk", &[], "Install it with `sudo apt-get install wrk`");
+    let script = tempfile::Builder::new().suffix(".lua").tempfile()?;
+    std::fs::write(script.path(), WRK_SCRIPT)?;
+    let out = Command::new(wrk)
+        .args([
+            "-t",
+            "2",
+            "-c",
+            &connections.to_string(),
+            "-d",
+            &format!("{:.0}s", seconds.ceil().max(1.0)),
+        ])
+        .arg("-s")
+        .arg(script.path())
+        .arg(format!("{base}{path}"))
+        .env("TALLY_BENCH_COUNTERS", counters.to_string())
+        .env("TALLY_BENCH_BATCH", batch.to_string())
+        .env("TALLY_BENCH_PATH", path)
+        .output()
+        .context("run wrk")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("TALLY_WRK "))
+        .with_context(|| {
+            format!(
+                "wrk printed no summary: {text} {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
+    Ok(serde_json::from_str(line)?)
+}
+
+/// One HTTP run.
+#[derive(Debug, Serialize)]
+pub struct HttpRun {
+    backend: &'static str,
+    kind: &'static str,
+    batch: u64,
+    wrk: WrkRun,
+    requests_per_second: f64,
+    increments_per_second: f64,
+    /// Requests per second as a fraction of `GET /healthz` on the same
+    /// server in the same run.
+    ratio_to_healthz: f64,
+    server_accepted: u64,
+    totals_exact: bool,
+}
+
+/// `tally bench http`.
+#[derive(Debug, Serialize)]
+pub struct HttpReport {
+    bench: &'static str,
+    machine: serde_json::Value,
+    seconds: f64,
+    connections: u32,
+    counters: u64,
+    healthz: Vec<(String, WrkRun)>,
+    runs: Vec<HttpRun>,
+}
+
+pub async fn http(
+    which: Which,
+    seconds: f64,
+    connections: u32,
+    counters: u64,
+    batch: u64,
+) -> Result<HttpReport> {
+    ensure!(
+        counters >= 1 && (1..=10_000).contains(&batch),
+        "counters >= 1 and batch in 1..=10000"
+    );
+    let redis = which.kinds().contains(&Kind::Redis).then(BenchRedis::start);
+    let mut report = HttpReport {
+        bench: "http",
+        machine: machine(),
+        seconds,
+        connections,
+        counters,
+        healthz: Vec::new(),
+        runs: Vec::new(),
+    };
+    for kind in which.kinds() {
+        let backend = match kind {
+            Kind::Redis => "redis",
+            Kind::Sqlite => "sqlite",
+        };
+        for (label, n) in [("single", 1u64), ("batch", batch)] {
+            if let Some(r) = &redis {
+                r.flush().await?;
+            }
+            let served = Served::start(
+                kind,
+                redis.as_ref(),
+                &["--flush-interval-ms".into(), "200".into()],
+            )?;
+            let base = served.base();
+            let healthz = wrk(&base, "/healthz", counters, 1, seconds, connections)?;
+            let path = if n == 1 {
+                "/v1/counters/bench:0/incr"
+            } else {
+                "/v1/incr"
+            };
+            let run = wrk(&base, path, counters, n, seconds, connections)?;
+            let accepted = served.metric("tally_increments_accepted_total")?;
+            let dir = served.stop()?;
+            let opened = match (kind, &dir) {
+                (Kind::Sqlite, Some(dir)) => Opened::open_existing(dir.path()).await?,
+                _ => Opened::open(kind, redis.as_ref()).await?,
+            };
+            let counters_api = opened
+                .counters(&CounterSettings::default(), Arc::new(SystemClock))
+                .await?;
+            let names: Vec<String> = (0..counters).map(|i| format!("bench:{i}")).collect();
+            let totals = stored_totals(&counters_api, &names).await?;
+            check_totals(&format!("http {backend} {label}"), &totals, accepted)?;
+            // Every request wrk saw succeed added `n`; requests cut by the end
+            // of the run may have been accepted without wrk seeing the answer.
+            ensure!(
+                run.non_2xx == 0 && accepted >= run.requests * n,
+                "http {backend} {label}: {} non-2xx answers, {accepted} accepted for {} requests of {n}",
+                run.non_2xx,
+                run.requests
+            );
+            report.runs.push(HttpRun {
+                backend,
+                kind: label,
+                batch: n,
+                requests_per_second: run.per_second(),
+                increments_per_second: run.per_second() * n as f64,
+                ratio_to_healthz: run.per_second() / healthz.per_second(),
+                server_accepted: accepted,
+                totals_exact: true,
+                wrk: run,
+            });
+            report.healthz.push((format!("{backend} {label}"), healthz));
+        }
+    }
+    Ok(report)
+}
+
+/// One statsd run.
+#[derive(Debug, Serialize)]
+pub struct StatsdRun {
+    backend: &'static str,
+    datagrams_sent: u64,
+    lines_sent: u64,
+    lines_accepted: u64,
+    lines_per_second: f64,
+    datagrams_per_second: f64,
+    /// Datagrams the server took per second as a fraction of what a bare
+    /// receiving socket took in the same run.
+    ratio_to_bare_socket: f64,
+    totals_exact: bool,
+}
+
+/// `tally bench statsd`.
+#[derive(Debug, Serialize)]
+pub struct StatsdReport {
+    bench: &'static str,
+    machine: serde_json::Value,
+    seconds: f64,
+    lines_per_datagram: usize,
+    counters: u64,
+    bare_socket_datagrams_per_second: f64,
+    runs: Vec<StatsdRun>,
+}
+
+/// Sends datagrams of `lines` counter lines to `to` for `seconds`; returns
+/// datagrams sent.
+fn blast(to: std::net::SocketAddr, lines: usize, counters: u64, seconds: f64) -> Result<u64> {
+    let socket = UdpSocket::bind("127.0.0.1:0")?;
+    let packets: Vec<Vec<u8>> = (0..counters.min(64))
+        .map(|k| {
+            (0..lines)
+                .map(|j| format!("bench:{}:1|c\n", (k * lines as u64 + j as u64) % counters))
+                .collect::<String>()
+                .into_bytes()
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    let mut sent = 0u64;
+    while Instant::now() < deadline {
+        for p in &packets {
+            // A full socket buffer drops the datagram, as UDP does.
+            if socket.send_to(p, to).is_ok() {
+                sent += 1;
+            }
+        }
+    }
+    Ok(sent)
+}
+
+pub async fn statsd(
+    which: Which,
+    seconds: f64,
+    lines: usize,
+    counters: u64,
+) -> Result<StatsdReport> {
+    ensure!(
+        (1..=200).contains(&lines) && counters >= 1,
+        "lines in 1..=200, counters >= 1"
+    );
+    // Baseline: a bare socket that only receives.
+    let bare = UdpSocket::bind("127.0.0.1:0")?;
+    bare.set_read_timeout(Some(Duration::from_millis(200)))?;
+    let addr = bare.local_addr()?;
+    let received = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let receiver = {
+        let (received, stop) = (received.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 65_535];
+            while !stop.load(Ordering::Relaxed) {
+                if bare.recv_from(&mut buf).is_ok() {
+                    received.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    let started = Instant::now();
+    blast(addr, lines, counters, seconds)?;
+    let took = started.elapsed().as_secs_f64();
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    receiver
+        .join()
+        .map_err(|_| anyhow::anyhow!("receiver thread panicked"))?;
+    let bare_rate = received.load(Ordering::Relaxed) as f64 / took;
+
+    let redis = which.kinds().contains(&Kind::Redis).then(BenchRedis::start);
+    let mut runs = Vec::new();
+    for kind in which.kinds() {
+        let backend = match kind {
+            Kind::Redis => "redis",
+            Kind::Sqlite => "sqlite",
+        };
+        let port = tally_testkit::free_port();
+        let served = Served::start(
+            kind,
+            redis.as_ref(),
+            &["--statsd".into(), format!("127.0.0.1:{port}")],
+        )?;
+        let to: std::net::SocketAddr = format!("127.0.0.1:{port}").parse()?;
+        let started = Instant::now();
+        let datagrams = blast(to, lines, counters, seconds)?;
+        let took = started.elapsed().as_secs_f64();
+        // Let the listener drain its socket buffer, then read its figures.
+        std::thread::sleep(Duration::from_millis(500));
+        let accepted = served.metric("tally_statsd_lines_accepted_total")?;
+        let dir = served.stop()?;
+        let opened = match (kind, &dir) {
+            (Kind::Sqlite, Some(dir)) => Opened::open_existing(dir.path()).await?,
+            _ => Opened::open(kind, redis.as_ref()).await?,
+        };
+        let counters_api = opened
+            .counters(&CounterSettings::default(), Arc::new(SystemClock))
+            .await?;
+        let names: Vec<String> = (0..counters).map(|i| format!("bench:{i}")).collect();
+        check_totals(
+            &format!("statsd {backend}"),
+            &stored_totals(&counters_api, &names).await?,
+            accepted,
+        )?;
+        if accepted == 0 {
+            bail!("statsd {backend}: the server accepted no line");
+        }
+        let datagrams_taken = accepted as f64 / lines as f64;
+        runs.push(StatsdRun {
+            backend,
+            datagrams_sent: datagrams,
+            lines_sent: datagrams * lines as u64,
+            lines_accepted: accepted,
+            lines_per_second: accepted as f64 / took,
+            datagrams_per_second: datagrams_taken / took,
+            ratio_to_bare_socket: datagrams_taken / took / bare_rate,
+            totals_exact: true,
+        });
+    }
+    Ok(StatsdReport {
+        bench: "statsd",
+        machine: machine(),
+        seconds,
+        lines_per_datagram: lines,
+        counters,
+        bare_socket_datagrams_per_second: bare_rate,
+        runs,
+    })
+}
