@@ -7,16 +7,28 @@
 //! cluster-ready one) or on an embedded SQLite database, behind one API.
 //!
 //! ```no_run
-//! # async fn demo() -> tally::Result<()> {
 //! use std::sync::Arc;
-//! use tally::{Backend, BackendConfig, Counters, CounterSettings, SystemClock};
+//! use tally::counters::{Aggregator, AggregatorSettings};
+//! use tally::{Backend, BackendConfig, CounterSettings, Counters, SystemClock};
 //!
-//! let backend = Backend::open(&BackendConfig::SqliteMemory).await?;
-//! let store = backend.counter_store(Arc::new(SystemClock)).await?;
-//! let counters = Counters::new(store, CounterSettings::default())?;
-//! counters.incr("hits", 1).await?;
-//! let per_minute = counters.get("hits", 60).await?;
-//! # Ok(()) }
+//! # #[allow(dead_code)]
+//! async fn demo() -> tally::Result<()> {
+//!     let backend = Backend::open(&BackendConfig::Redis {
+//!         url: "redis://127.0.0.1:6379/".into(),
+//!         layout: Default::default(),
+//!     })
+//!     .await?;
+//!     let clock = Arc::new(SystemClock);
+//!     let counters = Counters::with_clock(backend.counter_store(clock.clone()).await?, CounterSettings::default(), clock)?;
+//!
+//!     counters.incr("hits", 1).await?;                 // exact: written before it returns
+//!     let per_minute = counters.get("hits", 60).await?; // [(slice start, count)], oldest first
+//!
+//!     let writer = Aggregator::start(counters.clone(), AggregatorSettings::default())?;
+//!     writer.add("hits", 1, None).await?;              // merged in memory, flushed every 200 ms
+//!     writer.shutdown().await;                         // flushes what is left
+//!     Ok(())
+//! }
 //! ```
 //!
 //! # Layout
@@ -25,7 +37,8 @@
 //! - [`error`]: the crate's one error type.
 //! - [`name`]: validated names.
 //! - [`counters`]: the counter service, its pure slice math, its store
-//!   trait, settings and the cleaner.
+//!   trait, settings, the cleaner and the aggregating writer (exactly-once
+//!   batched writes).
 //! - [`tsdb`]: the time-series store with rollups (counts, distinct counts
 //!   with HyperLogLog, most frequent items), its pure rollup math and store
 //!   trait.
@@ -40,6 +53,12 @@
 //! - [`locks`]: locks with a lease, holder-only release and extend, a
 //!   guard, blocking acquire with backoff, and fencing tokens.
 //! - [`random`]: unique ids and jitter from the OS generator.
+//! - [`statsd`]: the statsd line protocol (counters), a pure parser.
+//! - [`metrics`]: a latency histogram and the Prometheus text format.
+//! - `requests` (feature `middleware`): a tower layer counting an axum
+//!   app's requests into counters.
+//! - `server` (feature `server`): the HTTP API, dashboard, `/metrics` and
+//!   statsd listener behind `tally serve`.
 //! - [`backend`]: SQLite ([`backend::sqlite`]) and Redis ([`backend::redis`],
 //!   with the key layouts and the Lua scripts), each with a store per feature.
 
