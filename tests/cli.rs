@@ -2,53 +2,14 @@
 //! SQLite file shared by several processes.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+mod support;
+
 use redis::Commands;
+use support::{ok, run, tally};
 use tally_testkit::{RedisOptions, RedisServer};
-
-fn tally() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tally"));
-    // Keep the user's environment from leaking into the tests.
-    for var in [
-        "TALLY_REDIS",
-        "TALLY_REDIS_CLUSTER",
-        "TALLY_DATA_DIR",
-        "TALLY_LAYOUT",
-        "TALLY_PREFIX",
-        "TALLY_PRECISIONS",
-        "TALLY_SAMPLES",
-        "TALLY_CONFIG",
-        "TALLY_CLEAN_INTERVAL",
-        "TALLY_CLEAN_BATCH",
-        "TALLY_WAIT_REPLICAS",
-        "TALLY_WAIT_TIMEOUT_MS",
-        "TALLY_ROLLUPS",
-        "TALLY_TOP_CAPACITY",
-        "TALLY_DAILY_RETENTION",
-        "TALLY_UTC_OFFSET",
-        "TALLY_ENTITY_PREFIX",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd
-}
-
-fn run(cmd: &mut Command) -> Output {
-    cmd.output().expect("run tally")
-}
-
-fn ok(cmd: &mut Command) -> String {
-    let out = run(cmd);
-    assert!(
-        out.status.success(),
-        "tally failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 fn with_dir(dir: &Path, args: &[&str]) -> Command {
     let mut cmd = tally();

@@ -122,6 +122,28 @@ impl Served {
             .map_or(Ok(0), |v| v.trim().parse::<u64>())?)
     }
 
+    /// Stops the server (flushing what it holds), then checks that the
+    /// `bench:0..counters` counters hold `accepted` at every precision.
+    async fn stop_and_check(
+        self,
+        kind: Kind,
+        redis: Option<&BenchRedis>,
+        counters: u64,
+        accepted: u64,
+        what: &str,
+    ) -> Result<()> {
+        let dir = self.stop()?;
+        let opened = match (kind, &dir) {
+            (Kind::Sqlite, Some(dir)) => Opened::open_existing(dir.path()).await?,
+            _ => Opened::open(kind, redis).await?,
+        };
+        let api = opened
+            .counters(&CounterSettings::default(), Arc::new(SystemClock))
+            .await?;
+        let names: Vec<String> = (0..counters).map(|i| format!("bench:{i}")).collect();
+        check_totals(what, &stored_totals(&api, &names).await?, accepted)
+    }
+
     /// SIGTERM, which flushes the aggregator; waits for a clean exit and
     /// hands back the SQLite directory (deleted when dropped).
     fn stop(mut self) -> Result<Option<tempfile::TempDir>> {
@@ -300,17 +322,15 @@ pub async fn http(
             };
             let run = wrk(&base, path, counters, n, seconds, connections)?;
             let accepted = served.metric("tally_increments_accepted_total")?;
-            let dir = served.stop()?;
-            let opened = match (kind, &dir) {
-                (Kind::Sqlite, Some(dir)) => Opened::open_existing(dir.path()).await?,
-                _ => Opened::open(kind, redis.as_ref()).await?,
-            };
-            let counters_api = opened
-                .counters(&CounterSettings::default(), Arc::new(SystemClock))
+            served
+                .stop_and_check(
+                    kind,
+                    redis.as_ref(),
+                    counters,
+                    accepted,
+                    &format!("http {backend} {label}"),
+                )
                 .await?;
-            let names: Vec<String> = (0..counters).map(|i| format!("bench:{i}")).collect();
-            let totals = stored_totals(&counters_api, &names).await?;
-            check_totals(&format!("http {backend} {label}"), &totals, accepted)?;
             // Every request wrk saw succeed added `n`; requests cut by the end
             // of the run may have been accepted without wrk seeing the answer.
             ensure!(
@@ -445,20 +465,15 @@ pub async fn statsd(
         // Let the listener drain its socket buffer, then read its figures.
         std::thread::sleep(Duration::from_millis(500));
         let accepted = served.metric("tally_statsd_lines_accepted_total")?;
-        let dir = served.stop()?;
-        let opened = match (kind, &dir) {
-            (Kind::Sqlite, Some(dir)) => Opened::open_existing(dir.path()).await?,
-            _ => Opened::open(kind, redis.as_ref()).await?,
-        };
-        let counters_api = opened
-            .counters(&CounterSettings::default(), Arc::new(SystemClock))
+        served
+            .stop_and_check(
+                kind,
+                redis.as_ref(),
+                counters,
+                accepted,
+                &format!("statsd {backend}"),
+            )
             .await?;
-        let names: Vec<String> = (0..counters).map(|i| format!("bench:{i}")).collect();
-        check_totals(
-            &format!("statsd {backend}"),
-            &stored_totals(&counters_api, &names).await?,
-            accepted,
-        )?;
         if accepted == 0 {
             bail!("statsd {backend}: the server accepted no line");
         }

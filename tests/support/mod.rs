@@ -1,4 +1,4 @@
-//! Helpers shared by the end-to-end tests of buffers, limits and locks:
+//! Helpers shared by the end-to-end tests of the binary:
 //! the `tally` binary with the user's environment removed, and a SQLite
 //! sink with the `groups` table those tests write to.
 
@@ -10,16 +10,17 @@ use std::process::Command;
 /// The built `tally` binary, with no `TALLY_*` setting leaking in.
 pub fn tally() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tally"));
-    for var in [
-        "TALLY_REDIS",
-        "TALLY_REDIS_CLUSTER",
-        "TALLY_DATA_DIR",
-        "TALLY_CONFIG",
-        "TALLY_SINK",
-    ] {
-        cmd.env_remove(var);
+    for (var, _) in std::env::vars_os() {
+        if var.to_string_lossy().starts_with("TALLY_") {
+            cmd.env_remove(var);
+        }
     }
     cmd
+}
+
+/// Runs `cmd` to completion.
+pub fn run(cmd: &mut Command) -> std::process::Output {
+    cmd.output().expect("run tally")
 }
 
 /// Runs `cmd`, asserts success, returns stdout.

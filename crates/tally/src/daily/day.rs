@@ -105,8 +105,9 @@ impl<'de> Deserialize<'de> for Day {
     }
 }
 
-/// Howard Hinnant's days-to-civil algorithm.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
+/// Howard Hinnant's days-to-civil algorithm: (year, month, day) of a day
+/// number counted from 1970-01-01 (proleptic Gregorian).
+pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use day::{Day, MAX_OFFSET_MINUTES};
+pub use day::{Day, MAX_OFFSET_MINUTES, civil_from_days};
 pub use store::{DailyStore, DailyWrite, DailyWritten};
 
 use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};

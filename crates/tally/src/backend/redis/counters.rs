@@ -60,8 +60,14 @@ impl RedisCounterStore {
         Ok(RedisCounterStore {
             redis,
             layout,
-            incr: Script::new(include_str!("lua/counters_incr.lua")),
-            revert: Script::new(include_str!("lua/counters_revert.lua")),
+            incr: Script::new(concat!(
+                include_str!("lua/counters_undo.lua"),
+                include_str!("lua/counters_incr.lua")
+            )),
+            revert: Script::new(concat!(
+                include_str!("lua/counters_undo.lua"),
+                include_str!("lua/counters_revert.lua")
+            )),
             clean: Script::new(include_str!("lua/counters_clean.lua")),
             delete: Script::new(include_str!("lua/counters_delete.lua")),
         })

@@ -28,16 +28,7 @@ pub struct RedisDailyStore {
 impl RedisDailyStore {
     /// A store on `redis` with entity keys under `prefix` (e.g. `advert`).
     pub fn new(redis: Redis, prefix: &str) -> Result<Self> {
-        if prefix.is_empty()
-            || prefix.len() > 64
-            || prefix
-                .chars()
-                .any(|c| c.is_control() || c == '{' || c == '}')
-        {
-            return Err(Error::Config(format!(
-                "entity prefix {prefix:?} must be 1 to 64 printable characters without braces"
-            )));
-        }
+        super::layout::check_prefix("entity prefix", prefix)?;
         Ok(RedisDailyStore {
             redis,
             prefix: prefix.to_owned(),

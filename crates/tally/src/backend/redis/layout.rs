@@ -73,6 +73,22 @@ impl Layout {
     }
 }
 
+/// Checks a key prefix (`what` names it in the error): 1 to 64 printable
+/// characters without braces, which would change the keys' hash tag.
+pub fn check_prefix(what: &str, prefix: &str) -> Result<()> {
+    if prefix.is_empty()
+        || prefix.len() > 64
+        || prefix
+            .chars()
+            .any(|c| c.is_control() || c == '{' || c == '}')
+    {
+        return Err(Error::Config(format!(
+            "{what} {prefix:?} must be 1 to 64 printable characters without braces"
+        )));
+    }
+    Ok(())
+}
+
 /// The book's registry key.
 pub const RIA_KNOWN: &str = "known:";
 

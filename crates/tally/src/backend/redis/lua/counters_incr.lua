@@ -41,19 +41,7 @@ local function undo(upto)
     at = at + 1
     for _ = 1, m do
       if op >= upto then return end
-      local field, delta = ARGV[at], ARGV[at + 1]
-      local left
-      if delta == '0' then
-        left = tonumber(redis.call('HGET', key, field))
-      elseif string.sub(delta, 1, 1) == '-' then
-        left = redis.call('HINCRBY', key, field, string.sub(delta, 2))
-      else
-        left = redis.call('HINCRBY', key, field, '-' .. delta)
-      end
-      -- The field held 0 or did not exist before: it most likely did not.
-      if left == 0 then
-        redis.call('HDEL', key, field)
-      end
+      take_back(key, ARGV[at], ARGV[at + 1])
       at = at + 2
       op = op + 1
     end

@@ -11,19 +11,7 @@
 local n = tonumber(ARGV[1])
 for i = 0, n - 1 do
   local at = 2 + 3 * i
-  local key, field, delta = KEYS[tonumber(ARGV[at])], ARGV[at + 1], ARGV[at + 2]
-  local left
-  if delta == '0' then
-    left = tonumber(redis.call('HGET', key, field))
-  elseif string.sub(delta, 1, 1) == '-' then
-    left = redis.call('HINCRBY', key, field, string.sub(delta, 2))
-  else
-    left = redis.call('HINCRBY', key, field, '-' .. delta)
-  end
-  -- The field held 0 or did not exist before: it most likely did not.
-  if left == 0 then
-    redis.call('HDEL', key, field)
-  end
+  take_back(KEYS[tonumber(ARGV[at])], ARGV[at + 1], ARGV[at + 2])
 end
 local at = 2 + 3 * n
 while at <= #ARGV do
