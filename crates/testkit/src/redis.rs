@@ -105,11 +105,14 @@ impl RedisServer {
         self.child.is_some()
     }
 
-    /// Starts the server again on the same port and directory.
+    /// Starts the server again on the same port and directory, after
+    /// repairing its append-only file as an operator does after a crash
+    /// ([`repair_aof`]).
     ///
     /// Panics if it is already running or does not come up.
     pub fn start_again(&mut self) {
         assert!(self.child.is_none(), "redis-server is already running");
+        repair_aof(self.dir.path());
         let mut last_error = String::new();
         // The old socket may linger briefly after a kill.
         for _ in 0..50 {
@@ -329,4 +332,49 @@ pub(crate) fn raw_command(port: u16, inline: &str) -> std::io::Result<String> {
     let mut buf = [0u8; 4096];
     let n = stream.read(&mut buf)?;
     Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+/// Runs `redis-check-aof --fix` on the append-only file in `dir`, if there is
+/// one, as Redis's documentation asks after a crash.
+///
+/// A `kill -9` can cut the server's last AOF write short, inside the
+/// MULTI/EXEC that wraps a script's effects. Redis 7.0 (Debian's) and Valkey
+/// before valkey-io/valkey#4342 then truncate only the torn command on the
+/// next start, leaving a MULTI with no EXEC in the file; the start after that
+/// merges those orphaned commands into the next transaction and applies a
+/// write the client was never told succeeded. `redis-check-aof --fix` cuts
+/// the file back to before the unfinished MULTI instead.
+///
+/// Panics if the tool is missing or cannot repair the file.
+pub fn repair_aof(dir: &Path) {
+    let manifest = dir.join("appendonlydir").join("appendonly.aof.manifest");
+    if !manifest.exists() {
+        return;
+    }
+    let tool = require_binary(
+        "redis-check-aof",
+        &["/usr/bin", "/usr/sbin"],
+        "Install it with `sudo apt-get install redis-tools`",
+    );
+    let mut child = Command::new(&tool)
+        .arg("--fix")
+        .arg(&manifest)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("could not run {}: {e}", tool.display()));
+    // It asks before it truncates.
+    let _ = child.stdin.take().expect("piped stdin").write_all(b"y\n");
+    let out = child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("redis-check-aof failed: {e}"));
+    assert!(
+        out.status.success(),
+        "redis-check-aof --fix {} failed ({}): {}{}",
+        manifest.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
