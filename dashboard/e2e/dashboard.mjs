@@ -108,11 +108,35 @@ async function counters(page, s) {
   ).catch(async () => {
     throw new CheckFailed(`the list shows ${JSON.stringify(await names.allTextContents())}, expected ${JSON.stringify(c.listed)}`);
   });
+  // Wait for the search itself to have answered (a slow machine may list
+  // the same names for a shorter prefix typed on the way).
+  await page.waitForFunction(
+    (q) => document.querySelector('#counter-list-status')?.textContent.includes(`starting with “${q}”`),
+    c.search,
+    { timeout: TIMEOUT },
+  );
   const index = c.listed.indexOf(c.name);
   await page.locator('#counter-search').press('ArrowDown');
   for (let i = 0; i < index; i++) await page.keyboard.press('ArrowDown');
   const focused = await page.evaluate(() => document.activeElement?.dataset?.name);
   check(focused === c.name, `arrow keys focused ${focused}, expected ${c.name}`);
+
+  step('the list reloads under the keyboard focus and keeps it');
+  for (const q of [c.search.slice(0, -1), c.search]) {
+    // As if a search typed earlier answered now: the focus stays in the list.
+    await page.evaluate((q) => {
+      const search = document.querySelector('#counter-search');
+      search.value = q;
+      search.dispatchEvent(new Event('input'));
+    }, q);
+    await page.waitForFunction(
+      (q) => document.querySelector('#counter-list-status')?.textContent.includes(`starting with “${q}”`),
+      q,
+      { timeout: TIMEOUT },
+    );
+    const still = await page.evaluate(() => document.activeElement?.dataset?.name);
+    check(still === c.name, `after the list reloaded for "${q}" the focus is on ${still}, expected ${c.name}`);
+  }
   await page.keyboard.press('Enter');
   await page.waitForFunction((n) => decodeURIComponent(location.hash).includes(`name=${n}`), c.name, { timeout: TIMEOUT });
   check(

@@ -81,8 +81,19 @@ export function countersView(root) {
         ),
       ),
     );
-    if (append) list.append(...items);
-    else list.replaceChildren(...items);
+    if (append) {
+      list.append(...items);
+      return;
+    }
+    // A reload (a later search, a refresh) must not take the keyboard away
+    // from someone moving through the list: focus the same name again, or
+    // the search box when it is gone.
+    const had = list.contains(document.activeElement) ? document.activeElement.dataset.name : null;
+    list.replaceChildren(...items);
+    if (had !== null) {
+      const same = [...list.querySelectorAll('a')].find((a) => a.dataset.name === had);
+      (same || search).focus();
+    }
   }
 
   async function loadList(append) {
