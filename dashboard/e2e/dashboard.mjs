@@ -91,6 +91,15 @@ function checkSeries(what, xs, ys, expected) {
   }
 }
 
+/** Waits until the counter list shows the answer to the search `q`. */
+async function listedFor(page, q) {
+  await page.waitForFunction(
+    (q) => document.querySelector('#counter-list-status')?.textContent.includes(`starting with “${q}”`),
+    q,
+    { timeout: TIMEOUT },
+  );
+}
+
 async function counters(page, s) {
   const c = s.counter;
   step(`search "${c.search}" and pick ${c.name} with the keyboard`);
@@ -110,11 +119,7 @@ async function counters(page, s) {
   });
   // Wait for the search itself to have answered (a slow machine may list
   // the same names for a shorter prefix typed on the way).
-  await page.waitForFunction(
-    (q) => document.querySelector('#counter-list-status')?.textContent.includes(`starting with “${q}”`),
-    c.search,
-    { timeout: TIMEOUT },
-  );
+  await listedFor(page, c.search);
   const index = c.listed.indexOf(c.name);
   await page.locator('#counter-search').press('ArrowDown');
   for (let i = 0; i < index; i++) await page.keyboard.press('ArrowDown');
@@ -129,11 +134,7 @@ async function counters(page, s) {
       search.value = q;
       search.dispatchEvent(new Event('input'));
     }, q);
-    await page.waitForFunction(
-      (q) => document.querySelector('#counter-list-status')?.textContent.includes(`starting with “${q}”`),
-      q,
-      { timeout: TIMEOUT },
-    );
+    await listedFor(page, q);
     const still = await page.evaluate(() => document.activeElement?.dataset?.name);
     check(still === c.name, `after the list reloaded for "${q}" the focus is on ${still}, expected ${c.name}`);
   }
