@@ -57,13 +57,25 @@ pub struct Clean {
 }
 
 /// The bench's parameters.
-#[derive(Clone, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct CleanArgs {
+    /// Counters.
+    #[arg(long, default_value_t = 1_000_000)]
     pub counters: u64,
+    /// Samples per hash the pass keeps.
+    #[arg(long, default_value_t = 2)]
     pub recent: u64,
+    /// Samples per hash past the cutoff, which the pass removes.
+    #[arg(long, default_value_t = 2)]
     pub old: u64,
+    /// Counters per cleaner round trip.
+    #[arg(long, default_value_t = tally::counters::settings::DEFAULT_CLEAN_BATCH)]
     pub batch: usize,
+    /// Counters the book's cleaner cleans (then extrapolated).
+    #[arg(long, default_value_t = 5_000)]
     pub book_counters: u64,
+    /// Write calls in flight while filling.
+    #[arg(long, default_value_t = 4)]
     pub concurrency: usize,
 }
 

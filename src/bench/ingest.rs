@@ -29,17 +29,42 @@ use crate::bench::book;
 use crate::bench::server::{BenchRedis, Kind, Opened, Which, check_totals, stored_totals};
 
 /// The bench's parameters.
-#[derive(Clone, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct IngestArgs {
+    /// Backends to measure.
+    #[arg(long, value_enum, default_value = "both")]
     pub backend: Which,
+    /// Distinct counters, one run per size.
+    #[arg(long, value_delimiter = ',', default_value = "1,1000,1000000")]
     pub counters: Vec<u64>,
+    /// Modes to run.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "exact,exact-batch,aggregated"
+    )]
     pub modes: Vec<Mode>,
+    /// Seconds of writing per run.
+    #[arg(long, default_value_t = 5.0)]
     pub seconds: f64,
+    /// Concurrent callers of the exact modes.
+    #[arg(long, default_value_t = 50)]
     pub writers: usize,
+    /// Increments per call in `exact-batch`.
+    #[arg(long, default_value_t = 100)]
     pub batch: usize,
+    /// Tasks adding to the aggregator.
+    #[arg(long, default_value_t = 2)]
     pub adders: usize,
+    /// Connections of the book's algorithm.
+    #[arg(long, default_value_t = 50)]
     pub book_connections: usize,
+    /// Hot counters of the book's algorithm.
+    #[arg(long, default_value_t = 1000)]
     pub book_counters: u64,
+    /// Requests of each redis-benchmark baseline.
+    #[arg(long, default_value_t = 2_000_000)]
     pub benchmark_requests: u64,
 }
 

@@ -39,41 +39,8 @@ pub enum BenchCommand {
     /// SQLite, next to raw redis-benchmark HINCRBY and the book's algorithm
     /// measured in the same run; checks the stored totals after each run.
     Ingest {
-        /// Backends to measure.
-        #[arg(long, value_enum, default_value = "both")]
-        backend: server::Which,
-        /// Distinct counters, one run per size.
-        #[arg(long, value_delimiter = ',', default_value = "1,1000,1000000")]
-        counters: Vec<u64>,
-        /// Modes to run.
-        #[arg(
-            long,
-            value_enum,
-            value_delimiter = ',',
-            default_value = "exact,exact-batch,aggregated"
-        )]
-        modes: Vec<ingest::Mode>,
-        /// Seconds of writing per run.
-        #[arg(long, default_value_t = 5.0)]
-        seconds: f64,
-        /// Concurrent callers of the exact modes.
-        #[arg(long, default_value_t = 50)]
-        writers: usize,
-        /// Increments per call in `exact-batch`.
-        #[arg(long, default_value_t = 100)]
-        batch: usize,
-        /// Tasks adding to the aggregator.
-        #[arg(long, default_value_t = 2)]
-        adders: usize,
-        /// Connections of the book's algorithm.
-        #[arg(long, default_value_t = 50)]
-        book_connections: usize,
-        /// Hot counters of the book's algorithm.
-        #[arg(long, default_value_t = 1000)]
-        book_counters: u64,
-        /// Requests of each redis-benchmark baseline.
-        #[arg(long, default_value_t = 2_000_000)]
-        benchmark_requests: u64,
+        #[command(flatten)]
+        args: ingest::IngestArgs,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -108,24 +75,8 @@ pub enum BenchCommand {
     /// Time of one cleaner pass (every precision due) over many counters,
     /// next to the book's cleaner on a subset, extrapolated.
     Clean {
-        /// Counters.
-        #[arg(long, default_value_t = 1_000_000)]
-        counters: u64,
-        /// Samples per hash the pass keeps.
-        #[arg(long, default_value_t = 2)]
-        recent: u64,
-        /// Samples per hash past the cutoff, which the pass removes.
-        #[arg(long, default_value_t = 2)]
-        old: u64,
-        /// Counters per cleaner round trip.
-        #[arg(long, default_value_t = tally::counters::settings::DEFAULT_CLEAN_BATCH)]
-        batch: usize,
-        /// Counters the book's cleaner cleans (then extrapolated).
-        #[arg(long, default_value_t = 5_000)]
-        book_counters: u64,
-        /// Write calls in flight while filling.
-        #[arg(long, default_value_t = 4)]
-        concurrency: usize,
+        #[command(flatten)]
+        args: clean::CleanArgs,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -223,38 +174,27 @@ pub enum BenchCommand {
     },
 }
 
+/// Prints a bench's result: one line of JSON with `--json`, else as `human`
+/// writes it.
+fn report<T: serde::Serialize>(
+    r: &T,
+    json: bool,
+    human: impl FnOnce(&T) -> Result<()>,
+) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(r)?);
+        Ok(())
+    } else {
+        human(r)
+    }
+}
+
 pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
     match command {
         BenchCommand::Plan { increments, json } => plan(increments, json, config),
-        BenchCommand::Ingest {
-            backend,
-            counters,
-            modes,
-            seconds,
-            writers,
-            batch,
-            adders,
-            book_connections,
-            book_counters,
-            benchmark_requests,
-            json,
-        } => {
-            let r = ingest::run(ingest::IngestArgs {
-                backend,
-                counters,
-                modes,
-                seconds,
-                writers,
-                batch,
-                adders,
-                book_connections,
-                book_counters,
-                benchmark_requests,
-            })
-            .await?;
-            if json {
-                println!("{}", serde_json::to_string(&r)?);
-            } else {
+        BenchCommand::Ingest { args, json } => {
+            let r = ingest::run(args).await?;
+            report(&r, json, |r| {
                 if let Some(b) = &r.redis {
                     println!(
                         "redis-benchmark HINCRBY: {:.0} / {:.0} ops/s (before / after); ceiling {:.0} increments/s over {} precisions",
@@ -289,8 +229,8 @@ pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
                         run.seconds
                     );
                 }
-            }
-            Ok(())
+                Ok(())
+            })
         }
         BenchCommand::Read {
             backend,
@@ -298,9 +238,7 @@ pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
             json,
         } => {
             let r = read::run(backend, iterations).await?;
-            if json {
-                println!("{}", serde_json::to_string(&r)?);
-            } else {
+            report(&r, json, |r| {
                 for l in &r.runs {
                     let raw = match (
                         l.raw_p50_us,
@@ -322,8 +260,8 @@ pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
                         l.p99_us
                     );
                 }
-            }
-            Ok(())
+                Ok(())
+            })
         }
         BenchCommand::Memory {
             counters,
@@ -331,9 +269,7 @@ pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
             json,
         } => {
             let r = memory::run(counters, concurrency).await?;
-            if json {
-                println!("{}", serde_json::to_string(&r)?);
-            } else {
+            report(&r, json, |r| {
                 println!(
                     "{} counters x {} precisions x {} samples = {} samples held",
                     r.counters, r.precisions, r.samples_per_precision, r.samples_held
@@ -345,30 +281,12 @@ pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
                     );
                 }
                 println!("tally vs book: x{:.2}", r.ratio_to_book);
-            }
-            Ok(())
-        }
-        BenchCommand::Clean {
-            counters,
-            recent,
-            old,
-            batch,
-            book_counters,
-            concurrency,
-            json,
-        } => {
-            let r = clean::run(clean::CleanArgs {
-                counters,
-                recent,
-                old,
-                batch,
-                book_counters,
-                concurrency,
+                Ok(())
             })
-            .await?;
-            if json {
-                println!("{}", serde_json::to_string(&r)?);
-            } else {
+        }
+        BenchCommand::Clean { args, json } => {
+            let r = clean::run(args).await?;
+            report(&r, json, |r| {
                 println!(
                     "pass over {} counters x {} precisions ({} kept + {} removed per hash): {:.2} s \
                      ({:.2} of the 60 s interval; Redis CPU {:.2} s), {} samples removed in {} round trips",
@@ -389,8 +307,8 @@ pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
                     r.book_extrapolated_seconds,
                     r.speedup_over_book
                 );
-            }
-            Ok(())
+                Ok(())
+            })
         }
         BenchCommand::Http {
             backend,
@@ -401,12 +319,10 @@ pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
             json,
         } => {
             let r = serve::http(backend, seconds, connections, counters, batch).await?;
-            if json {
-                println!("{}", serde_json::to_string(&r)?);
-            } else {
+            report(&r, json, |r| {
                 println!("{}", serde_json::to_string_pretty(&r)?);
-            }
-            Ok(())
+                Ok(())
+            })
         }
         BenchCommand::Statsd {
             backend,
@@ -416,12 +332,10 @@ pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
             json,
         } => {
             let r = serve::statsd(backend, seconds, lines, counters).await?;
-            if json {
-                println!("{}", serde_json::to_string(&r)?);
-            } else {
+            report(&r, json, |r| {
                 println!("{}", serde_json::to_string_pretty(&r)?);
-            }
-            Ok(())
+                Ok(())
+            })
         }
         BenchCommand::Cluster {
             seconds,
@@ -429,9 +343,7 @@ pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
             json,
         } => {
             let r = cluster::run(seconds, writers).await?;
-            if json {
-                println!("{}", serde_json::to_string(&r)?);
-            } else {
+            report(&r, json, |r| {
                 for i in [&r.one, &r.three] {
                     println!(
                         "{} master(s): {:>10.0} counter increments/s {:>10.0} daily views/s",
@@ -442,8 +354,8 @@ pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
                     "3 vs 1 master: counters x{:.2}, daily views x{:.2} ({} writers, {} s each)",
                     r.counters_ratio_3_to_1, r.daily_ratio_3_to_1, r.writers, r.seconds
                 );
-            }
-            Ok(())
+                Ok(())
+            })
         }
         BenchCommand::DailyMemory {
             entities,
@@ -452,9 +364,7 @@ pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
             json,
         } => {
             let r = daily_memory::run(entities, days, concurrency).await?;
-            if json {
-                println!("{}", serde_json::to_string(&r)?);
-            } else {
+            report(&r, json, |r| {
                 println!(
                     "{} entities x {} days: {:.1} bytes/entity (seed layout {:.1}, x{:.2}); \
                      {} views written in {:.1} s",
@@ -466,8 +376,8 @@ pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
                     r.views_written,
                     r.tally_write_seconds
                 );
-            }
-            Ok(())
+                Ok(())
+            })
         }
         BenchCommand::Buffer {
             sink,
