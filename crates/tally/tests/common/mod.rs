@@ -217,31 +217,28 @@ impl RawConn {
     }
 }
 
-/// Declares `mod <backend> { #[tokio::test] fn <test>() }` for every backend,
-/// each calling `<test>(Kind)` defined in the including file.
+/// Declares `mod $module { #[tokio::test] fn <test>() }`, each test calling
+/// `<test>(Kind::$kind)` defined in the including file.
+#[macro_export]
+macro_rules! suite_module {
+    ($module:ident, $kind:ident, $($test:ident),*) => {
+        mod $module {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test($crate::common::Kind::$kind).await } )*
+        }
+    };
+}
+
+/// Declares the tests for every backend: SQLite (memory and file), a
+/// standalone redis-server in both key layouts, and a Redis Cluster.
 #[macro_export]
 macro_rules! behaviour_suite {
     ($($test:ident),* $(,)?) => {
-        mod sqlite_memory {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test($crate::common::Kind::SqliteMemory).await } )*
-        }
-        mod sqlite_file {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test($crate::common::Kind::SqliteFile).await } )*
-        }
-        mod redis_default_layout {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test($crate::common::Kind::RedisTagged).await } )*
-        }
-        mod redis_ria_layout {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test($crate::common::Kind::RedisRia).await } )*
-        }
-        mod redis_cluster {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test($crate::common::Kind::RedisCluster).await } )*
-        }
+        $crate::suite_module!(sqlite_memory, SqliteMemory, $($test),*);
+        $crate::suite_module!(sqlite_file, SqliteFile, $($test),*);
+        $crate::suite_module!(redis_default_layout, RedisTagged, $($test),*);
+        $crate::suite_module!(redis_ria_layout, RedisRia, $($test),*);
+        $crate::suite_module!(redis_cluster, RedisCluster, $($test),*);
     };
 }
 
@@ -250,21 +247,9 @@ macro_rules! behaviour_suite {
 #[macro_export]
 macro_rules! feature_suite {
     ($($test:ident),* $(,)?) => {
-        mod sqlite_memory {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test($crate::common::Kind::SqliteMemory).await } )*
-        }
-        mod sqlite_file {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test($crate::common::Kind::SqliteFile).await } )*
-        }
-        mod redis_standalone {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test($crate::common::Kind::RedisTagged).await } )*
-        }
-        mod redis_cluster {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test($crate::common::Kind::RedisCluster).await } )*
-        }
+        $crate::suite_module!(sqlite_memory, SqliteMemory, $($test),*);
+        $crate::suite_module!(sqlite_file, SqliteFile, $($test),*);
+        $crate::suite_module!(redis_standalone, RedisTagged, $($test),*);
+        $crate::suite_module!(redis_cluster, RedisCluster, $($test),*);
     };
 }
