@@ -68,7 +68,7 @@ impl Sqlite {
     /// Opens (creating if needed) the database file at `path`.
     pub fn open(path: &Path) -> Result<Self> {
         let writer = open_connection(path)?;
-        writer.pragma_update(None, "journal_mode", "WAL")?;
+        enable_wal(&writer)?;
         Ok(Sqlite {
             inner: Arc::new(Inner {
                 writer: Mutex::new(writer),
@@ -160,6 +160,38 @@ impl Sqlite {
     }
 }
 
+/// Puts the database in WAL mode, which is a property of the file: after
+/// the first open there is nothing to do. Converting a new file needs an
+/// exclusive lock and SQLite does not run the busy handler for it, so when
+/// several processes open a new file at once the losers retry here (within
+/// [`BUSY_TIMEOUT`]) until one of them has converted it.
+fn enable_wal(conn: &Connection) -> Result<()> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
+        if mode.eq_ignore_ascii_case("wal") {
+            return Ok(());
+        }
+        match conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0)) {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+            Ok(mode) => {
+                return Err(Error::Config(format!(
+                    "SQLite refused WAL mode (journal mode stays {mode:?})"
+                )));
+            }
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 fn open_connection(path: &Path) -> Result<Connection> {
     let conn = Connection::open_with_flags(
         path,
@@ -188,4 +220,70 @@ where
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| Error::Backend(format!("sqlite worker failed: {e}")))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Another process holding the write lock must not make an open fail:
+    /// `PRAGMA journal_mode = WAL` is not covered by the busy timeout.
+    #[test]
+    fn opening_while_another_connection_writes_waits_instead_of_failing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE);
+        let first = Sqlite::open(&path).unwrap();
+        first
+            .inner
+            .writer
+            .lock()
+            .unwrap()
+            .execute_batch("CREATE TABLE t (x INTEGER)")
+            .unwrap();
+        // A separate connection, as another process would have, holds the
+        // write lock for a while.
+        let holder = open_connection(&path).unwrap();
+        holder
+            .execute_batch("BEGIN IMMEDIATE; INSERT INTO t VALUES (1)")
+            .unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            holder.execute_batch("COMMIT").unwrap();
+        });
+        let second = Sqlite::open(&path);
+        release.join().unwrap();
+        let second = second.expect("open while another connection writes");
+        let n: i64 = second
+            .inner
+            .writer
+            .lock()
+            .unwrap()
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+
+    /// Processes started together (a cron job and a reader, `tally flush`
+    /// and a CLI call) open a new file at once; each must get it in WAL mode.
+    #[test]
+    fn concurrent_opens_of_a_new_file_all_succeed() {
+        for _ in 0..100 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join(DB_FILE);
+            let opens: Vec<_> = (0..4)
+                .map(|_| {
+                    let path = path.clone();
+                    std::thread::spawn(move || Sqlite::open(&path).map(|_| ()))
+                })
+                .collect();
+            for open in opens {
+                open.join().unwrap().expect("a concurrent open");
+            }
+            let conn = open_connection(&path).unwrap();
+            let mode: String = conn
+                .pragma_query_value(None, "journal_mode", |r| r.get(0))
+                .unwrap();
+            assert_eq!(mode, "wal");
+        }
+    }
 }
