@@ -67,6 +67,7 @@ pub mod buffers;
 pub mod clock;
 pub mod counters;
 pub mod daily;
+pub mod engine;
 pub mod error;
 pub mod limits;
 pub mod locks;

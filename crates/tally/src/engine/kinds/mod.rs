@@ -1,0 +1,2 @@
+//! The kinds of value kept per slice, one module each: its math, its merge
+//! rule and its pure encoding, nothing else.
