@@ -1,13 +1,12 @@
 //! `tally ts ...`: the time-series store from the command line.
 
-use std::sync::Arc;
-
 use anyhow::{Result, bail};
 use clap::Subcommand;
+use tally::TsIncrement;
 use tally::tsdb::{RangeSeries, RangeTotals, TopItems};
-use tally::{Clock, SystemClock, TsIncrement, Tsdb};
 
 use crate::config::Config;
+use crate::context::Context;
 use crate::output;
 
 /// Time-series commands. Times are Unix seconds, `now`, or relative to now
@@ -29,7 +28,9 @@ pub enum TsCommand {
     },
     /// Show the series of one or more keys, every bucket of the range.
     Get {
+        /// The model (e.g. `group`).
         model: String,
+        /// The keys.
         #[arg(required = true)]
         keys: Vec<String>,
         #[command(flatten)]
@@ -40,27 +41,36 @@ pub enum TsCommand {
     },
     /// Show each key's total over the range.
     Sums {
+        /// The model (e.g. `group`).
         model: String,
+        /// The keys.
         #[arg(required = true)]
         keys: Vec<String>,
         #[command(flatten)]
         range: RangeArgs,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// Record distinct VALUES seen by KEY (for distinct counts).
     Record {
+        /// The model (e.g. `group`).
         model: String,
+        /// The key.
         key: String,
+        /// The values seen (a user id, an address...).
         #[arg(required = true)]
         values: Vec<String>,
+        /// When [default: now].
         #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
         at: Option<String>,
     },
     /// Distinct counts: each key's total over the range, its series
     /// (--series), or the union across keys (--union).
     Distinct {
+        /// The model (e.g. `group`).
         model: String,
+        /// The keys.
         #[arg(required = true)]
         keys: Vec<String>,
         #[command(flatten)]
@@ -71,39 +81,52 @@ pub enum TsCommand {
         /// One figure for all keys together.
         #[arg(long)]
         union: bool,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// Count occurrences of ITEMs (ITEM or ITEM=COUNT) for KEY.
     Hit {
+        /// The model (e.g. `group`).
         model: String,
+        /// The key.
         key: String,
+        /// The items seen, each once or COUNT times.
         #[arg(required = true, value_name = "ITEM[=COUNT]")]
         items: Vec<String>,
+        /// When [default: now].
         #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
         at: Option<String>,
     },
     /// The most frequent items of KEY over the range.
     Top {
+        /// The model (e.g. `group`).
         model: String,
+        /// The key.
         key: String,
         /// How many.
         #[arg(short, long, default_value_t = 10)]
         n: usize,
         #[command(flatten)]
         range: RangeArgs,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// Move everything of FROM into INTO (FROM is left empty).
     Merge {
+        /// The model (e.g. `group`).
         model: String,
+        /// The key that receives everything.
         into: String,
+        /// The key emptied into INTO.
         from: String,
     },
     /// Delete every rollup's data of the keys.
     Delete {
+        /// The model (e.g. `group`).
         model: String,
+        /// The keys.
         #[arg(required = true)]
         keys: Vec<String>,
     },
@@ -172,11 +195,9 @@ fn parse_item(text: &str) -> Result<(String, i64)> {
 }
 
 pub async fn run(command: TsCommand, config: &Config) -> Result<()> {
-    let backend = crate::cli::open_backend(config).await?;
-    let clock = Arc::new(SystemClock);
-    let store = backend.tsdb_store(clock.clone()).await?;
-    let ts = Tsdb::with_clock(store, config.tsdb.clone(), clock.clone())?;
-    let now = clock.now().as_secs_f64();
+    let cx = Context::open(config).await?;
+    let ts = cx.tsdb().await?;
+    let now = cx.clock.now().as_secs_f64();
     let time = |t: &Option<String>| t.as_deref().map(|t| parse_time(t, now)).transpose();
     match command {
         TsCommand::Incr {
@@ -304,25 +325,19 @@ fn print_series(model: &str, series: &RangeSeries, json: bool) -> Result<()> {
 }
 
 fn print_totals(totals: &RangeTotals, json: bool) -> Result<()> {
-    if json {
-        println!("{}", serde_json::to_string(totals)?);
-    } else {
+    output::print(totals, json, |totals| {
         for t in &totals.totals {
             println!("{}\t{}", t.key, t.total);
         }
-    }
-    Ok(())
+    })
 }
 
 fn print_top(top: &TopItems, json: bool) -> Result<()> {
-    if json {
-        println!("{}", serde_json::to_string(top)?);
-    } else {
+    output::print(top, json, |top| {
         for i in &top.items {
             println!("{}\t{}", i.item, i.count);
         }
-    }
-    Ok(())
+    })
 }
 
 #[cfg(test)]
