@@ -27,31 +27,9 @@ pub enum TsCommand {
         at: Option<String>,
     },
     /// Show the series of one or more keys, every bucket of the range.
-    Get {
-        /// The model (e.g. `group`).
-        model: String,
-        /// The keys.
-        #[arg(required = true)]
-        keys: Vec<String>,
-        #[command(flatten)]
-        range: RangeArgs,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Get(KeysOverRange),
     /// Show each key's total over the range.
-    Sums {
-        /// The model (e.g. `group`).
-        model: String,
-        /// The keys.
-        #[arg(required = true)]
-        keys: Vec<String>,
-        #[command(flatten)]
-        range: RangeArgs,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Sums(KeysOverRange),
     /// Record distinct VALUES seen by KEY (for distinct counts).
     Record {
         /// The model (e.g. `group`).
@@ -68,11 +46,8 @@ pub enum TsCommand {
     /// Distinct counts: each key's total over the range, its series
     /// (--series), or the union across keys (--union).
     Distinct {
-        /// The model (e.g. `group`).
-        model: String,
-        /// The keys.
-        #[arg(required = true)]
-        keys: Vec<String>,
+        #[command(flatten)]
+        of: ModelKeys,
         #[command(flatten)]
         range: RangeArgs,
         /// Per bucket instead of over the range.
@@ -124,18 +99,37 @@ pub enum TsCommand {
     },
     /// Delete every rollup's data of the keys.
     Delete {
-        /// The model (e.g. `group`).
-        model: String,
-        /// The keys.
-        #[arg(required = true)]
-        keys: Vec<String>,
+        #[command(flatten)]
+        of: ModelKeys,
     },
+}
+
+/// A model and one or more of its keys.
+#[derive(clap::Args, Debug)]
+pub struct ModelKeys {
+    /// The model (e.g. `group`).
+    model: String,
+    /// The keys.
+    #[arg(required = true)]
+    keys: Vec<String>,
+}
+
+/// Keys of a model over a time range, printed as a table or JSON.
+#[derive(clap::Args, Debug)]
+pub struct KeysOverRange {
+    #[command(flatten)]
+    of: ModelKeys,
+    #[command(flatten)]
+    range: RangeArgs,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// A time range and an optional rollup.
 #[derive(clap::Args, Debug)]
 pub struct RangeArgs {
-    /// Start of the range [default: an hour ago].
+    /// Start of the range (`-1h`: an hour ago).
     #[arg(
         long,
         value_name = "TIME",
@@ -143,7 +137,7 @@ pub struct RangeArgs {
         default_value = "-1h"
     )]
     start: String,
-    /// End of the range [default: now].
+    /// End of the range.
     #[arg(
         long,
         value_name = "TIME",
@@ -210,24 +204,22 @@ pub async fn run(command: TsCommand, config: &Config) -> Result<()> {
             inc.at = time(&at)?;
             ts.incr_multi(&[inc]).await?;
         }
-        TsCommand::Get {
-            model,
-            keys,
+        TsCommand::Get(KeysOverRange {
+            of: ModelKeys { model, keys },
             range,
             json,
-        } => {
+        }) => {
             let (start, end) = (parse_time(&range.start, now)?, parse_time(&range.end, now)?);
             let series = ts
                 .get_range(&model, &keys, start, end, range.rollup)
                 .await?;
             print_series(&model, &series, json)?;
         }
-        TsCommand::Sums {
-            model,
-            keys,
+        TsCommand::Sums(KeysOverRange {
+            of: ModelKeys { model, keys },
             range,
             json,
-        } => {
+        }) => {
             let (start, end) = (parse_time(&range.start, now)?, parse_time(&range.end, now)?);
             let totals = ts.get_sums(&model, &keys, start, end, range.rollup).await?;
             print_totals(&totals, json)?;
@@ -239,8 +231,7 @@ pub async fn run(command: TsCommand, config: &Config) -> Result<()> {
             at,
         } => ts.record(&model, key, &values, time(&at)?).await?,
         TsCommand::Distinct {
-            model,
-            keys,
+            of: ModelKeys { model, keys },
             range,
             series,
             union,
@@ -292,7 +283,9 @@ pub async fn run(command: TsCommand, config: &Config) -> Result<()> {
             print_top(&top, json)?;
         }
         TsCommand::Merge { model, into, from } => ts.merge(&model, into, from).await?,
-        TsCommand::Delete { model, keys } => ts.delete(&model, &keys).await?,
+        TsCommand::Delete {
+            of: ModelKeys { model, keys },
+        } => ts.delete(&model, &keys).await?,
     }
     Ok(())
 }
