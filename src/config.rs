@@ -19,7 +19,17 @@ use tally::{
     ReplicationWait, TsdbSettings,
 };
 
-/// Flags shared by every command (each also read from a `TALLY_*` variable).
+/// The `--help` heading of the store flags.
+pub const STORE: &str = "Store options";
+/// The `--help` heading of the counter flags.
+pub const COUNTERS: &str = "Counter options";
+/// The `--help` heading of the time-series flags.
+pub const TIME_SERIES: &str = "Time-series options";
+/// The `--help` heading of the daily-statistics flags.
+pub const DAILY: &str = "Daily options";
+
+/// Flags shared by every command (each also read from a `TALLY_*` variable),
+/// shown under their own headings after each command's own arguments.
 #[derive(Args, Clone, Debug, Default)]
 pub struct GlobalArgs {
     /// Redis server URL (redis:// or rediss://, with password and db). Without
@@ -27,7 +37,7 @@ pub struct GlobalArgs {
     #[arg(
         long,
         env = "TALLY_REDIS",
-        global = true,
+        global = true, help_heading = STORE,
         value_name = "URL",
         conflicts_with = "data_dir"
     )]
@@ -37,7 +47,7 @@ pub struct GlobalArgs {
     #[arg(
         long,
         env = "TALLY_REDIS_CLUSTER",
-        global = true,
+        global = true, help_heading = STORE,
         value_name = "URL[,URL...]",
         value_delimiter = ',',
         conflicts_with_all = ["redis", "data_dir"]
@@ -46,68 +56,68 @@ pub struct GlobalArgs {
 
     /// Directory of the embedded SQLite store (`:memory:` for a private
     /// in-memory one) [default: $XDG_DATA_HOME/tally or ~/.local/share/tally].
-    #[arg(long, env = "TALLY_DATA_DIR", global = true, value_name = "DIR")]
+    #[arg(long, env = "TALLY_DATA_DIR", global = true, help_heading = STORE, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
 
     /// Redis key layout: `default` (cluster-ready) or `ria` (the book's keys).
-    #[arg(long, env = "TALLY_LAYOUT", global = true, value_name = "ria|default")]
+    #[arg(long, env = "TALLY_LAYOUT", global = true, help_heading = STORE, value_name = "ria|default")]
     pub layout: Option<String>,
 
     /// Key prefix of the default Redis layout [default: tally].
-    #[arg(long, env = "TALLY_PREFIX", global = true, value_name = "P")]
+    #[arg(long, env = "TALLY_PREFIX", global = true, help_heading = STORE, value_name = "P")]
     pub prefix: Option<String>,
 
     /// Precisions in seconds, comma-separated [default: 1,5,60,300,3600,18000,86400].
     #[arg(
         long,
         env = "TALLY_PRECISIONS",
-        global = true,
+        global = true, help_heading = COUNTERS,
         value_delimiter = ',',
         value_name = "SECONDS"
     )]
     pub precisions: Option<Vec<u64>>,
 
     /// Samples kept per precision [default: 120].
-    #[arg(long, env = "TALLY_SAMPLES", global = true, value_name = "N")]
+    #[arg(long, env = "TALLY_SAMPLES", global = true, help_heading = COUNTERS, value_name = "N")]
     pub samples: Option<u64>,
 
     /// Seconds between cleaner passes [default: 60].
     #[arg(
         long,
         env = "TALLY_CLEAN_INTERVAL",
-        global = true,
+        global = true, help_heading = COUNTERS,
         value_name = "SECONDS"
     )]
     pub clean_interval: Option<u64>,
 
     /// Counters per cleaner round trip [default: 500].
-    #[arg(long, env = "TALLY_CLEAN_BATCH", global = true, value_name = "N")]
+    #[arg(long, env = "TALLY_CLEAN_BATCH", global = true, help_heading = COUNTERS, value_name = "N")]
     pub clean_batch: Option<usize>,
 
     /// Redis: after each write, wait for this many replicas to confirm it
     /// (WAIT); a write they do not confirm in time fails (retry it).
-    #[arg(long, env = "TALLY_WAIT_REPLICAS", global = true, value_name = "N")]
+    #[arg(long, env = "TALLY_WAIT_REPLICAS", global = true, help_heading = STORE, value_name = "N")]
     pub wait_replicas: Option<u32>,
 
     /// How long a write waits for its replicas, in ms [default: 1000].
-    #[arg(long, env = "TALLY_WAIT_TIMEOUT_MS", global = true, value_name = "MS")]
+    #[arg(long, env = "TALLY_WAIT_TIMEOUT_MS", global = true, help_heading = STORE, value_name = "MS")]
     pub wait_timeout_ms: Option<u64>,
 
     /// Time-series rollups as SECONDS:SAMPLES pairs
     /// [default: 10:360,3600:168,86400:90].
-    #[arg(long, env = "TALLY_ROLLUPS", global = true, value_name = "S:N,...")]
+    #[arg(long, env = "TALLY_ROLLUPS", global = true, help_heading = TIME_SERIES, value_name = "S:N,...")]
     pub rollups: Option<String>,
 
     /// Items kept per key and bucket by the time series' most-frequent
     /// summaries [default: 64].
-    #[arg(long, env = "TALLY_TOP_CAPACITY", global = true, value_name = "N")]
+    #[arg(long, env = "TALLY_TOP_CAPACITY", global = true, help_heading = TIME_SERIES, value_name = "N")]
     pub top_capacity: Option<usize>,
 
     /// Days of daily statistics kept, today included [default: 90].
     #[arg(
         long,
         env = "TALLY_DAILY_RETENTION",
-        global = true,
+        global = true, help_heading = DAILY,
         value_name = "DAYS"
     )]
     pub daily_retention: Option<u32>,
@@ -117,7 +127,7 @@ pub struct GlobalArgs {
     #[arg(
         long,
         env = "TALLY_UTC_OFFSET",
-        global = true,
+        global = true, help_heading = DAILY,
         value_name = "±HH:MM",
         allow_hyphen_values = true
     )]
@@ -125,11 +135,11 @@ pub struct GlobalArgs {
 
     /// Redis key prefix of daily-statistics entities, as in
     /// `{advert:<id>}:views` [default: advert].
-    #[arg(long, env = "TALLY_ENTITY_PREFIX", global = true, value_name = "P")]
+    #[arg(long, env = "TALLY_ENTITY_PREFIX", global = true, help_heading = DAILY, value_name = "P")]
     pub entity_prefix: Option<String>,
 
     /// A TOML file with any of these settings (flags and variables win).
-    #[arg(long, env = "TALLY_CONFIG", global = true, value_name = "FILE")]
+    #[arg(long, env = "TALLY_CONFIG", global = true, help_heading = STORE, value_name = "FILE")]
     pub config: Option<PathBuf>,
 }
 

@@ -5,16 +5,16 @@
 //! where a script reads them); logs and errors go to stderr. Exit codes: 0
 //! success, 2 bad input or usage, 3 rate limited or lock held, 1 anything
 //! else.
+//!
+//! Layout: [`cli`] (the dispatcher) over [`commands`] (one module per
+//! command group), which share [`config`], [`context`] (the open store, the
+//! shutdown signal) and [`output`]; nothing imports the dispatcher back.
 
-mod bench;
-mod buffer;
 mod cli;
+mod commands;
 mod config;
-mod daily;
-mod limit;
+mod context;
 mod output;
-mod serve;
-mod ts;
 
 use std::process::ExitCode;
 

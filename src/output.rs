@@ -1,9 +1,26 @@
-//! What the CLI prints: readable tables with sparklines, or JSON for scripts.
+//! What the CLI prints: readable tables with sparklines, or JSON for scripts,
+//! and the exit codes it ends with.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use anyhow::Result;
+use serde::Serialize;
 use tally::{Sample, Series};
+
+/// Exit code of a check that was denied, or of a lock that is held (2 is
+/// bad input or usage, 1 any other failure).
+pub const EXIT_LIMITED: u8 = 3;
+
+/// Prints `value` as one line of JSON with `--json`, else as `human` prints it.
+pub fn print<T: Serialize + ?Sized>(value: &T, json: bool, human: impl FnOnce(&T)) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(value)?);
+    } else {
+        human(value);
+    }
+    Ok(())
+}
 
 const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 

@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::Buffers;
 use super::row::{BatchId, Claim};
+use super::service::Buffers;
 use super::sink::Sink;
 use super::store::BufferStats;
 use crate::error::{Error, Result};

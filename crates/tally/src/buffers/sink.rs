@@ -7,17 +7,16 @@
 //! Inside the transaction each table's rows are written by one statement
 //! (insert-if-missing, add the deltas, set the last-write values), not one
 //! per row. Sinks: [`super::sink_postgres::PostgresSink`] and
-//! [`super::sink_sqlite::SqliteSink`]; [`open_sink`] picks one from a URL.
+//! [`super::sink_sqlite::SqliteSink`]; [`super::open_sink`] picks one from a
+//! URL (in the parent, so that this trait's module imports neither sink).
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::Serialize;
 
 use super::row::{BatchId, Claim, RowKey};
-use super::table::Tables;
 use crate::error::{Error, Result};
 
 /// What applying a flush batch did.
@@ -60,30 +59,6 @@ pub trait Sink: Send + Sync + fmt::Debug + 'static {
 
     /// A short description for logs (`postgres`, `sqlite:/path`).
     fn describe(&self) -> String;
-}
-
-/// Opens the sink named by `url`: `postgres://...` / `postgresql://...`, or
-/// `sqlite:PATH` (a file, created if missing). Checks that every mapped
-/// table and column exists.
-pub async fn open_sink(url: &str, tables: &Tables) -> Result<Arc<dyn Sink>> {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(Arc::new(
-            super::sink_postgres::PostgresSink::connect(url, tables.clone()).await?,
-        ))
-    } else if let Some(path) = url.strip_prefix("sqlite:") {
-        let path = path.strip_prefix("//").unwrap_or(path);
-        if path.is_empty() {
-            return Err(Error::Config("a sqlite: sink URL needs a file path".into()));
-        }
-        Ok(Arc::new(
-            super::sink_sqlite::SqliteSink::open(std::path::Path::new(path), tables.clone())
-                .await?,
-        ))
-    } else {
-        Err(Error::Config(format!(
-            "unknown sink URL {url:?}: expected postgres://... or sqlite:PATH"
-        )))
-    }
 }
 
 /// The batch-id table's name (the same in every sink).

@@ -29,7 +29,7 @@ use anyhow::{Context, Result, bail, ensure};
 use serde::Serialize;
 use tally::{CounterSettings, SystemClock};
 
-use super::server::{BenchRedis, Kind, Opened, Which, check_totals, machine, stored_totals};
+use crate::server::{BenchRedis, Kind, Opened, Which, check_totals, machine, stored_totals};
 
 /// The `wrk` script: rotates over the counters, one or `batch` increments
 /// per request, and prints a JSON summary when done.

@@ -14,7 +14,7 @@ use tally::buffers::{
 };
 use tally::{Backend, SystemClock};
 
-use crate::config::Config;
+use crate::settings::Settings;
 
 const NAIVE: &str = "tally_bench_naive";
 const BUFFERED: &str = "tally_bench_buffered";
@@ -130,8 +130,14 @@ fn row_of(i: u64, rows: u64) -> i64 {
     }
 }
 
-pub async fn run(bench: BufferBench, config: &Config) -> Result<()> {
-    let url = config.buffers.sink_url(bench.sink.as_deref())?;
+/// Runs the bench: `bench.sink` is the sink URL (the `tally` binary fills
+/// it in from its configuration when `--sink` is not given).
+pub async fn run(bench: BufferBench, settings: &Settings) -> Result<()> {
+    let Some(url) = bench.sink.clone() else {
+        bail!(tally::Error::Config(
+            "the buffer bench needs a sink: give --sink URL".into()
+        ));
+    };
     ensure!(
         bench.rows >= 1 && bench.writers >= 1 && bench.increments >= bench.writers,
         "need rows, writers >= 1 and increments >= writers"
@@ -173,7 +179,7 @@ pub async fn run(bench: BufferBench, config: &Config) -> Result<()> {
 
     // Buffered: the same stream into the backend, then flushed.
     let tables = bench_tables(BUFFERED)?;
-    let backend = Backend::open(&config.backend).await?;
+    let backend = Backend::open(&settings.backend).await?;
     let buffers = Buffers::new(
         backend.buffer_store().await?,
         tables.clone(),
@@ -184,7 +190,7 @@ pub async fn run(bench: BufferBench, config: &Config) -> Result<()> {
         buffers.clone(),
         sink,
         FlusherSettings {
-            batch_rows: config.buffers.flusher.batch_rows,
+            batch_rows: settings.flusher.batch_rows,
             ..FlusherSettings::default()
         },
     )?;

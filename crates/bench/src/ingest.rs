@@ -6,7 +6,7 @@
 //! - raw `redis-benchmark` pipelined HINCRBY (before and after the library
 //!   runs); divided by the number of precisions it is the ceiling an exact
 //!   write of every precision could reach;
-//! - the book's algorithm ([`super::book`]): a MULTI/EXEC of ZADD + HINCRBY
+//! - the book's algorithm ([`crate::book`]): a MULTI/EXEC of ZADD + HINCRBY
 //!   per precision per increment, from 50 connections.
 //!
 //! Modes: `exact` (one increment per `incr_many` call, `writers` callers at
@@ -25,8 +25,8 @@ use anyhow::{Result, ensure};
 use tally::counters::{Aggregator, AggregatorSettings};
 use tally::{Clock, CounterSettings, Counters, Increment, SystemClock};
 
-use crate::bench::book;
-use crate::bench::server::{BenchRedis, Kind, Opened, Which, check_totals, stored_totals};
+use crate::book;
+use crate::server::{BenchRedis, Kind, Opened, Which, check_totals, stored_totals};
 
 /// The bench's parameters.
 #[derive(clap::Args, Clone, Debug)]
@@ -244,7 +244,7 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
     }
     Ok(Ingest {
         bench: "ingest",
-        machine: crate::bench::server::machine(),
+        machine: crate::server::machine(),
         precisions: np,
         seconds: args.seconds,
         writers: args.writers,

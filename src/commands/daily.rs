@@ -1,12 +1,11 @@
 //! `tally daily ...`: per-entity daily statistics from the command line.
 
-use std::sync::Arc;
-
 use anyhow::Result;
 use clap::Subcommand;
-use tally::{DailyStats, Day, SystemClock};
+use tally::Day;
 
 use crate::config::Config;
+use crate::context::Context;
 use crate::output;
 
 /// Daily-statistics commands.
@@ -14,7 +13,9 @@ use crate::output;
 pub enum DailyCommand {
     /// Count COUNT views (default 1) of ENTITY, now or at --at.
     Incr {
+        /// The entity (an advert, a page...).
         entity: String,
+        /// The views to count.
         #[arg(default_value_t = 1)]
         count: i64,
         /// When, Unix seconds [default: now].
@@ -26,37 +27,45 @@ pub enum DailyCommand {
     },
     /// The last DAYS days ending today, oldest first, missing days as 0.
     Last {
+        /// The entity (an advert, a page...).
         entity: String,
+        /// How many days, today included.
         #[arg(default_value_t = 30)]
         days: u32,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// One day's views (YYYY-MM-DD).
     Day {
+        /// The entity (an advert, a page...).
         entity: String,
+        /// The day, YYYY-MM-DD.
         day: String,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// Today's views.
     Today {
+        /// The entity (an advert, a page...).
         entity: String,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// All-time views.
     Total {
+        /// The entity (an advert, a page...).
         entity: String,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
 }
 
 pub async fn run(command: DailyCommand, config: &Config) -> Result<()> {
-    let backend = crate::cli::open_backend(config).await?;
-    let store = backend.daily_store(&config.entity_prefix).await?;
-    let daily = DailyStats::with_clock(store, config.daily.clone(), Arc::new(SystemClock))?;
+    let daily = Context::open(config).await?.daily().await?;
     match command {
         DailyCommand::Incr {
             entity,
@@ -65,48 +74,38 @@ pub async fn run(command: DailyCommand, config: &Config) -> Result<()> {
             json,
         } => {
             let c = daily.incr_by(&entity, count, at).await?;
-            if json {
-                println!("{}", serde_json::to_string(&c)?);
-            } else {
-                println!("{entity}: {} on {}, {} in all", c.day_count, c.day, c.total);
-            }
+            output::print(&c, json, |c| {
+                println!("{entity}: {} on {}, {} in all", c.day_count, c.day, c.total)
+            })?;
         }
         DailyCommand::Last { entity, days, json } => {
             let days = daily.last(&entity, days).await?;
-            if json {
-                println!("{}", serde_json::to_string(&days)?);
-            } else {
-                for d in &days {
+            output::print(&days, json, |days| {
+                for d in days {
                     println!("{}\t{}", d.day, d.count);
                 }
                 let counts: Vec<i64> = days.iter().map(|d| d.count).collect();
                 println!("{}", output::sparkline(&counts));
-            }
+            })?;
         }
         DailyCommand::Day { entity, day, json } => {
             let day = Day::parse(&day)?;
             let count = daily.day(&entity, day).await?;
-            if json {
-                println!("{}", serde_json::json!({ "day": day, "count": count }));
-            } else {
-                println!("{count}");
-            }
+            output::print(
+                &serde_json::json!({ "day": day, "count": count }),
+                json,
+                |_| println!("{count}"),
+            )?;
         }
         DailyCommand::Today { entity, json } => {
             let today = daily.today_count(&entity).await?;
-            if json {
-                println!("{}", serde_json::to_string(&today)?);
-            } else {
-                println!("{}", today.count);
-            }
+            output::print(&today, json, |today| println!("{}", today.count))?;
         }
         DailyCommand::Total { entity, json } => {
             let total = daily.total(&entity).await?;
-            if json {
-                println!("{}", serde_json::json!({ "total": total }));
-            } else {
-                println!("{total}");
-            }
+            output::print(&serde_json::json!({ "total": total }), json, |_| {
+                println!("{total}")
+            })?;
         }
     }
     Ok(())

@@ -7,18 +7,17 @@
 //! the flusher to stop.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context as _, Result};
 use clap::Args;
-use tally::buffers::{Buffers, Flusher, open_sink};
+use tally::buffers::{Flusher, open_sink};
 use tally::counters::{Aggregator, AggregatorSettings, WhenFull};
 use tally::server::{AppState, Metrics, ServerSettings, Services};
-use tally::{Counters, DailyStats, Limiter, Locks, SystemClock, Tsdb};
 use tokio::sync::watch;
 
 use crate::config::Config;
+use crate::context::{Context, shutdown_signal};
 
 /// Flags of `tally serve` (each also read from a `TALLY_*` variable).
 #[derive(Args, Debug, Clone)]
@@ -131,16 +130,8 @@ impl ServeArgs {
 
 pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
     let settings = args.settings()?;
-    let backend = crate::cli::open_backend(config).await?;
-    backend
-        .check_counter_encoding(&config.counters, config.cleaner.interval)
-        .await;
-    let clock = Arc::new(SystemClock);
-    let counters = Counters::with_clock(
-        backend.counter_store(clock.clone()).await?,
-        config.counters.clone(),
-        clock.clone(),
-    )?;
+    let cx = Context::open(config).await?;
+    let counters = cx.counters().await?;
     let aggregator = Aggregator::start(
         counters.clone(),
         AggregatorSettings {
@@ -153,32 +144,17 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
         counters: counters.clone(),
         aggregator: Some(aggregator.clone()),
         exact_writes: args.write_mode == "exact",
-        limiter: Some((
-            Limiter::new(backend.limiter_store().await?, clock.clone()),
-            config.policies.clone(),
-        )),
-        locks: Some(Locks::new(backend.lock_store().await?, clock.clone())),
-        tsdb: Some(Tsdb::with_clock(
-            backend.tsdb_store(clock.clone()).await?,
-            config.tsdb.clone(),
-            clock.clone(),
-        )?),
-        daily: Some(DailyStats::with_clock(
-            backend.daily_store(&config.entity_prefix).await?,
-            config.daily.clone(),
-            clock.clone(),
-        )?),
+        limiter: Some((cx.limiter().await?, config.policies.clone())),
+        locks: Some(cx.locks().await?),
+        tsdb: Some(cx.tsdb().await?),
+        daily: Some(cx.daily().await?),
         buffers: None,
     };
     let metrics = Metrics::default();
     let mut services = services;
     let mut flusher_task = None;
     if !config.buffers.tables.is_empty() {
-        let buffers = Buffers::new(
-            backend.buffer_store().await?,
-            config.buffers.tables.clone(),
-            clock.clone(),
-        );
+        let buffers = cx.buffers(config.buffers.tables.clone()).await?;
         let flusher = match &config.buffers.sink {
             Some(url) => {
                 let sink = open_sink(url, buffers.tables()).await?;
@@ -232,12 +208,12 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
     let addr = listener.local_addr()?;
     println!(
         "tally: serving on http://{addr}/ (dashboard), API under http://{addr}/v1/, backend {}",
-        backend.describe()
+        cx.backend.describe()
     );
     tally::server::serve(listener, state, {
         let stop_tx = stop_tx.clone();
         async move {
-            crate::cli::shutdown_signal().await;
+            shutdown_signal().await;
             let _ = stop_tx.send(true);
         }
     })

@@ -1,13 +1,12 @@
 //! `tally ts ...`: the time-series store from the command line.
 
-use std::sync::Arc;
-
 use anyhow::{Result, bail};
 use clap::Subcommand;
+use tally::TsIncrement;
 use tally::tsdb::{RangeSeries, RangeTotals, TopItems};
-use tally::{Clock, SystemClock, TsIncrement, Tsdb};
 
 use crate::config::Config;
+use crate::context::Context;
 use crate::output;
 
 /// Time-series commands. Times are Unix seconds, `now`, or relative to now
@@ -28,41 +27,27 @@ pub enum TsCommand {
         at: Option<String>,
     },
     /// Show the series of one or more keys, every bucket of the range.
-    Get {
-        model: String,
-        #[arg(required = true)]
-        keys: Vec<String>,
-        #[command(flatten)]
-        range: RangeArgs,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Get(KeysOverRange),
     /// Show each key's total over the range.
-    Sums {
-        model: String,
-        #[arg(required = true)]
-        keys: Vec<String>,
-        #[command(flatten)]
-        range: RangeArgs,
-        #[arg(long)]
-        json: bool,
-    },
+    Sums(KeysOverRange),
     /// Record distinct VALUES seen by KEY (for distinct counts).
     Record {
+        /// The model (e.g. `group`).
         model: String,
+        /// The key.
         key: String,
+        /// The values seen (a user id, an address...).
         #[arg(required = true)]
         values: Vec<String>,
+        /// When [default: now].
         #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
         at: Option<String>,
     },
     /// Distinct counts: each key's total over the range, its series
     /// (--series), or the union across keys (--union).
     Distinct {
-        model: String,
-        #[arg(required = true)]
-        keys: Vec<String>,
+        #[command(flatten)]
+        of: ModelKeys,
         #[command(flatten)]
         range: RangeArgs,
         /// Per bucket instead of over the range.
@@ -71,48 +56,80 @@ pub enum TsCommand {
         /// One figure for all keys together.
         #[arg(long)]
         union: bool,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// Count occurrences of ITEMs (ITEM or ITEM=COUNT) for KEY.
     Hit {
+        /// The model (e.g. `group`).
         model: String,
+        /// The key.
         key: String,
+        /// The items seen, each once or COUNT times.
         #[arg(required = true, value_name = "ITEM[=COUNT]")]
         items: Vec<String>,
+        /// When [default: now].
         #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
         at: Option<String>,
     },
     /// The most frequent items of KEY over the range.
     Top {
+        /// The model (e.g. `group`).
         model: String,
+        /// The key.
         key: String,
         /// How many.
         #[arg(short, long, default_value_t = 10)]
         n: usize,
         #[command(flatten)]
         range: RangeArgs,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// Move everything of FROM into INTO (FROM is left empty).
     Merge {
+        /// The model (e.g. `group`).
         model: String,
+        /// The key that receives everything.
         into: String,
+        /// The key emptied into INTO.
         from: String,
     },
     /// Delete every rollup's data of the keys.
     Delete {
-        model: String,
-        #[arg(required = true)]
-        keys: Vec<String>,
+        #[command(flatten)]
+        of: ModelKeys,
     },
+}
+
+/// A model and one or more of its keys.
+#[derive(clap::Args, Debug)]
+pub struct ModelKeys {
+    /// The model (e.g. `group`).
+    model: String,
+    /// The keys.
+    #[arg(required = true)]
+    keys: Vec<String>,
+}
+
+/// Keys of a model over a time range, printed as a table or JSON.
+#[derive(clap::Args, Debug)]
+pub struct KeysOverRange {
+    #[command(flatten)]
+    of: ModelKeys,
+    #[command(flatten)]
+    range: RangeArgs,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// A time range and an optional rollup.
 #[derive(clap::Args, Debug)]
 pub struct RangeArgs {
-    /// Start of the range [default: an hour ago].
+    /// Start of the range (`-1h`: an hour ago).
     #[arg(
         long,
         value_name = "TIME",
@@ -120,7 +137,7 @@ pub struct RangeArgs {
         default_value = "-1h"
     )]
     start: String,
-    /// End of the range [default: now].
+    /// End of the range.
     #[arg(
         long,
         value_name = "TIME",
@@ -172,11 +189,9 @@ fn parse_item(text: &str) -> Result<(String, i64)> {
 }
 
 pub async fn run(command: TsCommand, config: &Config) -> Result<()> {
-    let backend = crate::cli::open_backend(config).await?;
-    let clock = Arc::new(SystemClock);
-    let store = backend.tsdb_store(clock.clone()).await?;
-    let ts = Tsdb::with_clock(store, config.tsdb.clone(), clock.clone())?;
-    let now = clock.now().as_secs_f64();
+    let cx = Context::open(config).await?;
+    let ts = cx.tsdb().await?;
+    let now = cx.clock.now().as_secs_f64();
     let time = |t: &Option<String>| t.as_deref().map(|t| parse_time(t, now)).transpose();
     match command {
         TsCommand::Incr {
@@ -189,24 +204,22 @@ pub async fn run(command: TsCommand, config: &Config) -> Result<()> {
             inc.at = time(&at)?;
             ts.incr_multi(&[inc]).await?;
         }
-        TsCommand::Get {
-            model,
-            keys,
+        TsCommand::Get(KeysOverRange {
+            of: ModelKeys { model, keys },
             range,
             json,
-        } => {
+        }) => {
             let (start, end) = (parse_time(&range.start, now)?, parse_time(&range.end, now)?);
             let series = ts
                 .get_range(&model, &keys, start, end, range.rollup)
                 .await?;
             print_series(&model, &series, json)?;
         }
-        TsCommand::Sums {
-            model,
-            keys,
+        TsCommand::Sums(KeysOverRange {
+            of: ModelKeys { model, keys },
             range,
             json,
-        } => {
+        }) => {
             let (start, end) = (parse_time(&range.start, now)?, parse_time(&range.end, now)?);
             let totals = ts.get_sums(&model, &keys, start, end, range.rollup).await?;
             print_totals(&totals, json)?;
@@ -218,8 +231,7 @@ pub async fn run(command: TsCommand, config: &Config) -> Result<()> {
             at,
         } => ts.record(&model, key, &values, time(&at)?).await?,
         TsCommand::Distinct {
-            model,
-            keys,
+            of: ModelKeys { model, keys },
             range,
             series,
             union,
@@ -271,7 +283,9 @@ pub async fn run(command: TsCommand, config: &Config) -> Result<()> {
             print_top(&top, json)?;
         }
         TsCommand::Merge { model, into, from } => ts.merge(&model, into, from).await?,
-        TsCommand::Delete { model, keys } => ts.delete(&model, &keys).await?,
+        TsCommand::Delete {
+            of: ModelKeys { model, keys },
+        } => ts.delete(&model, &keys).await?,
     }
     Ok(())
 }
@@ -304,25 +318,19 @@ fn print_series(model: &str, series: &RangeSeries, json: bool) -> Result<()> {
 }
 
 fn print_totals(totals: &RangeTotals, json: bool) -> Result<()> {
-    if json {
-        println!("{}", serde_json::to_string(totals)?);
-    } else {
+    output::print(totals, json, |totals| {
         for t in &totals.totals {
             println!("{}\t{}", t.key, t.total);
         }
-    }
-    Ok(())
+    })
 }
 
 fn print_top(top: &TopItems, json: bool) -> Result<()> {
-    if json {
-        println!("{}", serde_json::to_string(top)?);
-    } else {
+    output::print(top, json, |top| {
         for i in &top.items {
             println!("{}\t{}", i.item, i.count);
         }
-    }
-    Ok(())
+    })
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::{Result, ensure};
 use tally::{Clock, CounterSettings, Counters, SystemClock};
 
-use crate::bench::server::{BenchRedis, Kind, Opened, Slices, Which, fill, quantile};
+use crate::server::{BenchRedis, Kind, Opened, Slices, Which, fill, quantile};
 
 /// One latency figure.
 #[derive(Debug, serde::Serialize)]
@@ -128,7 +128,7 @@ pub async fn run(backend: Which, iterations: usize) -> Result<Read> {
     }
     Ok(Read {
         bench: "read",
-        machine: crate::bench::server::machine(),
+        machine: crate::server::machine(),
         precisions: np,
         samples: settings.samples,
         runs,

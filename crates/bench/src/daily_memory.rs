@@ -18,7 +18,7 @@ use tally::{
 };
 use tally_testkit::RedisServer;
 
-use crate::bench::used_memory;
+use crate::server::used_memory;
 
 /// What the bench measured.
 #[derive(Debug, serde::Serialize)]

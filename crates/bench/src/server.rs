@@ -356,6 +356,23 @@ pub fn machine() -> serde_json::Value {
     serde_json::json!({ "cpus": cpus, "cpu": model, "memory_gib": mem_gib, "kernel": kernel, "redis": redis })
 }
 
+/// `used_memory` from INFO memory of the server at `url`.
+pub async fn used_memory(url: &str) -> Result<i64> {
+    let mut conn = redis::Client::open(url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(&mut conn)
+        .await?;
+    for line in info.lines() {
+        if let Some(v) = line.strip_prefix("used_memory:") {
+            return Ok(v.trim().parse()?);
+        }
+    }
+    bail!("INFO memory has no used_memory")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

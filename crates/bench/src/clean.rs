@@ -26,7 +26,7 @@ use tally::{
     Timestamp,
 };
 
-use crate::bench::server::{BenchRedis, Slices, fill};
+use crate::server::{BenchRedis, Slices, fill};
 
 /// The bench's result.
 #[derive(Debug, serde::Serialize)]
@@ -155,7 +155,7 @@ pub async fn run(args: CleanArgs) -> Result<Clean> {
     let book_extrapolated = book_seconds / book_n as f64 * args.counters as f64;
     Ok(Clean {
         bench: "clean",
-        machine: crate::bench::server::machine(),
+        machine: crate::server::machine(),
         counters: args.counters,
         precisions: np,
         recent: args.recent,

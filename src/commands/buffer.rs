@@ -1,13 +1,56 @@
 //! `tally flush` and `tally buffer`: buffered counters flushed to SQL.
+//!
+//! Both check the mapped tables before opening the backend, so a missing
+//! mapping opens nothing; `flush` without `--once` ticks until SIGTERM or
+//! Ctrl-C.
 
 use std::sync::Arc;
 
 use anyhow::{Result, bail};
-use clap::Subcommand;
-use tally::buffers::{Buffers, Flusher, Update, open_sink};
-use tally::{Backend, SystemClock};
+use clap::{Args, Subcommand};
+use tally::buffers::{Buffers, Flusher, Sink, Update, open_sink};
 
 use crate::config::Config;
+use crate::context::{Context, shutdown_signal};
+use crate::output;
+
+/// The buffer commands (top-level subcommands of `tally`).
+#[derive(Subcommand, Debug)]
+pub enum BufferGroup {
+    /// Flush buffered rows into SQL: ticks until SIGTERM or Ctrl-C.
+    Flush(FlushArgs),
+    /// Buffered counters: buffer a change, read a row, show the backlog.
+    #[command(subcommand)]
+    Buffer(BufferCommand),
+}
+
+/// `tally flush`.
+#[derive(Args, Debug)]
+pub struct FlushArgs {
+    /// Flush everything pending once and exit.
+    #[arg(long)]
+    pub once: bool,
+    /// The sink URL (postgres://... or sqlite:PATH) [default: from the config file].
+    #[arg(long, env = "TALLY_SINK", value_name = "URL")]
+    sink: Option<String>,
+    /// Print the report of --once as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+impl BufferGroup {
+    /// Whether the command runs until stopped (and so logs at `info`).
+    pub fn runs_until_stopped(&self) -> bool {
+        matches!(self, BufferGroup::Flush(args) if !args.once)
+    }
+}
+
+pub async fn run(command: BufferGroup, config: &Config) -> Result<()> {
+    match command {
+        BufferGroup::Flush(args) => flush(args, config).await,
+        BufferGroup::Buffer(command) => buffer(command, config).await,
+    }
+}
 
 /// `tally buffer ...`
 #[derive(Subcommand, Debug)]
@@ -61,14 +104,24 @@ fn split(pair: &str, what: &str) -> Result<(String, String)> {
     }
 }
 
+/// The buffers of the mapped tables (an error, before opening anything,
+/// when none is mapped).
 async fn open_buffers(config: &Config) -> Result<Buffers> {
     let tables = config.buffers.tables()?.clone();
-    let backend = Backend::open(&config.backend).await?;
-    let store = backend.buffer_store().await?;
-    Ok(Buffers::new(store, tables, Arc::new(SystemClock)))
+    Context::open(config).await?.buffers(tables).await
 }
 
-pub async fn run(command: BufferCommand, config: &Config) -> Result<()> {
+/// The buffers and the sink (the flag, else the config file's), both
+/// checked before anything is opened.
+async fn open_with_sink(config: &Config, sink: Option<&str>) -> Result<(Buffers, Arc<dyn Sink>)> {
+    let tables = config.buffers.tables()?.clone();
+    let url = config.buffers.sink_url(sink)?;
+    let buffers = Context::open(config).await?.buffers(tables).await?;
+    let sink = open_sink(&url, buffers.tables()).await?;
+    Ok((buffers, sink))
+}
+
+async fn buffer(command: BufferCommand, config: &Config) -> Result<()> {
     match command {
         BufferCommand::Incr {
             table,
@@ -103,9 +156,7 @@ pub async fn run(command: BufferCommand, config: &Config) -> Result<()> {
             sink,
             json,
         } => {
-            let buffers = open_buffers(config).await?;
-            let url = config.buffers.sink_url(sink.as_deref())?;
-            let sink = open_sink(&url, buffers.tables()).await?;
+            let (buffers, sink) = open_with_sink(config, sink.as_deref()).await?;
             let pairs = key
                 .iter()
                 .map(|k| split(k, "--key"))
@@ -115,9 +166,7 @@ pub async fn run(command: BufferCommand, config: &Config) -> Result<()> {
                 .map(|(c, v)| (c.as_str(), v.as_str()))
                 .collect();
             let row = buffers.read(sink.as_ref(), &table, &refs).await?;
-            if json {
-                println!("{}", serde_json::to_string(&row)?);
-            } else {
+            output::print(&row, json, |row| {
                 for (c, v) in &row.counters {
                     let pending = row.pending.counters.get(c).copied().unwrap_or(0);
                     println!("{c} = {v} ({pending} pending)");
@@ -125,14 +174,12 @@ pub async fn run(command: BufferCommand, config: &Config) -> Result<()> {
                 for (c, v) in &row.last_write {
                     println!("{c} = {}", v.as_deref().unwrap_or("NULL"));
                 }
-            }
+            })?;
         }
         BufferCommand::Stats { json } => {
             let buffers = open_buffers(config).await?;
             let stats = buffers.stats().await?;
-            if json {
-                println!("{}", serde_json::to_string(&stats)?);
-            } else {
+            output::print(&stats, json, |stats| {
                 println!(
                     "{} pending rows (oldest change at {}), {} claims ({} expired)",
                     stats.pending_rows,
@@ -141,24 +188,21 @@ pub async fn run(command: BufferCommand, config: &Config) -> Result<()> {
                         .map_or("-".to_owned(), |ms| format!("{ms} ms")),
                     stats.claims,
                     stats.expired_claims
-                );
-            }
+                )
+            })?;
         }
     }
     Ok(())
 }
 
 /// `tally flush`: one drain (`--once`) or ticks until SIGTERM / Ctrl-C.
-pub async fn flush(config: &Config, sink: Option<&str>, once: bool, json: bool) -> Result<()> {
-    let buffers = open_buffers(config).await?;
-    let url = config.buffers.sink_url(sink)?;
-    let sink = open_sink(&url, buffers.tables()).await?;
+async fn flush(args: FlushArgs, config: &Config) -> Result<()> {
+    let FlushArgs { once, sink, json } = args;
+    let (buffers, sink) = open_with_sink(config, sink.as_deref()).await?;
     let flusher = Flusher::new(buffers, sink, config.buffers.flusher.clone())?;
     if once {
         let report = flusher.drain().await?;
-        if json {
-            println!("{}", serde_json::to_string(&report)?);
-        } else {
+        output::print(&report, json, |report| {
             println!(
                 "flushed {} rows in {} batches ({} SQL statements); took over {} claims, {} already applied",
                 report.rows,
@@ -166,15 +210,15 @@ pub async fn flush(config: &Config, sink: Option<&str>, once: bool, json: bool) 
                 report.statements,
                 report.taken_over,
                 report.already_applied
-            );
-        }
+            )
+        })?;
     } else {
         tracing::info!(
             sink = flusher.sink().describe(),
             tick_ms = config.buffers.flusher.tick.as_millis() as u64,
             "flusher running until SIGTERM or Ctrl-C"
         );
-        flusher.run(crate::cli::shutdown_signal()).await;
+        flusher.run(shutdown_signal()).await;
     }
     Ok(())
 }

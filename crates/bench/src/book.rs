@@ -12,7 +12,7 @@ use anyhow::Result;
 use tally::backend::redis::Layout;
 use tally::{Backend, BackendConfig, Clock, Counters, SystemClock};
 
-use crate::bench::server::{BenchRedis, check_totals, stored_totals};
+use crate::server::{BenchRedis, check_totals, stored_totals};
 
 /// What the baseline measured.
 #[derive(Debug, serde::Serialize)]

@@ -1,17 +1,18 @@
-//! `tally limit check` and `tally lock acquire|extend|release`.
+//! `tally limit check`: a rate-limit decision from the command line.
+//!
+//! The limit (a named policy, or --algorithm, --limit and --window) is
+//! checked before the backend is opened; the exit code carries the answer
+//! (0 admitted, 3 limited).
 
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
-use tally::{Acquisition, Algorithm, Backend, FailMode, Limit, Limiter, Locks, SystemClock};
+use tally::{Algorithm, FailMode, Limit};
 
 use crate::config::{Config, window_ms};
-
-/// Exit code of a check that was denied, or of a lock that is held.
-pub const EXIT_LIMITED: u8 = 3;
+use crate::context::Context;
+use crate::output::{self, EXIT_LIMITED};
 
 /// `tally limit ...`
 #[derive(Subcommand, Debug)]
@@ -21,6 +22,7 @@ pub enum LimitCommand {
     Check(CheckArgs),
 }
 
+/// `tally limit check`.
 #[derive(Args, Debug)]
 pub struct CheckArgs {
     /// The key (a user, a client address, a token...).
@@ -107,15 +109,12 @@ fn limit_of(args: &CheckArgs, config: &Config) -> Result<Limit> {
     Ok(limit)
 }
 
-pub async fn limit(command: LimitCommand, config: &Config) -> Result<ExitCode> {
+pub async fn run(command: LimitCommand, config: &Config) -> Result<ExitCode> {
     let LimitCommand::Check(args) = command;
     let limit = limit_of(&args, config)?;
-    let backend = Backend::open(&config.backend).await?;
-    let limiter = Limiter::new(backend.limiter_store().await?, Arc::new(SystemClock));
+    let limiter = Context::open(config).await?.limiter().await?;
     let d = limiter.check(&args.key, &limit, args.cost).await?;
-    if args.json {
-        println!("{}", serde_json::to_string(&d)?);
-    } else {
+    output::print(&d, args.json, |d| {
         let retry = match d.retry_after_ms {
             Some(0) => String::new(),
             Some(ms) => format!(", retry after {ms} ms"),
@@ -132,102 +131,9 @@ pub async fn limit(command: LimitCommand, config: &Config) -> Result<ExitCode> {
             } else {
                 ""
             }
-        );
-    }
+        )
+    })?;
     Ok(if d.allowed {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_LIMITED)
-    })
-}
-
-/// `tally lock ...`
-#[derive(Subcommand, Debug)]
-pub enum LockCommand {
-    /// Take a lock; prints its token and fencing number. Exits 3 when held.
-    Acquire {
-        /// The lock's name.
-        name: String,
-        /// Lease, seconds.
-        #[arg(long, value_name = "SECONDS")]
-        ttl: f64,
-        /// Wait up to this long for the lock (jittered backoff) [default: 0].
-        #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
-        wait: f64,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Extend a lock held with TOKEN. Exits 3 when TOKEN does not hold it.
-    Extend {
-        /// The lock's name.
-        name: String,
-        /// The token from `acquire`.
-        token: String,
-        /// New lease from now, seconds.
-        #[arg(long, value_name = "SECONDS")]
-        ttl: f64,
-    },
-    /// Release a lock held with TOKEN. Exits 3 when TOKEN does not hold it.
-    Release {
-        /// The lock's name.
-        name: String,
-        /// The token from `acquire`.
-        token: String,
-    },
-}
-
-fn secs(v: f64, what: &str) -> Result<Duration> {
-    if !v.is_finite() || !(0.0..1e9).contains(&v) {
-        bail!(tally::Error::InvalidInput(format!(
-            "{what} must be a number of seconds, got {v}"
-        )));
-    }
-    Ok(Duration::from_secs_f64(v))
-}
-
-pub async fn lock(command: LockCommand, config: &Config) -> Result<ExitCode> {
-    let backend = Backend::open(&config.backend).await?;
-    let locks = Locks::new(backend.lock_store().await?, Arc::new(SystemClock));
-    let ok = match command {
-        LockCommand::Acquire {
-            name,
-            ttl,
-            wait,
-            json,
-        } => {
-            let (ttl, wait) = (secs(ttl, "--ttl")?, secs(wait, "--wait")?);
-            let got = if wait.is_zero() {
-                locks.acquire_once(&name, ttl).await?
-            } else {
-                match locks.acquire(&name, ttl, wait).await? {
-                    // The CLI hands the lease to the caller: no release on drop.
-                    Some(guard) => {
-                        let lease = guard.lease().clone();
-                        std::mem::forget(guard);
-                        Acquisition::Acquired(lease)
-                    }
-                    None => locks.acquire_once(&name, ttl).await?,
-                }
-            };
-            if json {
-                println!("{}", serde_json::to_string(&got)?);
-            } else {
-                match &got {
-                    Acquisition::Acquired(l) => println!("{} {}", l.token, l.fence),
-                    Acquisition::Held { retry_after_ms } => {
-                        println!("held, free in at most {retry_after_ms} ms")
-                    }
-                }
-            }
-            matches!(got, Acquisition::Acquired(_))
-        }
-        LockCommand::Extend { name, token, ttl } => {
-            locks.extend(&name, &token, secs(ttl, "--ttl")?).await?
-        }
-        LockCommand::Release { name, token } => locks.release(&name, &token).await?,
-    };
-    Ok(if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_LIMITED)

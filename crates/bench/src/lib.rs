@@ -1,26 +1,39 @@
-//! `tally bench`: benchmarks anyone can rerun, each a subcommand.
+//! Tally's benchmarks, behind `tally bench`: anyone can rerun them, each a
+//! subcommand ([`BenchCommand`], run by [`run`]).
 //!
 //! Every bench measures its baseline in the same run (e.g. raw
 //! `redis-benchmark` on the same server) and reports ratios, because this
 //! kind of machine is shared and noisy. Every ingest bench checks afterwards
 //! that the stored totals equal what it sent. `--json` prints one object per
 //! bench for scripts and for BENCHMARKS.md.
+//!
+//! A tool crate, not a library for users: it starts its own servers through
+//! `tally-testkit`, prints its results to stdout, and returns `anyhow`
+//! errors for the `tally` binary to print. `http` and `statsd` start the
+//! running executable as `tally serve`, so they run from the `tally` binary.
+//!
+//! Layout: [`server`] (the shared harness: a Redis of the bench's own, the
+//! backend under test, the totals check) under every bench module; [`book`]
+//! (the book's algorithm) under [`ingest`]; [`settings`] (what comes from
+//! the binary's configuration) a leaf; this file parses and dispatches.
 
-mod book;
-mod buffer;
-mod clean;
-mod cluster;
-mod daily_memory;
-mod ingest;
-mod memory;
-mod read;
-mod serve;
+pub mod book;
+pub mod buffer;
+pub mod clean;
+pub mod cluster;
+pub mod daily_memory;
+pub mod ingest;
+pub mod memory;
+pub mod plan;
+pub mod read;
+pub mod serve;
 pub mod server;
+pub mod settings;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use clap::Subcommand;
 
-use crate::config::Config;
+pub use settings::Settings;
 
 /// The benchmarks.
 #[derive(Subcommand, Debug)]
@@ -189,9 +202,12 @@ fn report<T: serde::Serialize>(
     }
 }
 
-pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
+/// Runs one bench and prints its result (one line of JSON with `--json`).
+pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
     match command {
-        BenchCommand::Plan { increments, json } => plan(increments, json, config),
+        BenchCommand::Plan { increments, json } => {
+            plan::run(increments, json, &settings.counters.precisions)
+        }
         BenchCommand::Ingest { args, json } => {
             let r = ingest::run(args).await?;
             report(&r, json, |r| {
@@ -394,52 +410,9 @@ pub async fn run(command: BenchCommand, config: &Config) -> Result<()> {
                     writers,
                     json,
                 },
-                config,
+                settings,
             )
             .await
         }
     }
-}
-
-/// `used_memory` from INFO memory of the server at `url`.
-pub async fn used_memory(url: &str) -> Result<i64> {
-    let mut conn = redis::Client::open(url)?
-        .get_multiplexed_async_connection()
-        .await?;
-    let info: String = redis::cmd("INFO")
-        .arg("memory")
-        .query_async(&mut conn)
-        .await?;
-    for line in info.lines() {
-        if let Some(v) = line.strip_prefix("used_memory:") {
-            return Ok(v.trim().parse()?);
-        }
-    }
-    bail!("INFO memory has no used_memory")
-}
-
-fn plan(increments: u64, json: bool, config: &Config) -> Result<()> {
-    use tally::counters::slice::{ValidIncrement, plan};
-    let name = tally::Name::new("bench")?;
-    let started = std::time::Instant::now();
-    let mut total = 0usize;
-    for i in 0..increments {
-        let inc = ValidIncrement {
-            name: name.clone(),
-            count: 1,
-            at: tally::Timestamp::from_secs(1_700_000_000 + i % 3600)?,
-        };
-        total += plan(std::slice::from_ref(&inc), &config.counters.precisions)?.len();
-    }
-    let secs = started.elapsed().as_secs_f64();
-    let rate = increments as f64 / secs;
-    if json {
-        println!(
-            "{}",
-            serde_json::json!({ "bench": "plan", "increments": increments, "seconds": secs, "per_second": rate })
-        );
-    } else {
-        println!("planned {increments} increments ({total} writes) in {secs:.3} s: {rate:.0}/s");
-    }
-    Ok(())
 }

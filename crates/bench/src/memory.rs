@@ -17,8 +17,8 @@ use anyhow::{Result, ensure};
 use tally::backend::redis::Layout;
 use tally::{Backend, BackendConfig, Clock, CounterSettings, Counters, SystemClock};
 
-use crate::bench::server::{BenchRedis, Slices, fill};
-use crate::bench::used_memory;
+use crate::server::used_memory;
+use crate::server::{BenchRedis, Slices, fill};
 
 /// One layout's figures.
 #[derive(Debug, serde::Serialize)]
@@ -62,7 +62,7 @@ pub async fn run(counters: u64, concurrency: usize) -> Result<Memory> {
     let held = counters * settings.precisions.len() as u64 * settings.samples;
     Ok(Memory {
         bench: "memory",
-        machine: crate::bench::server::machine(),
+        machine: crate::server::machine(),
         counters,
         precisions: settings.precisions.len(),
         samples_per_precision: settings.samples,
