@@ -4,7 +4,8 @@
 //! - [`redis`]: a standalone Redis server or a Redis Cluster.
 //!
 //! [`Backend`] names one and opens it; each feature then builds its own store
-//! on the opened connection ([`Backend::counter_store`],
+//! on the opened connection ([`Backend::slice_store`] for the slice engine's
+//! spaces, and counters on it with [`Backend::counter_store`];
 //! [`Backend::tsdb_store`], [`Backend::daily_store`]).
 
 pub mod redis;
@@ -16,8 +17,9 @@ use std::time::Duration;
 
 use crate::buffers::BufferStore;
 use crate::clock::SharedClock;
-use crate::counters::{CounterSettings, CounterStore};
+use crate::counters::{CounterSettings, CounterStore, SliceCounterStore};
 use crate::daily::DailyStore;
+use crate::engine::SliceStore;
 use crate::error::Result;
 use crate::limits::LimiterStore;
 use crate::locks::LockStore;
@@ -107,17 +109,26 @@ impl Backend {
         }
     }
 
-    /// The counter store on this backend.
-    pub async fn counter_store(&self, clock: SharedClock) -> Result<Arc<dyn CounterStore>> {
+    /// The slice engine's store on this backend: every space (counters,
+    /// and the others) in one store per backend and key layout.
+    pub async fn slice_store(&self, clock: SharedClock) -> Result<Arc<dyn SliceStore>> {
         Ok(match self {
             Backend::Sqlite(db) => {
-                Arc::new(sqlite::SqliteCounterStore::new(db.clone(), clock).await?)
+                Arc::new(sqlite::SqliteSliceStore::new(db.clone(), clock).await?)
             }
-            Backend::Redis { redis, layout } => Arc::new(self::redis::RedisCounterStore::new(
+            Backend::Redis { redis, layout } => Arc::new(self::redis::RedisSliceStore::new(
                 redis.clone(),
                 layout.clone(),
             )?),
         })
+    }
+
+    /// The counter store on this backend: the counters' space of
+    /// [`Backend::slice_store`].
+    pub async fn counter_store(&self, clock: SharedClock) -> Result<Arc<dyn CounterStore>> {
+        Ok(Arc::new(SliceCounterStore::new(
+            self.slice_store(clock).await?,
+        )))
     }
 
     /// On Redis, checks that counter hashes written with `settings` and

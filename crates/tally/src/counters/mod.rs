@@ -1,10 +1,13 @@
 //! Multi-precision counters with retention ("Redis in Action" 5.2).
 //!
-//! [`Counters`] is the service: it validates input (names, counts, times,
-//! precisions), merges a call's increments into one delta per slice
-//! ([`slice::plan`]) and hands them to a [`CounterStore`] in one round trip.
-//! [`Cleaner`] trims old slices with the book's cadence. The service never
-//! talks to a backend directly; stores never validate.
+//! [`Counters`] is the service over the slice engine's counters space (sums
+//! at each precision): it validates input (names, counts, times,
+//! precisions), merges a call's increments into one delta per slice with
+//! the engine's plan ([`crate::engine::plan`]) and hands them to a
+//! [`CounterStore`] in one round trip. [`Aggregator`] is the engine's
+//! aggregating writer over the same space; [`Cleaner`] trims old slices
+//! with the book's cadence. The service never talks to a backend directly;
+//! stores never validate.
 
 pub mod aggregate;
 mod cleaner;
@@ -20,9 +23,13 @@ pub use aggregate::{Aggregator, AggregatorSettings, AggregatorStats, WhenFull};
 pub use cleaner::{Cleaner, PassObserver};
 pub use settings::{CleanerSettings, CounterSettings};
 pub use slice::{CounterWrite, SliceDelta, ValidIncrement};
-pub use store::{Applied, CleanJob, CleanReport, CounterStore, Sample, WriteBatch, WriteSeq};
+pub use store::{
+    Applied, CleanJob, CleanReport, CounterStore, Sample, SliceCounterStore, WriteBatch, WriteSeq,
+};
 
 use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
+use crate::engine::plan::{check_batch, plan, time};
+use crate::engine::{Batch, Space, Value};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -96,6 +103,7 @@ pub struct Counters {
 struct Inner {
     store: Arc<dyn CounterStore>,
     settings: CounterSettings,
+    space: Arc<Space>,
     clock: SharedClock,
 }
 
@@ -111,10 +119,12 @@ impl Counters {
         settings: CounterSettings,
         clock: Arc<dyn Clock>,
     ) -> Result<Self> {
+        let settings = settings.validate()?;
         Ok(Counters {
             inner: Arc::new(Inner {
                 store,
-                settings: settings.validate()?,
+                space: Arc::new(Space::counters(&settings.precisions, settings.samples)),
+                settings,
                 clock,
             }),
         })
@@ -123,6 +133,11 @@ impl Counters {
     /// The settings in force.
     pub fn settings(&self) -> &CounterSettings {
         &self.inner.settings
+    }
+
+    /// The engine's space these counters are: sums at each precision.
+    pub fn space(&self) -> &Arc<Space> {
+        &self.inner.space
     }
 
     /// The clock in use.
@@ -148,30 +163,37 @@ impl Counters {
     /// Adds a batch of increments over any counters in one round trip, all or
     /// nothing: if any is invalid or would overflow, nothing is written.
     pub async fn incr_many(&self, increments: &[Increment]) -> Result<()> {
-        let batch = self.prepare(increments)?;
-        self.inner.store.apply(&batch).await.map(|_| ())
+        let batch = self.plan(increments)?;
+        self.inner.store.apply_batch(&batch).await.map(|_| ())
     }
 
     /// Validates and merges increments into a store batch without writing it.
     pub fn prepare(&self, increments: &[Increment]) -> Result<WriteBatch> {
-        if increments.is_empty() {
-            return Err(Error::InvalidInput(
-                "a batch needs at least one increment".into(),
-            ));
-        }
-        if increments.len() > MAX_BATCH {
-            return Err(Error::InvalidInput(format!(
-                "a batch holds at most {MAX_BATCH} increments, got {}",
-                increments.len()
-            )));
-        }
+        Ok(WriteBatch {
+            counters: self
+                .plan(increments)?
+                .writes
+                .into_iter()
+                .map(CounterWrite::from_series)
+                .collect::<Result<_>>()?,
+            seq: None,
+        })
+    }
+
+    /// Validates increments and plans them into the engine's batch.
+    fn plan(&self, increments: &[Increment]) -> Result<Batch> {
+        check_batch(increments.len(), MAX_BATCH, "increment")?;
         let now = self.inner.clock.now();
         let valid = increments
             .iter()
             .map(|inc| self.validate(inc, now))
             .collect::<Result<Vec<_>>>()?;
-        Ok(WriteBatch {
-            counters: slice::plan(&valid, &self.inner.settings.precisions)?,
+        Ok(Batch {
+            writes: plan(
+                &self.inner.space,
+                valid.iter().map(|v| (&v.name, v.at, Value::Sum(v.count))),
+            )?,
+            space: self.inner.space.clone(),
             seq: None,
         })
     }
@@ -182,10 +204,7 @@ impl Counters {
         Ok(ValidIncrement {
             name: Name::new(inc.name.as_str())?,
             count: slice::check_count(inc.count)?,
-            at: match inc.at {
-                Some(at) => Timestamp::from_secs_f64(at)?,
-                None => now,
-            },
+            at: time(inc.at, now)?,
         })
     }
 

@@ -1,20 +1,26 @@
 //! The storage contract of counters, at the level of the domain operations.
 //!
 //! A [`CounterStore`] adds merged slice deltas (all or nothing), reads samples,
-//! lists and deletes counters, and runs one cleaning pass. It is implemented
-//! by the SQLite store and by the Redis store (both key layouts); the same
-//! behaviour suite runs against each. Validation happened before a store is
-//! called: names are valid, precisions configured, deltas never `i64::MIN`.
+//! lists and deletes counters, and runs one cleaning pass. Tally's one
+//! implementation is [`SliceCounterStore`]: the counters' space of the slice
+//! engine's store ([`crate::engine::SliceStore`], implemented once per
+//! backend and key layout), which keeps the layouts counters always had. The
+//! write id, outcome and cleaning types are the engine's, re-exported here.
+//! Validation happened before a store is called: names are valid,
+//! precisions configured, deltas never `i64::MIN`.
 
 use std::fmt;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::clock::Timestamp;
-use crate::counters::slice::{CounterWrite, cutoff, is_due};
-use crate::error::Result;
+use crate::counters::slice::CounterWrite;
+use crate::engine::{Batch, BatchSink, SliceSel, SliceStore, Space, Value};
+use crate::error::{Error, Result};
 use crate::name::Name;
+
+pub use crate::engine::store::{Applied, CleanJob, CleanReport, WriteSeq};
 
 /// One stored sample: the slice start and its count.
 ///
@@ -51,93 +57,6 @@ pub struct WriteBatch {
     pub seq: Option<WriteSeq>,
 }
 
-/// The place of a write in one writer's ordered stream, for exactly-once
-/// retries.
-///
-/// A writer (e.g. one aggregator in one process) draws a random `writer` id
-/// and numbers the writes of each `lane` 1, 2, 3...; a lane never sends write
-/// n + 1 before write n was acknowledged. The store keeps, per (writer, lane),
-/// the last number applied (per registry shard on a cluster), so its memory
-/// is bounded by the number of writers, not of writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct WriteSeq {
-    /// The writer's random id.
-    pub writer: u64,
-    /// The lane within the writer.
-    pub lane: u32,
-    /// The write's number in its lane, from 1.
-    pub seq: u64,
-}
-
-impl WriteSeq {
-    /// `<writer hex>:<lane>`, the key of the lane's record.
-    pub fn lane_id(&self) -> String {
-        format!("{:016x}:{}", self.writer, self.lane)
-    }
-}
-
-impl fmt::Display for WriteSeq {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}#{}", self.lane_id(), self.seq)
-    }
-}
-
-/// What applying a [`WriteBatch`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Applied {
-    /// The deltas were added.
-    Written,
-    /// The batch's sequence number was already applied: nothing was added
-    /// this time.
-    Duplicate,
-}
-
-/// One cleaning pass's parameters: which precisions are due and their cutoffs.
-#[derive(Clone, Debug)]
-pub struct CleanJob {
-    /// Pass number, counted from 0 (the first pass visits every precision).
-    pub pass: u64,
-    /// The instant the cutoffs are measured from.
-    pub now: Timestamp,
-    /// Samples kept per precision.
-    pub samples: u64,
-    /// Seconds between passes (for the visiting cadence).
-    pub interval_secs: u64,
-    /// Counters per round trip.
-    pub batch: usize,
-}
-
-impl CleanJob {
-    /// The cutoff for `precision` if it is due in this pass, else `None`.
-    pub fn cutoff_for(&self, precision: u64) -> Option<i64> {
-        is_due(self.pass, precision, self.interval_secs)
-            .then(|| cutoff(self.now, self.samples, precision))
-    }
-}
-
-/// What a cleaning pass did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct CleanReport {
-    /// Registry entries visited.
-    pub scanned: u64,
-    /// Samples removed.
-    pub samples_removed: u64,
-    /// Registry entries removed because their counter became empty.
-    pub counters_removed: u64,
-    /// Round trips to the backend (transactions, for SQLite).
-    pub round_trips: u64,
-}
-
-impl CleanReport {
-    /// Adds another report's figures to this one.
-    pub fn add(&mut self, other: &CleanReport) {
-        self.scanned += other.scanned;
-        self.samples_removed += other.samples_removed;
-        self.counters_removed += other.counters_removed;
-        self.round_trips += other.round_trips;
-    }
-}
-
 /// Storage for counters. See the module docs for the contract.
 #[async_trait]
 pub trait CounterStore: Send + Sync + fmt::Debug + 'static {
@@ -166,4 +85,123 @@ pub trait CounterStore: Send + Sync + fmt::Debug + 'static {
 
     /// Checks that the backend answers.
     async fn ping(&self) -> Result<()>;
+
+    /// Applies a batch in the engine's form, as [`CounterStore::apply`]
+    /// does (the service's own writes and its aggregating writer's come
+    /// this way). The default converts it to a [`WriteBatch`]; a store over
+    /// the engine passes it straight on.
+    async fn apply_batch(&self, batch: &Batch) -> Result<Applied> {
+        let counters = batch
+            .writes
+            .iter()
+            .map(|w| CounterWrite::from_series(w.clone()))
+            .collect::<Result<Vec<_>>>()?;
+        self.apply(&WriteBatch {
+            counters,
+            seq: batch.seq,
+        })
+        .await
+    }
+}
+
+/// Counters as the counters' space of a slice engine store.
+#[derive(Clone, Debug)]
+pub struct SliceCounterStore {
+    slices: Arc<dyn SliceStore>,
+}
+
+impl SliceCounterStore {
+    /// Counters on `slices`.
+    pub fn new(slices: Arc<dyn SliceStore>) -> Self {
+        SliceCounterStore { slices }
+    }
+
+    /// The engine's store underneath.
+    pub fn slices(&self) -> &Arc<dyn SliceStore> {
+        &self.slices
+    }
+}
+
+/// The counters' space over `precisions`, keeping `keep` slices each. A
+/// [`WriteBatch`] and the reads, deletes and listings of this trait do not
+/// say how many slices are kept; stores need that only to clean (and for
+/// retention by expiry, which counters do not use), so those pass 0.
+fn space(precisions: &[u64], keep: u64) -> Space {
+    Space::counters(precisions, keep)
+}
+
+#[async_trait]
+impl CounterStore for SliceCounterStore {
+    async fn apply(&self, batch: &WriteBatch) -> Result<Applied> {
+        let mut precisions: Vec<u64> = batch
+            .counters
+            .iter()
+            .flat_map(|c| c.deltas.iter().map(|d| d.precision))
+            .collect();
+        precisions.sort_unstable();
+        precisions.dedup();
+        let batch = Batch {
+            space: Arc::new(space(&precisions, 0)),
+            writes: batch.counters.iter().map(CounterWrite::to_series).collect(),
+            seq: batch.seq,
+        };
+        self.slices.apply(&batch).await
+    }
+
+    async fn apply_batch(&self, batch: &Batch) -> Result<Applied> {
+        self.slices.apply(batch).await
+    }
+
+    async fn samples(&self, names: &[Name], precisions: &[u64]) -> Result<Vec<Vec<Vec<Sample>>>> {
+        let all = self
+            .slices
+            .read(&space(precisions, 0), names, precisions, SliceSel::All)
+            .await?;
+        all.into_iter()
+            .map(|per| {
+                per.into_iter()
+                    .map(|slices| slices.into_iter().map(sample).collect())
+                    .collect()
+            })
+            .collect()
+    }
+
+    async fn list(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Vec<String>> {
+        self.slices.list(&space(&[], 0), prefix, after, limit).await
+    }
+
+    async fn delete(&self, name: &Name, precisions: &[u64]) -> Result<bool> {
+        self.slices.delete(&space(precisions, 0), name).await
+    }
+
+    async fn clean(&self, job: &CleanJob, precisions: &[u64]) -> Result<CleanReport> {
+        self.slices
+            .clean(&space(precisions, job.samples), job)
+            .await
+    }
+
+    async fn ping(&self) -> Result<()> {
+        self.slices.ping().await
+    }
+}
+
+/// A stored slice as a sample.
+fn sample((start, value): (u64, Value)) -> Result<Sample> {
+    match value.as_sum() {
+        Some(count) => Ok(Sample { start, count }),
+        None => Err(Error::Corrupt(format!(
+            "a counter's slice at {start} holds a {} value",
+            value.kind()
+        ))),
+    }
+}
+
+/// The aggregating writer's way into a [`CounterStore`].
+pub(crate) struct CounterSink(pub(crate) Arc<dyn CounterStore>);
+
+#[async_trait]
+impl BatchSink for CounterSink {
+    async fn apply_batch(&self, batch: &Batch) -> Result<Applied> {
+        self.0.apply_batch(batch).await
+    }
 }

@@ -8,9 +8,36 @@
 //! ([`Codec`]). Kinds live in [`kinds`], one small module each, holding only
 //! their math, their merge rule and their encoding; validation, slice
 //! resolution, duplicate merging, batching, exactly-once flushes, range
-//! reads and storage are written once, for every kind.
+//! reads and storage are written once, for every kind:
+//!
+//! - [`aggregate`]: the kind traits, the [`Kind`] tag and the [`Value`] enum
+//!   that dispatches to each kind;
+//! - [`resolution`]: slice math (slice starts, cutoffs, the cleaner's
+//!   cadence, which resolution a range is read at);
+//! - [`plan`]: the write path's pure half: a write's items resolved into one
+//!   merged delta per (series, resolution, slice), all or nothing;
+//! - [`store`]: what a [`Space`] is, the batch a store applies, and the
+//!   [`SliceStore`] trait each store implements once per key layout
+//!   (`backend::sqlite::engine`, `backend::redis::engine`);
+//! - [`writer`]: the aggregating writer (in-process merging, exactly-once
+//!   flushes), generic over the kind;
+//! - [`read`]: range reads merging slices, and series merged into one.
+//!
+//! Services (counters, and the statistics, gauges and sets to come) are
+//! thin: their own validation and view of a value over these.
 
 pub mod aggregate;
 pub mod kinds;
+pub mod plan;
+pub mod read;
+pub mod resolution;
+pub mod store;
+pub mod writer;
 
-pub use aggregate::{Aggregate, Codec, Undo};
+pub use aggregate::{Aggregate, Codec, Kind, Undo, Value};
+pub use resolution::Resolution;
+pub use store::{
+    Applied, Batch, BatchSink, CellDelta, CleanJob, CleanReport, Retention, SeriesWrite, SliceSel,
+    SliceStore, Slices, Space, WriteSeq,
+};
+pub use writer::Writer;

@@ -1,4 +1,4 @@
-//! Key layouts for counters in Redis: pure functions from names to keys.
+//! Key layouts in Redis: pure functions from spaces and names to keys.
 //!
 //! - [`Layout::Ria`]: exactly the book's keys. `known:` is a sorted set of
 //!   `<p>:<name>` members at score 0; `count:<p>:<name>` is a hash from slice
@@ -12,7 +12,20 @@
 //!   call. Keys: `{<prefix>:<shard>}:names` (sorted set of names, score 0) and
 //!   `{<prefix>:<shard>}:<p>:<name>` (hash, as in the book). No key is touched
 //!   by every write.
+//!
+//! Both layouts were made for counters, and counters keep them exactly.
+//! Every other space of the slice engine ([`crate::engine::Space`]) lives
+//! in the tagged layout with its id after the tag
+//! ([`SpaceKeys::Tagged`]): `{<prefix>:<shard>}:<space>:<p>:<name>` and
+//! `{<prefix>:<shard>}:<space>:names`; on a server in the book's layout,
+//! under the default prefix (as time series are). A counter's keys continue
+//! with a digit after the tag, another space's with its id (a letter), so
+//! the two never meet.
 
+use std::fmt::Write as _;
+
+use crate::engine::Space;
+use crate::engine::store::WriteSeq;
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -137,6 +150,109 @@ pub fn tagged_hash(prefix: &str, precision: u64, name: &Name) -> String {
     )
 }
 
+/// Where one space's series live in one layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpaceKeys<'a> {
+    /// The book's keys (counters in the `ria` layout): `count:<p>:<name>`,
+    /// registered in `known:` as `<p>:<name>`.
+    Book,
+    /// Registry shards by name under a prefix; `space` is `None` for
+    /// counters (their historic keys), else the space's id.
+    Tagged {
+        /// The key prefix (inside the hash tag).
+        prefix: &'a str,
+        /// The space's id, for every space but counters.
+        space: Option<&'a str>,
+    },
+}
+
+impl Layout {
+    /// Where `space`'s series live in this layout.
+    pub fn space_keys<'a>(&'a self, space: &'a Space) -> SpaceKeys<'a> {
+        let own = (!space.is_counters()).then_some(space.id);
+        match self {
+            Layout::Ria if own.is_none() => SpaceKeys::Book,
+            Layout::Ria => SpaceKeys::Tagged {
+                prefix: DEFAULT_PREFIX,
+                space: own,
+            },
+            Layout::Tagged { prefix } => SpaceKeys::Tagged { prefix, space: own },
+        }
+    }
+}
+
+impl SpaceKeys<'_> {
+    /// True for the book's keys.
+    pub fn is_book(&self) -> bool {
+        matches!(self, SpaceKeys::Book)
+    }
+
+    /// The registry shard of a series (0 in the book's single registry).
+    pub fn shard(&self, name: &str) -> u32 {
+        match self {
+            SpaceKeys::Book => 0,
+            SpaceKeys::Tagged { .. } => shard_of(name),
+        }
+    }
+
+    /// Writes the hash key of `name` at resolution `res` (in `shard`) into
+    /// `buf`, replacing what it held.
+    pub fn write_hash(&self, buf: &mut String, res: u64, name: &str, shard: u32) {
+        buf.clear();
+        let _ = match self {
+            SpaceKeys::Book => write!(buf, "count:{res}:{name}"),
+            SpaceKeys::Tagged {
+                prefix,
+                space: None,
+            } => write!(buf, "{{{prefix}:{shard}}}:{res}:{name}"),
+            SpaceKeys::Tagged {
+                prefix,
+                space: Some(space),
+            } => write!(buf, "{{{prefix}:{shard}}}:{space}:{res}:{name}"),
+        };
+    }
+
+    /// The hash key of `name` at resolution `res`.
+    pub fn hash(&self, res: u64, name: &str) -> String {
+        let mut buf = String::new();
+        self.write_hash(&mut buf, res, name, self.shard(name));
+        buf
+    }
+
+    /// The registry key of `shard`.
+    pub fn registry(&self, shard: u32) -> String {
+        match self {
+            SpaceKeys::Book => RIA_KNOWN.to_owned(),
+            SpaceKeys::Tagged {
+                prefix,
+                space: None,
+            } => tagged_registry(prefix, shard),
+            SpaceKeys::Tagged {
+                prefix,
+                space: Some(space),
+            } => format!("{}:{space}:names", tag(prefix, shard)),
+        }
+    }
+
+    /// Every registry key (one, or one per shard).
+    pub fn registries(&self) -> Vec<String> {
+        match self {
+            SpaceKeys::Book => vec![RIA_KNOWN.to_owned()],
+            SpaceKeys::Tagged { .. } => (0..SHARDS).map(|s| self.registry(s)).collect(),
+        }
+    }
+
+    /// The key of a writer lane's record, in `shard`'s slot.
+    pub fn writer(&self, seq: &WriteSeq, shard: u32) -> String {
+        match self {
+            SpaceKeys::Book => format!("tally-writer:{}", seq.lane_id()),
+            SpaceKeys::Tagged { prefix, .. } => {
+                format!("{}:writer:{}", tag(prefix, shard), seq.lane_id())
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,6 +276,52 @@ mod tests {
         let h = tagged_hash("tally", 60, &name);
         assert_eq!(h, format!("{{tally:{shard}}}:60:hits"));
         assert!(reg.starts_with(&format!("{{tally:{shard}}}")));
+    }
+
+    #[test]
+    fn counters_keep_their_keys_and_other_spaces_get_their_own() {
+        use crate::engine::{Kind, Resolution, Retention};
+        let counters = Space::counters(&[60], 10);
+        let stats = Space::new(
+            "stats",
+            Kind::Sum,
+            vec![Resolution::new(60, 10)],
+            Retention::Cleaner,
+        )
+        .unwrap();
+        let shard = shard_of("hits");
+        let seq = WriteSeq {
+            writer: 0xab,
+            lane: 2,
+            seq: 9,
+        };
+        let book = Layout::Ria.space_keys(&counters);
+        assert_eq!(book.hash(60, "hits"), "count:60:hits");
+        assert_eq!(book.registry(0), "known:");
+        assert_eq!(book.writer(&seq, 0), "tally-writer:00000000000000ab:2");
+        let tagged = Layout::default();
+        let keys = tagged.space_keys(&counters);
+        assert_eq!(
+            keys.hash(60, "hits"),
+            tagged_hash("tally", 60, &Name::new("hits").unwrap())
+        );
+        assert_eq!(keys.registry(shard), tagged_registry("tally", shard));
+        assert_eq!(
+            keys.writer(&seq, shard),
+            format!("{{tally:{shard}}}:writer:00000000000000ab:2")
+        );
+        let own = tagged.space_keys(&stats);
+        assert_eq!(
+            own.hash(60, "hits"),
+            format!("{{tally:{shard}}}:stats:60:hits")
+        );
+        assert_eq!(
+            own.registry(shard),
+            format!("{{tally:{shard}}}:stats:names")
+        );
+        assert_eq!(own.registries().len(), SHARDS as usize);
+        // A book-layout server keeps new spaces under the default prefix.
+        assert_eq!(Layout::Ria.space_keys(&stats), own);
     }
 
     #[test]

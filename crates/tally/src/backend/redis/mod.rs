@@ -1,4 +1,6 @@
-//! The Redis backend: connections, scripts, and each feature's Redis store.
+//! The Redis backend: connections, scripts, the slice engine's store
+//! ([`RedisSliceStore`], serving counters and every other space) and each
+//! other feature's Redis store.
 //!
 //! [`Redis`] is a connection to a standalone server (a `ConnectionManager`,
 //! which reconnects by itself with backoff after the server restarts) or to a
@@ -23,9 +25,9 @@
 //! consensus protocol (see Redis's own documentation of WAIT).
 
 mod buffers;
-mod counters;
 mod daily;
 pub mod encoding;
+mod engine;
 pub mod layout;
 mod limits;
 mod locks;
@@ -40,9 +42,9 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Script, Value};
 
 pub use buffers::RedisBufferStore;
-pub use counters::RedisCounterStore;
 pub use daily::RedisDailyStore;
 pub use encoding::ListpackCheck;
+pub use engine::RedisSliceStore;
 pub use layout::Layout;
 pub use limits::RedisLimiterStore;
 pub use locks::RedisLockStore;

@@ -7,12 +7,14 @@
 //! and WAL mode lets readers go on meanwhile. Commits are durable
 //! (`synchronous = FULL`): an acknowledged write survives a crash.
 //!
-//! Each feature keeps its own tables (`tally_*`) and its own store module;
-//! this module only knows connections and transactions.
+//! The slice engine's store ([`SqliteSliceStore`]) keeps every space's
+//! tables (counters' included); each other feature keeps its own tables
+//! (`tally_*`) and its own store module. This module only knows
+//! connections and transactions.
 
 mod buffers;
-mod counters;
 mod daily;
+mod engine;
 mod limits;
 mod locks;
 mod tsdb;
@@ -24,8 +26,8 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
 pub use buffers::SqliteBufferStore;
-pub use counters::SqliteCounterStore;
 pub use daily::SqliteDailyStore;
+pub use engine::SqliteSliceStore;
 pub use limits::SqliteLimiterStore;
 pub use locks::SqliteLockStore;
 pub use tsdb::SqliteTsdbStore;

@@ -1,6 +1,7 @@
--- Deletes a counter: its hashes and its registry entries, atomically.
+-- Deletes a series of any space: its hashes and its registry entries,
+-- atomically.
 --
--- KEYS[1]: the registry; KEYS[2..]: the counter's hashes.
+-- KEYS[1]: the registry; KEYS[2..]: the series' hashes.
 -- ARGV: the registry members to remove.
 -- Returns the number of hashes deleted.
 local deleted = 0

@@ -1,7 +1,8 @@
 -- Takes back one registry shard's part of a batch that failed elsewhere on
 -- a cluster (a batch spanning shards is one call per shard; when one call
 -- fails, the calls that succeeded are reverted so the batch as a whole is
--- all or nothing). Tagged layout only.
+-- all or nothing). Tagged layouts, sums only (kinds whose merge subtraction
+-- undoes).
 --
 -- KEYS[1]: the shard's registry; KEYS[2..]: the hashes.
 -- ARGV[1]  n, the number of deltas to take back

@@ -1,52 +1,60 @@
-//! Counters in Redis, in either key layout (see [`super::layout`]).
+//! The engine's store in Redis: every space, in either key layout (see
+//! [`super::layout`]), standalone or on a cluster.
 //!
-//! Writes are one Lua call (`counters_incr.lua`) that adds every delta and
-//! registers every counter, all or nothing: an overflowing HINCRBY makes the
-//! script take back what it already added. On a cluster, a batch is split
-//! into one call per registry shard (one slot each), sent concurrently; each
-//! call is atomic and carries the batch's sequence number, recorded per
-//! writer lane in a key of the same slot, so a retried call is applied once.
-//! When one shard refuses its part (an overflow: it wrote
-//! nothing), the shards that succeeded are taken back (`counters_revert.lua`)
-//! before the error is returned, so the batch as a whole writes nothing;
-//! between the two steps a reader may briefly see the reverted part. When a
-//! shard's outcome is unknown (unreachable, not confirmed by replicas), the
-//! others are kept and the error returned: retrying with the same sequence
-//! number completes the batch exactly once.
+//! A write is one Lua call (`engine_apply.lua`) that merges every delta of
+//! the batch and registers every series, all or nothing: sums with
+//! HINCRBY, taken back by subtraction when one overflows; blob kinds with
+//! their kind's Lua merge (`kind_*.lua`, dispatched by kind code through
+//! `engine_kinds.lua`), taken back by restoring the values they held. On a
+//! cluster, a batch is split into one call per registry shard (one slot
+//! each), sent concurrently; each call is atomic and carries the batch's
+//! sequence number, recorded per writer lane in a key of the same slot, so
+//! a retried call is applied once. When one shard refuses its part (an
+//! overflow: it wrote nothing), the shards that succeeded are taken back
+//! (`engine_revert.lua`, by subtraction: sums only for now) before the
+//! error is returned, so the batch as a whole writes nothing; between the
+//! two steps a reader may briefly see the reverted part. When a shard's
+//! outcome is unknown (unreachable, not confirmed by replicas), the others
+//! are kept and the error returned: retrying with the same sequence number
+//! completes the batch exactly once.
 //!
-//! Reads are pipelines of HGETALL; listing is a ZRANGEBYLEX per registry
-//! (merged); cleaning walks each registry in batches, one ZRANGEBYLEX and one
-//! `counters_clean.lua` call per batch.
+//! Reads are pipelines of HGETALL (one per series and resolution, one
+//! pipeline per slot); listing is a ZRANGEBYLEX per registry (merged);
+//! cleaning walks each registry in batches, one ZRANGEBYLEX and one
+//! `engine_clean.lua` call per batch; deleting is one `engine_delete.lua`
+//! call.
 
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::future::join_all;
-use redis::{RedisError, Script, Value};
+use redis::{RedisError, Script, Value as Reply};
 
-use super::layout::{self, Layout, SHARDS};
+use super::layout::{self, Layout, SpaceKeys};
 use super::{Redis, WriteFailure};
-use crate::counters::slice::{CounterWrite, SliceDelta};
-use crate::counters::store::{Applied, CleanJob, CleanReport, CounterStore, Sample, WriteBatch};
+use crate::engine::{
+    Applied, Batch, CellDelta, CleanJob, CleanReport, Kind, SeriesWrite, SliceSel, SliceStore,
+    Slices, Space, Value,
+};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
 /// Registry shards cleaned at the same time.
 const CLEAN_CONCURRENCY: usize = 4;
 
-/// Counters stored in Redis.
+/// Every space's values in Redis.
 #[derive(Clone, Debug)]
-pub struct RedisCounterStore {
+pub struct RedisSliceStore {
     redis: Redis,
     layout: Layout,
-    incr: Script,
+    apply: Script,
     revert: Script,
     clean: Script,
     delete: Script,
 }
 
-impl RedisCounterStore {
+impl RedisSliceStore {
     /// A store on `redis` in `layout`. The book's layout needs a standalone
     /// server (its `known:` key is shared by every counter).
     pub fn new(redis: Redis, layout: Layout) -> Result<Self> {
@@ -57,19 +65,20 @@ impl RedisCounterStore {
                     .into(),
             ));
         }
-        Ok(RedisCounterStore {
+        Ok(RedisSliceStore {
             redis,
             layout,
-            incr: Script::new(concat!(
-                include_str!("lua/counters_undo.lua"),
-                include_str!("lua/counters_incr.lua")
+            apply: Script::new(concat!(
+                include_str!("lua/engine_undo.lua"),
+                include_str!("lua/engine_kinds.lua"),
+                include_str!("lua/engine_apply.lua")
             )),
             revert: Script::new(concat!(
-                include_str!("lua/counters_undo.lua"),
-                include_str!("lua/counters_revert.lua")
+                include_str!("lua/engine_undo.lua"),
+                include_str!("lua/engine_revert.lua")
             )),
-            clean: Script::new(include_str!("lua/counters_clean.lua")),
-            delete: Script::new(include_str!("lua/counters_delete.lua")),
+            clean: Script::new(include_str!("lua/engine_clean.lua")),
+            delete: Script::new(include_str!("lua/engine_delete.lua")),
         })
     }
 
@@ -78,127 +87,102 @@ impl RedisCounterStore {
         &self.layout
     }
 
-    fn hash_key(&self, precision: u64, name: &Name) -> String {
-        match &self.layout {
-            Layout::Ria => layout::ria_hash(precision, name.as_str()),
-            Layout::Tagged { prefix } => layout::tagged_hash(prefix, precision, name),
-        }
-    }
-
-    /// Groups a batch's counters into calls: one for everything on a
+    /// Groups a batch's series into calls: one for everything on a
     /// standalone server, one per registry shard on a cluster.
-    fn incr_calls<'a>(&self, batch: &'a WriteBatch) -> Vec<IncrCall<'a>> {
-        if !(self.redis.is_cluster() && matches!(self.layout, Layout::Tagged { .. })) {
-            let all: Vec<&CounterWrite> = batch.counters.iter().collect();
-            return vec![self.incr_call(&all, batch)];
+    fn apply_calls<'a>(&self, keys: SpaceKeys<'_>, batch: &'a Batch) -> Vec<ApplyCall<'a>> {
+        if !self.redis.is_cluster() || keys.is_book() {
+            let all: Vec<&SeriesWrite> = batch.writes.iter().collect();
+            return vec![self.apply_call(keys, &all, batch)];
         }
-        let mut groups: BTreeMap<u32, Vec<&'a CounterWrite>> = BTreeMap::new();
-        for counter in &batch.counters {
+        let mut groups: BTreeMap<u32, Vec<&'a SeriesWrite>> = BTreeMap::new();
+        for write in &batch.writes {
             groups
-                .entry(layout::shard_of(counter.name.as_str()))
+                .entry(keys.shard(write.name.as_str()))
                 .or_default()
-                .push(counter);
+                .push(write);
         }
         groups
             .into_values()
-            .map(|counters| self.incr_call(&counters, batch))
+            .map(|writes| self.apply_call(keys, &writes, batch))
             .collect()
     }
 
-    /// Writes the key of one precision of a counter into `buf`.
-    fn write_hash_key(&self, buf: &mut String, precision: u64, name: &str, shard: u32) {
-        use std::fmt::Write;
-        buf.clear();
-        let _ = match &self.layout {
-            Layout::Ria => write!(buf, "count:{precision}:{name}"),
-            Layout::Tagged { prefix } => write!(buf, "{{{prefix}:{shard}}}:{precision}:{name}"),
-        };
-    }
-
-    /// Builds the EVALSHA of `counters_incr.lua` for `counters` directly into
+    /// Builds the EVALSHA of `engine_apply.lua` for `writes` directly into
     /// one command buffer (no string per argument): KEYS are the writer
-    /// lane's record (if any), one hash per (counter, precision) in batch
+    /// lane's record (if any), one hash per (series, resolution) in batch
     /// order, then the registries; ARGV refers to them by index.
-    fn incr_call<'a>(&self, counters: &[&'a CounterWrite], batch: &WriteBatch) -> IncrCall<'a> {
-        let tagged = matches!(self.layout, Layout::Tagged { .. });
-        let shards: Vec<u32> = counters
-            .iter()
-            .map(|c| {
-                if tagged {
-                    layout::shard_of(c.name.as_str())
-                } else {
-                    0
-                }
-            })
-            .collect();
-        // Registries and the counters each lists, in key order.
+    fn apply_call<'a>(
+        &self,
+        keys: SpaceKeys<'_>,
+        writes: &[&'a SeriesWrite],
+        batch: &Batch,
+    ) -> ApplyCall<'a> {
+        let book = keys.is_book();
+        let shards: Vec<u32> = writes.iter().map(|w| keys.shard(w.name.as_str())).collect();
+        // Registries and the series each lists, in key order.
         let mut registries: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
         let mut hashes = 0usize;
-        let mut ops = Vec::with_capacity(counters.iter().map(|c| c.deltas.len()).sum());
-        for (counter, &shard) in counters.iter().zip(&shards) {
+        let mut ops = Vec::with_capacity(writes.iter().map(|w| w.cells.len()).sum());
+        for (write, &shard) in writes.iter().zip(&shards) {
             let mut last = None;
-            for d in &counter.deltas {
-                if last != Some(d.precision) {
+            for c in &write.cells {
+                if last != Some(c.resolution) {
                     hashes += 1;
-                    last = Some(d.precision);
-                    if !tagged {
+                    last = Some(c.resolution);
+                    if book {
                         // The book's known: lists `<p>:<name>` per precision.
-                        registries.entry(0).or_default().push(counter.name.as_str());
+                        registries.entry(0).or_default().push(write.name.as_str());
                     }
                 }
-                ops.push((&counter.name, *d));
+                ops.push((&write.name, c));
             }
-            if tagged {
+            if !book {
                 registries
                     .entry(shard)
                     .or_default()
-                    .push(counter.name.as_str());
+                    .push(write.name.as_str());
             }
         }
         let marker = batch.seq.is_some();
         let nkeys = usize::from(marker) + hashes + registries.len();
-        let mut cmd = super::evalsha(&self.incr, nkeys);
+        let mut cmd = super::evalsha(&self.apply, nkeys);
         let mut buf = String::new();
         // KEYS.
         if let Some(seq) = batch.seq {
-            match &self.layout {
-                Layout::Ria => cmd.arg(format!("tally-writer:{}", seq.lane_id())),
-                Layout::Tagged { prefix } => cmd.arg(format!(
-                    "{}:writer:{}",
-                    layout::tag(prefix, shards[0]),
-                    seq.lane_id()
-                )),
-            };
+            cmd.arg(keys.writer(&seq, shards[0]));
         }
-        for (counter, &shard) in counters.iter().zip(&shards) {
-            let mut last = None;
-            for d in &counter.deltas {
-                if last != Some(d.precision) {
-                    last = Some(d.precision);
-                    self.write_hash_key(&mut buf, d.precision, counter.name.as_str(), shard);
-                    cmd.arg(buf.as_str());
-                }
+        for (write, &shard) in writes.iter().zip(&shards) {
+            for group in write.cells.chunk_by(|a, b| a.resolution == b.resolution) {
+                keys.write_hash(&mut buf, group[0].resolution, write.name.as_str(), shard);
+                cmd.arg(buf.as_str());
             }
         }
         for &shard in registries.keys() {
-            match &self.layout {
-                Layout::Ria => cmd.arg(layout::RIA_KNOWN),
-                Layout::Tagged { prefix } => cmd.arg(layout::tagged_registry(prefix, shard)),
-            };
+            cmd.arg(keys.registry(shard));
         }
         // ARGV: whether KEYS[1] is the lane's record, the sequence number,
-        // the number of hashes; per hash its (slice, delta) pairs.
+        // the kind, the number of hashes; per hash its (slice, delta) pairs.
         cmd.arg(if marker { "1" } else { "0" })
             .arg(batch.seq.map_or(0, |s| s.seq))
+            .arg(batch.space.kind.code())
             .arg(hashes);
         let mut op_keys = Vec::with_capacity(ops.len());
         let mut key = usize::from(marker);
-        for counter in counters {
-            for group in counter.deltas.chunk_by(|a, b| a.precision == b.precision) {
+        let mut blob = Vec::new();
+        for write in writes {
+            for group in write.cells.chunk_by(|a, b| a.resolution == b.resolution) {
                 key += 1;
                 cmd.arg(group.len());
-                for d in group {
-                    cmd.arg(d.slice).arg(d.delta);
+                for c in group {
+                    cmd.arg(c.slice);
+                    match c.delta.as_sum() {
+                        Some(d) => cmd.arg(d),
+                        None => {
+                            blob.clear();
+                            c.delta.encode(&mut blob);
+                            cmd.arg(blob.as_slice())
+                        }
+                    };
                     op_keys.push(key);
                 }
             }
@@ -206,81 +190,92 @@ impl RedisCounterStore {
         // Then per registry its members.
         for members in registries.values() {
             cmd.arg(members.len());
-            if tagged {
+            if !book {
                 for m in members {
                     cmd.arg(*m);
                 }
             } else {
                 // The book's members, one per (counter, precision).
-                for counter in counters {
-                    for group in counter.deltas.chunk_by(|a, b| a.precision == b.precision) {
+                for write in writes {
+                    for group in write.cells.chunk_by(|a, b| a.resolution == b.resolution) {
                         use std::fmt::Write;
                         buf.clear();
-                        let _ = write!(buf, "{}:{}", group[0].precision, counter.name);
+                        let _ = write!(buf, "{}:{}", group[0].resolution, write.name);
                         cmd.arg(buf.as_str());
                     }
                 }
             }
         }
-        IncrCall {
+        ApplyCall {
             cmd,
+            kind: batch.space.kind,
             marker,
             op_keys,
             ops,
         }
     }
 
-    async fn run_incr(&self, call: &IncrCall<'_>) -> Result<Applied> {
-        match self.redis.eval_cmd(&self.incr, &call.cmd).await {
-            Ok(Value::Int(1)) => Ok(Applied::Written),
-            Ok(Value::Int(_)) => Ok(Applied::Duplicate),
+    async fn run_apply(&self, call: &ApplyCall<'_>) -> Result<Applied> {
+        match self.redis.eval_cmd(&self.apply, &call.cmd).await {
+            Ok(Reply::Int(1)) => Ok(Applied::Written),
+            Ok(Reply::Int(_)) => Ok(Applied::Duplicate),
             Ok(other) => Err(Error::Backend(format!(
-                "counters_incr.lua answered {other:?}"
+                "engine_apply.lua answered {other:?}"
             ))),
             Err(WriteFailure::Redis(e)) => Err(call.error(e)),
             Err(WriteFailure::Tally(e)) => Err(e),
         }
     }
 
-    /// Takes back a call that was applied (tagged layout, cluster only).
-    async fn run_revert(&self, call: &IncrCall<'_>) -> Result<()> {
-        let Layout::Tagged { prefix } = &self.layout else {
+    /// Takes back a call that was applied (tagged layouts, cluster only).
+    async fn run_revert(&self, keys: SpaceKeys<'_>, call: &ApplyCall<'_>) -> Result<()> {
+        if keys.is_book() {
             return Ok(());
-        };
+        }
+        if !call.kind.has_undo() {
+            return Err(Error::Backend(format!(
+                "{} values cannot be taken back on a cluster yet",
+                call.kind
+            )));
+        }
         let Some((first, _)) = call.ops.first() else {
             return Ok(());
         };
-        let shard = layout::shard_of(first.as_str());
+        let shard = keys.shard(first.as_str());
+        let registry = keys.registry(shard);
         let mut invocation = self.revert.prepare_invoke();
-        invocation.key(layout::tagged_registry(prefix, shard));
+        invocation.key(&registry);
         // The call's KEYS, rebuilt: its lane record (if any) stands in
         // at index 1 so that the ops' indices still match, shifted by one
         // for the registry placed first.
-        let mut keys: Vec<String> = Vec::new();
+        let mut hash_keys: Vec<String> = Vec::new();
         if call.marker {
-            keys.push(layout::tagged_registry(prefix, shard));
+            hash_keys.push(registry.clone());
         }
-        for (i, (name, d)) in call.ops.iter().enumerate() {
-            if keys.len() < call.op_keys[i] {
-                keys.push(layout::tagged_hash(prefix, d.precision, name));
+        for (i, (name, c)) in call.ops.iter().enumerate() {
+            if hash_keys.len() < call.op_keys[i] {
+                hash_keys.push(keys.hash(c.resolution, name.as_str()));
             }
         }
-        for key in &keys {
+        for key in &hash_keys {
             invocation.key(key);
         }
         // The writer lane's record keeps the reverted number: the writer's
         // next numbers are above it, so they still apply.
         invocation.arg(call.ops.len());
-        let mut hashes: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-        for (i, (name, d)) in call.ops.iter().enumerate() {
+        let mut series: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (i, (name, c)) in call.ops.iter().enumerate() {
             let key_index = call.op_keys[i] + 1;
-            invocation.arg(key_index).arg(d.slice).arg(d.delta);
-            let list = hashes.entry(name.as_str()).or_default();
+            invocation
+                .arg(key_index)
+                .arg(c.slice)
+                .arg(c.delta.as_sum().unwrap_or_default());
+            let list = series.entry(name.as_str()).or_default();
             if !list.contains(&key_index) {
                 list.push(key_index);
             }
         }
-        for (name, list) in hashes {
+        for (name, list) in series {
             invocation.arg(name).arg(list.len());
             for i in list {
                 invocation.arg(i);
@@ -290,7 +285,7 @@ impl RedisCounterStore {
         Ok(())
     }
 
-    /// One `counters_clean.lua` call over `entries`; `shared` holds the
+    /// One `engine_clean.lua` call over `entries`; `shared` holds the
     /// cutoff of each hash position when every entry has the same ones (the
     /// tagged layout), sent once instead of once per entry.
     async fn clean_entries(
@@ -377,25 +372,27 @@ impl RedisCounterStore {
         Ok(report)
     }
 
-    /// Cleans one registry shard of the tagged layout.
+    /// Cleans one registry shard of a tagged layout.
     async fn clean_shard(
         &self,
-        prefix: &str,
+        keys: SpaceKeys<'_>,
         shard: u32,
+        space: &Space,
         job: &CleanJob,
-        precisions: &[u64],
     ) -> Result<CleanReport> {
-        let cutoffs: Vec<Option<i64>> = precisions.iter().map(|&p| job.cutoff_for(p)).collect();
-        let registry = layout::tagged_registry(prefix, shard);
+        let cutoffs: Vec<Option<i64>> =
+            space.resolutions.iter().map(|r| job.cutoff_of(r)).collect();
+        let registry = keys.registry(shard);
         self.clean_registry(&registry, job, false, Some(&cutoffs), |names| {
             names
                 .iter()
                 .filter_map(|n| Name::new(n.as_str()).ok())
                 .map(|name| CleanEntry {
-                    hashes: precisions
+                    hashes: space
+                        .resolutions
                         .iter()
                         .zip(&cutoffs)
-                        .map(|(&p, &c)| (layout::tagged_hash(prefix, p, &name), c))
+                        .map(|(r, &c)| (keys.hash(r.seconds, name.as_str()), c))
                         .collect(),
                     member: name.into_string(),
                 })
@@ -422,6 +419,39 @@ impl RedisCounterStore {
         })
         .await
     }
+
+    /// The `<p>:` prefixes present in the book's `known:`: one ZRANGEBYLEX
+    /// hop per distinct precision, so counters written with precisions Tally
+    /// was not configured with are listed too.
+    async fn ria_prefixes(&self) -> Result<Vec<String>> {
+        let mut prefixes = Vec::new();
+        let mut min = "-".to_owned();
+        loop {
+            let first: Vec<String> = redis::cmd("ZRANGEBYLEX")
+                .arg(layout::RIA_KNOWN)
+                .arg(&min)
+                .arg("+")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(1)
+                .query_async(&mut self.redis.handle())
+                .await?;
+            let Some(member) = first.into_iter().next() else {
+                break;
+            };
+            let Some((p, _)) = member.split_once(':') else {
+                // Not a book member; step over it.
+                min = format!("({member}");
+                continue;
+            };
+            prefixes.push(format!("{p}:"));
+            min = format!("[{p};");
+            if prefixes.len() > 64 {
+                break;
+            }
+        }
+        Ok(prefixes)
+    }
 }
 
 /// One registry member to clean and its hashes, each with its cutoff (`None`
@@ -431,19 +461,20 @@ struct CleanEntry {
     hashes: Vec<(String, Option<i64>)>,
 }
 
-/// One `counters_incr.lua` call, ready to send, and the op each HINCRBY
-/// stands for (to name the counter in an overflow error, and to take the
+/// One `engine_apply.lua` call, ready to send, and the op each merge
+/// stands for (to name the series in an overflow error, and to take the
 /// call back on a cluster).
-struct IncrCall<'a> {
+struct ApplyCall<'a> {
     cmd: redis::Cmd,
+    kind: Kind,
     /// Whether KEYS[1] is the writer lane's record.
     marker: bool,
     /// The KEYS index of each op's hash.
     op_keys: Vec<usize>,
-    ops: Vec<(&'a Name, SliceDelta)>,
+    ops: Vec<(&'a Name, &'a CellDelta)>,
 }
 
-impl IncrCall<'_> {
+impl ApplyCall<'_> {
     fn error(&self, e: RedisError) -> Error {
         let op = e
             .detail()
@@ -451,15 +482,23 @@ impl IncrCall<'_> {
             .and_then(|i| i.parse::<usize>().ok())
             .and_then(|i| self.ops.get(i));
         match (e.code(), op) {
-            (Some("TALLY_OVERFLOW"), Some((name, d))) => Error::Overflow {
-                name: name.to_string(),
-                precision: d.precision,
-                slice: d.slice,
-                delta: d.delta,
+            (Some("TALLY_OVERFLOW"), Some((name, c))) => match c.delta.as_sum() {
+                Some(delta) => Error::Overflow {
+                    name: name.to_string(),
+                    precision: c.resolution,
+                    slice: c.slice,
+                    delta,
+                },
+                None => Error::InvalidCount(format!(
+                    "merging into {} series {name:?} at its {} s slice starting at {} would \
+                     leave the kind's range; nothing was written",
+                    self.kind, c.resolution, c.slice
+                )),
             },
-            (Some("TALLY_FAILED"), Some((name, d))) => Error::Backend(format!(
-                "redis refused to add to counter {name:?} at precision {} s: {}",
-                d.precision,
+            (Some("TALLY_FAILED"), Some((name, c))) => Error::Backend(format!(
+                "redis refused to merge into {} series {name:?} at resolution {} s: {}",
+                self.kind,
+                c.resolution,
                 e.detail().unwrap_or_default()
             )),
             _ => Error::from(e),
@@ -477,13 +516,7 @@ async fn range_after(
     limit: usize,
 ) -> Result<Vec<String>> {
     let (min, max) = lex_bounds(prefix, prefix, after);
-    let members: Vec<String> = redis::cmd("ZRANGEBYLEX")
-        .arg(key)
-        .arg(min)
-        .arg(max)
-        .arg("LIMIT")
-        .arg(0)
-        .arg(limit)
+    let members: Vec<String> = zrangebylex(key, &min, &max, limit)
         .query_async(&mut redis.handle())
         .await?;
     Ok(members
@@ -521,52 +554,64 @@ fn zrangebylex(key: &str, min: &str, max: &str, limit: usize) -> redis::Cmd {
     cmd
 }
 
-/// A counter hash's HGETALL reply as samples, oldest first, or what is
-/// wrong with it. Parses the reply's bytes in place (RESP2 flat array or
-/// RESP3 map), with no string or map per field: reads of every precision
-/// are on the latency path.
-fn parse_hash(value: &Value) -> std::result::Result<Vec<Sample>, String> {
-    fn number<T: std::str::FromStr>(v: &Value, what: &str) -> std::result::Result<T, String> {
-        let bytes: &[u8] = match v {
-            Value::BulkString(b) => b,
-            Value::SimpleString(s) => s.as_bytes(),
-            other => return Err(format!("it holds {other:?} as {what}")),
-        };
-        std::str::from_utf8(bytes)
+/// A series hash's HGETALL reply as slices of `kind` selected by `sel`,
+/// oldest first, or what is wrong with it. Parses the reply's bytes in
+/// place (RESP2 flat array or RESP3 map), with no string or map per field:
+/// reads of every resolution are on the latency path.
+fn parse_hash(value: &Reply, kind: Kind, sel: SliceSel) -> std::result::Result<Slices, String> {
+    fn bytes<'v>(v: &'v Reply, what: &str) -> std::result::Result<&'v [u8], String> {
+        match v {
+            Reply::BulkString(b) => Ok(b),
+            Reply::SimpleString(s) => Ok(s.as_bytes()),
+            other => Err(format!("it holds {other:?} as {what}")),
+        }
+    }
+    fn number<T: std::str::FromStr>(v: &Reply, what: &str) -> std::result::Result<T, String> {
+        let b = bytes(v, what)?;
+        std::str::from_utf8(b)
             .ok()
             .and_then(|t| t.parse().ok())
-            .ok_or_else(|| format!("it holds {:?}, not {what}", String::from_utf8_lossy(bytes)))
+            .ok_or_else(|| format!("it holds {:?}, not {what}", String::from_utf8_lossy(b)))
     }
-    let sample = |f: &Value, c: &Value| {
-        Ok(Sample {
-            start: number(f, "a slice start")?,
-            count: number(c, "an integer count")?,
-        })
+    let slice = |f: &Reply, v: &Reply| -> std::result::Result<Option<(u64, Value)>, String> {
+        let start: u64 = number(f, "a slice start")?;
+        if !sel.contains(start) {
+            return Ok(None);
+        }
+        let value = match kind {
+            Kind::Sum => Value::Sum(number(v, "an integer count")?),
+            #[allow(unreachable_patterns)] // reachable once a second kind exists
+            kind => kind
+                .decode(bytes(v, "a value")?)
+                .map_err(|e| e.to_string())?,
+        };
+        Ok(Some((start, value)))
     };
-    let mut samples = match value {
-        Value::Map(pairs) => pairs
+    let mut slices = match value {
+        Reply::Map(pairs) => pairs
             .iter()
-            .map(|(f, c)| sample(f, c))
-            .collect::<std::result::Result<Vec<_>, String>>()?,
-        Value::Array(flat) if flat.len() % 2 == 0 => flat
+            .filter_map(|(f, v)| slice(f, v).transpose())
+            .collect::<std::result::Result<Slices, String>>()?,
+        Reply::Array(flat) if flat.len() % 2 == 0 => flat
             .chunks_exact(2)
-            .map(|pair| sample(&pair[0], &pair[1]))
-            .collect::<std::result::Result<Vec<_>, String>>()?,
-        Value::Nil => Vec::new(),
-        other => return Err(format!("it is not a hash of counts: {other:?}")),
+            .filter_map(|pair| slice(&pair[0], &pair[1]).transpose())
+            .collect::<std::result::Result<Slices, String>>()?,
+        Reply::Nil => Vec::new(),
+        other => return Err(format!("it is not a hash of slices: {other:?}")),
     };
-    samples.sort_unstable();
-    Ok(samples)
+    slices.sort_unstable_by_key(|s| s.0);
+    Ok(slices)
 }
 
 #[async_trait]
-impl CounterStore for RedisCounterStore {
-    async fn apply(&self, batch: &WriteBatch) -> Result<Applied> {
-        if batch.counters.is_empty() {
+impl SliceStore for RedisSliceStore {
+    async fn apply(&self, batch: &Batch) -> Result<Applied> {
+        if batch.writes.is_empty() {
             return Ok(Applied::Written);
         }
-        let calls = self.incr_calls(batch);
-        let results = join_all(calls.iter().map(|call| self.run_incr(call))).await;
+        let keys = self.layout.space_keys(&batch.space);
+        let calls = self.apply_calls(keys, batch);
+        let results = join_all(calls.iter().map(|call| self.run_apply(call))).await;
         if let Some(failed) = results.iter().position(Result::is_err) {
             let refused = results
                 .iter()
@@ -587,7 +632,7 @@ impl CounterStore for RedisCounterStore {
                 .iter()
                 .zip(&results)
                 .filter(|(_, r)| matches!(r, Ok(Applied::Written)))
-                .map(|(call, _)| self.run_revert(call));
+                .map(|(call, _)| self.run_revert(keys, call));
             for undone in join_all(undo).await {
                 if let Err(e) = undone {
                     tracing::error!(error = %e, "could not take back part of a failed batch");
@@ -608,13 +653,20 @@ impl CounterStore for RedisCounterStore {
         )
     }
 
-    async fn samples(&self, names: &[Name], precisions: &[u64]) -> Result<Vec<Vec<Vec<Sample>>>> {
+    async fn read(
+        &self,
+        space: &Space,
+        names: &[Name],
+        resolutions: &[u64],
+        slices: SliceSel,
+    ) -> Result<Vec<Vec<Slices>>> {
+        let keys = self.layout.space_keys(space);
         let groups = names
             .iter()
             .map(|name| {
                 let mut pipe = redis::pipe();
-                for &p in precisions {
-                    pipe.cmd("HGETALL").arg(self.hash_key(p, name));
+                for &r in resolutions {
+                    pipe.cmd("HGETALL").arg(keys.hash(r, name.as_str()));
                 }
                 pipe
             })
@@ -624,12 +676,12 @@ impl CounterStore for RedisCounterStore {
             .iter()
             .zip(values)
             .map(|(name, per)| {
-                precisions
+                resolutions
                     .iter()
                     .zip(per)
-                    .map(|(&p, v)| {
-                        parse_hash(&v).map_err(|why| {
-                            Error::Corrupt(format!("{}: {why}", self.hash_key(p, name)))
+                    .map(|(&r, v)| {
+                        parse_hash(&v, space.kind, slices).map_err(|why| {
+                            Error::Corrupt(format!("{}: {why}", keys.hash(r, name.as_str())))
                         })
                     })
                     .collect()
@@ -637,14 +689,15 @@ impl CounterStore for RedisCounterStore {
             .collect()
     }
 
-    async fn list(&self, search: &str, after: Option<&str>, limit: usize) -> Result<Vec<String>> {
-        let queries: Vec<(String, String)> = match &self.layout {
-            Layout::Ria => Vec::new(),
-            Layout::Tagged { prefix } => (0..SHARDS)
-                .map(|s| (layout::tagged_registry(prefix, s), String::new()))
-                .collect(),
-        };
-        let queries = if queries.is_empty() {
+    async fn list(
+        &self,
+        space: &Space,
+        search: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>> {
+        let keys = self.layout.space_keys(space);
+        let queries: Vec<(String, String)> = if keys.is_book() {
             // The book's known: holds `<p>:<name>`: one range per precision
             // that may hold counters, merged.
             self.ria_prefixes()
@@ -653,7 +706,10 @@ impl CounterStore for RedisCounterStore {
                 .map(|p| (layout::RIA_KNOWN.to_owned(), p))
                 .collect()
         } else {
-            queries
+            keys.registries()
+                .into_iter()
+                .map(|r| (r, String::new()))
+                .collect()
         };
         let groups = queries
             .iter()
@@ -676,85 +732,43 @@ impl CounterStore for RedisCounterStore {
         Ok(names)
     }
 
-    async fn delete(&self, name: &Name, precisions: &[u64]) -> Result<bool> {
+    async fn delete(&self, space: &Space, name: &Name) -> Result<bool> {
+        let keys = self.layout.space_keys(space);
         let mut invocation = self.delete.prepare_invoke();
-        match &self.layout {
-            Layout::Ria => {
-                invocation.key(layout::RIA_KNOWN);
-                for &p in precisions {
-                    invocation.arg(layout::ria_member(p, name.as_str()));
-                }
+        invocation.key(keys.registry(keys.shard(name.as_str())));
+        if keys.is_book() {
+            for r in &space.resolutions {
+                invocation.arg(layout::ria_member(r.seconds, name.as_str()));
             }
-            Layout::Tagged { prefix } => {
-                invocation.key(layout::tagged_registry(
-                    prefix,
-                    layout::shard_of(name.as_str()),
-                ));
-                invocation.arg(name.as_str());
-            }
+        } else {
+            invocation.arg(name.as_str());
         }
-        for &p in precisions {
-            invocation.key(self.hash_key(p, name));
+        for r in &space.resolutions {
+            invocation.key(keys.hash(r.seconds, name.as_str()));
         }
         let deleted: u64 = invocation.invoke_async(&mut self.redis.handle()).await?;
         Ok(deleted > 0)
     }
 
-    async fn clean(&self, job: &CleanJob, precisions: &[u64]) -> Result<CleanReport> {
-        match &self.layout {
-            Layout::Ria => self.clean_ria(job).await,
-            Layout::Tagged { prefix } => {
-                let reports: Vec<Result<CleanReport>> = futures::stream::iter(0..SHARDS)
-                    .map(|shard| self.clean_shard(prefix, shard, job, precisions))
-                    .buffer_unordered(CLEAN_CONCURRENCY)
-                    .collect()
-                    .await;
-                let mut total = CleanReport::default();
-                for report in reports {
-                    total.add(&report?);
-                }
-                Ok(total)
-            }
+    async fn clean(&self, space: &Space, job: &CleanJob) -> Result<CleanReport> {
+        let keys = self.layout.space_keys(space);
+        if keys.is_book() {
+            return self.clean_ria(job).await;
         }
+        let reports: Vec<Result<CleanReport>> = futures::stream::iter(0..layout::SHARDS)
+            .map(|shard| self.clean_shard(keys, shard, space, job))
+            .buffer_unordered(CLEAN_CONCURRENCY)
+            .collect()
+            .await;
+        let mut total = CleanReport::default();
+        for report in reports {
+            total.add(&report?);
+        }
+        Ok(total)
     }
 
     async fn ping(&self) -> Result<()> {
         self.redis.ping().await
-    }
-}
-
-impl RedisCounterStore {
-    /// The `<p>:` prefixes present in the book's `known:`: one ZRANGEBYLEX
-    /// hop per distinct precision, so counters written with precisions Tally
-    /// was not configured with are listed too.
-    async fn ria_prefixes(&self) -> Result<Vec<String>> {
-        let mut prefixes = Vec::new();
-        let mut min = "-".to_owned();
-        loop {
-            let first: Vec<String> = redis::cmd("ZRANGEBYLEX")
-                .arg(layout::RIA_KNOWN)
-                .arg(&min)
-                .arg("+")
-                .arg("LIMIT")
-                .arg(0)
-                .arg(1)
-                .query_async(&mut self.redis.handle())
-                .await?;
-            let Some(member) = first.into_iter().next() else {
-                break;
-            };
-            let Some((p, _)) = member.split_once(':') else {
-                // Not a book member; step over it.
-                min = format!("({member}");
-                continue;
-            };
-            prefixes.push(format!("{p}:"));
-            min = format!("[{p};");
-            if prefixes.len() > 64 {
-                break;
-            }
-        }
-        Ok(prefixes)
     }
 }
 
@@ -764,36 +778,36 @@ mod tests {
 
     #[test]
     fn hash_replies_parse_in_either_protocol_and_name_what_is_wrong() {
-        let b = |s: &str| Value::BulkString(s.as_bytes().to_vec());
-        let resp2 = Value::Array(vec![b("20"), b("-3"), b("10"), b("7")]);
-        let resp3 = Value::Map(vec![(b("20"), b("-3")), (b("10"), b("7"))]);
-        let want = vec![
-            Sample {
-                start: 10,
-                count: 7,
-            },
-            Sample {
-                start: 20,
-                count: -3,
-            },
-        ];
-        assert_eq!(parse_hash(&resp2).unwrap(), want);
-        assert_eq!(parse_hash(&resp3).unwrap(), want);
-        assert_eq!(parse_hash(&Value::Array(vec![])).unwrap(), vec![]);
-        let bad_field = Value::Array(vec![b("10.0"), b("1")]);
+        let b = |s: &str| Reply::BulkString(s.as_bytes().to_vec());
+        let resp2 = Reply::Array(vec![b("20"), b("-3"), b("10"), b("7")]);
+        let resp3 = Reply::Map(vec![(b("20"), b("-3")), (b("10"), b("7"))]);
+        let want = vec![(10, Value::Sum(7)), (20, Value::Sum(-3))];
+        let all = SliceSel::All;
+        assert_eq!(parse_hash(&resp2, Kind::Sum, all).unwrap(), want);
+        assert_eq!(parse_hash(&resp3, Kind::Sum, all).unwrap(), want);
+        let range = SliceSel::Range { from: 11, to: 20 };
+        assert_eq!(
+            parse_hash(&resp2, Kind::Sum, range).unwrap(),
+            vec![(20, Value::Sum(-3))]
+        );
+        assert_eq!(
+            parse_hash(&Reply::Array(vec![]), Kind::Sum, all).unwrap(),
+            vec![]
+        );
+        let bad_field = Reply::Array(vec![b("10.0"), b("1")]);
         assert!(
-            parse_hash(&bad_field)
+            parse_hash(&bad_field, Kind::Sum, all)
                 .unwrap_err()
                 .contains("\"10.0\", not a slice start")
         );
-        let bad_count = Value::Map(vec![(b("10"), b("x"))]);
+        let bad_count = Reply::Map(vec![(b("10"), b("x"))]);
         assert!(
-            parse_hash(&bad_count)
+            parse_hash(&bad_count, Kind::Sum, all)
                 .unwrap_err()
                 .contains("not an integer count")
         );
         assert!(
-            parse_hash(&Value::Int(3))
+            parse_hash(&Reply::Int(3), Kind::Sum, all)
                 .unwrap_err()
                 .contains("not a hash")
         );

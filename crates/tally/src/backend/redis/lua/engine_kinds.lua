@@ -1,0 +1,13 @@
+-- Prelude of engine_apply.lua, after the kinds' own files (kind_*.lua):
+-- the merge function of each kind kept as a blob, by kind code (the codes
+-- of `Kind::code` in engine/aggregate.rs).
+--
+-- A merge function takes the slice's stored blob (false when the slice
+-- holds nothing) and a delta's blob, and returns the new blob, or an error
+-- reply (a table with `err`) that changes nothing:
+--   "TALLY_OVERFLOW <what>"         a value would leave the kind's range
+--   "TALLY_FAILED <what> <why>"     anything else (a blob of another kind)
+-- Sums (code 1) are not listed: engine_apply.lua adds them with HINCRBY.
+-- A kind joins by its file being prepended and one line here, e.g.
+--   KIND_MERGE[3] = merge_stats
+local KIND_MERGE = {}

@@ -1,0 +1,566 @@
+//! The engine's store in SQLite: every space, one template of tables.
+//!
+//! Each space has a registry table (series id and name, names in binary
+//! order, the same order as Redis's lexicographic ranges) and a cell table
+//! keyed by (series, resolution, slice), made from one template. Counters
+//! keep the tables they always had, so existing files keep working:
+//! `tally_counter(id, name)` and `tally_sample(counter_id, precision, slice,
+//! count)`; any other space gets `tally_<space>_series(id, name)` and
+//! `tally_<space>_cell(series_id, resolution, slice, value)`. Sums are
+//! stored as INTEGER, every other kind as a BLOB of its encoding.
+//!
+//! A write is one `BEGIN IMMEDIATE` transaction: each cell's old value is
+//! read, merged with the delta in Rust by the kind's rule, and written back;
+//! a merge that leaves the kind's range fails the transaction, which rolls
+//! back, so nothing is written (SQLite would silently turn an overflowing
+//! integer sum into a float). `tally_writer` records each writer lane's last
+//! sequence number for exactly-once retries, shared by every space.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use rusqlite::types::{ToSqlOutput, ValueRef};
+use rusqlite::{Connection, OptionalExtension, ToSql, Transaction, params};
+
+use super::Sqlite;
+use crate::clock::SharedClock;
+use crate::engine::kinds::sum;
+use crate::engine::plan::locate;
+use crate::engine::{
+    Applied, Batch, CleanJob, CleanReport, Kind, SliceSel, SliceStore, Slices, Space, Value,
+};
+use crate::error::{Error, Result};
+use crate::name::Name;
+
+/// The lanes of every writer, shared by all spaces.
+const WRITERS: &str = "
+CREATE TABLE IF NOT EXISTS tally_writer (
+    lane TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    at INTEGER NOT NULL
+) WITHOUT ROWID;
+";
+
+/// How long a writer lane's last sequence number is remembered after its
+/// last write.
+pub const WRITER_TTL_SECS: u64 = 7 * 24 * 3600;
+
+/// The SQL of one space, made once from the template.
+#[derive(Debug)]
+struct Tables {
+    schema: String,
+    series_id: String,
+    insert_series: String,
+    read_cell: String,
+    upsert_cell: String,
+    read_all: String,
+    read_range: String,
+    list: String,
+    delete_cells: String,
+    delete_series: String,
+    series_after: String,
+    trim: String,
+    drop_empty: String,
+}
+
+impl Tables {
+    fn of(space: &Space) -> Self {
+        // Counters keep their historic names; other spaces follow the template.
+        let (series, cell, fk, res, value, value_type) = if space.is_counters() {
+            (
+                "tally_counter".to_owned(),
+                "tally_sample".to_owned(),
+                "counter_id",
+                "precision",
+                "count",
+                "INTEGER",
+            )
+        } else {
+            let value_type = if space.kind == Kind::Sum {
+                "INTEGER"
+            } else {
+                "BLOB"
+            };
+            (
+                format!("tally_{}_series", space.id),
+                format!("tally_{}_cell", space.id),
+                "series_id",
+                "resolution",
+                "value",
+                value_type,
+            )
+        };
+        Tables {
+            schema: format!(
+                "CREATE TABLE IF NOT EXISTS {series} (
+                    id INTEGER PRIMARY KEY,
+                    name TEXT NOT NULL UNIQUE
+                );
+                CREATE TABLE IF NOT EXISTS {cell} (
+                    {fk} INTEGER NOT NULL,
+                    {res} INTEGER NOT NULL,
+                    slice INTEGER NOT NULL,
+                    {value} {value_type} NOT NULL,
+                    PRIMARY KEY ({fk}, {res}, slice)
+                ) WITHOUT ROWID;
+                {WRITERS}"
+            ),
+            series_id: format!("SELECT id FROM {series} WHERE name = ?1"),
+            insert_series: format!("INSERT INTO {series} (name) VALUES (?1)"),
+            read_cell: format!(
+                "SELECT {value} FROM {cell} WHERE {fk} = ?1 AND {res} = ?2 AND slice = ?3"
+            ),
+            upsert_cell: format!(
+                "INSERT INTO {cell} ({fk}, {res}, slice, {value}) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT ({fk}, {res}, slice) DO UPDATE SET {value} = excluded.{value}"
+            ),
+            read_all: format!(
+                "SELECT slice, {value} FROM {cell} WHERE {fk} = ?1 AND {res} = ?2 ORDER BY slice"
+            ),
+            read_range: format!(
+                "SELECT slice, {value} FROM {cell}
+                 WHERE {fk} = ?1 AND {res} = ?2 AND slice BETWEEN ?3 AND ?4 ORDER BY slice"
+            ),
+            list: format!(
+                "SELECT name FROM {series}
+                 WHERE name > ?1 AND name >= ?2 AND (?3 IS NULL OR name < ?3)
+                 ORDER BY name LIMIT ?4"
+            ),
+            delete_cells: format!("DELETE FROM {cell} WHERE {fk} = ?1"),
+            delete_series: format!("DELETE FROM {series} WHERE id = ?1"),
+            series_after: format!("SELECT id FROM {series} WHERE id > ?1 ORDER BY id LIMIT ?2"),
+            trim: format!("DELETE FROM {cell} WHERE {fk} = ?1 AND {res} = ?2 AND slice <= ?3"),
+            drop_empty: format!(
+                "DELETE FROM {series} WHERE id = ?1
+                 AND NOT EXISTS (SELECT 1 FROM {cell} WHERE {fk} = ?1)"
+            ),
+        }
+    }
+}
+
+/// Every space's values in a [`Sqlite`] database.
+#[derive(Clone, Debug)]
+pub struct SqliteSliceStore {
+    db: Sqlite,
+    clock: SharedClock,
+    /// The SQL of each space whose tables exist.
+    tables: Arc<Mutex<HashMap<&'static str, Arc<Tables>>>>,
+}
+
+impl SqliteSliceStore {
+    /// Creates the counters' tables (and the writers') if needed; other
+    /// spaces' tables are created on first use. `clock` dates write ids
+    /// (for expiry).
+    pub async fn new(db: Sqlite, clock: SharedClock) -> Result<Self> {
+        let store = SqliteSliceStore {
+            db,
+            clock,
+            tables: Arc::default(),
+        };
+        store.tables(&Space::counters(&[], 0)).await?;
+        Ok(store)
+    }
+
+    /// The database underneath.
+    pub fn db(&self) -> &Sqlite {
+        &self.db
+    }
+
+    /// The SQL of `space`, creating its tables on first use.
+    async fn tables(&self, space: &Space) -> Result<Arc<Tables>> {
+        if let Some(t) = self.lock().get(space.id) {
+            return Ok(t.clone());
+        }
+        let tables = Arc::new(Tables::of(space));
+        let schema = tables.schema.clone();
+        self.db
+            .with_writer(move |conn| Ok(conn.execute_batch(&schema)?))
+            .await?;
+        self.lock().insert(space.id, tables.clone());
+        Ok(tables)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<&'static str, Arc<Tables>>> {
+        self.tables.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A value as SQLite keeps it: sums as INTEGER, other kinds as a BLOB.
+struct Stored<'a>(&'a Value);
+
+impl ToSql for Stored<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(match self.0.as_sum() {
+            Some(s) => ToSqlOutput::from(s),
+            None => {
+                let mut bytes = Vec::new();
+                self.0.encode(&mut bytes);
+                ToSqlOutput::from(bytes)
+            }
+        })
+    }
+}
+
+/// Reads a stored value of `kind` back.
+fn stored(kind: Kind, v: ValueRef<'_>) -> Result<Value> {
+    match (kind, v) {
+        (Kind::Sum, ValueRef::Integer(i)) => Ok(Value::Sum(i)),
+        (kind, ValueRef::Blob(b)) if kind != Kind::Sum => kind.decode(b),
+        (kind, other) => Err(Error::Corrupt(format!(
+            "a {kind} cell holds {:?}",
+            other.data_type()
+        ))),
+    }
+}
+
+/// `old` (if any) with `delta` merged by the kind's rule; a stored sum adds
+/// as `HINCRBY` does ([`sum::add_stored`]).
+fn merged(old: Option<Value>, delta: &Value) -> Result<Value> {
+    match (old, delta) {
+        (None, delta) => Ok(delta.clone()),
+        (Some(Value::Sum(total)), Value::Sum(d)) => sum::add_stored(total, *d)
+            .map(Value::Sum)
+            .ok_or_else(|| sum::overflow(*d)),
+        #[allow(unreachable_patterns)] // reachable once a second kind exists
+        (Some(mut old), delta) => old.merge(delta).map(|()| old),
+    }
+}
+
+fn series_id(tx: &Transaction<'_>, sql: &Tables, name: &str) -> Result<i64> {
+    let mut select = tx.prepare_cached(&sql.series_id)?;
+    if let Some(id) = select.query_row([name], |r| r.get(0)).optional()? {
+        return Ok(id);
+    }
+    tx.prepare_cached(&sql.insert_series)?.execute([name])?;
+    Ok(tx.last_insert_rowid())
+}
+
+fn apply_in(tx: &Transaction<'_>, sql: &Tables, batch: &Batch, now_secs: i64) -> Result<Applied> {
+    if let Some(seq) = batch.seq {
+        let last: Option<i64> = tx
+            .prepare_cached("SELECT seq FROM tally_writer WHERE lane = ?1")?
+            .query_row([seq.lane_id()], |r| r.get(0))
+            .optional()?;
+        if last.is_some_and(|last| seq.seq as i64 <= last) {
+            return Ok(Applied::Duplicate);
+        }
+        tx.prepare_cached(
+            "INSERT INTO tally_writer (lane, seq, at) VALUES (?1, ?2, ?3)
+             ON CONFLICT (lane) DO UPDATE SET seq = excluded.seq, at = excluded.at",
+        )?
+        .execute(params![seq.lane_id(), seq.seq as i64, now_secs])?;
+    }
+    let kind = batch.space.kind;
+    let mut read = tx.prepare_cached(&sql.read_cell)?;
+    let mut upsert = tx.prepare_cached(&sql.upsert_cell)?;
+    for write in &batch.writes {
+        let id = series_id(tx, sql, write.name.as_str())?;
+        for c in &write.cells {
+            let (res, slice) = (c.resolution as i64, c.slice as i64);
+            let old = read
+                .query_row(params![id, res, slice], |r| Ok(stored(kind, r.get_ref(0)?)))
+                .optional()?
+                .transpose()?;
+            let new = merged(old, &c.delta)
+                .map_err(|e| locate(e, write.name.as_str(), c.resolution, c.slice))?;
+            upsert.execute(params![id, res, slice, Stored(&new)])?;
+        }
+    }
+    Ok(Applied::Written)
+}
+
+fn read_in(
+    conn: &Connection,
+    sql: &Tables,
+    kind: Kind,
+    names: &[Name],
+    resolutions: &[u64],
+    sel: SliceSel,
+) -> Result<Vec<Vec<Slices>>> {
+    let mut id_of = conn.prepare_cached(&sql.series_id)?;
+    let mut rows = conn.prepare_cached(match sel {
+        SliceSel::All => &sql.read_all,
+        SliceSel::Range { .. } => &sql.read_range,
+    })?;
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let id: Option<i64> = id_of.query_row([name.as_str()], |r| r.get(0)).optional()?;
+        let mut per = Vec::with_capacity(resolutions.len());
+        for &r in resolutions {
+            let Some(id) = id else {
+                per.push(Vec::new());
+                continue;
+            };
+            let slice = |row: &rusqlite::Row<'_>| {
+                Ok((row.get::<_, i64>(0)? as u64, stored(kind, row.get_ref(1)?)))
+            };
+            let found = match sel {
+                SliceSel::All => rows
+                    .query_map(params![id, r as i64], slice)?
+                    .collect::<rusqlite::Result<Vec<_>>>()?,
+                SliceSel::Range { from, to } => rows
+                    .query_map(
+                        params![
+                            id,
+                            r as i64,
+                            from.min(i64::MAX as u64) as i64,
+                            to.min(i64::MAX as u64) as i64
+                        ],
+                        slice,
+                    )?
+                    .collect::<rusqlite::Result<Vec<_>>>()?,
+            };
+            per.push(
+                found
+                    .into_iter()
+                    .map(|(start, v)| v.map(|v| (start, v)))
+                    .collect::<Result<Slices>>()?,
+            );
+        }
+        out.push(per);
+    }
+    Ok(out)
+}
+
+#[async_trait]
+impl SliceStore for SqliteSliceStore {
+    async fn apply(&self, batch: &Batch) -> Result<Applied> {
+        let sql = self.tables(&batch.space).await?;
+        let batch = batch.clone();
+        let now = self.clock.now().whole_secs() as i64;
+        self.db
+            .write(move |tx| apply_in(tx, &sql, &batch, now))
+            .await
+    }
+
+    async fn read(
+        &self,
+        space: &Space,
+        names: &[Name],
+        resolutions: &[u64],
+        slices: SliceSel,
+    ) -> Result<Vec<Vec<Slices>>> {
+        let sql = self.tables(space).await?;
+        let kind = space.kind;
+        let names = names.to_vec();
+        let resolutions = resolutions.to_vec();
+        self.db
+            .read(move |conn| {
+                // One snapshot for the whole read.
+                conn.execute_batch("BEGIN")?;
+                let result = read_in(conn, &sql, kind, &names, &resolutions, slices);
+                conn.execute_batch("COMMIT")?;
+                result
+            })
+            .await
+    }
+
+    async fn list(
+        &self,
+        space: &Space,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>> {
+        let sql = self.tables(space).await?;
+        // Names in [prefix, upper), after the cursor: one index range scan.
+        let lower = match after {
+            Some(a) if a >= prefix => a.to_owned(),
+            _ => String::new(),
+        };
+        let from = prefix.to_owned();
+        let upper = crate::name::prefix_upper(prefix);
+        self.db
+            .read(move |conn| {
+                let mut stmt = conn.prepare_cached(&sql.list)?;
+                let names = stmt
+                    .query_map(params![lower, from, upper, limit as i64], |r| r.get(0))?
+                    .collect::<rusqlite::Result<Vec<String>>>()?;
+                Ok(names)
+            })
+            .await
+    }
+
+    async fn delete(&self, space: &Space, name: &Name) -> Result<bool> {
+        let sql = self.tables(space).await?;
+        let name = name.clone();
+        self.db
+            .write(move |tx| {
+                let id: Option<i64> = tx
+                    .prepare_cached(&sql.series_id)?
+                    .query_row([name.as_str()], |r| r.get(0))
+                    .optional()?;
+                let Some(id) = id else { return Ok(false) };
+                let cells = tx.prepare_cached(&sql.delete_cells)?.execute([id])?;
+                tx.prepare_cached(&sql.delete_series)?.execute([id])?;
+                Ok(cells > 0)
+            })
+            .await
+    }
+
+    async fn clean(&self, space: &Space, job: &CleanJob) -> Result<CleanReport> {
+        let sql = self.tables(space).await?;
+        let due: Vec<(i64, i64)> = space
+            .resolutions
+            .iter()
+            .filter_map(|r| job.cutoff_of(r).map(|c| (r.seconds as i64, c)))
+            .collect();
+        let batch = job.batch as i64;
+        let forget_before = job.now.whole_secs() as i64 - WRITER_TTL_SECS as i64;
+        let mut report = CleanReport::default();
+        let mut after = 0i64;
+        loop {
+            let due = due.clone();
+            let sql = sql.clone();
+            let step = self
+                .db
+                .write(move |tx| {
+                    let ids = tx
+                        .prepare_cached(&sql.series_after)?
+                        .query_map(params![after, batch], |r| r.get::<_, i64>(0))?
+                        .collect::<rusqlite::Result<Vec<i64>>>()?;
+                    let mut trim = tx.prepare_cached(&sql.trim)?;
+                    let mut drop_empty = tx.prepare_cached(&sql.drop_empty)?;
+                    let mut step = CleanReport {
+                        scanned: ids.len() as u64,
+                        round_trips: 1,
+                        ..CleanReport::default()
+                    };
+                    for &id in &ids {
+                        for &(r, cutoff) in &due {
+                            step.samples_removed += trim.execute(params![id, r, cutoff])? as u64;
+                        }
+                        step.counters_removed += drop_empty.execute([id])? as u64;
+                    }
+                    if ids.len() < batch as usize {
+                        tx.prepare_cached("DELETE FROM tally_writer WHERE at < ?1")?
+                            .execute([forget_before])?;
+                    }
+                    Ok((step, ids.last().copied(), ids.len()))
+                })
+                .await?;
+            let (step, last, n) = step;
+            report.add(&step);
+            match last {
+                Some(last) if n == job.batch => after = last,
+                _ => break,
+            }
+        }
+        Ok(report)
+    }
+
+    async fn ping(&self) -> Result<()> {
+        self.db
+            .read(|conn| Ok(conn.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))?))
+            .await
+            .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{CellDelta, Resolution, Retention, SeriesWrite};
+
+    fn space() -> Arc<Space> {
+        Arc::new(
+            Space::new(
+                "visits",
+                Kind::Sum,
+                vec![Resolution::new(60, 10), Resolution::new(1, 10)],
+                Retention::Cleaner,
+            )
+            .unwrap(),
+        )
+    }
+
+    fn write(name: &str, cells: &[(u64, u64, i64)]) -> SeriesWrite {
+        SeriesWrite {
+            name: Name::new(name).unwrap(),
+            cells: cells
+                .iter()
+                .map(|&(resolution, slice, d)| CellDelta {
+                    resolution,
+                    slice,
+                    delta: Value::Sum(d),
+                })
+                .collect(),
+        }
+    }
+
+    /// A space other than counters gets its own tables from the template,
+    /// and its series do not mix with the counters'.
+    #[tokio::test]
+    async fn a_new_space_gets_its_own_tables() {
+        let clock: SharedClock = Arc::new(crate::clock::ManualClock::at(1000.0));
+        let store = SqliteSliceStore::new(Sqlite::open_in_memory().unwrap(), clock)
+            .await
+            .unwrap();
+        let space = space();
+        let batch = Batch {
+            space: space.clone(),
+            writes: vec![write("a", &[(1, 100, 2), (1, 101, 3), (60, 60, 5)])],
+            seq: None,
+        };
+        store.apply(&batch).await.unwrap();
+        store.apply(&batch).await.unwrap();
+        let a = [Name::new("a").unwrap()];
+        let got = store
+            .read(&space, &a, &[1, 60], SliceSel::All)
+            .await
+            .unwrap();
+        assert_eq!(
+            got,
+            vec![vec![
+                vec![(100, Value::Sum(4)), (101, Value::Sum(6))],
+                vec![(60, Value::Sum(10))]
+            ]]
+        );
+        let range = store
+            .read(&space, &a, &[1], SliceSel::Range { from: 101, to: 200 })
+            .await
+            .unwrap();
+        assert_eq!(range, vec![vec![vec![(101, Value::Sum(6))]]]);
+        let counters = Space::counters(&[1], 10);
+        assert!(
+            store
+                .list(&counters, "", None, 10)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(store.list(&space, "", None, 10).await.unwrap(), vec!["a"]);
+        let tables: i64 = store
+            .db()
+            .read(|c| {
+                Ok(c.query_row(
+                    "SELECT count(*) FROM sqlite_master WHERE name IN ('tally_visits_series', 'tally_visits_cell')",
+                    [],
+                    |r| r.get(0),
+                )?)
+            })
+            .await
+            .unwrap();
+        assert_eq!(tables, 2);
+        // An overflow anywhere in the batch writes nothing.
+        let over = Batch {
+            space: space.clone(),
+            writes: vec![
+                write("a", &[(1, 100, 1)]),
+                write("b", &[(1, 100, i64::MAX)]),
+            ],
+            seq: None,
+        };
+        store.apply(&over).await.unwrap();
+        let err = store.apply(&over).await.unwrap_err();
+        assert!(
+            matches!(&err, Error::Overflow { name, precision: 1, slice: 100, .. } if name == "b"),
+            "{err}"
+        );
+        let got = store.read(&space, &a, &[1], SliceSel::All).await.unwrap();
+        assert_eq!(got[0][0][0], (100, Value::Sum(5)));
+        assert!(store.delete(&space, &a[0]).await.unwrap());
+        assert!(!store.delete(&space, &a[0]).await.unwrap());
+    }
+}

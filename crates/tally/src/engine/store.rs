@@ -1,0 +1,362 @@
+//! The storage contract of every space, at the level of the engine's
+//! operations: apply a batch of merged slice deltas (all or nothing), read
+//! slices, list and delete series, run one cleaning pass.
+//!
+//! A [`SliceStore`] is implemented once per store and key layout (SQLite;
+//! Redis standalone and Cluster, in the tagged layout and the book's) and
+//! serves every [`Space`]: a space says which kind of value its slices hold,
+//! at which resolutions, and how old slices go. Validation happened before a
+//! store is called: names are valid, deltas are in range and merged to one
+//! per (series, resolution, slice), series are in name order.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use crate::clock::Timestamp;
+use crate::engine::aggregate::{Kind, Value};
+use crate::engine::resolution::{Resolution, cutoff, is_due};
+use crate::error::{Error, Result};
+use crate::name::Name;
+
+/// How a space's old slices go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Retention {
+    /// A cleaner pass removes them, on the book's cadence (counters).
+    Cleaner,
+    /// Each slice expires by itself, `keep` slices after it started (set in
+    /// the same call that writes it).
+    Expire,
+    /// Writes trim what is older than the kept slices.
+    TrimOnWrite,
+}
+
+/// A family of series of one kind: its name in stores, its kind, its
+/// resolutions (finest first) and how its old slices go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Space {
+    /// The space's name in keys and table names: `counters`, `stats`, ...
+    pub id: &'static str,
+    /// The kind of value every slice holds.
+    pub kind: Kind,
+    /// The resolutions, finest first.
+    pub resolutions: Vec<Resolution>,
+    /// How old slices go.
+    pub retention: Retention,
+}
+
+impl Space {
+    /// The counters' space id: its data keeps the layouts counters have
+    /// always had (the book's keys, `{prefix:shard}:<p>:<name>`, and the
+    /// `tally_counter` / `tally_sample` tables).
+    pub const COUNTERS: &'static str = "counters";
+
+    /// A space, checked: the id is 1 to 32 characters of `a-z`, `0-9` and
+    /// `_`, starting with a letter (it goes into keys and table names); 1 to
+    /// 32 resolutions, distinct, each of 1 s to a year, keeping 1 to 100,000
+    /// slices. Resolutions are sorted finest first.
+    pub fn new(
+        id: &'static str,
+        kind: Kind,
+        mut resolutions: Vec<Resolution>,
+        retention: Retention,
+    ) -> Result<Self> {
+        let id_ok = (1..=32).contains(&id.len())
+            && id.starts_with(|c: char| c.is_ascii_lowercase())
+            && id
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !id_ok {
+            return Err(Error::Config(format!(
+                "space id {id:?} must be 1 to 32 characters of a-z, 0-9 and _, starting with a letter"
+            )));
+        }
+        if resolutions.is_empty() || resolutions.len() > 32 {
+            return Err(Error::Config(format!(
+                "space {id} needs 1 to 32 resolutions, got {}",
+                resolutions.len()
+            )));
+        }
+        resolutions.sort_unstable_by_key(|r| r.seconds);
+        for pair in resolutions.windows(2) {
+            if pair[0].seconds == pair[1].seconds {
+                return Err(Error::Config(format!(
+                    "space {id}: resolution {} s is listed twice",
+                    pair[0].seconds
+                )));
+            }
+        }
+        for r in &resolutions {
+            if r.seconds == 0 || r.seconds > 366 * 86_400 {
+                return Err(Error::Config(format!(
+                    "space {id}: resolution {} s is out of range (1 s to a year)",
+                    r.seconds
+                )));
+            }
+            if r.keep == 0 || r.keep > 100_000 {
+                return Err(Error::Config(format!(
+                    "space {id}: resolution {} s must keep 1 to 100000 slices, not {}",
+                    r.seconds, r.keep
+                )));
+            }
+        }
+        Ok(Space {
+            id,
+            kind,
+            resolutions,
+            retention,
+        })
+    }
+
+    /// The counters' space: sums at `precisions` (already validated by
+    /// [`crate::CounterSettings::validate`]), each keeping `keep` slices,
+    /// cleaned by the cleaner.
+    pub fn counters(precisions: &[u64], keep: u64) -> Self {
+        Space {
+            id: Self::COUNTERS,
+            kind: Kind::Sum,
+            resolutions: precisions
+                .iter()
+                .map(|&p| Resolution::new(p, keep))
+                .collect(),
+            retention: Retention::Cleaner,
+        }
+    }
+
+    /// True for the counters' space (whose data keeps its historic layout).
+    pub fn is_counters(&self) -> bool {
+        self.id == Self::COUNTERS
+    }
+
+    /// The resolution of `seconds`, if the space has it.
+    pub fn resolution(&self, seconds: u64) -> Option<&Resolution> {
+        self.resolutions.iter().find(|r| r.seconds == seconds)
+    }
+
+    /// The slice lengths, finest first.
+    pub fn seconds(&self) -> Vec<u64> {
+        self.resolutions.iter().map(|r| r.seconds).collect()
+    }
+}
+
+/// One (resolution, slice) delta of one series.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CellDelta {
+    /// Slice length in seconds.
+    pub resolution: u64,
+    /// Slice start, Unix seconds.
+    pub slice: u64,
+    /// What to merge into the slice.
+    pub delta: Value,
+}
+
+/// Everything one write merges into one series.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeriesWrite {
+    /// The series.
+    pub name: Name,
+    /// Deltas ordered by resolution, then slice; one per (resolution, slice).
+    pub cells: Vec<CellDelta>,
+}
+
+/// A write handed to a store: merged deltas for one or more series of one
+/// space.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Batch {
+    /// The space written.
+    pub space: Arc<Space>,
+    /// Per series, its deltas; series in name order, each at most once.
+    pub writes: Vec<SeriesWrite>,
+    /// When set, the store records this sequence number atomically with the
+    /// writes, and applies a batch whose number is not above the last one
+    /// recorded for its lane as a no-op: a retried write is applied once.
+    pub seq: Option<WriteSeq>,
+}
+
+/// The place of a write in one writer's ordered stream, for exactly-once
+/// retries.
+///
+/// A writer (e.g. one aggregator in one process) draws a random `writer` id
+/// and numbers the writes of each `lane` 1, 2, 3...; a lane never sends write
+/// n + 1 before write n was acknowledged. The store keeps, per (writer, lane),
+/// the last number applied (per registry shard on a cluster), so its memory
+/// is bounded by the number of writers, not of writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WriteSeq {
+    /// The writer's random id.
+    pub writer: u64,
+    /// The lane within the writer.
+    pub lane: u32,
+    /// The write's number in its lane, from 1.
+    pub seq: u64,
+}
+
+impl WriteSeq {
+    /// `<writer hex>:<lane>`, the key of the lane's record.
+    pub fn lane_id(&self) -> String {
+        format!("{:016x}:{}", self.writer, self.lane)
+    }
+}
+
+impl fmt::Display for WriteSeq {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}#{}", self.lane_id(), self.seq)
+    }
+}
+
+/// What applying a batch did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// The deltas were merged.
+    Written,
+    /// The batch's sequence number was already applied: nothing was merged
+    /// this time.
+    Duplicate,
+}
+
+/// Which slices a read returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SliceSel {
+    /// Every stored slice, oldest first.
+    All,
+    /// The stored slices starting in `[from, to]`, oldest first.
+    Range {
+        /// The earliest slice start returned.
+        from: u64,
+        /// The latest slice start returned.
+        to: u64,
+    },
+}
+
+impl SliceSel {
+    /// True when a slice starting at `start` is selected.
+    pub fn contains(&self, start: u64) -> bool {
+        match *self {
+            SliceSel::All => true,
+            SliceSel::Range { from, to } => from <= start && start <= to,
+        }
+    }
+}
+
+/// One resolution's stored slices of one series, oldest first.
+pub type Slices = Vec<(u64, Value)>;
+
+/// One cleaning pass's parameters: the pass number (which resolutions are
+/// due) and the instant cutoffs are measured from.
+#[derive(Clone, Debug)]
+pub struct CleanJob {
+    /// Pass number, counted from 0 (the first pass visits every resolution).
+    pub pass: u64,
+    /// The instant the cutoffs are measured from.
+    pub now: Timestamp,
+    /// Slices kept per precision, for counters in the book's layout, whose
+    /// registry may name precisions the space does not list; every other
+    /// cutoff uses the space's own `keep` ([`CleanJob::cutoff_of`]).
+    pub samples: u64,
+    /// Seconds between passes (for the visiting cadence).
+    pub interval_secs: u64,
+    /// Series per round trip.
+    pub batch: usize,
+}
+
+impl CleanJob {
+    /// The cutoff for `precision`, keeping `samples` slices, if it is due in
+    /// this pass, else `None`.
+    pub fn cutoff_for(&self, precision: u64) -> Option<i64> {
+        is_due(self.pass, precision, self.interval_secs)
+            .then(|| cutoff(self.now, self.samples, precision))
+    }
+
+    /// The cutoff for `resolution` (its own `keep`), if it is due in this
+    /// pass, else `None`.
+    pub fn cutoff_of(&self, resolution: &Resolution) -> Option<i64> {
+        is_due(self.pass, resolution.seconds, self.interval_secs)
+            .then(|| resolution.cutoff(self.now))
+    }
+}
+
+/// What a cleaning pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CleanReport {
+    /// Registry entries visited.
+    pub scanned: u64,
+    /// Samples (slices) removed.
+    pub samples_removed: u64,
+    /// Registry entries removed because their series became empty.
+    pub counters_removed: u64,
+    /// Round trips to the backend (transactions, for SQLite).
+    pub round_trips: u64,
+}
+
+impl CleanReport {
+    /// Adds another report's figures to this one.
+    pub fn add(&mut self, other: &CleanReport) {
+        self.scanned += other.scanned;
+        self.samples_removed += other.samples_removed;
+        self.counters_removed += other.counters_removed;
+        self.round_trips += other.round_trips;
+    }
+}
+
+/// Storage for every space. See the module docs for the contract.
+#[async_trait]
+pub trait SliceStore: Send + Sync + fmt::Debug + 'static {
+    /// Merges every delta of `batch` into its slice and registers each
+    /// series, all or nothing, in one round trip (per node on a cluster).
+    ///
+    /// Fails, writing nothing, when a slice would leave its kind's range
+    /// ([`Error::Overflow`] for sums).
+    async fn apply(&self, batch: &Batch) -> Result<Applied>;
+
+    /// The slices of each series at each resolution, oldest first:
+    /// `result[i][j]` belongs to `names[i]` at `resolutions[j]`. One round
+    /// trip.
+    async fn read(
+        &self,
+        space: &Space,
+        names: &[Name],
+        resolutions: &[u64],
+        slices: SliceSel,
+    ) -> Result<Vec<Vec<Slices>>>;
+
+    /// Up to `limit` series names starting with `prefix` (empty: all),
+    /// after `after` (exclusive), in name (byte) order.
+    async fn list(
+        &self,
+        space: &Space,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>>;
+
+    /// Deletes every resolution of a series; true if it held anything.
+    async fn delete(&self, space: &Space, name: &Name) -> Result<bool>;
+
+    /// Runs one cleaning pass over every registered series of the space.
+    ///
+    /// Removes due slices at or before their cutoff; drops a series from
+    /// the registry only when, atomically with that check, it holds no data.
+    async fn clean(&self, space: &Space, job: &CleanJob) -> Result<CleanReport>;
+
+    /// Checks that the backend answers.
+    async fn ping(&self) -> Result<()>;
+}
+
+/// Where a batch goes: a [`SliceStore`], or a store that speaks another
+/// contract and takes engine batches too (counters' `CounterStore`). The
+/// aggregating writer writes through one.
+#[async_trait]
+pub trait BatchSink: Send + Sync + 'static {
+    /// Applies `batch` as [`SliceStore::apply`] does.
+    async fn apply_batch(&self, batch: &Batch) -> Result<Applied>;
+}
+
+#[async_trait]
+impl BatchSink for Arc<dyn SliceStore> {
+    async fn apply_batch(&self, batch: &Batch) -> Result<Applied> {
+        self.apply(batch).await
+    }
+}
