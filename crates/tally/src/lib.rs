@@ -36,9 +36,18 @@
 //! - [`clock`]: time; the only module that reads the system clock.
 //! - [`error`]: the crate's one error type.
 //! - [`name`]: validated names.
-//! - [`counters`]: the counter service, its pure slice math, its store
-//!   trait, settings, the cleaner and the aggregating writer (exactly-once
-//!   batched writes).
+//! - [`engine`]: the slice engine every value kept per (series, resolution,
+//!   slice) runs on: the kinds of value ([`engine::kinds`]; sums so far) and
+//!   the [`engine::Value`] enum over them, slice math
+//!   ([`engine::resolution`]), the write path ([`engine::plan`]: validation,
+//!   one merged delta per slice, all or nothing), the aggregating writer
+//!   ([`engine::writer`]: in-process merging, exactly-once flushes), range
+//!   reads ([`engine::read`]) and the [`engine::SliceStore`] trait that each
+//!   store implements once per key layout.
+//! - [`counters`]: the counter service over the engine's counters space:
+//!   validation, settings, the cleaner, the aggregator (the engine's writer
+//!   with counters' types) and the `CounterStore` contract tests and tools
+//!   use (one implementation, over the engine's store).
 //! - [`tsdb`]: the time-series store with rollups (counts, distinct counts
 //!   with HyperLogLog, most frequent items), its pure rollup math and store
 //!   trait.
@@ -60,7 +69,9 @@
 //! - `server` (feature `server`): the HTTP API, dashboard, `/metrics` and
 //!   statsd listener behind `tally serve`.
 //! - [`backend`]: SQLite ([`backend::sqlite`]) and Redis ([`backend::redis`],
-//!   with the key layouts and the Lua scripts), each with a store per feature.
+//!   with the key layouts and the Lua scripts): the engine's store
+//!   (`SqliteSliceStore`, `RedisSliceStore`: every space, counters included)
+//!   and a store per other feature.
 
 pub mod backend;
 pub mod buffers;

@@ -9,6 +9,11 @@
 //! values counts, at most 20 bytes each. [`check`] reads both limits from
 //! every master (`CONFIG GET`) and says whether the configured counters fit.
 //! It only reads: it never changes the server's configuration.
+//!
+//! The check is for spaces of sums (counters). Spaces whose slices hold
+//! blobs (a statistic's moments and sketch) store values longer than
+//! `hash-max-listpack-value`, so their hashes are hashtables by design and
+//! are not checked: no warning is due for them.
 
 use redis::Value;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};

@@ -292,31 +292,22 @@ fn read_in(
                 per.push(Vec::new());
                 continue;
             };
-            let slice = |row: &rusqlite::Row<'_>| {
-                Ok((row.get::<_, i64>(0)? as u64, stored(kind, row.get_ref(1)?)))
+            let mut found = match sel {
+                SliceSel::All => rows.query(params![id, r as i64])?,
+                SliceSel::Range { from, to } => rows.query(params![
+                    id,
+                    r as i64,
+                    from.min(i64::MAX as u64) as i64,
+                    to.min(i64::MAX as u64) as i64
+                ])?,
             };
-            let found = match sel {
-                SliceSel::All => rows
-                    .query_map(params![id, r as i64], slice)?
-                    .collect::<rusqlite::Result<Vec<_>>>()?,
-                SliceSel::Range { from, to } => rows
-                    .query_map(
-                        params![
-                            id,
-                            r as i64,
-                            from.min(i64::MAX as u64) as i64,
-                            to.min(i64::MAX as u64) as i64
-                        ],
-                        slice,
-                    )?
-                    .collect::<rusqlite::Result<Vec<_>>>()?,
-            };
-            per.push(
-                found
-                    .into_iter()
-                    .map(|(start, v)| v.map(|v| (start, v)))
-                    .collect::<Result<Slices>>()?,
-            );
+            // One pass over the rows, straight into the result: reads of
+            // every resolution are on the latency path.
+            let mut slices = Slices::new();
+            while let Some(row) = found.next()? {
+                slices.push((row.get::<_, i64>(0)? as u64, stored(kind, row.get_ref(1)?)?));
+            }
+            per.push(slices);
         }
         out.push(per);
     }

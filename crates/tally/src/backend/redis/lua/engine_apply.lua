@@ -45,29 +45,12 @@ if ARGV[3] ~= '1' then
     return redis.error_reply('TALLY_FAILED 0 no merge function for kind ' .. ARGV[3])
   end
 end
+
+-- The first operation that failed (0-based) and its error. No closure or
+-- table is made on the way for sums: this runs for every exact increment.
+local failed, err = nil, nil
 -- Blob kinds: the value each operation found (false: none), to restore.
-local saved = {}
-
--- Takes back the first `upto` operations (0-based, exclusive).
-local function undo(upto)
-  local at, op = 5, 0
-  for k = 1, h do
-    local key = KEYS[marker + k]
-    local m = count(ARGV[at])
-    at = at + 1
-    for _ = 1, m do
-      if op >= upto then return end
-      if merge then
-        restore(key, ARGV[at], saved[op + 1])
-      else
-        take_back(key, ARGV[at], ARGV[at + 1])
-      end
-      at = at + 2
-      op = op + 1
-    end
-  end
-end
-
+local saved = nil
 local at, op = 5, 0
 if not merge then
   for k = 1, h do
@@ -77,17 +60,16 @@ if not merge then
     for _ = 1, m do
       local r = redis.pcall('HINCRBY', key, ARGV[at], ARGV[at + 1])
       if type(r) == 'table' and r.err then
-        undo(op)
-        if string.find(r.err, 'overflow', 1, true) then
-          return redis.error_reply('TALLY_OVERFLOW ' .. op)
-        end
-        return redis.error_reply('TALLY_FAILED ' .. op .. ' ' .. r.err)
+        failed, err = op, r.err
+        break
       end
       at = at + 2
       op = op + 1
     end
+    if failed then break end
   end
 else
+  saved = {}
   for k = 1, h do
     local key = KEYS[marker + k]
     local m = count(ARGV[at])
@@ -99,19 +81,51 @@ else
         new = merge(old, ARGV[at + 1])
       end
       if type(new) == 'table' and new.err then
-        undo(op)
-        local code, rest = string.match(new.err, '^(%S+)%s*(.*)$')
-        if code == 'TALLY_OVERFLOW' then
-          return redis.error_reply('TALLY_OVERFLOW ' .. op .. ' ' .. rest)
-        end
-        return redis.error_reply('TALLY_FAILED ' .. op .. ' ' .. new.err)
+        failed, err = op, new.err
+        break
       end
       saved[op + 1] = old
       redis.call('HSET', key, ARGV[at], new)
       at = at + 2
       op = op + 1
     end
+    if failed then break end
   end
+end
+
+if failed then
+  -- Take back the operations before the failed one: sums by subtraction,
+  -- blobs by restoring what they held.
+  local at, op = 5, 0
+  for k = 1, h do
+    local key = KEYS[marker + k]
+    local m = count(ARGV[at])
+    at = at + 1
+    for _ = 1, m do
+      if op >= failed then break end
+      if not merge then
+        take_back(key, ARGV[at], ARGV[at + 1])
+      elseif saved[op + 1] then
+        redis.call('HSET', key, ARGV[at], saved[op + 1])
+      else
+        redis.call('HDEL', key, ARGV[at])
+      end
+      at = at + 2
+      op = op + 1
+    end
+    if op >= failed then break end
+  end
+  if not merge then
+    if string.find(err, 'overflow', 1, true) then
+      return redis.error_reply('TALLY_OVERFLOW ' .. failed)
+    end
+    return redis.error_reply('TALLY_FAILED ' .. failed .. ' ' .. err)
+  end
+  local code, rest = string.match(err, '^(%S+)%s*(.*)$')
+  if code == 'TALLY_OVERFLOW' or code == 'TALLY_FAILED' then
+    return redis.error_reply(code .. ' ' .. failed .. ' ' .. rest)
+  end
+  return redis.error_reply('TALLY_FAILED ' .. failed .. ' ' .. err)
 end
 
 local reg = marker + h
