@@ -16,6 +16,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Timestamp;
+use crate::error::{Error, Result};
 
 /// One resolution of a space: slice length, slices kept, and the offset of
 /// its slice boundaries from the Unix epoch's multiples.
@@ -101,6 +102,24 @@ pub fn peak_slices(keep: u64, seconds: u64, interval_secs: u64) -> u64 {
     let interval = interval_secs.max(1);
     let between_visits = (seconds / interval).max(1) * interval;
     keep + between_visits.div_ceil(seconds) + 1
+}
+
+/// Checks slice lengths given finest first: distinct, each of 1 s to a
+/// year; `what` names one in messages (`rollup`, `space stats: resolution`).
+pub fn check_lengths(what: &str, seconds: impl IntoIterator<Item = u64>) -> Result<()> {
+    let mut last = None;
+    for s in seconds {
+        if last == Some(s) {
+            return Err(Error::Config(format!("{what} {s} s is listed twice")));
+        }
+        if s == 0 || s > 366 * 86_400 {
+            return Err(Error::Config(format!(
+                "{what} {s} s is out of range (1 s to a year)"
+            )));
+        }
+        last = Some(s);
+    }
+    Ok(())
 }
 
 /// The resolution a range starting at `from` is read at: the finest (of
@@ -204,6 +223,16 @@ mod tests {
         assert_eq!(peak_slices(120, 300, 60), 122);
         assert_eq!(peak_slices(120, 86_400, 60), 122);
         assert_eq!(peak_slices(10, 7, 60), 10 + 9 + 1);
+    }
+
+    #[test]
+    fn lengths_are_checked_with_a_reason() {
+        check_lengths("rollup", [1, 60, 3600]).unwrap();
+        let twice = check_lengths("rollup", [1, 60, 60]).unwrap_err().to_string();
+        assert!(twice.contains("rollup 60 s is listed twice"), "{twice}");
+        let zero = check_lengths("rollup", [0]).unwrap_err().to_string();
+        assert!(zero.contains("rollup 0 s is out of range (1 s to a year)"), "{zero}");
+        assert!(check_lengths("rollup", [400 * 86_400]).is_err());
     }
 
     #[test]

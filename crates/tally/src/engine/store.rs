@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use crate::clock::Timestamp;
 use crate::engine::aggregate::{Kind, Value};
-use crate::engine::resolution::{Resolution, cutoff, is_due};
+use crate::engine::resolution::{Resolution, check_lengths, cutoff, is_due};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -81,21 +81,11 @@ impl Space {
             )));
         }
         resolutions.sort_unstable_by_key(|r| r.seconds);
-        for pair in resolutions.windows(2) {
-            if pair[0].seconds == pair[1].seconds {
-                return Err(Error::Config(format!(
-                    "space {id}: resolution {} s is listed twice",
-                    pair[0].seconds
-                )));
-            }
-        }
+        check_lengths(
+            &format!("space {id}: resolution"),
+            resolutions.iter().map(|r| r.seconds),
+        )?;
         for r in &resolutions {
-            if r.seconds == 0 || r.seconds > 366 * 86_400 {
-                return Err(Error::Config(format!(
-                    "space {id}: resolution {} s is out of range (1 s to a year)",
-                    r.seconds
-                )));
-            }
             if r.keep == 0 || r.keep > 100_000 {
                 return Err(Error::Config(format!(
                     "space {id}: resolution {} s must keep 1 to 100000 slices, not {}",
@@ -358,5 +348,49 @@ pub trait BatchSink: Send + Sync + 'static {
 impl BatchSink for Arc<dyn SliceStore> {
     async fn apply_batch(&self, batch: &Batch) -> Result<Applied> {
         self.apply(batch).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spaces_are_checked_and_sorted_finest_first() {
+        let r = Resolution::new;
+        let s = Space::new("stats", Kind::Sum, vec![r(60, 10), r(1, 5)], Retention::Cleaner).unwrap();
+        assert_eq!(s.seconds(), vec![1, 60]);
+        assert_eq!(s.resolution(60).unwrap().keep, 10);
+        assert!(!s.is_counters());
+        assert!(Space::counters(&[1], 3).is_counters());
+        let bad = |id, rs| {
+            Space::new(id, Kind::Sum, rs, Retention::Cleaner)
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(bad("Stats", vec![r(1, 1)]).contains("space id \"Stats\" must be"));
+        assert!(bad("a-b", vec![r(1, 1)]).contains("a-z, 0-9 and _"));
+        assert!(bad("s", vec![]).contains("needs 1 to 32 resolutions, got 0"));
+        assert!(bad("s", vec![r(5, 1), r(5, 2)]).contains("space s: resolution 5 s is listed twice"));
+        assert!(bad("s", vec![r(0, 1)]).contains("out of range"));
+        assert!(bad("s", vec![r(5, 0)]).contains("must keep 1 to 100000 slices, not 0"));
+    }
+
+    #[test]
+    fn cutoffs_follow_the_cadence_and_each_resolution_s_keep() {
+        let job = CleanJob {
+            pass: 1,
+            now: Timestamp::from_secs(10_000).unwrap(),
+            samples: 3,
+            interval_secs: 60,
+            batch: 10,
+        };
+        assert_eq!(job.cutoff_for(60), Some(10_000 - 180));
+        assert_eq!(job.cutoff_of(&Resolution::new(60, 10)), Some(10_000 - 600));
+        // 300 s is visited every 5th pass only.
+        assert_eq!(job.cutoff_of(&Resolution::new(300, 10)), None);
+        assert!(SliceSel::Range { from: 5, to: 9 }.contains(9));
+        assert!(!SliceSel::Range { from: 5, to: 9 }.contains(10));
+        assert!(SliceSel::All.contains(0));
     }
 }

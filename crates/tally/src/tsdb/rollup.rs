@@ -93,21 +93,8 @@ pub fn validate(mut rollups: Vec<Rollup>) -> Result<Vec<Rollup>> {
         )));
     }
     rollups.sort_unstable();
-    for pair in rollups.windows(2) {
-        if pair[0].seconds == pair[1].seconds {
-            return Err(Error::Config(format!(
-                "rollup {} s is listed twice",
-                pair[0].seconds
-            )));
-        }
-    }
+    crate::engine::resolution::check_lengths("rollup", rollups.iter().map(|r| r.seconds))?;
     for r in &rollups {
-        if r.seconds == 0 || r.seconds > 366 * 86_400 {
-            return Err(Error::Config(format!(
-                "rollup {} s is out of range (1 s to a year)",
-                r.seconds
-            )));
-        }
         if r.samples == 0 || r.samples > 100_000 || r.retention() > 100 * 366 * 86_400 {
             return Err(Error::Config(format!(
                 "rollup {} s keeps {} samples: keep 1 to 100000, under 100 years",
