@@ -253,42 +253,21 @@ fn lua_gauge_merge_keeps_order_and_refuses_infinity() {
     let server = RedisServer::start();
     let mut conn = connect(&server);
     let script = gauge_script();
-    let set = |x: f64| GaugeValue::set(x).unwrap().to_bytes();
-    // set 1 then set 2 ends at 2; set 2 then set 1 at 1.
-    let one: Vec<u8> = GaugeValue::set(1.0)
-        .unwrap()
-        .applied(0.0)
-        .unwrap()
-        .to_bytes();
-    let (_, last): (Vec<u8>, String) = script
-        .arg(&one)
-        .arg(set(2.0))
-        .arg("0")
-        .invoke(&mut conn)
-        .unwrap();
-    assert_eq!(last, "2");
-    let two: Vec<u8> = GaugeValue::set(2.0)
-        .unwrap()
-        .applied(0.0)
-        .unwrap()
-        .to_bytes();
-    let (_, last): (Vec<u8>, String) = script
-        .arg(&two)
-        .arg(set(1.0))
-        .arg("0")
-        .invoke(&mut conn)
-        .unwrap();
-    assert_eq!(last, "1");
-    let max = GaugeValue::set(f64::MAX)
-        .unwrap()
-        .applied(0.0)
-        .unwrap()
-        .to_bytes();
-    let err: redis::RedisResult<(Vec<u8>, String)> = script
-        .arg(&max)
-        .arg(GaugeValue::adjust(f64::MAX).unwrap().to_bytes())
-        .arg("0")
-        .invoke(&mut conn);
+    // A slice holding one set, then a delta: `first` then `then` ends at
+    // `then`, whichever is larger; adding past f64::MAX is refused.
+    let slice = |x: f64| GaugeValue::set(x).unwrap().applied(0.0).unwrap().to_bytes();
+    let merge = |conn: &mut Connection, first: f64, then: GaugeValue| {
+        script
+            .arg(slice(first))
+            .arg(then.to_bytes())
+            .arg("0")
+            .invoke::<(Vec<u8>, String)>(conn)
+    };
+    for (first, then, last) in [(1.0, 2.0, "2"), (2.0, 1.0, "1")] {
+        let (_, got) = merge(&mut conn, first, GaugeValue::set(then).unwrap()).unwrap();
+        assert_eq!(got, last);
+    }
+    let err = merge(&mut conn, f64::MAX, GaugeValue::adjust(f64::MAX).unwrap());
     assert_eq!(error_line(&err.unwrap_err()), "TALLY_OVERFLOW gauge");
 }
 
@@ -429,6 +408,20 @@ fn a_busy_statistic_fits_its_memory_target() {
             s.quantile(0.99).unwrap().unwrap()
         );
     }
+    // The worst case: a day of 86,400,000 observations spread evenly over
+    // 2,048 buckets (a distribution 41 e-folds wide), the default bound.
+    let settings = SketchSettings::default();
+    let mut wide = StatsValue::new(settings);
+    for i in 0..2048 {
+        let c = poisson(&mut rng, 86_400_000.0 / 2048.0);
+        wide.record_weighted(settings.bucket_value(i - 1024), c)
+            .unwrap();
+    }
+    println!(
+        "stats slice of {} observations over 2,048 buckets: {} bytes encoded",
+        wide.count(),
+        wide.to_bytes().len()
+    );
     let mut total = 0u64;
     for seconds in [1u64, 5, 60, 300, 3600, 18_000, 86_400] {
         let key = format!("stats:{seconds}:busy");

@@ -208,6 +208,7 @@ impl Codec for DistinctValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::kinds::laws::{check_merge, check_round_trip};
     use crate::error::Error;
     use proptest::prelude::*;
 
@@ -268,29 +269,12 @@ mod tests {
         fn union_is_associative_and_commutative_with_identity(
             a in arb_distinct(), b in arb_distinct(), c in arb_distinct(),
         ) {
-            let mut ab_c = a.clone();
-            ab_c.merge(&b).unwrap();
-            ab_c.merge(&c).unwrap();
-            let mut bc = b.clone();
-            bc.merge(&c).unwrap();
-            let mut a_bc = a.clone();
-            a_bc.merge(&bc).unwrap();
-            prop_assert_eq!(&ab_c, &a_bc);
-            let mut cba = c.clone();
-            cba.merge(&b).unwrap();
-            cba.merge(&a).unwrap();
-            prop_assert_eq!(&ab_c, &cba);
-            let mut id = a.clone();
-            id.merge(&DistinctValue::identity()).unwrap();
-            prop_assert_eq!(&id, &a);
-            let mut id = DistinctValue::identity();
-            id.merge(&a).unwrap();
-            prop_assert_eq!(&id, &a);
+            check_merge(&a, &b, &c, true)?;
         }
 
         #[test]
         fn encoding_round_trips(a in arb_distinct()) {
-            prop_assert_eq!(&DistinctValue::decode(&a.to_bytes()).unwrap(), &a);
+            check_round_trip(&a)?;
         }
     }
 }

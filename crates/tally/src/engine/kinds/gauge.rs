@@ -280,6 +280,7 @@ impl Codec for GaugeValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::kinds::laws::{check_merge, check_round_trip, merged};
     use proptest::prelude::*;
 
     #[derive(Clone, Copy, Debug)]
@@ -454,22 +455,9 @@ mod tests {
             c in proptest::collection::vec(arb_op(), 0..8),
         ) {
             let (ga, gb, gc) = (composed(&a), composed(&b), composed(&c));
-            let mut ab_c = ga;
-            ab_c.merge(&gb).unwrap();
-            ab_c.merge(&gc).unwrap();
-            let mut bc = gb;
-            bc.merge(&gc).unwrap();
-            let mut a_bc = ga;
-            a_bc.merge(&bc).unwrap();
-            prop_assert_eq!(ab_c, a_bc);
+            check_merge(&ga, &gb, &gc, false)?;
             let all: Vec<Op> = a.iter().chain(&b).chain(&c).copied().collect();
-            prop_assert_eq!(ab_c, composed(&all));
-            let mut id = ga;
-            id.merge(&GaugeValue::identity()).unwrap();
-            prop_assert_eq!(id, ga);
-            let mut id = GaugeValue::identity();
-            id.merge(&ga).unwrap();
-            prop_assert_eq!(id, ga);
+            prop_assert_eq!(merged(&ga, &[&gb, &gc]), composed(&all));
         }
 
         /// Applied to a current value, a composed delta gives what running
@@ -516,8 +504,7 @@ mod tests {
         fn encoding_round_trips(ops in proptest::collection::vec(prop_oneof![
             any::<f64>().prop_filter("finite", |x| x.is_finite() && x.abs() < 1e300).prop_map(Op::Set),
             (-1e9f64..1e9).prop_map(Op::Adjust)], 0..10)) {
-            let g = composed(&ops);
-            prop_assert_eq!(GaugeValue::decode(&g.to_bytes()).unwrap(), g);
+            check_round_trip(&composed(&ops))?;
         }
     }
 }

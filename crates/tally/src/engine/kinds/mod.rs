@@ -3,6 +3,8 @@
 
 pub mod distinct;
 pub mod gauge;
+#[cfg(test)]
+mod laws;
 pub(crate) mod msgpack;
 pub mod sketch;
 pub mod stats;

@@ -418,6 +418,7 @@ impl Codec for StatsValue {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::engine::kinds::laws::{check_merge, check_round_trip, merged};
     use crate::engine::kinds::sketch;
     use proptest::prelude::*;
     use rand::rngs::StdRng;
@@ -431,12 +432,8 @@ pub(crate) mod tests {
         s
     }
 
-    fn merged(parts: &[StatsValue]) -> StatsValue {
-        let mut all = StatsValue::identity();
-        for p in parts {
-            all.merge(p).unwrap();
-        }
-        all
+    fn merged_all(parts: &[StatsValue]) -> StatsValue {
+        merged(&StatsValue::identity(), &parts.iter().collect::<Vec<_>>())
     }
 
     /// The exact nearest-rank quantile of `values`.
@@ -689,7 +686,7 @@ pub(crate) mod tests {
         assert_accurate(&one, &values).unwrap();
         // The same values as 100 slices of 1,000, merged.
         let slices: Vec<StatsValue> = values.chunks(1000).map(of).collect();
-        let all = merged(&slices);
+        let all = merged_all(&slices);
         assert_eq!(all.sketch(), one.sketch());
         assert_accurate(&all, &values).unwrap();
         // At the finest accuracy too (sigma 0.5 spans ~40,000 buckets).
@@ -736,19 +733,7 @@ pub(crate) mod tests {
         fn merge_is_associative_and_commutative_with_identity(
             a in arb_stats(arb_dyadic()), b in arb_stats(arb_dyadic()), c in arb_stats(arb_dyadic()),
         ) {
-            let ab_c = merged(&[a.clone(), b.clone(), c.clone()]);
-            let mut bc = b.clone();
-            bc.merge(&c).unwrap();
-            let mut a_bc = a.clone();
-            a_bc.merge(&bc).unwrap();
-            prop_assert_eq!(&ab_c, &a_bc);
-            prop_assert_eq!(&ab_c, &merged(&[c.clone(), a.clone(), b.clone()]));
-            let mut with_identity = a.clone();
-            with_identity.merge(&StatsValue::identity()).unwrap();
-            prop_assert_eq!(&with_identity, &a);
-            let mut from_identity = StatsValue::identity();
-            from_identity.merge(&a).unwrap();
-            prop_assert_eq!(&from_identity, &a);
+            check_merge(&a, &b, &c, true)?;
         }
 
         /// With arbitrary doubles only the sums may differ, by rounding.
@@ -756,11 +741,8 @@ pub(crate) mod tests {
         fn with_any_values_only_the_sums_round(
             a in arb_stats(arb_value()), b in arb_stats(arb_value()), c in arb_stats(arb_value()),
         ) {
-            let ab_c = merged(&[a.clone(), b.clone(), c.clone()]);
-            let mut bc = b.clone();
-            bc.merge(&c).unwrap();
-            let mut a_bc = a.clone();
-            a_bc.merge(&bc).unwrap();
+            let ab_c = merged(&a, &[&b, &c]);
+            let a_bc = merged(&a, &[&merged(&b, &[&c])]);
             prop_assert_eq!(ab_c.count(), a_bc.count());
             prop_assert_eq!((ab_c.min(), ab_c.max()), (a_bc.min(), a_bc.max()));
             prop_assert_eq!(ab_c.sketch(), a_bc.sketch());
@@ -772,7 +754,7 @@ pub(crate) mod tests {
 
         #[test]
         fn encoding_round_trips(s in arb_stats(arb_value()), alpha in prop_oneof![Just(0.01), 0.0001f64..0.1]) {
-            prop_assert_eq!(&StatsValue::decode(&s.to_bytes()).unwrap(), &s);
+            check_round_trip(&s)?;
             let mut other = StatsValue::new(SketchSettings::new(alpha, 100).unwrap());
             other.record(1.5).unwrap();
             let back = StatsValue::decode(&other.to_bytes()).unwrap();
@@ -805,13 +787,13 @@ pub(crate) mod tests {
                 let one = record(values);
                 assert_accurate(&one, values)?;
                 let slices: Vec<StatsValue> = values.chunks(cut).map(record).collect();
-                let range = merged(&slices);
+                let range = merged_all(&slices);
                 prop_assert_eq!(range.sketch(), one.sketch());
                 assert_accurate(&range, values)?;
                 every_series.push(range);
                 all_values.extend_from_slice(values);
             }
-            assert_accurate(&merged(&every_series), &all_values)?;
+            assert_accurate(&merged_all(&every_series), &all_values)?;
         }
 
         /// Past the bucket bound, the lowest values collapse: ranks above
