@@ -23,9 +23,8 @@
 //! per store (a sketch holds at most `2 × max_buckets` counts); with sketches
 //! of different bounds, the smaller bound wins.
 //!
-//! This module owns the bucket math, not the encoding (the statistics kind
-//! encodes the sketch inside its blob) and not validation of observed values
-//! (the caller refuses non-finite values first).
+//! This module owns the bucket math and the count bound (2^53), not the
+//! encoding: the statistics kind encodes the sketch inside its blob.
 
 use crate::error::{Error, Result};
 
@@ -332,7 +331,8 @@ impl Sketch {
         }
     }
 
-    /// Counts `w` observations of `x` (finite; the caller checks).
+    /// Counts `w` observations of `x`. Fails, changing nothing, when `x`
+    /// is not finite, `w` is 0 or the count would pass 2^53.
     pub fn add(&mut self, x: f64, w: u64) -> Result<()> {
         if !x.is_finite() {
             return Err(Error::InvalidInput(format!(
