@@ -400,8 +400,8 @@ async fn bad_input_is_400_and_writes_nothing(kind: Kind) {
     );
     s.get("/v1/counters/x?from=-3")
         .await
-        .error(StatusCode::BAD_REQUEST, "invalid_input");
-    // Overflow: nothing written.
+        .error(StatusCode::BAD_REQUEST, "invalid_time");
+    // Overflow: a conflict with the stored count, nothing written.
     assert_eq!(
         s.post(
             "/v1/counters/big/incr",
@@ -413,7 +413,7 @@ async fn bad_input_is_400_and_writes_nothing(kind: Kind) {
     );
     s.post("/v1/counters/big/incr", json!({ "count": 1, "at": 200 }))
         .await
-        .error(StatusCode::BAD_REQUEST, "overflow");
+        .error(StatusCode::CONFLICT, "overflow");
     assert_eq!(
         s.get("/v1/counters/big?precision=1").await.json()["precisions"]["1"],
         json!([[100, i64::MAX]])
@@ -953,12 +953,26 @@ async fn openapi_describes_every_route(kind: Kind) {
                 StatusCode::METHOD_NOT_ALLOWED,
                 "{method} {path}"
             );
-            let declared = &op["responses"][answer.status.as_str()];
+            let mut declared = &op["responses"][answer.status.as_str()];
+            if let Some(name) = declared["$ref"].as_str() {
+                let name = name
+                    .strip_prefix("#/components/responses/")
+                    .unwrap_or_else(|| panic!("{method} {path}: a response $ref to {name}"));
+                declared = &components["responses"][name];
+            }
             assert!(
-                declared.is_object(),
+                declared["description"].is_string(),
                 "{method} {path}: status {} is not declared: {}",
                 answer.status,
                 answer.text
+            );
+            let json_answer = answer
+                .headers
+                .get("content-type")
+                .is_some_and(|t| t.to_str().unwrap().starts_with("application/json"));
+            assert!(
+                !json_answer || declared["content"]["application/json"]["schema"].is_object(),
+                "{method} {path}: a JSON answer to {uri} without a declared schema"
             );
             if let Some(schema) = declared["content"]["application/json"]["schema"].as_object() {
                 let mut schema = Value::Object(schema.clone());
@@ -978,6 +992,49 @@ async fn openapi_describes_every_route(kind: Kind) {
         }
     }
     assert!(checked >= 20, "only {checked} operations documented");
+}
+
+/// The served document states this server's configuration: its policies,
+/// precisions and rollups as enums, its batch limit, which operations need
+/// a token; and without policies, a check can only state its limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_states_the_servers_configuration() {
+    let settings = ServerSettings {
+        tokens: vec![TOKEN.to_owned()],
+        max_batch: 50,
+        ..ServerSettings::default()
+    };
+    let s = server(Kind::SqliteMemory, settings, true).await;
+    let doc = s.get("/openapi.json").await.json();
+    let schemas = &doc["components"]["schemas"];
+    assert_eq!(schemas["Policy"]["enum"], json!(["api"]));
+    assert_eq!(
+        schemas["Precision"]["enum"],
+        json!(s.f.counters.settings().precisions)
+    );
+    assert_eq!(schemas["Rollup"]["enum"], json!([10, 3600, 86400]));
+    assert_eq!(
+        schemas["IncrBatch"]["properties"]["increments"]["maxItems"],
+        50
+    );
+    let bearer = json!([{ "bearer": [] }]);
+    assert_eq!(doc["paths"]["/v1/incr"]["post"]["security"], bearer);
+    assert_eq!(doc["paths"]["/v1/counters"]["get"]["security"], json!([]));
+    assert_eq!(doc["paths"]["/healthz"]["get"]["security"], json!([]));
+
+    let mut services = s.state.services().clone();
+    services.limiter.as_mut().unwrap().1.clear();
+    let open = tally::server::openapi::render(&services, &ServerSettings::default());
+    let open: Value = serde_json::from_str(&open).unwrap();
+    assert!(open["components"]["schemas"]["Policy"].is_null());
+    assert_eq!(
+        open["components"]["schemas"]["CheckBody"]["oneOf"],
+        json!([
+            { "$ref": "#/components/schemas/WindowCheck" },
+            { "$ref": "#/components/schemas/GcraCheck" }
+        ])
+    );
+    assert_eq!(open["paths"]["/v1/incr"]["post"]["security"], json!([]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1118,18 +1175,24 @@ async fn buffered_rows_over_http(kind: Kind) {
         metrics.contains("tally_buffer_pending_rows 0\n"),
         "{metrics}"
     );
-    // Bad input: an unknown table or column, a missing key column.
+    // What the table mapping refuses (an unknown table or column, a missing
+    // key column) is 422: the document leaves the mapping to the
+    // configuration. What the document refuses is 400.
     let bad = json!({ "table": "nope", "key": { "id": "1" }, "add": { "times_seen": 1 } });
     s.post("/v1/buffers/incr", bad)
         .await
-        .error(StatusCode::BAD_REQUEST, "invalid_input");
+        .error(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable");
     let bad = json!({ "table": "groups", "key": { "id": "1" }, "add": { "drop table": 1 } });
     s.post("/v1/buffers/incr", bad)
         .await
-        .error(StatusCode::BAD_REQUEST, "invalid_input");
+        .error(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable");
     s.get("/v1/buffers/groups/row")
         .await
-        .error(StatusCode::BAD_REQUEST, "invalid_input");
+        .error(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable");
+    let bad = json!({ "table": "groups", "key": { "id": "1" }, "add": { "times_seen": 1.5 } });
+    s.post("/v1/buffers/incr", bad)
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_json");
 }
 
 /// Gives `s` buffered counters over a fresh SQLite sink holding the user's
