@@ -185,7 +185,19 @@ pub(crate) fn items(field: &str, len: usize, min: usize, max: usize) -> Result<(
     Err(ApiError::field(field, "invalid_input", problem))
 }
 
-/// An element of an array field, for messages: `increments[3].name`.
-pub(crate) fn elem(field: &str, i: usize, member: &str) -> String {
-    format!("{field}[{i}].{member}")
+/// A batch field of 1 to `max` items: converts each into what the library
+/// takes and checks it with `each`, given the prefix of its fields in
+/// messages (`increments[3].`).
+pub(crate) fn batch<B, T: From<B>>(
+    field: &str,
+    items: Vec<B>,
+    max: usize,
+    each: impl Fn(&str, &T) -> Result<(), ApiError>,
+) -> Result<Vec<T>, ApiError> {
+    self::items(field, items.len(), 1, max)?;
+    let items: Vec<T> = items.into_iter().map(T::from).collect();
+    for (i, item) in items.iter().enumerate() {
+        each(&format!("{field}[{i}]."), item)?;
+    }
+    Ok(items)
 }

@@ -131,11 +131,8 @@ async fn incr_batch(
     super::error::JsonBody(body): super::error::JsonBody<BatchBody>,
 ) -> Result<Response, ApiError> {
     let max = super::openapi::max_batch(state.settings(), MAX_BATCH);
-    check::items("increments", body.increments.len(), 1, max)?;
-    let increments: Vec<Increment> = body.increments.into_iter().map(Increment::from).collect();
-    for (i, inc) in increments.iter().enumerate() {
-        check_increment(&check::elem("increments", i, ""), inc)?;
-    }
+    let increments: Vec<Increment> =
+        check::batch("increments", body.increments, max, check_increment)?;
     write(&state, &increments).await
 }
 

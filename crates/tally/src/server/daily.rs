@@ -104,11 +104,7 @@ async fn incr_many(
 ) -> Result<impl IntoResponse, ApiError> {
     let daily = daily(&state)?;
     let max = super::openapi::max_batch(state.settings(), MAX_BATCH);
-    check::items("views", body.views.len(), 1, max)?;
-    let views: Vec<View> = body.views.into_iter().map(View::from).collect();
-    for (i, view) in views.iter().enumerate() {
-        check_view(&check::elem("views", i, ""), view)?;
-    }
+    let views: Vec<View> = check::batch("views", body.views, max, check_view)?;
     let counted = daily.incr_many(&views).await.map_err(state.refused())?;
     Ok(axum::Json(serde_json::json!({ "counted": counted })))
 }

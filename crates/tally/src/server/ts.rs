@@ -94,11 +94,8 @@ async fn incr_many(
 ) -> Result<impl IntoResponse, ApiError> {
     let ts = tsdb(&state)?;
     let max = super::openapi::max_batch(state.settings(), MAX_BATCH);
-    check::items("increments", body.increments.len(), 1, max)?;
-    let increments: Vec<TsIncrement> = body.increments.into_iter().map(TsIncrement::from).collect();
-    for (i, inc) in increments.iter().enumerate() {
-        check_increment(&check::elem("increments", i, ""), inc)?;
-    }
+    let increments: Vec<TsIncrement> =
+        check::batch("increments", body.increments, max, check_increment)?;
     ts.incr_multi(&increments).await.map_err(state.refused())?;
     Ok(axum::Json(
         serde_json::json!({ "written": increments.len() }),
