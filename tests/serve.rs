@@ -2,22 +2,13 @@
 //! ports, fed with `curl` and with a statsd packet sent by `nc -u`, refusing
 //! an unauthenticated write, and flushing what it holds on SIGTERM.
 
-use std::io::{BufRead, BufReader};
+mod support;
+
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-struct Serve {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use support::Serve;
 
 fn tool(name: &str) -> String {
     tally_testkit::require_binary(
@@ -32,36 +23,18 @@ fn tool(name: &str) -> String {
     .into_owned()
 }
 
-/// Starts `tally serve` on free ports and waits for its "serving on" line.
+/// Starts `tally serve` on the SQLite store in `dir`, with statsd on
+/// `statsd` and a 50 ms flush interval unless `extra` sets one.
 fn serve(dir: &Path, statsd: Option<u16>, extra: &[&str]) -> Serve {
-    let port = tally_testkit::free_port();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tally"));
-    cmd.env_remove("TALLY_TOKEN")
-        .arg("--data-dir")
-        .arg(dir)
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+    let mut args: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
     if !extra.contains(&"--flush-interval-ms") {
-        cmd.args(["--flush-interval-ms", "50"]);
+        args.extend(["--flush-interval-ms".into(), "50".into()]);
     }
     if let Some(statsd) = statsd {
-        cmd.args(["--statsd", &format!("127.0.0.1:{statsd}")]);
+        args.extend(["--statsd".into(), format!("127.0.0.1:{statsd}")]);
     }
-    let mut child = cmd.spawn().expect("start tally serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(
-        line.contains(&format!("http://127.0.0.1:{port}/")),
-        "unexpected first line: {line:?}"
-    );
-    Serve {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    support::serve(&["--data-dir", dir.to_str().unwrap()], &args)
 }
 
 fn curl(args: &[&str]) -> (u16, String) {
