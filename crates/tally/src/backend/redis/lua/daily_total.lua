@@ -1,0 +1,24 @@
+-- The all-time total of one entity: the sum of its views hash, exactly what
+-- the seed's own total script sums (lua/daily_sum.lua is prepended).
+--
+-- KEYS[1]: {<prefix>:<id>}:views  hash YYYYMMDD -> views, plus `before`
+-- KEYS[2]: {<prefix>:<id>}:stats  an earlier Tally's running total, if any
+--
+-- Returns {hi, lo}: the total is hi * 10^9 + lo (0 <= lo < 10^9). A value
+-- that is not an integer is the error "TALLY_CORRUPT <key> <field>".
+local flat = redis.call('HGETALL', KEYS[1])
+local total = sum_new()
+for i = 1, #flat, 2 do
+  if not sum_add(total, flat[i + 1]) then
+    return redis.error_reply('TALLY_CORRUPT ' .. KEYS[1] .. ' ' .. flat[i])
+  end
+end
+local gap, err = legacy_gap(total, KEYS[2])
+if err then
+  return err
+end
+if gap then
+  sum_merge(total, gap, 1)
+end
+sum_norm(total)
+return {total[1], total[2]}
