@@ -21,25 +21,27 @@
 -- error is "TALLY_OVERFLOW <what>". Returns {day count, hi, lo}: the
 -- day's count afterwards (0 for a day before the window) and the all-time
 -- total afterwards, hi * 10^9 + lo.
-local day, count, floor = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local in_window = tonumber(day) >= floor
+local day, count, floor = ARGV[1], ARGV[2], ARGV[3]
+-- YYYYMMDD texts order as their dates do.
+local in_window = day >= floor
 local flat = redis.call('HGETALL', KEYS[1])
+local total, bad = sum_values(flat, 2, 2)
+if not total then
+  return redis.error_reply('TALLY_CORRUPT ' .. KEYS[1] .. ' ' .. flat[bad - 1])
+end
 -- fold: what `before` receives (old days, an earlier Tally's missing part
 -- and views dated before the window).
-local total, day_now, before_now, fold, old = sum_new(), sum_new(), sum_new(), sum_new(), {}
+local day_now, before_now, fold, old = sum_new(), sum_new(), sum_new(), {}
 for i = 1, #flat, 2 do
-  local field, value = flat[i], flat[i + 1]
-  if not sum_add(total, value) then
-    return redis.error_reply('TALLY_CORRUPT ' .. KEYS[1] .. ' ' .. field)
-  end
+  local field = flat[i]
   if field == day then
-    sum_add(day_now, value)
+    sum_add(day_now, flat[i + 1])
   elseif field == 'before' then
-    sum_add(before_now, value)
+    sum_add(before_now, flat[i + 1])
   end
-  if string.match(field, '^%d%d%d%d%d%d%d%d$') and tonumber(field) < floor then
+  if #field == 8 and field < floor and not string.find(field, '%D') then
     old[#old + 1] = field
-    sum_add(fold, value)
+    sum_add(fold, flat[i + 1])
   end
 end
 local gap, err = legacy_gap(total, KEYS[2])

@@ -27,6 +27,24 @@ local function sum_add(s, text)
   return true
 end
 
+-- The sum of list[start], list[start + step], ... (HVALS: 1, 1; HGETALL:
+-- 2, 2). Counts below 10^9, nearly all, are read by tonumber as the seed's
+-- script reads them; larger ones go through sum_add. Returns nil and the
+-- index of a value that is not an integer.
+local function sum_values(list, start, step)
+  local s, lo = sum_new(), 0
+  for i = start, #list, step do
+    local n = tonumber(list[i])
+    if n and n > -E9 and n < E9 and n % 1 == 0 then
+      lo = lo + n
+    elseif not sum_add(s, list[i]) then
+      return nil, i
+    end
+  end
+  s[2] = s[2] + lo
+  return s
+end
+
 -- Adds (or, with sign -1, subtracts) the sum `t` to `s`.
 local function sum_merge(s, t, sign)
   s[1], s[2] = s[1] + sign * t[1], s[2] + sign * t[2]

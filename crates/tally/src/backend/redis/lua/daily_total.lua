@@ -6,12 +6,11 @@
 --
 -- Returns {hi, lo}: the total is hi * 10^9 + lo (0 <= lo < 10^9). A value
 -- that is not an integer is the error "TALLY_CORRUPT <key> <field>".
-local flat = redis.call('HGETALL', KEYS[1])
-local total = sum_new()
-for i = 1, #flat, 2 do
-  if not sum_add(total, flat[i + 1]) then
-    return redis.error_reply('TALLY_CORRUPT ' .. KEYS[1] .. ' ' .. flat[i])
-  end
+local total, bad = sum_values(redis.call('HVALS', KEYS[1]), 1, 1)
+if not total then
+  -- Name the field (HGETALL lists values in HVALS's order).
+  local flat = redis.call('HGETALL', KEYS[1])
+  return redis.error_reply('TALLY_CORRUPT ' .. KEYS[1] .. ' ' .. flat[2 * bad - 1])
 end
 local gap, err = legacy_gap(total, KEYS[2])
 if err then
