@@ -44,12 +44,10 @@ for i = 1, #flat, 2 do
     sum_add(fold, flat[i + 1])
   end
 end
-local gap, err = legacy_gap(total, KEYS[2])
+local gap, err = add_legacy(total, KEYS[2])
 if err then
   return err
-end
-if gap then
-  sum_merge(total, gap, 1)
+elseif gap then
   sum_merge(fold, gap, 1)
 end
 sum_add(total, count)

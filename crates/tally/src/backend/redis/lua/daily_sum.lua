@@ -82,13 +82,13 @@ local function sum_text(s)
   return string.format('%.0f%09.0f', s[1], s[2])
 end
 
--- What an earlier Tally left in `stats_key` ({<prefix>:<id>}:stats): its
--- running `total` counted days it later dropped from the views hash without
--- keeping their sum. Returns nil when there is no such total, else the part
--- of it missing from the views sum `s` (never negative): the all-time total
--- is the larger of the two. A total that is not an integer is an error
+-- Adds what an earlier Tally left in `stats_key` ({<prefix>:<id>}:stats)
+-- to the views sum `s`: its running `total` counted days it later dropped
+-- from the views hash without keeping their sum, so the all-time total is
+-- the larger of the two. Returns nil when there is no such total, else the
+-- part added (never negative); a total that is not an integer is an error
 -- reply, returned second.
-local function legacy_gap(s, stats_key)
+local function add_legacy(s, stats_key)
   local total = redis.call('HGET', stats_key, 'total')
   if not total then
     return nil
@@ -102,5 +102,6 @@ local function legacy_gap(s, stats_key)
   if gap[1] < 0 then
     return sum_new()
   end
+  sum_merge(s, gap, 1)
   return gap
 end

@@ -12,12 +12,9 @@ if not total then
   local flat = redis.call('HGETALL', KEYS[1])
   return redis.error_reply('TALLY_CORRUPT ' .. KEYS[1] .. ' ' .. flat[2 * bad - 1])
 end
-local gap, err = legacy_gap(total, KEYS[2])
+local _, err = add_legacy(total, KEYS[2])
 if err then
   return err
-end
-if gap then
-  sum_merge(total, gap, 1)
 end
 sum_norm(total)
 return {total[1], total[2]}
