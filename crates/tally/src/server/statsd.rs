@@ -12,32 +12,61 @@ use std::future::Future;
 use tokio::net::UdpSocket;
 
 use super::Metrics;
+use super::udp::SocketInfo;
 use crate::counters::Aggregator;
 use crate::error::Error;
 use crate::statsd::{Line, parse_packet};
 
+/// Datagrams taken per wake-up at most before the listener lets other tasks
+/// (and its shutdown) run.
+const DRAIN_BUDGET: u64 = 4096;
+
 /// Receives statsd datagrams on `socket` until `shutdown` completes.
+///
+/// Each wake-up drains every datagram queued (up to [`DRAIN_BUDGET`]) with
+/// non-blocking reads, so a burst costs one wake-up, not one per datagram.
+/// The socket is registered with `metrics`, whose `/metrics` then shows its
+/// receive buffer and the datagrams the kernel dropped for it. Bind it with
+/// [`super::udp::bind`] for a buffer that holds a burst.
 pub async fn listen(
     socket: UdpSocket,
     aggregator: Aggregator,
     metrics: Metrics,
     shutdown: impl Future<Output = ()>,
 ) {
+    match SocketInfo::of(&socket) {
+        Ok(info) => metrics.statsd_socket(info),
+        Err(e) => tracing::warn!(error = %e, "statsd socket: no kernel figures for /metrics"),
+    }
     tokio::pin!(shutdown);
     let mut buf = vec![0u8; 65_535];
     loop {
-        let received = tokio::select! {
+        tokio::select! {
+            biased;
             _ = &mut shutdown => break,
-            r = socket.recv_from(&mut buf) => r,
-        };
-        let len = match received {
-            Ok((len, _)) => len,
-            Err(e) => {
-                tracing::warn!(error = %e, "statsd receive failed");
-                continue;
+            ready = socket.readable() => if let Err(e) = ready {
+                tracing::warn!(error = %e, "statsd socket failed");
+                break;
+            },
+        }
+        let mut taken = 0;
+        while taken < DRAIN_BUDGET {
+            match socket.try_recv(&mut buf) {
+                Ok(len) => {
+                    taken += 1;
+                    handle(&buf[..len], &aggregator, &metrics);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "statsd receive failed");
+                    break;
+                }
             }
-        };
-        handle(&buf[..len], &aggregator, &metrics);
+        }
+        metrics.statsd_datagrams(taken);
+        if taken == DRAIN_BUDGET {
+            tokio::task::yield_now().await;
+        }
     }
     tracing::info!("statsd listener stopped");
 }
