@@ -17,17 +17,13 @@ use crate::counters::Aggregator;
 use crate::error::Error;
 use crate::statsd::{Line, parse_packet};
 
-/// Datagrams taken per wake-up at most before the listener lets other tasks
-/// (and its shutdown) run.
-const DRAIN_BUDGET: u64 = 4096;
-
 /// Receives statsd datagrams on `socket` until `shutdown` completes.
 ///
-/// Each wake-up drains every datagram queued (up to [`DRAIN_BUDGET`]) with
-/// non-blocking reads, so a burst costs one wake-up, not one per datagram.
-/// The socket is registered with `metrics`, whose `/metrics` then shows its
-/// receive buffer and the datagrams the kernel dropped for it. Bind it with
-/// [`super::udp::bind`] for a buffer that holds a burst.
+/// The datagrams are read on a thread of the listener's own, many per
+/// system call ([`super::udp::receive`]), and each is counted there with
+/// [`handle`]. The socket is registered with `metrics`, whose `/metrics`
+/// then shows its receive buffer and the datagrams the kernel dropped for
+/// it. Bind it with [`super::udp::bind`] for a buffer that holds a burst.
 pub async fn listen(
     socket: UdpSocket,
     aggregator: Aggregator,
@@ -38,37 +34,15 @@ pub async fn listen(
         Ok(info) => metrics.statsd_socket(info),
         Err(e) => tracing::warn!(error = %e, "statsd socket: no kernel figures for /metrics"),
     }
-    tokio::pin!(shutdown);
-    let mut buf = vec![0u8; 65_535];
-    loop {
-        tokio::select! {
-            biased;
-            _ = &mut shutdown => break,
-            ready = socket.readable() => if let Err(e) = ready {
-                tracing::warn!(error = %e, "statsd socket failed");
-                break;
-            },
-        }
-        let mut taken = 0;
-        while taken < DRAIN_BUDGET {
-            match socket.try_recv(&mut buf) {
-                Ok(len) => {
-                    taken += 1;
-                    handle(&buf[..len], &aggregator, &metrics);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) => {
-                    tracing::warn!(error = %e, "statsd receive failed");
-                    break;
-                }
-            }
-        }
-        metrics.statsd_datagrams(taken);
-        if taken == DRAIN_BUDGET {
-            tokio::task::yield_now().await;
-        }
+    let counted = metrics.clone();
+    let each = move |packet: &[u8]| {
+        counted.statsd_datagrams(1);
+        handle(packet, &aggregator, &counted);
+    };
+    match super::udp::receive(socket, shutdown, each).await {
+        Ok(()) => tracing::info!("statsd listener stopped"),
+        Err(e) => tracing::error!(error = %e, "statsd listener failed"),
     }
-    tracing::info!("statsd listener stopped");
 }
 
 /// Counts one datagram's lines.
