@@ -286,3 +286,66 @@ fn the_statsd_receive_buffer_comes_from_the_flag_the_file_or_the_default() {
         );
     }
 }
+
+/// Without CAP_NET_ADMIN the kernel caps the buffer at net.core.rmem_max:
+/// the server says so at start, naming the cap and the command that raises
+/// it (as root, the test drops the capability with `setpriv`).
+#[test]
+fn a_capped_statsd_receive_buffer_is_warned_about() {
+    let rmem_max: usize = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let asked = (2 * rmem_max).min(1 << 30);
+    assert!(
+        asked > rmem_max,
+        "rmem_max {rmem_max} is already the largest buffer"
+    );
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    let mut cmd = if root {
+        let mut c = Command::new(tool("setpriv"));
+        c.args(["--bounding-set", "-net_admin"])
+            .arg(env!("CARGO_BIN_EXE_tally"));
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_tally"))
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let port = tally_testkit::free_port();
+    let mut child = cmd
+        .env("RUST_LOG", "warn")
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--statsd", "127.0.0.1:0"])
+        .args(["--statsd-recv-buffer", &asked.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let mut s = Serve {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+    };
+    assert!(line.contains("serving on"), "{line:?}");
+    assert_eq!(recv_buffer_gauge(&s.base) as usize, 2 * rmem_max);
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut out).unwrap();
+    assert!(
+        out.contains(&format!(
+            "asked for {asked} bytes, the kernel gave {rmem_max} (net.core.rmem_max = {rmem_max})"
+        )) && out.contains(&format!("sysctl -w net.core.rmem_max={asked}")),
+        "{out}"
+    );
+}

@@ -14,8 +14,10 @@
 //!
 //! Layout: [`server`] (the shared harness: a Redis of the bench's own, the
 //! backend under test, the totals check) under every bench module; [`book`]
-//! (the book's algorithm) under [`ingest`]; [`settings`] (what comes from
-//! the binary's configuration) a leaf; this file parses and dispatches.
+//! (the book's algorithm) under [`ingest`]; [`statsd_daemon`] (the
+//! reference statsd daemon, from npm) under [`serve`]; [`settings`] (what
+//! comes from the binary's configuration) a leaf; this file parses and
+//! dispatches.
 
 pub mod book;
 pub mod buffer;

@@ -17,6 +17,12 @@
 //!   per second. Baseline in the same run: the same sender against a bare
 //!   UDP socket that only receives (no parsing, no counting). UDP may drop
 //!   datagrams under load; the check is on what the server accepted.
+//! - `statsd --burst N`: then one sender sends N single-line datagrams as
+//!   fast as it can to each receiver in turn: a bare socket with tally's
+//!   receive buffer, `tally serve` on each backend, and the reference statsd
+//!   daemon ([`crate::statsd_daemon`]); each one's loss is what it did not
+//!   count, and must equal the kernel's drop counter for its socket (tally's
+//!   from its own `/metrics`).
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};
@@ -742,7 +748,7 @@ async fn burst_runs(
     let received = settle(|| Ok(bare.received()), base + sent.0)? - base;
     let drops = drops_on_port(bare.addr.port())
         .zip(drops_before)
-        .map(|(a, b)| a - b);
+        .map(|(after, before)| after.saturating_sub(before));
     bare.stop()?;
     runs.push(BurstRun::new(
         "bare socket".into(),
@@ -778,7 +784,10 @@ async fn burst_runs(
             .with_context(|| format!("tally serve's /metrics has no {drops_metric}"))?;
         let sent = send_burst(to, &packets, n)?;
         let received = settle(datagrams, base + sent.0)? - base;
-        let drops = served.metric_if_any(drops_metric)?.unwrap_or(0) - drops_before;
+        let drops = served
+            .metric_if_any(drops_metric)?
+            .unwrap_or(0)
+            .saturating_sub(drops_before);
         let lost = sent.0.saturating_sub(received);
         ensure!(
             drops == lost,
@@ -816,7 +825,7 @@ async fn burst_runs(
     let received = settle(|| daemon.packets_received(), base + sent.0)? - base;
     let drops = drops_on_port(daemon.port)
         .zip(drops_before)
-        .map(|(a, b)| a - b);
+        .map(|(after, before)| after.saturating_sub(before));
     let statsd_received = received;
     runs.push(BurstRun::new(
         "statsd".into(),

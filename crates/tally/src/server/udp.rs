@@ -139,8 +139,8 @@ const STOP_CHECK: Duration = Duration::from_millis(100);
 /// blocking calls that take up to [`BATCH`] queued datagrams at once: a
 /// burst costs neither a wake-up nor a system call per datagram, and the
 /// async runtime never waits on it. Its buffers take [`BATCH`] x 64 KiB.
-/// An error from a receive is logged and the loop goes on; only a failure
-/// to set up the thread is returned.
+/// An error from a receive is logged and the loop goes on; a failure to set
+/// up the thread, or its panic, is returned.
 pub async fn receive(
     socket: tokio::net::UdpSocket,
     shutdown: impl Future<Output = ()>,
@@ -162,8 +162,9 @@ pub async fn receive(
         })?;
     shutdown.await;
     stop.store(true, Ordering::Relaxed);
-    let _ = finished.await;
-    Ok(())
+    finished
+        .await
+        .map_err(|_| io::Error::other("the statsd receive thread panicked"))
 }
 
 /// The receive loop: batches of datagrams until `stop` is set.
