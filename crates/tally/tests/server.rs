@@ -1260,6 +1260,78 @@ async fn statsd_packets_over_udp() {
         .unwrap();
 }
 
+/// The loss: a burst larger than the socket's receive buffer is
+/// dropped by the kernel, and `/metrics` must show it. Datagrams sent before
+/// the listener runs queue in a tiny buffer; the rest are dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statsd_kernel_drops_show_in_metrics() {
+    let s = server(Kind::SqliteFile, ServerSettings::default(), false).await;
+    let (socket, buffer) = tally::server::udp::bind("127.0.0.1:0".parse().unwrap(), 4096).unwrap();
+    assert_eq!(buffer.requested, 4096);
+    let addr = socket.local_addr().unwrap();
+    let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let sent = 500u64;
+    for _ in 0..sent {
+        client.send_to(b"flood:1|c", addr).unwrap();
+    }
+    let metrics = s.state.metrics().clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let listening = tokio::spawn(tally::server::statsd::listen(
+        socket,
+        s.aggregator.clone(),
+        metrics.clone(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    // Nothing more comes: what was queued is drained, then stays put.
+    let mut received = 0;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = metrics.statsd_datagrams_total();
+        if now > 0 && now == received {
+            break;
+        }
+        received = now;
+    }
+    let drops = metrics.statsd_kernel_drops().await.expect("a drop counter");
+    assert!(
+        received > 0 && drops > 0,
+        "received {received}, dropped {drops}"
+    );
+    assert_eq!(drops, sent - received, "received {received} of {sent}");
+    assert_eq!(metrics.statsd_accepted_total(), received);
+    let a = s.get("/metrics").await;
+    openmetrics_parser::prometheus::parse_prometheus(&a.text)
+        .unwrap_or_else(|e| panic!("invalid exposition text ({e:?}):\n{}", a.text));
+    assert!(
+        a.text
+            .contains(&format!("tally_statsd_kernel_drops_total {drops}\n")),
+        "{}",
+        a.text
+    );
+    assert!(
+        a.text.contains(&format!(
+            "tally_statsd_datagrams_received_total {received}\n"
+        )),
+        "{}",
+        a.text
+    );
+    assert!(
+        a.text.contains(&format!(
+            "tally_statsd_receive_buffer_bytes {}\n",
+            buffer.effective
+        )),
+        "{}",
+        a.text
+    );
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), listening)
+        .await
+        .expect("listener stops")
+        .unwrap();
+}
+
 /// One HTTP/1.1 exchange over a real socket; the whole answer as text.
 async fn raw_http(addr: std::net::SocketAddr, request: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -27,6 +27,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod statsd;
 mod ts;
+pub mod udp;
 
 use std::collections::BTreeMap;
 use std::future::Future;
