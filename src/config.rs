@@ -163,6 +163,8 @@ pub struct FileConfig {
     pub daily_retention: Option<u32>,
     pub utc_offset: Option<String>,
     pub entity_prefix: Option<String>,
+    /// `tally serve`: the statsd socket's receive buffer, bytes.
+    pub statsd_recv_buffer: Option<usize>,
     pub buffers: Option<BuffersFile>,
     pub limits: Option<LimitsFile>,
 }
@@ -300,6 +302,8 @@ pub struct Config {
     pub entity_prefix: String,
     pub buffers: BuffersConfig,
     pub policies: BTreeMap<String, Limit>,
+    /// `tally serve`: the statsd receive buffer from the file (its flag wins).
+    pub statsd_recv_buffer: Option<usize>,
 }
 
 impl Config {
@@ -447,6 +451,7 @@ impl Config {
             entity_prefix,
             buffers,
             policies,
+            statsd_recv_buffer: file.statsd_recv_buffer,
         })
     }
 }

@@ -147,3 +147,62 @@ fn statsd_counts_what_the_server_accepted() {
         assert!(run["lines_accepted"].as_u64().unwrap() > 0, "{run}");
     }
 }
+
+/// The burst, small: loss per receiver, tally next to a bare socket
+/// with its buffer and the reference statsd daemon (npm `statsd`, which the
+/// bench installs: this fails, saying so, when the npm registry is out of
+/// reach). Every loss must match the kernel's drop counter of its socket.
+#[test]
+fn statsd_burst_reports_loss_next_to_the_reference_daemon() {
+    let r = bench(&[
+        "statsd",
+        "--backend",
+        "sqlite",
+        "--seconds",
+        "0.3",
+        "--counters",
+        "10",
+        "--lines",
+        "5",
+        "--burst",
+        "5000",
+    ]);
+    let burst = &r["burst"];
+    assert_eq!(burst["datagrams"], 5000, "{burst}");
+    assert_eq!(burst["recv_buffer_requested"], 8 << 20, "{burst}");
+    assert!(
+        burst["statsd"]
+            .as_str()
+            .unwrap()
+            .starts_with("statsd 0.9.0"),
+        "{burst}"
+    );
+    let runs = burst["runs"].as_array().unwrap();
+    let receivers: Vec<&str> = runs
+        .iter()
+        .map(|run| run["receiver"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        receivers,
+        ["bare socket", "tally sqlite", "statsd"],
+        "{burst}"
+    );
+    for run in runs {
+        let sent = run["datagrams_sent"].as_u64().unwrap();
+        let received = run["datagrams_received"].as_u64().unwrap();
+        let lost = run["lost"].as_u64().unwrap();
+        assert_eq!(sent, 5000, "{run}");
+        assert!(received > 0, "{run}");
+        assert_eq!(received + lost, sent, "{run}");
+        assert_eq!(run["kernel_drops"].as_u64(), Some(lost), "{run}");
+        let percent = run["loss_percent"].as_f64().unwrap();
+        assert!(
+            (percent - 100.0 * lost as f64 / sent as f64).abs() < 1e-9,
+            "{run}"
+        );
+        assert!(run["recv_buffer_bytes"].as_u64().unwrap() > 0, "{run}");
+    }
+    assert_eq!(runs[1]["totals_exact"], true, "{burst}");
+    assert!(runs[1]["received_ratio_to_bare_socket"].as_f64().unwrap() > 0.0);
+    assert!(runs[1]["received_ratio_to_statsd"].as_f64().unwrap() > 0.0);
+}

@@ -145,7 +145,7 @@ fn bad_input_exits_2_and_writes_nothing() {
     let long = "x".repeat(300);
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["incr", ""], "must not be empty"),
-        (vec!["incr", long.as_str()], "at most 256 bytes"),
+        (vec!["incr", long.as_str()], "at most 256 characters"),
         (vec!["incr", "a\u{1}b"], "control characters"),
         (
             vec!["incr", "x", "1", "--at", "-3"],

@@ -126,12 +126,78 @@ fn both_stores_on_redis() {
     let url = server.url();
     both_stores(&["--redis", &url]);
     let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
-    let total: i64 = redis::cmd("HGET")
-        .arg("{advert:314}:stats")
-        .arg("total")
+    assert_eq!(seed_total(&mut conn, "314"), 3);
+}
+
+/// Seed 004's total script, verbatim (`getTotalViewsCount`).
+const SEED_TOTAL: &str = "local totalView = 0
+local dayViews = redis.call('hvals', KEYS[1])
+for _, dayView in ipairs(dayViews) do
+    totalView = totalView + tonumber(dayView)
+end
+return totalView";
+
+fn seed_total(conn: &mut redis::Connection, entity: &str) -> i64 {
+    redis::cmd("EVAL")
+        .arg(SEED_TOTAL)
+        .arg(1)
+        .arg(format!("{{advert:{entity}}}:views"))
+        .query(conn)
+        .unwrap()
+}
+
+/// Regression: `tally daily total` said 0 where the article's own total
+/// said 9, and 1 after one more Tally write.
+#[test]
+fn daily_reads_agree_with_the_seed_code() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let backend = ["--redis", url.as_str()];
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let today = tally::Day::of(tally::Clock::now(&tally::SystemClock), 0);
+    // The article's incrementViewsCount: 9 views over three days.
+    for (ago, n) in [(0, 4), (1, 3), (2, 2)] {
+        let _: i64 = redis::cmd("HINCRBY")
+            .arg("{advert:314}:views")
+            .arg(today.plus(-ago).yyyymmdd())
+            .arg(n)
+            .query(&mut conn)
+            .unwrap();
+    }
+    assert_eq!(seed_total(&mut conn, "314"), 9);
+    assert_eq!(ok(&backend, &["daily", "total", "314"]).trim(), "9");
+    let counted = json(&backend, &["daily", "incr", "314", "--json"]);
+    assert_eq!(
+        (&counted["day_count"], &counted["total"]),
+        (&5.into(), &10.into())
+    );
+    assert_eq!(seed_total(&mut conn, "314"), 10);
+    assert_eq!(ok(&backend, &["daily", "total", "314"]).trim(), "10");
+    // The article's getViewStats (one HMGET of the dates) and getTodayViewsCount.
+    let dates: Vec<u32> = (0..3).rev().map(|i| today.plus(-i).yyyymmdd()).collect();
+    let seed_days: Vec<Option<i64>> = redis::cmd("HMGET")
+        .arg("{advert:314}:views")
+        .arg(&dates)
         .query(&mut conn)
         .unwrap();
-    assert_eq!(total, 3);
+    assert_eq!(seed_days, vec![Some(2), Some(3), Some(5)]);
+    let last = json(&backend, &["daily", "last", "314", "3", "--json"]);
+    let counts: Vec<Option<i64>> = last
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["count"].as_i64())
+        .collect();
+    assert_eq!(counts, seed_days);
+    assert_eq!(ok(&backend, &["daily", "today", "314"]).trim(), "5");
+    let yesterday = today.plus(-1).to_string();
+    assert_eq!(
+        ok(&backend, &["daily", "day", "314", &yesterday]).trim(),
+        "3"
+    );
 }
 
 #[test]

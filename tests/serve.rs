@@ -1,23 +1,16 @@
 //! `tally serve` end to end, as a user drives it: the real binary on free
 //! ports, fed with `curl` and with a statsd packet sent by `nc -u`, refusing
-//! an unauthenticated write, and flushing what it holds on SIGTERM.
+//! an unauthenticated write, flushing what it holds on SIGTERM, and taking
+//! its statsd receive buffer from the flag, the config file or the default.
+
+mod support;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-struct Serve {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use support::Serve;
 
 fn tool(name: &str) -> String {
     tally_testkit::require_binary(
@@ -32,36 +25,18 @@ fn tool(name: &str) -> String {
     .into_owned()
 }
 
-/// Starts `tally serve` on free ports and waits for its "serving on" line.
+/// Starts `tally serve` on the SQLite store in `dir`, with statsd on
+/// `statsd` and a 50 ms flush interval unless `extra` sets one.
 fn serve(dir: &Path, statsd: Option<u16>, extra: &[&str]) -> Serve {
-    let port = tally_testkit::free_port();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tally"));
-    cmd.env_remove("TALLY_TOKEN")
-        .arg("--data-dir")
-        .arg(dir)
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+    let mut args: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
     if !extra.contains(&"--flush-interval-ms") {
-        cmd.args(["--flush-interval-ms", "50"]);
+        args.extend(["--flush-interval-ms".into(), "50".into()]);
     }
     if let Some(statsd) = statsd {
-        cmd.args(["--statsd", &format!("127.0.0.1:{statsd}")]);
+        args.extend(["--statsd".into(), format!("127.0.0.1:{statsd}")]);
     }
-    let mut child = cmd.spawn().expect("start tally serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(
-        line.contains(&format!("http://127.0.0.1:{port}/")),
-        "unexpected first line: {line:?}"
-    );
-    Serve {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    support::serve(&["--data-dir", dir.to_str().unwrap()], &args)
 }
 
 fn curl(args: &[&str]) -> (u16, String) {
@@ -213,4 +188,138 @@ fn sigterm_flushes_what_was_accepted() {
         .unwrap();
     let samples: Vec<(u64, i64)> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(samples.iter().map(|s| s.1).sum::<i64>(), 8, "{samples:?}");
+}
+
+/// The statsd socket's receive buffer as `/metrics` shows it.
+fn recv_buffer_gauge(base: &str) -> u64 {
+    let (code, text) = curl(&[&format!("{base}/metrics")]);
+    assert_eq!(code, 200, "{text}");
+    text.lines()
+        .find_map(|l| l.strip_prefix("tally_statsd_receive_buffer_bytes "))
+        .unwrap_or_else(|| panic!("no receive buffer gauge in {text}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn the_statsd_receive_buffer_comes_from_the_flag_the_file_or_the_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tally.toml");
+    std::fs::write(&config, "statsd_recv_buffer = 65536\n").unwrap();
+    let config_flag = config.to_str().unwrap();
+    // Linux reports twice the size it was given (its bookkeeping half).
+    let from_file = serve(
+        dir.path(),
+        Some(tally_testkit::free_port()),
+        &["--config", config_flag],
+    );
+    assert_eq!(recv_buffer_gauge(&from_file.base), 2 * 65536);
+    drop(from_file);
+    let from_flag = serve(
+        dir.path(),
+        Some(tally_testkit::free_port()),
+        &["--config", config_flag, "--statsd-recv-buffer", "32768"],
+    );
+    assert_eq!(recv_buffer_gauge(&from_flag.base), 2 * 32768);
+    drop(from_flag);
+    // The default (8 MiB) takes what the kernel allows: all of it with
+    // CAP_NET_ADMIN, else up to net.core.rmem_max.
+    let rmem_max: u64 = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let default = serve(dir.path(), Some(tally_testkit::free_port()), &[]);
+    assert!(recv_buffer_gauge(&default.base) >= 2 * rmem_max.min(8 << 20));
+    drop(default);
+    // A size out of range is refused at start, from the flag or the file.
+    std::fs::write(&config, "statsd_recv_buffer = 10\n").unwrap();
+    for extra in [
+        &["--statsd-recv-buffer", "100"][..],
+        &["--config", config_flag][..],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_tally"))
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--statsd",
+                "127.0.0.1:0",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("statsd-recv-buffer must be 4096 to 1073741824 bytes, got 1"),
+            "{stderr}"
+        );
+    }
+}
+
+/// Without CAP_NET_ADMIN the kernel caps the buffer at net.core.rmem_max:
+/// the server says so at start, naming the cap and the command that raises
+/// it (as root, the test drops the capability with `setpriv`).
+#[test]
+fn a_capped_statsd_receive_buffer_is_warned_about() {
+    let rmem_max: usize = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let asked = (2 * rmem_max).min(1 << 30);
+    assert!(
+        asked > rmem_max,
+        "rmem_max {rmem_max} is already the largest buffer"
+    );
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    let mut cmd = if root {
+        let mut c = Command::new(tool("setpriv"));
+        c.args(["--bounding-set", "-net_admin"])
+            .arg(env!("CARGO_BIN_EXE_tally"));
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_tally"))
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let port = tally_testkit::free_port();
+    let mut child = cmd
+        .env("RUST_LOG", "warn")
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--statsd", "127.0.0.1:0"])
+        .args(["--statsd-recv-buffer", &asked.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let mut s = Serve {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+    };
+    assert!(line.contains("serving on"), "{line:?}");
+    assert_eq!(recv_buffer_gauge(&s.base) as usize, 2 * rmem_max);
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut out).unwrap();
+    assert!(
+        out.contains(&format!(
+            "asked for {asked} bytes, the kernel gave {rmem_max} (net.core.rmem_max = {rmem_max})"
+        )) && out.contains(&format!("sysctl -w net.core.rmem_max={asked}")),
+        "{out}"
+    );
 }

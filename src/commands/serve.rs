@@ -48,6 +48,13 @@ pub struct ServeArgs {
     #[arg(long, env = "TALLY_STATSD", value_name = "ADDR")]
     pub statsd: Option<SocketAddr>,
 
+    /// Receive buffer of the statsd socket, bytes: what a burst may queue
+    /// while the listener is busy (`statsd_recv_buffer` in the config file)
+    /// [default: 8388608]. Linux caps it at net.core.rmem_max unless tally
+    /// may pass the cap (root, CAP_NET_ADMIN); a warning says so.
+    #[arg(long, env = "TALLY_STATSD_RECV_BUFFER", value_name = "BYTES")]
+    pub statsd_recv_buffer: Option<usize>,
+
     /// `aggregated`: increments are merged in memory and written every flush
     /// interval (answered 202); `exact`: each request writes before its
     /// answer (200). statsd and request counting always aggregate.
@@ -126,10 +133,21 @@ impl ServeArgs {
             max_concurrency: self.max_concurrency,
         })
     }
+
+    /// The statsd receive buffer: the flag, else the file, else the default.
+    fn statsd_recv_buffer(&self, config: &Config) -> Result<usize> {
+        let bytes = self
+            .statsd_recv_buffer
+            .or(config.statsd_recv_buffer)
+            .unwrap_or(tally::server::udp::DEFAULT_RECV_BUFFER);
+        tally::server::udp::check_recv_buffer(bytes)?;
+        Ok(bytes)
+    }
 }
 
 pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
     let settings = args.settings()?;
+    let statsd_recv_buffer = args.statsd_recv_buffer(config)?;
     let cx = Context::open(config).await?;
     let counters = cx.counters().await?;
     let aggregator = Aggregator::start(
@@ -184,10 +202,14 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
         tasks.push(("cleaner", cleaner.spawn(stopped())));
     }
     if let Some(addr) = args.statsd {
-        let socket = tokio::net::UdpSocket::bind(addr)
-            .await
+        let (socket, buffer) = tally::server::udp::bind(addr, statsd_recv_buffer)
             .with_context(|| format!("cannot listen for statsd on udp://{addr}"))?;
-        tracing::info!(%addr, "statsd listener on udp");
+        tracing::info!(
+            %addr,
+            recv_buffer = buffer.effective,
+            forced = buffer.forced,
+            "statsd listener on udp"
+        );
         tasks.push((
             "statsd",
             tokio::spawn(tally::server::statsd::listen(

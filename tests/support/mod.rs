@@ -1,11 +1,13 @@
 //! Helpers shared by the end-to-end tests of the binary:
-//! the `tally` binary with the user's environment removed, and a SQLite
-//! sink with the `groups` table those tests write to.
+//! the `tally` binary with the user's environment removed, `tally serve`
+//! started on a free port, and a SQLite sink with the `groups` table those
+//! tests write to.
 
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 
 /// The built `tally` binary, with no `TALLY_*` setting leaking in.
 pub fn tally() -> Command {
@@ -16,6 +18,47 @@ pub fn tally() -> Command {
         }
     }
     cmd
+}
+
+/// A running `tally serve`, killed on drop.
+pub struct Serve {
+    pub child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `tally <global> serve --listen 127.0.0.1:<free port> <args>` and
+/// waits for its "serving on" line (`global`: the backend, e.g.
+/// `--data-dir DIR` or `--redis URL`).
+pub fn serve(global: &[&str], args: &[&str]) -> Serve {
+    let port = tally_testkit::free_port();
+    let mut child = tally()
+        .args(global)
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start tally serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(
+        line.contains(&format!("http://127.0.0.1:{port}/")),
+        "unexpected first line: {line:?}"
+    );
+    Serve {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+    }
 }
 
 /// Runs `cmd` to completion.

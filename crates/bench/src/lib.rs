@@ -14,8 +14,10 @@
 //!
 //! Layout: [`server`] (the shared harness: a Redis of the bench's own, the
 //! backend under test, the totals check) under every bench module; [`book`]
-//! (the book's algorithm) under [`ingest`]; [`settings`] (what comes from
-//! the binary's configuration) a leaf; this file parses and dispatches.
+//! (the book's algorithm) under [`ingest`]; [`statsd_daemon`] (the
+//! reference statsd daemon, from npm) under [`serve`]; [`settings`] (what
+//! comes from the binary's configuration) a leaf; this file parses and
+//! dispatches.
 
 pub mod book;
 pub mod buffer;
@@ -29,6 +31,7 @@ pub mod read;
 pub mod serve;
 pub mod server;
 pub mod settings;
+pub mod statsd_daemon;
 
 use anyhow::Result;
 use clap::Subcommand;
@@ -132,6 +135,17 @@ pub enum BenchCommand {
         /// Distinct counters.
         #[arg(long, default_value_t = 1000)]
         counters: u64,
+        /// Then send a burst of N single-line datagrams, as fast as one
+        /// sender can, to a bare socket with tally's receive buffer, to
+        /// `tally serve` (default buffer) and to the reference statsd daemon
+        /// (npm `statsd`, installed into ~/.cache/tally-bench); reports each
+        /// one's loss.
+        #[arg(long, value_name = "N")]
+        burst: Option<u64>,
+        /// The receive buffer `tally serve` and the bare socket ask for in
+        /// the burst [default: tally's, 8388608].
+        #[arg(long, value_name = "BYTES", requires = "burst")]
+        recv_buffer: Option<usize>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -345,9 +359,15 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
             seconds,
             lines,
             counters,
+            burst,
+            recv_buffer,
             json,
         } => {
-            let r = serve::statsd(backend, seconds, lines, counters).await?;
+            let burst = burst.map(|datagrams| serve::Burst {
+                datagrams,
+                recv_buffer: recv_buffer.unwrap_or(tally::server::udp::DEFAULT_RECV_BUFFER),
+            });
+            let r = serve::statsd(backend, seconds, lines, counters, burst).await?;
             report(&r, json, |r| {
                 println!("{}", serde_json::to_string_pretty(&r)?);
                 Ok(())

@@ -17,9 +17,15 @@
 //!   per second. Baseline in the same run: the same sender against a bare
 //!   UDP socket that only receives (no parsing, no counting). UDP may drop
 //!   datagrams under load; the check is on what the server accepted.
+//! - `statsd --burst N`: then one sender sends N single-line datagrams as
+//!   fast as it can to each receiver in turn: a bare socket with tally's
+//!   receive buffer, `tally serve` on each backend, and the reference statsd
+//!   daemon ([`crate::statsd_daemon`]); each one's loss is what it did not
+//!   count, and must equal the kernel's drop counter for its socket (tally's
+//!   from its own `/metrics`).
 
 use std::io::{BufRead, BufReader};
-use std::net::UdpSocket;
+use std::net::{SocketAddr, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,6 +36,7 @@ use serde::Serialize;
 use tally::{CounterSettings, SystemClock};
 
 use crate::server::{BenchRedis, Kind, Opened, Which, check_totals, machine, stored_totals};
+use crate::statsd_daemon::StatsdDaemon;
 
 /// The `wrk` script: rotates over the counters, one or `batch` increments
 /// per request, and prints a JSON summary when done.
@@ -115,20 +122,26 @@ impl Served {
 
     /// A counter from `/metrics` (0 when absent).
     fn metric(&self, name: &str) -> Result<u64> {
+        Ok(self.metric_if_any(name)?.unwrap_or(0))
+    }
+
+    /// A counter or gauge from `/metrics`, when it is there.
+    fn metric_if_any(&self, name: &str) -> Result<Option<u64>> {
         let text = http_get(self.port, "/metrics")?;
         Ok(text
             .lines()
             .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
-            .map_or(Ok(0), |v| v.trim().parse::<u64>())?)
+            .map(|v| v.trim().parse::<f64>().map(|v| v as u64))
+            .transpose()?)
     }
 
     /// Stops the server (flushing what it holds), then checks that the
-    /// `bench:0..counters` counters hold `accepted` at every precision.
+    /// counters `names` hold `accepted` at every precision.
     async fn stop_and_check(
         self,
         kind: Kind,
         redis: Option<&BenchRedis>,
-        counters: u64,
+        names: &[String],
         accepted: u64,
         what: &str,
     ) -> Result<()> {
@@ -140,8 +153,7 @@ impl Served {
         let api = opened
             .counters(&CounterSettings::default(), Arc::new(SystemClock))
             .await?;
-        let names: Vec<String> = (0..counters).map(|i| format!("bench:{i}")).collect();
-        check_totals(what, &stored_totals(&api, &names).await?, accepted)
+        check_totals(what, &stored_totals(&api, names).await?, accepted)
     }
 
     /// SIGTERM, which flushes the aggregator; waits for a clean exit and
@@ -173,6 +185,11 @@ impl Drop for Served {
             let _ = self.child.wait();
         }
     }
+}
+
+/// The counters the http and statsd runs write: `bench:0`, `bench:1`...
+fn bench_names(counters: u64) -> Vec<String> {
+    (0..counters).map(|i| format!("bench:{i}")).collect()
 }
 
 /// One plain HTTP/1.1 GET; the body.
@@ -326,7 +343,7 @@ pub async fn http(
                 .stop_and_check(
                     kind,
                     redis.as_ref(),
-                    counters,
+                    &bench_names(counters),
                     accepted,
                     &format!("http {backend} {label}"),
                 )
@@ -381,11 +398,14 @@ pub struct StatsdReport {
     counters: u64,
     bare_socket_datagrams_per_second: f64,
     runs: Vec<StatsdRun>,
+    /// With `--burst`: loss under a burst, per receiver.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    burst: Option<BurstReport>,
 }
 
 /// Sends datagrams of `lines` counter lines to `to` for `seconds`; returns
 /// datagrams sent.
-fn blast(to: std::net::SocketAddr, lines: usize, counters: u64, seconds: f64) -> Result<u64> {
+fn blast(to: SocketAddr, lines: usize, counters: u64, seconds: f64) -> Result<u64> {
     let socket = UdpSocket::bind("127.0.0.1:0")?;
     let packets: Vec<Vec<u8>> = (0..counters.min(64))
         .map(|k| {
@@ -408,57 +428,89 @@ fn blast(to: std::net::SocketAddr, lines: usize, counters: u64, seconds: f64) ->
     Ok(sent)
 }
 
+/// A bare UDP socket read by a thread that only counts datagrams: the
+/// baseline of every statsd run.
+struct BareSocket {
+    addr: SocketAddr,
+    received: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl BareSocket {
+    fn start(socket: UdpSocket) -> Result<Self> {
+        socket.set_nonblocking(false)?;
+        socket.set_read_timeout(Some(Duration::from_millis(100)))?;
+        let addr = socket.local_addr()?;
+        let received = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (received, stop) = (received.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 65_535];
+                while !stop.load(Ordering::Relaxed) {
+                    if socket.recv_from(&mut buf).is_ok() {
+                        received.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        };
+        Ok(BareSocket {
+            addr,
+            received,
+            stop,
+            thread,
+        })
+    }
+
+    fn received(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
+    }
+
+    /// Stops the thread; the datagrams it received.
+    fn stop(self) -> Result<u64> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("receiver thread panicked"))?;
+        Ok(self.received.load(Ordering::Relaxed))
+    }
+}
+
 pub async fn statsd(
     which: Which,
     seconds: f64,
     lines: usize,
     counters: u64,
+    burst: Option<Burst>,
 ) -> Result<StatsdReport> {
     ensure!(
         (1..=200).contains(&lines) && counters >= 1,
         "lines in 1..=200, counters >= 1"
     );
+    if let Some(b) = &burst {
+        ensure!(b.datagrams >= 1, "--burst must be at least 1 datagram");
+        tally::server::udp::check_recv_buffer(b.recv_buffer)?;
+    }
     // Baseline: a bare socket that only receives.
-    let bare = UdpSocket::bind("127.0.0.1:0")?;
-    bare.set_read_timeout(Some(Duration::from_millis(200)))?;
-    let addr = bare.local_addr()?;
-    let received = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let receiver = {
-        let (received, stop) = (received.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut buf = vec![0u8; 65_535];
-            while !stop.load(Ordering::Relaxed) {
-                if bare.recv_from(&mut buf).is_ok() {
-                    received.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        })
-    };
+    let bare = BareSocket::start(UdpSocket::bind("127.0.0.1:0")?)?;
     let started = Instant::now();
-    blast(addr, lines, counters, seconds)?;
+    blast(bare.addr, lines, counters, seconds)?;
     let took = started.elapsed().as_secs_f64();
     std::thread::sleep(Duration::from_millis(300));
-    stop.store(true, Ordering::Relaxed);
-    receiver
-        .join()
-        .map_err(|_| anyhow::anyhow!("receiver thread panicked"))?;
-    let bare_rate = received.load(Ordering::Relaxed) as f64 / took;
+    let bare_rate = bare.stop()? as f64 / took;
 
     let redis = which.kinds().contains(&Kind::Redis).then(BenchRedis::start);
     let mut runs = Vec::new();
     for kind in which.kinds() {
-        let backend = match kind {
-            Kind::Redis => "redis",
-            Kind::Sqlite => "sqlite",
-        };
+        let backend = backend_name(kind);
         let port = tally_testkit::free_port();
         let served = Served::start(
             kind,
             redis.as_ref(),
             &["--statsd".into(), format!("127.0.0.1:{port}")],
         )?;
-        let to: std::net::SocketAddr = format!("127.0.0.1:{port}").parse()?;
+        let to: SocketAddr = format!("127.0.0.1:{port}").parse()?;
         let started = Instant::now();
         let datagrams = blast(to, lines, counters, seconds)?;
         let took = started.elapsed().as_secs_f64();
@@ -469,7 +521,7 @@ pub async fn statsd(
             .stop_and_check(
                 kind,
                 redis.as_ref(),
-                counters,
+                &bench_names(counters),
                 accepted,
                 &format!("statsd {backend}"),
             )
@@ -489,6 +541,10 @@ pub async fn statsd(
             totals_exact: true,
         });
     }
+    let burst = match burst {
+        Some(b) => Some(burst_runs(which, redis.as_ref(), b, counters).await?),
+        None => None,
+    };
     Ok(StatsdReport {
         bench: "statsd",
         machine: machine(),
@@ -496,6 +552,300 @@ pub async fn statsd(
         lines_per_datagram: lines,
         counters,
         bare_socket_datagrams_per_second: bare_rate,
+        runs,
+        burst,
+    })
+}
+
+fn backend_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Redis => "redis",
+        Kind::Sqlite => "sqlite",
+    }
+}
+
+/// What `--burst` asks for.
+#[derive(Clone, Copy, Debug)]
+pub struct Burst {
+    /// Single-line datagrams sent to each receiver.
+    pub datagrams: u64,
+    /// The receive buffer tally and the bare socket ask for.
+    pub recv_buffer: usize,
+}
+
+/// One receiver under the burst.
+#[derive(Debug, Serialize)]
+pub struct BurstRun {
+    /// `bare socket`, `tally sqlite`, `tally redis` or `statsd`.
+    receiver: String,
+    /// Its receive buffer as the kernel reports it (SO_RCVBUF; Linux
+    /// reports twice what was set). The reference daemon sets none: the
+    /// system default.
+    recv_buffer_bytes: Option<u64>,
+    datagrams_sent: u64,
+    /// Seconds the sender took to send them.
+    send_seconds: f64,
+    datagrams_received: u64,
+    lost: u64,
+    loss_percent: f64,
+    /// The kernel's drop counter for the receiving socket over the burst
+    /// (`/proc/net/udp`; tally's from its own `/metrics`).
+    kernel_drops: Option<u64>,
+    /// Tally only: datagrams received as a fraction of the bare socket's,
+    /// and of the reference daemon's, in the same run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    received_ratio_to_bare_socket: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    received_ratio_to_statsd: Option<f64>,
+    /// Tally only: the stored totals equal the lines it accepted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    totals_exact: Option<bool>,
+}
+
+/// `tally bench statsd --burst N`.
+#[derive(Debug, Serialize)]
+pub struct BurstReport {
+    /// Single-line datagrams per burst, sent from one socket as fast as it
+    /// can over loopback.
+    datagrams: u64,
+    /// The receive buffer `tally serve` asks for (`--statsd-recv-buffer`;
+    /// by default 8 MiB); the bare socket asks for the same.
+    recv_buffer_requested: u64,
+    /// Whether SO_RCVBUFFORCE took (the bench may pass the cap).
+    recv_buffer_forced: bool,
+    /// `net.core.rmem_max` and `net.core.rmem_default` on this machine.
+    rmem_max: Option<u64>,
+    rmem_default: Option<u64>,
+    /// The reference daemon: package and node version.
+    statsd: String,
+    /// The target for tally: at most this loss.
+    target_loss_percent: f64,
+    runs: Vec<BurstRun>,
+}
+
+/// The burst's datagrams: `bench.<i>:1|c`, a name the reference daemon
+/// takes too (it reads `:` as its multi-value separator).
+fn burst_packets(counters: u64) -> Vec<Vec<u8>> {
+    (0..counters)
+        .map(|i| format!("bench.{i}:1|c").into_bytes())
+        .collect()
+}
+
+/// Sends `n` datagrams to `to` from one socket as fast as it can, cycling
+/// over `packets`; datagrams the kernel took and the seconds it took.
+fn send_burst(to: SocketAddr, packets: &[Vec<u8>], n: u64) -> Result<(u64, f64)> {
+    let socket = UdpSocket::bind("127.0.0.1:0")?;
+    let started = Instant::now();
+    let mut sent = 0;
+    for p in packets.iter().cycle().take(n as usize) {
+        if socket.send_to(p, to).is_ok() {
+            sent += 1;
+        }
+    }
+    Ok((sent, started.elapsed().as_secs_f64()))
+}
+
+/// Sends probe datagrams until the receiver counts one, then waits for the
+/// stragglers: the receiver is listening, and its count before the burst.
+fn probe(to: SocketAddr, packet: &[u8], mut count: impl FnMut() -> Result<u64>) -> Result<u64> {
+    let socket = UdpSocket::bind("127.0.0.1:0")?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut sent = 0;
+    while count()? == 0 {
+        ensure!(
+            Instant::now() < deadline,
+            "{to} received none of {sent} probe datagrams in 20 s"
+        );
+        socket.send_to(packet, to)?;
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    settle(count, sent)
+}
+
+/// Waits until `count` reaches `target` or has not moved for a second; its
+/// last value.
+fn settle(mut count: impl FnMut() -> Result<u64>, target: u64) -> Result<u64> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut last = count()?;
+    let mut since = Instant::now();
+    while last < target && since.elapsed() < Duration::from_secs(1) {
+        ensure!(
+            Instant::now() < deadline,
+            "still receiving after 120 s ({last} of {target})"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        let now = count()?;
+        if now != last {
+            (last, since) = (now, Instant::now());
+        }
+    }
+    Ok(last)
+}
+
+/// The kernel's drop counter of the UDP socket bound to `port` on this
+/// machine, from `/proc/net/udp`.
+fn drops_on_port(port: u16) -> Option<u64> {
+    let table = std::fs::read_to_string("/proc/net/udp").ok()?;
+    tally::server::udp::udp_rows(&table)
+        .find(|r| r.local_port == port)
+        .map(|r| r.drops)
+}
+
+fn sysctl(name: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/sys/net/core/{name}"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+impl BurstRun {
+    fn new(
+        receiver: String,
+        recv_buffer_bytes: Option<u64>,
+        (sent, send_seconds): (u64, f64),
+        received: u64,
+        kernel_drops: Option<u64>,
+    ) -> Self {
+        let lost = sent.saturating_sub(received);
+        BurstRun {
+            receiver,
+            recv_buffer_bytes,
+            datagrams_sent: sent,
+            send_seconds,
+            datagrams_received: received,
+            lost,
+            loss_percent: 100.0 * lost as f64 / sent.max(1) as f64,
+            kernel_drops,
+            received_ratio_to_bare_socket: None,
+            received_ratio_to_statsd: None,
+            totals_exact: None,
+        }
+    }
+}
+
+/// The burst, sent in turn to a bare socket with tally's default buffer,
+/// to `tally serve` on each backend, and to the reference daemon.
+async fn burst_runs(
+    which: Which,
+    redis: Option<&BenchRedis>,
+    burst: Burst,
+    counters: u64,
+) -> Result<BurstReport> {
+    let n = burst.datagrams;
+    let packets = burst_packets(counters.min(n));
+    let names: Vec<String> = (0..counters.min(n)).map(|i| format!("bench.{i}")).collect();
+    let requested = burst.recv_buffer;
+    let mut runs = Vec::new();
+
+    // The baseline: a bare socket set up exactly as tally's.
+    let (socket, buffer) = tally::server::udp::bind("127.0.0.1:0".parse()?, requested)?;
+    let bare = BareSocket::start(socket.into_std()?)?;
+    let base = probe(bare.addr, &packets[0], || Ok(bare.received()))?;
+    let drops_before = drops_on_port(bare.addr.port());
+    let sent = send_burst(bare.addr, &packets, n)?;
+    let received = settle(|| Ok(bare.received()), base + sent.0)? - base;
+    let drops = drops_on_port(bare.addr.port())
+        .zip(drops_before)
+        .map(|(after, before)| after.saturating_sub(before));
+    bare.stop()?;
+    runs.push(BurstRun::new(
+        "bare socket".into(),
+        Some(buffer.effective as u64),
+        sent,
+        received,
+        drops,
+    ));
+    let bare_received = received;
+
+    for kind in which.kinds() {
+        if let Some(r) = redis {
+            r.flush().await?;
+        }
+        let backend = backend_name(kind);
+        let port = tally_testkit::free_port();
+        let served = Served::start(
+            kind,
+            redis,
+            &[
+                "--statsd".into(),
+                format!("127.0.0.1:{port}"),
+                "--statsd-recv-buffer".into(),
+                requested.to_string(),
+            ],
+        )?;
+        let to: SocketAddr = format!("127.0.0.1:{port}").parse()?;
+        let datagrams = || served.metric("tally_statsd_datagrams_received_total");
+        let base = probe(to, &packets[0], datagrams)?;
+        let drops_metric = "tally_statsd_kernel_drops_total";
+        let drops_before = served
+            .metric_if_any(drops_metric)?
+            .with_context(|| format!("tally serve's /metrics has no {drops_metric}"))?;
+        let sent = send_burst(to, &packets, n)?;
+        let received = settle(datagrams, base + sent.0)? - base;
+        let drops = served
+            .metric_if_any(drops_metric)?
+            .unwrap_or(0)
+            .saturating_sub(drops_before);
+        let lost = sent.0.saturating_sub(received);
+        ensure!(
+            drops == lost,
+            "tally {backend}: {drops_metric} rose by {drops}, but {lost} of {} datagrams were lost",
+            sent.0
+        );
+        let recv_buffer = served.metric_if_any("tally_statsd_receive_buffer_bytes")?;
+        let accepted = served.metric("tally_statsd_lines_accepted_total")?;
+        served
+            .stop_and_check(
+                kind,
+                redis,
+                &names,
+                accepted,
+                &format!("statsd burst {backend}"),
+            )
+            .await?;
+        let mut run = BurstRun::new(
+            format!("tally {backend}"),
+            recv_buffer,
+            sent,
+            received,
+            Some(drops),
+        );
+        run.received_ratio_to_bare_socket = Some(received as f64 / bare_received.max(1) as f64);
+        run.totals_exact = Some(true);
+        runs.push(run);
+    }
+
+    let daemon = StatsdDaemon::start()?;
+    let to: SocketAddr = format!("127.0.0.1:{}", daemon.port).parse()?;
+    let base = probe(to, &packets[0], || daemon.packets_received())?;
+    let drops_before = drops_on_port(daemon.port);
+    let sent = send_burst(to, &packets, n)?;
+    let received = settle(|| daemon.packets_received(), base + sent.0)? - base;
+    let drops = drops_on_port(daemon.port)
+        .zip(drops_before)
+        .map(|(after, before)| after.saturating_sub(before));
+    let statsd_received = received;
+    runs.push(BurstRun::new(
+        "statsd".into(),
+        sysctl("rmem_default"),
+        sent,
+        received,
+        drops,
+    ));
+    for run in runs.iter_mut().filter(|r| r.receiver.starts_with("tally")) {
+        run.received_ratio_to_statsd =
+            Some(run.datagrams_received as f64 / statsd_received.max(1) as f64);
+    }
+    Ok(BurstReport {
+        datagrams: n,
+        recv_buffer_requested: requested as u64,
+        recv_buffer_forced: buffer.forced,
+        rmem_max: sysctl("rmem_max"),
+        rmem_default: sysctl("rmem_default"),
+        statsd: daemon.describe.clone(),
+        target_loss_percent: 1.0,
         runs,
     })
 }

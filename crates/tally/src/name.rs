@@ -1,18 +1,22 @@
 //! Validated names for counters (and the other named things of Tally).
 //!
-//! A [`Name`] is 1 to 256 bytes of UTF-8 with no control characters. The rule
-//! is checked once, at the edge, so stores can put names into keys and SQL
-//! parameters without checking again.
+//! A [`Name`] is 1 to 256 characters (Unicode scalar values, so at most
+//! 1,024 bytes of UTF-8) with no control characters. The rule is checked
+//! once, at the edge, so stores can put names into keys and SQL parameters
+//! without checking again. It counts characters, not bytes, so that the HTTP
+//! API's document can state it exactly (JSON Schema's `maxLength` counts
+//! characters).
 
 use std::borrow::Borrow;
 use std::fmt;
 
 use crate::error::{Error, Result};
 
-/// The longest accepted name, in bytes.
-pub const MAX_NAME_BYTES: usize = 256;
+/// The longest accepted name, in characters (Unicode scalar values).
+pub const MAX_NAME_CHARS: usize = 256;
 
-/// A validated name: 1 to [`MAX_NAME_BYTES`] bytes, no control characters.
+/// A validated name: 1 to [`MAX_NAME_CHARS`] characters, no control
+/// characters.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub struct Name(String);
 
@@ -29,14 +33,17 @@ impl Name {
         if name.is_empty() {
             return Err(Error::invalid_name(name, "a name must not be empty"));
         }
-        if name.len() > MAX_NAME_BYTES {
-            return Err(Error::invalid_name(
-                name,
-                format!(
-                    "a name must be at most {MAX_NAME_BYTES} bytes, this one has {}",
-                    name.len()
-                ),
-            ));
+        // Cheap first: fewer bytes than the limit means fewer characters.
+        if name.len() > MAX_NAME_CHARS {
+            let chars = name.chars().count();
+            if chars > MAX_NAME_CHARS {
+                return Err(Error::invalid_name(
+                    name,
+                    format!(
+                        "a name must be at most {MAX_NAME_CHARS} characters, this one has {chars}"
+                    ),
+                ));
+            }
         }
         if let Some(c) = name.chars().find(|c| c.is_control()) {
             return Err(Error::invalid_name(
@@ -155,7 +162,7 @@ mod tests {
             Name::new(long)
                 .unwrap_err()
                 .to_string()
-                .contains("at most 256 bytes")
+                .contains("at most 256 characters")
         );
         assert!(
             Name::new("a\nb")
@@ -166,9 +173,10 @@ mod tests {
         assert!(Name::new("tab\there").is_err());
         assert!(Name::new("del\u{7f}").is_err());
         assert!(Name::new("x".repeat(256)).is_ok());
-        // Multi-byte characters count in bytes.
-        assert!(Name::new("é".repeat(128)).is_ok());
-        assert!(Name::new("é".repeat(129)).is_err());
+        // Characters count, not bytes: 256 four-byte characters pass.
+        assert!(Name::new("é".repeat(256)).is_ok());
+        assert!(Name::new("😀".repeat(256)).is_ok());
+        assert!(Name::new("é".repeat(257)).is_err());
     }
 
     #[test]
@@ -188,7 +196,7 @@ mod tests {
     proptest! {
         #[test]
         fn valid_iff_nonempty_short_and_printable(s in "\\PC{0,80}|.{0,3}[\\x00-\\x1f].{0,3}") {
-            let expected = !s.is_empty() && s.len() <= MAX_NAME_BYTES && !s.chars().any(char::is_control);
+            let expected = !s.is_empty() && s.chars().count() <= MAX_NAME_CHARS && !s.chars().any(char::is_control);
             prop_assert_eq!(Name::new(s.clone()).is_ok(), expected);
         }
     }

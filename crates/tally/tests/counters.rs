@@ -246,7 +246,7 @@ async fn bad_input_writes_nothing(kind: Kind) {
     let long = "n".repeat(257);
     let cases: Vec<(Increment, &str)> = vec![
         (Increment::new("", 1), "must not be empty"),
-        (Increment::new(long.as_str(), 1), "at most 256 bytes"),
+        (Increment::new(long.as_str(), 1), "at most 256 characters"),
         (Increment::new("line\nbreak", 1), "control characters"),
         (Increment::new("ok", 1).at(f64::NAN), "not a finite number"),
         (

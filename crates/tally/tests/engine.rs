@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Fixture, Kind};
+use tally::engine::kinds::{GaugeValue, StatsValue};
 use tally::engine::plan::{Item, plan};
 use tally::engine::read::{read_range, read_range_merged};
 use tally::engine::writer::{AggregatorSettings, Writer};
@@ -26,6 +27,8 @@ feature_suite!(
     list_delete_and_clean,
     a_space_does_not_mix_with_counters,
     the_writer_serves_any_space,
+    statistics_merge_in_the_store,
+    kinds_no_store_keeps_yet_are_refused,
 );
 
 /// Sums at 1 s (kept 10), 10 s (kept 10) and 100 s (kept 10).
@@ -492,4 +495,110 @@ end
         err.to_string().contains("no merge function for kind 42"),
         "{err}"
     );
+}
+
+fn stats_of(values: &[f64]) -> Value {
+    let mut s = StatsValue::default();
+    for &v in values {
+        s.record(v).unwrap();
+    }
+    Value::Stats(Box::new(s))
+}
+
+/// A space of statistics: the store merges each write's moments and sketch
+/// into the stored ones (in Rust for SQLite, with `kind_stats.lua` on
+/// Redis), and reads back exactly what merging them in process gives.
+async fn statistics_merge_in_the_store(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let s = store(&f).await;
+    let space = Arc::new(
+        Space::new(
+            "latency",
+            ValueKind::Stats,
+            vec![Resolution::new(1, 10), Resolution::new(60, 10)],
+            Retention::Cleaner,
+        )
+        .unwrap(),
+    );
+    let api = name("api");
+    let first = [
+        (1000.2, &[1.0, 2.0, 3.0][..]),
+        (1000.7, &[0.5, -4.0][..]),
+        (1030.0, &[8.0][..]),
+    ];
+    let writes = plan(
+        &space,
+        first.iter().map(|(at, vs)| (&api, ts(*at), stats_of(vs))),
+    )
+    .unwrap();
+    let b = Batch {
+        space: space.clone(),
+        writes,
+        seq: None,
+    };
+    s.apply(&b).await.unwrap();
+    s.apply(&batch_of(&space, &api, 1000.0, &[250.0, 0.0]))
+        .await
+        .unwrap();
+    let got = s
+        .read(&space, std::slice::from_ref(&api), &[1, 60], SliceSel::All)
+        .await
+        .unwrap();
+    let want_1000 = stats_of(&[1.0, 2.0, 3.0, 0.5, -4.0, 250.0, 0.0]);
+    let want_1030 = stats_of(&[8.0]);
+    let want_all = stats_of(&[1.0, 2.0, 3.0, 0.5, -4.0, 250.0, 0.0, 8.0]);
+    assert_eq!(
+        got[0][0],
+        vec![(1000, want_1000.clone()), (1030, want_1030.clone())]
+    );
+    // Minutes start at 960 and 1020.
+    assert_eq!(got[0][1], vec![(960, want_1000), (1020, want_1030)]);
+    let merged = read_range(s.as_ref(), &space, &[api], ts(1035.0), 1000, 1035)
+        .await
+        .unwrap();
+    assert_eq!(merged, vec![want_all]);
+    assert_eq!(s.list(&space, "", None, 10).await.unwrap(), vec!["api"]);
+}
+
+/// One series' statistics of `values` at `at`.
+fn batch_of(space: &Arc<Space>, series: &Name, at: f64, values: &[f64]) -> Batch {
+    Batch {
+        space: space.clone(),
+        writes: plan(space, [(series, ts(at), stats_of(values))]).unwrap(),
+        seq: None,
+    }
+}
+
+async fn kinds_no_store_keeps_yet_are_refused(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let s = store(&f).await;
+    let space = Arc::new(
+        Space::new(
+            "levels",
+            ValueKind::Gauge,
+            vec![Resolution::new(60, 10)],
+            Retention::Cleaner,
+        )
+        .unwrap(),
+    );
+    let g = name("g");
+    let b = Batch {
+        space: space.clone(),
+        writes: plan(
+            &space,
+            [(
+                &g,
+                ts(1000.0),
+                Value::Gauge(Box::new(GaugeValue::set(2.0).unwrap())),
+            )],
+        )
+        .unwrap(),
+        seq: None,
+    };
+    let err = s.apply(&b).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Config(m) if m.contains("gauge values are not kept")),
+        "{err}"
+    );
+    assert!(s.read(&space, &[g], &[60], SliceSel::All).await.is_err());
 }

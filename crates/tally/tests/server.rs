@@ -189,6 +189,7 @@ on_backends!(
     time_series_and_daily_over_http,
     metrics_are_valid_exposition_text,
     openapi_describes_every_route,
+    the_document_decides_400_and_rules_decide_422,
 );
 
 async fn increments_show_up_in_reads(kind: Kind) {
@@ -400,8 +401,8 @@ async fn bad_input_is_400_and_writes_nothing(kind: Kind) {
     );
     s.get("/v1/counters/x?from=-3")
         .await
-        .error(StatusCode::BAD_REQUEST, "invalid_input");
-    // Overflow: nothing written.
+        .error(StatusCode::BAD_REQUEST, "invalid_time");
+    // Overflow: a conflict with the stored count, nothing written.
     assert_eq!(
         s.post(
             "/v1/counters/big/incr",
@@ -413,7 +414,7 @@ async fn bad_input_is_400_and_writes_nothing(kind: Kind) {
     );
     s.post("/v1/counters/big/incr", json!({ "count": 1, "at": 200 }))
         .await
-        .error(StatusCode::BAD_REQUEST, "overflow");
+        .error(StatusCode::CONFLICT, "overflow");
     assert_eq!(
         s.get("/v1/counters/big?precision=1").await.json()["precisions"]["1"],
         json!([[100, i64::MAX]])
@@ -953,12 +954,26 @@ async fn openapi_describes_every_route(kind: Kind) {
                 StatusCode::METHOD_NOT_ALLOWED,
                 "{method} {path}"
             );
-            let declared = &op["responses"][answer.status.as_str()];
+            let mut declared = &op["responses"][answer.status.as_str()];
+            if let Some(name) = declared["$ref"].as_str() {
+                let name = name
+                    .strip_prefix("#/components/responses/")
+                    .unwrap_or_else(|| panic!("{method} {path}: a response $ref to {name}"));
+                declared = &components["responses"][name];
+            }
             assert!(
-                declared.is_object(),
+                declared["description"].is_string(),
                 "{method} {path}: status {} is not declared: {}",
                 answer.status,
                 answer.text
+            );
+            let json_answer = answer
+                .headers
+                .get("content-type")
+                .is_some_and(|t| t.to_str().unwrap().starts_with("application/json"));
+            assert!(
+                !json_answer || declared["content"]["application/json"]["schema"].is_object(),
+                "{method} {path}: a JSON answer to {uri} without a declared schema"
             );
             if let Some(schema) = declared["content"]["application/json"]["schema"].as_object() {
                 let mut schema = Value::Object(schema.clone());
@@ -978,6 +993,188 @@ async fn openapi_describes_every_route(kind: Kind) {
         }
     }
     assert!(checked >= 20, "only {checked} operations documented");
+}
+
+/// Regression for the fuzzer's findings: 400 exactly when the document
+/// refuses a request (naming the field), 2xx for what it allows, 422 for a
+/// rule it states only in words, and nothing written either way.
+async fn the_document_decides_400_and_rules_decide_422(kind: Kind) {
+    let s = server(kind, ServerSettings::default(), true).await;
+    let now = s.f.clock.now().whole_secs() as f64;
+    // A null where the document says integer: 400 naming the field.
+    let a = s
+        .post("/v1/counters/n/incr", json!({ "count": null }))
+        .await;
+    a.error(StatusCode::BAD_REQUEST, "invalid_json");
+    assert!(a.text.contains("count"), "{}", a.text);
+    let a = s
+        .post(
+            "/v1/incr",
+            json!({ "increments": [{ "name": "n", "count": null }] }),
+        )
+        .await;
+    a.error(StatusCode::BAD_REQUEST, "invalid_json");
+    assert!(a.text.contains("increments[0].count"), "{}", a.text);
+    // `at` may be null (now); an integer may be written 3.0, not 3.5 or "3".
+    for ok in [
+        json!({ "count": 3.0 }),
+        json!({ "count": 0 }),
+        json!({ "at": null }),
+    ] {
+        let a = s.post("/v1/counters/n/incr", ok.clone()).await;
+        assert_eq!(a.status, StatusCode::OK, "{ok}: {}", a.text);
+    }
+    for bad in [json!({ "count": 3.5 }), json!({ "count": "3" })] {
+        s.post("/v1/counters/n/incr", bad)
+            .await
+            .error(StatusCode::BAD_REQUEST, "invalid_json");
+    }
+    assert_eq!(s.get("/v1/counters?limit=5.0").await.status, StatusCode::OK);
+    // Names: 256 characters pass whatever their bytes; 257 do not.
+    let long = "%F0%9F%98%80".repeat(256);
+    let a = s
+        .post(&format!("/v1/counters/{long}/incr"), json!({}))
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let a = s
+        .post(&format!("/v1/counters/{long}x/incr"), json!({}))
+        .await;
+    a.error(StatusCode::BAD_REQUEST, "invalid_name");
+    // Time series: the document's bounds are 400 naming the field...
+    let zero = s
+        .post("/v1/ts/m/incr", json!({ "key": "k", "count": 0 }))
+        .await;
+    zero.error(StatusCode::BAD_REQUEST, "invalid_count");
+    assert!(zero.text.contains("count"), "{}", zero.text);
+    s.post("/v1/ts/m/delete", json!({ "keys": [] }))
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_input");
+    s.get("/v1/ts/m/range?keys=a,,b")
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_name");
+    s.get("/v1/ts/m/range?keys=a&rollup=7")
+        .await
+        .error(StatusCode::BAD_REQUEST, "unknown_precision");
+    s.get("/v1/ts/m/top")
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_input");
+    // ...and the rules in words are 422.
+    let ahead = json!({ "key": "k", "at": now + 3600.0 });
+    s.post("/v1/ts/m/incr", ahead)
+        .await
+        .error(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable");
+    s.get("/v1/ts/m/range?keys=k&start=200&end=100")
+        .await
+        .error(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable");
+    s.post("/v1/ts/m/merge", json!({ "into": "k", "from": "k" }))
+        .await
+        .error(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable");
+    // An end before 3600 s defaults the start to 0, not before the epoch.
+    let early = s.get("/v1/ts/m/sums?keys=k&end=100").await;
+    assert_eq!(early.status, StatusCode::OK, "{}", early.text);
+    // Daily: a count of 0 is 400; a total past 2^63-1 is 422.
+    s.post("/v1/daily/e/incr", json!({ "count": 0 }))
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_count");
+    let max = json!({ "count": i64::MAX });
+    assert_eq!(
+        s.post("/v1/daily/e/incr", max.clone()).await.status,
+        StatusCode::OK
+    );
+    s.post("/v1/daily/e/incr", max)
+        .await
+        .error(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable");
+    let leap = s.get("/v1/daily/e/days/2028-02-29").await;
+    assert_eq!(leap.status, StatusCode::OK, "{}", leap.text);
+    s.get("/v1/daily/e/days/2027-02-29")
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_input");
+    // Limits: a policy stands alone; a burst is GCRA's; a GCRA span too long
+    // is 422.
+    s.post("/v1/limits/k/check", json!({ "policy": "api", "limit": 5 }))
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_input");
+    let burst = json!({ "algorithm": "fixed", "limit": 5, "window": 1, "burst": 9 });
+    s.post("/v1/limits/k/check", burst)
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_input");
+    let span = json!({ "algorithm": "gcra", "limit": 1, "window": 604800, "burst": 1000000 });
+    s.post("/v1/limits/k/check", span)
+        .await
+        .error(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable");
+    // Locks: a TTL of 0 is out of the document's range.
+    s.post("/v1/locks/l/acquire", json!({ "ttl_ms": 0 }))
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_input");
+}
+
+/// A lock wait stops before the request timeout: a held lock is answered
+/// 409 with the time left, never cut off as a 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_wait_ends_before_the_request_timeout() {
+    let settings = ServerSettings {
+        request_timeout: Duration::from_millis(400),
+        ..ServerSettings::default()
+    };
+    let s = server(Kind::SqliteMemory, settings, true).await;
+    let take = json!({ "ttl_ms": 60_000 });
+    assert_eq!(
+        s.post("/v1/locks/w/acquire", take).await.status,
+        StatusCode::OK
+    );
+    let started = std::time::Instant::now();
+    let wait = json!({ "ttl_ms": 1000, "wait_ms": 3_600_000 });
+    let held = s.post("/v1/locks/w/acquire", wait).await;
+    assert_eq!(held.status, StatusCode::CONFLICT, "{}", held.text);
+    assert_eq!(held.json()["status"], "held");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// The served document states this server's configuration: its policies,
+/// precisions and rollups as enums, its batch limit, which operations need
+/// a token; and without policies, a check can only state its limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_states_the_servers_configuration() {
+    let settings = ServerSettings {
+        tokens: vec![TOKEN.to_owned()],
+        max_batch: 50,
+        ..ServerSettings::default()
+    };
+    let s = server(Kind::SqliteMemory, settings, true).await;
+    let doc = s.get("/openapi.json").await.json();
+    let schemas = &doc["components"]["schemas"];
+    assert_eq!(schemas["Policy"]["enum"], json!(["api"]));
+    assert_eq!(
+        schemas["Precision"]["enum"],
+        json!(s.f.counters.settings().precisions)
+    );
+    assert_eq!(schemas["Rollup"]["enum"], json!([10, 3600, 86400]));
+    assert_eq!(
+        schemas["IncrBatch"]["properties"]["increments"]["maxItems"],
+        50
+    );
+    let bearer = json!([{ "bearer": [] }]);
+    assert_eq!(doc["paths"]["/v1/incr"]["post"]["security"], bearer);
+    assert_eq!(doc["paths"]["/v1/counters"]["get"]["security"], json!([]));
+    assert_eq!(doc["paths"]["/healthz"]["get"]["security"], json!([]));
+
+    let mut services = s.state.services().clone();
+    services.limiter.as_mut().unwrap().1.clear();
+    let open = tally::server::openapi::render(&services, &ServerSettings::default());
+    let open: Value = serde_json::from_str(&open).unwrap();
+    assert!(open["components"]["schemas"]["Policy"].is_null());
+    assert_eq!(
+        open["components"]["schemas"]["CheckBody"]["oneOf"],
+        json!([
+            { "$ref": "#/components/schemas/WindowCheck" },
+            { "$ref": "#/components/schemas/GcraCheck" }
+        ])
+    );
+    assert_eq!(open["paths"]["/v1/incr"]["post"]["security"], json!([]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1063,6 +1260,78 @@ async fn statsd_packets_over_udp() {
         .unwrap();
 }
 
+/// The loss: a burst larger than the socket's receive buffer is
+/// dropped by the kernel, and `/metrics` must show it. Datagrams sent before
+/// the listener runs queue in a tiny buffer; the rest are dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statsd_kernel_drops_show_in_metrics() {
+    let s = server(Kind::SqliteFile, ServerSettings::default(), false).await;
+    let (socket, buffer) = tally::server::udp::bind("127.0.0.1:0".parse().unwrap(), 4096).unwrap();
+    assert_eq!(buffer.requested, 4096);
+    let addr = socket.local_addr().unwrap();
+    let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let sent = 500u64;
+    for _ in 0..sent {
+        client.send_to(b"flood:1|c", addr).unwrap();
+    }
+    let metrics = s.state.metrics().clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let listening = tokio::spawn(tally::server::statsd::listen(
+        socket,
+        s.aggregator.clone(),
+        metrics.clone(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    // Nothing more comes: what was queued is drained, then stays put.
+    let mut received = 0;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = metrics.statsd_datagrams_total();
+        if now > 0 && now == received {
+            break;
+        }
+        received = now;
+    }
+    let drops = metrics.statsd_kernel_drops().await.expect("a drop counter");
+    assert!(
+        received > 0 && drops > 0,
+        "received {received}, dropped {drops}"
+    );
+    assert_eq!(drops, sent - received, "received {received} of {sent}");
+    assert_eq!(metrics.statsd_accepted_total(), received);
+    let a = s.get("/metrics").await;
+    openmetrics_parser::prometheus::parse_prometheus(&a.text)
+        .unwrap_or_else(|e| panic!("invalid exposition text ({e:?}):\n{}", a.text));
+    assert!(
+        a.text
+            .contains(&format!("tally_statsd_kernel_drops_total {drops}\n")),
+        "{}",
+        a.text
+    );
+    assert!(
+        a.text.contains(&format!(
+            "tally_statsd_datagrams_received_total {received}\n"
+        )),
+        "{}",
+        a.text
+    );
+    assert!(
+        a.text.contains(&format!(
+            "tally_statsd_receive_buffer_bytes {}\n",
+            buffer.effective
+        )),
+        "{}",
+        a.text
+    );
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), listening)
+        .await
+        .expect("listener stops")
+        .unwrap();
+}
+
 /// One HTTP/1.1 exchange over a real socket; the whole answer as text.
 async fn raw_http(addr: std::net::SocketAddr, request: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -1118,18 +1387,24 @@ async fn buffered_rows_over_http(kind: Kind) {
         metrics.contains("tally_buffer_pending_rows 0\n"),
         "{metrics}"
     );
-    // Bad input: an unknown table or column, a missing key column.
+    // What the table mapping refuses (an unknown table or column, a missing
+    // key column) is 422: the document leaves the mapping to the
+    // configuration. What the document refuses is 400.
     let bad = json!({ "table": "nope", "key": { "id": "1" }, "add": { "times_seen": 1 } });
     s.post("/v1/buffers/incr", bad)
         .await
-        .error(StatusCode::BAD_REQUEST, "invalid_input");
+        .error(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable");
     let bad = json!({ "table": "groups", "key": { "id": "1" }, "add": { "drop table": 1 } });
     s.post("/v1/buffers/incr", bad)
         .await
-        .error(StatusCode::BAD_REQUEST, "invalid_input");
+        .error(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable");
     s.get("/v1/buffers/groups/row")
         .await
-        .error(StatusCode::BAD_REQUEST, "invalid_input");
+        .error(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable");
+    let bad = json!({ "table": "groups", "key": { "id": "1" }, "add": { "times_seen": 1.5 } });
+    s.post("/v1/buffers/incr", bad)
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_json");
 }
 
 /// Gives `s` buffered counters over a fresh SQLite sink holding the user's

@@ -268,9 +268,11 @@ impl Counters {
     /// Up to `limit` counters whose names start with `prefix`, after the
     /// cursor `after`, in name order.
     pub async fn search(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Page> {
-        if prefix.len() > crate::name::MAX_NAME_BYTES || prefix.chars().any(char::is_control) {
+        if prefix.chars().count() > crate::name::MAX_NAME_CHARS
+            || prefix.chars().any(char::is_control)
+        {
             return Err(Error::InvalidInput(
-                "a name prefix is at most 256 bytes, without control characters".into(),
+                "a name prefix is at most 256 characters, without control characters".into(),
             ));
         }
         if limit == 0 || limit > MAX_PAGE {

@@ -3,12 +3,18 @@
 //!
 //! [`DailyStats`] is the service: it validates entity ids and counts, turns
 //! instants into calendar days (UTC, or a fixed offset), and works out the
-//! retention window from its clock. An increment is O(1): one atomic step
-//! that adds to the day and to a running total, and drops days that left the
-//! window (the store does it in the same step, for that entity only: no
-//! cleaner scans anything). Reads are one round trip; the total is read, not
-//! summed. Days older than the window read as 0 even before they are
-//! physically dropped.
+//! retention window from its clock. An increment is one atomic step per
+//! entity that adds to the day and to the all-time total, and drops days
+//! that left the window while keeping their views in the total (the store
+//! does it in the same step, for that entity only: no cleaner scans
+//! anything). Reads are one round trip. Days older than the window read as
+//! 0 even before they are physically dropped.
+//!
+//! On Redis the data is seed 004's hash and nothing else, so the seed's own
+//! code may write and read the same entities: see
+//! [`crate::backend::redis::RedisDailyStore`] for what holds then. The total
+//! is O(1) on SQLite; on Redis it is the sum of the entity's hash (at most
+//! retention + 1 fields), as the seed computes it.
 
 mod day;
 pub mod store;
@@ -98,7 +104,7 @@ pub struct DayCount {
     pub count: i64,
 }
 
-/// What an increment left: the day's count and the running total.
+/// What an increment left: the day's count and the all-time total.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counted {
     /// The day the views were counted on.
@@ -206,16 +212,11 @@ impl DailyStats {
                     Some(at) => Timestamp::from_secs_f64(at)?,
                     None => now,
                 };
-                let day = Day::of(at, self.settings.utc_offset_minutes);
-                let newest = day.max(floor);
                 Ok(DailyWrite {
                     entity,
-                    day,
+                    day: Day::of(at, self.settings.utc_offset_minutes),
                     count: v.count,
                     floor,
-                    expire_at: newest
-                        .plus(self.settings.retention_days as i32)
-                        .start_secs(self.settings.utc_offset_minutes),
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -285,7 +286,8 @@ impl DailyStats {
         Ok(self.days(entity, &[today]).await?[0])
     }
 
-    /// The all-time total, read in O(1).
+    /// The all-time total (on Redis the sum of the entity's hash, at most
+    /// retention + 1 fields; O(1) on SQLite).
     pub async fn total(&self, entity: &str) -> Result<i64> {
         let entity = entity_id(entity)?;
         self.store.total(&entity).await

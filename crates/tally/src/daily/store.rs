@@ -1,9 +1,9 @@
 //! The storage contract of daily statistics, at the level of the domain.
 //!
-//! A [`DailyStore`] adds views to an entity's day and running total in one
+//! A [`DailyStore`] adds views to an entity's day and all-time total in one
 //! atomic step, dropping the entity's days that fell out of the retention
-//! window in that same step (so no cleaner ever scans), and reads days and
-//! totals. Implemented by SQLite and Redis (standalone or cluster: an
+//! window in that same step (so no cleaner ever scans) while their views
+//! stay in the total, and reads days and totals. Implemented by SQLite and Redis (standalone or cluster: an
 //! entity's keys share one hash tag). Input is validated before a store is
 //! called.
 
@@ -24,12 +24,10 @@ pub struct DailyWrite {
     pub day: Day,
     /// How many (at least 1).
     pub count: i64,
-    /// The oldest day kept: older stored days are dropped, and views dated
-    /// before it only count toward the total.
+    /// The oldest day kept: older stored days are dropped (their views
+    /// still count toward the total), and views dated before it only count
+    /// toward the total.
     pub floor: Day,
-    /// Unix seconds at which the entity's day data may expire as a whole
-    /// (when its newest day leaves the window); only ever extended.
-    pub expire_at: i64,
 }
 
 /// What a write left behind.

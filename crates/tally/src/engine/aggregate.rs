@@ -13,6 +13,7 @@
 
 use std::fmt;
 
+use crate::engine::kinds::{DistinctValue, GaugeValue, StatsValue, TopValue};
 use crate::error::{Error, Result};
 
 /// A mergeable value kept per slice.
@@ -60,13 +61,27 @@ pub trait Codec: Sized {
 pub enum Kind {
     /// A signed 64-bit sum ([`super::kinds::sum`]).
     Sum,
+    /// A set of distinct values, a HyperLogLog when large
+    /// ([`super::kinds::distinct`]).
+    Distinct,
+    /// Item counts, kept as a bounded summary ([`super::kinds::top`]).
+    Top,
+    /// Moments and a quantile sketch ([`super::kinds::stats`]).
+    Stats,
+    /// Last, lowest and highest value ([`super::kinds::gauge`]).
+    Gauge,
 }
 
 impl Kind {
-    /// The kind's code in stores: the Lua scripts' dispatch key.
+    /// The kind's code in stores: the Lua scripts' dispatch key
+    /// (`KIND_MERGE` in `engine_kinds.lua`).
     pub const fn code(self) -> u8 {
         match self {
             Kind::Sum => 1,
+            Kind::Distinct => 2,
+            Kind::Top => 3,
+            Kind::Stats => 4,
+            Kind::Gauge => 5,
         }
     }
 
@@ -74,6 +89,10 @@ impl Kind {
     pub const fn name(self) -> &'static str {
         match self {
             Kind::Sum => "sum",
+            Kind::Distinct => "distinct",
+            Kind::Top => "top",
+            Kind::Stats => "stats",
+            Kind::Gauge => "gauge",
         }
     }
 
@@ -81,21 +100,27 @@ impl Kind {
     pub fn identity(self) -> Value {
         match self {
             Kind::Sum => Value::Sum(0),
+            Kind::Distinct => Value::Distinct(Box::default()),
+            Kind::Top => Value::Top(Box::default()),
+            Kind::Stats => Value::Stats(Box::default()),
+            Kind::Gauge => Value::Gauge(Box::default()),
         }
     }
 
     /// True when the kind's merge can be taken back ([`Undo`]).
     pub const fn has_undo(self) -> bool {
-        match self {
-            Kind::Sum => true,
-        }
+        matches!(self, Kind::Sum | Kind::Top)
     }
 
     /// Reads a stored value of this kind from its encoding ([`Codec`]).
     pub fn decode(self, bytes: &[u8]) -> Result<Value> {
-        match self {
-            Kind::Sum => i64::decode(bytes).map(Value::Sum),
-        }
+        Ok(match self {
+            Kind::Sum => Value::Sum(i64::decode(bytes)?),
+            Kind::Distinct => Value::Distinct(Box::new(DistinctValue::decode(bytes)?)),
+            Kind::Top => Value::Top(Box::new(TopValue::decode(bytes)?)),
+            Kind::Stats => Value::Stats(Box::new(StatsValue::decode(bytes)?)),
+            Kind::Gauge => Value::Gauge(Box::new(GaugeValue::decode(bytes)?)),
+        })
     }
 }
 
@@ -106,11 +131,22 @@ impl fmt::Display for Kind {
 }
 
 /// One value of any kind: a delta a write carries, or what a slice holds.
+///
+/// Every kind but sums is boxed, so a value is two words: the aggregating
+/// writer's table holds millions of sums, and their size is its memory.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Value {
     /// A sum ([`Kind::Sum`]).
     Sum(i64),
+    /// Distinct values ([`Kind::Distinct`]).
+    Distinct(Box<DistinctValue>),
+    /// Item counts ([`Kind::Top`]).
+    Top(Box<TopValue>),
+    /// Statistics ([`Kind::Stats`]).
+    Stats(Box<StatsValue>),
+    /// A gauge's operations ([`Kind::Gauge`]).
+    Gauge(Box<GaugeValue>),
 }
 
 impl Value {
@@ -118,6 +154,10 @@ impl Value {
     pub const fn kind(&self) -> Kind {
         match self {
             Value::Sum(_) => Kind::Sum,
+            Value::Distinct(_) => Kind::Distinct,
+            Value::Top(_) => Kind::Top,
+            Value::Stats(_) => Kind::Stats,
+            Value::Gauge(_) => Kind::Gauge,
         }
     }
 
@@ -126,9 +166,12 @@ impl Value {
     /// error) when the kinds differ.
     #[inline]
     pub fn merge(&mut self, other: &Value) -> Result<()> {
-        #[allow(unreachable_patterns)] // reachable once a second kind exists
         match (self, other) {
             (Value::Sum(a), Value::Sum(b)) => a.merge(b),
+            (Value::Distinct(a), Value::Distinct(b)) => Aggregate::merge(a.as_mut(), b),
+            (Value::Top(a), Value::Top(b)) => Aggregate::merge(a.as_mut(), b),
+            (Value::Stats(a), Value::Stats(b)) => Aggregate::merge(a.as_mut(), b),
+            (Value::Gauge(a), Value::Gauge(b)) => Aggregate::merge(a.as_mut(), b),
             (a, b) => Err(mismatch(a.kind(), b.kind())),
         }
     }
@@ -136,9 +179,9 @@ impl Value {
     /// Takes back an earlier `merge(other)`, for kinds with [`Undo`]; fails
     /// for the others (and where the range would be left).
     pub fn subtract(&mut self, other: &Value) -> Result<()> {
-        #[allow(unreachable_patterns)] // reachable once a second kind exists
         match (self, other) {
             (Value::Sum(a), Value::Sum(b)) => a.subtract(b),
+            (Value::Top(a), Value::Top(b)) => a.subtract(b),
             (a, b) if a.kind() == b.kind() => Err(Error::Backend(format!(
                 "internal error: {} values cannot be taken back",
                 a.kind()
@@ -148,10 +191,13 @@ impl Value {
     }
 
     /// Checks that a delta is one its kind accepts from a caller (a sum is
-    /// anything but `i64::MIN`, so it can be negated).
+    /// anything but `i64::MIN`, so it can be negated). The other kinds'
+    /// deltas are checked as they are made (a statistic refuses a value
+    /// that is not finite), so any value of them is accepted here.
     pub fn check(&self) -> Result<()> {
         match self {
             Value::Sum(a) => super::kinds::sum::check(*a).map(|_| ()),
+            _ => Ok(()),
         }
     }
 
@@ -159,6 +205,10 @@ impl Value {
     pub fn is_identity(&self) -> bool {
         match self {
             Value::Sum(a) => a.is_identity(),
+            Value::Distinct(a) => a.is_identity(),
+            Value::Top(a) => a.is_identity(),
+            Value::Stats(a) => a.is_identity(),
+            Value::Gauge(a) => a.is_identity(),
         }
     }
 
@@ -166,12 +216,15 @@ impl Value {
     pub fn encode(&self, out: &mut Vec<u8>) {
         match self {
             Value::Sum(a) => a.encode(out),
+            Value::Distinct(a) => a.encode(out),
+            Value::Top(a) => a.encode(out),
+            Value::Stats(a) => a.encode(out),
+            Value::Gauge(a) => a.encode(out),
         }
     }
 
     /// The sum, for a value of [`Kind::Sum`].
     pub const fn as_sum(&self) -> Option<i64> {
-        #[allow(unreachable_patterns)] // reachable once a second kind exists
         match self {
             Value::Sum(a) => Some(*a),
             _ => None,
@@ -212,5 +265,61 @@ mod tests {
         let mut full = Value::Sum(i64::MAX);
         assert!(full.merge(&Value::Sum(1)).is_err());
         assert_eq!(full, Value::Sum(i64::MAX));
+    }
+
+    #[test]
+    fn every_kind_dispatches_and_kinds_do_not_mix() {
+        let mut stats = StatsValue::default();
+        stats.record(2.0).unwrap();
+        stats.record(4.0).unwrap();
+        let values = [
+            Value::Sum(3),
+            Value::Distinct(Box::new(DistinctValue::of(["a", "b"]))),
+            Value::Top(Box::new(TopValue::from_counts([("x", 2)]).unwrap())),
+            Value::Stats(Box::new(stats)),
+            Value::Gauge(Box::new(GaugeValue::set(1.5).unwrap())),
+        ];
+        let mut codes: Vec<u8> = values.iter().map(|v| v.kind().code()).collect();
+        codes.dedup();
+        assert_eq!(codes.len(), 5);
+        for v in &values {
+            let kind = v.kind();
+            // Identity on either side changes nothing.
+            let mut x = kind.identity();
+            assert!(x.is_identity(), "{kind}");
+            x.merge(v).unwrap();
+            assert_eq!(&x, v, "{kind}");
+            let mut y = v.clone();
+            y.merge(&kind.identity()).unwrap();
+            assert_eq!(&y, v, "{kind}");
+            // The encoding reads back as the same value.
+            let mut bytes = Vec::new();
+            v.encode(&mut bytes);
+            assert_eq!(&kind.decode(&bytes).unwrap(), v, "{kind}");
+            v.check().unwrap();
+        }
+        // Merging across kinds is an internal error that changes nothing.
+        let mut sum = Value::Sum(1);
+        let err = sum.merge(&values[3]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("cannot merge a stats value into a sum value"),
+            "{err}"
+        );
+        assert_eq!(sum, Value::Sum(1));
+        // Kinds with Undo take a merge back; the others say they cannot.
+        let mut top = values[2].clone();
+        top.merge(&values[2]).unwrap();
+        top.subtract(&values[2]).unwrap();
+        assert_eq!(top, values[2]);
+        assert!(Kind::Top.has_undo() && !Kind::Stats.has_undo());
+        let mut st = values[3].clone();
+        assert!(
+            st.subtract(&values[3])
+                .unwrap_err()
+                .to_string()
+                .contains("cannot be taken back")
+        );
+        assert_eq!(std::mem::size_of::<Value>(), 16);
     }
 }

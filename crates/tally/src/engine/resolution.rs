@@ -228,10 +228,15 @@ mod tests {
     #[test]
     fn lengths_are_checked_with_a_reason() {
         check_lengths("rollup", [1, 60, 3600]).unwrap();
-        let twice = check_lengths("rollup", [1, 60, 60]).unwrap_err().to_string();
+        let twice = check_lengths("rollup", [1, 60, 60])
+            .unwrap_err()
+            .to_string();
         assert!(twice.contains("rollup 60 s is listed twice"), "{twice}");
         let zero = check_lengths("rollup", [0]).unwrap_err().to_string();
-        assert!(zero.contains("rollup 0 s is out of range (1 s to a year)"), "{zero}");
+        assert!(
+            zero.contains("rollup 0 s is out of range (1 s to a year)"),
+            "{zero}"
+        );
         assert!(check_lengths("rollup", [400 * 86_400]).is_err());
     }
 

@@ -743,7 +743,6 @@ async fn flush_once(inner: &Arc<Inner>, lanes: &mut Lanes, deadline: Option<Inst
 /// series writable. Other kinds merge (and may fail).
 #[inline]
 fn fold(into: &mut Value, delta: &Value) -> Result<()> {
-    #[allow(unreachable_patterns)] // reachable once a second kind exists
     match (into, delta) {
         (Value::Sum(a), Value::Sum(b)) => {
             *a = sum::add_clamped(*a, *b);

@@ -6,6 +6,10 @@
 //!   holds it plus the changes not yet flushed (needs the server's flusher);
 //! - `GET /v1/buffers/stats`: the backlog, and the flusher's figures when it
 //!   runs in this server.
+//!
+//! Which tables, key columns and counter or last-write columns exist is the
+//! configuration's, not the document's: a change that does not fit the
+//! mapping is 422.
 
 use std::collections::BTreeMap;
 
@@ -14,9 +18,22 @@ use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 
+use super::check;
 use super::error::{JsonBody, PathParam, QueryParams};
 use super::{ApiError, AppState};
 use crate::buffers::{Buffers, Flusher, Update};
+
+/// The body of `POST /v1/buffers/incr`, as the document states it.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdateBody {
+    table: String,
+    key: BTreeMap<String, String>,
+    #[serde(default)]
+    add: BTreeMap<String, check::Int>,
+    #[serde(default)]
+    set: BTreeMap<String, String>,
+}
 
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
@@ -40,13 +57,20 @@ fn buffers(state: &AppState) -> Result<(&Buffers, Option<&Flusher>), ApiError> {
 
 async fn incr(
     State(state): State<AppState>,
-    JsonBody(update): JsonBody<Update>,
+    JsonBody(body): JsonBody<UpdateBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let (buffers, _) = buffers(&state)?;
-    buffers
-        .incr(&update)
-        .await
-        .inspect_err(|e| state.metrics().backend_error_if(e))?;
+    for (column, delta) in &body.add {
+        let field = format!("add.{column}");
+        check::within(&field, "invalid_count", delta.0, -i64::MAX, i64::MAX - 1)?;
+    }
+    let update = Update {
+        table: body.table,
+        key: body.key,
+        add: body.add.into_iter().map(|(c, d)| (c, d.0)).collect(),
+        set: body.set,
+    };
+    buffers.incr(&update).await.map_err(state.refused())?;
     Ok(axum::Json(serde_json::json!({ "buffered": true })))
 }
 
@@ -63,7 +87,7 @@ async fn row(
     let row = buffers
         .read(flusher.sink().as_ref(), &table, &key)
         .await
-        .inspect_err(|e| state.metrics().backend_error_if(e))?;
+        .map_err(state.refused())?;
     Ok(axum::Json(row))
 }
 
@@ -71,12 +95,6 @@ async fn stats(State(state): State<AppState>) -> Result<axum::response::Response
     let (buffers, flusher) = buffers(&state)?;
     Ok(match flusher {
         Some(f) => axum::Json(f.metrics().await).into_response(),
-        None => axum::Json(
-            buffers
-                .stats()
-                .await
-                .inspect_err(|e| state.metrics().backend_error_if(e))?,
-        )
-        .into_response(),
+        None => axum::Json(buffers.stats().await.map_err(state.refused())?).into_response(),
     })
 }

@@ -19,9 +19,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 
+use super::check::{self, optional_integer, query_integer};
 use super::error::{PathParam, QueryParams, RawBody};
 use super::{ApiError, AppState};
-use crate::counters::{Increment, Sample};
+use crate::counters::{Increment, MAX_BATCH, Sample};
+
+/// The largest page of `GET /v1/counters`.
+const MAX_LIST: usize = 1000;
 
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
@@ -35,15 +39,50 @@ pub(crate) fn routes() -> Router<AppState> {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct IncrBody {
+    #[serde(default, deserialize_with = "optional_integer")]
     count: Option<i64>,
     at: Option<f64>,
+}
+
+/// One increment of `POST /v1/incr`, as the document states it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IncrementBody {
+    name: String,
+    #[serde(default, deserialize_with = "optional_integer")]
+    count: Option<i64>,
+    at: Option<f64>,
+}
+
+impl From<IncrementBody> for Increment {
+    fn from(b: IncrementBody) -> Self {
+        Increment {
+            name: b.name,
+            count: b.count.unwrap_or(1),
+            at: b.at,
+        }
+    }
+}
+
+/// A counter increment's fields: a name, a count of ±(2^63−1), a time.
+fn check_increment(prefix: &str, inc: &Increment) -> Result<(), ApiError> {
+    let field = |member: &str| format!("{prefix}{member}");
+    check::name(&field("name"), &inc.name)?;
+    check::within(
+        &field("count"),
+        "invalid_count",
+        inc.count,
+        -i64::MAX,
+        i64::MAX,
+    )?;
+    check::time(&field("at"), inc.at)
 }
 
 /// The body of `POST /v1/incr`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct BatchBody {
-    increments: Vec<Increment>,
+    increments: Vec<IncrementBody>,
 }
 
 /// Parses an optional JSON body: empty means the default; otherwise it must
@@ -66,13 +105,9 @@ pub(crate) fn optional_json<T: Default + serde::de::DeserializeOwned>(
             "send the body as JSON with `Content-Type: application/json`",
         ));
     }
-    serde_json::from_slice(body).map_err(|e| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_json",
-            format!("invalid JSON body: {e}"),
-        )
-    })
+    axum::Json::<T>::from_bytes(body)
+        .map(|axum::Json(value)| value)
+        .map_err(ApiError::from)
 }
 
 async fn incr_one(
@@ -87,6 +122,7 @@ async fn incr_one(
         count: body.count.unwrap_or(1),
         at: body.at,
     };
+    check_increment("", &inc)?;
     write(&state, std::slice::from_ref(&inc)).await
 }
 
@@ -94,19 +130,10 @@ async fn incr_batch(
     State(state): State<AppState>,
     super::error::JsonBody(body): super::error::JsonBody<BatchBody>,
 ) -> Result<Response, ApiError> {
-    let max = state.settings().max_batch;
-    if body.increments.len() > max {
-        return Err(ApiError::bad_request(format!(
-            "a batch holds at most {max} increments, got {}",
-            body.increments.len()
-        )));
-    }
-    if body.increments.is_empty() {
-        return Err(ApiError::bad_request(
-            "a batch needs at least one increment",
-        ));
-    }
-    write(&state, &body.increments).await
+    let max = super::openapi::max_batch(state.settings(), MAX_BATCH);
+    let increments: Vec<Increment> =
+        check::batch("increments", body.increments, max, check_increment)?;
+    write(&state, &increments).await
 }
 
 /// Writes (or hands to the aggregator) all of `increments`, or none.
@@ -137,16 +164,9 @@ async fn write(state: &AppState, increments: &[Increment]) -> Result<Response, A
                 )
             }),
     };
-    match result {
-        Ok(answer) => {
-            metrics.increments_accepted(n as u64);
-            Ok(answer.into_response())
-        }
-        Err(e) => {
-            metrics.backend_error_if(&e);
-            Err(e.into())
-        }
-    }
+    let answer = result.map_err(state.refused())?;
+    metrics.increments_accepted(n as u64);
+    Ok(answer.into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -154,6 +174,7 @@ async fn write(state: &AppState, increments: &[Increment]) -> Result<Response, A
 struct ListQuery {
     prefix: Option<String>,
     cursor: Option<String>,
+    #[serde(default, deserialize_with = "query_integer")]
     limit: Option<usize>,
 }
 
@@ -169,21 +190,25 @@ async fn list(
     QueryParams(q): QueryParams<ListQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
     let limit = q.limit.unwrap_or(100);
-    if limit == 0 || limit > 1000 {
-        return Err(ApiError::bad_request(format!(
-            "limit must be between 1 and 1000, got {limit}"
-        )));
+    check::within("limit", "invalid_input", limit, 1, MAX_LIST)?;
+    let prefix = q.prefix.as_deref().unwrap_or("");
+    if prefix.chars().count() > crate::name::MAX_NAME_CHARS || prefix.chars().any(char::is_control)
+    {
+        return Err(ApiError::field(
+            "prefix",
+            "invalid_input",
+            "a name prefix is at most 256 characters, without control characters",
+        ));
+    }
+    if let Some(cursor) = &q.cursor {
+        check::name("cursor", cursor)?;
     }
     let page = state
         .services()
         .counters
-        .search(
-            q.prefix.as_deref().unwrap_or(""),
-            q.cursor.as_deref(),
-            limit,
-        )
+        .search(prefix, q.cursor.as_deref(), limit)
         .await
-        .inspect_err(|e| state.metrics().backend_error_if(e))?;
+        .map_err(state.refused())?;
     Ok(axum::Json(ListAnswer {
         counters: page.names,
         next: page.next,
@@ -193,6 +218,7 @@ async fn list(
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ReadQuery {
+    #[serde(default, deserialize_with = "query_integer")]
     precision: Option<u64>,
     from: Option<f64>,
     to: Option<f64>,
@@ -203,21 +229,21 @@ async fn read(
     PathParam(name): PathParam<String>,
     QueryParams(q): QueryParams<ReadQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
-    for (what, t) in [("from", q.from), ("to", q.to)] {
-        if let Some(t) = t {
-            crate::clock::Timestamp::from_secs_f64(t)
-                .map_err(|e| ApiError::bad_request(format!("{what}: {e}")))?;
-        }
+    check::name("name", &name)?;
+    check::time("from", q.from)?;
+    check::time("to", q.to)?;
+    let counters = &state.services().counters;
+    if let Some(p) = q.precision {
+        counters.settings().check_precision(p)?;
     }
     let keep = |s: &Sample| {
         q.from.is_none_or(|from| s.start as f64 >= from)
             && q.to.is_none_or(|to| s.start as f64 <= to)
     };
-    let counters = &state.services().counters;
     let mut all = counters
         .get_many(std::slice::from_ref(&name), q.precision)
         .await
-        .inspect_err(|e| state.metrics().backend_error_if(e))?;
+        .map_err(state.refused())?;
     let series = all.pop().unwrap_or_default();
     let mut precisions = serde_json::Map::new();
     for s in series {
@@ -238,12 +264,13 @@ async fn delete(
     State(state): State<AppState>,
     PathParam(name): PathParam<String>,
 ) -> Result<impl IntoResponse, ApiError> {
+    check::name("name", &name)?;
     let deleted = state
         .services()
         .counters
         .delete(&name)
         .await
-        .inspect_err(|e| state.metrics().backend_error_if(e))?;
+        .map_err(state.refused())?;
     if !deleted {
         return Err(ApiError::not_found(format!("no counter named {name:?}")));
     }

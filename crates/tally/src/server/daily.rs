@@ -13,10 +13,11 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use serde::Deserialize;
 
+use super::check::{self, optional_integer, query_integer};
 use super::counters::optional_json;
 use super::error::{JsonBody, PathParam, QueryParams, RawBody};
 use super::{ApiError, AppState};
-use crate::daily::{DailyStats, Day, View};
+use crate::daily::{DailyStats, Day, MAX_BATCH, MAX_RETENTION_DAYS, View};
 
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
@@ -37,8 +38,37 @@ fn daily(state: &AppState) -> Result<&DailyStats, ApiError> {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct IncrBody {
+    #[serde(default, deserialize_with = "optional_integer")]
     count: Option<i64>,
     at: Option<f64>,
+}
+
+/// One view of `POST /v1/daily/incr`, as the document states it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ViewBody {
+    entity: String,
+    #[serde(default, deserialize_with = "optional_integer")]
+    count: Option<i64>,
+    at: Option<f64>,
+}
+
+impl From<ViewBody> for View {
+    fn from(b: ViewBody) -> Self {
+        View {
+            entity: b.entity,
+            count: b.count.unwrap_or(1),
+            at: b.at,
+        }
+    }
+}
+
+/// A view's fields; `prefix` leads the field names in messages.
+fn check_view(prefix: &str, view: &View) -> Result<(), ApiError> {
+    let field = |member: &str| format!("{prefix}{member}");
+    check::plain_name(&field("entity"), &view.entity)?;
+    check::within(&field("count"), "invalid_count", view.count, 1, i64::MAX)?;
+    check::time(&field("at"), view.at)
 }
 
 async fn incr_one(
@@ -47,34 +77,42 @@ async fn incr_one(
     headers: HeaderMap,
     RawBody(body): RawBody,
 ) -> Result<impl IntoResponse, ApiError> {
+    let daily = daily(&state)?;
     let body: IncrBody = optional_json(&headers, &body)?;
-    let counted = daily(&state)?
-        .incr_by(&entity, body.count.unwrap_or(1), body.at)
+    let view = View {
+        entity,
+        count: body.count.unwrap_or(1),
+        at: body.at,
+    };
+    check_view("", &view)?;
+    let counted = daily
+        .incr_by(&view.entity, view.count, view.at)
         .await
-        .inspect_err(|e| state.metrics().backend_error_if(e))?;
+        .map_err(state.refused())?;
     Ok(axum::Json(counted))
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BatchBody {
-    views: Vec<View>,
+    views: Vec<ViewBody>,
 }
 
 async fn incr_many(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<BatchBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let counted = daily(&state)?
-        .incr_many(&body.views)
-        .await
-        .inspect_err(|e| state.metrics().backend_error_if(e))?;
+    let daily = daily(&state)?;
+    let max = super::openapi::max_batch(state.settings(), MAX_BATCH);
+    let views: Vec<View> = check::batch("views", body.views, max, check_view)?;
+    let counted = daily.incr_many(&views).await.map_err(state.refused())?;
     Ok(axum::Json(serde_json::json!({ "counted": counted })))
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SummaryQuery {
+    #[serde(default, deserialize_with = "query_integer")]
     days: Option<u32>,
 }
 
@@ -84,10 +122,11 @@ async fn summary(
     QueryParams(q): QueryParams<SummaryQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
     let daily = daily(&state)?;
+    check::plain_name("entity", &entity)?;
     let n = q.days.unwrap_or(30);
-    let record = |e: &crate::Error| state.metrics().backend_error_if(e);
-    let days = daily.last(&entity, n).await.inspect_err(record)?;
-    let total = daily.total(&entity).await.inspect_err(record)?;
+    check::within("days", "invalid_input", n, 1, MAX_RETENTION_DAYS)?;
+    let days = daily.last(&entity, n).await.map_err(state.refused())?;
+    let total = daily.total(&entity).await.map_err(state.refused())?;
     let today = days.last().copied();
     Ok(axum::Json(serde_json::json!({
         "entity": entity,
@@ -101,11 +140,10 @@ async fn one_day(
     State(state): State<AppState>,
     PathParam((entity, day)): PathParam<(String, String)>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let day = Day::parse(&day)?;
-    let count = daily(&state)?
-        .day(&entity, day)
-        .await
-        .inspect_err(|e| state.metrics().backend_error_if(e))?;
+    let daily = daily(&state)?;
+    check::plain_name("entity", &entity)?;
+    let day = Day::parse(&day).map_err(|e| ApiError::field("day", "invalid_input", e))?;
+    let count = daily.day(&entity, day).await.map_err(state.refused())?;
     Ok(axum::Json(
         serde_json::json!({ "day": day, "count": count }),
     ))

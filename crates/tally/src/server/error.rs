@@ -1,11 +1,15 @@
 //! Errors as HTTP answers: JSON `{"error": {"code", "message"}}`.
 //!
-//! [`ApiError`] maps Tally's errors and axum's rejections to a status: 400
-//! for bad input (malformed JSON, invalid names, times, counts...), 401 for a
-//! missing or wrong token, 404, 405, 413 for a body too large, 415 for a
-//! missing JSON content type, 503 when the backend is unreachable or the
-//! server overloaded. Server faults (500) are logged with their detail and
-//! answered without it.
+//! [`ApiError`] maps Tally's errors and axum's rejections to a status, as
+//! the API document (`openapi.json`) states them: 400 for a request the
+//! document refuses (malformed JSON, a missing, unknown or null field, a
+//! value out of range, an invalid name or time...; the handlers check these
+//! field by field, see [`super::check`]), 401 for a missing or wrong token,
+//! 404, 405, 409 for a count that would overflow, 413 for a body too large,
+//! 415 for a missing JSON content type, 422 for a well-formed request that a
+//! rule the document states only in words refuses ([`ApiError::refused`]),
+//! 503 when the backend is unreachable or the server overloaded. Server
+//! faults (500) are logged with their detail and answered without it.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -39,6 +43,28 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, "invalid_input", message)
     }
 
+    /// 400 for the request field `field` (a JSON path such as
+    /// `increments[2].name`, or a parameter's name), with `code`.
+    pub fn field(field: &str, code: &'static str, problem: impl std::fmt::Display) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, format!("{field}: {problem}"))
+    }
+
+    /// The answer to a library error of a request whose fields the handler
+    /// already checked against the document: what the library still refuses
+    /// breaks a rule the document states only in words (422, code
+    /// `unprocessable`), except an overflow (409, code `overflow`); faults
+    /// map as in `From<Error>`.
+    pub fn refused(e: Error) -> Self {
+        if e.is_bad_input() && !matches!(e, Error::Overflow { .. }) {
+            return Self::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "unprocessable",
+                e.to_string(),
+            );
+        }
+        e.into()
+    }
+
     /// 404 with code `not_found`.
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
@@ -66,6 +92,10 @@ impl ApiError {
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
+        if let Error::Overflow { .. } = e {
+            // The request is well formed; the stored count cannot take it.
+            return Self::new(StatusCode::CONFLICT, e.code(), e.to_string());
+        }
         if e.is_bad_input() {
             return Self::new(StatusCode::BAD_REQUEST, e.code(), e.to_string());
         }

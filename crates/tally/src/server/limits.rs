@@ -7,6 +7,11 @@
 //! `reset_at_ms`, `retry_after_ms`) and the `RateLimit-Limit`,
 //! `RateLimit-Remaining`, `RateLimit-Reset` headers (plus `Retry-After` when
 //! denied): being limited is an answer, not an error.
+//!
+//! A body that names a policy may add only `cost`; a stated limit needs all
+//! three of `algorithm`, `limit` and `window`, and takes `burst` only for
+//! GCRA (each a 400 otherwise, as the document's `oneOf` says). What the
+//! limiter still refuses afterwards (a GCRA span too long) is 422.
 
 use axum::Router;
 use axum::extract::State;
@@ -15,74 +20,117 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde::Deserialize;
 
+use super::check::{self, not_null, optional_integer};
 use super::error::{JsonBody, PathParam};
 use super::{ApiError, AppState};
-use crate::limits::{Algorithm, FailMode, Limit};
+use crate::limits::{Algorithm, FailMode, Limit, Limiter, MAX_COST, MAX_LIMIT, MAX_WINDOW_MS};
 
 pub(crate) fn routes() -> Router<AppState> {
     Router::new().route("/limits/{key}/check", post(check))
 }
 
-/// The body of a check.
+/// The body of a check: every field optional, none `null`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CheckBody {
+    #[serde(default, deserialize_with = "not_null")]
     policy: Option<String>,
+    #[serde(default, deserialize_with = "not_null")]
     algorithm: Option<Algorithm>,
+    #[serde(default, deserialize_with = "optional_integer")]
     limit: Option<u64>,
     /// Seconds.
+    #[serde(default, deserialize_with = "not_null")]
     window: Option<f64>,
+    #[serde(default, deserialize_with = "optional_integer")]
     burst: Option<u64>,
+    #[serde(default, deserialize_with = "not_null")]
     on_error: Option<FailMode>,
+    #[serde(default, deserialize_with = "optional_integer")]
     cost: Option<u64>,
 }
 
 impl CheckBody {
-    /// The limit the body names or states.
-    fn limit(&self, state: &AppState) -> Result<Limit, ApiError> {
-        let (_, policies) =
+    /// The limit the body names or states, checked against the document.
+    fn limit<'a>(&self, state: &'a AppState) -> Result<(&'a Limiter, Limit), ApiError> {
+        let (limiter, policies) =
             state.services().limiter.as_ref().ok_or_else(|| {
                 ApiError::not_found("rate limiting is not enabled on this server")
             })?;
-        let stated = self.algorithm.is_some() || self.limit.is_some() || self.window.is_some();
-        match (&self.policy, stated) {
-            (Some(_), true) => Err(ApiError::bad_request(
-                "give either a policy or a limit (algorithm, limit, window), not both",
-            )),
-            (Some(name), false) => policies.get(name).copied().ok_or_else(|| {
-                let known: Vec<&str> = policies.keys().map(String::as_str).collect();
-                ApiError::bad_request(format!(
-                    "no policy named {name:?} (configured: {})",
-                    if known.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        known.join(", ")
-                    }
-                ))
-            }),
-            (None, _) => {
-                let (Some(algorithm), Some(limit), Some(window)) =
-                    (self.algorithm, self.limit, self.window)
-                else {
-                    return Err(ApiError::bad_request(
-                        "a limit needs `algorithm` (fixed, sliding or gcra), `limit` and `window` (seconds), \
-                         or a `policy` name",
-                    ));
-                };
-                let ms = window * 1000.0;
-                if !ms.is_finite() || !(1.0..=1e15).contains(&ms) {
-                    return Err(ApiError::bad_request(format!(
-                        "window must be at least 0.001 s, got {window}"
-                    )));
-                }
-                let mut l = Limit::new(algorithm, limit, ms.round() as u64)
-                    .failing(self.on_error.unwrap_or_default());
-                if let Some(burst) = self.burst {
-                    l = l.with_burst(burst);
-                }
-                Ok(l)
+        if let Some(name) = &self.policy {
+            let stated = [
+                ("algorithm", self.algorithm.is_some()),
+                ("limit", self.limit.is_some()),
+                ("window", self.window.is_some()),
+                ("burst", self.burst.is_some()),
+                ("on_error", self.on_error.is_some()),
+            ];
+            if let Some((field, _)) = stated.iter().find(|(_, given)| *given) {
+                return Err(ApiError::field(
+                    field,
+                    "invalid_input",
+                    "a policy sets the limit: give `policy` (and `cost`) alone, or state the limit without `policy`",
+                ));
             }
+            let limit = policies.get(name).copied().ok_or_else(|| {
+                let known: Vec<&str> = policies.keys().map(String::as_str).collect();
+                ApiError::field(
+                    "policy",
+                    "invalid_input",
+                    format!(
+                        "no policy named {name:?} (configured: {})",
+                        if known.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            known.join(", ")
+                        }
+                    ),
+                )
+            })?;
+            return Ok((limiter, limit));
         }
+        let (Some(algorithm), Some(limit), Some(window)) =
+            (self.algorithm, self.limit, self.window)
+        else {
+            let missing = [
+                ("algorithm", self.algorithm.is_none()),
+                ("limit", self.limit.is_none()),
+                ("window", self.window.is_none()),
+            ];
+            let field = missing
+                .iter()
+                .find(|(_, m)| *m)
+                .map_or("policy", |(f, _)| *f);
+            return Err(ApiError::field(
+                field,
+                "invalid_input",
+                "a limit needs `algorithm` (fixed, sliding or gcra), `limit` and `window` (seconds), \
+                 or a `policy` name",
+            ));
+        };
+        check::within("limit", "invalid_input", limit, 1, MAX_LIMIT)?;
+        let max_window = MAX_WINDOW_MS as f64 / 1000.0;
+        if !(0.001..=max_window).contains(&window) {
+            return Err(ApiError::field(
+                "window",
+                "invalid_input",
+                format!("{window} s is out of range (0.001 s to {max_window} s)"),
+            ));
+        }
+        let mut l = Limit::new(algorithm, limit, (window * 1000.0).round() as u64)
+            .failing(self.on_error.unwrap_or_default());
+        if let Some(burst) = self.burst {
+            if algorithm != Algorithm::Gcra {
+                return Err(ApiError::field(
+                    "burst",
+                    "invalid_input",
+                    "a burst applies only to the gcra algorithm",
+                ));
+            }
+            check::within("burst", "invalid_input", burst, 1, MAX_LIMIT)?;
+            l = l.with_burst(burst);
+        }
+        Ok((limiter, l))
     }
 }
 
@@ -91,16 +139,14 @@ async fn check(
     PathParam(key): PathParam<String>,
     JsonBody(body): JsonBody<CheckBody>,
 ) -> Result<Response, ApiError> {
-    let limit = body.limit(&state)?;
-    let (limiter, _) = state
-        .services()
-        .limiter
-        .as_ref()
-        .expect("checked by limit()");
+    let (limiter, limit) = body.limit(&state)?;
+    check::name("key", &key)?;
+    let cost = body.cost.unwrap_or(1);
+    check::within("cost", "invalid_count", cost, 1, MAX_COST)?;
     let decision = limiter
-        .check(&key, &limit, body.cost.unwrap_or(1))
+        .check(&key, &limit, cost)
         .await
-        .inspect_err(|e| state.metrics().backend_error_if(e))?;
+        .map_err(state.refused())?;
     let now_ms = limiter.clock().now().as_millis();
     let mut response = axum::Json(&decision).into_response();
     crate::limits::middleware::add_headers(response.headers_mut(), &decision, now_ms);

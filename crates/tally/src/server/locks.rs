@@ -4,7 +4,8 @@
 //!   (`token`, `fence`, `ttl_ms`) or 409 `{"status": "held",
 //!   "retry_after_ms"}` when someone else holds it (after waiting up to
 //!   `wait_ms`, with jittered backoff; the wait is bounded by the library's
-//!   limit, and by the server's request timeout);
+//!   limit, and stops at three quarters of the server's request timeout so
+//!   that a long wait is answered 409, never cut off as a 503);
 //! - `extend` `{"token", "ttl_ms"}` and `release` `{"token"}`: 200 when the
 //!   token holds the lock, 409 when it does not (nothing changes then).
 
@@ -17,9 +18,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde::Deserialize;
 
+use super::check::{self, integer, optional_integer};
 use super::error::{JsonBody, PathParam};
 use super::{ApiError, AppState};
-use crate::locks::{Acquisition, Locks};
+use crate::locks::{Acquisition, Locks, MAX_TTL, MAX_WAIT, MIN_TTL};
 
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
@@ -39,9 +41,17 @@ fn locks(state: &AppState) -> Result<&Locks, ApiError> {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AcquireBody {
+    #[serde(deserialize_with = "integer")]
     ttl_ms: u64,
-    #[serde(default)]
-    wait_ms: u64,
+    #[serde(default, deserialize_with = "optional_integer")]
+    wait_ms: Option<u64>,
+}
+
+/// A lock's name and time to live.
+fn check_lock(name: &str, ttl_ms: u64) -> Result<(), ApiError> {
+    check::name("name", name)?;
+    let (min, max) = (MIN_TTL.as_millis() as u64, MAX_TTL.as_millis() as u64);
+    check::within("ttl_ms", "invalid_input", ttl_ms, min, max)
 }
 
 async fn acquire(
@@ -49,14 +59,21 @@ async fn acquire(
     PathParam(name): PathParam<String>,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> Result<Response, ApiError> {
-    let answer = locks(&state)?
-        .acquire_waiting(
-            &name,
-            Duration::from_millis(body.ttl_ms),
-            Duration::from_millis(body.wait_ms),
-        )
+    let locks = locks(&state)?;
+    check_lock(&name, body.ttl_ms)?;
+    let wait_ms = body.wait_ms.unwrap_or(0);
+    check::within(
+        "wait_ms",
+        "invalid_input",
+        wait_ms,
+        0,
+        MAX_WAIT.as_millis() as u64,
+    )?;
+    let wait = Duration::from_millis(wait_ms).min(state.settings().request_timeout * 3 / 4);
+    let answer = locks
+        .acquire_waiting(&name, Duration::from_millis(body.ttl_ms), wait)
         .await
-        .inspect_err(|e| state.metrics().backend_error_if(e))?;
+        .map_err(state.refused())?;
     let status = match answer {
         Acquisition::Acquired(_) => StatusCode::OK,
         Acquisition::Held { .. } => StatusCode::CONFLICT,
@@ -68,6 +85,7 @@ async fn acquire(
 #[serde(deny_unknown_fields)]
 struct ExtendBody {
     token: String,
+    #[serde(deserialize_with = "integer")]
     ttl_ms: u64,
 }
 
@@ -76,10 +94,12 @@ async fn extend(
     PathParam(name): PathParam<String>,
     JsonBody(body): JsonBody<ExtendBody>,
 ) -> Result<Response, ApiError> {
-    let extended = locks(&state)?
+    let locks = locks(&state)?;
+    check_lock(&name, body.ttl_ms)?;
+    let extended = locks
         .extend(&name, &body.token, Duration::from_millis(body.ttl_ms))
         .await
-        .inspect_err(|e| state.metrics().backend_error_if(e))?;
+        .map_err(state.refused())?;
     let status = if extended {
         StatusCode::OK
     } else {
@@ -103,10 +123,12 @@ async fn release(
     PathParam(name): PathParam<String>,
     JsonBody(body): JsonBody<ReleaseBody>,
 ) -> Result<Response, ApiError> {
-    let released = locks(&state)?
+    let locks = locks(&state)?;
+    check::name("name", &name)?;
+    let released = locks
         .release(&name, &body.token)
         .await
-        .inspect_err(|e| state.metrics().backend_error_if(e))?;
+        .map_err(state.refused())?;
     let status = if released {
         StatusCode::OK
     } else {

@@ -5,7 +5,9 @@
 //! time. Families (all prefixed `tally_`): HTTP requests by method, route and
 //! status, and their latency; increments accepted and written; write batches
 //! and flush latency; cleaner passes, their duration, samples and counters
-//! removed; statsd lines accepted and rejected by reason; backend errors;
+//! removed; statsd datagrams received, lines accepted and rejected by
+//! reason, the statsd socket's receive buffer and the datagrams the kernel
+//! dropped for it (read from the kernel at scrape time); backend errors;
 //! rate-limit checks.
 
 use std::collections::BTreeMap;
@@ -19,6 +21,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::AppState;
+use super::udp::{self, SocketInfo};
 use crate::counters::CleanReport;
 use crate::error::{Error, Result};
 use crate::metrics::{Exposition, Histogram};
@@ -35,6 +38,8 @@ struct Inner {
     request_latency: Histogram,
     increments_accepted: AtomicU64,
     backend_errors: AtomicU64,
+    statsd_datagrams: AtomicU64,
+    statsd_socket: Mutex<Option<SocketInfo>>,
     statsd_accepted: AtomicU64,
     statsd_rejected: Mutex<BTreeMap<&'static str, u64>>,
     cleaner_passes: AtomicU64,
@@ -57,6 +62,36 @@ impl Metrics {
         if !e.is_bad_input() && !matches!(e, Error::Overloaded(_)) {
             self.inner.backend_errors.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Statsd datagrams received.
+    pub fn statsd_datagrams(&self, n: u64) {
+        self.inner.statsd_datagrams.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Statsd datagrams received so far.
+    pub fn statsd_datagrams_total(&self) -> u64 {
+        self.inner.statsd_datagrams.load(Ordering::Relaxed)
+    }
+
+    /// The statsd socket, whose buffer and kernel drops `/metrics` shows.
+    pub fn statsd_socket(&self, info: SocketInfo) {
+        *self
+            .inner
+            .statsd_socket
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(info);
+    }
+
+    /// Datagrams the kernel dropped for the statsd socket (a full receive
+    /// buffer), when there is one and the system counts them (Linux).
+    pub async fn statsd_kernel_drops(&self) -> Option<u64> {
+        let info = *self
+            .inner
+            .statsd_socket
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        udp::kernel_drops(info?).await
     }
 
     /// One statsd line accepted.
@@ -263,6 +298,27 @@ pub async fn exposition(state: &AppState) -> String {
         "Time one cleaner pass took.",
         &m.cleaner_latency.snapshot(),
     );
+    e.counter1(
+        "tally_statsd_datagrams_received_total",
+        "statsd datagrams received.",
+        load(&m.statsd_datagrams),
+    );
+    let socket = *m.statsd_socket.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(info) = socket {
+        e.gauge(
+            "tally_statsd_receive_buffer_bytes",
+            "The statsd socket's receive buffer as the kernel reports it (SO_RCVBUF; Linux \
+             reports twice what it was given).",
+            info.recv_buffer as f64,
+        );
+    }
+    if let Some(drops) = state.metrics().statsd_kernel_drops().await {
+        e.counter1(
+            "tally_statsd_kernel_drops_total",
+            "statsd datagrams the kernel dropped before Tally read them (a full receive buffer).",
+            drops,
+        );
+    }
     e.counter1(
         "tally_statsd_lines_accepted_total",
         "statsd counter lines accepted.",

@@ -16,6 +16,7 @@
 
 mod auth;
 mod buffers;
+mod check;
 mod counters;
 mod daily;
 mod dashboard;
@@ -26,6 +27,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod statsd;
 mod ts;
+pub mod udp;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -117,16 +119,20 @@ struct Inner {
     services: Services,
     settings: ServerSettings,
     metrics: Metrics,
+    /// `openapi.json` with this server's configuration written in.
+    document: String,
 }
 
 impl AppState {
     /// State for `services` under `settings`, reporting into `metrics`.
     pub fn new(services: Services, settings: ServerSettings, metrics: Metrics) -> Self {
+        let document = openapi::render(&services, &settings);
         AppState {
             inner: Arc::new(Inner {
                 services,
                 settings,
                 metrics,
+                document,
             }),
         }
     }
@@ -144,6 +150,20 @@ impl AppState {
     /// The metrics.
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
+    }
+
+    /// The API document this server serves at `/openapi.json`.
+    pub fn document(&self) -> &str {
+        &self.inner.document
+    }
+
+    /// Maps the error of a library call made after the handler checked the
+    /// request's fields ([`ApiError::refused`]), counting backend faults.
+    pub(crate) fn refused(&self) -> impl Fn(crate::Error) -> ApiError + '_ {
+        |e| {
+            self.metrics().backend_error_if(&e);
+            ApiError::refused(e)
+        }
     }
 }
 

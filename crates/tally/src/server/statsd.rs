@@ -12,34 +12,37 @@ use std::future::Future;
 use tokio::net::UdpSocket;
 
 use super::Metrics;
+use super::udp::SocketInfo;
 use crate::counters::Aggregator;
 use crate::error::Error;
 use crate::statsd::{Line, parse_packet};
 
 /// Receives statsd datagrams on `socket` until `shutdown` completes.
+///
+/// The datagrams are read on a thread of the listener's own, many per
+/// system call ([`super::udp::receive`]), and each is counted there with
+/// [`handle`]. The socket is registered with `metrics`, whose `/metrics`
+/// then shows its receive buffer and the datagrams the kernel dropped for
+/// it. Bind it with [`super::udp::bind`] for a buffer that holds a burst.
 pub async fn listen(
     socket: UdpSocket,
     aggregator: Aggregator,
     metrics: Metrics,
     shutdown: impl Future<Output = ()>,
 ) {
-    tokio::pin!(shutdown);
-    let mut buf = vec![0u8; 65_535];
-    loop {
-        let received = tokio::select! {
-            _ = &mut shutdown => break,
-            r = socket.recv_from(&mut buf) => r,
-        };
-        let len = match received {
-            Ok((len, _)) => len,
-            Err(e) => {
-                tracing::warn!(error = %e, "statsd receive failed");
-                continue;
-            }
-        };
-        handle(&buf[..len], &aggregator, &metrics);
+    match SocketInfo::of(&socket) {
+        Ok(info) => metrics.statsd_socket(info),
+        Err(e) => tracing::warn!(error = %e, "statsd socket: no kernel figures for /metrics"),
     }
-    tracing::info!("statsd listener stopped");
+    let counted = metrics.clone();
+    let each = move |packet: &[u8]| {
+        counted.statsd_datagrams(1);
+        handle(packet, &aggregator, &counted);
+    };
+    match super::udp::receive(socket, shutdown, each).await {
+        Ok(()) => tracing::info!("statsd listener stopped"),
+        Err(e) => tracing::error!(error = %e, "statsd listener failed"),
+    }
 }
 
 /// Counts one datagram's lines.

@@ -11,6 +11,10 @@
 //! default the last hour) and an optional `rollup` (seconds; default the
 //! finest whose retention covers the range): `GET /v1/ts/{model}/range`,
 //! `/sums`, `/distinct?view=series|totals|union`, and `/top?key=&n=`.
+//!
+//! Every field is checked against the document first (400); what the store
+//! refuses after that (a time too far ahead, a range ending before it
+//! starts or too long) is 422.
 
 use axum::Router;
 use axum::extract::State;
@@ -18,9 +22,13 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use serde::Deserialize;
 
+use super::check::{self, optional_integer, query_integer};
 use super::error::{JsonBody, PathParam, QueryParams};
 use super::{ApiError, AppState};
-use crate::tsdb::{TsIncrement, Tsdb};
+use crate::tsdb::{MAX_BATCH, MAX_COUNT, MAX_KEYS, MAX_VALUES, TsIncrement, Tsdb, topn};
+
+/// The most items a `top` read answers.
+const MAX_TOP: usize = 10_000;
 
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
@@ -43,33 +51,62 @@ fn tsdb(state: &AppState) -> Result<&Tsdb, ApiError> {
         .ok_or_else(|| ApiError::not_found("the time-series store is not enabled on this server"))
 }
 
-fn record(state: &AppState) -> impl Fn(&crate::Error) + '_ {
-    |e| state.metrics().backend_error_if(e)
+/// An increment's fields; `prefix` leads the field names in messages.
+fn check_increment(prefix: &str, inc: &TsIncrement) -> Result<(), ApiError> {
+    let field = |member: &str| format!("{prefix}{member}");
+    check::plain_name(&field("model"), &inc.model)?;
+    check::plain_name(&field("key"), &inc.key)?;
+    check::within(&field("count"), "invalid_count", inc.count, 1, MAX_COUNT)?;
+    check::time(&field("at"), inc.at)
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BatchBody {
-    increments: Vec<TsIncrement>,
+    increments: Vec<IncrementBody>,
+}
+
+/// One increment of `POST /v1/ts/incr`, as the document states it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IncrementBody {
+    model: String,
+    key: String,
+    #[serde(default, deserialize_with = "optional_integer")]
+    count: Option<i64>,
+    at: Option<f64>,
+}
+
+impl From<IncrementBody> for TsIncrement {
+    fn from(b: IncrementBody) -> Self {
+        TsIncrement {
+            model: b.model,
+            key: b.key,
+            count: b.count.unwrap_or(1),
+            at: b.at,
+        }
+    }
 }
 
 async fn incr_many(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<BatchBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let n = body.increments.len();
-    tsdb(&state)?
-        .incr_multi(&body.increments)
-        .await
-        .inspect_err(record(&state))?;
-    Ok(axum::Json(serde_json::json!({ "written": n })))
+    let ts = tsdb(&state)?;
+    let max = super::openapi::max_batch(state.settings(), MAX_BATCH);
+    let increments: Vec<TsIncrement> =
+        check::batch("increments", body.increments, max, check_increment)?;
+    ts.incr_multi(&increments).await.map_err(state.refused())?;
+    Ok(axum::Json(
+        serde_json::json!({ "written": increments.len() }),
+    ))
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct IncrBody {
     key: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "optional_integer")]
     count: Option<i64>,
     #[serde(default)]
     at: Option<f64>,
@@ -80,16 +117,17 @@ async fn incr_one(
     PathParam(model): PathParam<String>,
     JsonBody(body): JsonBody<IncrBody>,
 ) -> Result<impl IntoResponse, ApiError> {
+    let ts = tsdb(&state)?;
     let inc = TsIncrement {
         model,
         key: body.key,
         count: body.count.unwrap_or(1),
         at: body.at,
     };
-    tsdb(&state)?
-        .incr_multi(std::slice::from_ref(&inc))
+    check_increment("", &inc)?;
+    ts.incr_multi(std::slice::from_ref(&inc))
         .await
-        .inspect_err(record(&state))?;
+        .map_err(state.refused())?;
     Ok(axum::Json(serde_json::json!({ "written": 1 })))
 }
 
@@ -107,10 +145,17 @@ async fn record_distinct(
     PathParam(model): PathParam<String>,
     JsonBody(body): JsonBody<DistinctBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    tsdb(&state)?
-        .record(&model, &body.key, &body.values, body.at)
+    let ts = tsdb(&state)?;
+    check::plain_name("model", &model)?;
+    check::plain_name("key", &body.key)?;
+    check::items("values", body.values.len(), 1, MAX_VALUES)?;
+    for (i, v) in body.values.iter().enumerate() {
+        check::name(&format!("values[{i}]"), v)?;
+    }
+    check::time("at", body.at)?;
+    ts.record(&model, &body.key, &body.values, body.at)
         .await
-        .inspect_err(record(&state))?;
+        .map_err(state.refused())?;
     Ok(axum::Json(
         serde_json::json!({ "recorded": body.values.len() }),
     ))
@@ -120,7 +165,7 @@ async fn record_distinct(
 #[serde(deny_unknown_fields)]
 struct FrequentBody {
     key: String,
-    items: Vec<(String, i64)>,
+    items: Vec<(String, check::Int)>,
     #[serde(default)]
     at: Option<f64>,
 }
@@ -130,13 +175,25 @@ async fn record_frequent(
     PathParam(model): PathParam<String>,
     JsonBody(body): JsonBody<FrequentBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    tsdb(&state)?
-        .record_frequency(&model, &body.key, &body.items, body.at)
+    let ts = tsdb(&state)?;
+    check::plain_name("model", &model)?;
+    check::plain_name("key", &body.key)?;
+    check::items("items", body.items.len(), 1, MAX_VALUES)?;
+    let items: Vec<(String, i64)> = body
+        .items
+        .into_iter()
+        .map(|(item, n)| (item, n.0))
+        .collect();
+    for (i, (item, count)) in items.iter().enumerate() {
+        check::name(&format!("items[{i}][0]"), item)?;
+        let field = format!("items[{i}][1]");
+        check::within(&field, "invalid_count", *count, 1, topn::MAX_ITEM_COUNT)?;
+    }
+    check::time("at", body.at)?;
+    ts.record_frequency(&model, &body.key, &items, body.at)
         .await
-        .inspect_err(record(&state))?;
-    Ok(axum::Json(
-        serde_json::json!({ "recorded": body.items.len() }),
-    ))
+        .map_err(state.refused())?;
+    Ok(axum::Json(serde_json::json!({ "recorded": items.len() })))
 }
 
 #[derive(Debug, Deserialize)]
@@ -151,10 +208,13 @@ async fn merge(
     PathParam(model): PathParam<String>,
     JsonBody(body): JsonBody<MergeBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    tsdb(&state)?
-        .merge(&model, &body.into, &body.from)
+    let ts = tsdb(&state)?;
+    check::plain_name("model", &model)?;
+    check::plain_name("into", &body.into)?;
+    check::plain_name("from", &body.from)?;
+    ts.merge(&model, &body.into, &body.from)
         .await
-        .inspect_err(record(&state))?;
+        .map_err(state.refused())?;
     Ok(axum::Json(serde_json::json!({ "merged": true })))
 }
 
@@ -169,51 +229,103 @@ async fn delete(
     PathParam(model): PathParam<String>,
     JsonBody(body): JsonBody<DeleteBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    tsdb(&state)?
-        .delete(&model, &body.keys)
+    let ts = tsdb(&state)?;
+    check::plain_name("model", &model)?;
+    check::items("keys", body.keys.len(), 1, MAX_KEYS)?;
+    for (i, k) in body.keys.iter().enumerate() {
+        check::plain_name(&format!("keys[{i}]"), k)?;
+    }
+    ts.delete(&model, &body.keys)
         .await
-        .inspect_err(record(&state))?;
+        .map_err(state.refused())?;
     Ok(axum::Json(
         serde_json::json!({ "deleted": body.keys.len() }),
     ))
 }
 
-/// The shared query of range reads.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RangeQuery {
-    keys: Option<String>,
-    key: Option<String>,
+/// The range of a read: `start` and `end` (Unix seconds; default the hour
+/// before now), `rollup` (a configured one; default the library's choice).
+/// Each query lists these fields itself: `serde(flatten)` would read the
+/// numbers of a query string as strings.
+#[derive(Debug)]
+struct Span {
     start: Option<f64>,
     end: Option<f64>,
     rollup: Option<u64>,
-    view: Option<String>,
-    n: Option<usize>,
 }
 
-impl RangeQuery {
-    fn keys(&self) -> Result<Vec<String>, ApiError> {
-        let keys: Vec<String> = self
-            .keys
-            .as_deref()
-            .or(self.key.as_deref())
-            .unwrap_or("")
-            .split(',')
-            .filter(|k| !k.is_empty())
-            .map(str::to_owned)
-            .collect();
-        if keys.is_empty() {
-            return Err(ApiError::bad_request("give `keys` (comma-separated)"));
-        }
-        Ok(keys)
-    }
+/// A checked read: the model, the keys and the span.
+struct Read {
+    model: String,
+    keys: Vec<String>,
+    start: f64,
+    end: f64,
+    rollup: Option<u64>,
+}
 
-    /// `(start, end)`, defaulting to the last hour before now.
-    fn span(&self, state: &AppState) -> (f64, f64) {
+impl Span {
+    /// Checks the model, `keys` and the span; `(start, end)` defaults to the
+    /// hour before now (never before the epoch).
+    fn read<'a>(
+        &self,
+        state: &'a AppState,
+        model: String,
+        keys: Vec<String>,
+    ) -> Result<(&'a Tsdb, Read), ApiError> {
+        let ts = tsdb(state)?;
+        check::plain_name("model", &model)?;
+        check::time("start", self.start)?;
+        check::time("end", self.end)?;
+        if let Some(r) = self.rollup
+            && !ts.settings().rollups.iter().any(|c| c.seconds == r)
+        {
+            let configured: Vec<String> = ts
+                .settings()
+                .rollups
+                .iter()
+                .map(|c| c.seconds.to_string())
+                .collect();
+            return Err(ApiError::field(
+                "rollup",
+                "unknown_precision",
+                format!(
+                    "rollup {r} s is not configured (configured: {})",
+                    configured.join(", ")
+                ),
+            ));
+        }
         let now = state.services().counters.clock().now().as_secs_f64();
         let end = self.end.unwrap_or(now);
-        (self.start.unwrap_or(end - 3600.0), end)
+        let start = self.start.unwrap_or((end - 3600.0).max(0.0));
+        let read = Read {
+            model,
+            keys,
+            start,
+            end,
+            rollup: self.rollup,
+        };
+        Ok((ts, read))
     }
+}
+
+/// `keys`: 1 to [`MAX_KEYS`] keys, comma-separated, none empty.
+fn listed_keys(keys: &str) -> Result<Vec<String>, ApiError> {
+    let keys: Vec<String> = keys.split(',').map(str::to_owned).collect();
+    check::items("keys", keys.len(), 1, MAX_KEYS)?;
+    for (i, k) in keys.iter().enumerate() {
+        check::plain_name(&format!("keys[{i}]"), k)?;
+    }
+    Ok(keys)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RangeQuery {
+    keys: String,
+    start: Option<f64>,
+    end: Option<f64>,
+    #[serde(default, deserialize_with = "query_integer")]
+    rollup: Option<u64>,
 }
 
 async fn range(
@@ -221,11 +333,16 @@ async fn range(
     PathParam(model): PathParam<String>,
     QueryParams(q): QueryParams<RangeQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let (start, end) = q.span(&state);
-    let series = tsdb(&state)?
-        .get_range(&model, &q.keys()?, start, end, q.rollup)
+    let (ts, r) = Span {
+        start: q.start,
+        end: q.end,
+        rollup: q.rollup,
+    }
+    .read(&state, model, listed_keys(&q.keys)?)?;
+    let series = ts
+        .get_range(&r.model, &r.keys, r.start, r.end, r.rollup)
         .await
-        .inspect_err(record(&state))?;
+        .map_err(state.refused())?;
     Ok(axum::Json(series))
 }
 
@@ -234,62 +351,107 @@ async fn sums(
     PathParam(model): PathParam<String>,
     QueryParams(q): QueryParams<RangeQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let (start, end) = q.span(&state);
-    let totals = tsdb(&state)?
-        .get_sums(&model, &q.keys()?, start, end, q.rollup)
+    let (ts, r) = Span {
+        start: q.start,
+        end: q.end,
+        rollup: q.rollup,
+    }
+    .read(&state, model, listed_keys(&q.keys)?)?;
+    let totals = ts
+        .get_sums(&r.model, &r.keys, r.start, r.end, r.rollup)
         .await
-        .inspect_err(record(&state))?;
+        .map_err(state.refused())?;
     Ok(axum::Json(totals))
+}
+
+/// What a distinct read answers.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum View {
+    /// Per key, per bucket.
+    #[default]
+    Series,
+    /// Per key, over the range.
+    Totals,
+    /// Across the keys, over the range.
+    Union,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DistinctQuery {
+    keys: String,
+    #[serde(default)]
+    view: View,
+    start: Option<f64>,
+    end: Option<f64>,
+    #[serde(default, deserialize_with = "query_integer")]
+    rollup: Option<u64>,
 }
 
 async fn distinct(
     State(state): State<AppState>,
     PathParam(model): PathParam<String>,
-    QueryParams(q): QueryParams<RangeQuery>,
+    QueryParams(q): QueryParams<DistinctQuery>,
 ) -> Result<axum::response::Response, ApiError> {
-    let (start, end) = q.span(&state);
-    let keys = q.keys()?;
-    let ts = tsdb(&state)?;
-    Ok(match q.view.as_deref().unwrap_or("series") {
-        "series" => axum::Json(
-            ts.get_distinct_series(&model, &keys, start, end, q.rollup)
+    let (ts, r) = Span {
+        start: q.start,
+        end: q.end,
+        rollup: q.rollup,
+    }
+    .read(&state, model, listed_keys(&q.keys)?)?;
+    let (model, keys) = (&r.model, &r.keys);
+    Ok(match q.view {
+        View::Series => axum::Json(
+            ts.get_distinct_series(model, keys, r.start, r.end, r.rollup)
                 .await
-                .inspect_err(record(&state))?,
+                .map_err(state.refused())?,
         )
         .into_response(),
-        "totals" => axum::Json(
-            ts.get_distinct_totals(&model, &keys, start, end, q.rollup)
+        View::Totals => axum::Json(
+            ts.get_distinct_totals(model, keys, r.start, r.end, r.rollup)
                 .await
-                .inspect_err(record(&state))?,
+                .map_err(state.refused())?,
         )
         .into_response(),
-        "union" => axum::Json(
-            ts.get_distinct_union(&model, &keys, start, end, q.rollup)
+        View::Union => axum::Json(
+            ts.get_distinct_union(model, keys, r.start, r.end, r.rollup)
                 .await
-                .inspect_err(record(&state))?,
+                .map_err(state.refused())?,
         )
         .into_response(),
-        other => {
-            return Err(ApiError::bad_request(format!(
-                "view must be series, totals or union, got {other:?}"
-            )));
-        }
     })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopQuery {
+    key: String,
+    #[serde(default, deserialize_with = "query_integer")]
+    n: Option<usize>,
+    start: Option<f64>,
+    end: Option<f64>,
+    #[serde(default, deserialize_with = "query_integer")]
+    rollup: Option<u64>,
 }
 
 async fn top(
     State(state): State<AppState>,
     PathParam(model): PathParam<String>,
-    QueryParams(q): QueryParams<RangeQuery>,
+    QueryParams(q): QueryParams<TopQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let (start, end) = q.span(&state);
-    let key = q
-        .key
-        .clone()
-        .ok_or_else(|| ApiError::bad_request("give `key`"))?;
-    let items = tsdb(&state)?
-        .get_top(&model, &key, start, end, q.n.unwrap_or(10), q.rollup)
+    check::plain_name("key", &q.key)?;
+    let n = q.n.unwrap_or(10);
+    check::within("n", "invalid_input", n, 1, MAX_TOP)?;
+    let (ts, r) = Span {
+        start: q.start,
+        end: q.end,
+        rollup: q.rollup,
+    }
+    .read(&state, model, vec![q.key])?;
+    let items = ts
+        .get_top(&r.model, &r.keys[0], r.start, r.end, n, r.rollup)
         .await
-        .inspect_err(record(&state))?;
+        .map_err(state.refused())?;
     Ok(axum::Json(items))
 }

@@ -202,7 +202,8 @@ impl Fixture {
     }
 }
 
-/// A raw connection to either kind of Redis fixture.
+/// A raw connection to either kind of Redis fixture (clones share it).
+#[derive(Clone)]
 pub enum RawConn {
     Single(redis::aio::MultiplexedConnection),
     Cluster(redis::cluster_async::ClusterConnection),

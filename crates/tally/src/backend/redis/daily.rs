@@ -1,12 +1,27 @@
-//! Daily statistics in Redis, in seed 004's layout.
+//! Daily statistics in Redis, in seed 004's layout and nothing else.
 //!
-//! Per entity, under the hash tag `{<prefix>:<id>}` (so an entity's keys
-//! stay in one cluster slot): `{<prefix>:<id>}:views`, a hash from
-//! `YYYYMMDD` to views (exactly the seed's key), and `{<prefix>:<id>}:stats`,
-//! a hash holding the running `total` and `first` (the oldest day that may be
-//! stored). A write is one `daily_incr.lua` call; a batch sends one call per
-//! entity concurrently (pipelined on the connection, spread over the nodes
-//! on a cluster). Reads are single commands (HMGET, HGET).
+//! Per entity, one hash `{<prefix>:<id>}:views` (the hash tag keeps an
+//! entity in one cluster slot) from `YYYYMMDD` to views, exactly the seed's
+//! key, plus one non-date field, `before`: the views of the days that left
+//! the retention window. The hash is the entity's whole state, so the
+//! seed's own code and Tally agree on every read whichever writes first or
+//! both at once: the seed's HMGET of dates never asks for `before`, and its
+//! total (a sum of HVALS) includes it, so the sum of the hash is the
+//! all-time total for both.
+//!
+//! A write is one `daily_incr.lua` call: HINCRBY of the day, with the days
+//! older than the window folded into `before` in the same step (no cleaner).
+//! A batch sends one call per entity concurrently (pipelined on the
+//! connection, spread over the nodes on a cluster). Days are read with one
+//! HMGET; the total with one `daily_total.lua` call summing the hash (at
+//! most retention + 1 fields once Tally has written), exactly (64-bit,
+//! whatever Lua's doubles can hold).
+//!
+//! Data written by earlier Tally versions, which kept a running `total` in
+//! `{<prefix>:<id>}:stats` and dropped old days without keeping their sum,
+//! reads right as it is (the total is the larger of that running total and
+//! the hash's sum) and is migrated by the entity's next write (the missing
+//! part goes to `before`, `:stats` is deleted, the hash loses its TTL).
 
 use async_trait::async_trait;
 use futures::future::try_join_all;
@@ -23,6 +38,7 @@ pub struct RedisDailyStore {
     redis: Redis,
     prefix: String,
     incr: Script,
+    total: Script,
 }
 
 impl RedisDailyStore {
@@ -32,7 +48,14 @@ impl RedisDailyStore {
         Ok(RedisDailyStore {
             redis,
             prefix: prefix.to_owned(),
-            incr: Script::new(include_str!("lua/daily_incr.lua")),
+            incr: Script::new(concat!(
+                include_str!("lua/daily_sum.lua"),
+                include_str!("lua/daily_incr.lua")
+            )),
+            total: Script::new(concat!(
+                include_str!("lua/daily_sum.lua"),
+                include_str!("lua/daily_total.lua")
+            )),
         })
     }
 
@@ -41,7 +64,8 @@ impl RedisDailyStore {
         format!("{{{}:{entity}}}:views", self.prefix)
     }
 
-    /// `{<prefix>:<id>}:stats`.
+    /// `{<prefix>:<id>}:stats`, where earlier Tally versions kept a running
+    /// total (read, then migrated by the next write).
     pub fn stats_key(&self, entity: &Name) -> String {
         format!("{{{}:{entity}}}:stats", self.prefix)
     }
@@ -52,14 +76,17 @@ impl RedisDailyStore {
             w.day.yyyymmdd().to_string(),
             w.count.to_string(),
             w.floor.yyyymmdd().to_string(),
-            w.expire_at.to_string(),
         ];
         match self.redis.eval_write(&self.incr, &keys, &args).await {
             Ok(value) => {
-                let (day_count, total): (i64, i64) =
+                let (day_count, hi, lo): (i64, i64, i64) =
                     redis::FromRedisValue::from_redis_value(value)?;
-                Ok(DailyWritten { day_count, total })
+                Ok(DailyWritten {
+                    day_count,
+                    total: from_limbs(hi, lo, &keys[0])?,
+                })
             }
+            Err(WriteFailure::Redis(e)) if e.code() == Some("TALLY_CORRUPT") => Err(corrupt(&e)),
             Err(WriteFailure::Redis(e)) if e.code() == Some("TALLY_OVERFLOW") => {
                 Err(Error::InvalidCount(format!(
                     "adding {} views to entity {:?} would overflow its {}; nothing was written",
@@ -90,15 +117,63 @@ impl DailyStore for RedisDailyStore {
     }
 
     async fn total(&self, entity: &Name) -> Result<i64> {
-        let total: Option<i64> = redis::cmd("HGET")
-            .arg(self.stats_key(entity))
-            .arg("total")
-            .query_async(&mut self.redis.handle())
-            .await?;
-        Ok(total.unwrap_or(0))
+        let views = self.views_key(entity);
+        let (hi, lo): (i64, i64) = self
+            .total
+            .key(&views)
+            .key(self.stats_key(entity))
+            .invoke_async(&mut self.redis.handle())
+            .await
+            .map_err(|e| {
+                if e.code() == Some("TALLY_CORRUPT") {
+                    corrupt(&e)
+                } else {
+                    e.into()
+                }
+            })?;
+        from_limbs(hi, lo, &views)
     }
 
     async fn ping(&self) -> Result<()> {
         self.redis.ping().await
+    }
+}
+
+/// The total `hi * 10^9 + lo` the scripts return (Lua's doubles cannot
+/// carry a 64-bit integer whole).
+fn from_limbs(hi: i64, lo: i64, key: &str) -> Result<i64> {
+    let total = i128::from(hi) * 1_000_000_000 + i128::from(lo);
+    i64::try_from(total).map_err(|_| {
+        Error::Corrupt(format!(
+            "the values of {key} add up to {total}, beyond 64 bits"
+        ))
+    })
+}
+
+/// A value of the views hash (or an earlier Tally's total) that is not an
+/// integer: "TALLY_CORRUPT <key> <field>".
+fn corrupt(e: &redis::RedisError) -> Error {
+    Error::Corrupt(format!(
+        "{} is not an integer",
+        e.detail().unwrap_or("a daily statistics value")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::from_limbs;
+
+    #[test]
+    fn limbs_make_every_64_bit_total() {
+        assert_eq!(from_limbs(0, 0, "k").unwrap(), 0);
+        assert_eq!(
+            from_limbs(9_223_372_036, 854_775_807, "k").unwrap(),
+            i64::MAX
+        );
+        assert_eq!(
+            from_limbs(-9_223_372_037, 145_224_192, "k").unwrap(),
+            i64::MIN
+        );
+        assert!(from_limbs(9_223_372_036, 854_775_808, "k").is_err());
     }
 }

@@ -33,6 +33,7 @@ use redis::{RedisError, Script, Value as Reply};
 
 use super::layout::{self, Layout, SpaceKeys};
 use super::{Redis, WriteFailure};
+use crate::engine::store::check_stored;
 use crate::engine::{
     Applied, Batch, CellDelta, CleanJob, CleanReport, Kind, SeriesWrite, SliceSel, SliceStore,
     Slices, Space, Value,
@@ -48,7 +49,11 @@ const CLEAN_CONCURRENCY: usize = 4;
 pub struct RedisSliceStore {
     redis: Redis,
     layout: Layout,
+    /// `engine_apply.lua` for sums: no kind's merge prepended, so an exact
+    /// increment runs no more Lua than counters always did.
     apply: Script,
+    /// `engine_apply.lua` with the statistics' merge (`kind_stats.lua`).
+    apply_stats: Script,
     revert: Script,
     clean: Script,
     delete: Script,
@@ -73,6 +78,13 @@ impl RedisSliceStore {
                 include_str!("lua/engine_kinds.lua"),
                 include_str!("lua/engine_apply.lua")
             )),
+            apply_stats: Script::new(concat!(
+                include_str!("lua/engine_undo.lua"),
+                include_str!("lua/kind_stats.lua"),
+                include_str!("lua/engine_kinds.lua"),
+                "KIND_MERGE[4] = merge_stats\n",
+                include_str!("lua/engine_apply.lua")
+            )),
             revert: Script::new(concat!(
                 include_str!("lua/engine_undo.lua"),
                 include_str!("lua/engine_revert.lua")
@@ -85,6 +97,15 @@ impl RedisSliceStore {
     /// The key layout in use.
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// The apply script of `kind`: `engine_apply.lua` with the kind's merge
+    /// prepended (none for sums).
+    fn apply_script(&self, kind: Kind) -> &Script {
+        match kind {
+            Kind::Stats => &self.apply_stats,
+            _ => &self.apply,
+        }
     }
 
     /// Groups a batch's series into calls: one for everything on a
@@ -145,7 +166,7 @@ impl RedisSliceStore {
         }
         let marker = batch.seq.is_some();
         let nkeys = usize::from(marker) + hashes + registries.len();
-        let mut cmd = super::evalsha(&self.apply, nkeys);
+        let mut cmd = super::evalsha(self.apply_script(batch.space.kind), nkeys);
         let mut buf = String::new();
         // KEYS.
         if let Some(seq) = batch.seq {
@@ -216,7 +237,11 @@ impl RedisSliceStore {
     }
 
     async fn run_apply(&self, call: &ApplyCall<'_>) -> Result<Applied> {
-        match self.redis.eval_cmd(&self.apply, &call.cmd).await {
+        match self
+            .redis
+            .eval_cmd(self.apply_script(call.kind), &call.cmd)
+            .await
+        {
             Ok(Reply::Int(1)) => Ok(Applied::Written),
             Ok(Reply::Int(_)) => Ok(Applied::Duplicate),
             Ok(other) => Err(Error::Backend(format!(
@@ -580,7 +605,6 @@ fn parse_hash(value: &Reply, kind: Kind, sel: SliceSel) -> std::result::Result<S
         }
         let value = match kind {
             Kind::Sum => Value::Sum(number(v, "an integer count")?),
-            #[allow(unreachable_patterns)] // reachable once a second kind exists
             kind => kind
                 .decode(bytes(v, "a value")?)
                 .map_err(|e| e.to_string())?,
@@ -606,6 +630,7 @@ fn parse_hash(value: &Reply, kind: Kind, sel: SliceSel) -> std::result::Result<S
 #[async_trait]
 impl SliceStore for RedisSliceStore {
     async fn apply(&self, batch: &Batch) -> Result<Applied> {
+        check_stored(batch.space.kind)?;
         if batch.writes.is_empty() {
             return Ok(Applied::Written);
         }
@@ -660,6 +685,7 @@ impl SliceStore for RedisSliceStore {
         resolutions: &[u64],
         slices: SliceSel,
     ) -> Result<Vec<Vec<Slices>>> {
+        check_stored(space.kind)?;
         let keys = self.layout.space_keys(space);
         let groups = names
             .iter()

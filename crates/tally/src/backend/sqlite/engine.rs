@@ -27,6 +27,7 @@ use super::Sqlite;
 use crate::clock::SharedClock;
 use crate::engine::kinds::sum;
 use crate::engine::plan::locate;
+use crate::engine::store::check_stored;
 use crate::engine::{
     Applied, Batch, CleanJob, CleanReport, Kind, SliceSel, SliceStore, Slices, Space, Value,
 };
@@ -169,6 +170,7 @@ impl SqliteSliceStore {
 
     /// The SQL of `space`, creating its tables on first use.
     async fn tables(&self, space: &Space) -> Result<Arc<Tables>> {
+        check_stored(space.kind)?;
         if let Some(t) = self.lock().get(space.id) {
             return Ok(t.clone());
         }
@@ -222,7 +224,6 @@ fn merged(old: Option<Value>, delta: &Value) -> Result<Value> {
         (Some(Value::Sum(total)), Value::Sum(d)) => sum::add_stored(total, *d)
             .map(Value::Sum)
             .ok_or_else(|| sum::overflow(*d)),
-        #[allow(unreachable_patterns)] // reachable once a second kind exists
         (Some(mut old), delta) => old.merge(delta).map(|()| old),
     }
 }

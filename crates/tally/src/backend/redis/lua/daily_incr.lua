@@ -1,60 +1,86 @@
--- Counts views of one entity: the day, the running total, and retention,
--- atomically (seed 004's layout, plus a running total).
+-- Counts views of one entity atomically, in seed 004's layout: the views
+-- hash is the whole state, so the seed's own code (HINCRBY of a day, HMGET
+-- of dates, its HVALS total) and Tally may write and read it in any order
+-- (lua/daily_sum.lua is prepended).
 --
--- KEYS[1]: {<prefix>:<id>}:views  hash YYYYMMDD -> views (the seed's key)
--- KEYS[2]: {<prefix>:<id>}:stats  hash: total (all-time), first (the oldest
---          YYYYMMDD that may be stored in KEYS[1])
+-- KEYS[1]: {<prefix>:<id>}:views  hash YYYYMMDD -> views (the seed's key),
+--          plus `before`: the views of the days that left the window. The
+--          seed's HMGET of dates never asks for it; its HVALS total
+--          includes it, so that total stays the all-time total.
+-- KEYS[2]: {<prefix>:<id>}:stats  an earlier Tally's running total and
+--          oldest day: migrated here (its missing part goes to `before`,
+--          the key is deleted, the views hash loses that Tally's TTL)
 -- ARGV[1]  the day, YYYYMMDD
 -- ARGV[2]  views to add (>= 1)
--- ARGV[3]  the oldest day kept, YYYYMMDD: older fields are dropped here, and
---          views dated before it only count toward the total
--- ARGV[4]  Unix seconds at which KEYS[1] may expire (only ever extended)
+-- ARGV[3]  the oldest day kept, YYYYMMDD: older day fields are folded into
+--          `before`, and views dated before it are added to `before`
 --
--- Dropping old days costs one HKEYS of at most retention + 1 fields, done
--- at most once per entity per day (when `first` falls behind the window):
--- no scan over entities, no cleaner. Returns {day count, total}; on
--- overflow nothing is written and the error is "TALLY_OVERFLOW <what>".
-local day, floor = tonumber(ARGV[1]), tonumber(ARGV[3])
-local total = redis.pcall('HINCRBY', KEYS[2], 'total', ARGV[2])
-if type(total) == 'table' and total.err then
+-- One HGETALL of the hash (at most retention + 1 fields, as every write
+-- folds the older days): no scan over entities, no cleaner. Every sum is
+-- checked before anything is written, so on overflow nothing is and the
+-- error is "TALLY_OVERFLOW <what>". Returns {day count, hi, lo}: the
+-- day's count afterwards (0 for a day before the window) and the all-time
+-- total afterwards, hi * 10^9 + lo.
+local day, count, floor = ARGV[1], ARGV[2], ARGV[3]
+-- YYYYMMDD texts order as their dates do.
+local in_window = day >= floor
+local flat = redis.call('HGETALL', KEYS[1])
+local total, bad = sum_values(flat, 2, 2)
+if not total then
+  return redis.error_reply('TALLY_CORRUPT ' .. KEYS[1] .. ' ' .. flat[bad - 1])
+end
+-- fold: what `before` receives (old days, an earlier Tally's missing part
+-- and views dated before the window).
+local day_now, before_now, fold, old = sum_new(), sum_new(), sum_new(), {}
+for i = 1, #flat, 2 do
+  local field = flat[i]
+  if field == day then
+    sum_add(day_now, flat[i + 1])
+  elseif field == 'before' then
+    sum_add(before_now, flat[i + 1])
+  end
+  if #field == 8 and field < floor and not string.find(field, '%D') then
+    old[#old + 1] = field
+    sum_add(fold, flat[i + 1])
+  end
+end
+local gap, err = add_legacy(total, KEYS[2])
+if err then
+  return err
+elseif gap then
+  sum_merge(fold, gap, 1)
+end
+sum_add(total, count)
+if not sum_fits(total) then
   return redis.error_reply('TALLY_OVERFLOW total')
 end
-local count = 0
-if day >= floor then
-  count = redis.pcall('HINCRBY', KEYS[1], ARGV[1], ARGV[2])
-  if type(count) == 'table' and count.err then
-    redis.call('HINCRBY', KEYS[2], 'total', '-' .. ARGV[2])
+if in_window then
+  sum_add(day_now, count)
+  if not sum_fits(day_now) then
     return redis.error_reply('TALLY_OVERFLOW day')
   end
-  local expire = tonumber(ARGV[4])
-  local current = redis.call('EXPIRETIME', KEYS[1])
-  if current < expire then
-    redis.call('EXPIREAT', KEYS[1], expire)
-  end
-end
-local first = tonumber(redis.call('HGET', KEYS[2], 'first') or '0')
-if first > 0 and first < floor then
-  -- Drop the days that left the window; find the oldest that stays.
-  local old, oldest = {}, 0
-  for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
-    local d = tonumber(f)
-    if d and d < floor then
-      old[#old + 1] = f
-    elseif d and (oldest == 0 or d < oldest) then
-      oldest = d
-    end
-  end
-  for i = 1, #old, 1000 do
-    redis.call('HDEL', KEYS[1], unpack(old, i, math.min(i + 999, #old)))
-  end
-  first = oldest
-end
-if day >= floor and (first == 0 or day < first) then
-  first = day
-end
-if first > 0 then
-  redis.call('HSET', KEYS[2], 'first', first)
 else
-  redis.call('HDEL', KEYS[2], 'first')
+  sum_add(fold, count)
 end
-return {count, total}
+sum_merge(before_now, fold, 1)
+if not sum_fits(before_now) then
+  -- Only reachable when another writer stored negative views.
+  return redis.error_reply('TALLY_OVERFLOW `before` (the views of days before the window)')
+end
+-- Everything fits: write.
+local day_count = 0
+if in_window then
+  day_count = redis.call('HINCRBY', KEYS[1], day, count)
+end
+if not sum_is_zero(fold) then
+  redis.call('HINCRBY', KEYS[1], 'before', sum_text(fold))
+end
+for i = 1, #old, 1000 do
+  redis.call('HDEL', KEYS[1], unpack(old, i, math.min(i + 999, #old)))
+end
+if gap then
+  redis.call('DEL', KEYS[2])
+  redis.call('PERSIST', KEYS[1])
+end
+sum_norm(total)
+return {day_count, total[1], total[2]}

@@ -1,0 +1,830 @@
+//! The statistics kind: the moments of observed values (count, sum, sum of
+//! squares, lowest, highest) and a [`Sketch`] of them for quantiles.
+//!
+//! What the book's `update_stats` keeps per hour, plus percentiles, in one
+//! mergeable value per slice. Values are finite doubles (zero and negatives
+//! included; NaN and infinities are refused, naming the value; `-0.0` counts
+//! as `0`). A value may stand for `w` observations (a statsd sample rate
+//! `|@0.1` gives `w = 10`): it adds `w` to the count and the sketch, `w·x`
+//! to the sum and `w·x²` to the sum of squares, the unbiased estimate of
+//! what was measured. The count stays at most 2^53 (exact as a double in
+//! Redis's Lua) and the sums finite: a record or merge that would leave
+//! either is an error that changes nothing.
+//!
+//! Reads: `mean = sum / count`; `stddev` is the book's sample standard
+//! deviation `sqrt(max(0, (sumsq − sum²/count) / (count − 1 or 1)))`;
+//! `quantile(q)` estimates the nearest-rank order statistic `x_(⌈q·n⌉)`
+//! (q = 0: the lowest, q = 1: the highest) within the sketch's relative
+//! accuracy, clamped to [lowest, highest].
+//!
+//! Laws (tested below): count, lowest, highest and the sketch merge exactly,
+//! associatively and commutatively, with the empty value as identity. The
+//! sums are f64 additions, associative only up to rounding: exact for
+//! values whose sums are exact (small integers, dyadic fractions), within
+//! rounding otherwise. Merging values whose sketches have different
+//! relative accuracies is refused (nothing is merged): a space keeps one
+//! accuracy for all its slices. An empty value carries no settings: it
+//! equals every other empty value and takes the settings of what merges in.
+//!
+//! Encoding (the same bytes in SQLite and Redis, merged by
+//! `backend/redis/lua/kind_stats.lua` with Redis's `cmsgpack`): a
+//! MessagePack array
+//! `[1, alpha, max_buckets, count, sum, sumsq, min, max, zeros,
+//!   pos_first, [pos counts...], neg_first, [neg counts...]]`
+//! where `1` is the format, `alpha` and `max_buckets` the sketch's settings
+//! (so a blob is read and merged without outside configuration), and each
+//! store's counts are written as differences from the previous bucket's
+//! count (the first one absolute), which keeps the numbers small. Numbers
+//! are written as cmsgpack writes them (see [`super::msgpack`]). An empty
+//! value writes zeros for count, sums, min and max and empty stores.
+
+use serde::{Deserialize, Serialize};
+
+use super::msgpack::{Reader, Writer};
+use super::sketch::{MAX_COUNT, MAX_MAX_BUCKETS, MIN_MAX_BUCKETS, Sketch, SketchSettings, Store};
+use crate::engine::aggregate::{Aggregate, Codec};
+use crate::error::{Error, Result};
+
+/// The encoding's format number.
+const FORMAT: i64 = 1;
+/// The number of elements of an encoded value.
+const FIELDS: usize = 13;
+
+/// The quantiles a summary reports by default.
+pub const DEFAULT_QUANTILES: [f64; 5] = [0.5, 0.75, 0.9, 0.99, 0.999];
+
+/// The statistics of the values observed in one slice (or merged slices).
+#[derive(Clone, Debug)]
+pub struct StatsValue {
+    sum: f64,
+    sumsq: f64,
+    min: f64,
+    max: f64,
+    sketch: Sketch,
+}
+
+impl Default for StatsValue {
+    fn default() -> Self {
+        Self::new(SketchSettings::default())
+    }
+}
+
+impl PartialEq for StatsValue {
+    fn eq(&self, other: &Self) -> bool {
+        if self.is_empty() && other.is_empty() {
+            return true;
+        }
+        self.sum == other.sum
+            && self.sumsq == other.sumsq
+            && self.min == other.min
+            && self.max == other.max
+            && self.sketch == other.sketch
+    }
+}
+
+/// One quantile of a summary.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuantileValue {
+    /// The quantile asked for, 0 to 1.
+    pub q: f64,
+    /// Its estimate; `None` when nothing was observed.
+    pub value: Option<f64>,
+}
+
+/// What a statistic reads as (the JSON the API answers).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatsSummary {
+    /// The number of observations.
+    pub count: u64,
+    /// Their sum.
+    pub sum: f64,
+    /// The lowest value; `None` when nothing was observed.
+    pub min: Option<f64>,
+    /// The highest value.
+    pub max: Option<f64>,
+    /// The mean.
+    pub mean: Option<f64>,
+    /// The sample standard deviation (the book's formula).
+    pub stddev: Option<f64>,
+    /// The quantiles asked for, in the order asked.
+    pub quantiles: Vec<QuantileValue>,
+}
+
+impl StatsValue {
+    /// An empty statistic whose sketch has `settings`.
+    pub fn new(settings: SketchSettings) -> Self {
+        StatsValue {
+            sum: 0.0,
+            sumsq: 0.0,
+            min: 0.0,
+            max: 0.0,
+            sketch: Sketch::new(settings),
+        }
+    }
+
+    /// The sketch's settings.
+    pub fn settings(&self) -> SketchSettings {
+        self.sketch.settings()
+    }
+
+    /// True when nothing was observed.
+    pub fn is_empty(&self) -> bool {
+        self.sketch.count() == 0
+    }
+
+    /// Records one observation of `x`.
+    pub fn record(&mut self, x: f64) -> Result<()> {
+        self.record_weighted(x, 1)
+    }
+
+    /// Records `x` as `w` observations (a statsd sample rate r gives
+    /// `w = round(1/r)`). Fails, changing nothing, when `x` is not finite,
+    /// `w` is 0, the count would pass 2^53 or a sum would become infinite.
+    pub fn record_weighted(&mut self, x: f64, w: u64) -> Result<()> {
+        if !x.is_finite() {
+            return Err(Error::InvalidInput(format!(
+                "the value {x:?} is not a finite number; nothing was recorded"
+            )));
+        }
+        if w == 0 {
+            return Err(Error::InvalidCount(format!(
+                "the value {x:?} has weight 0; a weight must be at least 1"
+            )));
+        }
+        self.sketch.check_room(w)?;
+        let x = x + 0.0; // -0.0 counts as 0
+        let wf = w as f64;
+        let sum = self.sum + wf * x;
+        let sumsq = self.sumsq + wf * (x * x);
+        for (what, v) in [("sum", sum), ("sum of squares", sumsq)] {
+            if !v.is_finite() {
+                return Err(Error::InvalidInput(format!(
+                    "recording {x:?} (weight {w}) would make the {what} of the statistic \
+                     infinite; nothing was recorded"
+                )));
+            }
+        }
+        let first = self.is_empty();
+        self.sketch.add(x, w)?;
+        self.sum = sum;
+        self.sumsq = sumsq;
+        if first {
+            (self.min, self.max) = (x, x);
+        } else {
+            self.min = self.min.min(x);
+            self.max = self.max.max(x);
+        }
+        Ok(())
+    }
+
+    /// Folds `other` in. Fails, changing nothing, when the sketches'
+    /// accuracies differ, the count would pass 2^53 or a sum would become
+    /// infinite.
+    pub fn merge(&mut self, other: &StatsValue) -> Result<()> {
+        self.sketch.check_merge(&other.sketch)?;
+        if other.is_empty() {
+            return Ok(());
+        }
+        if self.is_empty() {
+            *self = other.clone();
+            return Ok(());
+        }
+        let sum = self.sum + other.sum;
+        let sumsq = self.sumsq + other.sumsq;
+        if !sum.is_finite() || !sumsq.is_finite() {
+            return Err(Error::InvalidInput(
+                "merging would make the sums of a statistic infinite; nothing was merged".into(),
+            ));
+        }
+        self.sketch.merge(&other.sketch)?;
+        self.sum = sum;
+        self.sumsq = sumsq;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        Ok(())
+    }
+
+    /// The number of observations.
+    pub fn count(&self) -> u64 {
+        self.sketch.count()
+    }
+
+    /// The sum of the observations.
+    pub fn sum(&self) -> f64 {
+        self.sum
+    }
+
+    /// The sum of their squares.
+    pub fn sum_of_squares(&self) -> f64 {
+        self.sumsq
+    }
+
+    /// The lowest value observed.
+    pub fn min(&self) -> Option<f64> {
+        (!self.is_empty()).then_some(self.min)
+    }
+
+    /// The highest value observed.
+    pub fn max(&self) -> Option<f64> {
+        (!self.is_empty()).then_some(self.max)
+    }
+
+    /// The mean.
+    pub fn mean(&self) -> Option<f64> {
+        (!self.is_empty()).then(|| self.sum / self.count() as f64)
+    }
+
+    /// The sample standard deviation, as the book computes it:
+    /// `sqrt(max(0, (sumsq − sum²/n) / (n − 1 or 1)))`.
+    pub fn stddev(&self) -> Option<f64> {
+        if self.is_empty() {
+            return None;
+        }
+        let n = self.count() as f64;
+        let denominator = if self.count() > 1 { n - 1.0 } else { 1.0 };
+        let variance = (self.sumsq - self.sum * self.sum / n) / denominator;
+        Some(variance.max(0.0).sqrt())
+    }
+
+    /// The estimate of the nearest-rank quantile `q` (0 to 1); `None` when
+    /// nothing was observed.
+    pub fn quantile(&self, q: f64) -> Result<Option<f64>> {
+        if !(0.0..=1.0).contains(&q) {
+            return Err(Error::InvalidInput(format!(
+                "a quantile must be between 0 and 1, got {q}"
+            )));
+        }
+        if self.is_empty() {
+            return Ok(None);
+        }
+        if q == 0.0 {
+            return Ok(Some(self.min));
+        }
+        if q == 1.0 {
+            return Ok(Some(self.max));
+        }
+        let rank = nearest_rank(q, self.count());
+        let v = self
+            .sketch
+            .value_at_rank(rank)
+            .expect("rank within the count");
+        Ok(Some(v.clamp(self.min, self.max)))
+    }
+
+    /// Everything a statistic reads as, with the quantiles `qs`.
+    pub fn summary(&self, qs: &[f64]) -> Result<StatsSummary> {
+        let quantiles = qs
+            .iter()
+            .map(|&q| {
+                Ok(QuantileValue {
+                    q,
+                    value: self.quantile(q)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(StatsSummary {
+            count: self.count(),
+            sum: self.sum,
+            min: self.min(),
+            max: self.max(),
+            mean: self.mean(),
+            stddev: self.stddev(),
+            quantiles,
+        })
+    }
+
+    /// The sketch.
+    pub fn sketch(&self) -> &Sketch {
+        &self.sketch
+    }
+}
+
+/// The 1-based rank of the nearest-rank quantile `q` among `n` values:
+/// `⌈q·n⌉`, at least 1.
+pub fn nearest_rank(q: f64, n: u64) -> u64 {
+    ((q * n as f64).ceil() as u64).clamp(1, n)
+}
+
+impl Aggregate for StatsValue {
+    fn identity() -> Self {
+        StatsValue::default()
+    }
+
+    fn merge(&mut self, other: &Self) -> Result<()> {
+        StatsValue::merge(self, other)
+    }
+
+    fn is_identity(&self) -> bool {
+        self.is_empty()
+    }
+}
+
+fn encode_store(w: &mut Writer<'_>, store: &Store) {
+    w.int(i64::from(store.first()));
+    w.array(store.counts().len());
+    let mut previous = 0i64;
+    for &c in store.counts() {
+        // Counts are at most 2^53: they and their differences fit an i64.
+        w.int(c as i64 - previous);
+        previous = c as i64;
+    }
+}
+
+fn decode_store(r: &mut Reader<'_>, max: u32, which: &str) -> Result<Store> {
+    let first = r.int_in(which, i64::from(i32::MIN), i64::from(i32::MAX))? as i32;
+    let len = r.array()?;
+    let mut counts = Vec::with_capacity(len);
+    let mut previous = 0i64;
+    let limit = MAX_COUNT as i64;
+    for _ in 0..len {
+        let count = previous + r.int_in("a bucket difference", -limit, limit)?;
+        if !(0..=limit).contains(&count) {
+            return Err(r.corrupt(format!("a bucket count is {count}")));
+        }
+        counts.push(count as u64);
+        previous = count;
+    }
+    Store::from_parts(first, counts, max).map_err(|e| r.corrupt(e))
+}
+
+impl Codec for StatsValue {
+    fn encode(&self, out: &mut Vec<u8>) {
+        let settings = self.settings();
+        let mut w = Writer::new(out);
+        w.array(FIELDS);
+        w.int(FORMAT);
+        w.number(settings.alpha());
+        w.int(i64::from(settings.max_buckets()));
+        w.int(self.count() as i64);
+        w.number(self.sum);
+        w.number(self.sumsq);
+        w.number(self.min);
+        w.number(self.max);
+        w.int(self.sketch.zeros() as i64);
+        encode_store(&mut w, self.sketch.positive());
+        encode_store(&mut w, self.sketch.negative());
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(bytes, "statistic");
+        let fields = r.array()?;
+        if fields != FIELDS {
+            return Err(r.corrupt(format!("it has {fields} fields, not {FIELDS}")));
+        }
+        r.int_in("the format", FORMAT, FORMAT)?;
+        let alpha = r.finite("alpha")?;
+        let max_buckets = r.int_in(
+            "max_buckets",
+            i64::from(MIN_MAX_BUCKETS),
+            i64::from(MAX_MAX_BUCKETS),
+        )? as u32;
+        let settings = SketchSettings::new(alpha, max_buckets).map_err(|e| r.corrupt(e))?;
+        let count = r.int_in("count", 0, MAX_COUNT as i64)? as u64;
+        let sum = r.finite("sum")?;
+        let sumsq = r.finite("sumsq")?;
+        let min = r.finite("min")?;
+        let max = r.finite("max")?;
+        let zeros = r.int_in("zeros", 0, MAX_COUNT as i64)? as u64;
+        let positive = decode_store(&mut r, max_buckets, "pos_first")?;
+        let negative = decode_store(&mut r, max_buckets, "neg_first")?;
+        r.finish()?;
+        let sketch =
+            Sketch::from_parts(settings, zeros, positive, negative).map_err(|e| r.corrupt(e))?;
+        if sketch.count() != count {
+            return Err(r.corrupt(format!(
+                "its count {count} differs from its buckets' total {}",
+                sketch.count()
+            )));
+        }
+        if count == 0 {
+            if sum != 0.0 || sumsq != 0.0 || min != 0.0 || max != 0.0 {
+                return Err(r.corrupt("an empty statistic has a non-zero sum, min or max"));
+            }
+        } else if min > max || sumsq < 0.0 {
+            return Err(r.corrupt(format!(
+                "min {min} is above max {max} or sumsq {sumsq} is negative"
+            )));
+        }
+        Ok(StatsValue {
+            sum,
+            sumsq,
+            min,
+            max,
+            sketch,
+        })
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::engine::kinds::laws::{check_merge, check_round_trip, merged};
+    use crate::engine::kinds::sketch;
+    use proptest::prelude::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    fn of(values: &[f64]) -> StatsValue {
+        let mut s = StatsValue::default();
+        for &x in values {
+            s.record(x).unwrap();
+        }
+        s
+    }
+
+    fn merged_all(parts: &[StatsValue]) -> StatsValue {
+        merged(&StatsValue::identity(), &parts.iter().collect::<Vec<_>>())
+    }
+
+    /// The exact nearest-rank quantile of `values`.
+    fn exact_quantile(values: &[f64], q: f64) -> f64 {
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        if q == 0.0 {
+            return sorted[0];
+        }
+        sorted[nearest_rank(q, sorted.len() as u64) as usize - 1]
+    }
+
+    const QS: [f64; 13] = [
+        0.0, 0.001, 0.01, 0.1, 0.25, 0.5, 0.5001, 0.75, 0.9, 0.99, 0.999, 0.9999, 1.0,
+    ];
+
+    /// Every quantile of `s` is within its alpha (plus the rounding of the
+    /// bucket math, 1e-9 of alpha) of the exact one of `values`.
+    fn assert_accurate(s: &StatsValue, values: &[f64]) -> std::result::Result<(), TestCaseError> {
+        let alpha = s.settings().alpha();
+        for q in QS {
+            let exact = exact_quantile(values, q);
+            let got = s.quantile(q).unwrap().unwrap();
+            prop_assert!(
+                (got - exact).abs() <= alpha * exact.abs() * (1.0 + 1e-9),
+                "q {}: got {}, exact {}, alpha {}",
+                q,
+                got,
+                exact,
+                alpha
+            );
+        }
+        Ok(())
+    }
+
+    /// A lognormal sample (sigma in log space), by Box-Muller.
+    pub(crate) fn lognormal(rng: &mut StdRng, mu: f64, sigma: f64) -> f64 {
+        let u1: f64 = 1.0 - rng.random::<f64>();
+        let u2: f64 = rng.random();
+        let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+        (mu + sigma * z).exp()
+    }
+
+    #[test]
+    fn moments_follow_the_book() {
+        let s = of(&[1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(s.count(), 4);
+        assert_eq!(s.sum(), 10.0);
+        assert_eq!(s.sum_of_squares(), 30.0);
+        assert_eq!(s.mean(), Some(2.5));
+        assert_eq!(s.stddev(), Some((5.0f64 / 3.0).sqrt()));
+        assert_eq!((s.min(), s.max()), (Some(1.0), Some(4.0)));
+        // One value: (x² − x²) / 1.
+        assert_eq!(of(&[7.0]).stddev(), Some(0.0));
+        // Rounding below zero is clamped at 0.
+        assert_eq!(of(&[0.1, 0.1, 0.1]).stddev(), Some(0.0));
+        let empty = StatsValue::default();
+        assert_eq!(
+            (empty.mean(), empty.stddev(), empty.min()),
+            (None, None, None)
+        );
+        assert_eq!(empty.quantile(0.5).unwrap(), None);
+    }
+
+    #[test]
+    fn non_finite_values_are_refused_by_name_and_change_nothing() {
+        let mut s = of(&[1.0]);
+        let before = s.clone();
+        for (x, shown) in [
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+        ] {
+            let err = s.record(x).unwrap_err();
+            assert!(err.is_bad_input());
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "invalid input: the value {shown} is not a finite number; nothing was recorded"
+                )
+            );
+        }
+        assert!(
+            s.record_weighted(1.0, 0)
+                .unwrap_err()
+                .to_string()
+                .contains("weight 0")
+        );
+        assert_eq!(s, before);
+    }
+
+    #[test]
+    fn overflowing_the_count_or_the_sums_is_refused_and_changes_nothing() {
+        let mut s = StatsValue::default();
+        s.record_weighted(1.0, MAX_COUNT - 1).unwrap();
+        let before = s.clone();
+        let err = s.record_weighted(1.0, 2).unwrap_err();
+        assert!(matches!(err, Error::InvalidCount(_)), "{err}");
+        assert!(err.to_string().contains("would pass 2^53"), "{err}");
+        assert_eq!(s, before);
+        let mut two = StatsValue::default();
+        two.record_weighted(1.0, 2).unwrap();
+        assert!(s.merge(&two).is_err());
+        assert_eq!(s, before);
+
+        // The sum of squares overflows first (|sum| > MAX implies
+        // sumsq >= sum² / count > MAX).
+        let mut s = of(&[1e154]);
+        let before = s.clone();
+        let err = s.record(-1e154).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid input: recording -1e154 (weight 1) would make the sum of squares of the \
+             statistic infinite; nothing was recorded"
+        );
+        let err = s.merge(&of(&[1e154])).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("would make the sums of a statistic infinite"),
+            "{err}"
+        );
+        assert_eq!(s, before);
+    }
+
+    #[test]
+    fn a_weighted_value_counts_as_that_many_observations() {
+        let mut weighted = StatsValue::default();
+        weighted.record_weighted(3.5, 10).unwrap();
+        weighted.record(-2.0).unwrap();
+        let mut repeated = StatsValue::default();
+        for _ in 0..10 {
+            repeated.record(3.5).unwrap();
+        }
+        repeated.record(-2.0).unwrap();
+        assert_eq!(weighted, repeated);
+        assert_eq!(weighted.count(), 11);
+        assert_eq!(
+            weighted.quantile(0.5).unwrap(),
+            repeated.quantile(0.5).unwrap()
+        );
+    }
+
+    #[test]
+    fn quantiles_outside_0_to_1_are_refused() {
+        let s = of(&[1.0]);
+        for q in [-0.1, 1.5, f64::NAN] {
+            let err = s.quantile(q).unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("a quantile must be between 0 and 1"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn negative_zero_counts_as_zero() {
+        let s = of(&[-0.0]);
+        assert_eq!(s.min().unwrap().to_bits(), 0.0f64.to_bits());
+        assert_eq!(s.sketch().zeros(), 1);
+    }
+
+    #[test]
+    fn the_summary_serializes_as_the_api_answers() {
+        let s = of(&[1.0, 2.0, 3.0, 4.0]);
+        let json = serde_json::to_value(s.summary(&[0.5, 1.0]).unwrap()).unwrap();
+        let keys: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            ["count", "sum", "min", "max", "mean", "stddev", "quantiles"]
+        );
+        assert_eq!(json["count"], 4);
+        assert_eq!(json["quantiles"][1]["q"], 1.0);
+        assert_eq!(json["quantiles"][1]["value"], 4.0);
+        let empty = serde_json::to_value(StatsValue::default().summary(&[0.5]).unwrap()).unwrap();
+        assert!(empty["mean"].is_null() && empty["quantiles"][0]["value"].is_null());
+    }
+
+    /// The layout, byte by byte: 1.0 falls in bucket 0, 1.03 in bucket 2
+    /// (ln 1.03 / ln 1.0202 = 1.48), so the positive counts are [1, 0, 1]
+    /// from index 0, written as differences [1, -1, 1].
+    #[test]
+    fn the_encoding_is_the_documented_msgpack_array() {
+        let s = of(&[1.0, 1.03]);
+        let hex: String = s.to_bytes().iter().map(|b| format!("{b:02x}")).collect();
+        let expected = [
+            "9d",                 // array of 13
+            "01",                 // format 1
+            "cb3f847ae147ae147b", // alpha 0.01 (float64)
+            "cd0800",             // max_buckets 2048
+            "02",                 // count
+            "cb40003d70a3d70a3e", // sum 2.03
+            "cb40007cb923a29c78", // sumsq 1 + 1.03^2
+            "01",                 // min 1 (integral: an int)
+            "cb3ff07ae147ae147b", // max 1.03
+            "00",                 // zeros
+            "00",
+            "93",
+            "01ff01", // pos_first 0, [1, -1, 1]
+            "00",
+            "90", // neg_first 0, []
+        ]
+        .concat();
+        assert_eq!(hex, expected);
+        assert_eq!(StatsValue::decode(&s.to_bytes()).unwrap(), s);
+    }
+
+    #[test]
+    fn malformed_blobs_are_corrupt_and_say_why() {
+        let good = of(&[1.0, 1.03]).to_bytes();
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (vec![0x92, 0x01, 0x02], "it has 2 fields, not 13"),
+            (good[..good.len() - 1].to_vec(), "it ends early"),
+            ([&good[..], &[0x00]].concat(), "1 bytes follow the value"),
+            // count 3 where the buckets hold 2
+            (
+                [&good[..14], &[0x03], &good[15..]].concat(),
+                "count 3 differs",
+            ),
+            // a store ending in an empty bucket: [1, -1]
+            (
+                [&good[..good.len() - 6], &[0x92, 0x01, 0xff, 0x00, 0x90]].concat(),
+                "empty bucket at one end",
+            ),
+            // format 2
+            (
+                [&good[..1], &[0x02], &good[2..]].concat(),
+                "the format is 2",
+            ),
+        ];
+        for (bytes, why) in cases {
+            let err = StatsValue::decode(&bytes).unwrap_err();
+            assert!(matches!(err, Error::Corrupt(_)), "{err}");
+            assert!(err.to_string().contains(why), "{err} (wanted {why})");
+        }
+    }
+
+    #[test]
+    fn lognormal_quantiles_are_within_alpha() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let values: Vec<f64> = (0..100_000)
+            .map(|_| lognormal(&mut rng, 3.0, 0.5))
+            .collect();
+        let one = of(&values);
+        assert_accurate(&one, &values).unwrap();
+        // The same values as 100 slices of 1,000, merged.
+        let slices: Vec<StatsValue> = values.chunks(1000).map(of).collect();
+        let all = merged_all(&slices);
+        assert_eq!(all.sketch(), one.sketch());
+        assert_accurate(&all, &values).unwrap();
+        // At the finest accuracy too (sigma 0.5 spans ~40,000 buckets).
+        let finest = SketchSettings::new(sketch::MIN_ALPHA, sketch::MAX_MAX_BUCKETS).unwrap();
+        let mut fine = StatsValue::new(finest);
+        for &x in &values {
+            fine.record(x).unwrap();
+        }
+        assert_accurate(&fine, &values).unwrap();
+    }
+
+    /// A value: sign × mantissa × 10^e, or an exact zero, over 15 decades
+    /// (within the default bucket bound, so nothing collapses).
+    fn arb_value() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            1 => Just(0.0),
+            8 => (any::<bool>(), 1.0f64..10.0, -6i32..9)
+                .prop_map(|(neg, m, e)| if neg { -m } else { m } * 10f64.powi(e)),
+            2 => (-50i32..50).prop_map(f64::from),
+        ]
+    }
+
+    /// A value whose sums and squares add up exactly: k/8 for small k.
+    fn arb_dyadic() -> impl Strategy<Value = f64> {
+        (-4000i32..4000).prop_map(|k| f64::from(k) / 8.0)
+    }
+
+    fn arb_stats(values: impl Strategy<Value = f64>) -> impl Strategy<Value = StatsValue> {
+        (
+            proptest::collection::vec((values, 1u64..4), 0..40),
+            prop_oneof![Just(2048u32), 16u32..64],
+        )
+            .prop_map(|(vs, max)| {
+                let mut s = StatsValue::new(SketchSettings::new(0.01, max).unwrap());
+                for (x, w) in vs {
+                    s.record_weighted(x, w).unwrap();
+                }
+                s
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn merge_is_associative_and_commutative_with_identity(
+            a in arb_stats(arb_dyadic()), b in arb_stats(arb_dyadic()), c in arb_stats(arb_dyadic()),
+        ) {
+            check_merge(&a, &b, &c, true)?;
+        }
+
+        /// With arbitrary doubles only the sums may differ, by rounding.
+        #[test]
+        fn with_any_values_only_the_sums_round(
+            a in arb_stats(arb_value()), b in arb_stats(arb_value()), c in arb_stats(arb_value()),
+        ) {
+            let ab_c = merged(&a, &[&b, &c]);
+            let a_bc = merged(&a, &[&merged(&b, &[&c])]);
+            prop_assert_eq!(ab_c.count(), a_bc.count());
+            prop_assert_eq!((ab_c.min(), ab_c.max()), (a_bc.min(), a_bc.max()));
+            prop_assert_eq!(ab_c.sketch(), a_bc.sketch());
+            let scale = [&a, &b, &c].iter().map(|s| s.sum_of_squares().sqrt() * (s.count() as f64).sqrt()).sum::<f64>();
+            prop_assert!((ab_c.sum() - a_bc.sum()).abs() <= 1e-12 * scale.max(1e-300));
+            let sq = a.sum_of_squares() + b.sum_of_squares() + c.sum_of_squares();
+            prop_assert!((ab_c.sum_of_squares() - a_bc.sum_of_squares()).abs() <= 1e-12 * sq);
+        }
+
+        #[test]
+        fn encoding_round_trips(s in arb_stats(arb_value()), alpha in prop_oneof![Just(0.01), 0.0001f64..0.1]) {
+            check_round_trip(&s)?;
+            let mut other = StatsValue::new(SketchSettings::new(alpha, 100).unwrap());
+            other.record(1.5).unwrap();
+            let back = StatsValue::decode(&other.to_bytes()).unwrap();
+            prop_assert_eq!(back.settings(), other.settings());
+            prop_assert_eq!(&back, &other);
+        }
+
+        /// Quantiles are within alpha of the exact nearest-rank ones for
+        /// one slice, for slices merged into a range, and for several
+        /// series (each in slices) merged into one.
+        #[test]
+        fn quantiles_are_within_alpha_of_the_exact_ones(
+            series in proptest::collection::vec(proptest::collection::vec(arb_value(), 1..60), 1..5),
+            cut in 1usize..20,
+            // At 0.0005 the 15 decades of arb_value take 34,539 buckets,
+            // within the bound: nothing collapses.
+            alpha in prop_oneof![Just(0.01), Just(0.0005), Just(0.1), 0.0005f64..0.1],
+        ) {
+            let settings = SketchSettings::new(alpha, 65_536).unwrap();
+            let record = |values: &[f64]| {
+                let mut s = StatsValue::new(settings);
+                for &x in values {
+                    s.record(x).unwrap();
+                }
+                s
+            };
+            let mut every_series = Vec::new();
+            let mut all_values = Vec::new();
+            for values in &series {
+                let one = record(values);
+                assert_accurate(&one, values)?;
+                let slices: Vec<StatsValue> = values.chunks(cut).map(record).collect();
+                let range = merged_all(&slices);
+                prop_assert_eq!(range.sketch(), one.sketch());
+                assert_accurate(&range, values)?;
+                every_series.push(range);
+                all_values.extend_from_slice(values);
+            }
+            assert_accurate(&merged_all(&every_series), &all_values)?;
+        }
+
+        /// Past the bucket bound, the lowest values collapse: ranks above
+        /// the collapsed mass keep the accuracy, ranks inside it are
+        /// over-estimated, and each store spans at most the bound.
+        #[test]
+        fn collapsing_keeps_the_upper_quantiles(
+            exponents in proptest::collection::vec(-150.0f64..150.0, 1..300),
+            max in 16u32..64,
+        ) {
+            let settings = SketchSettings::new(0.01, max).unwrap();
+            let values: Vec<f64> = exponents.iter().map(|e| 10f64.powf(*e)).collect();
+            let mut s = StatsValue::new(settings);
+            for &x in &values {
+                s.record(x).unwrap();
+            }
+            let positive = s.sketch().positive();
+            prop_assert!(positive.counts().len() <= max as usize);
+            // Values above the lowest kept bucket are in their own bucket.
+            // Bucket t reports 2γ^t/(γ+1) and holds values up to γ^t.
+            let gamma = 1.01 / 0.99;
+            let kept_from = settings.bucket_value(positive.first()) * (gamma + 1.0) / 2.0;
+            for q in QS {
+                let exact = exact_quantile(&values, q);
+                let got = s.quantile(q).unwrap().unwrap();
+                if exact > kept_from * (1.0 + 1e-12) {
+                    prop_assert!((got - exact).abs() <= 0.01 * exact * (1.0 + 1e-9), "q {} got {} exact {}", q, got, exact);
+                } else {
+                    prop_assert!(got >= exact * (1.0 - 0.01 * (1.0 + 1e-9)), "q {} got {} exact {}", q, got, exact);
+                }
+            }
+        }
+    }
+}

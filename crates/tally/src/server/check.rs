@@ -1,0 +1,203 @@
+//! The API document's constraints, checked field by field before a handler
+//! calls the library.
+//!
+//! `openapi.json` states every constraint a request must meet: types and
+//! nullability (serde enforces those while parsing, with [`not_null`] for
+//! optional fields the document does not let be null), name rules, ranges,
+//! array sizes. The handlers check the rest here, naming the field in the
+//! 400 answer, so that whatever the library still refuses afterwards is a
+//! rule the document can only state in words, answered 422
+//! ([`super::ApiError::refused`]). The checks reuse the library's own
+//! validators ([`Name::check`], [`Timestamp::from_secs_f64`]) so the two
+//! cannot disagree; the library checks again, as it does for every caller.
+//!
+//! Not here: rules that depend on stored data or on the clock (an overflow,
+//! a time too far ahead), which only the library can judge.
+
+use std::fmt::{self, Display};
+use std::marker::PhantomData;
+
+use serde::de::{self, Visitor};
+use serde::{Deserialize, Deserializer};
+
+use super::ApiError;
+use crate::clock::Timestamp;
+use crate::name::Name;
+
+/// Deserializes an optional field that may be absent but not `null`:
+/// `#[serde(default, deserialize_with = "not_null")]`. A `null` is refused
+/// with serde's "invalid type: null" message, which axum prefixes with the
+/// field's path.
+pub(crate) fn not_null<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
+
+/// Deserializes a JSON integer as JSON Schema's `integer` means it: any
+/// number without a fraction, so `3` and `3.0`, within the range of `T`
+/// (not a string): `#[serde(deserialize_with = "integer")]`.
+pub(crate) fn integer<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: TryFrom<i128>,
+{
+    d.deserialize_any(IntegerVisitor(false, PhantomData))
+}
+
+/// [`integer`] for an optional field that may be absent but not `null`:
+/// `#[serde(default, deserialize_with = "optional_integer")]`.
+pub(crate) fn optional_integer<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: TryFrom<i128>,
+{
+    integer(d).map(Some)
+}
+
+/// An optional integer query parameter: its text is `3` or `3.0`, as
+/// [`integer`]: `#[serde(default, deserialize_with = "query_integer")]`.
+pub(crate) fn query_integer<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: TryFrom<i128>,
+{
+    d.deserialize_any(IntegerVisitor(true, PhantomData))
+        .map(Some)
+}
+
+/// An `i64` read by [`integer`], for values inside maps and tuples.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Int(pub i64);
+
+impl<'de> Deserialize<'de> for Int {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        integer(d).map(Int)
+    }
+}
+
+/// Reads an integer; from text too when `.0` is set (query strings).
+struct IntegerVisitor<T>(bool, PhantomData<T>);
+
+impl<T: TryFrom<i128>> IntegerVisitor<T> {
+    fn fit<E: de::Error>(v: i128) -> Result<T, E> {
+        T::try_from(v).map_err(|_| E::custom(format!("{v} is out of range for this field")))
+    }
+}
+
+impl<T: TryFrom<i128>> Visitor<'_> for IntegerVisitor<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an integer")
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<T, E> {
+        Self::fit(v.into())
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<T, E> {
+        Self::fit(v.into())
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<T, E> {
+        // Every f64 beyond ±2^127 is out of range anyway; `as` saturates.
+        if v.fract() != 0.0 || !v.is_finite() {
+            return Err(E::invalid_type(de::Unexpected::Float(v), &self));
+        }
+        Self::fit(v as i128)
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+        if !self.0 {
+            return Err(E::invalid_type(de::Unexpected::Str(v), &self));
+        }
+        if let Ok(i) = v.parse::<i128>() {
+            return Self::fit(i);
+        }
+        match v.parse::<f64>() {
+            Ok(f) if f.is_finite() => self.visit_f64(f),
+            _ => Err(E::invalid_value(de::Unexpected::Str(v), &self)),
+        }
+    }
+}
+
+/// A name: 1 to 256 characters, no control characters.
+pub(crate) fn name(field: &str, value: &str) -> Result<(), ApiError> {
+    Name::check(value).map_err(|e| ApiError::field(field, "invalid_name", e))
+}
+
+/// A name that also goes into a Redis hash tag: no `{` or `}` either.
+pub(crate) fn plain_name(field: &str, value: &str) -> Result<(), ApiError> {
+    name(field, value)?;
+    if value.contains(['{', '}']) {
+        return Err(ApiError::field(
+            field,
+            "invalid_name",
+            format!("invalid name {value:?}: it must not contain `{{` or `}}`"),
+        ));
+    }
+    Ok(())
+}
+
+/// An optional time: Unix seconds from 1970 to the end of 9999.
+pub(crate) fn time(field: &str, value: Option<f64>) -> Result<(), ApiError> {
+    match value {
+        Some(t) => Timestamp::from_secs_f64(t)
+            .map(|_| ())
+            .map_err(|e| ApiError::field(field, "invalid_time", e)),
+        None => Ok(()),
+    }
+}
+
+/// An integer within `min..=max` (a count when `code` is `invalid_count`).
+pub(crate) fn within<T>(
+    field: &str,
+    code: &'static str,
+    value: T,
+    min: T,
+    max: T,
+) -> Result<(), ApiError>
+where
+    T: PartialOrd + Display + Copy,
+{
+    if value < min || value > max {
+        return Err(ApiError::field(
+            field,
+            code,
+            format!("{value} is out of range ({min} to {max})"),
+        ));
+    }
+    Ok(())
+}
+
+/// An array of `len` items, `min..=max` of them.
+pub(crate) fn items(field: &str, len: usize, min: usize, max: usize) -> Result<(), ApiError> {
+    let problem = if len < min {
+        format!("at least {min} items, got {len}")
+    } else if len > max {
+        format!("at most {max} items, got {len}")
+    } else {
+        return Ok(());
+    };
+    Err(ApiError::field(field, "invalid_input", problem))
+}
+
+/// A batch field of 1 to `max` items: converts each into what the library
+/// takes and checks it with `each`, given the prefix of its fields in
+/// messages (`increments[3].`).
+pub(crate) fn batch<B, T: From<B>>(
+    field: &str,
+    items: Vec<B>,
+    max: usize,
+    each: impl Fn(&str, &T) -> Result<(), ApiError>,
+) -> Result<Vec<T>, ApiError> {
+    self::items(field, items.len(), 1, max)?;
+    let items: Vec<T> = items.into_iter().map(T::from).collect();
+    for (i, item) in items.iter().enumerate() {
+        each(&format!("{field}[{i}]."), item)?;
+    }
+    Ok(items)
+}
