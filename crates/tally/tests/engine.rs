@@ -114,6 +114,21 @@ async fn writes_read_back_at_every_resolution(kind: Kind) {
     assert_eq!(sums(&got[0][1]), vec![(1000, 10), (1010, -2)]);
     assert_eq!(sums(&got[0][2]), vec![(1000, 8)]);
     assert!(got[1].iter().all(Vec::is_empty));
+    // The sums' own read (counters' fast path) answers the same.
+    let fast = s
+        .read_sums(
+            &space,
+            &[name("home"), name("none")],
+            &[1, 10, 100],
+            SliceSel::All,
+        )
+        .await
+        .unwrap();
+    let slow: Vec<Vec<Vec<(u64, i64)>>> = got
+        .iter()
+        .map(|per| per.iter().map(|sl| sums(sl)).collect())
+        .collect();
+    assert_eq!(fast, slow);
     let range = s
         .read(
             &space,
@@ -558,6 +573,14 @@ async fn statistics_merge_in_the_store(kind: Kind) {
         .unwrap();
     assert_eq!(merged, vec![want_all]);
     assert_eq!(s.list(&space, "", None, 10).await.unwrap(), vec!["api"]);
+    let err = s
+        .read_sums(&space, &[name("api")], &[1], SliceSel::All)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("keeps stats values, not sums"),
+        "{err}"
+    );
 }
 
 /// One series' statistics of `values` at `at`.

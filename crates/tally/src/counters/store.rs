@@ -16,8 +16,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::counters::slice::CounterWrite;
-use crate::engine::{Batch, BatchSink, SliceSel, SliceStore, Space, Value};
-use crate::error::{Error, Result};
+use crate::engine::{Batch, BatchSink, SliceSel, SliceStore, Space};
+use crate::error::Result;
 use crate::name::Name;
 
 pub use crate::engine::store::{Applied, CleanJob, CleanReport, WriteSeq};
@@ -155,15 +155,21 @@ impl CounterStore for SliceCounterStore {
     async fn samples(&self, names: &[Name], precisions: &[u64]) -> Result<Vec<Vec<Vec<Sample>>>> {
         let all = self
             .slices
-            .read(&space(precisions, 0), names, precisions, SliceSel::All)
+            .read_sums(&space(precisions, 0), names, precisions, SliceSel::All)
             .await?;
-        all.into_iter()
+        Ok(all
+            .into_iter()
             .map(|per| {
                 per.into_iter()
-                    .map(|slices| slices.into_iter().map(sample).collect())
+                    .map(|slices| {
+                        slices
+                            .into_iter()
+                            .map(|(start, count)| Sample { start, count })
+                            .collect()
+                    })
                     .collect()
             })
-            .collect()
+            .collect())
     }
 
     async fn list(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Vec<String>> {
@@ -182,17 +188,6 @@ impl CounterStore for SliceCounterStore {
 
     async fn ping(&self) -> Result<()> {
         self.slices.ping().await
-    }
-}
-
-/// A stored slice as a sample.
-fn sample((start, value): (u64, Value)) -> Result<Sample> {
-    match value.as_sum() {
-        Some(count) => Ok(Sample { start, count }),
-        None => Err(Error::Corrupt(format!(
-            "a counter's slice at {start} holds a {} value",
-            value.kind()
-        ))),
     }
 }
 

@@ -33,7 +33,7 @@ use redis::{RedisError, Script, Value as Reply};
 
 use super::layout::{self, Layout, SpaceKeys};
 use super::{Redis, WriteFailure};
-use crate::engine::store::check_stored;
+use crate::engine::store::{Reads, check_stored, not_sums};
 use crate::engine::{
     Applied, Batch, CellDelta, CleanJob, CleanReport, Kind, SeriesWrite, SliceSel, SliceStore,
     Slices, Space, Value,
@@ -579,52 +579,111 @@ fn zrangebylex(key: &str, min: &str, max: &str, limit: usize) -> redis::Cmd {
     cmd
 }
 
-/// A series hash's HGETALL reply as slices of `kind` selected by `sel`,
-/// oldest first, or what is wrong with it. Parses the reply's bytes in
-/// place (RESP2 flat array or RESP3 map), with no string or map per field:
-/// reads of every resolution are on the latency path.
-fn parse_hash(value: &Reply, kind: Kind, sel: SliceSel) -> std::result::Result<Slices, String> {
-    fn bytes<'v>(v: &'v Reply, what: &str) -> std::result::Result<&'v [u8], String> {
-        match v {
-            Reply::BulkString(b) => Ok(b),
-            Reply::SimpleString(s) => Ok(s.as_bytes()),
-            other => Err(format!("it holds {other:?} as {what}")),
-        }
+fn reply_bytes<'v>(v: &'v Reply, what: &str) -> std::result::Result<&'v [u8], String> {
+    match v {
+        Reply::BulkString(b) => Ok(b),
+        Reply::SimpleString(s) => Ok(s.as_bytes()),
+        other => Err(format!("it holds {other:?} as {what}")),
     }
-    fn number<T: std::str::FromStr>(v: &Reply, what: &str) -> std::result::Result<T, String> {
-        let b = bytes(v, what)?;
-        std::str::from_utf8(b)
-            .ok()
-            .and_then(|t| t.parse().ok())
-            .ok_or_else(|| format!("it holds {:?}, not {what}", String::from_utf8_lossy(b)))
-    }
-    let slice = |f: &Reply, v: &Reply| -> std::result::Result<Option<(u64, Value)>, String> {
-        let start: u64 = number(f, "a slice start")?;
+}
+
+fn reply_number<T: std::str::FromStr>(v: &Reply, what: &str) -> std::result::Result<T, String> {
+    let b = reply_bytes(v, what)?;
+    std::str::from_utf8(b)
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| format!("it holds {:?}, not {what}", String::from_utf8_lossy(b)))
+}
+
+/// A sum field's value.
+fn sum_of(v: &Reply) -> std::result::Result<i64, String> {
+    reply_number(v, "an integer count")
+}
+
+/// A series hash's HGETALL reply as its slices selected by `sel`, each
+/// value read by `value`, oldest first, or what is wrong with it. Parses
+/// the reply's bytes in place (RESP2 flat array or RESP3 map), with no
+/// string or map per field: reads of every resolution are on the latency
+/// path.
+fn parse_hash<T>(
+    reply: &Reply,
+    sel: SliceSel,
+    value: impl Fn(&Reply) -> std::result::Result<T, String>,
+) -> std::result::Result<Vec<(u64, T)>, String> {
+    let slice = |f: &Reply, v: &Reply| -> std::result::Result<Option<(u64, T)>, String> {
+        let start: u64 = reply_number(f, "a slice start")?;
         if !sel.contains(start) {
             return Ok(None);
         }
-        let value = match kind {
-            Kind::Sum => Value::Sum(number(v, "an integer count")?),
-            kind => kind
-                .decode(bytes(v, "a value")?)
-                .map_err(|e| e.to_string())?,
-        };
-        Ok(Some((start, value)))
+        Ok(Some((start, value(v)?)))
     };
-    let mut slices = match value {
+    let mut slices = match reply {
         Reply::Map(pairs) => pairs
             .iter()
             .filter_map(|(f, v)| slice(f, v).transpose())
-            .collect::<std::result::Result<Slices, String>>()?,
+            .collect::<std::result::Result<Vec<_>, String>>()?,
         Reply::Array(flat) if flat.len() % 2 == 0 => flat
             .chunks_exact(2)
             .filter_map(|pair| slice(&pair[0], &pair[1]).transpose())
-            .collect::<std::result::Result<Slices, String>>()?,
+            .collect::<std::result::Result<Vec<_>, String>>()?,
         Reply::Nil => Vec::new(),
         other => return Err(format!("it is not a hash of slices: {other:?}")),
     };
     slices.sort_unstable_by_key(|s| s.0);
     Ok(slices)
+}
+
+/// A hash of `kind`'s slices.
+fn parse_slices(reply: &Reply, kind: Kind, sel: SliceSel) -> std::result::Result<Slices, String> {
+    match kind {
+        Kind::Sum => parse_hash(reply, sel, |v| sum_of(v).map(Value::Sum)),
+        kind => parse_hash(reply, sel, |v| {
+            kind.decode(reply_bytes(v, "a value")?)
+                .map_err(|e| e.to_string())
+        }),
+    }
+}
+
+impl RedisSliceStore {
+    /// The HGETALL of every (series, resolution), one pipeline per slot,
+    /// each hash parsed by `parse`; `result[i][j]`: `names[i]` at
+    /// `resolutions[j]`.
+    async fn read_with<T>(
+        &self,
+        space: &Space,
+        names: &[Name],
+        resolutions: &[u64],
+        parse: impl Fn(&Reply) -> std::result::Result<Vec<(u64, T)>, String>,
+    ) -> Result<Reads<T>> {
+        check_stored(space.kind)?;
+        let keys = self.layout.space_keys(space);
+        let groups = names
+            .iter()
+            .map(|name| {
+                let mut pipe = redis::pipe();
+                for &r in resolutions {
+                    pipe.cmd("HGETALL").arg(keys.hash(r, name.as_str()));
+                }
+                pipe
+            })
+            .collect();
+        let values = self.redis.run_pipelines(groups).await?;
+        names
+            .iter()
+            .zip(values)
+            .map(|(name, per)| {
+                resolutions
+                    .iter()
+                    .zip(per)
+                    .map(|(&r, v)| {
+                        parse(&v).map_err(|why| {
+                            Error::Corrupt(format!("{}: {why}", keys.hash(r, name.as_str())))
+                        })
+                    })
+                    .collect()
+            })
+            .collect()
+    }
 }
 
 #[async_trait]
@@ -685,34 +744,26 @@ impl SliceStore for RedisSliceStore {
         resolutions: &[u64],
         slices: SliceSel,
     ) -> Result<Vec<Vec<Slices>>> {
-        check_stored(space.kind)?;
-        let keys = self.layout.space_keys(space);
-        let groups = names
-            .iter()
-            .map(|name| {
-                let mut pipe = redis::pipe();
-                for &r in resolutions {
-                    pipe.cmd("HGETALL").arg(keys.hash(r, name.as_str()));
-                }
-                pipe
-            })
-            .collect();
-        let values = self.redis.run_pipelines(groups).await?;
-        names
-            .iter()
-            .zip(values)
-            .map(|(name, per)| {
-                resolutions
-                    .iter()
-                    .zip(per)
-                    .map(|(&r, v)| {
-                        parse_hash(&v, space.kind, slices).map_err(|why| {
-                            Error::Corrupt(format!("{}: {why}", keys.hash(r, name.as_str())))
-                        })
-                    })
-                    .collect()
-            })
-            .collect()
+        self.read_with(space, names, resolutions, |reply| {
+            parse_slices(reply, space.kind, slices)
+        })
+        .await
+    }
+
+    async fn read_sums(
+        &self,
+        space: &Space,
+        names: &[Name],
+        resolutions: &[u64],
+        slices: SliceSel,
+    ) -> Result<Reads<i64>> {
+        if space.kind != Kind::Sum {
+            return Err(not_sums(space));
+        }
+        self.read_with(space, names, resolutions, |reply| {
+            parse_hash(reply, slices, sum_of)
+        })
+        .await
     }
 
     async fn list(
@@ -809,31 +860,28 @@ mod tests {
         let resp3 = Reply::Map(vec![(b("20"), b("-3")), (b("10"), b("7"))]);
         let want = vec![(10, Value::Sum(7)), (20, Value::Sum(-3))];
         let all = SliceSel::All;
-        assert_eq!(parse_hash(&resp2, Kind::Sum, all).unwrap(), want);
-        assert_eq!(parse_hash(&resp3, Kind::Sum, all).unwrap(), want);
+        assert_eq!(parse_slices(&resp2, Kind::Sum, all).unwrap(), want);
+        assert_eq!(parse_slices(&resp3, Kind::Sum, all).unwrap(), want);
         let range = SliceSel::Range { from: 11, to: 20 };
+        assert_eq!(parse_hash(&resp2, range, sum_of).unwrap(), vec![(20, -3)]);
         assert_eq!(
-            parse_hash(&resp2, Kind::Sum, range).unwrap(),
-            vec![(20, Value::Sum(-3))]
-        );
-        assert_eq!(
-            parse_hash(&Reply::Array(vec![]), Kind::Sum, all).unwrap(),
+            parse_slices(&Reply::Array(vec![]), Kind::Sum, all).unwrap(),
             vec![]
         );
         let bad_field = Reply::Array(vec![b("10.0"), b("1")]);
         assert!(
-            parse_hash(&bad_field, Kind::Sum, all)
+            parse_slices(&bad_field, Kind::Sum, all)
                 .unwrap_err()
                 .contains("\"10.0\", not a slice start")
         );
         let bad_count = Reply::Map(vec![(b("10"), b("x"))]);
         assert!(
-            parse_hash(&bad_count, Kind::Sum, all)
+            parse_slices(&bad_count, Kind::Sum, all)
                 .unwrap_err()
                 .contains("not an integer count")
         );
         assert!(
-            parse_hash(&Reply::Int(3), Kind::Sum, all)
+            parse_slices(&Reply::Int(3), Kind::Sum, all)
                 .unwrap_err()
                 .contains("not a hash")
         );

@@ -27,7 +27,7 @@ use super::Sqlite;
 use crate::clock::SharedClock;
 use crate::engine::kinds::sum;
 use crate::engine::plan::locate;
-use crate::engine::store::check_stored;
+use crate::engine::store::{Reads, check_stored, not_sums};
 use crate::engine::{
     Applied, Batch, CleanJob, CleanReport, Kind, SliceSel, SliceStore, Slices, Space, Value,
 };
@@ -183,6 +183,28 @@ impl SqliteSliceStore {
         Ok(tables)
     }
 
+    /// [`read_in`] on a reader connection, in one snapshot.
+    async fn read_with<T: Send + 'static>(
+        &self,
+        space: &Space,
+        names: &[Name],
+        resolutions: &[u64],
+        slices: SliceSel,
+        value: impl Fn(ValueRef<'_>) -> Result<T> + Send + 'static,
+    ) -> Result<Reads<T>> {
+        let sql = self.tables(space).await?;
+        let names = names.to_vec();
+        let resolutions = resolutions.to_vec();
+        self.db
+            .read(move |conn| {
+                conn.execute_batch("BEGIN")?;
+                let result = read_in(conn, &sql, &names, &resolutions, slices, value);
+                conn.execute_batch("COMMIT")?;
+                result
+            })
+            .await
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<&'static str, Arc<Tables>>> {
         self.tables.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -271,14 +293,16 @@ fn apply_in(tx: &Transaction<'_>, sql: &Tables, batch: &Batch, now_secs: i64) ->
     Ok(Applied::Written)
 }
 
-fn read_in(
+/// Every selected slice of each (series, resolution), each value read by
+/// `value`, in one snapshot.
+fn read_in<T>(
     conn: &Connection,
     sql: &Tables,
-    kind: Kind,
     names: &[Name],
     resolutions: &[u64],
     sel: SliceSel,
-) -> Result<Vec<Vec<Slices>>> {
+    value: impl Fn(ValueRef<'_>) -> Result<T>,
+) -> Result<Reads<T>> {
     let mut id_of = conn.prepare_cached(&sql.series_id)?;
     let mut rows = conn.prepare_cached(match sel {
         SliceSel::All => &sql.read_all,
@@ -304,9 +328,9 @@ fn read_in(
             };
             // One pass over the rows, straight into the result: reads of
             // every resolution are on the latency path.
-            let mut slices = Slices::new();
+            let mut slices = Vec::new();
             while let Some(row) = found.next()? {
-                slices.push((row.get::<_, i64>(0)? as u64, stored(kind, row.get_ref(1)?)?));
+                slices.push((row.get::<_, i64>(0)? as u64, value(row.get_ref(1)?)?));
             }
             per.push(slices);
         }
@@ -333,19 +357,29 @@ impl SliceStore for SqliteSliceStore {
         resolutions: &[u64],
         slices: SliceSel,
     ) -> Result<Vec<Vec<Slices>>> {
-        let sql = self.tables(space).await?;
         let kind = space.kind;
-        let names = names.to_vec();
-        let resolutions = resolutions.to_vec();
-        self.db
-            .read(move |conn| {
-                // One snapshot for the whole read.
-                conn.execute_batch("BEGIN")?;
-                let result = read_in(conn, &sql, kind, &names, &resolutions, slices);
-                conn.execute_batch("COMMIT")?;
-                result
-            })
+        self.read_with(space, names, resolutions, slices, move |v| stored(kind, v))
             .await
+    }
+
+    async fn read_sums(
+        &self,
+        space: &Space,
+        names: &[Name],
+        resolutions: &[u64],
+        slices: SliceSel,
+    ) -> Result<Reads<i64>> {
+        if space.kind != Kind::Sum {
+            return Err(not_sums(space));
+        }
+        self.read_with(space, names, resolutions, slices, |v| match v {
+            ValueRef::Integer(i) => Ok(i),
+            other => Err(Error::Corrupt(format!(
+                "a sum cell holds {:?}",
+                other.data_type()
+            ))),
+        })
+        .await
     }
 
     async fn list(
