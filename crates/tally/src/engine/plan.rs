@@ -14,8 +14,6 @@
 //! kind validates its own deltas where they are made (a sum refuses
 //! `i64::MIN`, a statistic a value that is not finite).
 
-use std::collections::BTreeMap;
-
 use crate::clock::Timestamp;
 use crate::engine::aggregate::Value;
 use crate::engine::store::{CellDelta, SeriesWrite, Space};
@@ -82,36 +80,74 @@ pub fn plan<'a>(
     space: &Space,
     items: impl IntoIterator<Item = (&'a Name, Timestamp, Value)>,
 ) -> Result<Vec<SeriesWrite>> {
-    let mut merged: BTreeMap<&Name, BTreeMap<(u64, u64), Value>> = BTreeMap::new();
-    for (name, at, delta) in items {
-        let cells = merged.entry(name).or_default();
-        for r in &space.resolutions {
-            let slice = r.slice_start(at);
-            match cells.entry((r.seconds, slice)) {
-                std::collections::btree_map::Entry::Vacant(e) => {
-                    e.insert(delta.clone());
-                }
-                std::collections::btree_map::Entry::Occupied(mut e) => e
-                    .get_mut()
-                    .merge(&delta)
-                    .map_err(|e| locate(e, name.as_str(), r.seconds, slice))?,
-            }
+    let resolutions = &space.resolutions;
+    let mut items = items.into_iter();
+    let Some(first) = items.next() else {
+        return Ok(Vec::new());
+    };
+    let Some(second) = items.next() else {
+        // One item (an exact increment): one cell per resolution, already in
+        // order, nothing to merge.
+        let (name, at, delta) = first;
+        let mut cells = Vec::with_capacity(resolutions.len());
+        for r in resolutions {
+            cells.push(CellDelta {
+                resolution: r.seconds,
+                slice: r.slice_start(at),
+                delta: delta.clone(),
+            });
+        }
+        return Ok(vec![SeriesWrite {
+            name: name.clone(),
+            cells,
+        }]);
+    };
+    // Every (series, resolution, slice) cell of every item, sorted stably
+    // (items of the same cell keep their order: a gauge's meaning is its
+    // order), then merged run by run.
+    let (low, _) = items.size_hint();
+    let mut all: Vec<(&Name, u64, u64, Value)> = Vec::with_capacity((low + 2) * resolutions.len());
+    for (name, at, delta) in [first, second].into_iter().chain(items) {
+        for r in resolutions {
+            all.push((name, r.seconds, r.slice_start(at), delta.clone()));
         }
     }
-    Ok(merged
-        .into_iter()
-        .map(|(name, cells)| SeriesWrite {
-            name: name.clone(),
-            cells: cells
-                .into_iter()
-                .map(|((resolution, slice), delta)| CellDelta {
-                    resolution,
-                    slice,
-                    delta,
-                })
-                .collect(),
-        })
-        .collect())
+    all.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
+    let mut writes: Vec<SeriesWrite> = Vec::new();
+    let mut cells = all.into_iter();
+    let Some((mut name, resolution, slice, delta)) = cells.next() else {
+        return Ok(writes);
+    };
+    let mut current = vec![CellDelta {
+        resolution,
+        slice,
+        delta,
+    }];
+    for (n, resolution, slice, delta) in cells {
+        if n != name {
+            writes.push(SeriesWrite {
+                name: name.clone(),
+                cells: std::mem::take(&mut current),
+            });
+            name = n;
+        }
+        match current.last_mut() {
+            Some(c) if c.resolution == resolution && c.slice == slice => c
+                .delta
+                .merge(&delta)
+                .map_err(|e| locate(e, name.as_str(), resolution, slice))?,
+            _ => current.push(CellDelta {
+                resolution,
+                slice,
+                delta,
+            }),
+        }
+    }
+    writes.push(SeriesWrite {
+        name: name.clone(),
+        cells: current,
+    });
+    Ok(writes)
 }
 
 #[cfg(test)]
