@@ -62,6 +62,8 @@
 //! - [`backend`]: SQLite ([`backend::sqlite`]) and Redis ([`backend::redis`],
 //!   with the key layouts and the Lua scripts), each with a store per feature.
 
+#![deny(missing_docs)]
+
 pub mod backend;
 pub mod buffers;
 pub mod clock;
