@@ -75,6 +75,7 @@ pub mod limits;
 pub mod locks;
 pub mod metrics;
 pub mod name;
+pub mod open;
 pub mod random;
 #[cfg(feature = "middleware")]
 pub mod requests;
@@ -95,4 +96,5 @@ pub use error::{Error, Result};
 pub use limits::{Algorithm, Decision, FailMode, Limit, Limiter};
 pub use locks::{Acquisition, Lease, LockGuard, Locks};
 pub use name::Name;
+pub use open::{Tally, TallyBuilder};
 pub use tsdb::{TsIncrement, Tsdb, TsdbSettings, TsdbStore};
