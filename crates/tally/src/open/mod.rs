@@ -191,11 +191,13 @@ impl Tally {
 ///
 /// let clock = tally::ManualClock::at(1_700_000_000.0);
 /// let tally = tally::Tally::builder()
-///     .prefix("shop") // Redis keys under {shop:...}
+///     .prefix("shop") // Redis keys {shop:...}; .layout(Layout::Ria) for the book's
 ///     .precisions([1, 60, 3600])
 ///     .samples(240)
+///     .rollups(tally::tsdb::rollup::parse("60:1440,3600:720")?)
 ///     .daily_retention(30)
-///     .clock(Arc::new(clock.clone()))
+///     .utc_offset_minutes(60)
+///     .clock(Arc::new(clock.clone())) // tests
 ///     .open("sqlite::memory:")
 ///     .await?;
 /// tally.counters().incr("orders", 1).await?;
