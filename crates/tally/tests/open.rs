@@ -7,10 +7,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tally::backend::redis::Layout;
 use tally::backend::redis::ReplicationWait;
 use tally::buffers::{Flusher, FlusherSettings, TableConfig, Tables, Update, open_sink};
 use tally::open::target::FORMS;
-use tally::{Algorithm, Clock, Error, Limit, ManualClock, SystemClock, Tally};
+use tally::{Algorithm, BackendConfig, Clock, Error, Limit, ManualClock, SystemClock, Tally};
 use tally_testkit::{ClusterOptions, RedisCluster, RedisServer};
 use tempfile::TempDir;
 
@@ -255,10 +256,7 @@ async fn bad_settings_are_refused_before_anything_is_opened() {
         ),
         (
             "ria on SQLite",
-            Tally::builder()
-                .layout(tally::backend::redis::Layout::Ria)
-                .open(target)
-                .await,
+            Tally::builder().layout(Layout::Ria).open(target).await,
         ),
     ];
     for (what, result) in refused {
@@ -273,10 +271,7 @@ async fn bad_settings_are_refused_before_anything_is_opened() {
     // attempt to connect would fail as unavailable instead.
     let port = tally_testkit::free_port();
     let nowhere = format!("redis+cluster://127.0.0.1:{port}");
-    let ria = Tally::builder()
-        .layout(tally::backend::redis::Layout::Ria)
-        .open(&nowhere)
-        .await;
+    let ria = Tally::builder().layout(Layout::Ria).open(&nowhere).await;
     assert!(
         matches!(ria, Err(Error::Config(ref m)) if m.contains("ria")),
         "{ria:?}"
@@ -298,4 +293,43 @@ async fn an_unreachable_server_is_unavailable() {
         .await
         .unwrap_err();
     assert!(err.is_unavailable(), "{err:?}");
+}
+
+/// A caller holding a `BackendConfig` (the `tally` command) opens it with
+/// its own layout; a different layout set on the builder is refused.
+#[tokio::test]
+async fn open_backend_keeps_the_configs_layout() {
+    let server = RedisServer::start();
+    let config = BackendConfig::Redis {
+        url: server.url(),
+        layout: Layout::Ria,
+    };
+    let tally = Tally::builder().open_backend(config.clone()).await.unwrap();
+    tally.counters().incr("hits", 1).await.unwrap();
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let known: Vec<String> = redis::cmd("ZRANGE")
+        .arg("known:")
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(
+        known.contains(&"1:hits".to_owned()),
+        "the book's keys: {known:?}"
+    );
+
+    let err = Tally::builder()
+        .prefix("shop")
+        .open_backend(config)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Config(ref m) if m.contains("layout")),
+        "{err:?}"
+    );
 }

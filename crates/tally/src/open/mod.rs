@@ -89,6 +89,10 @@ impl Tally {
     /// [`target`] lists the forms. A target that is none of them is
     /// [`Error::Config`] naming what is wrong and listing the forms; a
     /// server that cannot be reached is [`Error::Unavailable`].
+    ///
+    /// On Redis, opening also reads the servers' `hash-max-listpack-*`
+    /// limits and logs a warning when counter hashes would outgrow them
+    /// (see [`Backend::check_counter_encoding`]).
     pub async fn open(target: &str) -> Result<Tally> {
         Tally::builder().open(target).await
     }
@@ -347,17 +351,14 @@ impl TallyBuilder {
     /// layout is the config's own: setting another with
     /// [`TallyBuilder::layout`] is an error.
     pub async fn open_backend(self, config: BackendConfig) -> Result<Tally> {
-        let own = match &config {
-            BackendConfig::Redis { layout, .. } | BackendConfig::RedisCluster { layout, .. } => {
-                Some(layout)
-            }
-            BackendConfig::SqliteDir(_) | BackendConfig::SqliteMemory => None,
-        };
-        if let Some(set) = &self.layout
-            && own != Some(set)
+        if let (
+            Some(set),
+            BackendConfig::Redis { layout, .. } | BackendConfig::RedisCluster { layout, .. },
+        ) = (&self.layout, &config)
+            && set != layout
         {
             return Err(Error::Config(format!(
-                "the builder's layout {set:?} differs from the backend config's {own:?}; \
+                "the builder's layout {set:?} differs from the backend config's {layout:?}; \
                  set the layout in the config"
             )));
         }
