@@ -79,7 +79,8 @@ struct Inner {
     limiter: Limiter,
     locks: Locks,
     // Statistics join here when they land: their service, built in
-    // `TallyBuilder::open_backend` with the others, and a `stats()` accessor.
+    // `TallyBuilder::checked_open` with the others, handed out by a
+    // `Tally::stats()` next to `Tally::locks()`.
 }
 
 impl Tally {
@@ -165,6 +166,8 @@ impl Tally {
     pub fn locks(&self) -> Locks {
         self.inner.locks.clone()
     }
+
+    // `stats()`, the statistics service, goes here when it lands.
 
     /// The open backend (for [`Backend::describe`], or to build a store by hand).
     pub fn backend(&self) -> &Backend {
@@ -437,7 +440,7 @@ impl TallyBuilder {
         }
         if let Some(wait) = self.wait
             && (wait.replicas == 0
-                || wait.timeout.is_zero()
+                || wait.timeout < Duration::from_millis(1)
                 || wait.timeout > MAX_REPLICATION_TIMEOUT)
         {
             return Err(Error::Config(format!(
