@@ -276,14 +276,28 @@ async fn bad_settings_are_refused_before_anything_is_opened() {
         matches!(ria, Err(Error::Config(ref m)) if m.contains("ria")),
         "{ria:?}"
     );
-    let zero = Tally::builder()
-        .replication_wait(ReplicationWait {
+    let redis = format!("redis://127.0.0.1:{port}/");
+    for bad in [
+        ReplicationWait {
             replicas: 0,
             ..wait
-        })
-        .open(&format!("redis://127.0.0.1:{port}/"))
-        .await;
-    assert!(matches!(zero, Err(Error::Config(_))), "{zero:?}");
+        },
+        // WAIT takes whole milliseconds, and 0 would wait forever.
+        ReplicationWait {
+            timeout: Duration::from_micros(500),
+            ..wait
+        },
+        ReplicationWait {
+            timeout: Duration::from_secs(61),
+            ..wait
+        },
+    ] {
+        let result = Tally::builder().replication_wait(bad).open(&redis).await;
+        assert!(
+            matches!(result, Err(Error::Config(_))),
+            "{bad:?}: {result:?}"
+        );
+    }
 }
 
 #[tokio::test]
