@@ -107,6 +107,15 @@ async fn use_every_service(tally: &Tally, sink_dir: &Path) {
     assert!(guard.release().await.unwrap());
 }
 
+/// A plain client connection to `server`, to look at the keys.
+async fn connect(server: &RedisServer) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_redis_url_opens_every_service() {
     let server = RedisServer::start();
@@ -189,11 +198,7 @@ async fn the_builders_settings_take_effect() {
         assert!(counters.get("orders", 1).await.unwrap().is_empty());
         assert_eq!(counters.get("orders", 60).await.unwrap()[0].count, 1);
     }
-    let mut conn = redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = connect(&server).await;
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg("*")
         .query_async(&mut conn)
@@ -320,11 +325,7 @@ async fn open_backend_keeps_the_configs_layout() {
     };
     let tally = Tally::builder().open_backend(config.clone()).await.unwrap();
     tally.counters().incr("hits", 1).await.unwrap();
-    let mut conn = redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = connect(&server).await;
     let known: Vec<String> = redis::cmd("ZRANGE")
         .arg("known:")
         .arg(0)
