@@ -1,99 +1,36 @@
-//! What the commands share: the configured backend opened once, each
-//! service on it, and the shutdown signal.
+//! What the commands share: the configured [`Tally`] (the backend opened
+//! once, every service on it) and the shutdown signal.
 //!
-//! Every command opens its store through [`Context`], so every service sees
+//! Every command opens its services through [`open`], so every service sees
 //! the same backend (with the replication wait, if configured) and the same
 //! clock. Validation of the command's own input comes first, in the command,
 //! so bad input opens nothing. This module imports no command and not the
 //! dispatcher.
 
-use std::sync::Arc;
-
 use anyhow::Result;
-use tally::buffers::{Buffers, Tables};
-use tally::clock::SharedClock;
-use tally::{Backend, Counters, DailyStats, Limiter, Locks, SystemClock, Tsdb};
+use tally::{Tally, TallyBuilder};
 
 use crate::config::Config;
 
-/// The configured backend, open, with the configuration and the clock.
-pub struct Context<'a> {
-    /// The validated configuration.
-    pub config: &'a Config,
-    /// The open backend.
-    pub backend: Backend,
-    /// The clock every service reads (the system's).
-    pub clock: SharedClock,
+/// A builder with every setting of the configuration (the commands that
+/// need more, like `serve`, add theirs before opening).
+pub fn builder(config: &Config) -> TallyBuilder {
+    let builder = Tally::builder()
+        .counter_settings(config.counters.clone())
+        .cleaner_settings(config.cleaner.clone())
+        .tsdb_settings(config.tsdb.clone())
+        .daily_settings(config.daily.clone())
+        .entity_prefix(config.entity_prefix.clone());
+    match config.wait {
+        Some(wait) => builder.replication_wait(wait),
+        None => builder,
+    }
 }
 
-impl<'a> Context<'a> {
-    /// Opens the configured backend, with the replication wait if any.
-    pub async fn open(config: &'a Config) -> Result<Self> {
-        let backend = Backend::open(&config.backend)
-            .await?
-            .with_replication_wait(config.wait)?;
-        Ok(Context {
-            config,
-            backend,
-            clock: Arc::new(SystemClock),
-        })
-    }
-
-    /// The counters, after a warning if the Redis server's hash encoding
-    /// would make them costly.
-    pub async fn counters(&self) -> Result<Counters> {
-        self.backend
-            .check_counter_encoding(&self.config.counters, self.config.cleaner.interval)
-            .await;
-        let store = self.backend.counter_store(self.clock.clone()).await?;
-        Ok(Counters::with_clock(
-            store,
-            self.config.counters.clone(),
-            self.clock.clone(),
-        )?)
-    }
-
-    /// The time-series store.
-    pub async fn tsdb(&self) -> Result<Tsdb> {
-        let store = self.backend.tsdb_store(self.clock.clone()).await?;
-        Ok(Tsdb::with_clock(
-            store,
-            self.config.tsdb.clone(),
-            self.clock.clone(),
-        )?)
-    }
-
-    /// The daily statistics.
-    pub async fn daily(&self) -> Result<DailyStats> {
-        let store = self.backend.daily_store(&self.config.entity_prefix).await?;
-        Ok(DailyStats::with_clock(
-            store,
-            self.config.daily.clone(),
-            self.clock.clone(),
-        )?)
-    }
-
-    /// The buffers of the mapped `tables`.
-    pub async fn buffers(&self, tables: Tables) -> Result<Buffers> {
-        let store = self.backend.buffer_store().await?;
-        Ok(Buffers::new(store, tables, self.clock.clone()))
-    }
-
-    /// The rate limiter.
-    pub async fn limiter(&self) -> Result<Limiter> {
-        Ok(Limiter::new(
-            self.backend.limiter_store().await?,
-            self.clock.clone(),
-        ))
-    }
-
-    /// The locks.
-    pub async fn locks(&self) -> Result<Locks> {
-        Ok(Locks::new(
-            self.backend.lock_store().await?,
-            self.clock.clone(),
-        ))
-    }
+/// Opens the configured backend and its services (on Redis, after a
+/// warning if the server's hash encoding would make the counters costly).
+pub async fn open(config: &Config) -> Result<Tally> {
+    Ok(builder(config).open_backend(config.backend.clone()).await?)
 }
 
 /// Completes on Ctrl-C or SIGTERM.

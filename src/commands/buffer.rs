@@ -11,7 +11,7 @@ use clap::{Args, Subcommand};
 use tally::buffers::{Buffers, Flusher, Sink, Update, open_sink};
 
 use crate::config::Config;
-use crate::context::{Context, shutdown_signal};
+use crate::context::{self, shutdown_signal};
 use crate::output;
 
 /// The buffer commands (top-level subcommands of `tally`).
@@ -108,7 +108,7 @@ fn split(pair: &str, what: &str) -> Result<(String, String)> {
 /// when none is mapped).
 async fn open_buffers(config: &Config) -> Result<Buffers> {
     let tables = config.buffers.tables()?.clone();
-    Context::open(config).await?.buffers(tables).await
+    Ok(context::open(config).await?.buffers(tables))
 }
 
 /// The buffers and the sink (the flag, else the config file's), both
@@ -116,7 +116,7 @@ async fn open_buffers(config: &Config) -> Result<Buffers> {
 async fn open_with_sink(config: &Config, sink: Option<&str>) -> Result<(Buffers, Arc<dyn Sink>)> {
     let tables = config.buffers.tables()?.clone();
     let url = config.buffers.sink_url(sink)?;
-    let buffers = Context::open(config).await?.buffers(tables).await?;
+    let buffers = context::open(config).await?.buffers(tables);
     let sink = open_sink(&url, buffers.tables()).await?;
     Ok((buffers, sink))
 }

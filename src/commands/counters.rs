@@ -1,6 +1,6 @@
 //! `tally incr|get|counters|delete|clean`: the counters from the command line.
 //!
-//! Each command opens the counters through [`Context`], does one thing and
+//! Each command opens the counters through [`context::open`], does one thing and
 //! prints it (JSON with `--json`). `clean` without `--once` runs the cleaner
 //! until SIGTERM or Ctrl-C.
 
@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use tally::Timestamp;
 
 use crate::config::Config;
-use crate::context::{Context, shutdown_signal};
+use crate::context::{self, shutdown_signal};
 use crate::output;
 
 /// The counter commands (top-level subcommands of `tally`).
@@ -110,8 +110,8 @@ pub async fn run(command: CounterCommand, config: &Config) -> Result<()> {
             "--limit must be at least 1".into()
         ));
     }
-    let cx = Context::open(config).await?;
-    let counters = cx.counters().await?;
+    let tally = context::open(config).await?;
+    let counters = tally.counters();
     match command {
         CounterCommand::Incr(IncrArgs { name, count, at }) => match at {
             Some(at) => counters.incr_at(&name, count, at).await?,
@@ -168,7 +168,7 @@ pub async fn run(command: CounterCommand, config: &Config) -> Result<()> {
             })?;
         }
         CounterCommand::Clean(CleanArgs { once, now, json }) => {
-            let mut cleaner = counters.cleaner(config.cleaner.clone())?;
+            let mut cleaner = tally.cleaner();
             if once {
                 let report = match now {
                     Some(now) => cleaner.pass_at(Timestamp::from_secs_f64(now)?).await?,

@@ -5,7 +5,7 @@ use clap::Subcommand;
 use tally::Day;
 
 use crate::config::Config;
-use crate::context::Context;
+use crate::context;
 use crate::output;
 
 /// Daily-statistics commands.
@@ -65,7 +65,7 @@ pub enum DailyCommand {
 }
 
 pub async fn run(command: DailyCommand, config: &Config) -> Result<()> {
-    let daily = Context::open(config).await?.daily().await?;
+    let daily = context::open(config).await?.daily();
     match command {
         DailyCommand::Incr {
             entity,

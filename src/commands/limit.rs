@@ -11,7 +11,7 @@ use clap::{Args, Subcommand};
 use tally::{Algorithm, FailMode, Limit};
 
 use crate::config::{Config, window_ms};
-use crate::context::Context;
+use crate::context;
 use crate::output::{self, EXIT_LIMITED};
 
 /// `tally limit ...`
@@ -112,7 +112,7 @@ fn limit_of(args: &CheckArgs, config: &Config) -> Result<Limit> {
 pub async fn run(command: LimitCommand, config: &Config) -> Result<ExitCode> {
     let LimitCommand::Check(args) = command;
     let limit = limit_of(&args, config)?;
-    let limiter = Context::open(config).await?.limiter().await?;
+    let limiter = context::open(config).await?.limiter();
     let d = limiter.check(&args.key, &limit, args.cost).await?;
     output::print(&d, args.json, |d| {
         let retry = match d.retry_after_ms {

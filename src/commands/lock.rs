@@ -13,7 +13,7 @@ use clap::Subcommand;
 use tally::Acquisition;
 
 use crate::config::Config;
-use crate::context::Context;
+use crate::context;
 use crate::output::{self, EXIT_LIMITED};
 
 /// `tally lock ...`
@@ -62,7 +62,7 @@ fn secs(v: f64, what: &str) -> Result<Duration> {
 }
 
 pub async fn run(command: LockCommand, config: &Config) -> Result<ExitCode> {
-    let locks = Context::open(config).await?.locks().await?;
+    let locks = context::open(config).await?.locks();
     let ok = match command {
         LockCommand::Acquire {
             name,

@@ -12,12 +12,12 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use clap::Args;
 use tally::buffers::{Flusher, open_sink};
-use tally::counters::{Aggregator, AggregatorSettings, WhenFull};
+use tally::counters::{AggregatorSettings, WhenFull};
 use tally::server::{AppState, Metrics, ServerSettings, Services};
 use tokio::sync::watch;
 
 use crate::config::Config;
-use crate::context::{Context, shutdown_signal};
+use crate::context::{self, shutdown_signal};
 
 /// Flags of `tally serve` (each also read from a `TALLY_*` variable).
 #[derive(Args, Debug, Clone)]
@@ -148,31 +148,30 @@ impl ServeArgs {
 pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
     let settings = args.settings()?;
     let statsd_recv_buffer = args.statsd_recv_buffer(config)?;
-    let cx = Context::open(config).await?;
-    let counters = cx.counters().await?;
-    let aggregator = Aggregator::start(
-        counters.clone(),
-        AggregatorSettings {
+    let tally = context::builder(config)
+        .aggregator_settings(AggregatorSettings {
             flush_interval: Duration::from_millis(args.flush_interval_ms),
             when_full: WhenFull::Wait,
             ..AggregatorSettings::default()
-        },
-    )?;
+        })
+        .open_backend(config.backend.clone())
+        .await?;
+    let aggregator = tally.writer();
     let services = Services {
-        counters: counters.clone(),
+        counters: tally.counters(),
         aggregator: Some(aggregator.clone()),
         exact_writes: args.write_mode == "exact",
-        limiter: Some((cx.limiter().await?, config.policies.clone())),
-        locks: Some(cx.locks().await?),
-        tsdb: Some(cx.tsdb().await?),
-        daily: Some(cx.daily().await?),
+        limiter: Some((tally.limiter(), config.policies.clone())),
+        locks: Some(tally.locks()),
+        tsdb: Some(tally.tsdb()),
+        daily: Some(tally.daily()),
         buffers: None,
     };
     let metrics = Metrics::default();
     let mut services = services;
     let mut flusher_task = None;
     if !config.buffers.tables.is_empty() {
-        let buffers = cx.buffers(config.buffers.tables.clone()).await?;
+        let buffers = tally.buffers(config.buffers.tables.clone());
         let flusher = match &config.buffers.sink {
             Some(url) => {
                 let sink = open_sink(url, buffers.tables()).await?;
@@ -196,9 +195,7 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
 
     let mut tasks = Vec::new();
     if !args.no_cleaner {
-        let cleaner = counters
-            .cleaner(config.cleaner.clone())?
-            .with_observer(metrics.cleaner_observer());
+        let cleaner = tally.cleaner().with_observer(metrics.cleaner_observer());
         tasks.push(("cleaner", cleaner.spawn(stopped())));
     }
     if let Some(addr) = args.statsd {
@@ -230,7 +227,7 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
     let addr = listener.local_addr()?;
     println!(
         "tally: serving on http://{addr}/ (dashboard), API under http://{addr}/v1/, backend {}",
-        cx.backend.describe()
+        tally.backend().describe()
     );
     tally::server::serve(listener, state, {
         let stop_tx = stop_tx.clone();
@@ -247,7 +244,7 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
             tracing::error!(task = name, error = %e, "background task failed");
         }
     }
-    aggregator.shutdown().await;
+    tally.shutdown().await;
     let stats = aggregator.stats();
     tracing::info!(
         accepted = stats.accepted,

@@ -6,7 +6,7 @@ use tally::TsIncrement;
 use tally::tsdb::{RangeSeries, RangeTotals, TopItems};
 
 use crate::config::Config;
-use crate::context::Context;
+use crate::context;
 use crate::output;
 
 /// Time-series commands. Times are Unix seconds, `now`, or relative to now
@@ -189,9 +189,9 @@ fn parse_item(text: &str) -> Result<(String, i64)> {
 }
 
 pub async fn run(command: TsCommand, config: &Config) -> Result<()> {
-    let cx = Context::open(config).await?;
-    let ts = cx.tsdb().await?;
-    let now = cx.clock.now().as_secs_f64();
+    let tally = context::open(config).await?;
+    let ts = tally.tsdb();
+    let now = tally.clock().now().as_secs_f64();
     let time = |t: &Option<String>| t.as_deref().map(|t| parse_time(t, now)).transpose();
     match command {
         TsCommand::Incr {

@@ -125,6 +125,23 @@ impl Served {
         Ok(self.metric_if_any(name)?.unwrap_or(0))
     }
 
+    /// A counter from `/metrics` once it has stopped moving: requests (or
+    /// datagrams) the load generator gave up on when its run ended may still
+    /// be in the server's hands and be counted a moment later, so the figure
+    /// is read until two reads 250 ms apart agree (for up to 10 s).
+    fn settled_metric(&self, name: &str) -> Result<u64> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut last = self.metric(name)?;
+        loop {
+            std::thread::sleep(Duration::from_millis(250));
+            let now = self.metric(name)?;
+            if now == last || Instant::now() >= deadline {
+                return Ok(now);
+            }
+            last = now;
+        }
+    }
+
     /// A counter or gauge from `/metrics`, when it is there.
     fn metric_if_any(&self, name: &str) -> Result<Option<u64>> {
         let text = http_get(self.port, "/metrics")?;
@@ -338,7 +355,7 @@ pub async fn http(
                 "/v1/incr"
             };
             let run = wrk(&base, path, counters, n, seconds, connections)?;
-            let accepted = served.metric("tally_increments_accepted_total")?;
+            let accepted = served.settled_metric("tally_increments_accepted_total")?;
             served
                 .stop_and_check(
                     kind,
@@ -516,7 +533,7 @@ pub async fn statsd(
         let took = started.elapsed().as_secs_f64();
         // Let the listener drain its socket buffer, then read its figures.
         std::thread::sleep(Duration::from_millis(500));
-        let accepted = served.metric("tally_statsd_lines_accepted_total")?;
+        let accepted = served.settled_metric("tally_statsd_lines_accepted_total")?;
         served
             .stop_and_check(
                 kind,
@@ -795,7 +812,7 @@ async fn burst_runs(
             sent.0
         );
         let recv_buffer = served.metric_if_any("tally_statsd_receive_buffer_bytes")?;
-        let accepted = served.metric("tally_statsd_lines_accepted_total")?;
+        let accepted = served.settled_metric("tally_statsd_lines_accepted_total")?;
         served
             .stop_and_check(
                 kind,

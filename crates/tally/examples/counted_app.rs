@@ -7,14 +7,12 @@
 //! round trip to the backend on the request path): `http:requests`,
 //! `http:route:GET /users/{id}` and `http:status:2xx`.
 
-use std::sync::Arc;
-
 use axum::Router;
 use axum::extract::Path;
 use axum::routing::get;
-use tally::counters::{Aggregator, AggregatorSettings};
+use tally::Tally;
+use tally::counters::Aggregator;
 use tally::requests::CountRequestsLayer;
-use tally::{Backend, BackendConfig, CounterSettings, Counters, SystemClock};
 
 /// The app: two routes, counted.
 fn app(aggregator: Aggregator) -> Router {
@@ -27,29 +25,18 @@ fn app(aggregator: Aggregator) -> Router {
         .layer(CountRequestsLayer::new(aggregator))
 }
 
-async fn counters(config: &BackendConfig) -> tally::Result<Counters> {
-    let clock = Arc::new(SystemClock);
-    let store = Backend::open(config)
-        .await?
-        .counter_store(clock.clone())
-        .await?;
-    Counters::with_clock(store, CounterSettings::default(), clock)
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = std::env::var_os("TALLY_DATA_DIR")
-        .map_or_else(|| "tally-data".into(), std::path::PathBuf::from);
-    let counters = counters(&BackendConfig::SqliteDir(dir)).await?;
-    let aggregator = Aggregator::start(counters, AggregatorSettings::default())?;
+    let target = std::env::var("TALLY_DATA_DIR").unwrap_or_else(|_| "tally-data".into());
+    let tally = Tally::open(&target).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
     println!("counting requests on http://{}/", listener.local_addr()?);
-    axum::serve(listener, app(aggregator.clone()))
+    axum::serve(listener, app(tally.writer()))
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await?;
-    aggregator.shutdown().await;
+    tally.shutdown().await;
     Ok(())
 }
 
@@ -63,9 +50,8 @@ mod tests {
 
     #[tokio::test]
     async fn every_request_is_counted_by_route_and_status() {
-        let counters = counters(&BackendConfig::SqliteMemory).await.unwrap();
-        let aggregator =
-            Aggregator::start(counters.clone(), AggregatorSettings::default()).unwrap();
+        let tally = Tally::open("sqlite::memory:").await.unwrap();
+        let (counters, aggregator) = (tally.counters(), tally.writer());
         let app = app(aggregator.clone());
         for uri in ["/", "/users/1", "/users/2", "/users/x", "/missing"] {
             let res = app

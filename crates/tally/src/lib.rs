@@ -7,32 +7,30 @@
 //! cluster-ready one) or on an embedded SQLite database, behind one API.
 //!
 //! ```no_run
-//! use std::sync::Arc;
-//! use tally::counters::{Aggregator, AggregatorSettings};
-//! use tally::{Backend, BackendConfig, CounterSettings, Counters, SystemClock};
+//! # async fn demo() -> tally::Result<()> {
+//! let tally = tally::Tally::open("redis://127.0.0.1/").await?;
 //!
-//! # #[allow(dead_code)]
-//! async fn demo() -> tally::Result<()> {
-//!     let backend = Backend::open(&BackendConfig::Redis {
-//!         url: "redis://127.0.0.1:6379/".into(),
-//!         layout: Default::default(),
-//!     })
-//!     .await?;
-//!     let clock = Arc::new(SystemClock);
-//!     let counters = Counters::with_clock(backend.counter_store(clock.clone()).await?, CounterSettings::default(), clock)?;
-//!
-//!     counters.incr("hits", 1).await?;                 // exact: written before it returns
-//!     let per_minute = counters.get("hits", 60).await?; // [(slice start, count)], oldest first
-//!
-//!     let writer = Aggregator::start(counters.clone(), AggregatorSettings::default())?;
-//!     writer.add("hits", 1, None).await?;              // merged in memory, flushed every 200 ms
-//!     writer.shutdown().await;                         // flushes what is left
-//!     Ok(())
-//! }
+//! tally.counters().incr("hits", 1).await?;                // exact: written before it returns
+//! let per_minute = tally.counters().get("hits", 60).await?; // [(slice start, count)], oldest first
+//! tally.writer().add("hits", 1, None).await?;              // merged in memory, flushed every 200 ms
+//! tally.shutdown().await;                                  // flushes what is left
+//! # Ok(())
+//! # }
 //! ```
+//!
+//! The same line opens a cluster (`redis+cluster://h1:7000,h2:7001`), a data
+//! directory (`/var/lib/app/tally`) or memory (`sqlite::memory:`): see
+//! [`open::target`]. [`Tally`] hands out every service with defaults:
+//! [`Tally::counters`], [`Tally::writer`] (the [`Aggregator`]),
+//! [`Tally::cleaner`], [`Tally::tsdb`], [`Tally::daily`],
+//! [`Tally::buffers`], [`Tally::limiter`], [`Tally::locks`];
+//! [`Tally::builder`] changes the settings (key prefix, precisions, rollups,
+//! retention, clock...). Each service's page has an example.
 //!
 //! # Layout
 //!
+//! - [`open`]: [`Tally`], every service opened on one target in one line,
+//!   and its builder; [`open::target`] reads the target.
 //! - [`clock`]: time; the only module that reads the system clock.
 //! - [`error`]: the crate's one error type.
 //! - [`name`]: validated names.
@@ -73,6 +71,8 @@
 //!   (`SqliteSliceStore`, `RedisSliceStore`: every space, counters included)
 //!   and a store per other feature.
 
+#![deny(missing_docs)]
+
 pub mod backend;
 pub mod buffers;
 pub mod clock;
@@ -84,6 +84,7 @@ pub mod limits;
 pub mod locks;
 pub mod metrics;
 pub mod name;
+pub mod open;
 pub mod random;
 #[cfg(feature = "middleware")]
 pub mod requests;
@@ -104,4 +105,5 @@ pub use error::{Error, Result};
 pub use limits::{Algorithm, Decision, FailMode, Limit, Limiter};
 pub use locks::{Acquisition, Lease, LockGuard, Locks};
 pub use name::Name;
+pub use open::{Tally, TallyBuilder};
 pub use tsdb::{TsIncrement, Tsdb, TsdbSettings, TsdbStore};

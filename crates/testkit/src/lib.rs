@@ -11,6 +11,8 @@
 //! panics with a message saying how to install it (`scripts/test` installs it
 //! from Debian packages), so a test never passes or skips silently.
 
+#![deny(missing_docs)]
+
 pub mod cluster;
 mod postgres;
 mod redis;

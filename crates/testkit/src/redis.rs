@@ -107,7 +107,7 @@ impl RedisServer {
 
     /// Starts the server again on the same port and directory, after
     /// repairing its append-only file as an operator does after a crash
-    /// ([`repair_aof`]).
+    /// (`redis-check-aof --fix`).
     ///
     /// Panics if it is already running or does not come up.
     pub fn start_again(&mut self) {

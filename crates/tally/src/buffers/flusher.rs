@@ -167,6 +167,40 @@ impl FlushMetrics {
 }
 
 /// Flushes a [`Buffers`] into a [`Sink`].
+///
+/// # Example
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> tally::Result<()> {
+/// use tally::buffers::{Flusher, FlusherSettings, TableConfig, Tables, Update, open_sink};
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let file = dir.path().join("app.sqlite3");
+/// # rusqlite::Connection::open(&file).unwrap().execute_batch(
+/// #     "CREATE TABLE groups (id INTEGER PRIMARY KEY, times_seen INTEGER NOT NULL DEFAULT 0)",
+/// # ).unwrap();
+/// # let sink_url = format!("sqlite:{}", file.display());
+///
+/// let tables = Tables::new(&[TableConfig {
+///     name: "groups".into(),
+///     key: vec!["id".into()],
+///     counters: vec!["times_seen".into()],
+///     last_write: vec![],
+/// }])?;
+/// let tally = tally::Tally::open("sqlite::memory:").await?;
+/// let buffers = tally.buffers(tables.clone());
+/// buffers.incr(&Update::new("groups").key("id", 42).add("times_seen", 3)).await?;
+///
+/// // The application's database (`postgres://...` or `sqlite:PATH`), holding `groups`.
+/// let sink = open_sink(&sink_url, &tables).await?;
+/// let flusher = Flusher::new(buffers.clone(), sink.clone(), FlusherSettings::default())?;
+/// flusher.drain().await?; // in an application: `flusher.spawn(shutdown)`, a tick a second
+///
+/// let row = buffers.read(sink.as_ref(), "groups", &[("id", "42")]).await?;
+/// assert_eq!(row.stored.unwrap().counters["times_seen"], Some(3));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Flusher {
     buffers: Buffers,

@@ -89,6 +89,33 @@ pub struct BufferedRow {
 }
 
 /// Buffered counters over a [`BufferStore`]. Cheap to clone.
+///
+/// # Example
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> tally::Result<()> {
+/// use tally::buffers::{TableConfig, Tables, Update};
+///
+/// // The SQL table `groups (id PRIMARY KEY, times_seen)`, as mapped.
+/// let tables = Tables::new(&[TableConfig {
+///     name: "groups".into(),
+///     key: vec!["id".into()],
+///     counters: vec!["times_seen".into()],
+///     last_write: vec![],
+/// }])?;
+/// let tally = tally::Tally::open("sqlite::memory:").await?;
+/// let buffers = tally.buffers(tables);
+///
+/// let seen = Update::new("groups").key("id", 42).add("times_seen", 1);
+/// buffers.incr(&seen).await?; // merged into the row's pending changes
+/// buffers.incr(&seen).await?;
+/// assert_eq!(buffers.stats().await?.pending_rows, 1); // one row for the flusher to write
+/// # Ok(())
+/// # }
+/// ```
+///
+/// A [`super::Flusher`] writes the pending rows to SQL; its page shows it.
 #[derive(Clone, Debug)]
 pub struct Buffers {
     inner: Arc<Inner>,

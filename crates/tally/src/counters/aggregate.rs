@@ -31,6 +31,26 @@ pub use crate::engine::writer::{AggregatorSettings, AggregatorStats, SHUTDOWN_GR
 /// A handle on an aggregating writer of counters. Cheap to clone; the
 /// flusher stops (after a final flush) when [`Aggregator::shutdown`] is
 /// called or the last handle is dropped.
+///
+/// # Example
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> tally::Result<()> {
+/// let tally = tally::Tally::open("sqlite::memory:").await?;
+/// let writer = tally.writer(); // started on first use
+///
+/// for _ in 0..1000 {
+///     writer.add("page:home", 1, None).await?; // merged in memory, no round trip
+/// }
+/// writer.flush().await?; // written now (else within the flush interval)
+/// let per_day = tally.counters().get("page:home", 86_400).await?;
+/// assert_eq!(per_day.iter().map(|s| s.count).sum::<i64>(), 1000);
+///
+/// tally.shutdown().await; // flushes what is left and stops the writer
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Aggregator {
     counters: Counters,

@@ -22,6 +22,38 @@ use crate::error::Result;
 pub type PassObserver = Arc<dyn Fn(&Result<CleanReport>, Duration) + Send + Sync>;
 
 /// Runs cleaning passes over a [`Counters`]' store.
+///
+/// # Example
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> tally::Result<()> {
+/// use std::sync::Arc;
+///
+/// let clock = tally::ManualClock::at(1_700_000_000.0);
+/// let tally = tally::Tally::builder()
+///     .precisions([1, 60])
+///     .samples(10) // keep 10 s of 1 s slices, 10 min of 1 min slices
+///     .clock(Arc::new(clock.clone()))
+///     .open("sqlite::memory:")
+///     .await?;
+/// tally.counters().incr("hits", 1).await?;
+///
+/// clock.advance(30.0);
+/// let report = tally.cleaner().pass().await?; // one pass now
+/// assert_eq!(report.samples_removed, 1); // the 1 s slice, older than 10 s
+/// assert_eq!(tally.counters().get("hits", 60).await?.len(), 1);
+///
+/// // In an application: a pass every interval until shutdown.
+/// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+/// let task = tally.cleaner().spawn(async move {
+///     let _ = stopped.await;
+/// });
+/// stop.send(()).unwrap();
+/// task.await.unwrap();
+/// # Ok(())
+/// # }
+/// ```
 pub struct Cleaner {
     counters: Counters,
     settings: CleanerSettings,

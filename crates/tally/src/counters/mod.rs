@@ -94,6 +94,26 @@ pub struct Page {
 }
 
 /// Named counters at several precisions. Cheap to clone.
+///
+/// # Example
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> tally::Result<()> {
+/// let tally = tally::Tally::open("sqlite::memory:").await?;
+/// let counters = tally.counters();
+///
+/// counters.incr("hits", 1).await?; // at every precision, written before it returns
+/// counters
+///     .incr_many(&[tally::Increment::new("hits", 2), tally::Increment::new("misses", 1)])
+///     .await?; // one round trip, all or nothing
+///
+/// let per_minute = counters.get("hits", 60).await?; // (slice start, count), oldest first
+/// assert_eq!(per_minute.iter().map(|s| s.count).sum::<i64>(), 3);
+/// assert!(counters.incr("", 1).await.unwrap_err().is_bad_input());
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Counters {
     inner: Arc<Inner>,

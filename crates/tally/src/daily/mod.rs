@@ -116,6 +116,25 @@ pub struct Counted {
 }
 
 /// Per-entity daily statistics. Cheap to clone.
+///
+/// # Example
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> tally::Result<()> {
+/// let tally = tally::Tally::open("sqlite::memory:").await?;
+/// let daily = tally.daily();
+///
+/// daily.incr("ad-7").await?; // one view today
+/// let counted = daily.incr_by("ad-7", 2, None).await?;
+/// assert_eq!(counted.total, 3); // the all-time total, in the same round trip
+///
+/// let week = daily.last("ad-7", 7).await?; // one count per day, oldest first
+/// assert_eq!(week.len(), 7);
+/// assert_eq!(week.iter().map(|d| d.count).sum::<i64>(), 3);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 pub struct DailyStats {
     store: Arc<dyn DailyStore>,

@@ -248,6 +248,26 @@ pub struct LimiterMetricsSnapshot {
 }
 
 /// Rate limiting over a [`LimiterStore`]. Cheap to clone.
+///
+/// # Example
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> tally::Result<()> {
+/// use tally::{Algorithm, Limit};
+///
+/// let tally = tally::Tally::open("sqlite::memory:").await?;
+/// let limiter = tally.limiter();
+/// let per_minute = Limit::new(Algorithm::Fixed, 2, 60_000); // 2 a minute
+///
+/// assert!(limiter.check("user:42", &per_minute, 1).await?.allowed);
+/// assert!(limiter.check("user:42", &per_minute, 1).await?.allowed);
+/// let third = limiter.check("user:42", &per_minute, 1).await?; // a value, not an error
+/// assert!(!third.allowed);
+/// assert!(third.retry_after_ms.unwrap() <= 60_000);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Limiter {
     store: Arc<dyn LimiterStore>,

@@ -66,6 +66,27 @@ pub enum Acquisition {
 }
 
 /// Named locks over a [`LockStore`]. Cheap to clone.
+///
+/// # Example
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> tally::Result<()> {
+/// use std::time::Duration;
+///
+/// let tally = tally::Tally::open("sqlite::memory:").await?;
+/// let locks = tally.locks();
+///
+/// let guard = locks.try_acquire("nightly-report", Duration::from_secs(30)).await?;
+/// let guard = guard.expect("nobody holds it yet");
+/// // Held: another attempt gets `None` (a value, not an error).
+/// assert!(locks.try_acquire("nightly-report", Duration::from_secs(30)).await?.is_none());
+/// let fence = guard.fence(); // orders the holders' writes elsewhere
+/// assert!(fence > 0);
+/// assert!(guard.release().await?); // released by its holder only
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Locks {
     store: Arc<dyn LockStore>,

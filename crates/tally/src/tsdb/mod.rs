@@ -184,6 +184,28 @@ fn plain(kind: &str, text: &str) -> Result<Name> {
 }
 
 /// The time-series store. Cheap to clone.
+///
+/// # Example
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> tally::Result<()> {
+/// let tally = tally::Tally::open("sqlite::memory:").await?;
+/// let ts = tally.tsdb();
+/// let now = tally.clock().now().as_secs_f64();
+///
+/// ts.incr("project", 42, 5).await?; // events of project 42, in every rollup
+/// let users = ["alice", "bob", "alice"].map(String::from);
+/// ts.record("project.users", 42, &users, None).await?; // distinct values
+///
+/// let keys = ["42".to_owned()];
+/// let events = ts.get_sums("project", &keys, now - 3600.0, now + 60.0, None).await?;
+/// assert_eq!(events.totals[0].total, 5);
+/// let distinct = ts.get_distinct_totals("project.users", &keys, now - 3600.0, now + 60.0, None).await?;
+/// assert_eq!(distinct.totals[0].total, 2);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Tsdb {
     store: Arc<dyn TsdbStore>,

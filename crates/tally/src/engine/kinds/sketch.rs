@@ -374,7 +374,7 @@ impl Sketch {
     }
 
     /// Folds `other` in: bucket counts add up; the smaller bucket bound of
-    /// the two applies. Fails, changing nothing, as [`Sketch::check_merge`].
+    /// the two applies. Fails, changing nothing, as `Sketch::check_merge`.
     pub fn merge(&mut self, other: &Sketch) -> Result<()> {
         self.check_merge(other)?;
         if other.count == 0 {

@@ -35,7 +35,7 @@
 //! (so a blob is read and merged without outside configuration), and each
 //! store's counts are written as differences from the previous bucket's
 //! count (the first one absolute), which keeps the numbers small. Numbers
-//! are written as cmsgpack writes them (see [`super::msgpack`]). An empty
+//! are written as cmsgpack writes them (see `engine::kinds::msgpack`). An empty
 //! value writes zeros for count, sums, min and max and empty stores.
 
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,470 @@
+//! Tally in one line: [`Tally::open`] connects to a target and hands out
+//! every service on it, with defaults; [`Tally::builder`] changes them.
+//!
+//! What it owns: reading a target ([`target`]), checking every setting
+//! before anything is opened (bad input opens nothing and names the
+//! problem), opening the backend once, building each service on it once
+//! (all sharing the backend and one clock), starting the aggregating
+//! writer on first use and flushing it on [`Tally::shutdown`].
+//!
+//! What it does not do: run the cleaner or a buffer flusher by itself
+//! (they are long-running tasks the application spawns and stops:
+//! [`Tally::cleaner`], [`crate::buffers::Flusher`]), or hold state of its
+//! own beyond the services: each service behaves exactly as when built by
+//! hand from a [`Backend`].
+
+pub mod target;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use crate::backend::redis::layout::check_prefix;
+use crate::backend::redis::{Layout, ReplicationWait};
+use crate::backend::{Backend, BackendConfig};
+use crate::buffers::{BufferStore, Buffers, Tables};
+use crate::clock::{SharedClock, SystemClock};
+use crate::counters::{
+    Aggregator, AggregatorSettings, Cleaner, CleanerSettings, CounterSettings, Counters,
+};
+use crate::daily::{DEFAULT_ENTITY_PREFIX, DailySettings, DailyStats};
+use crate::error::{Error, Result};
+use crate::limits::Limiter;
+use crate::locks::Locks;
+use crate::tsdb::rollup::Rollup;
+use crate::tsdb::{Tsdb, TsdbSettings};
+
+/// The longest accepted [`ReplicationWait::timeout`] (each write may wait
+/// that long).
+pub const MAX_REPLICATION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// An open Tally: one backend and every service on it. Cheap to clone
+/// (clones share the services).
+///
+/// # Example
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> tally::Result<()> {
+/// let tally = tally::Tally::open("sqlite::memory:").await?;
+///
+/// tally.counters().incr("hits", 1).await?; // written before it returns
+/// tally.writer().add("hits", 2, None).await?; // merged in memory, flushed in batches
+/// tally.shutdown().await; // flushes the writer
+///
+/// let total: i64 = tally.counters().get("hits", 86_400).await?.iter().map(|s| s.count).sum();
+/// assert_eq!(total, 3);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// The same line opens `redis://127.0.0.1/`, a cluster
+/// (`redis+cluster://h1:7000,h2:7001`) or a data directory: see
+/// [`target`] for every form.
+#[derive(Clone, Debug)]
+pub struct Tally {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    backend: Backend,
+    clock: SharedClock,
+    cleaner: CleanerSettings,
+    aggregator: AggregatorSettings,
+    counters: Counters,
+    writer: OnceLock<Aggregator>,
+    tsdb: Tsdb,
+    daily: DailyStats,
+    buffer_store: Arc<dyn BufferStore>,
+    limiter: Limiter,
+    locks: Locks,
+    // Statistics join here when they land: their service, built in
+    // `TallyBuilder::checked_open` with the others, handed out by a
+    // `Tally::stats()` next to `Tally::locks()`.
+}
+
+impl Tally {
+    /// Opens `target` with every setting at its default: a Redis URL
+    /// (`redis://`, `rediss://`), a cluster (`redis+cluster://h1:p1,h2:p2`),
+    /// `sqlite::memory:` or a data directory (a path or `sqlite:///path`);
+    /// [`target`] lists the forms. A target that is none of them is
+    /// [`Error::Config`] naming what is wrong and listing the forms; a
+    /// server that cannot be reached is [`Error::Unavailable`].
+    ///
+    /// On Redis, opening also reads the servers' `hash-max-listpack-*`
+    /// limits and logs a warning when counter hashes would outgrow them
+    /// (see [`Backend::check_counter_encoding`]).
+    pub async fn open(target: &str) -> Result<Tally> {
+        Tally::builder().open(target).await
+    }
+
+    /// A builder to change settings before opening.
+    pub fn builder() -> TallyBuilder {
+        TallyBuilder::default()
+    }
+
+    /// The counters ("Redis in Action" 5.2): exact writes, one round trip each.
+    pub fn counters(&self) -> Counters {
+        self.inner.counters.clone()
+    }
+
+    /// The aggregating writer over [`Tally::counters`], started on the
+    /// current Tokio runtime the first time it is asked for; every later
+    /// call returns the same writer. [`Tally::shutdown`] flushes and stops
+    /// it; after that, its `add` fails as shut down.
+    ///
+    /// # Panics
+    ///
+    /// When first called outside a Tokio runtime (it spawns its flusher).
+    #[doc(alias = "aggregator")]
+    pub fn writer(&self) -> Aggregator {
+        self.inner
+            .writer
+            .get_or_init(|| {
+                Aggregator::start(self.counters(), self.inner.aggregator.clone())
+                    .expect("the aggregator settings were validated when Tally was opened")
+            })
+            .clone()
+    }
+
+    /// A cleaner of the counters with the configured settings, to run as
+    /// a task of the application (`tally.cleaner().spawn(shutdown)`); each
+    /// call makes a new one, which has run no pass yet.
+    pub fn cleaner(&self) -> Cleaner {
+        self.counters()
+            .cleaner(self.inner.cleaner.clone())
+            .expect("the cleaner settings were validated when Tally was opened")
+    }
+
+    /// The time-series store (Sentry's TSDB: rollups, distinct counts, most
+    /// frequent items).
+    pub fn tsdb(&self) -> Tsdb {
+        self.inner.tsdb.clone()
+    }
+
+    /// Daily statistics per entity.
+    pub fn daily(&self) -> DailyStats {
+        self.inner.daily.clone()
+    }
+
+    /// Buffered counters of the mapped SQL `tables` (build them with
+    /// [`Tables::new`]); flush them with a [`crate::buffers::Flusher`].
+    pub fn buffers(&self, tables: Tables) -> Buffers {
+        Buffers::new(
+            self.inner.buffer_store.clone(),
+            tables,
+            self.inner.clock.clone(),
+        )
+    }
+
+    /// The rate limiter (one per `Tally`, so its metrics count every check).
+    pub fn limiter(&self) -> Limiter {
+        self.inner.limiter.clone()
+    }
+
+    /// Locks with a lease.
+    pub fn locks(&self) -> Locks {
+        self.inner.locks.clone()
+    }
+
+    // `stats()`, the statistics service, goes here when it lands.
+
+    /// The open backend (for [`Backend::describe`], or to build a store by hand).
+    pub fn backend(&self) -> &Backend {
+        &self.inner.backend
+    }
+
+    /// The clock every service reads.
+    pub fn clock(&self) -> &SharedClock {
+        &self.inner.clock
+    }
+
+    /// Flushes the aggregating writer, if it was started, and stops it.
+    /// The other services hold no buffered data.
+    pub async fn shutdown(&self) {
+        if let Some(writer) = self.inner.writer.get() {
+            writer.shutdown().await;
+        }
+    }
+}
+
+/// Settings for [`Tally`], each at its default until set; checked together
+/// when opening, before anything is connected.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> tally::Result<()> {
+/// use std::sync::Arc;
+///
+/// let clock = tally::ManualClock::at(1_700_000_000.0);
+/// let tally = tally::Tally::builder()
+///     .prefix("shop") // Redis keys {shop:...}; .layout(Layout::Ria) for the book's
+///     .precisions([1, 60, 3600])
+///     .samples(240)
+///     .rollups(tally::tsdb::rollup::parse("60:1440,3600:720")?)
+///     .daily_retention(30)
+///     .utc_offset_minutes(60)
+///     .clock(Arc::new(clock.clone())) // tests
+///     .open("sqlite::memory:")
+///     .await?;
+/// tally.counters().incr("orders", 1).await?;
+/// assert_eq!(tally.counters().get("orders", 60).await?[0].count, 1);
+///
+/// let bad = tally::Tally::builder().samples(0).open("sqlite::memory:").await;
+/// assert!(matches!(bad, Err(tally::Error::Config(_))));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct TallyBuilder {
+    layout: Option<Layout>,
+    counters: CounterSettings,
+    cleaner: CleanerSettings,
+    aggregator: AggregatorSettings,
+    tsdb: TsdbSettings,
+    daily: DailySettings,
+    entity_prefix: String,
+    clock: SharedClock,
+    wait: Option<ReplicationWait>,
+}
+
+impl Default for TallyBuilder {
+    fn default() -> Self {
+        TallyBuilder {
+            layout: None,
+            counters: CounterSettings::default(),
+            cleaner: CleanerSettings::default(),
+            aggregator: AggregatorSettings::default(),
+            tsdb: TsdbSettings::default(),
+            daily: DailySettings::default(),
+            entity_prefix: DEFAULT_ENTITY_PREFIX.to_owned(),
+            clock: Arc::new(SystemClock),
+            wait: None,
+        }
+    }
+}
+
+impl TallyBuilder {
+    /// The Redis key layout (default: [`Layout::Tagged`] under `tally`).
+    /// [`Layout::Ria`] needs a standalone Redis server.
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = Some(layout);
+        self
+    }
+
+    /// The default Redis layout under `prefix` (1 to 64 printable
+    /// characters without braces): keys `{<prefix>:<shard>}:...`.
+    pub fn prefix(self, prefix: impl Into<String>) -> Self {
+        self.layout(Layout::Tagged {
+            prefix: prefix.into(),
+        })
+    }
+
+    /// Every counter setting at once.
+    pub fn counter_settings(mut self, settings: CounterSettings) -> Self {
+        self.counters = settings;
+        self
+    }
+
+    /// The counters' precisions in seconds (default: the book's, 1 s to 1 day).
+    pub fn precisions(mut self, precisions: impl IntoIterator<Item = u64>) -> Self {
+        self.counters.precisions = precisions.into_iter().collect();
+        self
+    }
+
+    /// Samples kept per counter precision (default 120).
+    pub fn samples(mut self, samples: u64) -> Self {
+        self.counters.samples = samples;
+        self
+    }
+
+    /// The cleaner's cadence and batch ([`Tally::cleaner`]).
+    pub fn cleaner_settings(mut self, settings: CleanerSettings) -> Self {
+        self.cleaner = settings;
+        self
+    }
+
+    /// The aggregating writer's settings ([`Tally::writer`]).
+    pub fn aggregator_settings(mut self, settings: AggregatorSettings) -> Self {
+        self.aggregator = settings;
+        self
+    }
+
+    /// Every time-series setting at once.
+    pub fn tsdb_settings(mut self, settings: TsdbSettings) -> Self {
+        self.tsdb = settings;
+        self
+    }
+
+    /// The time-series rollups (default: 10 s × 360, 1 h × 168, 1 day × 90).
+    pub fn rollups(mut self, rollups: impl IntoIterator<Item = Rollup>) -> Self {
+        self.tsdb.rollups = rollups.into_iter().collect();
+        self
+    }
+
+    /// Every daily-statistics setting at once.
+    pub fn daily_settings(mut self, settings: DailySettings) -> Self {
+        self.daily = settings;
+        self
+    }
+
+    /// Days of daily statistics kept, today included (default 90).
+    pub fn daily_retention(mut self, days: u32) -> Self {
+        self.daily.retention_days = days;
+        self
+    }
+
+    /// Where daily statistics' days start: minutes east of UTC (default 0).
+    pub fn utc_offset_minutes(mut self, minutes: i32) -> Self {
+        self.daily.utc_offset_minutes = minutes;
+        self
+    }
+
+    /// The Redis key prefix of daily-statistics entities (default `advert`:
+    /// `{advert:<id>}:views`).
+    pub fn entity_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.entity_prefix = prefix.into();
+        self
+    }
+
+    /// The clock every service reads (default: the system's; a
+    /// [`crate::ManualClock`] in tests).
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// On Redis, every write waits for replicas (see [`ReplicationWait`]:
+    /// at least one, for 1 ms to [`MAX_REPLICATION_TIMEOUT`]); refused on
+    /// SQLite.
+    pub fn replication_wait(mut self, wait: ReplicationWait) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Checks the settings, then opens `target` (see [`Tally::open`]).
+    pub async fn open(self, target: &str) -> Result<Tally> {
+        let layout = self.layout.clone().unwrap_or_default();
+        let config = target::parse(target, layout)?;
+        self.checked_open(config).await
+    }
+
+    /// Checks the settings, then opens the backend `config` names, for a
+    /// caller that already holds one (such as the `tally` command). Its
+    /// layout is the config's own: setting another with
+    /// [`TallyBuilder::layout`] is an error.
+    pub async fn open_backend(self, config: BackendConfig) -> Result<Tally> {
+        if let (
+            Some(set),
+            BackendConfig::Redis { layout, .. } | BackendConfig::RedisCluster { layout, .. },
+        ) = (&self.layout, &config)
+            && set != layout
+        {
+            return Err(Error::Config(format!(
+                "the builder's layout {set:?} differs from the backend config's {layout:?}; \
+                 set the layout in the config"
+            )));
+        }
+        self.checked_open(config).await
+    }
+
+    async fn checked_open(self, config: BackendConfig) -> Result<Tally> {
+        let settings = self.validate(&config)?;
+        let backend = Backend::open(&config)
+            .await?
+            .with_replication_wait(self.wait)?;
+        backend
+            .check_counter_encoding(&settings.counters, settings.cleaner.interval)
+            .await;
+        let clock = self.clock;
+        let counters = Counters::with_clock(
+            backend.counter_store(clock.clone()).await?,
+            settings.counters,
+            clock.clone(),
+        )?;
+        let tsdb = Tsdb::with_clock(
+            backend.tsdb_store(clock.clone()).await?,
+            settings.tsdb,
+            clock.clone(),
+        )?;
+        let daily = DailyStats::with_clock(
+            backend.daily_store(&self.entity_prefix).await?,
+            settings.daily,
+            clock.clone(),
+        )?;
+        let buffer_store = backend.buffer_store().await?;
+        let limiter = Limiter::new(backend.limiter_store().await?, clock.clone());
+        let locks = Locks::new(backend.lock_store().await?, clock.clone());
+        Ok(Tally {
+            inner: Arc::new(Inner {
+                backend,
+                clock,
+                cleaner: settings.cleaner,
+                aggregator: settings.aggregator,
+                counters,
+                writer: OnceLock::new(),
+                tsdb,
+                daily,
+                buffer_store,
+                limiter,
+                locks,
+            }),
+        })
+    }
+
+    /// Every setting checked against the backend `config` names, before
+    /// anything is opened.
+    fn validate(&self, config: &BackendConfig) -> Result<Validated> {
+        let (layout, standalone_redis) = match config {
+            BackendConfig::Redis { layout, .. } => (Some(layout), true),
+            BackendConfig::RedisCluster { layout, .. } => (Some(layout), false),
+            BackendConfig::SqliteDir(_) | BackendConfig::SqliteMemory => {
+                if self.wait.is_some() {
+                    return Err(Error::Config(
+                        "waiting for replicas only applies to Redis".into(),
+                    ));
+                }
+                (self.layout.as_ref(), false)
+            }
+        };
+        match layout {
+            Some(Layout::Tagged { prefix }) => check_prefix("key prefix", prefix)?,
+            Some(Layout::Ria) if !standalone_redis => {
+                return Err(Error::Config(
+                    "the `ria` layout keeps every counter in one key, so it needs a standalone \
+                     Redis server (not a cluster, not SQLite)"
+                        .into(),
+                ));
+            }
+            Some(Layout::Ria) | None => {}
+        }
+        if let Some(wait) = self.wait
+            && (wait.replicas == 0
+                || wait.timeout < Duration::from_millis(1)
+                || wait.timeout > MAX_REPLICATION_TIMEOUT)
+        {
+            return Err(Error::Config(format!(
+                "a replication wait needs at least one replica and a timeout of 1 ms to 60 s, \
+                 got {} replicas and {:?}",
+                wait.replicas, wait.timeout
+            )));
+        }
+        check_prefix("entity prefix", &self.entity_prefix)?;
+        Ok(Validated {
+            counters: self.counters.clone().validate()?,
+            cleaner: self.cleaner.clone().validate()?,
+            aggregator: self.aggregator.clone().validate()?,
+            tsdb: self.tsdb.clone().validate()?,
+            daily: self.daily.clone().validate()?,
+        })
+    }
+}
+
+/// The builder's settings after their checks.
+struct Validated {
+    counters: CounterSettings,
+    cleaner: CleanerSettings,
+    aggregator: AggregatorSettings,
+    tsdb: TsdbSettings,
+    daily: DailySettings,
+}
