@@ -8,10 +8,7 @@
 //! measured in the same run on another fresh server: the same samples in
 //! the book's own layout (`count:<p>:<name>` hashes and one `known:` set).
 //! Afterwards a sample of hashes is checked: it holds exactly the samples
-//! written, in the listpack encoding. The expiring layout is measured the
-//! same way on a third server: the same samples, in chunks of `samples`
-//! slices (two per precision: the window ending now spans two chunks),
-//! with their expiry and the `ends@e` registry.
+//! written, in the listpack encoding.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -45,9 +42,6 @@ pub struct Memory {
     pub tally: LayoutMemory,
     pub book: LayoutMemory,
     pub ratio_to_book: f64,
-    pub expiring: LayoutMemory,
-    /// The expiring layout's bytes per sample over the default layout's.
-    pub expiring_ratio_to_default: f64,
 }
 
 pub async fn run(counters: u64, concurrency: usize) -> Result<Memory> {
@@ -65,15 +59,6 @@ pub async fn run(counters: u64, concurrency: usize) -> Result<Memory> {
     )
     .await?;
     let book = measure("book", Layout::Ria, &settings, &names, now, concurrency).await?;
-    let expiring = measure(
-        "expiring",
-        Layout::parse("expiring", tally::backend::redis::layout::DEFAULT_PREFIX)?,
-        &settings,
-        &names,
-        now,
-        concurrency,
-    )
-    .await?;
     let held = counters * settings.precisions.len() as u64 * settings.samples;
     Ok(Memory {
         bench: "memory",
@@ -83,10 +68,8 @@ pub async fn run(counters: u64, concurrency: usize) -> Result<Memory> {
         samples_per_precision: settings.samples,
         samples_held: held,
         ratio_to_book: tally.bytes_per_sample / book.bytes_per_sample,
-        expiring_ratio_to_default: expiring.bytes_per_sample / tally.bytes_per_sample,
         tally,
         book,
-        expiring,
     })
 }
 
@@ -129,45 +112,30 @@ async fn measure(
     let mut checked = 0;
     for name in names.iter().step_by((names.len() / 50).max(1)) {
         for &p in &settings.precisions {
-            let space = tally::engine::Space::counters(&settings.precisions, settings.samples);
-            let keys: Vec<String> = match &layout {
-                Layout::Ria => vec![tally::backend::redis::layout::ria_hash(p, name)],
-                Layout::Tagged { prefix } => vec![tally::backend::redis::layout::tagged_hash(
+            let key = match &layout {
+                Layout::Ria => tally::backend::redis::layout::ria_hash(p, name),
+                Layout::Tagged { prefix } => tally::backend::redis::layout::tagged_hash(
                     prefix,
                     p,
                     &tally::Name::new(name.as_str())?,
-                )],
+                ),
+                // Not measured here yet: its chunks hold the window at the
+                // clock's now, which moves while the bench writes.
                 Layout::Expiring { .. } => {
-                    let math = tally::backend::redis::layout::ChunkMath::new(
-                        tally::engine::Resolution::new(p, settings.samples),
-                    );
-                    let at = tally::Timestamp::from_secs(now)?;
-                    math.chunks(at, 0, u64::MAX)
-                        .into_iter()
-                        .map(|c| layout.space_keys(&space).chunk(p, c, name))
-                        .collect()
+                    anyhow::bail!("the memory bench does not measure the expiring layout yet")
                 }
             };
-            let mut len = 0;
-            for key in &keys {
-                let (n, encoding): (u64, Option<String>) = redis::pipe()
-                    .cmd("HLEN")
-                    .arg(key)
-                    .cmd("OBJECT")
-                    .arg("ENCODING")
-                    .arg(key)
-                    .query_async(&mut conn)
-                    .await?;
-                ensure!(
-                    n == 0 || encoding.as_deref() == Some("listpack"),
-                    "{key}: {n} samples in {encoding:?} encoding"
-                );
-                len += n;
-            }
+            let (len, encoding): (u64, String) = redis::pipe()
+                .cmd("HLEN")
+                .arg(&key)
+                .cmd("OBJECT")
+                .arg("ENCODING")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await?;
             ensure!(
-                len == settings.samples,
-                "{keys:?}: {len} samples, not {}",
-                settings.samples
+                len == settings.samples && encoding == "listpack",
+                "{key}: {len} samples in {encoding} encoding"
             );
             checked += 1;
         }

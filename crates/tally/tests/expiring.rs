@@ -267,7 +267,7 @@ async fn another_space_expires_too(kind: Kind) {
     };
     store.apply(&batch).await.unwrap();
     let got = store
-        .read(&space, &[name.clone()], &[1, 10], SliceSel::All)
+        .read(&space, std::slice::from_ref(&name), &[1, 10], SliceSel::All)
         .await
         .unwrap();
     assert_eq!(got[0][0], vec![(now, Value::Sum(4))]);

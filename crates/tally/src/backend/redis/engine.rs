@@ -18,6 +18,11 @@
 //! are kept and the error returned: retrying with the same sequence number
 //! completes the batch exactly once.
 //!
+//! In the expiring layout a write also sets each new chunk's expiry and
+//! keeps `ends@e` (see `expiring.rs` and `engine_apply.lua`); reads look at
+//! the window's chunks only; listing forgets expired series first
+//! (`expiring_list.lua`); cleaning does nothing.
+//!
 //! Reads are pipelines of HGETALL (one per series and resolution, one
 //! pipeline per slot); listing is a ZRANGEBYLEX per registry (merged);
 //! cleaning walks each registry in batches, one ZRANGEBYLEX and one

@@ -455,7 +455,7 @@ pub fn spans_nest(resolutions: &[Resolution]) -> bool {
     };
     resolutions.iter().all(|r| {
         let span = ChunkMath::new(*r).span();
-        finest > 0 && span % finest == 0 && span / finest < NO_MARK
+        finest > 0 && span.is_multiple_of(finest) && span / finest < NO_MARK
     })
 }
 
