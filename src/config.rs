@@ -59,8 +59,9 @@ pub struct GlobalArgs {
     #[arg(long, env = "TALLY_DATA_DIR", global = true, help_heading = STORE, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
 
-    /// Redis key layout: `default` (cluster-ready) or `ria` (the book's keys).
-    #[arg(long, env = "TALLY_LAYOUT", global = true, help_heading = STORE, value_name = "ria|default")]
+    /// Redis key layout: `default` (cluster-ready), `expiring` (cluster-ready,
+    /// retention by Redis's expiry: no cleaner) or `ria` (the book's keys).
+    #[arg(long, env = "TALLY_LAYOUT", global = true, help_heading = STORE, value_name = "default|expiring|ria")]
     pub layout: Option<String>,
 
     /// Key prefix of the default Redis layout [default: tally].
@@ -339,6 +340,7 @@ impl Config {
             .or(file.layout)
             .unwrap_or_else(|| "default".to_owned());
         let layout = Layout::parse(&layout_name, &prefix)?;
+        let expiring = layout.is_expiring();
         let from_flags =
             args.redis.is_some() || args.redis_cluster.is_some() || args.data_dir.is_some();
         let (redis, cluster, data_dir) = if from_flags {
@@ -367,6 +369,17 @@ impl Config {
         };
         if layout_name == "ria" && !matches!(backend, BackendConfig::Redis { .. }) {
             bail!("--layout ria only applies to a Redis backend (give --redis URL)");
+        }
+        if expiring
+            && !matches!(
+                backend,
+                BackendConfig::Redis { .. } | BackendConfig::RedisCluster { .. }
+            )
+        {
+            bail!(
+                "--layout expiring only applies to a Redis backend (give --redis URL or \
+                 --redis-cluster URLS)"
+            );
         }
         let defaults = CounterSettings::default();
         let counters = CounterSettings {

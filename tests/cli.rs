@@ -57,6 +57,76 @@ fn ria_incr_leaves_the_books_keys() {
 }
 
 #[test]
+fn expiring_layout_keys_expire_and_the_counter_is_forgotten() {
+    // Issue 10: every key that holds samples carries a TTL (the registries
+    // do not), and with no cleaner running the data is gone a few seconds
+    // after the last write, and so is the counter from `tally counters`.
+    let server = RedisServer::start();
+    let url = server.url();
+    let args = |more: &[&str]| -> Vec<String> {
+        ["--redis", url.as_str(), "--layout", "expiring"]
+            .iter()
+            .chain(more)
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let at = format!("{now:.1}");
+    ok(tally().args(args(&["incr", "hits", "3", "--at", &at])));
+    let mut conn = redis::Client::open(url.clone())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let keys: Vec<String> = conn.keys("*").unwrap();
+    assert!(keys.len() >= 7 + 2, "{keys:?}");
+    for key in &keys {
+        let ttl: i64 = conn.ttl(key).unwrap();
+        if key.ends_with(":names@e") || key.ends_with(":ends@e") {
+            assert_eq!(ttl, -1, "{key} is a registry: no TTL");
+        } else {
+            assert!(ttl > 0, "{key} holds samples and must expire, TTL {ttl}");
+        }
+    }
+    let json = ok(tally().args(args(&["get", "hits", "--precision", "5", "--json"])));
+    assert_eq!(json.trim(), format!("[[{},3]]", now as u64 / 5 * 5));
+
+    // One precision keeping two slices: gone a few seconds after the write.
+    let short = |more: &[&str]| {
+        let mut all = args(&["--precisions", "1", "--samples", "2"]);
+        all.extend(more.iter().map(|s| s.to_string()));
+        all
+    };
+    ok(tally().args(short(&["incr", "brief", "1"])));
+    let listed = ok(tally().args(short(&["counters"])));
+    assert!(listed.contains("brief"), "{listed}");
+    let brief_keys = |conn: &mut redis::Connection| -> Vec<String> {
+        conn.keys::<_, Vec<String>>("*:1@*:brief").unwrap()
+    };
+    assert_eq!(brief_keys(&mut conn).len(), 1);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !brief_keys(&mut conn).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the chunk did not expire"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let json = ok(tally().args(short(&["get", "brief", "--precision", "1", "--json"])));
+    assert_eq!(json.trim(), "[]");
+    let listed = ok(tally().args(short(&["counters"])));
+    assert!(!listed.contains("brief"), "{listed}");
+    // The listing forgot it in the registries too.
+    let shard = tally::backend::redis::layout::shard_of("brief");
+    let member: Option<f64> = conn
+        .zscore(format!("{{tally:{shard}}}:names@e"), "brief")
+        .unwrap();
+    assert_eq!(member, None);
+}
+
+#[test]
 fn ria_clean_once_at_a_given_now() {
     let server = RedisServer::start();
     let url = server.url();

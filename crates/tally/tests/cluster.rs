@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use tally::backend::redis::layout;
+use tally::backend::redis::{Layout, layout};
 use tally::counters::{Applied, WriteBatch, WriteSeq};
 use tally::tsdb::rollup::vshard_of;
 use tally::{
@@ -27,10 +27,14 @@ fn settings() -> CounterSettings {
     }
 }
 
-async fn open(cluster: &RedisCluster, wait: Option<ReplicationWait>) -> (Backend, ManualClock) {
+async fn open(
+    cluster: &RedisCluster,
+    wait: Option<ReplicationWait>,
+    layout: Layout,
+) -> (Backend, ManualClock) {
     let backend = Backend::open(&BackendConfig::RedisCluster {
         urls: cluster.urls(),
-        layout: Default::default(),
+        layout,
     })
     .await
     .unwrap()
@@ -48,7 +52,7 @@ async fn counters(backend: &Backend, clock: &ManualClock) -> Counters {
     Counters::with_clock(store, settings(), Arc::new(clock.clone())).unwrap()
 }
 
-/// The slot of a counter's keys in the default layout.
+/// The slot of a counter's keys in the default and the expiring layout.
 fn counter_slot(name: &str) -> u16 {
     key_slot(layout::tag("tally", layout::shard_of(name)).as_bytes())
 }
@@ -122,8 +126,17 @@ fn spawn_daily_writer(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn slot_migration_under_write_load_loses_and_doubles_nothing() {
+    slot_migration(Layout::default()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn slot_migration_in_the_expiring_layout_loses_and_doubles_nothing() {
+    slot_migration(Layout::parse("expiring", "tally").unwrap()).await;
+}
+
+async fn slot_migration(layout: Layout) {
     let cluster = Arc::new(RedisCluster::start());
-    let (backend, clock) = open(&cluster, None).await;
+    let (backend, clock) = open(&cluster, None, layout).await;
     // The listpack check reads every master: 1000 samples (1061 at peak) do
     // not fit the default 512 entries.
     let check = backend
@@ -281,9 +294,12 @@ async fn slot_migration_under_write_load_loses_and_doubles_nothing() {
 
 /// Kills the master serving "hot" mid-load and restarts it (it rejoins as a
 /// replica), so writes that wait for a replica can be confirmed again.
-async fn failover_under_load(wait: Option<ReplicationWait>) -> (i64, i64, u64, i64) {
+async fn failover_under_load(
+    wait: Option<ReplicationWait>,
+    layout: Layout,
+) -> (i64, i64, u64, i64) {
     let cluster = RedisCluster::start();
-    let (backend, clock) = open(&cluster, wait).await;
+    let (backend, clock) = open(&cluster, wait, layout).await;
     let c = counters(&backend, &clock).await;
     let slot = counter_slot("hot");
     let master = cluster.master_of_slot(slot);
@@ -346,12 +362,24 @@ async fn failover_under_load(wait: Option<ReplicationWait>) -> (i64, i64, u64, i
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn failover_with_wait_keeps_every_acknowledged_write() {
+    failover_with_wait(Layout::default()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failover_with_wait_in_the_expiring_layout_keeps_every_acknowledged_write() {
+    failover_with_wait(Layout::parse("expiring", "tally").unwrap()).await;
+}
+
+async fn failover_with_wait(layout: Layout) {
     // Each write waits for the one replica: what was acknowledged is on the
     // replica that takes over, so nothing acknowledged is lost.
-    let (acked, stored, errors, at_failover) = failover_under_load(Some(ReplicationWait {
-        replicas: 1,
-        timeout: Duration::from_millis(500),
-    }))
+    let (acked, stored, errors, at_failover) = failover_under_load(
+        Some(ReplicationWait {
+            replicas: 1,
+            timeout: Duration::from_millis(500),
+        }),
+        layout,
+    )
     .await;
     eprintln!(
         "failover (WAIT 1): {acked} acknowledged ({at_failover} when the cluster was whole again), {stored} stored, \
@@ -362,10 +390,19 @@ async fn failover_with_wait_keeps_every_acknowledged_write() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn failover_without_wait_never_doubles() {
+    failover_without_wait(Layout::default()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failover_without_wait_in_the_expiring_layout_never_doubles() {
+    failover_without_wait(Layout::parse("expiring", "tally").unwrap()).await;
+}
+
+async fn failover_without_wait(layout: Layout) {
     // Without WAIT, Redis replicates asynchronously: writes acknowledged just
     // before the crash may be lost (Redis's documented guarantee), but write
     // ids keep retries from ever counting twice.
-    let (acked, stored, errors, at_failover) = failover_under_load(None).await;
+    let (acked, stored, errors, at_failover) = failover_under_load(None, layout).await;
     eprintln!(
         "failover (no WAIT): {acked} acknowledged ({at_failover} when the cluster was whole again), {stored} stored, \
          {errors} errors retried, {} lost",

@@ -1,5 +1,6 @@
-//! The counters behaviour suite: every test runs on SQLite (memory and file)
-//! and on a real redis-server in both key layouts.
+//! The counters behaviour suite: every test runs on SQLite (memory and file),
+//! on a real redis-server in both cleaned key layouts and on a Redis
+//! Cluster; the tests whose times suit it also in the expiring layout.
 
 mod common;
 
@@ -46,6 +47,23 @@ behaviour_suite!(
     aggregator_flushes_on_shutdown_and_drop,
     aggregator_drops_only_a_refused_counter,
     aggregator_rejects_bad_input,
+);
+
+// The tests above that hold in the expiring layout as they are: the others
+// write at fixed times (0, 10, 1000 s...) far before the fixture clock's
+// now, which the cleaned layouts keep until a cleaner pass and the expiring
+// layout never keeps (a chunk whose slices all left the window is not
+// written, and reads return only the window). tests/expiring.rs runs the
+// same behaviours (merging, all or nothing, overflow, exactly once, the
+// aggregating writer, cleaning, listing, deleting) near the clock's now.
+expiring_suite!(
+    slice_boundaries,
+    every_precision_in_one_write,
+    bad_input_writes_nothing,
+    unknown_precision_lists_configured,
+    pagination_walks_names_in_order,
+    delete_removes_every_precision,
+    cleaner_runs_as_background_task,
 );
 
 async fn slice_boundaries(kind: Kind) {

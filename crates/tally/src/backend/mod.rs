@@ -119,6 +119,7 @@ impl Backend {
             Backend::Redis { redis, layout } => Arc::new(self::redis::RedisSliceStore::new(
                 redis.clone(),
                 layout.clone(),
+                clock,
             )?),
         })
     }
@@ -178,10 +179,7 @@ impl Backend {
         Ok(match self {
             Backend::Sqlite(db) => Arc::new(sqlite::SqliteTsdbStore::new(db.clone(), clock).await?),
             Backend::Redis { redis, layout } => {
-                let prefix = match layout {
-                    Layout::Tagged { prefix } => prefix.clone(),
-                    Layout::Ria => self::redis::layout::DEFAULT_PREFIX.to_owned(),
-                };
+                let prefix = layout.prefix().to_owned();
                 Arc::new(self::redis::RedisTsdbStore::new(redis.clone(), &prefix)?)
             }
         })

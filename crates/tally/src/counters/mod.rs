@@ -142,7 +142,7 @@ impl Counters {
         let settings = settings.validate()?;
         Ok(Counters {
             inner: Arc::new(Inner {
-                store,
+                store: store.keeping(settings.samples),
                 space: Arc::new(Space::counters(&settings.precisions, settings.samples)),
                 settings,
                 clock,

@@ -86,6 +86,12 @@ pub trait CounterStore: Send + Sync + fmt::Debug + 'static {
     /// Checks that the backend answers.
     async fn ping(&self) -> Result<()>;
 
+    /// This store for counters that keep `samples` slices per precision
+    /// ([`crate::Counters`] binds its store so): a store whose retention is
+    /// Redis's expiry (the `expiring` layout) needs it to write, read and
+    /// delete; the others ignore it.
+    fn keeping(&self, samples: u64) -> Arc<dyn CounterStore>;
+
     /// Applies a batch in the engine's form, as [`CounterStore::apply`]
     /// does (the service's own writes and its aggregating writer's come
     /// this way). The default converts it to a [`WriteBatch`]; a store over
@@ -108,26 +114,27 @@ pub trait CounterStore: Send + Sync + fmt::Debug + 'static {
 #[derive(Clone, Debug)]
 pub struct SliceCounterStore {
     slices: Arc<dyn SliceStore>,
+    /// Slices kept per precision, once bound ([`CounterStore::keeping`]);
+    /// 0 before.
+    samples: u64,
 }
 
 impl SliceCounterStore {
     /// Counters on `slices`.
     pub fn new(slices: Arc<dyn SliceStore>) -> Self {
-        SliceCounterStore { slices }
+        SliceCounterStore { slices, samples: 0 }
+    }
+
+    /// The counters' space over `precisions`, keeping the bound number of
+    /// slices each.
+    fn space(&self, precisions: &[u64]) -> Space {
+        Space::counters(precisions, self.samples)
     }
 
     /// The engine's store underneath.
     pub fn slices(&self) -> &Arc<dyn SliceStore> {
         &self.slices
     }
-}
-
-/// The counters' space over `precisions`, keeping `keep` slices each. A
-/// [`WriteBatch`] and the reads, deletes and listings of this trait do not
-/// say how many slices are kept; stores need that only to clean (and for
-/// retention by expiry, which counters do not use), so those pass 0.
-fn space(precisions: &[u64], keep: u64) -> Space {
-    Space::counters(precisions, keep)
 }
 
 #[async_trait]
@@ -141,7 +148,7 @@ impl CounterStore for SliceCounterStore {
         precisions.sort_unstable();
         precisions.dedup();
         let batch = Batch {
-            space: Arc::new(space(&precisions, 0)),
+            space: Arc::new(self.space(&precisions)),
             writes: batch.counters.iter().map(CounterWrite::to_series).collect(),
             seq: batch.seq,
         };
@@ -155,7 +162,7 @@ impl CounterStore for SliceCounterStore {
     async fn samples(&self, names: &[Name], precisions: &[u64]) -> Result<Vec<Vec<Vec<Sample>>>> {
         let all = self
             .slices
-            .read_sums(&space(precisions, 0), names, precisions, SliceSel::All)
+            .read_sums(&self.space(precisions), names, precisions, SliceSel::All)
             .await?;
         Ok(all
             .into_iter()
@@ -173,21 +180,30 @@ impl CounterStore for SliceCounterStore {
     }
 
     async fn list(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Vec<String>> {
-        self.slices.list(&space(&[], 0), prefix, after, limit).await
+        self.slices
+            .list(&self.space(&[]), prefix, after, limit)
+            .await
     }
 
     async fn delete(&self, name: &Name, precisions: &[u64]) -> Result<bool> {
-        self.slices.delete(&space(precisions, 0), name).await
+        self.slices.delete(&self.space(precisions), name).await
     }
 
     async fn clean(&self, job: &CleanJob, precisions: &[u64]) -> Result<CleanReport> {
         self.slices
-            .clean(&space(precisions, job.samples), job)
+            .clean(&Space::counters(precisions, job.samples), job)
             .await
     }
 
     async fn ping(&self) -> Result<()> {
         self.slices.ping().await
+    }
+
+    fn keeping(&self, samples: u64) -> Arc<dyn CounterStore> {
+        Arc::new(SliceCounterStore {
+            slices: self.slices.clone(),
+            samples,
+        })
     }
 }
 

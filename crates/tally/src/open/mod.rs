@@ -415,6 +415,10 @@ impl TallyBuilder {
     /// Every setting checked against the backend `config` names, before
     /// anything is opened.
     fn validate(&self, config: &BackendConfig) -> Result<Validated> {
+        let sqlite = matches!(
+            config,
+            BackendConfig::SqliteDir(_) | BackendConfig::SqliteMemory
+        );
         let (layout, standalone_redis) = match config {
             BackendConfig::Redis { layout, .. } => (Some(layout), true),
             BackendConfig::RedisCluster { layout, .. } => (Some(layout), false),
@@ -429,6 +433,14 @@ impl TallyBuilder {
         };
         match layout {
             Some(Layout::Tagged { prefix }) => check_prefix("key prefix", prefix)?,
+            Some(Layout::Expiring { .. }) if sqlite => {
+                return Err(Error::Config(
+                    "the `expiring` layout is a Redis key layout (Redis's expiry does the \
+                     cleaning); the embedded store has no layouts"
+                        .into(),
+                ));
+            }
+            Some(Layout::Expiring { prefix }) => check_prefix("key prefix", prefix)?,
             Some(Layout::Ria) if !standalone_redis => {
                 return Err(Error::Config(
                     "the `ria` layout keeps every counter in one key, so it needs a standalone \

@@ -19,14 +19,44 @@ pub enum Kind {
     RedisRia,
     /// The default layout on a real Redis Cluster: 3 masters, 3 replicas.
     RedisCluster,
+    /// The expiring layout (retention by Redis's expiry) on a standalone
+    /// redis-server.
+    RedisExpiring,
+    /// The expiring layout on a real Redis Cluster.
+    RedisClusterExpiring,
 }
 
 impl Kind {
     pub fn is_redis(self) -> bool {
         matches!(
             self,
-            Kind::RedisTagged | Kind::RedisRia | Kind::RedisCluster
+            Kind::RedisTagged
+                | Kind::RedisRia
+                | Kind::RedisCluster
+                | Kind::RedisExpiring
+                | Kind::RedisClusterExpiring
         )
+    }
+
+    /// True for the expiring layout (no cleaner: Redis's expiry trims).
+    pub fn is_expiring(self) -> bool {
+        matches!(self, Kind::RedisExpiring | Kind::RedisClusterExpiring)
+    }
+
+    /// True on a Redis Cluster.
+    pub fn is_cluster(self) -> bool {
+        matches!(self, Kind::RedisCluster | Kind::RedisClusterExpiring)
+    }
+
+    /// The Redis key layout of this backend (the default one for SQLite).
+    pub fn layout(self) -> Layout {
+        match self {
+            Kind::RedisRia => Layout::Ria,
+            Kind::RedisExpiring | Kind::RedisClusterExpiring => {
+                Layout::parse("expiring", "tally").unwrap()
+            }
+            _ => Layout::default(),
+        }
     }
 }
 
@@ -96,11 +126,11 @@ impl Fixture {
         let mut cluster = None;
         let (config, server, dir) = match kind {
             Kind::SqliteMemory => (BackendConfig::SqliteMemory, None, None),
-            Kind::RedisCluster => {
+            Kind::RedisCluster | Kind::RedisClusterExpiring => {
                 let c = RedisCluster::start();
                 let config = BackendConfig::RedisCluster {
                     urls: c.urls(),
-                    layout: Layout::default(),
+                    layout: kind.layout(),
                 };
                 cluster = Some(c);
                 (config, None, None)
@@ -113,17 +143,12 @@ impl Fixture {
                     Some(dir),
                 )
             }
-            Kind::RedisTagged | Kind::RedisRia => {
+            Kind::RedisTagged | Kind::RedisRia | Kind::RedisExpiring => {
                 let server = RedisServer::start_with(options);
-                let layout = if kind == Kind::RedisRia {
-                    Layout::Ria
-                } else {
-                    Layout::default()
-                };
                 (
                     BackendConfig::Redis {
                         url: server.url(),
-                        layout,
+                        layout: kind.layout(),
                     },
                     Some(server),
                     None,
@@ -231,7 +256,10 @@ macro_rules! suite_module {
 }
 
 /// Declares the tests for every backend: SQLite (memory and file), a
-/// standalone redis-server in both key layouts, and a Redis Cluster.
+/// standalone redis-server in both cleaned key layouts, and a Redis Cluster.
+/// (The expiring layout keeps only the window at the clock's now, so tests
+/// at fixed historic times run on it where that holds: see
+/// [`expiring_suite!`] and tests/expiring.rs.)
 #[macro_export]
 macro_rules! behaviour_suite {
     ($($test:ident),* $(,)?) => {
@@ -240,6 +268,15 @@ macro_rules! behaviour_suite {
         $crate::suite_module!(redis_default_layout, RedisTagged, $($test),*);
         $crate::suite_module!(redis_ria_layout, RedisRia, $($test),*);
         $crate::suite_module!(redis_cluster, RedisCluster, $($test),*);
+    };
+}
+
+/// Declares tests for the expiring layout, standalone and on a cluster.
+#[macro_export]
+macro_rules! expiring_suite {
+    ($($test:ident),* $(,)?) => {
+        $crate::suite_module!(redis_expiring_layout, RedisExpiring, $($test),*);
+        $crate::suite_module!(redis_cluster_expiring, RedisClusterExpiring, $($test),*);
     };
 }
 

@@ -18,6 +18,11 @@
 //! are kept and the error returned: retrying with the same sequence number
 //! completes the batch exactly once.
 //!
+//! In the expiring layout a write also sets each new chunk's expiry and
+//! keeps `ends@e` (see `expiring.rs` and `engine_apply.lua`); reads look at
+//! the window's chunks only; listing forgets expired series first
+//! (`expiring_list.lua`); cleaning does nothing.
+//!
 //! Reads are pipelines of HGETALL (one per series and resolution, one
 //! pipeline per slot); listing is a ZRANGEBYLEX per registry (merged);
 //! cleaning walks each registry in batches, one ZRANGEBYLEX and one
@@ -32,7 +37,8 @@ use futures::future::join_all;
 use redis::{RedisError, Script, Value as Reply};
 
 use super::layout::{self, Layout, SpaceKeys};
-use super::{Redis, WriteFailure};
+use super::{Redis, WriteFailure, expiring};
+use crate::clock::{SharedClock, Timestamp};
 use crate::engine::store::{Reads, check_stored, not_sums};
 use crate::engine::{
     Applied, Batch, CellDelta, CleanJob, CleanReport, Kind, SeriesWrite, SliceSel, SliceStore,
@@ -57,12 +63,19 @@ pub struct RedisSliceStore {
     revert: Script,
     clean: Script,
     delete: Script,
+    /// `expiring_list.lua` (the expiring layout's listing).
+    list: Script,
+    /// What the expiring layout measures expiry and windows from.
+    clock: SharedClock,
 }
 
 impl RedisSliceStore {
     /// A store on `redis` in `layout`. The book's layout needs a standalone
-    /// server (its `known:` key is shared by every counter).
-    pub fn new(redis: Redis, layout: Layout) -> Result<Self> {
+    /// server (its `known:` key is shared by every counter). The expiring
+    /// layout measures each chunk's time to live and the window reads
+    /// return from `clock`'s now, so `clock` must follow the server's (as
+    /// the system clock does): Redis expires keys by its own clock.
+    pub fn new(redis: Redis, layout: Layout, clock: SharedClock) -> Result<Self> {
         if layout == Layout::Ria && redis.is_cluster() {
             return Err(Error::Config(
                 "the `ria` layout keeps every counter in one `known:` key, so it needs a \
@@ -91,6 +104,8 @@ impl RedisSliceStore {
             )),
             clean: Script::new(include_str!("lua/engine_clean.lua")),
             delete: Script::new(include_str!("lua/engine_delete.lua")),
+            list: Script::new(include_str!("lua/expiring_list.lua")),
+            clock,
         })
     }
 
@@ -110,10 +125,11 @@ impl RedisSliceStore {
 
     /// Groups a batch's series into calls: one for everything on a
     /// standalone server, one per registry shard on a cluster.
-    fn apply_calls<'a>(&self, keys: SpaceKeys<'_>, batch: &'a Batch) -> Vec<ApplyCall<'a>> {
+    fn apply_calls<'a>(&self, keys: SpaceKeys<'_>, batch: &'a Batch) -> Result<Vec<ApplyCall<'a>>> {
+        let now = self.clock.now();
         if !self.redis.is_cluster() || keys.is_book() {
             let all: Vec<&SeriesWrite> = batch.writes.iter().collect();
-            return vec![self.apply_call(keys, &all, batch)];
+            return Ok(vec![self.apply_call(keys, &all, batch, now)?]);
         }
         let mut groups: BTreeMap<u32, Vec<&'a SeriesWrite>> = BTreeMap::new();
         for write in &batch.writes {
@@ -124,116 +140,147 @@ impl RedisSliceStore {
         }
         groups
             .into_values()
-            .map(|writes| self.apply_call(keys, &writes, batch))
+            .map(|writes| self.apply_call(keys, &writes, batch, now))
             .collect()
     }
 
     /// Builds the EVALSHA of `engine_apply.lua` for `writes` directly into
     /// one command buffer (no string per argument): KEYS are the writer
     /// lane's record (if any), one hash per (series, resolution) in batch
-    /// order, then the registries; ARGV refers to them by index.
+    /// order (per (series, resolution, chunk) in the expiring layout), then
+    /// the registries (each with its `ends@e` in the expiring layout); ARGV
+    /// refers to them by index.
     fn apply_call<'a>(
         &self,
         keys: SpaceKeys<'_>,
         writes: &[&'a SeriesWrite],
         batch: &Batch,
-    ) -> ApplyCall<'a> {
+        now: Timestamp,
+    ) -> Result<ApplyCall<'a>> {
         let book = keys.is_book();
+        let expiring = keys.is_expiring();
         let shards: Vec<u32> = writes.iter().map(|w| keys.shard(w.name.as_str())).collect();
+        let groups = if expiring {
+            expiring::groups(&batch.space, writes, now)?
+        } else {
+            expiring::Groups::by_resolution(writes)
+        };
         // Registries and the series each lists, in key order.
-        let mut registries: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
-        let mut hashes = 0usize;
-        let mut ops = Vec::with_capacity(writes.iter().map(|w| w.cells.len()).sum());
-        for (write, &shard) in writes.iter().zip(&shards) {
-            let mut last = None;
-            for c in &write.cells {
-                if last != Some(c.resolution) {
-                    hashes += 1;
-                    last = Some(c.resolution);
-                    if book {
-                        // The book's known: lists `<p>:<name>` per precision.
-                        registries.entry(0).or_default().push(write.name.as_str());
-                    }
-                }
-                ops.push((&write.name, c));
-            }
-            if !book {
+        let mut registries: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (i, &shard) in shards.iter().enumerate() {
+            if book {
+                // The book's known: lists `<p>:<name>` per precision.
+                let n = groups.of_series(i).count();
                 registries
-                    .entry(shard)
+                    .entry(0)
                     .or_default()
-                    .push(write.name.as_str());
+                    .extend(std::iter::repeat_n(i, n));
+            } else if groups.of_series(i).next().is_some() {
+                registries.entry(shard).or_default().push(i);
             }
         }
+        let hashes = groups.list.len();
         let marker = batch.seq.is_some();
-        let nkeys = usize::from(marker) + hashes + registries.len();
+        let per_registry = if expiring { 2 } else { 1 };
+        let nkeys = usize::from(marker) + hashes + per_registry * registries.len();
         let mut cmd = super::evalsha(self.apply_script(batch.space.kind), nkeys);
         let mut buf = String::new();
         // KEYS.
         if let Some(seq) = batch.seq {
             cmd.arg(keys.writer(&seq, shards[0]));
         }
-        for (write, &shard) in writes.iter().zip(&shards) {
-            for group in write.cells.chunk_by(|a, b| a.resolution == b.resolution) {
-                keys.write_hash(&mut buf, group[0].resolution, write.name.as_str(), shard);
-                cmd.arg(buf.as_str());
+        for g in &groups.list {
+            let name = writes[g.series].name.as_str();
+            let res = g.cells[0].resolution;
+            if expiring {
+                keys.write_chunk(&mut buf, res, g.chunk, name, shards[g.series]);
+            } else {
+                keys.write_hash(&mut buf, res, name, shards[g.series]);
             }
+            cmd.arg(buf.as_str());
         }
         for &shard in registries.keys() {
             cmd.arg(keys.registry(shard));
-        }
-        // ARGV: whether KEYS[1] is the lane's record, the sequence number,
-        // the kind, the number of hashes; per hash its (slice, delta) pairs.
-        cmd.arg(if marker { "1" } else { "0" })
-            .arg(batch.seq.map_or(0, |s| s.seq))
-            .arg(batch.space.kind.code())
-            .arg(hashes);
-        let mut op_keys = Vec::with_capacity(ops.len());
-        let mut key = usize::from(marker);
-        let mut blob = Vec::new();
-        for write in writes {
-            for group in write.cells.chunk_by(|a, b| a.resolution == b.resolution) {
-                key += 1;
-                cmd.arg(group.len());
-                for c in group {
-                    cmd.arg(c.slice);
-                    match c.delta.as_sum() {
-                        Some(d) => cmd.arg(d),
-                        None => {
-                            blob.clear();
-                            c.delta.encode(&mut blob);
-                            cmd.arg(blob.as_slice())
-                        }
-                    };
-                    op_keys.push(key);
-                }
+            if expiring {
+                cmd.arg(keys.ends(shard));
             }
         }
-        // Then per registry its members.
-        for members in registries.values() {
-            cmd.arg(members.len());
-            if !book {
-                for m in members {
-                    cmd.arg(*m);
+        // ARGV: whether KEYS[1] is the lane's record ('2' and '3' say the
+        // same in the expiring layout), the sequence number, the kind, the
+        // number of hashes; per hash its (slice, delta) pairs.
+        cmd.arg(match (expiring, marker) {
+            (false, false) => "0",
+            (false, true) => "1",
+            (true, false) => "2",
+            (true, true) => "3",
+        })
+        .arg(batch.seq.map_or(0, |s| s.seq))
+        .arg(batch.space.kind.code())
+        .arg(hashes);
+        let mut ops = Vec::with_capacity(groups.list.iter().map(|g| g.cells.len()).sum());
+        let mut op_keys = Vec::with_capacity(ops.capacity());
+        let mut blob = Vec::new();
+        for (k, g) in groups.list.iter().enumerate() {
+            cmd.arg(g.cells.len());
+            for c in g.cells {
+                cmd.arg(c.slice);
+                match c.delta.as_sum() {
+                    Some(d) => cmd.arg(d),
+                    None => {
+                        blob.clear();
+                        c.delta.encode(&mut blob);
+                        cmd.arg(blob.as_slice())
+                    }
+                };
+                op_keys.push(usize::from(marker) + k + 1);
+                ops.push((&writes[g.series].name, c));
+            }
+        }
+        if expiring {
+            // Then the `ends@e` score below which a series' data has all
+            // expired; per registry its series, each with its end score,
+            // whether it must set its chunks' expiry, and its hashes (KEYS
+            // index, seconds to live).
+            cmd.arg(expiring::prune_below(now));
+            for series in registries.values() {
+                cmd.arg(series.len());
+                for &i in series {
+                    let end = &groups.ends[i];
+                    cmd.arg(writes[i].name.as_str())
+                        .arg(end.score)
+                        .arg(if end.must { "1" } else { "0" })
+                        .arg(groups.of_series(i).count());
+                    for (k, g) in groups.of_series(i) {
+                        cmd.arg(usize::from(marker) + k + 1).arg(g.ttl);
+                    }
                 }
-            } else {
-                // The book's members, one per (counter, precision).
-                for write in writes {
-                    for group in write.cells.chunk_by(|a, b| a.resolution == b.resolution) {
+            }
+        } else {
+            // Then per registry its members.
+            for series in registries.values() {
+                cmd.arg(series.len());
+                if !book {
+                    for &i in series {
+                        cmd.arg(writes[i].name.as_str());
+                    }
+                } else {
+                    // The book's members, one per (counter, precision).
+                    for g in &groups.list {
                         use std::fmt::Write;
                         buf.clear();
-                        let _ = write!(buf, "{}:{}", group[0].resolution, write.name);
+                        let _ = write!(buf, "{}:{}", g.cells[0].resolution, writes[g.series].name);
                         cmd.arg(buf.as_str());
                     }
                 }
             }
         }
-        ApplyCall {
+        Ok(ApplyCall {
             cmd,
             kind: batch.space.kind,
             marker,
             op_keys,
             ops,
-        }
+        })
     }
 
     async fn run_apply(&self, call: &ApplyCall<'_>) -> Result<Applied> {
@@ -253,7 +300,12 @@ impl RedisSliceStore {
     }
 
     /// Takes back a call that was applied (tagged layouts, cluster only).
-    async fn run_revert(&self, keys: SpaceKeys<'_>, call: &ApplyCall<'_>) -> Result<()> {
+    async fn run_revert(
+        &self,
+        keys: SpaceKeys<'_>,
+        space: &Space,
+        call: &ApplyCall<'_>,
+    ) -> Result<()> {
         if keys.is_book() {
             return Ok(());
         }
@@ -270,16 +322,26 @@ impl RedisSliceStore {
         let registry = keys.registry(shard);
         let mut invocation = self.revert.prepare_invoke();
         invocation.key(&registry);
+        let expiring = keys.is_expiring();
+        if expiring {
+            invocation.key(keys.ends(shard));
+        }
         // The call's KEYS, rebuilt: its lane record (if any) stands in
-        // at index 1 so that the ops' indices still match, shifted by one
-        // for the registry placed first.
+        // at index 1 so that the ops' indices still match, shifted for the
+        // registry keys placed first.
+        let shift = 1 + usize::from(expiring);
         let mut hash_keys: Vec<String> = Vec::new();
         if call.marker {
             hash_keys.push(registry.clone());
         }
         for (i, (name, c)) in call.ops.iter().enumerate() {
             if hash_keys.len() < call.op_keys[i] {
-                hash_keys.push(keys.hash(c.resolution, name.as_str()));
+                hash_keys.push(if expiring {
+                    let chunk = expiring::math(space, c.resolution)?.chunk_of(c.slice);
+                    keys.chunk(c.resolution, chunk, name.as_str())
+                } else {
+                    keys.hash(c.resolution, name.as_str())
+                });
             }
         }
         for key in &hash_keys {
@@ -287,10 +349,12 @@ impl RedisSliceStore {
         }
         // The writer lane's record keeps the reverted number: the writer's
         // next numbers are above it, so they still apply.
-        invocation.arg(call.ops.len());
+        invocation
+            .arg(if expiring { layout::ENDS_SCALE } else { 0 })
+            .arg(call.ops.len());
         let mut series: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
         for (i, (name, c)) in call.ops.iter().enumerate() {
-            let key_index = call.op_keys[i] + 1;
+            let key_index = call.op_keys[i] + shift;
             invocation
                 .arg(key_index)
                 .arg(c.slice)
@@ -646,23 +710,56 @@ fn parse_slices(reply: &Reply, kind: Kind, sel: SliceSel) -> std::result::Result
 
 impl RedisSliceStore {
     /// The HGETALL of every (series, resolution), one pipeline per slot,
-    /// each hash parsed by `parse`; `result[i][j]`: `names[i]` at
-    /// `resolutions[j]`.
+    /// each hash parsed by `parse` with the slices to keep; `result[i][j]`:
+    /// `names[i]` at `resolutions[j]`. In the expiring layout, one HGETALL
+    /// per chunk that may hold a slice of the window at the clock's now,
+    /// and only the window's slices kept (a chunk lingers until its last
+    /// slice leaves the window).
     async fn read_with<T>(
         &self,
         space: &Space,
         names: &[Name],
         resolutions: &[u64],
-        parse: impl Fn(&Reply) -> std::result::Result<Vec<(u64, T)>, String>,
+        sel: SliceSel,
+        parse: impl Fn(&Reply, SliceSel) -> std::result::Result<Vec<(u64, T)>, String>,
     ) -> Result<Reads<T>> {
         check_stored(space.kind)?;
         let keys = self.layout.space_keys(space);
+        let expiring = keys.is_expiring();
+        // Per resolution: its chunks (one stand-in for a single hash) and
+        // the slices kept.
+        let plan: Vec<(Vec<u64>, SliceSel)> = if expiring {
+            let now = self.clock.now();
+            let (from, to) = match sel {
+                SliceSel::All => (0, u64::MAX),
+                SliceSel::Range { from, to } => (from, to),
+            };
+            resolutions
+                .iter()
+                .map(|&r| {
+                    let m = expiring::math(space, r)?;
+                    let from = from.max(m.resolution.oldest_kept(now));
+                    Ok((m.chunks(now, from, to), SliceSel::Range { from, to }))
+                })
+                .collect::<Result<_>>()?
+        } else {
+            resolutions.iter().map(|_| (vec![0], sel)).collect()
+        };
+        let key = |r: u64, chunk: u64, name: &str| {
+            if expiring {
+                keys.chunk(r, chunk, name)
+            } else {
+                keys.hash(r, name)
+            }
+        };
         let groups = names
             .iter()
             .map(|name| {
                 let mut pipe = redis::pipe();
-                for &r in resolutions {
-                    pipe.cmd("HGETALL").arg(keys.hash(r, name.as_str()));
+                for (&r, (chunks, _)) in resolutions.iter().zip(&plan) {
+                    for &c in chunks {
+                        pipe.cmd("HGETALL").arg(key(r, c, name.as_str()));
+                    }
                 }
                 pipe
             })
@@ -672,17 +769,64 @@ impl RedisSliceStore {
             .iter()
             .zip(values)
             .map(|(name, per)| {
+                let mut replies = per.iter();
                 resolutions
                     .iter()
-                    .zip(per)
-                    .map(|(&r, v)| {
-                        parse(&v).map_err(|why| {
-                            Error::Corrupt(format!("{}: {why}", keys.hash(r, name.as_str())))
-                        })
+                    .zip(&plan)
+                    .map(|(&r, (chunks, sel))| {
+                        // Chunks come oldest first and hold disjoint slices:
+                        // their slices, each sorted, concatenate in order.
+                        let mut slices = Vec::new();
+                        for &c in chunks {
+                            let reply = replies.next().ok_or_else(|| {
+                                Error::Backend("redis answered fewer replies than asked".into())
+                            })?;
+                            let mut part = parse(reply, *sel).map_err(|why| {
+                                Error::Corrupt(format!("{}: {why}", key(r, c, name.as_str())))
+                            })?;
+                            if slices.is_empty() {
+                                slices = part;
+                            } else {
+                                slices.append(&mut part);
+                            }
+                        }
+                        Ok(slices)
                     })
                     .collect()
             })
             .collect()
+    }
+
+    /// Lists the expiring layout's series: one `expiring_list.lua` call
+    /// per shard (concurrent), which first forgets the series that expired.
+    async fn list_expiring(
+        &self,
+        keys: SpaceKeys<'_>,
+        search: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>> {
+        let (min, max) = lex_bounds(search, "", after);
+        let below = expiring::prune_below(self.clock.now());
+        let calls = (0..layout::SHARDS).map(|shard| {
+            let mut invocation = self.list.prepare_invoke();
+            invocation
+                .key(keys.registry(shard))
+                .key(keys.ends(shard))
+                .arg(&min)
+                .arg(&max)
+                .arg(limit)
+                .arg(below);
+            let mut handle = self.redis.handle();
+            async move { invocation.invoke_async::<Vec<String>>(&mut handle).await }
+        });
+        let mut names = Vec::new();
+        for found in futures::future::try_join_all(calls).await? {
+            names.extend(found);
+        }
+        names.sort_unstable();
+        names.truncate(limit);
+        Ok(names)
     }
 }
 
@@ -694,7 +838,7 @@ impl SliceStore for RedisSliceStore {
             return Ok(Applied::Written);
         }
         let keys = self.layout.space_keys(&batch.space);
-        let calls = self.apply_calls(keys, batch);
+        let calls = self.apply_calls(keys, batch)?;
         let results = join_all(calls.iter().map(|call| self.run_apply(call))).await;
         if let Some(failed) = results.iter().position(Result::is_err) {
             let refused = results
@@ -716,7 +860,7 @@ impl SliceStore for RedisSliceStore {
                 .iter()
                 .zip(&results)
                 .filter(|(_, r)| matches!(r, Ok(Applied::Written)))
-                .map(|(call, _)| self.run_revert(keys, call));
+                .map(|(call, _)| self.run_revert(keys, &batch.space, call));
             for undone in join_all(undo).await {
                 if let Err(e) = undone {
                     tracing::error!(error = %e, "could not take back part of a failed batch");
@@ -744,8 +888,8 @@ impl SliceStore for RedisSliceStore {
         resolutions: &[u64],
         slices: SliceSel,
     ) -> Result<Vec<Vec<Slices>>> {
-        self.read_with(space, names, resolutions, |reply| {
-            parse_slices(reply, space.kind, slices)
+        self.read_with(space, names, resolutions, slices, |reply, sel| {
+            parse_slices(reply, space.kind, sel)
         })
         .await
     }
@@ -760,8 +904,8 @@ impl SliceStore for RedisSliceStore {
         if space.kind != Kind::Sum {
             return Err(not_sums(space));
         }
-        self.read_with(space, names, resolutions, |reply| {
-            parse_hash(reply, slices, sum_of)
+        self.read_with(space, names, resolutions, slices, |reply, sel| {
+            parse_hash(reply, sel, sum_of)
         })
         .await
     }
@@ -774,6 +918,9 @@ impl SliceStore for RedisSliceStore {
         limit: usize,
     ) -> Result<Vec<String>> {
         let keys = self.layout.space_keys(space);
+        if keys.is_expiring() {
+            return self.list_expiring(keys, search, after, limit).await;
+        }
         let queries: Vec<(String, String)> = if keys.is_book() {
             // The book's known: holds `<p>:<name>`: one range per precision
             // that may hold counters, merged.
@@ -811,17 +958,31 @@ impl SliceStore for RedisSliceStore {
 
     async fn delete(&self, space: &Space, name: &Name) -> Result<bool> {
         let keys = self.layout.space_keys(space);
+        let shard = keys.shard(name.as_str());
         let mut invocation = self.delete.prepare_invoke();
-        invocation.key(keys.registry(keys.shard(name.as_str())));
-        if keys.is_book() {
+        invocation.key(keys.registry(shard));
+        if keys.is_expiring() {
+            invocation.key(keys.ends(shard)).arg(2).arg(name.as_str());
+            // Every chunk that can still exist: older ones have expired.
+            let now = self.clock.now();
             for r in &space.resolutions {
-                invocation.arg(layout::ria_member(r.seconds, name.as_str()));
+                let m = expiring::math(space, r.seconds)?;
+                for chunk in m.chunks(now, 0, u64::MAX) {
+                    invocation.key(keys.chunk(r.seconds, chunk, name.as_str()));
+                }
             }
         } else {
-            invocation.arg(name.as_str());
-        }
-        for r in &space.resolutions {
-            invocation.key(keys.hash(r.seconds, name.as_str()));
+            invocation.arg(1);
+            if keys.is_book() {
+                for r in &space.resolutions {
+                    invocation.arg(layout::ria_member(r.seconds, name.as_str()));
+                }
+            } else {
+                invocation.arg(name.as_str());
+            }
+            for r in &space.resolutions {
+                invocation.key(keys.hash(r.seconds, name.as_str()));
+            }
         }
         let deleted: u64 = invocation.invoke_async(&mut self.redis.handle()).await?;
         Ok(deleted > 0)
@@ -829,6 +990,10 @@ impl SliceStore for RedisSliceStore {
 
     async fn clean(&self, space: &Space, job: &CleanJob) -> Result<CleanReport> {
         let keys = self.layout.space_keys(space);
+        if keys.is_expiring() {
+            // Redis's expiry does the cleaning: a pass has nothing to do.
+            return Ok(CleanReport::default());
+        }
         if keys.is_book() {
             return self.clean_ria(job).await;
         }

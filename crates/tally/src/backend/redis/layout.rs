@@ -13,7 +13,22 @@
 //!   `{<prefix>:<shard>}:<p>:<name>` (hash, as in the book). No key is touched
 //!   by every write.
 //!
-//! Both layouts were made for counters, and counters keep them exactly.
+//! - [`Layout::Expiring`]: the tagged layout's shards and hash tags, with
+//!   retention by Redis's own expiry (the book's "ambitious" redesign), so no
+//!   cleaner is needed. A resolution's slices are cut into chunks of `keep`
+//!   slices (a chunk starts at a multiple of `keep * p`); each chunk is a
+//!   hash `{<prefix>:<shard>}:<p>@<chunk start>:<name>` that expires, set in
+//!   the same Lua call that creates it, when its newest slice leaves the
+//!   window (`chunk start + (2 keep - 1) p`, [`ChunkMath`]). A shard keeps
+//!   `{<prefix>:<shard>}:names@e` (names, score 0, for listing in name order)
+//!   and `{<prefix>:<shard>}:ends@e` (name -> when its last chunk expires,
+//!   times [`ENDS_SCALE`], plus a mark of its newest chunk, see
+//!   [`end_score`]), pruned by score so that a series whose data all expired
+//!   is forgotten without scanning samples. A `@` never follows the
+//!   precision in the other layouts' keys, so the layouts never meet.
+//!
+//! The first two layouts were made for counters, and counters keep them
+//! exactly.
 //! Every other space of the slice engine ([`crate::engine::Space`]) lives
 //! in the tagged layout with its id after the tag
 //! ([`SpaceKeys::Tagged`]): `{<prefix>:<shard>}:<space>:<p>:<name>` and
@@ -24,8 +39,8 @@
 
 use std::fmt::Write as _;
 
-use crate::engine::Space;
 use crate::engine::store::WriteSeq;
+use crate::engine::{Resolution, Space};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -45,6 +60,12 @@ pub enum Layout {
         /// Prepended to every key (inside the hash tag).
         prefix: String,
     },
+    /// Cluster-ready keys under a prefix, each chunk of slices expiring by
+    /// itself: no cleaner.
+    Expiring {
+        /// Prepended to every key (inside the hash tag).
+        prefix: String,
+    },
 }
 
 impl Default for Layout {
@@ -59,30 +80,51 @@ impl Layout {
     /// The tagged layout under `prefix`, which must be 1 to 64 printable
     /// characters without braces.
     pub fn tagged(prefix: &str) -> Result<Self> {
-        if prefix.is_empty()
-            || prefix.len() > 64
-            || prefix
-                .chars()
-                .any(|c| c.is_control() || c == '{' || c == '}')
-        {
-            return Err(Error::Config(format!(
-                "key prefix {prefix:?} must be 1 to 64 printable characters without braces"
-            )));
-        }
+        check_prefix("key prefix", prefix)?;
         Ok(Layout::Tagged {
             prefix: prefix.to_owned(),
         })
     }
 
-    /// Parses `ria` or `default` (with the prefix for the latter).
+    /// Parses `ria`, `default` or `expiring` (with the prefix for the
+    /// latter two).
     pub fn parse(name: &str, prefix: &str) -> Result<Self> {
         match name {
             "ria" => Ok(Layout::Ria),
             "default" | "tagged" => Layout::tagged(prefix),
+            "expiring" => {
+                check_prefix("key prefix", prefix)?;
+                Ok(Layout::Expiring {
+                    prefix: prefix.to_owned(),
+                })
+            }
             other => Err(Error::Config(format!(
-                "unknown layout {other:?}: expected `ria` or `default`"
+                "unknown layout {other:?}: expected `ria`, `default` or `expiring`"
             ))),
         }
+    }
+
+    /// The layout's name as `--layout` takes it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Layout::Ria => "ria",
+            Layout::Tagged { .. } => "default",
+            Layout::Expiring { .. } => "expiring",
+        }
+    }
+
+    /// The prefix of the layout's keys, and of the other features' keys on
+    /// this server (the default prefix in the book's layout).
+    pub fn prefix(&self) -> &str {
+        match self {
+            Layout::Ria => DEFAULT_PREFIX,
+            Layout::Tagged { prefix } | Layout::Expiring { prefix } => prefix,
+        }
+    }
+
+    /// True for the expiring layout (retention by Redis's expiry).
+    pub fn is_expiring(&self) -> bool {
+        matches!(self, Layout::Expiring { .. })
     }
 }
 
@@ -164,6 +206,14 @@ pub enum SpaceKeys<'a> {
         /// The space's id, for every space but counters.
         space: Option<&'a str>,
     },
+    /// The expiring layout: as `Tagged`, with a hash per chunk of slices and
+    /// the `@e` registries.
+    Expiring {
+        /// The key prefix (inside the hash tag).
+        prefix: &'a str,
+        /// The space's id, for every space but counters.
+        space: Option<&'a str>,
+    },
 }
 
 impl Layout {
@@ -177,6 +227,7 @@ impl Layout {
                 space: own,
             },
             Layout::Tagged { prefix } => SpaceKeys::Tagged { prefix, space: own },
+            Layout::Expiring { prefix } => SpaceKeys::Expiring { prefix, space: own },
         }
     }
 }
@@ -187,12 +238,55 @@ impl SpaceKeys<'_> {
         matches!(self, SpaceKeys::Book)
     }
 
+    /// True for the expiring layout's keys.
+    pub fn is_expiring(&self) -> bool {
+        matches!(self, SpaceKeys::Expiring { .. })
+    }
+
     /// The registry shard of a series (0 in the book's single registry).
     pub fn shard(&self, name: &str) -> u32 {
         match self {
             SpaceKeys::Book => 0,
-            SpaceKeys::Tagged { .. } => shard_of(name),
+            SpaceKeys::Tagged { .. } | SpaceKeys::Expiring { .. } => shard_of(name),
         }
+    }
+
+    /// `{<prefix>:<shard>}` or `{<prefix>:<shard>}:<space>`: what every
+    /// key of a shard starts with (not for the book's keys).
+    fn write_base(&self, buf: &mut String, shard: u32) {
+        let (SpaceKeys::Tagged { prefix, space } | SpaceKeys::Expiring { prefix, space }) = self
+        else {
+            return;
+        };
+        let _ = write!(buf, "{{{prefix}:{shard}}}");
+        if let Some(space) = space {
+            let _ = write!(buf, ":{space}");
+        }
+    }
+
+    /// Writes the key of the chunk starting at `chunk` of `name` at
+    /// resolution `res` (expiring layout) into `buf`, replacing what it
+    /// held: `{<prefix>:<shard>}[:<space>]:<res>@<chunk>:<name>`.
+    pub fn write_chunk(&self, buf: &mut String, res: u64, chunk: u64, name: &str, shard: u32) {
+        buf.clear();
+        self.write_base(buf, shard);
+        let _ = write!(buf, ":{res}@{chunk}:{name}");
+    }
+
+    /// The key of a chunk of `name` (expiring layout).
+    pub fn chunk(&self, res: u64, chunk: u64, name: &str) -> String {
+        let mut buf = String::new();
+        self.write_chunk(&mut buf, res, chunk, name, self.shard(name));
+        buf
+    }
+
+    /// The expiring layout's sorted set of `shard`'s series to when their
+    /// data ends ([`end_score`]).
+    pub fn ends(&self, shard: u32) -> String {
+        let mut buf = String::new();
+        self.write_base(&mut buf, shard);
+        buf.push_str(":ends@e");
+        buf
     }
 
     /// Writes the hash key of `name` at resolution `res` (in `shard`) into
@@ -209,6 +303,12 @@ impl SpaceKeys<'_> {
                 prefix,
                 space: Some(space),
             } => write!(buf, "{{{prefix}:{shard}}}:{space}:{res}:{name}"),
+            // Not one hash per resolution: see `write_chunk`. The window's
+            // first chunk stands for it where a key is only named.
+            SpaceKeys::Expiring { .. } => {
+                self.write_base(buf, shard);
+                write!(buf, ":{res}@*:{name}")
+            }
         };
     }
 
@@ -231,6 +331,12 @@ impl SpaceKeys<'_> {
                 prefix,
                 space: Some(space),
             } => format!("{}:{space}:names", tag(prefix, shard)),
+            SpaceKeys::Expiring { .. } => {
+                let mut buf = String::new();
+                self.write_base(&mut buf, shard);
+                buf.push_str(":names@e");
+                buf
+            }
         }
     }
 
@@ -238,7 +344,9 @@ impl SpaceKeys<'_> {
     pub fn registries(&self) -> Vec<String> {
         match self {
             SpaceKeys::Book => vec![RIA_KNOWN.to_owned()],
-            SpaceKeys::Tagged { .. } => (0..SHARDS).map(|s| self.registry(s)).collect(),
+            SpaceKeys::Tagged { .. } | SpaceKeys::Expiring { .. } => {
+                (0..SHARDS).map(|s| self.registry(s)).collect()
+            }
         }
     }
 
@@ -246,11 +354,109 @@ impl SpaceKeys<'_> {
     pub fn writer(&self, seq: &WriteSeq, shard: u32) -> String {
         match self {
             SpaceKeys::Book => format!("tally-writer:{}", seq.lane_id()),
-            SpaceKeys::Tagged { prefix, .. } => {
+            SpaceKeys::Tagged { prefix, .. } | SpaceKeys::Expiring { prefix, .. } => {
                 format!("{}:writer:{}", tag(prefix, shard), seq.lane_id())
             }
         }
     }
+}
+
+/// The scale of the expiring layout's `ends@e` scores: a score is
+/// `end * ENDS_SCALE + mark` (see [`end_score`]).
+pub const ENDS_SCALE: u64 = 1 << 19;
+
+/// The mark of a write that proves nothing about which chunks exist: the
+/// next write of the series sets its chunks' expiry again.
+pub const NO_MARK: u64 = ENDS_SCALE - 1;
+
+/// Chunk math of the expiring layout for one resolution: a chunk holds
+/// `keep` consecutive slices and starts at a multiple of `keep * seconds`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkMath {
+    /// The resolution.
+    pub resolution: Resolution,
+}
+
+impl ChunkMath {
+    /// The chunk math of `resolution`.
+    pub fn new(resolution: Resolution) -> Self {
+        ChunkMath { resolution }
+    }
+
+    /// Seconds a chunk covers: `keep` slices.
+    pub fn span(&self) -> u64 {
+        self.resolution.seconds.saturating_mul(self.resolution.keep)
+    }
+
+    /// The start of the chunk holding the slice that starts at `slice`.
+    pub fn chunk_of(&self, slice: u64) -> u64 {
+        slice / self.span() * self.span()
+    }
+
+    /// When the chunk starting at `chunk` expires: when the last slice that
+    /// starts in it leaves the window of `keep` slices (a slice starting at
+    /// `s` is kept while `now < s + keep * seconds`).
+    pub fn expiry(&self, chunk: u64) -> u64 {
+        let last = self
+            .resolution
+            .slice_of_second(chunk.saturating_add(self.span() - 1));
+        last.saturating_add(self.span())
+    }
+
+    /// The chunks a read at `now` looks at, oldest first, for slices
+    /// starting in `[from, to]`: those of the kept window (the current
+    /// slice and the `keep - 1` before it) and of the chunk after the
+    /// current one (writes a little ahead of this clock), within the range.
+    /// Empty when the range misses them all.
+    pub fn chunks(&self, now: crate::clock::Timestamp, from: u64, to: u64) -> Vec<u64> {
+        let lo = from.max(self.resolution.oldest_kept(now));
+        let current = self.chunk_of(self.resolution.slice_start(now));
+        let hi = to.min(current.saturating_add(2 * self.span()).saturating_sub(1));
+        if lo > hi {
+            return Vec::new();
+        }
+        let (first, last) = (self.chunk_of(lo), self.chunk_of(hi));
+        (0..)
+            .map(|i: u64| first + i * self.span())
+            .take_while(|&c| c <= last)
+            .collect()
+    }
+}
+
+/// The `ends@e` score of one write of a series: when its newest chunk
+/// written expires (`end`, seconds), and a mark that lets the next write
+/// of the same chunks skip setting their expiry again.
+///
+/// The mark is the finest resolution's chunk number (modulo [`NO_MARK`])
+/// when the write covers every resolution of the space and its finest
+/// cells are all in one chunk, and the space's chunks nest (every span is a
+/// multiple of the finest one, at most [`NO_MARK`] times it): then a later
+/// write with the very same score writes only into chunks this write
+/// created and gave an expiry. Otherwise the mark is [`NO_MARK`], which no
+/// such write has, and the write sets its chunks' expiry itself.
+pub fn end_score(end: u64, finest: Option<(ChunkMath, u64)>, spans_nest: bool) -> (u64, bool) {
+    let mark = match finest {
+        Some((math, chunk)) if spans_nest => (chunk / math.span()) % NO_MARK,
+        _ => NO_MARK,
+    };
+    // Scores are doubles in Redis and Lua: exact below 2^53, so `end` is
+    // held below 2^34 (the year 2514).
+    let end = end.min((1 << 34) - 1);
+    (end * ENDS_SCALE + mark, mark == NO_MARK)
+}
+
+/// True when every span of `resolutions` is a multiple of the finest's, at
+/// most [`NO_MARK`] times it (so a chunk of the finest lies in one chunk of
+/// each other resolution, and a run of equal `end`s covers fewer finest
+/// chunks than marks exist).
+pub fn spans_nest(resolutions: &[Resolution]) -> bool {
+    let Some(finest) = resolutions.iter().map(|r| ChunkMath::new(*r).span()).min() else {
+        return false;
+    };
+    resolutions.iter().all(|r| {
+        let span = ChunkMath::new(*r).span();
+        finest > 0 && span.is_multiple_of(finest) && span / finest < NO_MARK
+    })
 }
 
 #[cfg(test)]
@@ -333,6 +539,76 @@ mod tests {
             seen[shard_of(&format!("counter-{i}")) as usize] += 1;
         }
         assert!(seen.iter().all(|&n| n > 50 && n < 150), "{seen:?}");
+    }
+
+    #[test]
+    fn expiring_keys_never_meet_the_tagged_ones() {
+        use crate::engine::{Kind, Resolution, Retention};
+        let counters = Space::counters(&[60], 10);
+        let stats = Space::new(
+            "stats",
+            Kind::Sum,
+            vec![Resolution::new(60, 10)],
+            Retention::Cleaner,
+        )
+        .unwrap();
+        let layout = Layout::parse("expiring", "app").unwrap();
+        assert_eq!(layout.name(), "expiring");
+        assert_eq!(layout.prefix(), "app");
+        let shard = shard_of("hits");
+        let keys = layout.space_keys(&counters);
+        assert!(keys.is_expiring());
+        assert_eq!(
+            keys.chunk(60, 600, "hits"),
+            format!("{{app:{shard}}}:60@600:hits")
+        );
+        assert_eq!(keys.registry(shard), format!("{{app:{shard}}}:names@e"));
+        assert_eq!(keys.ends(shard), format!("{{app:{shard}}}:ends@e"));
+        let own = layout.space_keys(&stats);
+        assert_eq!(
+            own.chunk(60, 600, "hits"),
+            format!("{{app:{shard}}}:stats:60@600:hits")
+        );
+        assert_eq!(own.ends(shard), format!("{{app:{shard}}}:stats:ends@e"));
+    }
+
+    #[test]
+    fn chunks_hold_keep_slices_and_expire_when_their_last_leaves_the_window() {
+        use crate::clock::Timestamp;
+        let m = ChunkMath::new(Resolution::new(60, 10));
+        assert_eq!(m.span(), 600);
+        assert_eq!(m.chunk_of(1_199), 600);
+        assert_eq!(m.chunk_of(1_200), 1_200);
+        // The chunk [600, 1200) holds slices 600..=1140; slice 1140 is kept
+        // while now < 1140 + 600.
+        assert_eq!(m.expiry(600), 1_740);
+        let at = |s| Timestamp::from_secs(s).unwrap();
+        // At 1_739 the window is 1_140..=1_680: chunks 600 and 1_200, and the
+        // next one (1_800) for writes a little ahead.
+        assert_eq!(m.chunks(at(1_739), 0, u64::MAX), vec![600, 1_200, 1_800]);
+        assert_eq!(m.chunks(at(1_740), 0, u64::MAX), vec![1_200, 1_800]);
+        assert_eq!(m.chunks(at(1_739), 1_200, 1_300), vec![1_200]);
+        assert!(m.chunks(at(1_739), 0, 1_000).is_empty());
+        assert!(m.chunks(at(1_739), 5_000, 6_000).is_empty());
+    }
+
+    #[test]
+    fn end_scores_mark_only_writes_that_prove_their_chunks() {
+        let r = Resolution::new;
+        assert!(spans_nest(&[r(1, 120), r(5, 120), r(86_400, 120)]));
+        assert!(!spans_nest(&[r(2, 3), r(3, 3)]));
+        let fine = ChunkMath::new(r(1, 120));
+        let (score, must) = end_score(1_000, Some((fine, 240)), true);
+        assert_eq!(score, 1_000 * ENDS_SCALE + 2);
+        assert!(!must);
+        let (score, must) = end_score(1_000, None, true);
+        assert_eq!(score, 1_000 * ENDS_SCALE + NO_MARK);
+        assert!(must);
+        assert!(end_score(1_000, Some((fine, 240)), false).1);
+        // Exact in a double.
+        let (score, _) = end_score(4_000_000_000, Some((fine, 240)), true);
+        assert_eq!(score / ENDS_SCALE, 4_000_000_000);
+        assert!(score < 1 << 53);
     }
 
     #[test]

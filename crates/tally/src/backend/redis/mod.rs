@@ -28,6 +28,7 @@ mod buffers;
 mod daily;
 pub mod encoding;
 mod engine;
+mod expiring;
 pub mod layout;
 mod limits;
 mod locks;

@@ -1,15 +1,26 @@
 -- Merges slice deltas of one space into its series' hashes and registers
 -- the series, all or nothing. Every space and both key layouts use it.
 --
--- KEYS: the writer lane's record (when ARGV[1] is '1'), then the h series
--- hashes (one per series and resolution), then the registries, each in the
--- order ARGV lists them.
--- ARGV[1]  '1' when KEYS[1] is the writer lane's record, else '0'
+-- KEYS: the writer lane's record (when ARGV[1] is '1' or '3'), then the h
+-- series hashes (one per series and resolution; per series, resolution and
+-- chunk in the expiring layout), then the registries (in the expiring
+-- layout each followed by its `ends@e`), each in the order ARGV lists them.
+-- ARGV[1]  '1' when KEYS[1] is the writer lane's record, else '0'; '3' and
+--          '2' say the same for the expiring layout
 -- ARGV[2]  the write's sequence number in its lane
 -- ARGV[3]  the space's kind code: '1' for sums, else a key of KIND_MERGE
 -- ARGV[4]  h, the number of hashes
 -- then per hash: m, then m pairs of field (slice start) and delta;
 -- then per registry to the end: m, then m members.
+-- The expiring layout instead has, after the hashes: the `ends@e` score
+-- below which a series has expired (for pruning), then per registry to the
+-- end: n, then per series its name, end score, '1' if it must set its
+-- chunks' expiry (else '0'), k, and k pairs of hash KEYS index and seconds
+-- to live. A series whose stored end score equals this write's (and no
+-- must) wrote only into chunks that a write with the same score created
+-- and gave their expiry: nothing more to do, one ZSCORE as the other
+-- layouts' ZADD. Otherwise its chunks get their expiry, the series is
+-- (re)registered, its end score raised, and series that expired pruned.
 --
 -- Sums keep the tight loop counters always had: each hash's key is read
 -- once and no number is parsed but the counts (usually '1'), which matters
@@ -24,7 +35,8 @@
 -- kind), every merge already done is taken back (sums by subtraction,
 -- blobs by restoring the value they held) and the error
 -- "TALLY_OVERFLOW <op> ..." or "TALLY_FAILED <op> <message>" is returned.
-local marker = ARGV[1] == '1' and 1 or 0
+local marker = (ARGV[1] == '1' or ARGV[1] == '3') and 1 or 0
+local expiring = ARGV[1] == '2' or ARGV[1] == '3'
 if marker == 1 then
   local last = tonumber(redis.call('GET', KEYS[1]) or '0')
   if tonumber(ARGV[2]) <= last then
@@ -129,20 +141,54 @@ if failed then
 end
 
 local reg = marker + h
-while at <= #ARGV do
-  reg = reg + 1
-  local key = KEYS[reg]
-  local m = tonumber(ARGV[at])
-  local args = {}
-  for k = 1, m do
-    args[#args + 1] = '0'
-    args[#args + 1] = ARGV[at + k]
-    if #args == 1000 or k == m then
-      redis.call('ZADD', key, unpack(args))
-      args = {}
+if expiring then
+  local below = ARGV[at]
+  at = at + 1
+  while at <= #ARGV do
+    local names, ends = KEYS[reg + 1], KEYS[reg + 2]
+    reg = reg + 2
+    local n = tonumber(ARGV[at])
+    at = at + 1
+    local changed = false
+    for _ = 1, n do
+      local name, score, k = ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 3])
+      local old = redis.call('ZSCORE', ends, name)
+      if ARGV[at + 2] == '1' or not old or tonumber(old) ~= score then
+        for j = 0, k - 1 do
+          redis.call('EXPIRE', KEYS[tonumber(ARGV[at + 4 + 2 * j])], ARGV[at + 5 + 2 * j])
+        end
+        if not old or score > tonumber(old) then
+          redis.call('ZADD', ends, ARGV[at + 1], name)
+        end
+        redis.call('ZADD', names, 0, name)
+        changed = true
+      end
+      at = at + 4 + 2 * k
+    end
+    if changed then
+      local gone = redis.call('ZRANGEBYSCORE', ends, '-inf', '(' .. below, 'LIMIT', 0, 100)
+      if #gone > 0 then
+        redis.call('ZREM', ends, unpack(gone))
+        redis.call('ZREM', names, unpack(gone))
+      end
     end
   end
-  at = at + 1 + m
+else
+  while at <= #ARGV do
+    reg = reg + 1
+    local key = KEYS[reg]
+    local m = tonumber(ARGV[at])
+    local args = {}
+    for k = 1, m do
+      args[#args + 1] = '0'
+      args[#args + 1] = ARGV[at + k]
+      if #args == 1000 or k == m then
+        redis.call('ZADD', key, unpack(args))
+        args = {}
+      end
+    end
+    at = at + 1 + m
+  end
 end
 if marker == 1 then
   redis.call('SET', KEYS[1], ARGV[2], 'EX', 604800)
