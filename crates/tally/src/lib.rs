@@ -90,6 +90,7 @@ pub mod random;
 pub mod requests;
 #[cfg(feature = "server")]
 pub mod server;
+pub mod stats;
 pub mod statsd;
 pub mod tsdb;
 
@@ -106,4 +107,5 @@ pub use limits::{Algorithm, Decision, FailMode, Limit, Limiter};
 pub use locks::{Acquisition, Lease, LockGuard, Locks};
 pub use name::Name;
 pub use open::{Tally, TallyBuilder};
+pub use stats::{Observation, Stats, StatsSettings, StatsWriter};
 pub use tsdb::{TsIncrement, Tsdb, TsdbSettings, TsdbStore};
