@@ -23,6 +23,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::counters::CounterSettings;
+use crate::counters::settings::check_precision_in;
 use crate::engine::kinds::sketch::{DEFAULT_ALPHA, DEFAULT_MAX_BUCKETS, SketchSettings};
 use crate::error::{Error, Result};
 
@@ -126,19 +127,7 @@ impl StatsSettings {
 
     /// Checks that `precision` is configured.
     pub fn check_precision(&self, precision: u64) -> Result<()> {
-        if self.precisions.contains(&precision) {
-            Ok(())
-        } else {
-            Err(Error::UnknownPrecision {
-                precision,
-                configured: self
-                    .precisions
-                    .iter()
-                    .map(u64::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
-        }
+        check_precision_in(&self.precisions, precision)
     }
 }
 
