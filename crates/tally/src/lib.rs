@@ -22,7 +22,8 @@
 //! directory (`/var/lib/app/tally`) or memory (`sqlite::memory:`): see
 //! [`open::target`]. [`Tally`] hands out every service with defaults:
 //! [`Tally::counters`], [`Tally::writer`] (the [`Aggregator`]),
-//! [`Tally::cleaner`], [`Tally::tsdb`], [`Tally::daily`],
+//! [`Tally::cleaner`], [`Tally::stats`], [`Tally::stats_writer`],
+//! [`Tally::tsdb`], [`Tally::daily`],
 //! [`Tally::buffers`], [`Tally::limiter`], [`Tally::locks`];
 //! [`Tally::builder`] changes the settings (key prefix, precisions, rollups,
 //! retention, clock...). Each service's page has an example.
@@ -35,8 +36,9 @@
 //! - [`error`]: the crate's one error type.
 //! - [`name`]: validated names.
 //! - [`engine`]: the slice engine every value kept per (series, resolution,
-//!   slice) runs on: the kinds of value ([`engine::kinds`]; sums so far) and
-//!   the [`engine::Value`] enum over them, slice math
+//!   slice) runs on: the kinds of value ([`engine::kinds`]: sums,
+//!   statistics, gauges, distinct sets, most frequent items) and the
+//!   [`engine::Value`] enum over them, slice math
 //!   ([`engine::resolution`]), the write path ([`engine::plan`]: validation,
 //!   one merged delta per slice, all or nothing), the aggregating writer
 //!   ([`engine::writer`]: in-process merging, exactly-once flushes), range
@@ -46,6 +48,10 @@
 //!   validation, settings, the cleaner, the aggregator (the engine's writer
 //!   with counters' types) and the `CounterStore` contract tests and tools
 //!   use (one implementation, over the engine's store).
+//! - [`stats`]: statistics over the engine's `stats` space: count, sum,
+//!   min, max, mean, standard deviation and quantiles per slice, ranges,
+//!   merged stats, rankings; settings, the pure read views
+//!   ([`stats::summary`]) and the aggregating writer ([`StatsWriter`]).
 //! - [`tsdb`]: the time-series store with rollups (counts, distinct counts
 //!   with HyperLogLog, most frequent items), its pure rollup math and store
 //!   trait.
@@ -90,6 +96,7 @@ pub mod random;
 pub mod requests;
 #[cfg(feature = "server")]
 pub mod server;
+pub mod stats;
 pub mod statsd;
 pub mod tsdb;
 
@@ -106,4 +113,5 @@ pub use limits::{Algorithm, Decision, FailMode, Limit, Limiter};
 pub use locks::{Acquisition, Lease, LockGuard, Locks};
 pub use name::Name;
 pub use open::{Tally, TallyBuilder};
+pub use stats::{Observation, Stats, StatsSettings, StatsWriter};
 pub use tsdb::{TsIncrement, Tsdb, TsdbSettings, TsdbStore};

@@ -106,6 +106,22 @@ impl TryFrom<String> for Name {
     }
 }
 
+/// Checks a listing's name prefix (at most [`MAX_NAME_CHARS`] characters,
+/// no control characters) and page size (1 to `max`).
+pub fn check_search(prefix: &str, limit: usize, max: usize) -> Result<()> {
+    if prefix.chars().count() > MAX_NAME_CHARS || prefix.chars().any(char::is_control) {
+        return Err(Error::InvalidInput(format!(
+            "a name prefix is at most {MAX_NAME_CHARS} characters, without control characters"
+        )));
+    }
+    if limit == 0 || limit > max {
+        return Err(Error::InvalidInput(format!(
+            "a page holds 1 to {max} names, got {limit}"
+        )));
+    }
+    Ok(())
+}
+
 /// The least string above every string that starts with `prefix`, so that
 /// `[prefix, upper)` is exactly the strings starting with `prefix` (in byte
 /// order, which is code point order). `None` when no such string exists (an

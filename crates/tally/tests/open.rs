@@ -25,6 +25,11 @@ async fn use_every_service(tally: &Tally, sink_dir: &Path) {
     counters.incr("open:hits", 2).await.unwrap();
     assert_eq!(total(counters.get("open:hits", day).await.unwrap()), 2);
 
+    let stats = tally.stats();
+    stats.record("open:lat", 10.0).await.unwrap();
+    let stats_writer = tally.stats_writer();
+    stats_writer.record("open:lat", 30.0, None).await.unwrap();
+
     let writer = tally.writer();
     writer.add("open:hits", 3, None).await.unwrap();
     tally.shutdown().await;
@@ -32,6 +37,20 @@ async fn use_every_service(tally: &Tally, sink_dir: &Path) {
     assert!(
         tally.writer().add("open:hits", 1, None).await.is_err(),
         "the writer is shut down"
+    );
+    let lat = &stats.get("open:lat", day, &[]).await.unwrap()[0].summary;
+    assert_eq!(
+        (lat.count, lat.mean),
+        (2, Some(20.0)),
+        "both writes of the stat"
+    );
+    assert!(
+        tally
+            .stats_writer()
+            .record("open:lat", 1.0, None)
+            .await
+            .is_err(),
+        "the stats writer is shut down"
     );
 
     let report = tally.cleaner().pass().await.unwrap();
@@ -346,5 +365,56 @@ async fn open_backend_keeps_the_configs_layout() {
     assert!(
         matches!(err, Error::Config(ref m) if m.contains("layout")),
         "{err:?}"
+    );
+}
+
+/// Statistics follow the counters' precisions and samples unless set; the
+/// cleaner Tally hands out trims them too; bad statistics settings open
+/// nothing.
+#[tokio::test]
+async fn stats_settings_follow_the_counters_and_the_cleaner_trims_stats() {
+    let clock = ManualClock::at(1_700_000_000.0);
+    let tally = Tally::builder()
+        .precisions([1, 60])
+        .samples(10)
+        .clock(Arc::new(clock.clone()))
+        .open("sqlite::memory:")
+        .await
+        .unwrap();
+    assert_eq!(tally.stats().settings().precisions, vec![1, 60]);
+    assert_eq!(tally.stats().settings().samples, 10);
+    tally.stats().record("lat", 5.0).await.unwrap();
+    clock.advance(30.0);
+    let report = tally.cleaner().pass().await.unwrap();
+    assert_eq!(
+        report.samples_removed, 1,
+        "the stat's 1 s slice: {report:?}"
+    );
+    assert!(tally.stats().get("lat", 1, &[]).await.unwrap().is_empty());
+    assert_eq!(tally.stats().get("lat", 60, &[]).await.unwrap().len(), 1);
+
+    let own = Tally::builder()
+        .stats_settings(tally::StatsSettings {
+            precisions: vec![5],
+            samples: 3,
+            accuracy: 0.02,
+            ..tally::StatsSettings::default()
+        })
+        .open("sqlite::memory:")
+        .await
+        .unwrap();
+    assert_eq!(own.stats().settings().precisions, vec![5]);
+    assert_eq!(own.stats().settings().accuracy, 0.02);
+
+    let bad = Tally::builder()
+        .stats_settings(tally::StatsSettings {
+            accuracy: 0.5,
+            ..tally::StatsSettings::default()
+        })
+        .open("sqlite::memory:")
+        .await;
+    assert!(
+        matches!(&bad, Err(Error::Config(why)) if why.contains("statistics:")),
+        "{bad:?}"
     );
 }

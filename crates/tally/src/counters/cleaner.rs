@@ -7,6 +7,11 @@
 //! run at once: every step is atomic in the store. A failed pass is logged and
 //! retried at the next interval with the same pass number, so no precision
 //! misses its turn.
+//!
+//! Besides the counters, a cleaner trims every other space it is given
+//! whose retention is the cleaner's ([`Cleaner::with_space`]: statistics,
+//! gauges), in the same pass, with the same cadence and each resolution's
+//! own `keep`; [`crate::Tally::cleaner`] gives it all of them.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,7 +21,8 @@ use crate::clock::Timestamp;
 use crate::counters::Counters;
 use crate::counters::settings::CleanerSettings;
 use crate::counters::store::{CleanJob, CleanReport};
-use crate::error::Result;
+use crate::engine::{Retention, SliceStore, Space};
+use crate::error::{Error, Result};
 
 /// Called after every pass with its report (or error) and duration.
 pub type PassObserver = Arc<dyn Fn(&Result<CleanReport>, Duration) + Send + Sync>;
@@ -59,6 +65,8 @@ pub struct Cleaner {
     settings: CleanerSettings,
     passes: u64,
     observer: Option<PassObserver>,
+    /// Other spaces trimmed in each pass, after the counters.
+    spaces: Vec<(Arc<dyn SliceStore>, Arc<Space>)>,
 }
 
 impl std::fmt::Debug for Cleaner {
@@ -66,6 +74,10 @@ impl std::fmt::Debug for Cleaner {
         f.debug_struct("Cleaner")
             .field("settings", &self.settings)
             .field("passes", &self.passes)
+            .field(
+                "spaces",
+                &self.spaces.iter().map(|(_, s)| s.id).collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -79,7 +91,22 @@ impl Cleaner {
             settings: settings.validate()?,
             passes: 0,
             observer: None,
+            spaces: Vec::new(),
         })
+    }
+
+    /// Also trims `space` in `store` in every pass (after the counters,
+    /// each resolution keeping its own `keep` slices). Refused for a space
+    /// whose slices do not go by the cleaner.
+    pub fn with_space(mut self, store: Arc<dyn SliceStore>, space: Arc<Space>) -> Result<Self> {
+        if space.retention != Retention::Cleaner {
+            return Err(Error::Config(format!(
+                "space {} is not trimmed by the cleaner ({:?})",
+                space.id, space.retention
+            )));
+        }
+        self.spaces.push((store, space));
+        Ok(self)
     }
 
     /// Calls `observer` after every pass (for metrics).
@@ -109,11 +136,18 @@ impl Cleaner {
             batch: self.settings.batch,
         };
         let started = Instant::now();
-        let result = self
+        let mut result = self
             .counters
             .store()
             .clean(&job, &self.counters.settings().precisions)
             .await;
+        for (store, space) in &self.spaces {
+            let Ok(total) = &mut result else { break };
+            match store.clean(space, &job).await {
+                Ok(report) => total.add(&report),
+                Err(e) => result = Err(e),
+            }
+        }
         if let Some(observer) = &self.observer {
             observer(&result, started.elapsed());
         }

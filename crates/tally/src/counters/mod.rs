@@ -93,6 +93,20 @@ pub struct Page {
     pub next: Option<String>,
 }
 
+impl Page {
+    /// The page of `limit` names out of `names`, listed with one more than
+    /// `limit` asked for: when that one came, there is a next page.
+    pub fn of(mut names: Vec<String>, limit: usize) -> Self {
+        let next = if names.len() > limit {
+            names.truncate(limit);
+            names.last().cloned()
+        } else {
+            None
+        };
+        Page { names, next }
+    }
+}
+
 /// Named counters at several precisions. Cheap to clone.
 ///
 /// # Example
@@ -288,26 +302,9 @@ impl Counters {
     /// Up to `limit` counters whose names start with `prefix`, after the
     /// cursor `after`, in name order.
     pub async fn search(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Page> {
-        if prefix.chars().count() > crate::name::MAX_NAME_CHARS
-            || prefix.chars().any(char::is_control)
-        {
-            return Err(Error::InvalidInput(
-                "a name prefix is at most 256 characters, without control characters".into(),
-            ));
-        }
-        if limit == 0 || limit > MAX_PAGE {
-            return Err(Error::InvalidInput(format!(
-                "a page holds 1 to {MAX_PAGE} names, got {limit}"
-            )));
-        }
-        let mut names = self.inner.store.list(prefix, after, limit + 1).await?;
-        let next = if names.len() > limit {
-            names.truncate(limit);
-            names.last().cloned()
-        } else {
-            None
-        };
-        Ok(Page { names, next })
+        crate::name::check_search(prefix, limit, MAX_PAGE)?;
+        let names = self.inner.store.list(prefix, after, limit + 1).await?;
+        Ok(Page::of(names, limit))
     }
 
     /// Deletes every precision of a counter; true if it held anything.

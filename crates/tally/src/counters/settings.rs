@@ -84,14 +84,7 @@ impl CounterSettings {
 
     /// Checks that `precision` is configured.
     pub fn check_precision(&self, precision: u64) -> Result<()> {
-        if self.precisions.contains(&precision) {
-            Ok(())
-        } else {
-            Err(Error::UnknownPrecision {
-                precision,
-                configured: self.precisions_list(),
-            })
-        }
+        check_precision_in(&self.precisions, precision)
     }
 
     /// The most samples any precision's hash holds between two cleaner
@@ -108,12 +101,29 @@ impl CounterSettings {
 
     /// The precisions as `1, 5, 60`, for messages.
     pub fn precisions_list(&self) -> String {
-        self.precisions
-            .iter()
-            .map(u64::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
+        list(&self.precisions)
     }
+}
+
+/// Checks that `precision` is one of `precisions`; the error lists them.
+pub fn check_precision_in(precisions: &[u64], precision: u64) -> Result<()> {
+    if precisions.contains(&precision) {
+        Ok(())
+    } else {
+        Err(Error::UnknownPrecision {
+            precision,
+            configured: list(precisions),
+        })
+    }
+}
+
+/// Precisions as `1, 5, 60`.
+fn list(precisions: &[u64]) -> String {
+    precisions
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// How the cleaner runs.

@@ -23,7 +23,7 @@
 //!   flushes), generic over the kind;
 //! - [`read`]: range reads merging slices, and series merged into one.
 //!
-//! Services (counters, and the statistics, gauges and sets to come) are
+//! Services (counters, statistics, and the gauges and sets to come) are
 //! thin: their own validation and view of a value over these.
 
 pub mod aggregate;

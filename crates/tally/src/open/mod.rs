@@ -30,6 +30,7 @@ use crate::daily::{DEFAULT_ENTITY_PREFIX, DailySettings, DailyStats};
 use crate::error::{Error, Result};
 use crate::limits::Limiter;
 use crate::locks::Locks;
+use crate::stats::{Stats, StatsSettings, StatsWriter};
 use crate::tsdb::rollup::Rollup;
 use crate::tsdb::{Tsdb, TsdbSettings};
 
@@ -78,9 +79,8 @@ struct Inner {
     buffer_store: Arc<dyn BufferStore>,
     limiter: Limiter,
     locks: Locks,
-    // Statistics join here when they land: their service, built in
-    // `TallyBuilder::checked_open` with the others, handed out by a
-    // `Tally::stats()` next to `Tally::locks()`.
+    stats: Stats,
+    stats_writer: OnceLock<StatsWriter>,
 }
 
 impl Tally {
@@ -131,8 +131,10 @@ impl Tally {
     /// a task of the application (`tally.cleaner().spawn(shutdown)`); each
     /// call makes a new one, which has run no pass yet.
     pub fn cleaner(&self) -> Cleaner {
+        let stats = &self.inner.stats;
         self.counters()
             .cleaner(self.inner.cleaner.clone())
+            .and_then(|c| c.with_space(stats.store().clone(), stats.space().clone()))
             .expect("the cleaner settings were validated when Tally was opened")
     }
 
@@ -167,7 +169,29 @@ impl Tally {
         self.inner.locks.clone()
     }
 
-    // `stats()`, the statistics service, goes here when it lands.
+    /// Statistics (count, sum, min, max, mean, standard deviation and
+    /// quantiles per slice): exact writes, one round trip each.
+    pub fn stats(&self) -> Stats {
+        self.inner.stats.clone()
+    }
+
+    /// The aggregating writer over [`Tally::stats`], started on the
+    /// current Tokio runtime the first time it is asked for (with the
+    /// aggregator settings); every later call returns the same writer.
+    /// [`Tally::shutdown`] flushes and stops it.
+    ///
+    /// # Panics
+    ///
+    /// When first called outside a Tokio runtime (it spawns its flusher).
+    pub fn stats_writer(&self) -> StatsWriter {
+        self.inner
+            .stats_writer
+            .get_or_init(|| {
+                StatsWriter::start(self.stats(), self.inner.aggregator.clone())
+                    .expect("the aggregator settings were validated when Tally was opened")
+            })
+            .clone()
+    }
 
     /// The open backend (for [`Backend::describe`], or to build a store by hand).
     pub fn backend(&self) -> &Backend {
@@ -179,10 +203,13 @@ impl Tally {
         &self.inner.clock
     }
 
-    /// Flushes the aggregating writer, if it was started, and stops it.
-    /// The other services hold no buffered data.
+    /// Flushes the aggregating writers, those that were started, and
+    /// stops them. The other services hold no buffered data.
     pub async fn shutdown(&self) {
         if let Some(writer) = self.inner.writer.get() {
+            writer.shutdown().await;
+        }
+        if let Some(writer) = self.inner.stats_writer.get() {
             writer.shutdown().await;
         }
     }
@@ -223,6 +250,7 @@ pub struct TallyBuilder {
     aggregator: AggregatorSettings,
     tsdb: TsdbSettings,
     daily: DailySettings,
+    stats: Option<StatsSettings>,
     entity_prefix: String,
     clock: SharedClock,
     wait: Option<ReplicationWait>,
@@ -237,6 +265,7 @@ impl Default for TallyBuilder {
             aggregator: AggregatorSettings::default(),
             tsdb: TsdbSettings::default(),
             daily: DailySettings::default(),
+            stats: None,
             entity_prefix: DEFAULT_ENTITY_PREFIX.to_owned(),
             clock: Arc::new(SystemClock),
             wait: None,
@@ -320,6 +349,14 @@ impl TallyBuilder {
         self
     }
 
+    /// Every statistics setting at once (default: the counters'
+    /// precisions and samples, 1 % accuracy, a sketch at every precision;
+    /// see [`StatsSettings`]).
+    pub fn stats_settings(mut self, settings: StatsSettings) -> Self {
+        self.stats = Some(settings);
+        self
+    }
+
     /// The Redis key prefix of daily-statistics entities (default `advert`:
     /// `{advert:<id>}:views`).
     pub fn entity_prefix(mut self, prefix: impl Into<String>) -> Self {
@@ -395,6 +432,11 @@ impl TallyBuilder {
         let buffer_store = backend.buffer_store().await?;
         let limiter = Limiter::new(backend.limiter_store().await?, clock.clone());
         let locks = Locks::new(backend.lock_store().await?, clock.clone());
+        let stats = Stats::with_clock(
+            backend.slice_store(clock.clone()).await?,
+            settings.stats,
+            clock.clone(),
+        )?;
         Ok(Tally {
             inner: Arc::new(Inner {
                 backend,
@@ -408,6 +450,8 @@ impl TallyBuilder {
                 buffer_store,
                 limiter,
                 locks,
+                stats,
+                stats_writer: OnceLock::new(),
             }),
         })
     }
@@ -462,8 +506,14 @@ impl TallyBuilder {
             )));
         }
         check_prefix("entity prefix", &self.entity_prefix)?;
+        let counters = self.counters.clone().validate()?;
+        let stats = match &self.stats {
+            Some(s) => s.clone(),
+            None => StatsSettings::like(&counters),
+        };
         Ok(Validated {
-            counters: self.counters.clone().validate()?,
+            stats: stats.validate()?,
+            counters,
             cleaner: self.cleaner.clone().validate()?,
             aggregator: self.aggregator.clone().validate()?,
             tsdb: self.tsdb.clone().validate()?,
@@ -479,4 +529,5 @@ struct Validated {
     aggregator: AggregatorSettings,
     tsdb: TsdbSettings,
     daily: DailySettings,
+    stats: StatsSettings,
 }

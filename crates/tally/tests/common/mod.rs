@@ -110,6 +110,30 @@ impl Fixture {
         tally::Tsdb::with_clock(store, settings, Arc::new(self.clock.clone())).unwrap()
     }
 
+    /// Statistics on this fixture's backend and clock.
+    pub async fn stats(&self, settings: tally::StatsSettings) -> tally::Stats {
+        let store = self
+            .backend
+            .slice_store(Arc::new(self.clock.clone()))
+            .await
+            .unwrap();
+        tally::Stats::with_clock(store, settings, Arc::new(self.clock.clone())).unwrap()
+    }
+
+    /// Statistics through a second, independent client (as another
+    /// process would have; the same one for a private in-memory database).
+    pub async fn stats_second_client(&self, settings: tally::StatsSettings) -> tally::Stats {
+        if self.kind == Kind::SqliteMemory {
+            return self.stats(settings).await;
+        }
+        let backend = Backend::open(&self.config).await.unwrap();
+        let store = backend
+            .slice_store(Arc::new(self.clock.clone()))
+            .await
+            .unwrap();
+        tally::Stats::with_clock(store, settings, Arc::new(self.clock.clone())).unwrap()
+    }
+
     /// Daily statistics on this fixture's backend and clock.
     pub async fn daily(&self, settings: tally::DailySettings) -> tally::DailyStats {
         let store = self.backend.daily_store("advert").await.unwrap();

@@ -297,6 +297,26 @@ impl StatsValue {
     pub fn sketch(&self) -> &Sketch {
         &self.sketch
     }
+
+    /// The same moments without the quantile sketch: every observation is
+    /// counted in the sketch's zero count, so the count (and everything
+    /// but the quantiles) reads the same from a blob of a few dozen bytes.
+    /// Its quantiles mean nothing: a service keeps such values only at
+    /// resolutions it reads no quantiles from (and merges them only with
+    /// their like, whose merge stays exact for count, sums, min and max).
+    pub fn without_sketch(&self) -> StatsValue {
+        let sketch = Sketch::from_parts(
+            self.settings(),
+            self.count(),
+            Store::default(),
+            Store::default(),
+        )
+        .expect("a count of at most 2^53 fits");
+        StatsValue {
+            sketch,
+            ..self.clone()
+        }
+    }
 }
 
 /// The 1-based rank of the nearest-rank quantile `q` among `n` values:
