@@ -56,6 +56,14 @@ async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer
         tsdb: Some(f.tsdb(TsdbSettings::default()).await),
         daily: Some(f.daily(DailySettings::default()).await),
         buffers: None,
+        idempotency: Some(
+            tally::Idempotency::new(
+                f.backend.idempotency_store().await.unwrap(),
+                clock.clone(),
+                tally::idempotency::DEFAULT_RETENTION,
+            )
+            .unwrap(),
+        ),
     };
     let state = AppState::new(services, settings, Metrics::default());
     let router = app(state.clone());

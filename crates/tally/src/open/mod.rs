@@ -28,6 +28,7 @@ use crate::counters::{
 };
 use crate::daily::{DEFAULT_ENTITY_PREFIX, DailySettings, DailyStats};
 use crate::error::{Error, Result};
+use crate::idempotency::{self, Idempotency};
 use crate::limits::Limiter;
 use crate::locks::Locks;
 use crate::tsdb::rollup::Rollup;
@@ -78,6 +79,7 @@ struct Inner {
     buffer_store: Arc<dyn BufferStore>,
     limiter: Limiter,
     locks: Locks,
+    idempotency: Idempotency,
     // Statistics join here when they land: their service, built in
     // `TallyBuilder::checked_open` with the others, handed out by a
     // `Tally::stats()` next to `Tally::locks()`.
@@ -167,6 +169,14 @@ impl Tally {
         self.inner.locks.clone()
     }
 
+    /// Idempotency records (the `Idempotency-Key` protocol), kept for the
+    /// configured retention (default 24 h): pass it to
+    /// [`Aggregator::add_many_once`]; [`Counters::incr_many_once`] needs
+    /// none.
+    pub fn idempotency(&self) -> Idempotency {
+        self.inner.idempotency.clone()
+    }
+
     // `stats()`, the statistics service, goes here when it lands.
 
     /// The open backend (for [`Backend::describe`], or to build a store by hand).
@@ -226,6 +236,7 @@ pub struct TallyBuilder {
     entity_prefix: String,
     clock: SharedClock,
     wait: Option<ReplicationWait>,
+    idempotency_retention: Duration,
 }
 
 impl Default for TallyBuilder {
@@ -238,6 +249,7 @@ impl Default for TallyBuilder {
             tsdb: TsdbSettings::default(),
             daily: DailySettings::default(),
             entity_prefix: DEFAULT_ENTITY_PREFIX.to_owned(),
+            idempotency_retention: idempotency::DEFAULT_RETENTION,
             clock: Arc::new(SystemClock),
             wait: None,
         }
@@ -342,6 +354,12 @@ impl TallyBuilder {
         self
     }
 
+    /// How long idempotency records are kept (1 s to 7 days; default 24 h).
+    pub fn idempotency_retention(mut self, retention: Duration) -> Self {
+        self.idempotency_retention = retention;
+        self
+    }
+
     /// Checks the settings, then opens `target` (see [`Tally::open`]).
     pub async fn open(self, target: &str) -> Result<Tally> {
         let layout = self.layout.clone().unwrap_or_default();
@@ -395,6 +413,11 @@ impl TallyBuilder {
         let buffer_store = backend.buffer_store().await?;
         let limiter = Limiter::new(backend.limiter_store().await?, clock.clone());
         let locks = Locks::new(backend.lock_store().await?, clock.clone());
+        let idempotency = Idempotency::new(
+            backend.idempotency_store().await?,
+            clock.clone(),
+            self.idempotency_retention,
+        )?;
         Ok(Tally {
             inner: Arc::new(Inner {
                 backend,
@@ -408,6 +431,7 @@ impl TallyBuilder {
                 buffer_store,
                 limiter,
                 locks,
+                idempotency,
             }),
         })
     }
@@ -450,6 +474,7 @@ impl TallyBuilder {
             )));
         }
         check_prefix("entity prefix", &self.entity_prefix)?;
+        idempotency::check_retention(self.idempotency_retention)?;
         Ok(Validated {
             counters: self.counters.clone().validate()?,
             cleaner: self.cleaner.clone().validate()?,
