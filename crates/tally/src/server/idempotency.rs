@@ -31,7 +31,7 @@
 //! again, applying it a second time.
 
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRequest, MatchedPath, Request, State};
+use axum::extract::{FromRequest, MatchedPath, OriginalUri, Request, State};
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -98,10 +98,15 @@ pub(crate) async fn layer(State(state): State<AppState>, req: Request, next: Nex
             .get::<MatchedPath>()
             .is_some_and(|p| AGGREGATED_ROUTES.contains(&p.as_str()));
     let (parts, body) = req.into_parts();
-    let target = parts
-        .uri
+    // The path as the client sent it (a nested router sees it without
+    // `/v1`).
+    let uri = parts
+        .extensions
+        .get::<OriginalUri>()
+        .map_or(&parts.uri, |o| &o.0);
+    let target = uri
         .path_and_query()
-        .map_or(parts.uri.path(), |p| p.as_str())
+        .map_or(uri.path(), |p| p.as_str())
         .to_owned();
     let method = parts.method.clone();
     let bytes = match Bytes::from_request(Request::from_parts(parts.clone(), body), &()).await {
