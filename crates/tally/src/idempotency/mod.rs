@@ -33,11 +33,22 @@
 //! limits, locks) the second run applies again: the window is the time
 //! between the store's write and the answer's record, a round trip.
 //!
+//! Each step is sent again while the store is unreachable (for a third of
+//! the lease; a claim made with its answer, for the whole lease): a claim whose reply was lost finds its own token and holds
+//! the key, and completing or releasing twice is harmless. A step still
+//! failing after that is an error (503): a claim may then stay behind
+//! until its lease ends (a retry meanwhile is "in progress").
+//!
 //! The aggregating path claims the key with its answer already in it
 //! ([`Idempotency::claim_answered`]), then hands the increments to the
 //! aggregating writer: one extra round trip, and a retry before or after
 //! the flush, in any process, finds the answer. If the process dies between
-//! the two, the increments are lost as any unflushed increment would be.
+//! the two, the increments are lost as any unflushed increment would be;
+//! so are they if the claim's reply is lost and the store stays
+//! unreachable for a whole lease (the request is answered 503, its
+//! retries find the recorded 202). The claim and the add run in a task of
+//! their own, so a caller that gives up (a request timeout, a client
+//! gone) does not cut them apart.
 //!
 //! What it does not do: decide which requests may carry a key, or make
 //! HTTP answers (the server's `idempotency` layer does both).
@@ -314,6 +325,13 @@ impl Idempotency {
         fingerprint: &str,
         answer: Option<&Answer>,
     ) -> Result<Claim> {
+        // A claim made with its answer must learn whether it landed: if it
+        // did and the caller never hears so, the request is recorded as
+        // done and never run. It keeps trying for the whole lease.
+        let patience = match answer {
+            Some(_) => self.inner.lease,
+            None => self.inner.lease / 3,
+        };
         check_key(key)?;
         let token = format!("{:032x}", crate::random::u128());
         let request = ClaimRequest {
@@ -325,7 +343,9 @@ impl Idempotency {
             retention_ms: self.inner.retention.as_millis() as u64,
             answer,
         };
-        let found = self.inner.store.claim(&request).await?;
+        let found = self
+            .retrying(patience, || self.inner.store.claim(&request))
+            .await?;
         Ok(match found {
             Claim::Claimed(_) => Claim::Claimed(Ticket {
                 key: key.to_owned(),
@@ -338,15 +358,44 @@ impl Idempotency {
     /// Records the answer of a claimed request; false when the claim no
     /// longer held the key (its lease ended and another took it over).
     pub async fn complete(&self, ticket: &Ticket, answer: &Answer) -> Result<bool> {
-        self.inner
-            .store
-            .complete(&ticket.key, &ticket.token, answer)
-            .await
+        self.retrying(self.inner.lease / 3, || {
+            self.inner
+                .store
+                .complete(&ticket.key, &ticket.token, answer)
+        })
+        .await
     }
 
     /// Gives a claim up, so that a retry runs the request again.
     pub async fn release(&self, ticket: &Ticket) -> Result<bool> {
-        self.inner.store.release(&ticket.key, &ticket.token).await
+        self.retrying(self.inner.lease / 3, || {
+            self.inner.store.release(&ticket.key, &ticket.token)
+        })
+        .await
+    }
+
+    /// Runs a step of the protocol, sending it again while the store is
+    /// unreachable, for up to `patience`: each step may be sent
+    /// twice (a claim finds its own token, completing and releasing are
+    /// idempotent), and a step whose reply was lost must not leave a record
+    /// the request does not know about (a claimed key with nothing done).
+    async fn retrying<T, F, Fut>(&self, patience: Duration, step: F) -> Result<T>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let deadline = std::time::Instant::now() + patience;
+        let mut pause = Duration::from_millis(10);
+        loop {
+            match step().await {
+                Err(e) if e.is_unavailable() && std::time::Instant::now() < deadline => {
+                    tracing::debug!(error = %e, "idempotency record step failed; sending it again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                other => return other,
+            }
+        }
     }
 }
 

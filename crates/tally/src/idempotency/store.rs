@@ -46,7 +46,9 @@ pub trait IdempotencyStore: Send + Sync + fmt::Debug + 'static {
     /// another fingerprint: [`Claim::Mismatch`]. With an answer:
     /// [`Claim::Done`]. Held by a claim whose lease has not ended:
     /// [`Claim::InProgress`]; whose lease ended (its process died): this
-    /// claim takes it over, [`Claim::Claimed`].
+    /// claim takes it over, [`Claim::Claimed`]. The same claim sent again
+    /// (same token: its first reply was lost) finds itself:
+    /// [`Claim::Claimed`].
     async fn claim(&self, claim: &ClaimRequest<'_>) -> Result<Claim>;
 
     /// Records `answer` for `key` if the claim `token` still holds it;

@@ -66,15 +66,25 @@ impl IdempotencyStore for SqliteIdempotencyStore {
                      WHERE expires_ms <= ?1 ORDER BY expires_ms LIMIT {PRUNE})"
                 ))?
                 .execute([now])?;
-                let row: Option<Row> = tx
+                let row: Option<(Row, String)> = tx
                     .prepare_cached(
-                        "SELECT fingerprint, lease_ms, status, headers, body
+                        "SELECT fingerprint, lease_ms, status, headers, body, token
                          FROM tally_idempotency WHERE key = ?1 AND expires_ms > ?2",
                     )?
                     .query_row(params![key, now], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                        Ok((
+                            (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?),
+                            r.get(5)?,
+                        ))
                     })
                     .optional()?;
+                let row = match row {
+                    // This very claim, sent again: it holds the key.
+                    Some((row, held)) if held == token && row.0 == fingerprint => {
+                        return Ok(Claim::Claimed(Ticket { key, token }));
+                    }
+                    other => other.map(|(row, _)| row),
+                };
                 let (status, headers, body) = match &answer {
                     Some(a) => (
                         Some(i64::from(a.status)),

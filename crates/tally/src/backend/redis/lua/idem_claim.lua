@@ -11,6 +11,7 @@
 -- ARGV[6]  '1' when the answer follows (recorded with the claim), else '0'
 -- ARGV[7..9] status, headers (JSON), body
 --
+-- A claim sent again with its token finds itself: {'claimed'}.
 -- Returns {'claimed'}, {'mismatch'}, {'busy', ms until the lease ends} or
 -- {'done', status, headers, body}.
 local fp = redis.call('HGET', KEYS[1], 'fp')
@@ -19,7 +20,11 @@ if fp then
   if fp ~= ARGV[1] then
     return {'mismatch'}
   end
-  local got = redis.call('HMGET', KEYS[1], 'status', 'headers', 'body', 'lease')
+  local got = redis.call('HMGET', KEYS[1], 'status', 'headers', 'body', 'lease', 'token')
+  if got[5] == ARGV[2] then
+    -- This very claim, sent again (its first answer was lost on the way).
+    return {'claimed'}
+  end
   if got[1] then
     return {'done', got[1], got[2], got[3]}
   end
