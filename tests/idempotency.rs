@@ -80,13 +80,7 @@ fn total(base: &str, name: &str) -> i64 {
     )
     .expect("an answer");
     assert_eq!(r.status, 200, "{}", r.body);
-    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
-    v["precisions"]["86400"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p[1].as_i64().unwrap())
-        .sum()
+    support::day_sum(&r.body)
 }
 
 /// Stops a server with SIGTERM (it flushes and exits) and waits for it.

@@ -48,10 +48,7 @@ impl RedisBufferStore {
     /// A store on `redis`; keys use the tagged layout's prefix (`tally` for
     /// the book's layout, which has no buffer keys of its own).
     pub fn new(redis: Redis, layout: &Layout) -> Self {
-        let prefix = match layout {
-            Layout::Tagged { prefix } => prefix.clone(),
-            Layout::Ria => layout::DEFAULT_PREFIX.to_owned(),
-        };
+        let prefix = layout.key_prefix().to_owned();
         RedisBufferStore {
             redis,
             prefix,

@@ -10,7 +10,7 @@ use redis::Script;
 use sha2::{Digest, Sha256};
 
 use super::Redis;
-use super::layout::{self, Layout};
+use super::layout::Layout;
 use crate::error::{Error, Result};
 use crate::idempotency::{Answer, Claim, ClaimRequest, IdempotencyStore, Ticket, hex};
 
@@ -26,10 +26,7 @@ pub struct RedisIdempotencyStore {
 impl RedisIdempotencyStore {
     /// A store on `redis`, keys under the tagged layout's prefix.
     pub fn new(redis: Redis, layout: &Layout) -> Self {
-        let prefix = match layout {
-            Layout::Tagged { prefix } => prefix.clone(),
-            Layout::Ria => layout::DEFAULT_PREFIX.to_owned(),
-        };
+        let prefix = layout.key_prefix().to_owned();
         RedisIdempotencyStore {
             redis,
             prefix,

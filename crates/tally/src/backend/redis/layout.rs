@@ -74,6 +74,15 @@ impl Layout {
         })
     }
 
+    /// The prefix of the keys features other than counters keep: the
+    /// tagged layout's own, the default one under the book's layout.
+    pub fn key_prefix(&self) -> &str {
+        match self {
+            Layout::Tagged { prefix } => prefix,
+            Layout::Ria => DEFAULT_PREFIX,
+        }
+    }
+
     /// Parses `ria` or `default` (with the prefix for the latter).
     pub fn parse(name: &str, prefix: &str) -> Result<Self> {
         match name {

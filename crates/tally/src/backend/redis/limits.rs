@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use redis::Script;
 
 use super::Redis;
-use super::layout::{self, Layout};
+use super::layout::Layout;
 use crate::error::{Error, Result};
 use crate::limits::store::{LimiterStore, state_id};
 use crate::limits::{Algorithm, Decision, Limit};
@@ -30,10 +30,7 @@ pub struct RedisLimiterStore {
 impl RedisLimiterStore {
     /// A store on `redis`, keys under the tagged layout's prefix.
     pub fn new(redis: Redis, layout: &Layout) -> Self {
-        let prefix = match layout {
-            Layout::Tagged { prefix } => prefix.clone(),
-            Layout::Ria => layout::DEFAULT_PREFIX.to_owned(),
-        };
+        let prefix = layout.key_prefix().to_owned();
         RedisLimiterStore {
             redis,
             prefix,

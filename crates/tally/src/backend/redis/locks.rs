@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use redis::Script;
 
 use super::Redis;
-use super::layout::{self, Layout};
+use super::layout::Layout;
 use crate::error::Result;
 use crate::locks::store::{AcquireOutcome, LockStore};
 use crate::name::Name;
@@ -28,10 +28,7 @@ pub struct RedisLockStore {
 impl RedisLockStore {
     /// A store on `redis`, keys under the tagged layout's prefix.
     pub fn new(redis: Redis, layout: &Layout) -> Self {
-        let prefix = match layout {
-            Layout::Tagged { prefix } => prefix.clone(),
-            Layout::Ria => layout::DEFAULT_PREFIX.to_owned(),
-        };
+        let prefix = layout.key_prefix().to_owned();
         RedisLockStore {
             redis,
             prefix,
