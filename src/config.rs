@@ -166,6 +166,8 @@ pub struct FileConfig {
     pub entity_prefix: Option<String>,
     /// `tally serve`: the statsd socket's receive buffer, bytes.
     pub statsd_recv_buffer: Option<usize>,
+    /// `tally serve`: seconds an `Idempotency-Key` is remembered.
+    pub idempotency_retention: Option<f64>,
     pub buffers: Option<BuffersFile>,
     pub limits: Option<LimitsFile>,
 }
@@ -305,6 +307,9 @@ pub struct Config {
     pub policies: BTreeMap<String, Limit>,
     /// `tally serve`: the statsd receive buffer from the file (its flag wins).
     pub statsd_recv_buffer: Option<usize>,
+    /// `tally serve`: the idempotency retention from the file, seconds (its
+    /// flag wins).
+    pub idempotency_retention: Option<f64>,
 }
 
 impl Config {
@@ -465,6 +470,7 @@ impl Config {
             buffers,
             policies,
             statsd_recv_buffer: file.statsd_recv_buffer,
+            idempotency_retention: file.idempotency_retention,
         })
     }
 }

@@ -53,13 +53,7 @@ fn curl(args: &[&str]) -> (u16, String) {
 fn day_total(base: &str, name: &str) -> i64 {
     let (code, body) = curl(&[&format!("{base}/v1/counters/{name}?precision=86400")]);
     assert_eq!(code, 200, "{body}");
-    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-    v["precisions"]["86400"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p[1].as_i64().unwrap())
-        .sum()
+    support::day_sum(&body)
 }
 
 #[test]

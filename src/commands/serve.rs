@@ -101,6 +101,13 @@ pub struct ServeArgs {
     )]
     pub max_concurrency: usize,
 
+    /// Seconds an `Idempotency-Key` is remembered: a write sent again with
+    /// the same key within it is applied once and answered with the first
+    /// answer (`idempotency_retention` in the config file) [default: 86400,
+    /// 24 h; at most 604800, 7 days].
+    #[arg(long, env = "TALLY_IDEMPOTENCY_RETENTION", value_name = "SECONDS")]
+    pub idempotency_retention: Option<f64>,
+
     /// Do not run the cleaner in this process (run `tally clean` elsewhere).
     #[arg(long, env = "TALLY_NO_CLEANER")]
     pub no_cleaner: bool,
@@ -134,6 +141,21 @@ impl ServeArgs {
         })
     }
 
+    /// The idempotency retention: the flag, else the file, else 24 h.
+    fn idempotency_retention(&self, config: &Config) -> Result<Duration> {
+        let retention = match self.idempotency_retention.or(config.idempotency_retention) {
+            Some(secs) if secs.is_finite() && secs > 0.0 && secs <= 1e9 => {
+                Duration::from_secs_f64(secs)
+            }
+            Some(secs) => anyhow::bail!(tally::Error::Config(format!(
+                "the idempotency retention must be 1 to 604800 seconds, got {secs}"
+            ))),
+            None => tally::idempotency::DEFAULT_RETENTION,
+        };
+        tally::idempotency::check_retention(retention)?;
+        Ok(retention)
+    }
+
     /// The statsd receive buffer: the flag, else the file, else the default.
     fn statsd_recv_buffer(&self, config: &Config) -> Result<usize> {
         let bytes = self
@@ -148,7 +170,9 @@ impl ServeArgs {
 pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
     let settings = args.settings()?;
     let statsd_recv_buffer = args.statsd_recv_buffer(config)?;
+    let idempotency_retention = args.idempotency_retention(config)?;
     let tally = context::builder(config)
+        .idempotency_retention(idempotency_retention)
         .aggregator_settings(AggregatorSettings {
             flush_interval: Duration::from_millis(args.flush_interval_ms),
             when_full: WhenFull::Wait,
@@ -166,6 +190,7 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
         tsdb: Some(tally.tsdb()),
         daily: Some(tally.daily()),
         buffers: None,
+        idempotency: Some(tally.idempotency()),
     };
     let metrics = Metrics::default();
     let mut services = services;

@@ -91,3 +91,15 @@ pub fn sqlite_sink(dir: &Path) -> String {
         .unwrap();
     format!("sqlite:{}", path.display())
 }
+
+/// The sum of a `GET /v1/counters/{name}?precision=86400` answer's samples:
+/// the counter's total over the days kept.
+pub fn day_sum(body: &str) -> i64 {
+    let v: serde_json::Value = serde_json::from_str(body).unwrap();
+    v["precisions"]["86400"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[1].as_i64().unwrap())
+        .sum()
+}

@@ -65,6 +65,9 @@
 //!   `middleware`) a tower layer for axum apps.
 //! - [`locks`]: locks with a lease, holder-only release and extend, a
 //!   guard, blocking acquire with backoff, and fencing tokens.
+//! - [`idempotency`]: idempotent writes: the `Idempotency-Key` rules,
+//!   request fingerprints, the claim / answer protocol over its store
+//!   trait, and the write id a key stands for (keyed counter writes).
 //! - [`random`]: unique ids and jitter from the OS generator.
 //! - [`statsd`]: the statsd line protocol (counters), a pure parser.
 //! - [`metrics`]: a latency histogram and the Prometheus text format.
@@ -86,6 +89,7 @@ pub mod counters;
 pub mod daily;
 pub mod engine;
 pub mod error;
+pub mod idempotency;
 pub mod limits;
 pub mod locks;
 pub mod metrics;
@@ -109,6 +113,7 @@ pub use counters::{
 };
 pub use daily::{DailySettings, DailyStats, DailyStore, Day, DayCount, View};
 pub use error::{Error, Result};
+pub use idempotency::Idempotency;
 pub use limits::{Algorithm, Decision, FailMode, Limit, Limiter};
 pub use locks::{Acquisition, Lease, LockGuard, Locks};
 pub use name::Name;

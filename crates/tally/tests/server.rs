@@ -56,6 +56,14 @@ async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer
         tsdb: Some(f.tsdb(TsdbSettings::default()).await),
         daily: Some(f.daily(DailySettings::default()).await),
         buffers: None,
+        idempotency: Some(
+            tally::Idempotency::new(
+                f.backend.idempotency_store().await.unwrap(),
+                clock.clone(),
+                tally::idempotency::DEFAULT_RETENTION,
+            )
+            .unwrap(),
+        ),
     };
     let state = AppState::new(services, settings, Metrics::default());
     let router = app(state.clone());
@@ -165,6 +173,7 @@ mod redis_cluster {
         super::rate_limit_checks(super::Kind::RedisCluster).await;
         super::locks_over_http(super::Kind::RedisCluster).await;
         super::time_series_and_daily_over_http(super::Kind::RedisCluster).await;
+        super::idempotent_writes_over_http(super::Kind::RedisCluster).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -190,6 +199,7 @@ on_backends!(
     metrics_are_valid_exposition_text,
     openapi_describes_every_route,
     the_document_decides_400_and_rules_decide_422,
+    idempotent_writes_over_http,
 );
 
 async fn increments_show_up_in_reads(kind: Kind) {
@@ -1440,4 +1450,210 @@ async fn with_buffers(s: &mut TestServer) -> (tempfile::TempDir, tally::buffers:
     s.state = AppState::new(services, s.state.settings().clone(), Metrics::default());
     s.router = app(s.state.clone());
     (dir, flusher)
+}
+
+/// A keyed POST with `body` (sent as this exact text).
+async fn keyed(s: &TestServer, uri: &str, body: &str, key: &str) -> Answer {
+    let req = Request::builder()
+        .method(Method::POST)
+        .uri(uri)
+        .header("content-type", "application/json")
+        .header("idempotency-key", key)
+        .body(Body::from(body.to_owned()))
+        .unwrap();
+    s.send(req).await
+}
+
+/// Sends a keyed write twice and then with another body under the same
+/// key: the repeat gets the first answer byte for byte (marked replayed),
+/// the other body 422. Returns the first answer.
+async fn twice_then_other(s: &TestServer, uri: &str, body: Value, other: Value) -> Answer {
+    let key = format!("key:{uri}");
+    let first = keyed(s, uri, &body.to_string(), &key).await;
+    assert!(
+        first.status.is_success(),
+        "{uri}: {} {}",
+        first.status,
+        first.text
+    );
+    assert!(!first.headers.contains_key("idempotent-replayed"));
+    let again = keyed(s, uri, &body.to_string(), &key).await;
+    assert_eq!(
+        (again.status, &again.text),
+        (first.status, &first.text),
+        "{uri}"
+    );
+    assert_eq!(again.headers["content-type"], first.headers["content-type"]);
+    assert_eq!(again.headers["idempotent-replayed"], "true", "{uri}");
+    keyed(s, uri, &other.to_string(), &key)
+        .await
+        .error(StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused");
+    first
+}
+
+/// Every write route takes an `Idempotency-Key` (issue 11): a repeat is
+/// applied once and answered with the first answer; another request under
+/// the key is 422 and changes nothing; in both write modes.
+async fn idempotent_writes_over_http(kind: Kind) {
+    for exact in [false, true] {
+        let s = server(kind, ServerSettings::default(), exact).await;
+        let now = s.f.clock.now().whole_secs() as f64;
+        let total = |body: Value, precision: &str| -> i64 {
+            body["precisions"][precision]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p[1].as_i64().unwrap())
+                .sum()
+        };
+
+        // Counters, one and a batch: counted once, before and after a flush.
+        let one = twice_then_other(
+            &s,
+            "/v1/counters/c/incr",
+            json!({ "count": 5, "at": now }),
+            json!({ "count": 6, "at": now }),
+        )
+        .await;
+        let (status, answer) = if exact {
+            (StatusCode::OK, json!({ "written": 1 }))
+        } else {
+            (StatusCode::ACCEPTED, json!({ "accepted": 1 }))
+        };
+        assert_eq!((one.status, one.json()), (status, answer));
+        let batch =
+            json!({ "increments": [{ "name": "c", "count": 2, "at": now }, { "name": "d" }] });
+        twice_then_other(
+            &s,
+            "/v1/incr",
+            batch.clone(),
+            json!({ "increments": [{ "name": "d" }] }),
+        )
+        .await;
+        s.flush().await;
+        let again = keyed(&s, "/v1/incr", &batch.to_string(), "key:/v1/incr").await;
+        assert_eq!(
+            again.headers["idempotent-replayed"], "true",
+            "after the flush"
+        );
+        s.flush().await;
+        assert_eq!(total(s.get("/v1/counters/c").await.json(), "86400"), 7);
+        assert_eq!(total(s.get("/v1/counters/d").await.json(), "86400"), 1);
+
+        // Time series and daily statistics.
+        twice_then_other(
+            &s,
+            "/v1/ts/incr",
+            json!({ "increments": [{ "model": "m", "key": "k", "count": 3 }] }),
+            json!({ "increments": [{ "model": "m", "key": "k", "count": 4 }] }),
+        )
+        .await;
+        let ts_total =
+            || async { s.get("/v1/ts/m/sums?keys=k").await.json()["totals"][0]["total"].clone() };
+        assert_eq!(ts_total().await, 3);
+        twice_then_other(
+            &s,
+            "/v1/daily/e/incr",
+            json!({ "count": 2 }),
+            json!({ "count": 9 }),
+        )
+        .await;
+        let daily = s.get("/v1/daily/e?days=1").await.json();
+        assert_eq!(daily["total"], 2, "{daily}");
+
+        // A rate-limit check is taken once: the repeat gives the same
+        // decision and headers without spending the limit again.
+        let check = twice_then_other(
+            &s,
+            "/v1/limits/u/check",
+            json!({ "policy": "api" }),
+            json!({ "policy": "api", "cost": 2 }),
+        )
+        .await;
+        assert_eq!(check.headers["ratelimit-remaining"], "1");
+        let plain = s
+            .post("/v1/limits/u/check", json!({ "policy": "api" }))
+            .await;
+        assert_eq!(plain.headers["ratelimit-remaining"], "0", "{}", plain.text);
+
+        // A lock acquired once: the repeat hands back the same lease.
+        let lease = twice_then_other(
+            &s,
+            "/v1/locks/l/acquire",
+            json!({ "ttl_ms": 10000 }),
+            json!({ "ttl_ms": 20000 }),
+        )
+        .await
+        .json();
+        let token = lease["token"].as_str().unwrap();
+        twice_then_other(
+            &s,
+            "/v1/locks/l/release",
+            json!({ "token": token }),
+            json!({ "token": "another" }),
+        )
+        .await;
+
+        // A keyed DELETE: the repeat is the first answer, not a 404.
+        let del = |key: &'static str| {
+            let req = Request::builder()
+                .method(Method::DELETE)
+                .uri("/v1/counters/d")
+                .header("idempotency-key", key)
+                .body(Body::empty())
+                .unwrap();
+            s.send(req)
+        };
+        assert_eq!(del("del-1").await.json(), json!({ "deleted": true }));
+        let replayed = del("del-1").await;
+        assert_eq!(
+            (replayed.status, replayed.json()),
+            (StatusCode::OK, json!({ "deleted": true }))
+        );
+        del("del-2").await.error(StatusCode::NOT_FOUND, "not_found");
+
+        // A copy of a running request: 409 with Retry-After, nothing done.
+        let idem = s.state.services().idempotency.clone().unwrap();
+        let body = json!({ "increments": [{ "model": "m", "key": "k" }] }).to_string();
+        let fp = tally::idempotency::fingerprint(&[b"POST", b"/v1/ts/incr", body.as_bytes()]);
+        assert!(matches!(
+            idem.claim("running", &fp).await.unwrap(),
+            tally::idempotency::Claim::Claimed(_)
+        ));
+        let busy = keyed(&s, "/v1/ts/incr", &body, "running").await;
+        busy.error(StatusCode::CONFLICT, "idempotency_key_in_progress");
+        let retry: u64 = busy.headers["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(retry >= 1, "{retry}");
+        assert_eq!(ts_total().await, 3);
+
+        // Bad keys are 400 naming the header, and write nothing; reads
+        // ignore the header.
+        for bad in ["a b", "", &"k".repeat(256)] {
+            keyed(&s, "/v1/counters/c/incr", "{}", bad)
+                .await
+                .error(StatusCode::BAD_REQUEST, "invalid_idempotency_key");
+        }
+        let msg = keyed(&s, "/v1/counters/c/incr", "{}", "a b").await.json();
+        assert!(
+            msg["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("Idempotency-Key")
+        );
+        let read = s
+            .call(
+                Method::GET,
+                "/v1/counters/c",
+                None,
+                &[("idempotency-key", "a b")],
+            )
+            .await;
+        assert_eq!(read.status, StatusCode::OK);
+        s.flush().await;
+        assert_eq!(total(s.get("/v1/counters/c").await.json(), "86400"), 7);
+    }
 }

@@ -6,7 +6,8 @@
 //! [`Backend`] names one and opens it; each feature then builds its own store
 //! on the opened connection ([`Backend::slice_store`] for the slice engine's
 //! spaces, and counters on it with [`Backend::counter_store`];
-//! [`Backend::tsdb_store`], [`Backend::daily_store`]).
+//! [`Backend::tsdb_store`], [`Backend::daily_store`],
+//! [`Backend::idempotency_store`]...).
 
 pub mod redis;
 pub mod sqlite;
@@ -21,6 +22,7 @@ use crate::counters::{CounterSettings, CounterStore, SliceCounterStore};
 use crate::daily::DailyStore;
 use crate::engine::SliceStore;
 use crate::error::Result;
+use crate::idempotency::IdempotencyStore;
 use crate::limits::LimiterStore;
 use crate::locks::LockStore;
 use crate::tsdb::TsdbStore;
@@ -202,6 +204,18 @@ impl Backend {
             Backend::Redis { redis, layout } => {
                 Arc::new(self::redis::RedisLockStore::new(redis.clone(), layout))
             }
+        })
+    }
+
+    /// The idempotency records' store on this backend; on Redis, records go
+    /// under the tagged layout's prefix (`{<prefix>:idem:<key hash>}`).
+    pub async fn idempotency_store(&self) -> Result<Arc<dyn IdempotencyStore>> {
+        Ok(match self {
+            Backend::Sqlite(db) => Arc::new(sqlite::SqliteIdempotencyStore::new(db.clone()).await?),
+            Backend::Redis { redis, layout } => Arc::new(self::redis::RedisIdempotencyStore::new(
+                redis.clone(),
+                layout,
+            )),
         })
     }
 

@@ -20,11 +20,12 @@
 use std::sync::Arc;
 
 use crate::counters::store::CounterSink;
-use crate::counters::{Counters, Increment};
+use crate::counters::{Applied, Counters, Increment};
 use crate::engine::Value;
 use crate::engine::plan::Item;
 use crate::engine::writer::Writer;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::idempotency::{self, Answer, Claim, Idempotency};
 
 pub use crate::engine::writer::{AggregatorSettings, AggregatorStats, SHUTDOWN_GRACE, WhenFull};
 
@@ -94,8 +95,14 @@ impl Aggregator {
     /// for the whole batch is taken, before any is added; if one would
     /// overflow its pending total, none is added.
     pub async fn add_many(&self, increments: &[Increment]) -> Result<()> {
+        let items = self.items(increments)?;
+        self.writer.add_many(&items).await
+    }
+
+    /// Validates increments into the writer's items.
+    fn items(&self, increments: &[Increment]) -> Result<Vec<Item>> {
         let now = self.counters.clock().now();
-        let items = increments
+        increments
             .iter()
             .map(|inc| {
                 let valid = self.counters.validate(inc, now)?;
@@ -105,8 +112,95 @@ impl Aggregator {
                     delta: Value::Sum(valid.count),
                 })
             })
-            .collect::<Result<Vec<_>>>()?;
-        self.writer.add_many(&items).await
+            .collect()
+    }
+
+    /// [`Aggregator::add_many`] with an idempotency key: the batch is added
+    /// at most once per key within `idempotency`'s retention, in this
+    /// process or any other sharing the store, before or after a flush.
+    /// The key is claimed in the store with its answer first (one round
+    /// trip), then the batch is added; a batch the writer refuses gives the
+    /// key up again. Sent again with the same increments, it adds nothing
+    /// and answers [`Applied::Duplicate`]; with other increments it is
+    /// refused ([`crate::Error::InvalidInput`]) and adds nothing. If the
+    /// process dies before a flush, the batch is lost as any unflushed
+    /// increment is, and the key stays used.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> tally::Result<()> {
+    /// use tally::counters::Applied;
+    ///
+    /// let tally = tally::Tally::open("sqlite::memory:").await?;
+    /// let (writer, idem) = (tally.writer(), tally.idempotency());
+    /// let visit = [tally::Increment::new("visits", 1)];
+    /// assert_eq!(writer.add_many_once(&idem, "visit-42", &visit).await?, Applied::Written);
+    /// writer.flush().await?;
+    /// assert_eq!(writer.add_many_once(&idem, "visit-42", &visit).await?, Applied::Duplicate);
+    /// let other = [tally::Increment::new("visits", 2)];
+    /// assert!(writer.add_many_once(&idem, "visit-42", &other).await.unwrap_err().is_bad_input());
+    /// tally.shutdown().await;
+    /// assert_eq!(tally.counters().get("visits", 86_400).await?[0].count, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn add_many_once(
+        &self,
+        idempotency: &Idempotency,
+        key: &str,
+        increments: &[Increment],
+    ) -> Result<Applied> {
+        let body = serde_json::to_vec(increments)
+            .map_err(|e| Error::InvalidInput(format!("increments: {e}")))?;
+        let fingerprint = idempotency::fingerprint(&[b"Aggregator::add_many_once", &body]);
+        let answer = Answer::json(202, &serde_json::json!({ "accepted": increments.len() }));
+        match self
+            .add_many_claimed(idempotency, key, &fingerprint, increments, &answer)
+            .await?
+        {
+            Claim::Claimed(_) => Ok(Applied::Written),
+            Claim::Done(_) => Ok(Applied::Duplicate),
+            Claim::Mismatch => Err(idempotency::reused(key)),
+            Claim::InProgress { retry_after_ms } => Err(Error::Overloaded(format!(
+                "a request with the idempotency key {key:?} is in progress; retry in {retry_after_ms} ms"
+            ))),
+        }
+    }
+
+    /// The steps of [`Aggregator::add_many_once`] for a request of any
+    /// `fingerprint` whose answer, once added, is `answer` (the HTTP
+    /// server's): validates every increment, claims the key with the
+    /// answer, adds the batch if the claim is this call's (giving the key
+    /// up if the writer refuses it), and says what the claim found.
+    pub async fn add_many_claimed(
+        &self,
+        idempotency: &Idempotency,
+        key: &str,
+        fingerprint: &str,
+        increments: &[Increment],
+        answer: &Answer,
+    ) -> Result<Claim> {
+        let items = self.items(increments)?;
+        let (writer, idempotency) = (self.writer.clone(), idempotency.clone());
+        let (key, fingerprint, answer) = (key.to_owned(), fingerprint.to_owned(), answer.clone());
+        // In a task of its own: a caller that stops waiting must not leave a
+        // claim recorded as done with its increments never added.
+        let task = tokio::spawn(async move {
+            let claim = idempotency
+                .claim_answered(&key, &fingerprint, &answer)
+                .await?;
+            if let Claim::Claimed(ticket) = &claim
+                && let Err(e) = writer.add_many(&items).await
+            {
+                if let Err(release) = idempotency.release(ticket).await {
+                    tracing::warn!(error = %release, key, "could not give an idempotency key up");
+                }
+                return Err(e);
+            }
+            Ok(claim)
+        });
+        task.await
+            .map_err(|e| Error::Backend(format!("a keyed add failed: {e}")))?
     }
 
     /// Adds without ever waiting: fails with [`crate::Error::Overloaded`]

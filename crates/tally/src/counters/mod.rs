@@ -201,6 +201,47 @@ impl Counters {
         self.inner.store.apply_batch(&batch).await.map(|_| ())
     }
 
+    /// [`Counters::incr_many`] with an idempotency key: the batch is written
+    /// at most once per key, however often it is sent (a retry after a
+    /// timeout, a crash, a dropped connection). The key stands for a write
+    /// id ([`crate::idempotency::write_seq`]) that the store records
+    /// atomically with the increments and remembers for 7 days: the same
+    /// increments sent again with the key within them write nothing and
+    /// answer [`Applied::Duplicate`]. A key names one batch: other
+    /// increments under a used key are not reliably refused here (the
+    /// write id is recorded beside the batch's first counters, so on Redis
+    /// a batch of other counters is not recognised); the HTTP server, and
+    /// [`crate::Idempotency`] for callers of their own, compare requests.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> tally::Result<()> {
+    /// use tally::counters::Applied;
+    ///
+    /// let tally = tally::Tally::open("sqlite::memory:").await?;
+    /// let counters = tally.counters();
+    /// let order = [tally::Increment::new("orders", 1)];
+    /// assert_eq!(counters.incr_many_once("order-7", &order).await?, Applied::Written);
+    /// // The client timed out and sends it again: counted once.
+    /// assert_eq!(counters.incr_many_once("order-7", &order).await?, Applied::Duplicate);
+    /// assert_eq!(counters.get("orders", 86_400).await?[0].count, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn incr_many_once(&self, key: &str, increments: &[Increment]) -> Result<Applied> {
+        crate::idempotency::check_key(key)?;
+        let mut batch = self.plan(increments)?;
+        batch.seq = Some(crate::idempotency::write_seq(key));
+        self.inner.store.apply_batch(&batch).await
+    }
+
+    /// [`Counters::incr`] with an idempotency key (see
+    /// [`Counters::incr_many_once`]).
+    pub async fn incr_once(&self, key: &str, name: &str, count: i64) -> Result<Applied> {
+        self.incr_many_once(key, &[Increment::new(name, count)])
+            .await
+    }
+
     /// Validates and merges increments into a store batch without writing it.
     pub fn prepare(&self, increments: &[Increment]) -> Result<WriteBatch> {
         Ok(WriteBatch {

@@ -28,6 +28,7 @@ use crate::counters::{
 };
 use crate::daily::{DEFAULT_ENTITY_PREFIX, DailySettings, DailyStats};
 use crate::error::{Error, Result};
+use crate::idempotency::{self, Idempotency};
 use crate::limits::Limiter;
 use crate::locks::Locks;
 use crate::stats::{Stats, StatsSettings, StatsWriter};
@@ -81,6 +82,7 @@ struct Inner {
     locks: Locks,
     stats: Stats,
     stats_writer: OnceLock<StatsWriter>,
+    idempotency: Idempotency,
 }
 
 impl Tally {
@@ -192,6 +194,13 @@ impl Tally {
             })
             .clone()
     }
+    /// Idempotency records (the `Idempotency-Key` protocol), kept for the
+    /// configured retention (default 24 h): pass it to
+    /// [`Aggregator::add_many_once`]; [`Counters::incr_many_once`] needs
+    /// none.
+    pub fn idempotency(&self) -> Idempotency {
+        self.inner.idempotency.clone()
+    }
 
     /// The open backend (for [`Backend::describe`], or to build a store by hand).
     pub fn backend(&self) -> &Backend {
@@ -254,6 +263,7 @@ pub struct TallyBuilder {
     entity_prefix: String,
     clock: SharedClock,
     wait: Option<ReplicationWait>,
+    idempotency_retention: Duration,
 }
 
 impl Default for TallyBuilder {
@@ -267,6 +277,7 @@ impl Default for TallyBuilder {
             daily: DailySettings::default(),
             stats: None,
             entity_prefix: DEFAULT_ENTITY_PREFIX.to_owned(),
+            idempotency_retention: idempotency::DEFAULT_RETENTION,
             clock: Arc::new(SystemClock),
             wait: None,
         }
@@ -379,6 +390,12 @@ impl TallyBuilder {
         self
     }
 
+    /// How long idempotency records are kept (1 s to 7 days; default 24 h).
+    pub fn idempotency_retention(mut self, retention: Duration) -> Self {
+        self.idempotency_retention = retention;
+        self
+    }
+
     /// Checks the settings, then opens `target` (see [`Tally::open`]).
     pub async fn open(self, target: &str) -> Result<Tally> {
         let layout = self.layout.clone().unwrap_or_default();
@@ -437,6 +454,11 @@ impl TallyBuilder {
             settings.stats,
             clock.clone(),
         )?;
+        let idempotency = Idempotency::new(
+            backend.idempotency_store().await?,
+            clock.clone(),
+            self.idempotency_retention,
+        )?;
         Ok(Tally {
             inner: Arc::new(Inner {
                 backend,
@@ -452,6 +474,7 @@ impl TallyBuilder {
                 locks,
                 stats,
                 stats_writer: OnceLock::new(),
+                idempotency,
             }),
         })
     }
@@ -511,6 +534,7 @@ impl TallyBuilder {
             Some(s) => s.clone(),
             None => StatsSettings::like(&counters),
         };
+        idempotency::check_retention(self.idempotency_retention)?;
         Ok(Validated {
             stats: stats.validate()?,
             counters,

@@ -11,7 +11,13 @@
 //! With an aggregating writer, an increment is answered `202 {"accepted": n}`
 //! once the aggregator holds it (written within a flush interval); without,
 //! `200 {"written": n}` once stored.
+//!
+//! With an `Idempotency-Key` ([`super::idempotency`]), an exact increment
+//! is written with its key's write id (applied at most once, even if the
+//! server dies before the answer is recorded); an aggregated one claims
+//! the key with its `202` answer before the aggregating writer takes it.
 
+use axum::Extension;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -21,8 +27,10 @@ use serde::{Deserialize, Serialize};
 
 use super::check::{self, optional_integer, query_integer};
 use super::error::{PathParam, QueryParams, RawBody};
+use super::idempotency::{AggregatedKey, KeyedWrite, replay, unclaimed};
 use super::{ApiError, AppState};
 use crate::counters::{Increment, MAX_BATCH, Sample};
+use crate::idempotency::{Answer, Claim};
 
 /// The largest page of `GET /v1/counters`.
 const MAX_LIST: usize = 1000;
@@ -110,8 +118,16 @@ pub(crate) fn optional_json<T: Default + serde::de::DeserializeOwned>(
         .map_err(ApiError::from)
 }
 
+/// What a keyed request brings to [`write`]: its key, claimed or not.
+type Keys = (
+    Option<Extension<KeyedWrite>>,
+    Option<Extension<AggregatedKey>>,
+);
+
 async fn incr_one(
     State(state): State<AppState>,
+    keyed: Option<Extension<KeyedWrite>>,
+    aggregated: Option<Extension<AggregatedKey>>,
     PathParam(name): PathParam<String>,
     headers: HeaderMap,
     RawBody(body): RawBody,
@@ -123,50 +139,75 @@ async fn incr_one(
         at: body.at,
     };
     check_increment("", &inc)?;
-    write(&state, std::slice::from_ref(&inc)).await
+    write(&state, (keyed, aggregated), std::slice::from_ref(&inc)).await
 }
 
 async fn incr_batch(
     State(state): State<AppState>,
+    keyed: Option<Extension<KeyedWrite>>,
+    aggregated: Option<Extension<AggregatedKey>>,
     super::error::JsonBody(body): super::error::JsonBody<BatchBody>,
 ) -> Result<Response, ApiError> {
     let max = super::openapi::max_batch(state.settings(), MAX_BATCH);
     let increments: Vec<Increment> =
         check::batch("increments", body.increments, max, check_increment)?;
-    write(&state, &increments).await
+    write(&state, (keyed, aggregated), &increments).await
 }
 
-/// Writes (or hands to the aggregator) all of `increments`, or none.
-async fn write(state: &AppState, increments: &[Increment]) -> Result<Response, ApiError> {
+/// Writes (or hands to the aggregator) all of `increments`, or none; with
+/// a key, at most once per key.
+async fn write(
+    state: &AppState,
+    (keyed, aggregated): Keys,
+    increments: &[Increment],
+) -> Result<Response, ApiError> {
     let n = increments.len();
-    let metrics = state.metrics();
     let services = state.services();
     let aggregator = services
         .aggregator
         .as_ref()
-        .filter(|_| !services.exact_writes);
-    let result = match aggregator {
-        Some(aggregator) => aggregator.add_many(increments).await.map(|()| {
+        .filter(|_| services.aggregates_increments());
+    let response = match (aggregator, aggregated) {
+        (Some(aggregator), Some(Extension(k))) => {
+            let answer = Answer::json(202, &serde_json::json!({ "accepted": n }));
+            let claim = aggregator
+                .add_many_claimed(&k.idempotency, &k.key, &k.fingerprint, increments, &answer)
+                .await
+                .map_err(state.refused())?;
+            match claim {
+                Claim::Claimed(_) => replay(&answer, false),
+                other => return Ok(unclaimed(other)),
+            }
+        }
+        (Some(aggregator), None) => {
+            aggregator
+                .add_many(increments)
+                .await
+                .map_err(state.refused())?;
             (
                 StatusCode::ACCEPTED,
                 axum::Json(serde_json::json!({ "accepted": n })),
             )
-        }),
-        None => state
-            .services()
-            .counters
-            .incr_many(increments)
-            .await
-            .map(|()| {
-                (
-                    StatusCode::OK,
-                    axum::Json(serde_json::json!({ "written": n })),
-                )
-            }),
+                .into_response()
+        }
+        (None, _) => {
+            let counters = &services.counters;
+            match keyed {
+                Some(Extension(KeyedWrite(key))) => {
+                    counters.incr_many_once(&key, increments).await.map(|_| ())
+                }
+                None => counters.incr_many(increments).await,
+            }
+            .map_err(state.refused())?;
+            (
+                StatusCode::OK,
+                axum::Json(serde_json::json!({ "written": n })),
+            )
+                .into_response()
+        }
     };
-    let answer = result.map_err(state.refused())?;
-    metrics.increments_accepted(n as u64);
-    Ok(answer.into_response())
+    state.metrics().increments_accepted(n as u64);
+    Ok(response)
 }
 
 #[derive(Debug, Deserialize)]

@@ -6,6 +6,10 @@
 //! until a shutdown future completes, then stops accepting and waits for the
 //! requests in flight. The binary is a thin shim over these two.
 //!
+//! Every write route takes an `Idempotency-Key` header ([`idempotency`]):
+//! a write sent again with the same key is applied once and answered with
+//! the first answer, across restarts and processes sharing the store.
+//!
 //! Invariants: every error is JSON `{"error": {"code", "message"}}` with the
 //! right status ([`ApiError`]); no panic escapes a request (a caught panic is
 //! a 500); request bodies, batches, request time and concurrency are bounded
@@ -21,6 +25,7 @@ mod counters;
 mod daily;
 mod dashboard;
 mod error;
+pub mod idempotency;
 mod limits;
 mod locks;
 pub mod metrics;
@@ -48,6 +53,7 @@ pub use metrics::Metrics;
 use crate::buffers::{Buffers, Flusher};
 use crate::counters::{Aggregator, Counters, MAX_BATCH};
 use crate::daily::DailyStats;
+use crate::idempotency::Idempotency;
 use crate::limits::{Limit, Limiter};
 use crate::locks::Locks;
 use crate::requests::CountRequestsLayer;
@@ -106,6 +112,17 @@ pub struct Services {
     pub daily: Option<DailyStats>,
     /// Buffered counters, and the flusher when it runs in this process.
     pub buffers: Option<(Buffers, Option<Flusher>)>,
+    /// Idempotency records: with them, every write route takes an
+    /// `Idempotency-Key` header; without, a request carrying one is
+    /// refused (400).
+    pub idempotency: Option<Idempotency>,
+}
+
+impl Services {
+    /// True when HTTP increments go to the aggregating writer.
+    pub fn aggregates_increments(&self) -> bool {
+        self.aggregator.is_some() && !self.exact_writes
+    }
 }
 
 /// What every handler sees. Cheap to clone.
@@ -121,20 +138,39 @@ struct Inner {
     metrics: Metrics,
     /// `openapi.json` with this server's configuration written in.
     document: String,
+    /// The handlers of idempotent requests, each in a task of its own;
+    /// [`serve`] waits for them after the last connection closed.
+    tasks: tokio_util::task::TaskTracker,
 }
 
 impl AppState {
     /// State for `services` under `settings`, reporting into `metrics`.
-    pub fn new(services: Services, settings: ServerSettings, metrics: Metrics) -> Self {
+    ///
+    /// Idempotency claims are held for three request timeouts (at least
+    /// one second, at most the retention): a request's handler ends well
+    /// within that, and a retry after a crash waits no longer.
+    pub fn new(mut services: Services, settings: ServerSettings, metrics: Metrics) -> Self {
         let document = openapi::render(&services, &settings);
+        if let Some(idem) = &services.idempotency {
+            let lease = (settings.request_timeout * 3)
+                .max(Duration::from_secs(1))
+                .min(idem.retention());
+            services.idempotency = Some(idem.with_lease(lease).unwrap_or_else(|_| idem.clone()));
+        }
         AppState {
             inner: Arc::new(Inner {
                 services,
                 settings,
                 metrics,
                 document,
+                tasks: tokio_util::task::TaskTracker::new(),
             }),
         }
+    }
+
+    /// The tasks running idempotent requests' handlers.
+    pub(crate) fn tasks(&self) -> &tokio_util::task::TaskTracker {
+        &self.inner.tasks
     }
 
     /// The services.
@@ -176,6 +212,10 @@ pub fn app(state: AppState) -> Router {
         .merge(ts::routes())
         .merge(daily::routes())
         .merge(buffers::routes())
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            idempotency::layer,
+        ))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,
@@ -220,18 +260,29 @@ pub fn app(state: AppState) -> Router {
 }
 
 /// Serves `app` on `listener` until `shutdown` completes; then stops
-/// accepting, finishes the requests in flight, and returns.
+/// accepting, finishes the requests in flight (idempotent requests whose
+/// client left included, for up to three request timeouts), and returns.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(
+    let served = axum::serve(
         listener,
-        app(state).into_make_service_with_connect_info::<SocketAddr>(),
+        app(state.clone()).into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown(shutdown)
-    .await
+    .await;
+    let tasks = state.tasks();
+    tasks.close();
+    let grace = state.settings().request_timeout * 3;
+    if tokio::time::timeout(grace, tasks.wait()).await.is_err() {
+        tracing::warn!(
+            running = tasks.len(),
+            "idempotent requests still running at shutdown; their claims end with their lease"
+        );
+    }
+    served
 }
 
 async fn healthz() -> impl IntoResponse {

@@ -15,6 +15,7 @@
 mod buffers;
 mod daily;
 mod engine;
+mod idempotency;
 mod limits;
 mod locks;
 mod tsdb;
@@ -28,6 +29,7 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 pub use buffers::SqliteBufferStore;
 pub use daily::SqliteDailyStore;
 pub use engine::SqliteSliceStore;
+pub use idempotency::SqliteIdempotencyStore;
 pub use limits::SqliteLimiterStore;
 pub use locks::SqliteLockStore;
 pub use tsdb::SqliteTsdbStore;
