@@ -19,9 +19,9 @@
 //! claim up when the answer is a server fault (5xx: the backend was
 //! unreachable, the server overloaded) so that a retry runs it again.
 //! Counters close the crash window: an exact increment carries the write id
-//! of its key ([`KeyedWrite`], [`crate::Counters::incr_many_once`]). An
+//! of its key (`KeyedWrite`, [`crate::Counters::incr_many_once`]). An
 //! increment to the aggregating writer is claimed with its answer `202`
-//! already recorded, by the handler ([`AggregatedKey`],
+//! already recorded, by the handler (`AggregatedKey`,
 //! [`crate::Aggregator::add_many_claimed`]): one extra round trip.
 //!
 //! What it does not close: for the other writes (time series, daily
