@@ -9,10 +9,13 @@
 //! store ([`TsdbStore`]) only stores. Keys may be integers or strings: an
 //! integer key is its decimal text (42 and "42" are the same key).
 
-pub mod hll;
 pub mod rollup;
 pub mod store;
-pub mod topn;
+
+/// HyperLogLog, register-compatible with Redis: the engine's distinct kind.
+pub use crate::engine::kinds::hll;
+/// Most frequent items (Space-Saving): the engine's top kind.
+pub use crate::engine::kinds::top as topn;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

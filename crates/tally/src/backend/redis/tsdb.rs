@@ -86,11 +86,17 @@ impl RedisTsdbStore {
             prefix: prefix.to_owned(),
             count: Script::new(include_str!("lua/ts_count.lua")),
             distinct: Script::new(include_str!("lua/ts_distinct.lua")),
-            freq: Script::new(include_str!("lua/ts_freq.lua")),
+            freq: Script::new(concat!(
+                include_str!("lua/kind_top.lua"),
+                include_str!("lua/ts_freq.lua")
+            )),
             union: Script::new(include_str!("lua/ts_union.lua")),
             delete: Script::new(include_str!("lua/ts_delete.lua")),
             take: Script::new(include_str!("lua/ts_merge_take.lua")),
-            give: Script::new(include_str!("lua/ts_merge_give.lua")),
+            give: Script::new(concat!(
+                include_str!("lua/kind_top.lua"),
+                include_str!("lua/ts_merge_give.lua")
+            )),
             done: Script::new(include_str!("lua/ts_merge_done.lua")),
         })
     }

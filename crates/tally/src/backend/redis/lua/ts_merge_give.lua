@@ -9,22 +9,12 @@
 --          'c', target index, EXPIREAT, count
 --          'd', target index, EXPIREAT, serialized HyperLogLog
 --          'f', target index, EXPIREAT, m, then m pairs item, count
+-- Items go through `top_add` (kind_top.lua, prepended).
 -- Returns 1 when applied, 0 when this merge id was applied before.
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EXAT', ARGV[3]) then
   return 0
 end
 local into, cap = ARGV[1], tonumber(ARGV[2])
-local function add(key, item, count)
-  if redis.call('ZSCORE', key, item) then
-    redis.call('ZINCRBY', key, count, item)
-  elseif redis.call('ZCARD', key) < cap then
-    redis.call('ZADD', key, count, item)
-  else
-    local low = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    redis.call('ZREM', key, low[1])
-    redis.call('ZADD', key, tonumber(low[2]) + tonumber(count), item)
-  end
-end
 local added = {}
 local at = 4
 while at <= #ARGV do
@@ -50,7 +40,7 @@ while at <= #ARGV do
   else
     local m = tonumber(ARGV[at + 3])
     for j = 0, m - 1 do
-      add(key, ARGV[at + 4 + 2 * j], ARGV[at + 5 + 2 * j])
+      top_add(key, ARGV[at + 4 + 2 * j], ARGV[at + 5 + 2 * j], cap)
     end
     at = at + 4 + 2 * m
   end
