@@ -145,14 +145,7 @@ pub struct DailyStats {
 /// Validates an entity id: a [`Name`] without `{` or `}` (they would change
 /// the Redis hash tag).
 pub fn entity_id(entity: &str) -> Result<Name> {
-    let name = Name::new(entity)?;
-    if entity.contains(['{', '}']) {
-        return Err(Error::invalid_name(
-            entity,
-            "an entity id must not contain `{` or `}`",
-        ));
-    }
-    Ok(name)
+    Name::untagged("an entity id", entity)
 }
 
 impl DailyStats {

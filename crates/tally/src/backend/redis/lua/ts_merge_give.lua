@@ -38,11 +38,7 @@ while at <= #ARGV do
     redis.call('DEL', KEYS[2])
     at = at + 4
   else
-    local m = tonumber(ARGV[at + 3])
-    for j = 0, m - 1 do
-      top_add(key, ARGV[at + 4 + 2 * j], ARGV[at + 5 + 2 * j], cap)
-    end
-    at = at + 4 + 2 * m
+    at = top_add_pairs(key, at + 3, cap)
   end
   redis.call('EXPIREAT', key, expire)
 end
