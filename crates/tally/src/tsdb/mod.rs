@@ -254,7 +254,7 @@ impl Tsdb {
     /// one atomic call per (model, virtual shard), all sent at once. Every
     /// increment is validated before anything is written.
     pub async fn incr_multi(&self, increments: &[TsIncrement]) -> Result<()> {
-        check_batch(increments.len())?;
+        plan::check_batch_len(increments.len(), MAX_BATCH, "writes")?;
         let now = self.clock.now();
         let mut by_model: BTreeMap<Name, Vec<(Name, Timestamp, Value)>> = BTreeMap::new();
         for inc in increments {
@@ -687,15 +687,6 @@ impl Tsdb {
             now,
         })
     }
-}
-
-fn check_batch(n: usize) -> Result<()> {
-    if n == 0 || n > MAX_BATCH {
-        return Err(Error::InvalidInput(format!(
-            "a batch holds 1 to {MAX_BATCH} writes, got {n}"
-        )));
-    }
-    Ok(())
 }
 
 fn series(r: &Window, values: Vec<Vec<i64>>) -> RangeSeries {

@@ -21,6 +21,7 @@ use rusqlite::{Connection, Transaction, params};
 
 use super::Sqlite;
 use crate::clock::SharedClock;
+use crate::engine::kinds::sum::add_stored;
 use crate::engine::kinds::{DistinctValue, Hll};
 use crate::engine::{Kind, Value};
 use crate::error::{Error, Result};
@@ -218,21 +219,23 @@ fn store(tx: &Transaction<'_>, c: &Cell, value: &Value) -> Result<()> {
     Ok(())
 }
 
-/// Merges `delta` into cell `c`: sums add (an overflow fails, naming the
-/// cell), distinct values unite, item counts fold into the cell's summary
+/// Merges `delta` into cell `c`: sums add as every store adds them
+/// ([`add_stored`]; an overflow fails, naming the cell), distinct values unite, item counts fold into the cell's summary
 /// of at most `capacity` items.
 fn add_one(tx: &Transaction<'_>, c: &Cell, delta: &Value, capacity: usize, now: i64) -> Result<()> {
     let kind = delta.kind();
     let mut value = load(tx, kind, c, now)?.unwrap_or_else(|| kind.identity());
     match (&mut value, delta) {
         (Value::Top(stored), Value::Top(d)) => stored.fold(d, capacity)?,
-        (Value::Sum(_), Value::Sum(d)) => value.merge(delta).map_err(|_| {
-            Error::InvalidCount(format!(
-                "adding {d} to {}:{} in the {} s bucket at {} would overflow; nothing was \
+        (Value::Sum(stored), Value::Sum(d)) => {
+            *stored = add_stored(*stored, *d).ok_or_else(|| {
+                Error::InvalidCount(format!(
+                    "adding {d} to {}:{} in the {} s bucket at {} would overflow; nothing was \
                  written",
-                c.model, c.key, c.rollup, c.bucket
-            ))
-        })?,
+                    c.model, c.key, c.rollup, c.bucket
+                ))
+            })?
+        }
         _ => value.merge(delta)?,
     }
     store(tx, c, &value)
