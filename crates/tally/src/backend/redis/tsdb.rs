@@ -29,7 +29,7 @@ use redis::{Script, Value};
 
 use super::{Redis, WriteFailure};
 use crate::engine::kinds::DistinctValue;
-use crate::engine::kinds::top::{self as topn, TopValue};
+use crate::engine::kinds::top::{self, TopValue};
 use crate::engine::{Kind, Value as Delta};
 use crate::error::{Error, Result};
 use crate::name::Name;
@@ -218,7 +218,7 @@ fn push_op(call: &mut Call, tag: &str, a: &CellAdd) -> Result<()> {
                 t.len().to_string(),
             ]);
             // Lowest counts first, as `TopValue::fold` replays them.
-            for (item, count) in topn::ascending(t.items().map(|(k, v)| (k.to_owned(), v))) {
+            for (item, count) in top::ascending(t.items().map(|(k, v)| (k.to_owned(), v))) {
                 call.args.push(item);
                 call.args.push(count.to_string());
             }
@@ -576,7 +576,7 @@ impl TsdbStore for RedisTsdbStore {
                         give.blobs_at.push((give.args.len() - 1, blob.clone()));
                     }
                     _ => {
-                        let items = topn::ascending(score_pairs(read[i].clone())?);
+                        let items = top::ascending(score_pairs(read[i].clone())?);
                         let k = give.key(Self::freq_key(&into_tag, r.seconds, b, into));
                         give.args.extend([
                             "f".into(),
