@@ -28,7 +28,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use rollup::{DEFAULT_ROLLUPS, Rollup, VSHARDS};
-pub use store::{Cell, CellAdd, Span, TsdbStore, Window};
+pub use store::{Cell, CellAdd, Merge, Span, TsdbStore, Window};
 pub use topn::ItemCount;
 
 use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
@@ -519,14 +519,13 @@ impl Tsdb {
         }
         let now = self.clock.now().whole_secs();
         self.store
-            .merge(
-                &model,
-                &into,
-                &from,
-                &self.spans(now),
-                self.settings.top_capacity,
-                now,
-            )
+            .merge(&Merge {
+                model,
+                into,
+                from,
+                spans: self.spans(now),
+                capacity: self.settings.top_capacity,
+            })
             .await
     }
 

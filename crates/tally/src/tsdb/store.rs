@@ -74,6 +74,21 @@ pub struct Span {
     pub buckets: Vec<u64>,
 }
 
+/// One key's data moved into another's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Merge {
+    /// The model.
+    pub model: Name,
+    /// The key merged into.
+    pub into: Name,
+    /// The key merged away (left empty).
+    pub from: Name,
+    /// Every rollup's buckets that may hold data.
+    pub spans: Vec<Span>,
+    /// Items a merged summary keeps.
+    pub capacity: usize,
+}
+
 /// Storage for the time-series store. See the module docs for the contract.
 #[async_trait]
 pub trait TsdbStore: Send + Sync + fmt::Debug + 'static {
@@ -118,18 +133,10 @@ pub trait TsdbStore: Send + Sync + fmt::Debug + 'static {
         union(read.iter().flatten())
     }
 
-    /// Moves everything of `from` into `into` (counts added, distinct sets
-    /// unioned, summaries folded with `capacity`), with no moment at which a
-    /// crash loses data, and leaves `from` empty.
-    async fn merge(
-        &self,
-        model: &Name,
-        into: &Name,
-        from: &Name,
-        spans: &[Span],
-        capacity: usize,
-        now: u64,
-    ) -> Result<()>;
+    /// Moves everything of `job.from` into `job.into` (counts added,
+    /// distinct sets unioned, summaries folded with `job.capacity`), with no
+    /// moment at which a crash loses data, and leaves `from` empty.
+    async fn merge(&self, job: &Merge) -> Result<()>;
 
     /// Deletes every count, distinct set and summary of `keys`.
     async fn delete(&self, model: &Name, keys: &[Name], spans: &[Span]) -> Result<()>;

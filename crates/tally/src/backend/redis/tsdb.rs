@@ -34,7 +34,7 @@ use crate::engine::{Kind, Value as Delta};
 use crate::error::{Error, Result};
 use crate::name::Name;
 use crate::tsdb::rollup::{Rollup, vshard_of};
-use crate::tsdb::store::{Cell, CellAdd, Span, TsdbStore, Window};
+use crate::tsdb::store::{Cell, CellAdd, Merge, Span, TsdbStore, Window};
 
 /// Keys deleted per call (each key's deletion stays atomic).
 const DELETE_CHUNK: usize = 8;
@@ -140,6 +140,27 @@ impl RedisTsdbStore {
             groups.entry(self.tag(model, key)).or_default().push(i);
         }
         groups
+    }
+
+    /// One pipeline per virtual shard of `w`'s keys, filled by `build(pipe,
+    /// tag, members)` (`members`: indices into `w.keys`), sent at once (one
+    /// round trip per node); each shard's members with its answers.
+    async fn pipelined(
+        &self,
+        w: &Window,
+        build: impl Fn(&mut redis::Pipeline, &str, &[usize]),
+    ) -> Result<Vec<(Vec<usize>, Vec<Value>)>> {
+        let groups = self.keys_by_tag(&w.model, &w.keys);
+        let pipes = groups
+            .iter()
+            .map(|(tag, members)| {
+                let mut pipe = redis::pipe();
+                build(&mut pipe, tag, members);
+                pipe
+            })
+            .collect();
+        let values = self.redis.run_pipelines(pipes).await?;
+        Ok(groups.into_values().zip(values).collect())
     }
 
     async fn run(&self, script: &Script, call: &Call) -> std::result::Result<Value, WriteFailure> {
@@ -295,40 +316,33 @@ impl TsdbStore for RedisTsdbStore {
                 "internal error: the Redis time-series store does not read {kind} values"
             )));
         }
-        let groups = self.keys_by_tag(&w.model, &w.keys);
-        let pipes = groups
-            .iter()
-            .map(|(tag, members)| {
-                let mut pipe = redis::pipe();
-                match kind {
-                    Kind::Sum => {
-                        for &b in &w.buckets {
-                            let mut cmd = redis::cmd("HMGET");
-                            cmd.arg(Self::count_key(tag, w.rollup, b));
-                            for &i in members {
-                                cmd.arg(w.keys[i].as_str());
-                            }
-                            pipe.add_command(cmd);
-                        }
-                    }
-                    _ => {
+        let answers = self
+            .pipelined(w, |pipe, tag, members| match kind {
+                Kind::Sum => {
+                    for &b in &w.buckets {
+                        let mut cmd = redis::cmd("HMGET");
+                        cmd.arg(Self::count_key(tag, w.rollup, b));
                         for &i in members {
-                            for &b in &w.buckets {
-                                pipe.cmd("ZRANGE")
-                                    .arg(Self::freq_key(tag, w.rollup, b, &w.keys[i]))
-                                    .arg(0)
-                                    .arg(-1)
-                                    .arg("WITHSCORES");
-                            }
+                            cmd.arg(w.keys[i].as_str());
+                        }
+                        pipe.add_command(cmd);
+                    }
+                }
+                _ => {
+                    for &i in members {
+                        for &b in &w.buckets {
+                            pipe.cmd("ZRANGE")
+                                .arg(Self::freq_key(tag, w.rollup, b, &w.keys[i]))
+                                .arg(0)
+                                .arg(-1)
+                                .arg("WITHSCORES");
                         }
                     }
                 }
-                pipe
             })
-            .collect();
-        let values = self.redis.run_pipelines(pipes).await?;
+            .await?;
         let mut out = vec![vec![kind.identity(); w.buckets.len()]; w.keys.len()];
-        for ((_, members), answers) in groups.iter().zip(values) {
+        for (members, answers) in answers {
             if kind == Kind::Sum {
                 for (b, v) in answers.into_iter().enumerate() {
                     let Value::Array(items) = v else {
@@ -340,10 +354,10 @@ impl TsdbStore for RedisTsdbStore {
                 }
                 continue;
             }
-            let mut answers = answers.into_iter();
-            for &i in members {
+            let mut summaries = answers.into_iter();
+            for &i in &members {
                 for slot in out[i].iter_mut() {
-                    let pairs = score_pairs(answers.next().unwrap_or(Value::Nil))?;
+                    let pairs = score_pairs(summaries.next().unwrap_or(Value::Nil))?;
                     let top = TopValue::from_counts(pairs.iter().map(|(k, c)| (k.as_str(), *c)))
                         .map_err(|e| Error::Corrupt(format!("a stored summary: {e}")))?;
                     *slot = Delta::Top(Box::new(top));
@@ -357,27 +371,22 @@ impl TsdbStore for RedisTsdbStore {
     // union's) estimate as one integer, where reading the HyperLogLogs
     // would move up to 12 KiB per bucket.
     async fn distinct_counts(&self, w: &Window) -> Result<Vec<Vec<u64>>> {
-        let (model, keys, rollup, buckets) = (&w.model, &w.keys, w.rollup, &w.buckets);
-        let groups = self.keys_by_tag(model, keys);
-        let pipes = groups
-            .iter()
-            .map(|(tag, members)| {
-                let mut pipe = redis::pipe();
+        let answers = self
+            .pipelined(w, |pipe, tag, members| {
                 for &i in members {
-                    for &b in buckets {
+                    for &b in &w.buckets {
                         pipe.cmd("PFCOUNT")
-                            .arg(Self::distinct_key(tag, rollup, b, &keys[i]));
+                            .arg(Self::distinct_key(tag, w.rollup, b, &w.keys[i]));
                     }
                 }
-                pipe
             })
-            .collect();
-        let values = self.redis.run_pipelines(pipes).await?;
-        let mut out = vec![Vec::new(); keys.len()];
-        for ((_, members), counts) in groups.iter().zip(values) {
+            .await?;
+        let mut out = vec![Vec::new(); w.keys.len()];
+        for (members, counts) in answers {
             let mut counts = counts.iter();
-            for &i in members {
-                out[i] = buckets
+            for i in members {
+                out[i] = w
+                    .buckets
                     .iter()
                     .map(|_| counts.next().map_or(Ok(0), int).map(|n| n as u64))
                     .collect::<Result<_>>()?;
@@ -387,26 +396,20 @@ impl TsdbStore for RedisTsdbStore {
     }
 
     async fn distinct_totals(&self, w: &Window) -> Result<Vec<u64>> {
-        let (model, keys, rollup, buckets) = (&w.model, &w.keys, w.rollup, &w.buckets);
-        let groups = self.keys_by_tag(model, keys);
-        let pipes = groups
-            .iter()
-            .map(|(tag, members)| {
-                let mut pipe = redis::pipe();
+        let answers = self
+            .pipelined(w, |pipe, tag, members| {
                 for &i in members {
                     let mut cmd = redis::cmd("PFCOUNT");
-                    for &b in buckets {
-                        cmd.arg(Self::distinct_key(tag, rollup, b, &keys[i]));
+                    for &b in &w.buckets {
+                        cmd.arg(Self::distinct_key(tag, w.rollup, b, &w.keys[i]));
                     }
                     pipe.add_command(cmd);
                 }
-                pipe
             })
-            .collect();
-        let values = self.redis.run_pipelines(pipes).await?;
-        let mut out = vec![0u64; keys.len()];
-        for ((_, members), counts) in groups.iter().zip(values) {
-            for (&i, v) in members.iter().zip(&counts) {
+            .await?;
+        let mut out = vec![0u64; w.keys.len()];
+        for (members, counts) in answers {
+            for (i, v) in members.into_iter().zip(&counts) {
                 out[i] = int(v)? as u64;
             }
         }
@@ -456,15 +459,9 @@ impl TsdbStore for RedisTsdbStore {
         Ok(n as u64)
     }
 
-    async fn merge(
-        &self,
-        model: &Name,
-        into: &Name,
-        from: &Name,
-        spans: &[Span],
-        capacity: usize,
-        _now: u64,
-    ) -> Result<()> {
+    async fn merge(&self, job: &Merge) -> Result<()> {
+        let (model, into, from) = (&job.model, &job.into, &job.from);
+        let (spans, capacity) = (&job.spans, job.capacity);
         let from_tag = self.tag(model, from);
         let into_tag = self.tag(model, into);
         let journal = format!("{from_tag}:mj:{into}");

@@ -26,7 +26,7 @@ use crate::engine::kinds::{DistinctValue, Hll};
 use crate::engine::{Kind, Value};
 use crate::error::{Error, Result};
 use crate::name::Name;
-use crate::tsdb::store::{Cell, CellAdd, Span, TsdbStore, Window};
+use crate::tsdb::store::{Cell, CellAdd, Merge, Span, TsdbStore, Window};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS tally_ts_count (
@@ -285,17 +285,14 @@ impl TsdbStore for SqliteTsdbStore {
             .await
     }
 
-    async fn merge(
-        &self,
-        model: &Name,
-        into: &Name,
-        from: &Name,
-        spans: &[Span],
-        capacity: usize,
-        _now: u64,
-    ) -> Result<()> {
-        let (model, into, from, spans) =
-            (model.clone(), into.clone(), from.clone(), spans.to_vec());
+    async fn merge(&self, job: &Merge) -> Result<()> {
+        let Merge {
+            model,
+            into,
+            from,
+            spans,
+            capacity,
+        } = job.clone();
         self.write(move |tx, now| {
             for span in &spans {
                 let r = span.rollup;
