@@ -86,6 +86,7 @@ impl RedisTsdbStore {
             prefix: prefix.to_owned(),
             add: Script::new(concat!(
                 include_str!("lua/kind_top.lua"),
+                include_str!("lua/ts_ops.lua"),
                 include_str!("lua/ts_add.lua")
             )),
             union: Script::new(include_str!("lua/ts_union.lua")),
@@ -93,6 +94,7 @@ impl RedisTsdbStore {
             take: Script::new(include_str!("lua/ts_merge_take.lua")),
             give: Script::new(concat!(
                 include_str!("lua/kind_top.lua"),
+                include_str!("lua/ts_ops.lua"),
                 include_str!("lua/ts_merge_give.lua")
             )),
             done: Script::new(include_str!("lua/ts_merge_done.lua")),
@@ -198,7 +200,8 @@ fn int(v: &Value) -> Result<i64> {
     }
 }
 
-/// Appends one op of `ts_add.lua` for `a` (its key in `call`).
+/// Appends the op of `ts_ops.lua` that merges `a` (its key added to
+/// `call`).
 fn push_op(call: &mut Call, tag: &str, a: &CellAdd) -> Result<()> {
     let c = &a.cell;
     let expires = c.expires.to_string();
@@ -270,8 +273,7 @@ impl TsdbStore for RedisTsdbStore {
                 // cannot be taken back was written.
                 group.sort_by_key(|a| a.delta.kind() != Kind::Sum);
                 let mut call = Call::default();
-                call.args
-                    .extend([capacity.to_string(), group.len().to_string()]);
+                call.args.push(capacity.to_string());
                 for a in &group {
                     push_op(&mut call, &tag, a)?;
                 }
@@ -538,11 +540,8 @@ impl TsdbStore for RedisTsdbStore {
             let mut give = Call::default();
             give.key(format!("{into_tag}:mm:{id}"));
             give.key(format!("{into_tag}:mtmp"));
-            give.args.extend([
-                into.to_string(),
-                capacity.to_string(),
-                journal_expire.to_string(),
-            ]);
+            give.args
+                .extend([capacity.to_string(), journal_expire.to_string()]);
             // Counts first, so an overflow is refused before anything else.
             let mut order: Vec<usize> = (0..labels.len()).collect();
             order.sort_by_key(|&i| labels[i].0 != "c");
@@ -551,42 +550,37 @@ impl TsdbStore for RedisTsdbStore {
                 let Some(&(r, b)) = expiry.get(label) else {
                     continue; // a bucket that has expired since
                 };
-                let expire = r.expires(b).to_string();
-                match kind {
-                    "c" => {
-                        let k = give.key(Self::count_key(&into_tag, r.seconds, b));
-                        give.args.extend([
-                            "c".into(),
-                            k.to_string(),
-                            expire,
-                            int(&read[i])?.to_string(),
-                        ]);
-                    }
+                let delta = match kind {
+                    "c" => Delta::Sum(int(&read[i])?),
                     "d" => {
                         let Value::BulkString(blob) = &read[i] else {
                             continue; // expired since
                         };
+                        // Redis's own HyperLogLog bytes, as they are
+                        // (binary-safe), PFMERGEd in `into`'s slot.
                         let k = give.key(Self::distinct_key(&into_tag, r.seconds, b, into));
-                        give.args.extend(["d".into(), k.to_string(), expire]);
-                        // Binary-safe: the HyperLogLog's bytes as they are.
+                        give.args
+                            .extend(["2h".into(), k.to_string(), r.expires(b).to_string()]);
                         give.args.push(String::new());
                         give.blobs_at.push((give.args.len() - 1, blob.clone()));
+                        continue;
                     }
                     _ => {
-                        let items = top::ascending(score_pairs(read[i].clone())?);
-                        let k = give.key(Self::freq_key(&into_tag, r.seconds, b, into));
-                        give.args.extend([
-                            "f".into(),
-                            k.to_string(),
-                            expire,
-                            items.len().to_string(),
-                        ]);
-                        for (item, count) in items {
-                            give.args.push(item);
-                            give.args.push(count.to_string());
-                        }
+                        let pairs = score_pairs(read[i].clone())?;
+                        let top =
+                            TopValue::from_counts(pairs.iter().map(|(k, c)| (k.as_str(), *c)))
+                                .map_err(|e| Error::Corrupt(format!("a journaled summary: {e}")))?;
+                        Delta::Top(Box::new(top))
                     }
-                }
+                };
+                let cell = Cell {
+                    model: model.clone(),
+                    key: into.clone(),
+                    rollup: r.seconds,
+                    bucket: b,
+                    expires: r.expires(b),
+                };
+                push_op(&mut give, &into_tag, &CellAdd { cell, delta })?;
             }
             self.run_give(&give).await?;
             // Step 3: drop the journal.

@@ -1,7 +1,7 @@
 -- The most-frequent kind's Space-Saving step on a sorted set (the Rust
 -- `engine::kinds::top::Summary::add`, the same rule): prepended to the
--- scripts that fold item counts into a summary (ts_add.lua,
--- ts_merge_give.lua).
+-- scripts that fold item counts into a summary (ts_ops.lua, for
+-- ts_add.lua and ts_merge_give.lua).
 --
 -- An item already held gains its count; a new item is added while the
 -- summary holds fewer than `cap` items; when full, the lowest item (ZRANGE
