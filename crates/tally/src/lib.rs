@@ -30,15 +30,20 @@
 //!
 //! # Layout
 //!
+//! `ARCHITECTURE.md` at the repository root draws the same map with one
+//! write and one read traced through every surface (library, CLI, HTTP,
+//! statsd, dashboard), service, the engine and the stores.
+//!
 //! - [`open`]: [`Tally`], every service opened on one target in one line,
 //!   and its builder; [`open::target`] reads the target.
 //! - [`clock`]: time; the only module that reads the system clock.
 //! - [`error`]: the crate's one error type.
 //! - [`name`]: validated names.
 //! - [`engine`]: the slice engine every value kept per (series, resolution,
-//!   slice) runs on: the kinds of value ([`engine::kinds`]: sums,
-//!   statistics, gauges, distinct sets, most frequent items) and the
-//!   [`engine::Value`] enum over them, slice math
+//!   slice) runs on: the kinds of value ([`engine::kinds`]: sums, distinct
+//!   values with the one HyperLogLog, most frequent items with the one
+//!   Space-Saving summary, statistics with a quantile sketch, gauges) and
+//!   the [`engine::Value`] enum over them, slice math
 //!   ([`engine::resolution`]), the write path ([`engine::plan`]: validation,
 //!   one merged delta per slice, all or nothing), the aggregating writer
 //!   ([`engine::writer`]: in-process merging, exactly-once flushes), range
@@ -52,11 +57,14 @@
 //!   min, max, mean, standard deviation and quantiles per slice, ranges,
 //!   merged stats, rankings; settings, the pure read views
 //!   ([`stats::summary`]) and the aggregating writer ([`StatsWriter`]).
-//! - [`tsdb`]: the time-series store with rollups (counts, distinct counts
-//!   with HyperLogLog, most frequent items), its pure rollup math and store
-//!   trait.
+//! - [`tsdb`]: the time-series store with rollups over the engine's kinds
+//!   (counts are sums, distinct counts the distinct kind, most frequent
+//!   items the top kind), validated and planned with the engine's write
+//!   path; its pure rollup math (Sentry's rollup choice) and its store
+//!   trait (one write and one read for every kind, in Sentry's layout).
 //! - [`daily`]: per-entity daily statistics (views per day, last N days,
-//!   running all-time total), its pure date math and store trait.
+//!   running all-time total), its pure date math and store trait (the
+//!   article's hashes on Redis), sharing the engine's validation.
 //! - [`buffers`]: buffered counters flushed to SQL exactly once (Sentry's
 //!   buffers): the service, row encodings, store trait, flusher, and the
 //!   PostgreSQL and SQLite sinks.
@@ -78,7 +86,11 @@
 //! - [`backend`]: SQLite ([`backend::sqlite`]) and Redis ([`backend::redis`],
 //!   with the key layouts and the Lua scripts): the engine's store
 //!   (`SqliteSliceStore`, `RedisSliceStore`: every space, counters included)
-//!   and a store per other feature.
+//!   and a store per other feature (tsdb and daily keep their own layouts).
+//!
+//! Outside this crate: the `tally` binary (`src/`: the CLI, a thin shim over
+//! this library; `tally serve` runs the `server` module's HTTP API and statsd
+//! listener) and the dashboard (`dashboard/`, over the HTTP API).
 
 #![deny(missing_docs)]
 

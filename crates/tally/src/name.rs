@@ -57,6 +57,20 @@ impl Name {
         Ok(())
     }
 
+    /// Validates `name` as a part of a Redis hash tag (a time-series model
+    /// or key, a daily entity id): a name without `{` or `}`, which would
+    /// change the tag. `what` names it in the message (`a key`).
+    pub fn untagged(what: &str, name: &str) -> Result<Self> {
+        let checked = Name::new(name)?;
+        if name.contains(['{', '}']) {
+            return Err(Error::invalid_name(
+                name,
+                format!("{what} must not contain `{{` or `}}`"),
+            ));
+        }
+        Ok(checked)
+    }
+
     /// Wraps a string that already passed [`Name::check`].
     pub(crate) fn from_checked(name: String) -> Self {
         debug_assert!(Self::check(&name).is_ok());

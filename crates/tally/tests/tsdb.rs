@@ -22,6 +22,7 @@ feature_suite!(
     data_expires_with_its_bucket,
     bad_input_writes_nothing,
     every_redis_key_has_a_ttl,
+    overflowing_counts_are_refused_and_change_nothing,
 );
 
 fn s(start: u64, count: i64) -> Sample {
@@ -580,4 +581,62 @@ async fn every_redis_key_has_a_ttl(kind: Kind) {
     }
     // 3 rollups × (count hash + HLL) for `a`, 3 summaries now under `a`.
     assert!(seen >= 9, "{seen} keys");
+}
+
+/// Guards the one write path of every kind (`TsdbStore::add`, Redis's
+/// `ts_ops.lua`): a count that would pass 2^63, in a write or in a merge's
+/// step that adds into the target, is refused and leaves every rollup and
+/// every other kind of the target as it was.
+async fn overflowing_counts_are_refused_and_change_nothing(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let ts = f.tsdb(TsdbSettings::default()).await;
+    let now = f.clock.now().as_secs_f64();
+    let (into, from) = two_shards();
+    let big = tally::tsdb::MAX_COUNT;
+    let near_full: Vec<TsIncrement> = (0..1023)
+        .map(|_| TsIncrement::new("group", &into).count(big))
+        .collect();
+    ts.incr_multi(&near_full).await.unwrap();
+    ts.record_frequency("group", &into, &[("x".into(), 2)], None)
+        .await
+        .unwrap();
+    let state = |ts: tally::Tsdb, key: String| async move {
+        let k = vec![key.clone()];
+        let mut sums = Vec::new();
+        for rollup in [10, 3600, 86_400] {
+            let s = ts
+                .get_sums("group", &k, now, now, Some(rollup))
+                .await
+                .unwrap();
+            sums.push(s.totals[0].total);
+        }
+        let top = ts
+            .get_top("group", key, now, now, 10, Some(10))
+            .await
+            .unwrap();
+        (sums, top.items)
+    };
+    let before = state(ts.clone(), into.clone()).await;
+    assert_eq!(before.0, vec![1023 * big; 3]);
+    // A write that passes 2^63 in the bucket it adds to.
+    let err = ts
+        .incr_multi(&[
+            TsIncrement::new("group", &into).count(big),
+            TsIncrement::new("group", &from).count(1),
+        ])
+        .await
+        .unwrap_err();
+    assert!(err.is_bad_input(), "{err}");
+    assert!(err.to_string().contains("overflow"), "{err}");
+    assert_eq!(state(ts.clone(), into.clone()).await, before);
+    // A merge whose counts would pass 2^63 in the target.
+    ts.incr_multi(&[TsIncrement::new("group", &from).count(big).at(now)])
+        .await
+        .unwrap();
+    ts.record_frequency("group", &from, &[("y".into(), 5)], None)
+        .await
+        .unwrap();
+    let err = ts.merge("group", &into, &from).await.unwrap_err();
+    assert!(err.is_bad_input(), "{err}");
+    assert_eq!(state(ts.clone(), into.clone()).await, before);
 }

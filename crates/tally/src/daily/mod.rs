@@ -26,7 +26,8 @@ use serde::{Deserialize, Serialize};
 pub use day::{Day, MAX_OFFSET_MINUTES, civil_from_days};
 pub use store::{DailyStore, DailyWrite, DailyWritten};
 
-use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
+use crate::clock::{Clock, SharedClock, SystemClock};
+use crate::engine::plan;
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -145,14 +146,7 @@ pub struct DailyStats {
 /// Validates an entity id: a [`Name`] without `{` or `}` (they would change
 /// the Redis hash tag).
 pub fn entity_id(entity: &str) -> Result<Name> {
-    let name = Name::new(entity)?;
-    if entity.contains(['{', '}']) {
-        return Err(Error::invalid_name(
-            entity,
-            "an entity id must not contain `{` or `}`",
-        ));
-    }
-    Ok(name)
+    Name::untagged("an entity id", entity)
 }
 
 impl DailyStats {
@@ -209,12 +203,7 @@ impl DailyStats {
     /// Counts a batch of views (each entity's part atomic), in one round
     /// trip. Every view is validated before anything is written.
     pub async fn incr_many(&self, views: &[View]) -> Result<Vec<Counted>> {
-        if views.is_empty() || views.len() > MAX_BATCH {
-            return Err(Error::InvalidInput(format!(
-                "a batch holds 1 to {MAX_BATCH} views, got {}",
-                views.len()
-            )));
-        }
+        plan::check_batch_len(views.len(), MAX_BATCH, "views")?;
         let now = self.clock.now();
         let floor = self.floor(Day::of(now, self.settings.utc_offset_minutes));
         let writes = views
@@ -227,10 +216,7 @@ impl DailyStats {
                         v.count, v.entity
                     )));
                 }
-                let at = match v.at {
-                    Some(at) => Timestamp::from_secs_f64(at)?,
-                    None => now,
-                };
+                let at = plan::time(v.at, now)?;
                 Ok(DailyWrite {
                     entity,
                     day: Day::of(at, self.settings.utc_offset_minutes),

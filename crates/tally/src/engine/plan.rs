@@ -56,6 +56,18 @@ pub fn check_batch(len: usize, max: usize, what: &str) -> Result<()> {
     Ok(())
 }
 
+/// Checks that a batch of `len` writes holds 1 to `max`, in the words of
+/// the services whose batches are bounded both ways at once (time series,
+/// daily statistics): "a batch holds 1 to `max` `what`, got `len`".
+pub fn check_batch_len(len: usize, max: usize, what: &str) -> Result<()> {
+    if len == 0 || len > max {
+        return Err(Error::InvalidInput(format!(
+            "a batch holds 1 to {max} {what}, got {len}"
+        )));
+    }
+    Ok(())
+}
+
 /// Names the series, resolution and slice in an error of a kind's merge
 /// (which knows none of them); other errors pass unchanged.
 pub fn locate(e: Error, name: &str, resolution: u64, slice: u64) -> Error {
@@ -244,6 +256,11 @@ mod tests {
                 .contains("at most 5 increments, got 6")
         );
         check_batch(5, 5, "increment").unwrap();
+        for bad in [0, 6] {
+            let err = check_batch_len(bad, 5, "views").unwrap_err().to_string();
+            assert!(err.contains(&format!("1 to 5 views, got {bad}")), "{err}");
+        }
+        check_batch_len(5, 5, "views").unwrap();
         assert_eq!(time(None, ts(7.0)).unwrap(), ts(7.0));
         assert_eq!(time(Some(3.5), ts(7.0)).unwrap(), ts(3.5));
         assert!(matches!(

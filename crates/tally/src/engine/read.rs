@@ -11,7 +11,7 @@
 //! values.
 
 use crate::clock::Timestamp;
-use crate::engine::aggregate::Value;
+use crate::engine::aggregate::{Kind, Value};
 use crate::engine::resolution::{self, Resolution};
 use crate::engine::store::{SliceSel, SliceStore, Slices, Space};
 use crate::error::{Error, Result};
@@ -45,8 +45,14 @@ pub fn range(space: &Space, now: Timestamp, from: u64, to: u64) -> Option<RangeR
 /// Merges slices into one value of `space`'s kind (its identity when there
 /// are none).
 pub fn merge_slices(space: &Space, slices: &[(u64, Value)]) -> Result<Value> {
-    let mut total = space.kind.identity();
-    for (_, v) in slices {
+    merge_values(space.kind, slices.iter().map(|(_, v)| v))
+}
+
+/// Merges values of `kind` into one (the kind's identity when there are
+/// none).
+pub fn merge_values<'a>(kind: Kind, values: impl IntoIterator<Item = &'a Value>) -> Result<Value> {
+    let mut total = kind.identity();
+    for v in values {
         total.merge(v)?;
     }
     Ok(total)

@@ -2,17 +2,25 @@
 //! counts, distinct counts and most frequent items per (model, key), at
 //! several rollups at once, expiring by themselves.
 //!
-//! [`Tsdb`] is the service: it validates models, keys, values and times,
-//! resolves each write into one bucket per rollup with its expiry (so the
-//! store sets the expiry in the same atomic step and nothing needs a
-//! cleaner), merges duplicate writes, and picks the rollup of a read. The
-//! store ([`TsdbStore`]) only stores. Keys may be integers or strings: an
-//! integer key is its decimal text (42 and "42" are the same key).
+//! [`Tsdb`] is the service over the slice engine: a bucket's count is the
+//! engine's sum kind, its distinct values the distinct kind (HyperLogLog),
+//! its most frequent items the top kind (Space-Saving), each a [`Value`].
+//! The service validates models, keys, values and times, resolves each
+//! write into one bucket per rollup with its expiry (so the store sets the
+//! expiry in the same atomic step and nothing needs a cleaner), merges
+//! duplicate increments with the engine's write path ([`plan::plan`]), and
+//! picks the rollup of a read (Sentry's rule: [`rollup::optimal`]). The
+//! store ([`TsdbStore`]) only stores, one write path and one read for every
+//! kind, in Sentry's layout. Keys may be integers or strings: an integer
+//! key is its decimal text (42 and "42" are the same key).
 
-pub mod hll;
 pub mod rollup;
 pub mod store;
-pub mod topn;
+
+/// HyperLogLog, register-compatible with Redis: the engine's distinct kind.
+pub use crate::engine::kinds::hll;
+/// Most frequent items (Space-Saving): the engine's top kind.
+pub use crate::engine::kinds::top as topn;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,11 +28,14 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use rollup::{DEFAULT_ROLLUPS, Rollup, VSHARDS};
-pub use store::{Cell, CountAdd, DistinctAdd, FrequencyAdd, Span, TsdbStore};
+pub use store::{Cell, CellAdd, Merge, Span, TsdbStore, Window};
 pub use topn::ItemCount;
 
 use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
 use crate::counters::Sample;
+use crate::engine::kinds::distinct::SET_CAP;
+use crate::engine::kinds::{DistinctValue, TopValue};
+use crate::engine::{Kind, Resolution, Retention, Space, Value, plan, read};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -162,25 +173,10 @@ pub struct TopItems {
     pub items: Vec<ItemCount>,
 }
 
-/// A range read, resolved.
-struct Range {
-    model: Name,
-    keys: Vec<Name>,
-    rollup: u64,
-    buckets: Vec<u64>,
-    now: u64,
-}
-
-/// Validates a model, key or value name: a [`Name`] without braces.
+/// Validates a model or key: a [`Name`] without braces (they would change
+/// the Redis hash tag).
 fn plain(kind: &str, text: &str) -> Result<Name> {
-    let name = Name::new(text)?;
-    if text.contains(['{', '}']) {
-        return Err(Error::invalid_name(
-            text,
-            format!("a {kind} must not contain `{{` or `}}`"),
-        ));
-    }
-    Ok(name)
+    Name::untagged(&format!("a {kind}"), text)
 }
 
 /// The time-series store. Cheap to clone.
@@ -211,6 +207,9 @@ pub struct Tsdb {
     store: Arc<dyn TsdbStore>,
     settings: TsdbSettings,
     clock: SharedClock,
+    /// The counts' space (sums at every rollup, expiring), for the engine's
+    /// write path.
+    counts: Arc<Space>,
 }
 
 impl Tsdb {
@@ -225,10 +224,18 @@ impl Tsdb {
         settings: TsdbSettings,
         clock: Arc<dyn Clock>,
     ) -> Result<Self> {
+        let settings = settings.validate()?;
+        let resolutions = settings
+            .rollups
+            .iter()
+            .map(|r| Resolution::new(r.seconds, r.samples))
+            .collect();
+        let counts = Space::new("ts_count", Kind::Sum, resolutions, Retention::Expire)?;
         Ok(Tsdb {
             store,
-            settings: settings.validate()?,
+            settings,
             clock,
+            counts: Arc::new(counts),
         })
     }
 
@@ -247,9 +254,9 @@ impl Tsdb {
     /// one atomic call per (model, virtual shard), all sent at once. Every
     /// increment is validated before anything is written.
     pub async fn incr_multi(&self, increments: &[TsIncrement]) -> Result<()> {
-        check_batch(increments.len())?;
+        plan::check_batch_len(increments.len(), MAX_BATCH, "writes")?;
         let now = self.clock.now();
-        let mut merged: BTreeMap<Cell, i64> = BTreeMap::new();
+        let mut by_model: BTreeMap<Name, Vec<(Name, Timestamp, Value)>> = BTreeMap::new();
         for inc in increments {
             if inc.count < 1 || inc.count > MAX_COUNT {
                 return Err(Error::InvalidCount(format!(
@@ -257,24 +264,36 @@ impl Tsdb {
                     inc.count, inc.model, inc.key
                 )));
             }
-            for cell in self.cells(&inc.model, &inc.key, inc.at, now)? {
-                let sum = merged.entry(cell).or_insert(0);
-                *sum = sum.checked_add(inc.count).ok_or_else(|| {
-                    Error::InvalidCount(format!(
-                        "the increments of {}:{} add up past 2^63",
-                        inc.model, inc.key
-                    ))
-                })?;
+            let (model, key, at) = self.point(&inc.model, &inc.key, inc.at, now)?;
+            by_model
+                .entry(model)
+                .or_default()
+                .push((key, at, Value::Sum(inc.count)));
+        }
+        let mut adds = Vec::new();
+        for (model, items) in &by_model {
+            let writes = plan::plan(
+                &self.counts,
+                items.iter().map(|(key, at, v)| (key, *at, v.clone())),
+            )
+            .map_err(|e| match e {
+                Error::Overflow { name, .. } => Error::InvalidCount(format!(
+                    "the increments of {model}:{name} add up past 2^63"
+                )),
+                other => other,
+            })?;
+            for w in writes {
+                for c in w.cells {
+                    if let Some(cell) = self.cell(model, &w.name, c.resolution, c.slice, now) {
+                        adds.push(CellAdd {
+                            cell,
+                            delta: c.delta,
+                        });
+                    }
+                }
             }
         }
-        let adds: Vec<CountAdd> = merged
-            .into_iter()
-            .map(|(cell, delta)| CountAdd { cell, delta })
-            .collect();
-        if adds.is_empty() {
-            return Ok(());
-        }
-        self.store.add_counts(&adds).await
+        self.add(adds).await
     }
 
     /// Records `values` as seen by `key` of `model` at `at` (default now),
@@ -295,19 +314,24 @@ impl Tsdb {
         for v in values {
             Name::new(v.as_str())?;
         }
-        let now = self.clock.now();
-        let adds: Vec<DistinctAdd> = self
-            .cells(model, &key.to_string(), at, now)?
+        // A distinct delta holds raw values (Redis PFADDs them, keeping its
+        // HyperLogLogs sparse while small): more than fit in one are several
+        // deltas to the same cell.
+        let deltas: Vec<Value> = values
+            .chunks(SET_CAP)
+            .map(|chunk| Value::Distinct(Box::new(DistinctValue::of(chunk))))
+            .collect();
+        let adds = self
+            .cells(model, &key.to_string(), at)?
             .into_iter()
-            .map(|cell| DistinctAdd {
-                cell,
-                values: values.to_vec(),
+            .flat_map(|cell| {
+                deltas.iter().map(move |delta| CellAdd {
+                    cell: cell.clone(),
+                    delta: delta.clone(),
+                })
             })
             .collect();
-        if adds.is_empty() {
-            return Ok(());
-        }
-        self.store.add_distinct(&adds).await
+        self.add(adds).await
     }
 
     /// Counts occurrences of items for `key` of `model` at `at` (default
@@ -325,7 +349,7 @@ impl Tsdb {
                 items.len()
             )));
         }
-        let mut merged: BTreeMap<String, i64> = BTreeMap::new();
+        let mut delta = TopValue::default();
         for (item, count) in items {
             Name::new(item.as_str())?;
             if *count < 1 || *count > topn::MAX_ITEM_COUNT {
@@ -333,24 +357,18 @@ impl Tsdb {
                     "item {item:?}: {count} is out of range (1 to 2^32)"
                 )));
             }
-            *merged.entry(item.clone()).or_default() += count;
+            delta.add(item, *count)?;
         }
-        let items = topn::ascending(merged);
-        let now = self.clock.now();
-        let adds: Vec<FrequencyAdd> = self
-            .cells(model, &key.to_string(), at, now)?
+        let delta = Value::Top(Box::new(delta));
+        let adds = self
+            .cells(model, &key.to_string(), at)?
             .into_iter()
-            .map(|cell| FrequencyAdd {
+            .map(|cell| CellAdd {
                 cell,
-                items: items.clone(),
+                delta: delta.clone(),
             })
             .collect();
-        if adds.is_empty() {
-            return Ok(());
-        }
-        self.store
-            .add_frequencies(&adds, self.settings.top_capacity)
-            .await
+        self.add(adds).await
     }
 
     /// Per key, (bucket start, count) for every bucket from `start` to `end`
@@ -364,12 +382,13 @@ impl Tsdb {
         end: f64,
         rollup: Option<u64>,
     ) -> Result<RangeSeries> {
-        let r = self.range(model, keys, start, end, rollup)?;
-        let counts = self
-            .store
-            .counts(&r.model, &r.keys, r.rollup, &r.buckets, r.now)
-            .await?;
-        Ok(series(&r, counts))
+        let w = self.window(model, keys, start, end, rollup)?;
+        let counts = self.store.read(Kind::Sum, &w).await?;
+        let counts = counts
+            .into_iter()
+            .map(|per| per.iter().map(|v| v.as_sum().unwrap_or(0)).collect())
+            .collect();
+        Ok(series(&w, counts))
     }
 
     /// Per key, the sum of [`Tsdb::get_range`]'s series.
@@ -404,16 +423,13 @@ impl Tsdb {
         end: f64,
         rollup: Option<u64>,
     ) -> Result<RangeSeries> {
-        let r = self.range(model, keys, start, end, rollup)?;
-        let counts = self
-            .store
-            .distinct_counts(&r.model, &r.keys, r.rollup, &r.buckets, r.now)
-            .await?;
+        let w = self.window(model, keys, start, end, rollup)?;
+        let counts = self.store.distinct_counts(&w).await?;
         let counts = counts
             .into_iter()
             .map(|per| per.into_iter().map(|c| c as i64).collect())
             .collect();
-        Ok(series(&r, counts))
+        Ok(series(&w, counts))
     }
 
     /// Per key, the estimated distinct values over the whole range.
@@ -425,14 +441,11 @@ impl Tsdb {
         end: f64,
         rollup: Option<u64>,
     ) -> Result<RangeTotals> {
-        let r = self.range(model, keys, start, end, rollup)?;
-        let totals = self
-            .store
-            .distinct_totals(&r.model, &r.keys, r.rollup, &r.buckets, r.now)
-            .await?;
+        let w = self.window(model, keys, start, end, rollup)?;
+        let totals = self.store.distinct_totals(&w).await?;
         Ok(RangeTotals {
-            rollup: r.rollup,
-            totals: r
+            rollup: w.rollup,
+            totals: w
                 .keys
                 .iter()
                 .zip(totals)
@@ -453,11 +466,8 @@ impl Tsdb {
         end: f64,
         rollup: Option<u64>,
     ) -> Result<KeyTotal> {
-        let r = self.range(model, keys, start, end, rollup)?;
-        let total = self
-            .store
-            .distinct_union(&r.model, &r.keys, r.rollup, &r.buckets, r.now)
-            .await?;
+        let w = self.window(model, keys, start, end, rollup)?;
+        let total = self.store.distinct_union(&w).await?;
         Ok(KeyTotal {
             key: keys.join(","),
             total: total as i64,
@@ -480,15 +490,17 @@ impl Tsdb {
             )));
         }
         let key = key.to_string();
-        let r = self.range(model, std::slice::from_ref(&key), start, end, rollup)?;
-        let items = self
-            .store
-            .frequencies(&r.model, &r.keys[0], r.rollup, &r.buckets, r.now)
-            .await?;
+        let w = self.window(model, std::slice::from_ref(&key), start, end, rollup)?;
+        let read = self.store.read(Kind::Top, &w).await?;
+        let merged = read::merge_values(Kind::Top, read.iter().flatten())?;
+        let items = match merged {
+            Value::Top(t) => t.top(n),
+            _ => Vec::new(),
+        };
         Ok(TopItems {
-            rollup: r.rollup,
+            rollup: w.rollup,
             key,
-            items: topn::top(items, n),
+            items,
         })
     }
 
@@ -507,14 +519,13 @@ impl Tsdb {
         }
         let now = self.clock.now().whole_secs();
         self.store
-            .merge(
-                &model,
-                &into,
-                &from,
-                &self.spans(now),
-                self.settings.top_capacity,
-                now,
-            )
+            .merge(&Merge {
+                model,
+                into,
+                from,
+                spans: self.spans(now),
+                capacity: self.settings.top_capacity,
+            })
             .await
     }
 
@@ -552,15 +563,27 @@ impl Tsdb {
         keys.iter().map(|k| plain("key", k)).collect()
     }
 
-    /// One cell per rollup for a write at `at`, skipping buckets already
-    /// expired; errors for bad names and times.
-    fn cells(&self, model: &str, key: &str, at: Option<f64>, now: Timestamp) -> Result<Vec<Cell>> {
+    /// Merges `adds` through the store (nothing when every bucket written
+    /// has expired already).
+    async fn add(&self, adds: Vec<CellAdd>) -> Result<()> {
+        if adds.is_empty() {
+            return Ok(());
+        }
+        self.store.add(&adds, self.settings.top_capacity).await
+    }
+
+    /// A write's model, key and instant, validated: names without braces,
+    /// a valid time at most [`rollup::MAX_FUTURE_SECS`] after now.
+    fn point(
+        &self,
+        model: &str,
+        key: &str,
+        at: Option<f64>,
+        now: Timestamp,
+    ) -> Result<(Name, Name, Timestamp)> {
         let model = plain("model", model)?;
         let key = plain("key", key)?;
-        let at = match at {
-            Some(at) => Timestamp::from_secs_f64(at)?,
-            None => now,
-        };
+        let at = plan::time(at, now)?;
         let (t, now) = (at.whole_secs(), now.whole_secs());
         if t > now + rollup::MAX_FUTURE_SECS {
             return Err(Error::InvalidTime(format!(
@@ -568,31 +591,55 @@ impl Tsdb {
                 rollup::MAX_FUTURE_SECS
             )));
         }
+        Ok((model, key, at))
+    }
+
+    /// The cell of `key`'s bucket `bucket` of the rollup of `seconds`, with
+    /// its expiry; `None` when that bucket has expired already.
+    fn cell(
+        &self,
+        model: &Name,
+        key: &Name,
+        seconds: u64,
+        bucket: u64,
+        now: Timestamp,
+    ) -> Option<Cell> {
+        let r = self
+            .settings
+            .rollups
+            .iter()
+            .find(|r| r.seconds == seconds)?;
+        (r.expires(bucket) > now.whole_secs()).then(|| Cell {
+            model: model.clone(),
+            key: key.clone(),
+            rollup: seconds,
+            bucket,
+            expires: r.expires(bucket),
+        })
+    }
+
+    /// One cell per rollup for a write at `at` (default now), skipping
+    /// buckets already expired; errors for bad names and times.
+    fn cells(&self, model: &str, key: &str, at: Option<f64>) -> Result<Vec<Cell>> {
+        let now = self.clock.now();
+        let (model, key, at) = self.point(model, key, at, now)?;
+        let t = at.whole_secs();
         Ok(self
             .settings
             .rollups
             .iter()
-            .filter_map(|r| {
-                let bucket = r.bucket(t);
-                (r.expires(bucket) > now).then(|| Cell {
-                    model: model.clone(),
-                    key: key.clone(),
-                    rollup: r.seconds,
-                    bucket,
-                    expires: r.expires(bucket),
-                })
-            })
+            .filter_map(|r| self.cell(&model, &key, r.seconds, r.bucket(t), now))
             .collect())
     }
 
-    fn range(
+    fn window(
         &self,
         model: &str,
         keys: &[String],
         start: f64,
         end: f64,
         rollup: Option<u64>,
-    ) -> Result<Range> {
+    ) -> Result<Window> {
         let model = plain("model", model)?;
         let keys = self.keys(keys)?;
         let (start, end) = (
@@ -631,7 +678,7 @@ impl Tsdb {
                 rollup::MAX_POINTS
             )));
         }
-        Ok(Range {
+        Ok(Window {
             model,
             keys,
             rollup: rollup.seconds,
@@ -641,16 +688,7 @@ impl Tsdb {
     }
 }
 
-fn check_batch(n: usize) -> Result<()> {
-    if n == 0 || n > MAX_BATCH {
-        return Err(Error::InvalidInput(format!(
-            "a batch holds 1 to {MAX_BATCH} writes, got {n}"
-        )));
-    }
-    Ok(())
-}
-
-fn series(r: &Range, values: Vec<Vec<i64>>) -> RangeSeries {
+fn series(r: &Window, values: Vec<Vec<i64>>) -> RangeSeries {
     RangeSeries {
         rollup: r.rollup,
         series: r

@@ -1,7 +1,7 @@
 //! The storage contract of the time-series store, at the level of the
-//! domain: add counts, distinct values and item frequencies to buckets;
-//! read them back per key and bucket; merge one key into another; delete
-//! keys. Implemented by SQLite and Redis (standalone or cluster); the same
+//! domain: merge deltas of the engine's kinds (sums, distinct values, item
+//! counts: [`Value`]) into buckets, one write path for every kind; read
+//! them back per key and bucket; merge one key into another; delete keys. Implemented by SQLite and Redis (standalone or cluster); the same
 //! behaviour suite runs against each.
 //!
 //! The service has validated everything and resolved times into buckets
@@ -14,6 +14,7 @@ use std::fmt;
 
 use async_trait::async_trait;
 
+use crate::engine::{Kind, Value, read};
 use crate::error::Result;
 use crate::name::Name;
 use crate::tsdb::rollup::Rollup;
@@ -33,31 +34,35 @@ pub struct Cell {
     pub expires: u64,
 }
 
-/// Add `delta` to a cell's count.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CountAdd {
+/// Merge `delta` into a cell: a sum ([`Value::Sum`], positive), distinct
+/// values ([`Value::Distinct`], at most [`SET_CAP`] raw values, which a
+/// Redis store PFADDs) or item counts ([`Value::Top`], folded into the
+/// cell's bounded summary with [`TopValue::fold`]).
+///
+/// [`SET_CAP`]: crate::engine::kinds::distinct::SET_CAP
+/// [`TopValue::fold`]: crate::engine::kinds::TopValue::fold
+#[derive(Clone, Debug, PartialEq)]
+pub struct CellAdd {
     /// The cell.
     pub cell: Cell,
-    /// What to add (merged per cell, positive).
-    pub delta: i64,
+    /// What to merge into it.
+    pub delta: Value,
 }
 
-/// Add distinct values to a cell's HyperLogLog.
+/// What a read covers: keys of one model, buckets of one rollup, and the
+/// instant that decides what has expired.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DistinctAdd {
-    /// The cell.
-    pub cell: Cell,
-    /// The values.
-    pub values: Vec<String>,
-}
-
-/// Add item counts to a cell's most-frequent summary.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FrequencyAdd {
-    /// The cell.
-    pub cell: Cell,
-    /// Items and counts, each item once, in the order they are applied.
-    pub items: Vec<(String, i64)>,
+pub struct Window {
+    /// The model.
+    pub model: Name,
+    /// The keys, in the order their results come back.
+    pub keys: Vec<Name>,
+    /// The rollup's bucket length, seconds.
+    pub rollup: u64,
+    /// The buckets, oldest first (at least one).
+    pub buckets: Vec<u64>,
+    /// Now, Unix seconds.
+    pub now: u64,
 }
 
 /// Buckets of one rollup, for a merge or a delete.
@@ -69,89 +74,86 @@ pub struct Span {
     pub buckets: Vec<u64>,
 }
 
+/// One key's data moved into another's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Merge {
+    /// The model.
+    pub model: Name,
+    /// The key merged into.
+    pub into: Name,
+    /// The key merged away (left empty).
+    pub from: Name,
+    /// Every rollup's buckets that may hold data.
+    pub spans: Vec<Span>,
+    /// Items a merged summary keeps.
+    pub capacity: usize,
+}
+
 /// Storage for the time-series store. See the module docs for the contract.
 #[async_trait]
 pub trait TsdbStore: Send + Sync + fmt::Debug + 'static {
-    /// Adds counts, each (model, virtual shard) group atomically, in one
-    /// round trip (per node). Fails with a bad-input error, writing nothing
-    /// of a group, when a count would overflow.
-    async fn add_counts(&self, adds: &[CountAdd]) -> Result<()>;
+    /// Merges each delta into its cell, each (model, virtual shard) group
+    /// atomically, in one round trip (per node); `capacity` bounds the
+    /// items a cell's summary keeps. Fails with a bad-input error, writing
+    /// nothing of a group, when a count would overflow.
+    async fn add(&self, adds: &[CellAdd], capacity: usize) -> Result<()>;
 
-    /// Counts of `keys` in `buckets` of `rollup`: `result[k][b]`, 0 when
-    /// absent. One round trip (per node).
-    async fn counts(
-        &self,
-        model: &Name,
-        keys: &[Name],
-        rollup: u64,
-        buckets: &[u64],
-        now: u64,
-    ) -> Result<Vec<Vec<i64>>>;
-
-    /// Records distinct values.
-    async fn add_distinct(&self, adds: &[DistinctAdd]) -> Result<()>;
+    /// The stored value of each key in each bucket, `result[k][b]`, the
+    /// kind's identity when absent: sums ([`Kind::Sum`]) and item counts
+    /// ([`Kind::Top`], a cell's summary as stored) on every store, distinct
+    /// values where the store can hand them over (SQLite). One round trip
+    /// (per node).
+    async fn read(&self, kind: Kind, window: &Window) -> Result<Vec<Vec<Value>>>;
 
     /// Estimated distinct values of each key in each bucket: `result[k][b]`.
-    async fn distinct_counts(
-        &self,
-        model: &Name,
-        keys: &[Name],
-        rollup: u64,
-        buckets: &[u64],
-        now: u64,
-    ) -> Result<Vec<Vec<u64>>>;
+    ///
+    /// By default estimated from [`TsdbStore::read`]; Redis counts with
+    /// PFCOUNT on the server instead (a bucket's HyperLogLog is up to 12 KiB
+    /// that PFCOUNT answers as one integer).
+    async fn distinct_counts(&self, window: &Window) -> Result<Vec<Vec<u64>>> {
+        let read = self.read(Kind::Distinct, window).await?;
+        Ok(read
+            .iter()
+            .map(|per| per.iter().map(estimate).collect())
+            .collect())
+    }
 
-    /// Estimated distinct values of each key over all `buckets` (the union
-    /// of its buckets): `result[k]`.
-    async fn distinct_totals(
-        &self,
-        model: &Name,
-        keys: &[Name],
-        rollup: u64,
-        buckets: &[u64],
-        now: u64,
-    ) -> Result<Vec<u64>>;
+    /// Estimated distinct values of each key over all the buckets (the
+    /// union of its buckets): `result[k]`. By default from
+    /// [`TsdbStore::read`]; Redis runs PFCOUNT over the keys.
+    async fn distinct_totals(&self, window: &Window) -> Result<Vec<u64>> {
+        let read = self.read(Kind::Distinct, window).await?;
+        read.iter().map(|per| union(per.iter())).collect()
+    }
 
-    /// Estimated distinct values over every key and bucket (the union).
-    async fn distinct_union(
-        &self,
-        model: &Name,
-        keys: &[Name],
-        rollup: u64,
-        buckets: &[u64],
-        now: u64,
-    ) -> Result<u64>;
+    /// Estimated distinct values over every key and bucket (the union). By
+    /// default from [`TsdbStore::read`]; Redis merges on the server.
+    async fn distinct_union(&self, window: &Window) -> Result<u64> {
+        let read = self.read(Kind::Distinct, window).await?;
+        union(read.iter().flatten())
+    }
 
-    /// Adds item counts, keeping at most `capacity` items per cell.
-    async fn add_frequencies(&self, adds: &[FrequencyAdd], capacity: usize) -> Result<()>;
-
-    /// Every stored (item, count) of `key` in each of `buckets`, unsorted,
-    /// not summed (an item appears once per bucket holding it).
-    async fn frequencies(
-        &self,
-        model: &Name,
-        key: &Name,
-        rollup: u64,
-        buckets: &[u64],
-        now: u64,
-    ) -> Result<Vec<(String, i64)>>;
-
-    /// Moves everything of `from` into `into` (counts added, distinct sets
-    /// unioned, summaries folded with `capacity`), with no moment at which a
-    /// crash loses data, and leaves `from` empty.
-    async fn merge(
-        &self,
-        model: &Name,
-        into: &Name,
-        from: &Name,
-        spans: &[Span],
-        capacity: usize,
-        now: u64,
-    ) -> Result<()>;
+    /// Moves everything of `job.from` into `job.into` (counts added,
+    /// distinct sets unioned, summaries folded with `job.capacity`), with no
+    /// moment at which a crash loses data, and leaves `from` empty.
+    async fn merge(&self, job: &Merge) -> Result<()>;
 
     /// Deletes every count, distinct set and summary of `keys`.
     async fn delete(&self, model: &Name, keys: &[Name], spans: &[Span]) -> Result<()>;
 
     /// Checks that the backend answers.
     async fn ping(&self) -> Result<()>;
+}
+
+/// The estimate of a distinct value (0 for any other kind).
+fn estimate(v: &Value) -> u64 {
+    match v {
+        Value::Distinct(d) => d.estimate(),
+        _ => 0,
+    }
+}
+
+/// The estimate of the union of distinct values.
+fn union<'a>(values: impl Iterator<Item = &'a Value>) -> Result<u64> {
+    Ok(estimate(&read::merge_values(Kind::Distinct, values)?))
 }

@@ -28,11 +28,13 @@ use futures::future::try_join_all;
 use redis::{Script, Value};
 
 use super::{Redis, WriteFailure};
+use crate::engine::kinds::DistinctValue;
+use crate::engine::kinds::top::{self, TopValue};
+use crate::engine::{Kind, Value as Delta};
 use crate::error::{Error, Result};
 use crate::name::Name;
 use crate::tsdb::rollup::{Rollup, vshard_of};
-use crate::tsdb::store::{Cell, CountAdd, DistinctAdd, FrequencyAdd, Span, TsdbStore};
-use crate::tsdb::topn;
+use crate::tsdb::store::{Cell, CellAdd, Merge, Span, TsdbStore, Window};
 
 /// Keys deleted per call (each key's deletion stays atomic).
 const DELETE_CHUNK: usize = 8;
@@ -42,9 +44,7 @@ const DELETE_CHUNK: usize = 8;
 pub struct RedisTsdbStore {
     redis: Redis,
     prefix: String,
-    count: Script,
-    distinct: Script,
-    freq: Script,
+    add: Script,
     union: Script,
     delete: Script,
     take: Script,
@@ -84,13 +84,19 @@ impl RedisTsdbStore {
         Ok(RedisTsdbStore {
             redis,
             prefix: prefix.to_owned(),
-            count: Script::new(include_str!("lua/ts_count.lua")),
-            distinct: Script::new(include_str!("lua/ts_distinct.lua")),
-            freq: Script::new(include_str!("lua/ts_freq.lua")),
+            add: Script::new(concat!(
+                include_str!("lua/kind_top.lua"),
+                include_str!("lua/ts_ops.lua"),
+                include_str!("lua/ts_add.lua")
+            )),
             union: Script::new(include_str!("lua/ts_union.lua")),
             delete: Script::new(include_str!("lua/ts_delete.lua")),
             take: Script::new(include_str!("lua/ts_merge_take.lua")),
-            give: Script::new(include_str!("lua/ts_merge_give.lua")),
+            give: Script::new(concat!(
+                include_str!("lua/kind_top.lua"),
+                include_str!("lua/ts_ops.lua"),
+                include_str!("lua/ts_merge_give.lua")
+            )),
             done: Script::new(include_str!("lua/ts_merge_done.lua")),
         })
     }
@@ -138,6 +144,27 @@ impl RedisTsdbStore {
         groups
     }
 
+    /// One pipeline per virtual shard of `w`'s keys, filled by `build(pipe,
+    /// tag, members)` (`members`: indices into `w.keys`), sent at once (one
+    /// round trip per node); each shard's members with its answers.
+    async fn pipelined(
+        &self,
+        w: &Window,
+        build: impl Fn(&mut redis::Pipeline, &str, &[usize]),
+    ) -> Result<Vec<(Vec<usize>, Vec<Value>)>> {
+        let groups = self.keys_by_tag(&w.model, &w.keys);
+        let pipes = groups
+            .iter()
+            .map(|(tag, members)| {
+                let mut pipe = redis::pipe();
+                build(&mut pipe, tag, members);
+                pipe
+            })
+            .collect();
+        let values = self.redis.run_pipelines(pipes).await?;
+        Ok(groups.into_values().zip(values).collect())
+    }
+
     async fn run(&self, script: &Script, call: &Call) -> std::result::Result<Value, WriteFailure> {
         self.redis.eval_write(script, &call.keys, &call.args).await
     }
@@ -173,6 +200,63 @@ fn int(v: &Value) -> Result<i64> {
     }
 }
 
+/// Appends the op of `ts_ops.lua` that merges `a` (its key added to
+/// `call`).
+fn push_op(call: &mut Call, tag: &str, a: &CellAdd) -> Result<()> {
+    let c = &a.cell;
+    let expires = c.expires.to_string();
+    match &a.delta {
+        Delta::Sum(delta) => {
+            let k = call.key(RedisTsdbStore::count_key(tag, c.rollup, c.bucket));
+            call.args.extend([
+                Kind::Sum.code().to_string(),
+                k.to_string(),
+                expires,
+                c.key.to_string(),
+                delta.to_string(),
+            ]);
+        }
+        Delta::Distinct(d) => {
+            let DistinctValue::Values(values) = &**d else {
+                return Err(Error::Backend(
+                    "internal error: a time-series distinct delta must hold its values".into(),
+                ));
+            };
+            let k = call.key(RedisTsdbStore::distinct_key(
+                tag, c.rollup, c.bucket, &c.key,
+            ));
+            call.args.extend([
+                Kind::Distinct.code().to_string(),
+                k.to_string(),
+                expires,
+                values.len().to_string(),
+            ]);
+            call.args.extend(values.iter().cloned());
+        }
+        Delta::Top(t) => {
+            let k = call.key(RedisTsdbStore::freq_key(tag, c.rollup, c.bucket, &c.key));
+            call.args.extend([
+                Kind::Top.code().to_string(),
+                k.to_string(),
+                expires,
+                t.len().to_string(),
+            ]);
+            // Lowest counts first, as `TopValue::fold` replays them.
+            for (item, count) in top::ascending(t.items().map(|(k, v)| (k.to_owned(), v))) {
+                call.args.push(item);
+                call.args.push(count.to_string());
+            }
+        }
+        other => {
+            return Err(Error::Backend(format!(
+                "internal error: the time-series store keeps no {} values",
+                other.kind()
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn score_pairs(v: Value) -> Result<Vec<(String, i64)>> {
     let pairs: Vec<(String, f64)> = redis::FromRedisValue::from_redis_value(v)?;
     Ok(pairs.into_iter().map(|(k, s)| (k, s as i64)).collect())
@@ -180,28 +264,24 @@ fn score_pairs(v: Value) -> Result<Vec<(String, i64)>> {
 
 #[async_trait]
 impl TsdbStore for RedisTsdbStore {
-    async fn add_counts(&self, adds: &[CountAdd]) -> Result<()> {
-        let groups = self.by_tag(adds, |a| &a.cell);
-        let calls: Vec<(Call, Vec<&CountAdd>)> = groups
+    async fn add(&self, adds: &[CellAdd], capacity: usize) -> Result<()> {
+        let calls: Vec<(Call, Vec<&CellAdd>)> = self
+            .by_tag(adds, |a| &a.cell)
             .into_iter()
-            .map(|(tag, group)| {
+            .map(|(tag, mut group)| {
+                // Sums first: an overflow is refused before anything that
+                // cannot be taken back was written.
+                group.sort_by_key(|a| a.delta.kind() != Kind::Sum);
                 let mut call = Call::default();
-                call.args.push(group.len().to_string());
+                call.args.push(capacity.to_string());
                 for a in &group {
-                    let c = &a.cell;
-                    let k = call.key(Self::count_key(&tag, c.rollup, c.bucket));
-                    call.args.extend([
-                        k.to_string(),
-                        c.key.to_string(),
-                        a.delta.to_string(),
-                        c.expires.to_string(),
-                    ]);
+                    push_op(&mut call, &tag, a)?;
                 }
-                (call, group)
+                Ok((call, group))
             })
-            .collect();
+            .collect::<Result<_>>()?;
         try_join_all(calls.iter().map(|(call, group)| async move {
-            match self.run(&self.count, call).await {
+            match self.run(&self.add, call).await {
                 Ok(_) => Ok(()),
                 Err(WriteFailure::Redis(e)) if e.code() == Some("TALLY_OVERFLOW") => {
                     let op = e
@@ -212,7 +292,11 @@ impl TsdbStore for RedisTsdbStore {
                         Some(a) => format!(
                             "adding {} to {}:{} in the {} s bucket at {} would overflow; nothing \
                              was written for its shard",
-                            a.delta, a.cell.model, a.cell.key, a.cell.rollup, a.cell.bucket
+                            a.delta.as_sum().unwrap_or(0),
+                            a.cell.model,
+                            a.cell.key,
+                            a.cell.rollup,
+                            a.cell.bucket
                         ),
                         None => "a count would overflow; nothing was written for its shard".into(),
                     }))
@@ -224,97 +308,87 @@ impl TsdbStore for RedisTsdbStore {
         Ok(())
     }
 
-    async fn counts(
-        &self,
-        model: &Name,
-        keys: &[Name],
-        rollup: u64,
-        buckets: &[u64],
-        _now: u64,
-    ) -> Result<Vec<Vec<i64>>> {
-        let groups = self.keys_by_tag(model, keys);
-        let pipes = groups
-            .iter()
-            .map(|(tag, members)| {
-                let mut pipe = redis::pipe();
-                for &b in buckets {
-                    let mut cmd = redis::cmd("HMGET");
-                    cmd.arg(Self::count_key(tag, rollup, b));
-                    for &i in members {
-                        cmd.arg(keys[i].as_str());
+    /// Sums: one HMGET per bucket for every key of a virtual shard; item
+    /// counts: one ZRANGE per (key, bucket). Distinct values are counted on
+    /// the server instead ([`TsdbStore::distinct_counts`] and the others
+    /// below), so they are not read here.
+    async fn read(&self, kind: Kind, w: &Window) -> Result<Vec<Vec<Delta>>> {
+        if !matches!(kind, Kind::Sum | Kind::Top) {
+            return Err(Error::Backend(format!(
+                "internal error: the Redis time-series store does not read {kind} values"
+            )));
+        }
+        let answers = self
+            .pipelined(w, |pipe, tag, members| match kind {
+                Kind::Sum => {
+                    for &b in &w.buckets {
+                        let mut cmd = redis::cmd("HMGET");
+                        cmd.arg(Self::count_key(tag, w.rollup, b));
+                        for &i in members {
+                            cmd.arg(w.keys[i].as_str());
+                        }
+                        pipe.add_command(cmd);
                     }
-                    pipe.add_command(cmd);
                 }
-                pipe
+                _ => {
+                    for &i in members {
+                        for &b in &w.buckets {
+                            pipe.cmd("ZRANGE")
+                                .arg(Self::freq_key(tag, w.rollup, b, &w.keys[i]))
+                                .arg(0)
+                                .arg(-1)
+                                .arg("WITHSCORES");
+                        }
+                    }
+                }
             })
-            .collect();
-        let values = self.redis.run_pipelines(pipes).await?;
-        let mut out = vec![vec![0i64; buckets.len()]; keys.len()];
-        for ((_, members), per_bucket) in groups.iter().zip(values) {
-            for (b, v) in per_bucket.into_iter().enumerate() {
-                let Value::Array(items) = v else {
-                    return Err(Error::Corrupt(format!("HMGET answered {v:?}")));
-                };
-                for (&i, item) in members.iter().zip(&items) {
-                    out[i][b] = int(item)?;
+            .await?;
+        let mut out = vec![vec![kind.identity(); w.buckets.len()]; w.keys.len()];
+        for (members, answers) in answers {
+            if kind == Kind::Sum {
+                for (b, v) in answers.into_iter().enumerate() {
+                    let Value::Array(items) = v else {
+                        return Err(Error::Corrupt(format!("HMGET answered {v:?}")));
+                    };
+                    for (&i, item) in members.iter().zip(&items) {
+                        out[i][b] = Delta::Sum(int(item)?);
+                    }
+                }
+                continue;
+            }
+            let mut summaries = answers.into_iter();
+            for &i in &members {
+                for slot in out[i].iter_mut() {
+                    let pairs = score_pairs(summaries.next().unwrap_or(Value::Nil))?;
+                    let top = TopValue::from_counts(pairs.iter().map(|(k, c)| (k.as_str(), *c)))
+                        .map_err(|e| Error::Corrupt(format!("a stored summary: {e}")))?;
+                    *slot = Delta::Top(Box::new(top));
                 }
             }
         }
         Ok(out)
     }
 
-    async fn add_distinct(&self, adds: &[DistinctAdd]) -> Result<()> {
-        let groups = self.by_tag(adds, |a| &a.cell);
-        let calls: Vec<Call> = groups
-            .into_iter()
-            .map(|(tag, group)| {
-                let mut call = Call::default();
-                call.args.push(group.len().to_string());
-                for a in group {
-                    let c = &a.cell;
-                    let k = call.key(Self::distinct_key(&tag, c.rollup, c.bucket, &c.key));
-                    call.args.extend([
-                        k.to_string(),
-                        c.expires.to_string(),
-                        a.values.len().to_string(),
-                    ]);
-                    call.args.extend(a.values.iter().cloned());
-                }
-                call
-            })
-            .collect();
-        try_join_all(calls.iter().map(|call| self.run(&self.distinct, call))).await?;
-        Ok(())
-    }
-
-    async fn distinct_counts(
-        &self,
-        model: &Name,
-        keys: &[Name],
-        rollup: u64,
-        buckets: &[u64],
-        _now: u64,
-    ) -> Result<Vec<Vec<u64>>> {
-        let groups = self.keys_by_tag(model, keys);
-        let pipes = groups
-            .iter()
-            .map(|(tag, members)| {
-                let mut pipe = redis::pipe();
+    // Distinct reads keep their own path: PFCOUNT answers a bucket's (or a
+    // union's) estimate as one integer, where reading the HyperLogLogs
+    // would move up to 12 KiB per bucket.
+    async fn distinct_counts(&self, w: &Window) -> Result<Vec<Vec<u64>>> {
+        let answers = self
+            .pipelined(w, |pipe, tag, members| {
                 for &i in members {
-                    for &b in buckets {
+                    for &b in &w.buckets {
                         pipe.cmd("PFCOUNT")
-                            .arg(Self::distinct_key(tag, rollup, b, &keys[i]));
+                            .arg(Self::distinct_key(tag, w.rollup, b, &w.keys[i]));
                     }
                 }
-                pipe
             })
-            .collect();
-        let values = self.redis.run_pipelines(pipes).await?;
-        let mut out = vec![Vec::new(); keys.len()];
-        for ((_, members), counts) in groups.iter().zip(values) {
+            .await?;
+        let mut out = vec![Vec::new(); w.keys.len()];
+        for (members, counts) in answers {
             let mut counts = counts.iter();
-            for &i in members {
-                out[i] = buckets
+            for i in members {
+                out[i] = w
+                    .buckets
                     .iter()
                     .map(|_| counts.next().map_or(Ok(0), int).map(|n| n as u64))
                     .collect::<Result<_>>()?;
@@ -323,47 +397,29 @@ impl TsdbStore for RedisTsdbStore {
         Ok(out)
     }
 
-    async fn distinct_totals(
-        &self,
-        model: &Name,
-        keys: &[Name],
-        rollup: u64,
-        buckets: &[u64],
-        _now: u64,
-    ) -> Result<Vec<u64>> {
-        let groups = self.keys_by_tag(model, keys);
-        let pipes = groups
-            .iter()
-            .map(|(tag, members)| {
-                let mut pipe = redis::pipe();
+    async fn distinct_totals(&self, w: &Window) -> Result<Vec<u64>> {
+        let answers = self
+            .pipelined(w, |pipe, tag, members| {
                 for &i in members {
                     let mut cmd = redis::cmd("PFCOUNT");
-                    for &b in buckets {
-                        cmd.arg(Self::distinct_key(tag, rollup, b, &keys[i]));
+                    for &b in &w.buckets {
+                        cmd.arg(Self::distinct_key(tag, w.rollup, b, &w.keys[i]));
                     }
                     pipe.add_command(cmd);
                 }
-                pipe
             })
-            .collect();
-        let values = self.redis.run_pipelines(pipes).await?;
-        let mut out = vec![0u64; keys.len()];
-        for ((_, members), counts) in groups.iter().zip(values) {
-            for (&i, v) in members.iter().zip(&counts) {
+            .await?;
+        let mut out = vec![0u64; w.keys.len()];
+        for (members, counts) in answers {
+            for (i, v) in members.into_iter().zip(&counts) {
                 out[i] = int(v)? as u64;
             }
         }
         Ok(out)
     }
 
-    async fn distinct_union(
-        &self,
-        model: &Name,
-        keys: &[Name],
-        rollup: u64,
-        buckets: &[u64],
-        _now: u64,
-    ) -> Result<u64> {
+    async fn distinct_union(&self, w: &Window) -> Result<u64> {
+        let (model, keys, rollup, buckets) = (&w.model, &w.keys, w.rollup, &w.buckets);
         let groups = self.keys_by_tag(model, keys);
         let union_call = |tag: &str, members: &[usize], mode: &str, blobs: Vec<Vec<u8>>| {
             let mut call = Call::default();
@@ -405,68 +461,9 @@ impl TsdbStore for RedisTsdbStore {
         Ok(n as u64)
     }
 
-    async fn add_frequencies(&self, adds: &[FrequencyAdd], capacity: usize) -> Result<()> {
-        let groups = self.by_tag(adds, |a| &a.cell);
-        let calls: Vec<Call> = groups
-            .into_iter()
-            .map(|(tag, group)| {
-                let mut call = Call::default();
-                call.args.push(capacity.to_string());
-                call.args.push(group.len().to_string());
-                for a in group {
-                    let c = &a.cell;
-                    let k = call.key(Self::freq_key(&tag, c.rollup, c.bucket, &c.key));
-                    call.args.extend([
-                        k.to_string(),
-                        c.expires.to_string(),
-                        a.items.len().to_string(),
-                    ]);
-                    for (item, count) in &a.items {
-                        call.args.push(item.clone());
-                        call.args.push(count.to_string());
-                    }
-                }
-                call
-            })
-            .collect();
-        try_join_all(calls.iter().map(|call| self.run(&self.freq, call))).await?;
-        Ok(())
-    }
-
-    async fn frequencies(
-        &self,
-        model: &Name,
-        key: &Name,
-        rollup: u64,
-        buckets: &[u64],
-        _now: u64,
-    ) -> Result<Vec<(String, i64)>> {
-        let tag = self.tag(model, key);
-        let mut pipe = redis::pipe();
-        for &b in buckets {
-            pipe.cmd("ZRANGE")
-                .arg(Self::freq_key(&tag, rollup, b, key))
-                .arg(0)
-                .arg(-1)
-                .arg("WITHSCORES");
-        }
-        let mut values = self.redis.run_pipelines(vec![pipe]).await?;
-        let mut out = Vec::new();
-        for v in values.pop().unwrap_or_default() {
-            out.extend(score_pairs(v)?);
-        }
-        Ok(out)
-    }
-
-    async fn merge(
-        &self,
-        model: &Name,
-        into: &Name,
-        from: &Name,
-        spans: &[Span],
-        capacity: usize,
-        _now: u64,
-    ) -> Result<()> {
+    async fn merge(&self, job: &Merge) -> Result<()> {
+        let (model, into, from) = (&job.model, &job.into, &job.from);
+        let (spans, capacity) = (&job.spans, job.capacity);
         let from_tag = self.tag(model, from);
         let into_tag = self.tag(model, into);
         let journal = format!("{from_tag}:mj:{into}");
@@ -543,11 +540,8 @@ impl TsdbStore for RedisTsdbStore {
             let mut give = Call::default();
             give.key(format!("{into_tag}:mm:{id}"));
             give.key(format!("{into_tag}:mtmp"));
-            give.args.extend([
-                into.to_string(),
-                capacity.to_string(),
-                journal_expire.to_string(),
-            ]);
+            give.args
+                .extend([capacity.to_string(), journal_expire.to_string()]);
             // Counts first, so an overflow is refused before anything else.
             let mut order: Vec<usize> = (0..labels.len()).collect();
             order.sort_by_key(|&i| labels[i].0 != "c");
@@ -556,42 +550,37 @@ impl TsdbStore for RedisTsdbStore {
                 let Some(&(r, b)) = expiry.get(label) else {
                     continue; // a bucket that has expired since
                 };
-                let expire = r.expires(b).to_string();
-                match kind {
-                    "c" => {
-                        let k = give.key(Self::count_key(&into_tag, r.seconds, b));
-                        give.args.extend([
-                            "c".into(),
-                            k.to_string(),
-                            expire,
-                            int(&read[i])?.to_string(),
-                        ]);
-                    }
+                let delta = match kind {
+                    "c" => Delta::Sum(int(&read[i])?),
                     "d" => {
                         let Value::BulkString(blob) = &read[i] else {
                             continue; // expired since
                         };
+                        // Redis's own HyperLogLog bytes, as they are
+                        // (binary-safe), PFMERGEd in `into`'s slot.
                         let k = give.key(Self::distinct_key(&into_tag, r.seconds, b, into));
-                        give.args.extend(["d".into(), k.to_string(), expire]);
-                        // Binary-safe: the HyperLogLog's bytes as they are.
+                        give.args
+                            .extend(["2h".into(), k.to_string(), r.expires(b).to_string()]);
                         give.args.push(String::new());
                         give.blobs_at.push((give.args.len() - 1, blob.clone()));
+                        continue;
                     }
                     _ => {
-                        let items = topn::ascending(score_pairs(read[i].clone())?);
-                        let k = give.key(Self::freq_key(&into_tag, r.seconds, b, into));
-                        give.args.extend([
-                            "f".into(),
-                            k.to_string(),
-                            expire,
-                            items.len().to_string(),
-                        ]);
-                        for (item, count) in items {
-                            give.args.push(item);
-                            give.args.push(count.to_string());
-                        }
+                        let pairs = score_pairs(read[i].clone())?;
+                        let top =
+                            TopValue::from_counts(pairs.iter().map(|(k, c)| (k.as_str(), *c)))
+                                .map_err(|e| Error::Corrupt(format!("a journaled summary: {e}")))?;
+                        Delta::Top(Box::new(top))
                     }
-                }
+                };
+                let cell = Cell {
+                    model: model.clone(),
+                    key: into.clone(),
+                    rollup: r.seconds,
+                    bucket: b,
+                    expires: r.expires(b),
+                };
+                push_op(&mut give, &into_tag, &CellAdd { cell, delta })?;
             }
             self.run_give(&give).await?;
             // Step 3: drop the journal.

@@ -13,6 +13,7 @@ use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::Sqlite;
 use crate::daily::{DailyStore, DailyWrite, DailyWritten, Day};
+use crate::engine::kinds::sum::add_stored;
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -63,9 +64,7 @@ fn incr_in(tx: &Transaction<'_>, w: &DailyWrite) -> Result<DailyWritten> {
             w.count
         ))
     };
-    let total = total
-        .checked_add(w.count)
-        .ok_or_else(|| overflow("total"))?;
+    let total = add_stored(total, w.count).ok_or_else(|| overflow("total"))?;
     let mut day_count = 0;
     if day >= floor {
         let old: i64 = tx
@@ -73,7 +72,7 @@ fn incr_in(tx: &Transaction<'_>, w: &DailyWrite) -> Result<DailyWritten> {
             .query_row(params![entity, day], |r| r.get(0))
             .optional()?
             .unwrap_or(0);
-        day_count = old.checked_add(w.count).ok_or_else(|| overflow("day"))?;
+        day_count = add_stored(old, w.count).ok_or_else(|| overflow("day"))?;
         tx.prepare_cached(
             "INSERT INTO tally_daily (entity, day, count) VALUES (?1, ?2, ?3)
              ON CONFLICT (entity, day) DO UPDATE SET count = excluded.count",

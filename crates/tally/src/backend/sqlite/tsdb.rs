@@ -7,19 +7,26 @@
 //! write transaction deletes up to [`SWEEP`] expired rows per table (an index
 //! range), so expired data goes without a cleaner. A write, a merge and a
 //! delete are each one transaction.
+//!
+//! One path serves every kind: a cell's value is read as the engine's
+//! [`Value`] (one range query per key), merged with the kind's rule (item
+//! counts folded into the bounded summary) and written back in the kind's
+//! row shape.
 
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{Connection, Transaction, params};
 
 use super::Sqlite;
 use crate::clock::SharedClock;
+use crate::engine::kinds::sum::add_stored;
+use crate::engine::kinds::{DistinctValue, Hll};
+use crate::engine::{Kind, Value};
 use crate::error::{Error, Result};
 use crate::name::Name;
-use crate::tsdb::hll::Hll;
-use crate::tsdb::store::{Cell, CountAdd, DistinctAdd, FrequencyAdd, Span, TsdbStore};
-use crate::tsdb::topn::{self, Summary};
+use crate::tsdb::store::{Cell, CellAdd, Merge, Span, TsdbStore, Window};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS tally_ts_count (
@@ -89,108 +96,149 @@ impl SqliteTsdbStore {
     }
 }
 
-fn cell_params(c: &Cell) -> (String, String, i64, i64, i64) {
-    (
-        c.model.to_string(),
-        c.key.to_string(),
+/// The table keeping the cells of `kind`.
+fn table(kind: Kind) -> Result<&'static str> {
+    match kind {
+        Kind::Sum => Ok(TABLES[0]),
+        Kind::Distinct => Ok(TABLES[1]),
+        Kind::Top => Ok(TABLES[2]),
+        other => Err(Error::Backend(format!(
+            "internal error: the time-series store keeps no {other} values"
+        ))),
+    }
+}
+
+/// The stored values of `kind` of one key in the buckets `first..=last` of
+/// `rollup` that have not expired at `now`, by bucket: one range query,
+/// whatever the kind (an item-counts cell is one row per item).
+fn load_range(
+    conn: &Connection,
+    kind: Kind,
+    (model, key, rollup): (&Name, &Name, u64),
+    (first, last): (u64, u64),
+    now: i64,
+) -> Result<HashMap<u64, Value>> {
+    let columns = match kind {
+        Kind::Sum => "count",
+        Kind::Distinct => "registers",
+        _ => "item, count",
+    };
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT bucket, {columns} FROM {}
+         WHERE model = ?1 AND key = ?2 AND rollup = ?3
+           AND bucket BETWEEN ?4 AND ?5 AND expires > ?6",
+        table(kind)?
+    ))?;
+    let mut rows = stmt.query(params![
+        model.as_str(),
+        key.as_str(),
+        rollup as i64,
+        first as i64,
+        last as i64,
+        now
+    ])?;
+    let mut out: HashMap<u64, Value> = HashMap::new();
+    while let Some(row) = rows.next()? {
+        let bucket = row.get::<_, i64>(0)? as u64;
+        match kind {
+            Kind::Sum => {
+                out.insert(bucket, Value::Sum(row.get(1)?));
+            }
+            Kind::Distinct => {
+                let hll = Hll::from_bytes(&row.get::<_, Vec<u8>>(1)?)?;
+                out.insert(
+                    bucket,
+                    Value::Distinct(Box::new(DistinctValue::Registers(Box::new(hll)))),
+                );
+            }
+            _ => {
+                let (item, count): (String, i64) = (row.get(1)?, row.get(2)?);
+                let entry = out
+                    .entry(bucket)
+                    .or_insert_with(|| Value::Top(Box::default()));
+                if let Value::Top(t) = entry {
+                    t.add(&item, count)
+                        .map_err(|e| Error::Corrupt(format!("a stored summary: {e}")))?;
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A cell's stored value of `kind`, if any.
+fn load(conn: &Connection, kind: Kind, c: &Cell, now: i64) -> Result<Option<Value>> {
+    let mut found = load_range(
+        conn,
+        kind,
+        (&c.model, &c.key, c.rollup),
+        (c.bucket, c.bucket),
+        now,
+    )?;
+    Ok(found.remove(&c.bucket))
+}
+
+/// Writes a cell's value with its expiry, in its kind's row shape: a count,
+/// a HyperLogLog's registers, or one row per item.
+fn store(tx: &Transaction<'_>, c: &Cell, value: &Value) -> Result<()> {
+    let (model, key, rollup, bucket, expires) = (
+        c.model.as_str(),
+        c.key.as_str(),
         c.rollup as i64,
         c.bucket as i64,
         c.expires as i64,
-    )
+    );
+    let (column, stored): (&str, SqlValue) = match value {
+        Value::Sum(count) => ("count", SqlValue::Integer(*count)),
+        Value::Distinct(d) => ("registers", SqlValue::Blob(d.to_hll().to_bytes())),
+        Value::Top(t) => {
+            tx.prepare_cached(
+                "DELETE FROM tally_ts_freq
+                 WHERE model = ?1 AND key = ?2 AND rollup = ?3 AND bucket = ?4",
+            )?
+            .execute(params![model, key, rollup, bucket])?;
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO tally_ts_freq (model, key, rollup, bucket, item, count, expires)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?;
+            for (item, count) in t.items() {
+                insert.execute(params![model, key, rollup, bucket, item, count, expires])?;
+            }
+            return Ok(());
+        }
+        other => return table(other.kind()).map(|_| ()),
+    };
+    tx.prepare_cached(&format!(
+        "INSERT INTO {} (model, key, rollup, bucket, {column}, expires)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (model, key, rollup, bucket)
+         DO UPDATE SET {column} = excluded.{column}, expires = excluded.expires",
+        table(value.kind())?
+    ))?
+    .execute(params![model, key, rollup, bucket, stored, expires])?;
+    Ok(())
 }
 
-fn load_summary(conn: &Connection, c: &Cell, now: i64) -> Result<Summary> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT item, count FROM tally_ts_freq
-         WHERE model = ?1 AND key = ?2 AND rollup = ?3 AND bucket = ?4 AND expires > ?5",
-    )?;
-    let items = stmt
-        .query_map(
-            params![
-                c.model.as_str(),
-                c.key.as_str(),
-                c.rollup as i64,
-                c.bucket as i64,
-                now
-            ],
-            |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)),
-        )?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(Summary::from_items(items))
-}
-
-fn store_summary(tx: &Transaction<'_>, c: &Cell, summary: &Summary) -> Result<()> {
-    let (model, key, rollup, bucket, expires) = cell_params(c);
-    tx.prepare_cached(
-        "DELETE FROM tally_ts_freq WHERE model = ?1 AND key = ?2 AND rollup = ?3 AND bucket = ?4",
-    )?
-    .execute(params![model, key, rollup, bucket])?;
-    let mut insert = tx.prepare_cached(
-        "INSERT INTO tally_ts_freq (model, key, rollup, bucket, item, count, expires)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?;
-    for (item, count) in summary.items() {
-        insert.execute(params![model, key, rollup, bucket, item, count, expires])?;
+/// Merges `delta` into cell `c`: sums add as every store adds them
+/// ([`add_stored`]; an overflow fails, naming the cell), distinct values unite, item counts fold into the cell's summary
+/// of at most `capacity` items.
+fn add_one(tx: &Transaction<'_>, c: &Cell, delta: &Value, capacity: usize, now: i64) -> Result<()> {
+    let kind = delta.kind();
+    let mut value = load(tx, kind, c, now)?.unwrap_or_else(|| kind.identity());
+    match (&mut value, delta) {
+        (Value::Top(stored), Value::Top(d)) => stored.fold(d, capacity)?,
+        (Value::Sum(stored), Value::Sum(d)) => {
+            *stored = add_stored(*stored, *d).ok_or_else(|| {
+                Error::InvalidCount(format!(
+                    "adding {d} to {}:{} in the {} s bucket at {} would overflow; nothing was \
+                 written",
+                    c.model, c.key, c.rollup, c.bucket
+                ))
+            })?
+        }
+        _ => value.merge(delta)?,
     }
-    Ok(())
-}
-
-fn load_hll(conn: &Connection, c: &Cell, now: i64) -> Result<Option<Hll>> {
-    let blob: Option<Vec<u8>> = conn
-        .prepare_cached(
-            "SELECT registers FROM tally_ts_distinct
-             WHERE model = ?1 AND key = ?2 AND rollup = ?3 AND bucket = ?4 AND expires > ?5",
-        )?
-        .query_row(
-            params![
-                c.model.as_str(),
-                c.key.as_str(),
-                c.rollup as i64,
-                c.bucket as i64,
-                now
-            ],
-            |r| r.get(0),
-        )
-        .optional()?;
-    blob.map(|b| Hll::from_bytes(&b)).transpose()
-}
-
-fn store_hll(tx: &Transaction<'_>, c: &Cell, hll: &Hll) -> Result<()> {
-    let (model, key, rollup, bucket, expires) = cell_params(c);
-    tx.prepare_cached(
-        "INSERT INTO tally_ts_distinct (model, key, rollup, bucket, registers, expires)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-         ON CONFLICT (model, key, rollup, bucket)
-         DO UPDATE SET registers = excluded.registers, expires = excluded.expires",
-    )?
-    .execute(params![model, key, rollup, bucket, hll.to_bytes(), expires])?;
-    Ok(())
-}
-
-fn add_count(tx: &Transaction<'_>, c: &Cell, delta: i64, now: i64) -> Result<()> {
-    let (model, key, rollup, bucket, expires) = cell_params(c);
-    let old: i64 = tx
-        .prepare_cached(
-            "SELECT count FROM tally_ts_count
-             WHERE model = ?1 AND key = ?2 AND rollup = ?3 AND bucket = ?4 AND expires > ?5",
-        )?
-        .query_row(params![model, key, rollup, bucket, now], |r| r.get(0))
-        .optional()?
-        .unwrap_or(0);
-    let new = old.checked_add(delta).ok_or_else(|| {
-        Error::InvalidCount(format!(
-            "adding {delta} to {model}:{key} in the {rollup} s bucket at {bucket} would overflow; \
-             nothing was written"
-        ))
-    })?;
-    tx.prepare_cached(
-        "INSERT INTO tally_ts_count (model, key, rollup, bucket, count, expires)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-         ON CONFLICT (model, key, rollup, bucket)
-         DO UPDATE SET count = excluded.count, expires = excluded.expires",
-    )?
-    .execute(params![model, key, rollup, bucket, new, expires])?;
-    Ok(())
+    store(tx, c, &value)
 }
 
 fn cell(model: &Name, key: &Name, rollup: u64, bucket: u64) -> Cell {
@@ -205,52 +253,31 @@ fn cell(model: &Name, key: &Name, rollup: u64, bucket: u64) -> Cell {
 
 #[async_trait]
 impl TsdbStore for SqliteTsdbStore {
-    async fn add_counts(&self, adds: &[CountAdd]) -> Result<()> {
+    async fn add(&self, adds: &[CellAdd], capacity: usize) -> Result<()> {
         let adds = adds.to_vec();
         self.write(move |tx, now| {
             for a in &adds {
-                add_count(tx, &a.cell, a.delta, now)?;
+                add_one(tx, &a.cell, &a.delta, capacity, now)?;
             }
             Ok(())
         })
         .await
     }
 
-    async fn counts(
-        &self,
-        model: &Name,
-        keys: &[Name],
-        rollup: u64,
-        buckets: &[u64],
-        now: u64,
-    ) -> Result<Vec<Vec<i64>>> {
-        let (model, keys, buckets) = (model.clone(), keys.to_vec(), buckets.to_vec());
-        let (first, last) = (buckets[0] as i64, *buckets.last().expect("buckets") as i64);
+    async fn read(&self, kind: Kind, w: &Window) -> Result<Vec<Vec<Value>>> {
+        table(kind)?;
+        let w = w.clone();
+        let span = (w.buckets[0], *w.buckets.last().expect("buckets"));
         self.db
             .read(move |conn| {
-                let mut stmt = conn.prepare_cached(
-                    "SELECT bucket, count FROM tally_ts_count
-                     WHERE model = ?1 AND key = ?2 AND rollup = ?3
-                       AND bucket BETWEEN ?4 AND ?5 AND expires > ?6",
-                )?;
-                keys.iter()
+                w.keys
+                    .iter()
                     .map(|key| {
-                        let found: HashMap<u64, i64> = stmt
-                            .query_map(
-                                params![
-                                    model.as_str(),
-                                    key.as_str(),
-                                    rollup as i64,
-                                    first,
-                                    last,
-                                    now as i64
-                                ],
-                                |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)?)),
-                            )?
-                            .collect::<rusqlite::Result<_>>()?;
-                        Ok(buckets
+                        let mut found =
+                            load_range(conn, kind, (&w.model, key, w.rollup), span, w.now as i64)?;
+                        Ok(w.buckets
                             .iter()
-                            .map(|b| found.get(b).copied().unwrap_or(0))
+                            .map(|b| found.remove(b).unwrap_or_else(|| kind.identity()))
                             .collect())
                     })
                     .collect()
@@ -258,161 +285,14 @@ impl TsdbStore for SqliteTsdbStore {
             .await
     }
 
-    async fn add_distinct(&self, adds: &[DistinctAdd]) -> Result<()> {
-        let adds = adds.to_vec();
-        self.write(move |tx, now| {
-            for a in &adds {
-                let mut hll = load_hll(tx, &a.cell, now)?.unwrap_or_default();
-                for v in &a.values {
-                    hll.add(v.as_bytes());
-                }
-                store_hll(tx, &a.cell, &hll)?;
-            }
-            Ok(())
-        })
-        .await
-    }
-
-    async fn distinct_counts(
-        &self,
-        model: &Name,
-        keys: &[Name],
-        rollup: u64,
-        buckets: &[u64],
-        now: u64,
-    ) -> Result<Vec<Vec<u64>>> {
-        let (model, keys, buckets) = (model.clone(), keys.to_vec(), buckets.to_vec());
-        self.db
-            .read(move |conn| {
-                keys.iter()
-                    .map(|key| {
-                        buckets
-                            .iter()
-                            .map(|&b| {
-                                Ok(load_hll(conn, &cell(&model, key, rollup, b), now as i64)?
-                                    .map_or(0, |h| h.count()))
-                            })
-                            .collect()
-                    })
-                    .collect()
-            })
-            .await
-    }
-
-    async fn distinct_totals(
-        &self,
-        model: &Name,
-        keys: &[Name],
-        rollup: u64,
-        buckets: &[u64],
-        now: u64,
-    ) -> Result<Vec<u64>> {
-        let (model, keys, buckets) = (model.clone(), keys.to_vec(), buckets.to_vec());
-        self.db
-            .read(move |conn| {
-                keys.iter()
-                    .map(|key| {
-                        let mut union = Hll::default();
-                        for &b in &buckets {
-                            if let Some(h) =
-                                load_hll(conn, &cell(&model, key, rollup, b), now as i64)?
-                            {
-                                union.merge(&h);
-                            }
-                        }
-                        Ok(union.count())
-                    })
-                    .collect()
-            })
-            .await
-    }
-
-    async fn distinct_union(
-        &self,
-        model: &Name,
-        keys: &[Name],
-        rollup: u64,
-        buckets: &[u64],
-        now: u64,
-    ) -> Result<u64> {
-        let (model, keys, buckets) = (model.clone(), keys.to_vec(), buckets.to_vec());
-        self.db
-            .read(move |conn| {
-                let mut union = Hll::default();
-                for key in &keys {
-                    for &b in &buckets {
-                        if let Some(h) = load_hll(conn, &cell(&model, key, rollup, b), now as i64)?
-                        {
-                            union.merge(&h);
-                        }
-                    }
-                }
-                Ok(union.count())
-            })
-            .await
-    }
-
-    async fn add_frequencies(&self, adds: &[FrequencyAdd], capacity: usize) -> Result<()> {
-        let adds = adds.to_vec();
-        self.write(move |tx, now| {
-            for a in &adds {
-                let mut summary = load_summary(tx, &a.cell, now)?;
-                for (item, count) in &a.items {
-                    summary.add(item, *count, capacity);
-                }
-                store_summary(tx, &a.cell, &summary)?;
-            }
-            Ok(())
-        })
-        .await
-    }
-
-    async fn frequencies(
-        &self,
-        model: &Name,
-        key: &Name,
-        rollup: u64,
-        buckets: &[u64],
-        now: u64,
-    ) -> Result<Vec<(String, i64)>> {
-        let (model, key) = (model.clone(), key.clone());
-        let (first, last) = (buckets[0] as i64, *buckets.last().expect("buckets") as i64);
-        self.db
-            .read(move |conn| {
-                let mut stmt = conn.prepare_cached(
-                    "SELECT item, count FROM tally_ts_freq
-                     WHERE model = ?1 AND key = ?2 AND rollup = ?3
-                       AND bucket BETWEEN ?4 AND ?5 AND expires > ?6",
-                )?;
-                let items = stmt
-                    .query_map(
-                        params![
-                            model.as_str(),
-                            key.as_str(),
-                            rollup as i64,
-                            first,
-                            last,
-                            now as i64
-                        ],
-                        |r| Ok((r.get(0)?, r.get(1)?)),
-                    )?
-                    .collect::<rusqlite::Result<Vec<_>>>()?;
-                Ok(items)
-            })
-            .await
-    }
-
-    async fn merge(
-        &self,
-        model: &Name,
-        into: &Name,
-        from: &Name,
-        spans: &[Span],
-        capacity: usize,
-        _now: u64,
-    ) -> Result<()> {
-        let (model, into, from, spans) =
-            (model.clone(), into.clone(), from.clone(), spans.to_vec());
+    async fn merge(&self, job: &Merge) -> Result<()> {
+        let Merge {
+            model,
+            into,
+            from,
+            spans,
+            capacity,
+        } = job.clone();
         self.write(move |tx, now| {
             for span in &spans {
                 let r = span.rollup;
@@ -422,32 +302,12 @@ impl TsdbStore for SqliteTsdbStore {
                         expires: r.expires(b),
                         ..cell(&model, &into, r.seconds, b)
                     };
-                    let count: Option<i64> = tx
-                        .prepare_cached(
-                            "SELECT count FROM tally_ts_count
-                             WHERE model = ?1 AND key = ?2 AND rollup = ?3 AND bucket = ?4 AND expires > ?5",
-                        )?
-                        .query_row(
-                            params![model.as_str(), from.as_str(), r.seconds as i64, b as i64, now],
-                            |row| row.get(0),
-                        )
-                        .optional()?;
-                    if let Some(count) = count {
-                        add_count(tx, &dst, count, now)?;
-                    }
-                    if let Some(h) = load_hll(tx, &src, now)? {
-                        let mut target = load_hll(tx, &dst, now)?.unwrap_or_default();
-                        target.merge(&h);
-                        store_hll(tx, &dst, &target)?;
-                    }
-                    let moved = load_summary(tx, &src, now)?;
-                    if !moved.is_empty() {
-                        let mut target = load_summary(tx, &dst, now)?;
-                        let items = topn::ascending(moved.items().map(|(k, v)| (k.to_owned(), v)));
-                        for (item, count) in items {
-                            target.add(&item, count, capacity);
+                    // Counts first: an overflow is refused before anything
+                    // else moved (the transaction rolls back either way).
+                    for kind in [Kind::Sum, Kind::Distinct, Kind::Top] {
+                        if let Some(v) = load(tx, kind, &src, now)? {
+                            add_one(tx, &dst, &v, capacity, now)?;
                         }
-                        store_summary(tx, &dst, &target)?;
                     }
                 }
             }

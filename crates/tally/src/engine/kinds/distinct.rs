@@ -1,5 +1,5 @@
 //! The distinct-count kind: a set of values, estimated with a HyperLogLog
-//! register-compatible with Redis ([`crate::tsdb::hll::Hll`]).
+//! register-compatible with Redis ([`Hll`], the one implementation: the time-series store's too).
 //!
 //! A [`DistinctValue`] holds up to [`SET_CAP`] values as they are (a Redis
 //! store adds them with PFADD, which needs the raw values) and turns into
@@ -22,10 +22,10 @@
 
 use std::collections::BTreeSet;
 
+use super::hll::Hll;
 use super::msgpack::{Reader, Writer};
 use crate::engine::aggregate::{Aggregate, Codec};
 use crate::error::Result;
-use crate::tsdb::hll::Hll;
 
 /// The most values kept as they are; one more and they become registers.
 pub const SET_CAP: usize = 256;

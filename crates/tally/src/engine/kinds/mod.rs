@@ -3,6 +3,7 @@
 
 pub mod distinct;
 pub mod gauge;
+pub mod hll;
 #[cfg(test)]
 mod laws;
 pub(crate) mod msgpack;
@@ -13,6 +14,7 @@ pub mod top;
 
 pub use distinct::DistinctValue;
 pub use gauge::GaugeValue;
+pub use hll::Hll;
 pub use sketch::{Sketch, SketchSettings};
 pub use stats::{StatsSummary, StatsValue};
 pub use top::TopValue;

@@ -1,5 +1,7 @@
 //! The most-frequent kind: exact counts per item, folded into a bounded
-//! Space-Saving summary where stored ([`crate::tsdb::topn`]).
+//! Space-Saving summary where stored ([`Summary`]). The one implementation
+//! of most-frequent items: the time-series store's (`tsdb::topn` is this
+//! module) and every space of this kind.
 //!
 //! A [`TopValue`] is a multiset: items with positive counts. A write's
 //! delta is exact, and merging deltas (the aggregating writer, the write
@@ -20,17 +22,125 @@
 //! writer never does. A summary already holding more than `capacity` items
 //! (the capacity was lowered) keeps its size.
 //!
+//! [`Summary`] is Space-Saving itself: while it has room it is exact; when
+//! full, a new item replaces the item with the lowest count (ties: the
+//! smallest item in byte order) and starts from that count plus its own.
+//! The Redis store applies the same rule in Lua (`lua/kind_top.lua`, on a
+//! sorted set, where ZRANGE 0 0 picks the same victim), so every store
+//! holds the same summary for the same writes. Rankings break ties by
+//! item, ascending.
+//!
 //! Encoding (SQLite; Redis keeps a summary as a sorted set): a MessagePack
 //! array `[1, item, count, item, count, ...]`, items in byte order.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
 
 use super::msgpack::{Reader, Writer};
 use crate::engine::aggregate::{Aggregate, Codec, Undo};
 use crate::error::{Error, Result};
-use crate::tsdb::topn::{self, ItemCount, Summary};
 
 const FORMAT: i64 = 1;
+
+/// The default number of items a summary keeps per key and bucket.
+pub const DEFAULT_CAPACITY: usize = 64;
+/// The largest count one write may add to an item.
+pub const MAX_ITEM_COUNT: i64 = 1 << 32;
+
+/// An item and its (estimated) count.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ItemCount {
+    /// The item.
+    pub item: String,
+    /// Its count (exact while the summaries involved never filled up).
+    pub count: i64,
+}
+
+/// A Space-Saving summary.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    items: HashMap<String, i64>,
+}
+
+impl Summary {
+    /// A summary holding `items` as stored.
+    pub fn from_items(items: impl IntoIterator<Item = (String, i64)>) -> Self {
+        Summary {
+            items: items.into_iter().collect(),
+        }
+    }
+
+    /// Adds `count` to `item`, keeping at most `capacity` items.
+    pub fn add(&mut self, item: &str, count: i64, capacity: usize) {
+        if let Some(c) = self.items.get_mut(item) {
+            *c += count;
+            return;
+        }
+        if self.items.len() < capacity {
+            self.items.insert(item.to_owned(), count);
+            return;
+        }
+        let victim = self
+            .items
+            .iter()
+            .min_by(|a, b| {
+                a.1.cmp(b.1)
+                    .then_with(|| a.0.as_bytes().cmp(b.0.as_bytes()))
+            })
+            .map(|(k, v)| (k.clone(), *v));
+        if let Some((victim, floor)) = victim {
+            self.items.remove(&victim);
+            self.items.insert(item.to_owned(), floor + count);
+        }
+    }
+
+    /// The items, in no particular order.
+    pub fn items(&self) -> impl Iterator<Item = (&str, i64)> {
+        self.items.iter().map(|(k, v)| (k.as_str(), *v))
+    }
+
+    /// The number of items held.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+/// Items in the order Redis's ZRANGE returns them: count ascending, then
+/// item ascending (the order merges replay them in).
+pub fn ascending(items: impl IntoIterator<Item = (String, i64)>) -> Vec<(String, i64)> {
+    let mut v: Vec<(String, i64)> = items.into_iter().collect();
+    v.sort_by(|a, b| {
+        a.1.cmp(&b.1)
+            .then_with(|| a.0.as_bytes().cmp(b.0.as_bytes()))
+    });
+    v
+}
+
+/// The `n` most frequent of `items` (summed per item): count descending,
+/// ties by item ascending.
+pub fn top(items: impl IntoIterator<Item = (String, i64)>, n: usize) -> Vec<ItemCount> {
+    let mut sums: HashMap<String, i64> = HashMap::new();
+    for (item, count) in items {
+        *sums.entry(item).or_default() += count;
+    }
+    let mut ranked: Vec<ItemCount> = sums
+        .into_iter()
+        .map(|(item, count)| ItemCount { item, count })
+        .collect();
+    ranked.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then_with(|| a.item.as_bytes().cmp(b.item.as_bytes()))
+    });
+    ranked.truncate(n);
+    ranked
+}
 
 /// Items and their counts (all positive).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -92,7 +202,7 @@ impl TopValue {
 
     /// The `n` most frequent items: count descending, ties by item.
     pub fn top(&self, n: usize) -> Vec<ItemCount> {
-        topn::top(self.counts.iter().map(|(k, &v)| (k.clone(), v)), n)
+        top(self.counts.iter().map(|(k, &v)| (k.clone(), v)), n)
     }
 
     /// Folds a delta into `self`, a stored Space-Saving summary of at most
@@ -110,7 +220,7 @@ impl TopValue {
             return Err(overflow(item));
         }
         let mut summary = Summary::from_items(std::mem::take(&mut self.counts));
-        for (item, count) in topn::ascending(delta.counts.iter().map(|(k, &v)| (k.clone(), v))) {
+        for (item, count) in ascending(delta.counts.iter().map(|(k, &v)| (k.clone(), v))) {
             summary.add(&item, count, capacity);
         }
         self.counts = summary.items().map(|(k, v)| (k.to_owned(), v)).collect();
@@ -317,6 +427,70 @@ mod tests {
             for (item, c) in truth.items() {
                 if c * capacity as i64 > total {
                     prop_assert!(stored.count(item) > 0, "heavy hitter {} ({}) evicted", item, c);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn exact_while_small_then_evicts_the_smallest() {
+        let mut s = Summary::default();
+        s.add("b", 5, 3);
+        s.add("a", 5, 3);
+        s.add("c", 7, 3);
+        s.add("a", 1, 3);
+        assert_eq!(
+            top(s.items().map(|(k, v)| (k.to_owned(), v)), 10),
+            vec![
+                ItemCount {
+                    item: "c".into(),
+                    count: 7
+                },
+                ItemCount {
+                    item: "a".into(),
+                    count: 6
+                },
+                ItemCount {
+                    item: "b".into(),
+                    count: 5
+                },
+            ]
+        );
+        // Full: "d" replaces the smallest (b, 5) and starts at 5 + 1.
+        s.add("d", 1, 3);
+        let got: HashMap<&str, i64> = s.items().collect();
+        assert_eq!(got, HashMap::from([("a", 6), ("c", 7), ("d", 6)]));
+    }
+
+    #[test]
+    fn ties_are_ordered_by_item() {
+        let ranked = top(vec![("y".into(), 2), ("x".into(), 2), ("z".into(), 3)], 2);
+        assert_eq!(ranked[0].item, "z");
+        assert_eq!(ranked[1].item, "x");
+    }
+
+    proptest! {
+        #[test]
+        fn heavy_hitters_survive_and_counts_never_under_estimate(
+            stream in proptest::collection::vec((0u8..40, 1i64..5), 1..400),
+            capacity in 1usize..12,
+        ) {
+            let mut s = Summary::default();
+            let mut truth: HashMap<String, i64> = HashMap::new();
+            for (item, count) in &stream {
+                let item = format!("i{item}");
+                s.add(&item, *count, capacity);
+                *truth.entry(item).or_default() += count;
+            }
+            prop_assert!(s.len() <= capacity);
+            let total: i64 = truth.values().sum();
+            let kept: HashMap<&str, i64> = s.items().collect();
+            for (item, &c) in &kept {
+                prop_assert!(c >= truth[*item]);
+            }
+            for (item, &c) in &truth {
+                if c * capacity as i64 > total {
+                    prop_assert!(kept.contains_key(item.as_str()), "{} ({}) evicted", item, c);
                 }
             }
         }

@@ -4,56 +4,17 @@
 --
 -- KEYS[1]: the marker `{..into's tag..}:mm:<id>`; KEYS[2]: a scratch key
 --          for serialized HyperLogLogs; KEYS[3..]: targets.
--- ARGV[1]  `into`; ARGV[2] capacity of frequency summaries; ARGV[3] the
---          marker's EXPIREAT; then entries, counts first:
---          'c', target index, EXPIREAT, count
---          'd', target index, EXPIREAT, serialized HyperLogLog
---          'f', target index, EXPIREAT, m, then m pairs item, count
--- Returns 1 when applied, 0 when this merge id was applied before.
-if not redis.call('SET', KEYS[1], '1', 'NX', 'EXAT', ARGV[3]) then
+-- ARGV[1]  capacity of frequency summaries; ARGV[2] the marker's EXPIREAT;
+--          ARGV[3..] the ops (ts_ops.lua, prepended with kind_top.lua),
+--          counts first, distinct sets as serialized HyperLogLogs ('2h').
+-- Returns 1 when applied, 0 when this merge id was applied before; on an
+-- overflow nothing stays written (the marker neither) and the error
+-- "TALLY_OVERFLOW merge" is returned.
+if not redis.call('SET', KEYS[1], '1', 'NX', 'EXAT', ARGV[2]) then
   return 0
 end
-local into, cap = ARGV[1], tonumber(ARGV[2])
-local function add(key, item, count)
-  if redis.call('ZSCORE', key, item) then
-    redis.call('ZINCRBY', key, count, item)
-  elseif redis.call('ZCARD', key) < cap then
-    redis.call('ZADD', key, count, item)
-  else
-    local low = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    redis.call('ZREM', key, low[1])
-    redis.call('ZADD', key, tonumber(low[2]) + tonumber(count), item)
-  end
-end
-local added = {}
-local at = 4
-while at <= #ARGV do
-  local kind, key, expire = ARGV[at], KEYS[tonumber(ARGV[at + 1])], ARGV[at + 2]
-  if kind == 'c' then
-    local r = redis.pcall('HINCRBY', key, into, ARGV[at + 3])
-    if type(r) == 'table' and r.err then
-      for _, a in ipairs(added) do
-        if redis.call('HINCRBY', a[1], into, '-' .. a[2]) == 0 then
-          redis.call('HDEL', a[1], into)
-        end
-      end
-      redis.call('DEL', KEYS[1])
-      return redis.error_reply('TALLY_OVERFLOW merge')
-    end
-    added[#added + 1] = {key, ARGV[at + 3]}
-    at = at + 4
-  elseif kind == 'd' then
-    redis.call('SET', KEYS[2], ARGV[at + 3])
-    redis.call('PFMERGE', key, KEYS[2])
-    redis.call('DEL', KEYS[2])
-    at = at + 4
-  else
-    local m = tonumber(ARGV[at + 3])
-    for j = 0, m - 1 do
-      add(key, ARGV[at + 4 + 2 * j], ARGV[at + 5 + 2 * j])
-    end
-    at = at + 4 + 2 * m
-  end
-  redis.call('EXPIREAT', key, expire)
+if ts_apply(3, tonumber(ARGV[1]), KEYS[2]) then
+  redis.call('DEL', KEYS[1])
+  return redis.error_reply('TALLY_OVERFLOW merge')
 end
 return 1

@@ -1,4 +1,6 @@
-//! HyperLogLog for the embedded store, register-compatible with Redis.
+//! HyperLogLog, register-compatible with Redis: the one implementation,
+//! behind the distinct kind ([`super::distinct`]) and the time-series
+//! store's SQLite HyperLogLogs (`tsdb::hll` is this module).
 //!
 //! The same parameters as Redis's PFADD/PFCOUNT: 2^14 registers,
 //! MurmurHash64A with Redis's seed, and Redis's estimator (Ertl's improved
