@@ -78,7 +78,7 @@ fn curl_and_nc_feed_a_counter_that_reads_back() {
         .stdin(Stdio::piped())
         .spawn()
         .expect("run nc");
-    std::io::Write::write_all(nc.stdin.as_mut().unwrap(), b"e2e:10|c\ne2e:1|g\n").unwrap();
+    std::io::Write::write_all(nc.stdin.as_mut().unwrap(), b"e2e:10|c\ne2e:1|zz\n").unwrap();
     drop(nc.stdin.take());
     assert!(nc.wait().unwrap().success());
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -97,7 +97,7 @@ fn curl_and_nc_feed_a_counter_that_reads_back() {
         "{metrics}"
     );
     assert!(
-        metrics.contains("tally_statsd_lines_rejected_total{reason=\"not_counter\"} 1\n"),
+        metrics.contains("tally_statsd_lines_rejected_total{reason=\"unknown_type\"} 1\n"),
         "{metrics}"
     );
     let (code, page) = curl(&[&format!("{}/", s.base)]);

@@ -236,7 +236,7 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
             "statsd",
             tokio::spawn(tally::server::statsd::listen(
                 socket,
-                aggregator.clone(),
+                tally::server::statsd::Targets::of(&tally),
                 metrics.clone(),
                 stopped(),
             )),

@@ -15,8 +15,10 @@ use common::{Fixture, Kind};
 use serde_json::{Value, json};
 use tally::counters::{Aggregator, AggregatorSettings};
 use tally::limits::{Algorithm, Limit, Limiter};
+use tally::server::statsd::Targets;
 use tally::server::{AppState, Metrics, ServerSettings, Services, app};
-use tally::{Clock, DailySettings, Locks, TsdbSettings};
+use tally::stats::StatsWriter;
+use tally::{Clock, DailySettings, Locks, StatsSettings, TsdbSettings};
 use tower::ServiceExt;
 
 const TOKEN: &str = "s3cret-token";
@@ -26,6 +28,8 @@ struct TestServer {
     state: AppState,
     router: Router,
     aggregator: Aggregator,
+    /// The statsd listener's writers (the counters' is `aggregator`).
+    statsd: Targets,
 }
 
 async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer {
@@ -39,6 +43,17 @@ async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer
         },
     )
     .unwrap();
+    let statsd = Targets {
+        counters: aggregator.clone(),
+        stats: StatsWriter::start(
+            f.stats(StatsSettings::default()).await,
+            AggregatorSettings {
+                flush_interval: Duration::from_millis(20),
+                ..AggregatorSettings::default()
+            },
+        )
+        .unwrap(),
+    };
     let mut policies = BTreeMap::new();
     policies.insert("api".to_owned(), Limit::new(Algorithm::Fixed, 2, 60_000));
     let services = Services {
@@ -72,6 +87,7 @@ async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer
         state,
         router,
         aggregator,
+        statsd,
     }
 }
 
@@ -146,6 +162,7 @@ impl TestServer {
 
     async fn flush(&self) {
         self.aggregator.flush().await.unwrap();
+        self.statsd.stats.flush().await.unwrap();
     }
 }
 
@@ -871,7 +888,7 @@ async fn metrics_are_valid_exposition_text(kind: Kind) {
     let s = server(kind, ServerSettings::default(), false).await;
     s.post("/v1/counters/m/incr", json!({ "count": 2 })).await;
     s.get("/v1/nope").await;
-    tally::server::statsd::handle(b"m:1|c\nm:1|g\nbad line", &s.aggregator, s.state.metrics());
+    tally::server::statsd::handle(b"m:1|c\nm:1|zz\nbad line", &s.statsd, s.state.metrics());
     s.flush().await;
     let a = s.get("/metrics").await;
     assert_eq!(a.status, StatusCode::OK);
@@ -924,7 +941,7 @@ async fn metrics_are_valid_exposition_text(kind: Kind) {
     );
     assert!(
         a.text
-            .contains(r#"tally_statsd_lines_rejected_total{reason="not_counter"} 1"#),
+            .contains(r#"tally_statsd_lines_rejected_total{reason="unknown_type"} 1"#),
         "{}",
         a.text
     );
@@ -1226,7 +1243,7 @@ async fn statsd_packets_over_udp() {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let listening = tokio::spawn(tally::server::statsd::listen(
         socket,
-        s.aggregator.clone(),
+        s.statsd.clone(),
         s.state.metrics().clone(),
         async {
             let _ = stopped.await;
@@ -1255,14 +1272,84 @@ async fn statsd_packets_over_udp() {
         metrics.statsd_accepted_total(),
         metrics.statsd_rejected_total()
     );
-    assert_eq!(metrics.statsd_accepted_total(), 3);
+    assert_eq!(metrics.statsd_accepted_total(), 4);
     s.flush().await;
+    let rt = s
+        .statsd
+        .stats
+        .service()
+        .get("rt", 86_400, &[])
+        .await
+        .unwrap();
+    assert_eq!((rt[0].summary.count, rt[0].summary.sum), (1, 3.0));
     let body = s.get("/v1/counters/udp?precision=86400").await.json();
     assert_eq!(body["precisions"]["86400"][0][1], 1 + 4 + 10, "{body}");
     assert_eq!(
         s.get("/v1/counters?prefix=temp").await.json()["counters"],
         json!([])
     );
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), listening)
+        .await
+        .expect("listener stops")
+        .unwrap();
+}
+
+/// Issue 9: timers, histograms and distributions sent over UDP become
+/// statistics, a sample rate weighing each value as round(1/rate)
+/// observations; malformed lines are counted by reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statsd_timers_become_weighted_statistics() {
+    let s = server(Kind::SqliteFile, ServerSettings::default(), false).await;
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = socket.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let listening = tokio::spawn(tally::server::statsd::listen(
+        socket,
+        s.statsd.clone(),
+        s.state.metrics().clone(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    // 10 + 1 + 4 + 1 observations of the timer; the rest is malformed.
+    client
+        .send_to(
+            b"api:rt:20|ms|@0.1\napi:rt:5|ms\napi:rt:40|h|@0.25\napi:rt:-1.5|d|#env:prod\n\
+              api:rt:x|ms\napi:rt:1|ms|@2\napi:rt:1|timer\n:1|ms\n",
+            addr,
+        )
+        .await
+        .unwrap();
+    let metrics = s.state.metrics().clone();
+    let seen = tally_testkit::wait_until(Duration::from_secs(5), || {
+        metrics.statsd_accepted_total() + metrics.statsd_rejected_total() == 8
+    });
+    assert!(seen, "accepted {}", metrics.statsd_accepted_total());
+    assert_eq!(metrics.statsd_accepted_total(), 4);
+    s.flush().await;
+    let day = s
+        .statsd
+        .stats
+        .service()
+        .get("api:rt", 86_400, &[0.0, 1.0])
+        .await
+        .unwrap();
+    assert_eq!(day.len(), 1);
+    let d = &day[0].summary;
+    assert_eq!(d.count, 16);
+    assert_eq!(d.sum, 20.0 * 10.0 + 5.0 + 40.0 * 4.0 - 1.5);
+    assert_eq!((d.min, d.max), (Some(-1.5), Some(40.0)));
+    let text = s.get("/metrics").await.text;
+    for reason in ["bad_value", "bad_rate", "unknown_type", "bad_name"] {
+        assert!(
+            text.contains(&format!(
+                "tally_statsd_lines_rejected_total{{reason=\"{reason}\"}} 1\n"
+            )),
+            "{reason}: {text}"
+        );
+    }
     stop.send(()).unwrap();
     tokio::time::timeout(Duration::from_secs(5), listening)
         .await
@@ -1288,7 +1375,7 @@ async fn statsd_kernel_drops_show_in_metrics() {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let listening = tokio::spawn(tally::server::statsd::listen(
         socket,
-        s.aggregator.clone(),
+        s.statsd.clone(),
         metrics.clone(),
         async {
             let _ = stopped.await;
