@@ -189,6 +189,7 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
         locks: Some(tally.locks()),
         tsdb: Some(tally.tsdb()),
         daily: Some(tally.daily()),
+        gauges: Some(tally.gauges()),
         buffers: None,
         idempotency: Some(tally.idempotency()),
     };

@@ -14,6 +14,7 @@ use axum::http::{HeaderMap, Method, Request, StatusCode};
 use common::{Fixture, Kind};
 use serde_json::{Value, json};
 use tally::counters::{Aggregator, AggregatorSettings};
+use tally::gauges::GaugesWriter;
 use tally::limits::{Algorithm, Limit, Limiter};
 use tally::server::statsd::Targets;
 use tally::server::{AppState, Metrics, ServerSettings, Services, app};
@@ -53,6 +54,14 @@ async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer
             },
         )
         .unwrap(),
+        gauges: GaugesWriter::start(
+            f.gauges(&f.counters.settings().precisions, 10, false).await,
+            AggregatorSettings {
+                flush_interval: Duration::from_millis(20),
+                ..AggregatorSettings::default()
+            },
+        )
+        .unwrap(),
     };
     let mut policies = BTreeMap::new();
     policies.insert("api".to_owned(), Limit::new(Algorithm::Fixed, 2, 60_000));
@@ -70,6 +79,7 @@ async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer
         )),
         tsdb: Some(f.tsdb(TsdbSettings::default()).await),
         daily: Some(f.daily(DailySettings::default()).await),
+        gauges: Some(statsd.gauges.service().clone()),
         buffers: None,
         idempotency: Some(
             tally::Idempotency::new(
@@ -163,6 +173,7 @@ impl TestServer {
     async fn flush(&self) {
         self.aggregator.flush().await.unwrap();
         self.statsd.stats.flush().await.unwrap();
+        self.statsd.gauges.flush().await.unwrap();
     }
 }
 
@@ -217,7 +228,76 @@ on_backends!(
     openapi_describes_every_route,
     the_document_decides_400_and_rules_decide_422,
     idempotent_writes_over_http,
+    gauges_over_http,
 );
+
+/// Issue 9: gauges under routes of their own: set, adjust, read (every
+/// precision or one), list, delete; bad bodies are 400 and write nothing.
+async fn gauges_over_http(kind: Kind) {
+    let s = server(kind, ServerSettings::default(), false).await;
+    let at = s.f.clock.now().whole_secs() / 60 * 60;
+    for body in [
+        json!({ "value": 3.5, "at": at }),
+        json!({ "delta": -1, "at": at + 1 }),
+        json!({ "delta": 4.5, "at": at + 2 }),
+    ] {
+        let a = s.post("/v1/gauges/q:depth", body).await;
+        assert_eq!(
+            (a.status, a.json()),
+            (StatusCode::OK, json!({ "written": 1 }))
+        );
+    }
+    let a = s.get("/v1/gauges/q:depth?precision=60").await;
+    assert_eq!(
+        a.json(),
+        json!({ "name": "q:depth", "current": 7.0, "precisions": {
+            "60": [{ "start": at, "last": 7.0, "min": 2.5, "max": 7.0 }] } })
+    );
+    let all = s.get("/v1/gauges/q:depth").await.json();
+    assert_eq!(all["precisions"].as_object().unwrap().len(), 7, "{all}");
+    assert_eq!(all["precisions"]["1"].as_array().unwrap().len(), 3, "{all}");
+    for bad in [
+        json!({}),
+        json!({ "value": 1, "delta": 1 }),
+        json!({ "value": null }),
+        json!({ "value": "1" }),
+        json!({ "value": 1, "extra": 1 }),
+        json!({ "delta": 1, "at": -5 }),
+    ] {
+        s.post("/v1/gauges/q:other", bad.clone()).await.error(
+            StatusCode::BAD_REQUEST,
+            if bad.get("at").is_some() {
+                "invalid_time"
+            } else if bad == json!({}) || bad.get("delta").is_some() {
+                "invalid_input"
+            } else {
+                "invalid_json"
+            },
+        );
+    }
+    s.post("/v1/gauges/big", json!({ "value": 1.7e308 })).await;
+    s.post("/v1/gauges/big", json!({ "delta": 1.7e308 }))
+        .await
+        .error(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable");
+    s.get("/v1/gauges/q:depth?precision=7")
+        .await
+        .error(StatusCode::BAD_REQUEST, "unknown_precision");
+    assert_eq!(
+        s.get("/v1/gauges?prefix=q:").await.json(),
+        json!({ "gauges": ["q:depth"], "next": null })
+    );
+    let a = s
+        .call(Method::DELETE, "/v1/gauges/q:depth", None, &[])
+        .await;
+    assert_eq!(a.json(), json!({ "deleted": true }));
+    s.call(Method::DELETE, "/v1/gauges/q:depth", None, &[])
+        .await
+        .error(StatusCode::NOT_FOUND, "not_found");
+    assert_eq!(
+        s.get("/v1/gauges/q:depth?precision=60").await.json()["current"],
+        Value::Null
+    );
+}
 
 async fn increments_show_up_in_reads(kind: Kind) {
     let s = server(kind, ServerSettings::default(), false).await;
@@ -1272,8 +1352,10 @@ async fn statsd_packets_over_udp() {
         metrics.statsd_accepted_total(),
         metrics.statsd_rejected_total()
     );
-    assert_eq!(metrics.statsd_accepted_total(), 4);
+    assert_eq!(metrics.statsd_accepted_total(), 5);
     s.flush().await;
+    let temp = s.statsd.gauges.service().current("temp").await.unwrap();
+    assert_eq!(temp, Some(21.0));
     let rt = s
         .statsd
         .stats
@@ -1350,6 +1432,51 @@ async fn statsd_timers_become_weighted_statistics() {
             "{reason}: {text}"
         );
     }
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), listening)
+        .await
+        .expect("listener stops")
+        .unwrap();
+}
+
+/// Issue 9: gauge lines over UDP set (`5|g`) and adjust (`+3|g`, `-6|g`)
+/// in the order sent; a negative value is set with `0|g` then `-5|g`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statsd_gauges_set_and_adjust_in_order() {
+    let s = server(Kind::RedisTagged, ServerSettings::default(), false).await;
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = socket.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let listening = tokio::spawn(tally::server::statsd::listen(
+        socket,
+        s.statsd.clone(),
+        s.state.metrics().clone(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    client
+        .send_to(b"q:5|g\nq:+3|g\nq:-6|g|#env:prod\nq:x|g\n", addr)
+        .await
+        .unwrap();
+    let metrics = s.state.metrics().clone();
+    assert!(tally_testkit::wait_until(Duration::from_secs(5), || {
+        metrics.statsd_accepted_total() == 3
+    }));
+    s.flush().await;
+    let gauges = s.statsd.gauges.service();
+    let day = gauges.get("q", 86_400).await.unwrap();
+    assert_eq!((day[0].last, day[0].min, day[0].max), (2.0, 2.0, 8.0));
+    client.send_to(b"q:0|g\nq:-5|g", addr).await.unwrap();
+    assert!(tally_testkit::wait_until(Duration::from_secs(5), || {
+        metrics.statsd_accepted_total() == 5
+    }));
+    s.flush().await;
+    let day = gauges.get("q", 86_400).await.unwrap();
+    assert_eq!((day[0].last, day[0].min, day[0].max), (-5.0, -5.0, 8.0));
+    assert_eq!(gauges.current("q").await.unwrap(), Some(-5.0));
+    assert_eq!(metrics.statsd_rejected_total(), 1);
     stop.send(()).unwrap();
     tokio::time::timeout(Duration::from_secs(5), listening)
         .await

@@ -143,6 +143,20 @@ pub(crate) fn plain_name(field: &str, value: &str) -> Result<(), ApiError> {
 }
 
 /// An optional time: Unix seconds from 1970 to the end of 9999.
+/// A name prefix for a listing: at most 256 characters, no control
+/// characters.
+pub(crate) fn prefix(field: &str, prefix: &str) -> Result<(), ApiError> {
+    if prefix.chars().count() > crate::name::MAX_NAME_CHARS || prefix.chars().any(char::is_control)
+    {
+        return Err(ApiError::field(
+            field,
+            "invalid_input",
+            "a name prefix is at most 256 characters, without control characters",
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn time(field: &str, value: Option<f64>) -> Result<(), ApiError> {
     match value {
         Some(t) => Timestamp::from_secs_f64(t)

@@ -4,7 +4,9 @@
 //! counters' aggregator with [`Aggregator::try_add`], timer, histogram and
 //! distribution lines to the statistics' writer with
 //! [`StatsWriter::try_record_weighted`] (a sample rate weighs each value as
-//! `round(1/rate)` observations). UDP has no back pressure, so a full writer
+//! `round(1/rate)` observations), gauge lines to the gauges' writer with
+//! [`GaugesWriter::try_apply`] (`5` sets, `+5` / `-5` adjust, in the order
+//! received). UDP has no back pressure, so a full writer
 //! rejects the line as `overloaded` instead of waiting. Malformed lines are
 //! counted as rejected (by reason) and logged at debug level; nothing a
 //! rejected line holds is written, and no datagram can stop the listener.
@@ -17,6 +19,7 @@ use super::Metrics;
 use super::udp::SocketInfo;
 use crate::counters::Aggregator;
 use crate::error::{Error, Result};
+use crate::gauges::{GaugeOp, GaugesWriter};
 use crate::stats::StatsWriter;
 use crate::statsd::{Line, parse_packet};
 
@@ -27,6 +30,8 @@ pub struct Targets {
     pub counters: Aggregator,
     /// Timer, histogram and distribution lines (`ms`, `h`, `d`).
     pub stats: StatsWriter,
+    /// Gauge lines (`g`).
+    pub gauges: GaugesWriter,
 }
 
 impl Targets {
@@ -35,6 +40,7 @@ impl Targets {
         Targets {
             counters: tally.writer(),
             stats: tally.stats_writer(),
+            gauges: tally.gauges_writer(),
         }
     }
 }
@@ -80,7 +86,16 @@ pub fn handle(packet: &[u8], targets: &Targets, metrics: &Metrics) {
                 value,
                 weight,
             } => targets.stats.try_record_weighted(name, value, weight, None),
-            Line::Gauge { .. } | Line::Set { .. } => {
+            Line::Gauge {
+                name,
+                value,
+                relative,
+            } => targets.gauges.try_apply(&if relative {
+                GaugeOp::adjust(name, value)
+            } else {
+                GaugeOp::set(name, value)
+            }),
+            Line::Set { .. } => {
                 metrics.statsd_rejected("unsupported");
                 continue;
             }
