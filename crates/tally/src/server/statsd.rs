@@ -6,7 +6,8 @@
 //! [`StatsWriter::try_record_weighted`] (a sample rate weighs each value as
 //! `round(1/rate)` observations), gauge lines to the gauges' writer with
 //! [`GaugesWriter::try_apply`] (`5` sets, `+5` / `-5` adjust, in the order
-//! received). UDP has no back pressure, so a full writer
+//! received). Set lines (`s`) are parsed but not kept yet: counted as
+//! rejected (`unsupported`). UDP has no back pressure, so a full writer
 //! rejects the line as `overloaded` instead of waiting. Malformed lines are
 //! counted as rejected (by reason) and logged at debug level; nothing a
 //! rejected line holds is written, and no datagram can stop the listener.
@@ -96,6 +97,7 @@ pub fn handle(packet: &[u8], targets: &Targets, metrics: &Metrics) {
                 GaugeOp::set(name, value)
             }),
             Line::Set { .. } => {
+                tracing::debug!("statsd set line rejected: sets are not kept yet");
                 metrics.statsd_rejected("unsupported");
                 continue;
             }

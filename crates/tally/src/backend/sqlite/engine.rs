@@ -16,8 +16,9 @@
 //! integer sum into a float). A space of gauges also has
 //! `tally_<space>_current(series_id, value)`: each gauge's current value
 //! (the value after its latest operation), from which a write's adjustments
-//! start in a slice that holds nothing yet. `tally_writer` records each writer lane's last
-//! sequence number for exactly-once retries, shared by every space.
+//! start in a slice that holds nothing yet. `tally_writer` records each
+//! writer lane's last sequence number for exactly-once retries, shared by
+//! every space.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
