@@ -1318,17 +1318,8 @@ async fn real_socket_round_trip_and_graceful_shutdown() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statsd_packets_over_udp() {
     let s = server(Kind::RedisTagged, ServerSettings::default(), false).await;
-    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let addr = socket.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let listening = tokio::spawn(tally::server::statsd::listen(
-        socket,
-        s.statsd.clone(),
-        s.state.metrics().clone(),
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let listener = Listener::start(&s).await;
+    let addr = listener.addr;
     let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
     client
         .send_to(
@@ -1370,11 +1361,40 @@ async fn statsd_packets_over_udp() {
         s.get("/v1/counters?prefix=temp").await.json()["counters"],
         json!([])
     );
-    stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(5), listening)
-        .await
-        .expect("listener stops")
-        .unwrap();
+    listener.stop().await;
+}
+
+/// A statsd listener on a free UDP port feeding `s`' writers.
+struct Listener {
+    addr: std::net::SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Listener {
+    async fn start(s: &TestServer) -> Self {
+        let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = socket.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(tally::server::statsd::listen(
+            socket,
+            s.statsd.clone(),
+            s.state.metrics().clone(),
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        Listener { addr, stop, task }
+    }
+
+    /// Stops it and waits until it has.
+    async fn stop(self) {
+        self.stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), self.task)
+            .await
+            .expect("listener stops")
+            .unwrap();
+    }
 }
 
 /// Issue 9: timers, histograms and distributions sent over UDP become
@@ -1383,17 +1403,8 @@ async fn statsd_packets_over_udp() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statsd_timers_become_weighted_statistics() {
     let s = server(Kind::SqliteFile, ServerSettings::default(), false).await;
-    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let addr = socket.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let listening = tokio::spawn(tally::server::statsd::listen(
-        socket,
-        s.statsd.clone(),
-        s.state.metrics().clone(),
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let listener = Listener::start(&s).await;
+    let addr = listener.addr;
     let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
     // 10 + 1 + 4 + 1 observations of the timer; the rest is malformed.
     client
@@ -1432,11 +1443,7 @@ async fn statsd_timers_become_weighted_statistics() {
             "{reason}: {text}"
         );
     }
-    stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(5), listening)
-        .await
-        .expect("listener stops")
-        .unwrap();
+    listener.stop().await;
 }
 
 /// Issue 9: gauge lines over UDP set (`5|g`) and adjust (`+3|g`, `-6|g`)
@@ -1444,17 +1451,8 @@ async fn statsd_timers_become_weighted_statistics() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statsd_gauges_set_and_adjust_in_order() {
     let s = server(Kind::RedisTagged, ServerSettings::default(), false).await;
-    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let addr = socket.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let listening = tokio::spawn(tally::server::statsd::listen(
-        socket,
-        s.statsd.clone(),
-        s.state.metrics().clone(),
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let listener = Listener::start(&s).await;
+    let addr = listener.addr;
     let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
     client
         .send_to(b"q:5|g\nq:+3|g\nq:-6|g|#env:prod\nq:x|g\n", addr)
@@ -1477,11 +1475,7 @@ async fn statsd_gauges_set_and_adjust_in_order() {
     assert_eq!((day[0].last, day[0].min, day[0].max), (-5.0, -5.0, 8.0));
     assert_eq!(gauges.current("q").await.unwrap(), Some(-5.0));
     assert_eq!(metrics.statsd_rejected_total(), 1);
-    stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(5), listening)
-        .await
-        .expect("listener stops")
-        .unwrap();
+    listener.stop().await;
 }
 
 /// The issue's loss: a burst larger than the socket's receive buffer is

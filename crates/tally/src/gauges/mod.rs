@@ -32,7 +32,7 @@ use crate::counters::{AggregatorSettings, AggregatorStats, Page};
 use crate::engine::Batch;
 use crate::engine::kinds::GaugeValue;
 use crate::engine::kinds::gauge::GaugeReading;
-use crate::engine::plan::{check_batch, plan, time};
+use crate::engine::plan::{prepare, time};
 use crate::engine::resolution::Resolution;
 use crate::engine::{BatchSink, Kind, Retention, SliceSel, SliceStore, Space, Value, Writer};
 use crate::error::{Error, Result};
@@ -252,20 +252,14 @@ impl Gauges {
     /// Validates and composes operations into the engine's batch without
     /// writing it.
     pub fn prepare(&self, ops: &[GaugeOp]) -> Result<Batch> {
-        check_batch(ops.len(), MAX_BATCH, "gauge operation")?;
-        let now = self.inner.clock.now();
-        let valid = ops
-            .iter()
-            .map(|o| self.validate(o, now))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Batch {
-            writes: plan(
-                &self.inner.space,
-                valid.iter().map(|(n, at, v)| (n, *at, v.clone())),
-            )?,
-            space: self.inner.space.clone(),
-            seq: None,
-        })
+        prepare(
+            &self.inner.space,
+            ops,
+            MAX_BATCH,
+            "gauge operation",
+            self.inner.clock.now(),
+            |o, now| self.validate(o, now),
+        )
     }
 
     /// Validates one operation, `now` standing in for a missing time: its

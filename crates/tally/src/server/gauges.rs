@@ -19,9 +19,6 @@ use super::error::{JsonBody, PathParam, QueryParams};
 use super::{ApiError, AppState};
 use crate::gauges::{GaugeOp, Gauges};
 
-/// The most names listed in one page.
-const MAX_LIST: usize = 1000;
-
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/gauges", get(list))
@@ -117,15 +114,6 @@ async fn read(
     })))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListQuery {
-    prefix: Option<String>,
-    cursor: Option<String>,
-    #[serde(default, deserialize_with = "query_integer")]
-    limit: Option<usize>,
-}
-
 #[derive(Debug, Serialize)]
 struct ListAnswer {
     gauges: Vec<String>,
@@ -134,18 +122,12 @@ struct ListAnswer {
 
 async fn list(
     State(state): State<AppState>,
-    QueryParams(q): QueryParams<ListQuery>,
+    QueryParams(q): QueryParams<check::ListQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
     let gauges = gauges(&state)?;
-    let limit = q.limit.unwrap_or(100);
-    check::within("limit", "invalid_input", limit, 1, MAX_LIST)?;
-    let prefix = q.prefix.as_deref().unwrap_or("");
-    check::prefix("prefix", prefix)?;
-    if let Some(cursor) = &q.cursor {
-        check::name("cursor", cursor)?;
-    }
+    let (prefix, cursor, limit) = q.checked()?;
     let page = gauges
-        .search(prefix, q.cursor.as_deref(), limit)
+        .search(prefix, cursor, limit)
         .await
         .map_err(state.refused())?;
     Ok(axum::Json(ListAnswer {
