@@ -78,7 +78,11 @@ fn curl_and_nc_feed_a_counter_that_reads_back() {
         .stdin(Stdio::piped())
         .spawn()
         .expect("run nc");
-    std::io::Write::write_all(nc.stdin.as_mut().unwrap(), b"e2e:10|c\ne2e:1|g\n").unwrap();
+    std::io::Write::write_all(
+        nc.stdin.as_mut().unwrap(),
+        b"e2e:10|c\ne2e:1|zz\ne2e.depth:5|g\ne2e.depth:-2|g\n",
+    )
+    .unwrap();
     drop(nc.stdin.take());
     assert!(nc.wait().unwrap().success());
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -90,14 +94,26 @@ fn curl_and_nc_feed_a_counter_that_reads_back() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    // The gauge lines: set to 5, then adjusted down by 2.
+    let gauge = || {
+        let (code, body) = curl(&[&format!("{}/v1/gauges/e2e.depth?precision=60", s.base)]);
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()
+    };
+    while gauge()["current"] != 3.0 {
+        assert!(Instant::now() < deadline, "e2e.depth: {}", gauge());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let minute = &gauge()["precisions"]["60"][0];
+    assert_eq!((&minute["min"], &minute["max"]), (&3.0.into(), &5.0.into()));
     let (code, metrics) = curl(&[&format!("{}/metrics", s.base)]);
     assert_eq!(code, 200);
     assert!(
-        metrics.contains("tally_statsd_lines_accepted_total 1\n"),
+        metrics.contains("tally_statsd_lines_accepted_total 3\n"),
         "{metrics}"
     );
     assert!(
-        metrics.contains("tally_statsd_lines_rejected_total{reason=\"not_counter\"} 1\n"),
+        metrics.contains("tally_statsd_lines_rejected_total{reason=\"unknown_type\"} 1\n"),
         "{metrics}"
     );
     let (code, page) = curl(&[&format!("{}/", s.base)]);

@@ -189,6 +189,7 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
         locks: Some(tally.locks()),
         tsdb: Some(tally.tsdb()),
         daily: Some(tally.daily()),
+        gauges: Some(tally.gauges()),
         buffers: None,
         idempotency: Some(tally.idempotency()),
     };
@@ -236,7 +237,7 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
             "statsd",
             tokio::spawn(tally::server::statsd::listen(
                 socket,
-                aggregator.clone(),
+                tally::server::statsd::Targets::of(&tally),
                 metrics.clone(),
                 stopped(),
             )),

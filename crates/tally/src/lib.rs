@@ -23,6 +23,7 @@
 //! [`open::target`]. [`Tally`] hands out every service with defaults:
 //! [`Tally::counters`], [`Tally::writer`] (the [`Aggregator`]),
 //! [`Tally::cleaner`], [`Tally::stats`], [`Tally::stats_writer`],
+//! [`Tally::gauges`], [`Tally::gauges_writer`],
 //! [`Tally::tsdb`], [`Tally::daily`],
 //! [`Tally::buffers`], [`Tally::limiter`], [`Tally::locks`];
 //! [`Tally::builder`] changes the settings (key prefix, precisions, rollups,
@@ -62,6 +63,9 @@
 //!   items the top kind), validated and planned with the engine's write
 //!   path; its pure rollup math (Sentry's rollup choice) and its store
 //!   trait (one write and one read for every kind, in Sentry's layout).
+//! - [`gauges`]: gauges over the engine's `gauges` space: set and adjust
+//!   (in order), last/min/max per slice, the current value kept by the
+//!   store; the aggregating writer ([`GaugesWriter`]).
 //! - [`daily`]: per-entity daily statistics (views per day, last N days,
 //!   running all-time total), its pure date math and store trait (the
 //!   article's hashes on Redis), sharing the engine's validation.
@@ -77,7 +81,8 @@
 //!   request fingerprints, the claim / answer protocol over its store
 //!   trait, and the write id a key stands for (keyed counter writes).
 //! - [`random`]: unique ids and jitter from the OS generator.
-//! - [`statsd`]: the statsd line protocol (counters), a pure parser.
+//! - [`statsd`]: the statsd line protocol (counters, timers, histograms,
+//!   distributions, gauges, sets), a pure parser.
 //! - [`metrics`]: a latency histogram and the Prometheus text format.
 //! - `requests` (feature `middleware`): a tower layer counting an axum
 //!   app's requests into counters.
@@ -101,6 +106,7 @@ pub mod counters;
 pub mod daily;
 pub mod engine;
 pub mod error;
+pub mod gauges;
 pub mod idempotency;
 pub mod limits;
 pub mod locks;
@@ -125,6 +131,7 @@ pub use counters::{
 };
 pub use daily::{DailySettings, DailyStats, DailyStore, Day, DayCount, View};
 pub use error::{Error, Result};
+pub use gauges::{GaugeOp, Gauges, GaugesWriter};
 pub use idempotency::Idempotency;
 pub use limits::{Algorithm, Decision, FailMode, Limit, Limiter};
 pub use locks::{Acquisition, Lease, LockGuard, Locks};

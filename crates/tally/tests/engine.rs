@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Fixture, Kind};
-use tally::engine::kinds::{GaugeValue, StatsValue};
+use tally::engine::kinds::{StatsValue, TopValue};
 use tally::engine::plan::{Item, plan};
 use tally::engine::read::{read_range, read_range_merged};
 use tally::engine::writer::{AggregatorSettings, Writer};
@@ -597,14 +597,14 @@ async fn kinds_no_store_keeps_yet_are_refused(kind: Kind) {
     let s = store(&f).await;
     let space = Arc::new(
         Space::new(
-            "levels",
-            ValueKind::Gauge,
+            "items",
+            ValueKind::Top,
             vec![Resolution::new(60, 10)],
             Retention::Cleaner,
         )
         .unwrap(),
     );
-    let g = name("g");
+    let g = name("t");
     let b = Batch {
         space: space.clone(),
         writes: plan(
@@ -612,7 +612,7 @@ async fn kinds_no_store_keeps_yet_are_refused(kind: Kind) {
             [(
                 &g,
                 ts(1000.0),
-                Value::Gauge(Box::new(GaugeValue::set(2.0).unwrap())),
+                Value::Top(Box::new(TopValue::from_counts([("x", 2)]).unwrap())),
             )],
         )
         .unwrap(),
@@ -620,7 +620,7 @@ async fn kinds_no_store_keeps_yet_are_refused(kind: Kind) {
     };
     let err = s.apply(&b).await.unwrap_err();
     assert!(
-        matches!(&err, Error::Config(m) if m.contains("gauge values are not kept")),
+        matches!(&err, Error::Config(m) if m.contains("top values are not kept")),
         "{err}"
     );
     assert!(s.read(&space, &[g], &[60], SliceSel::All).await.is_err());

@@ -14,9 +14,12 @@ use axum::http::{HeaderMap, Method, Request, StatusCode};
 use common::{Fixture, Kind};
 use serde_json::{Value, json};
 use tally::counters::{Aggregator, AggregatorSettings};
+use tally::gauges::GaugesWriter;
 use tally::limits::{Algorithm, Limit, Limiter};
+use tally::server::statsd::Targets;
 use tally::server::{AppState, Metrics, ServerSettings, Services, app};
-use tally::{Clock, DailySettings, Locks, TsdbSettings};
+use tally::stats::StatsWriter;
+use tally::{Clock, DailySettings, Locks, StatsSettings, TsdbSettings};
 use tower::ServiceExt;
 
 const TOKEN: &str = "s3cret-token";
@@ -26,6 +29,8 @@ struct TestServer {
     state: AppState,
     router: Router,
     aggregator: Aggregator,
+    /// The statsd listener's writers (the counters' is `aggregator`).
+    statsd: Targets,
 }
 
 async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer {
@@ -39,6 +44,25 @@ async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer
         },
     )
     .unwrap();
+    let statsd = Targets {
+        counters: aggregator.clone(),
+        stats: StatsWriter::start(
+            f.stats(StatsSettings::default()).await,
+            AggregatorSettings {
+                flush_interval: Duration::from_millis(20),
+                ..AggregatorSettings::default()
+            },
+        )
+        .unwrap(),
+        gauges: GaugesWriter::start(
+            f.gauges(&f.counters.settings().precisions, 10, false).await,
+            AggregatorSettings {
+                flush_interval: Duration::from_millis(20),
+                ..AggregatorSettings::default()
+            },
+        )
+        .unwrap(),
+    };
     let mut policies = BTreeMap::new();
     policies.insert("api".to_owned(), Limit::new(Algorithm::Fixed, 2, 60_000));
     let services = Services {
@@ -55,6 +79,7 @@ async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer
         )),
         tsdb: Some(f.tsdb(TsdbSettings::default()).await),
         daily: Some(f.daily(DailySettings::default()).await),
+        gauges: Some(statsd.gauges.service().clone()),
         buffers: None,
         idempotency: Some(
             tally::Idempotency::new(
@@ -72,6 +97,7 @@ async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer
         state,
         router,
         aggregator,
+        statsd,
     }
 }
 
@@ -146,6 +172,8 @@ impl TestServer {
 
     async fn flush(&self) {
         self.aggregator.flush().await.unwrap();
+        self.statsd.stats.flush().await.unwrap();
+        self.statsd.gauges.flush().await.unwrap();
     }
 }
 
@@ -200,7 +228,76 @@ on_backends!(
     openapi_describes_every_route,
     the_document_decides_400_and_rules_decide_422,
     idempotent_writes_over_http,
+    gauges_over_http,
 );
+
+/// Issue 9: gauges under routes of their own: set, adjust, read (every
+/// precision or one), list, delete; bad bodies are 400 and write nothing.
+async fn gauges_over_http(kind: Kind) {
+    let s = server(kind, ServerSettings::default(), false).await;
+    let at = s.f.clock.now().whole_secs() / 60 * 60;
+    for body in [
+        json!({ "value": 3.5, "at": at }),
+        json!({ "delta": -1, "at": at + 1 }),
+        json!({ "delta": 4.5, "at": at + 2 }),
+    ] {
+        let a = s.post("/v1/gauges/q:depth", body).await;
+        assert_eq!(
+            (a.status, a.json()),
+            (StatusCode::OK, json!({ "written": 1 }))
+        );
+    }
+    let a = s.get("/v1/gauges/q:depth?precision=60").await;
+    assert_eq!(
+        a.json(),
+        json!({ "name": "q:depth", "current": 7.0, "precisions": {
+            "60": [{ "start": at, "last": 7.0, "min": 2.5, "max": 7.0 }] } })
+    );
+    let all = s.get("/v1/gauges/q:depth").await.json();
+    assert_eq!(all["precisions"].as_object().unwrap().len(), 7, "{all}");
+    assert_eq!(all["precisions"]["1"].as_array().unwrap().len(), 3, "{all}");
+    for bad in [
+        json!({}),
+        json!({ "value": 1, "delta": 1 }),
+        json!({ "value": null }),
+        json!({ "value": "1" }),
+        json!({ "value": 1, "extra": 1 }),
+        json!({ "delta": 1, "at": -5 }),
+    ] {
+        s.post("/v1/gauges/q:other", bad.clone()).await.error(
+            StatusCode::BAD_REQUEST,
+            if bad.get("at").is_some() {
+                "invalid_time"
+            } else if bad == json!({}) || bad.get("delta").is_some() {
+                "invalid_input"
+            } else {
+                "invalid_json"
+            },
+        );
+    }
+    s.post("/v1/gauges/big", json!({ "value": 1.7e308 })).await;
+    s.post("/v1/gauges/big", json!({ "delta": 1.7e308 }))
+        .await
+        .error(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable");
+    s.get("/v1/gauges/q:depth?precision=7")
+        .await
+        .error(StatusCode::BAD_REQUEST, "unknown_precision");
+    assert_eq!(
+        s.get("/v1/gauges?prefix=q:").await.json(),
+        json!({ "gauges": ["q:depth"], "next": null })
+    );
+    let a = s
+        .call(Method::DELETE, "/v1/gauges/q:depth", None, &[])
+        .await;
+    assert_eq!(a.json(), json!({ "deleted": true }));
+    s.call(Method::DELETE, "/v1/gauges/q:depth", None, &[])
+        .await
+        .error(StatusCode::NOT_FOUND, "not_found");
+    assert_eq!(
+        s.get("/v1/gauges/q:depth?precision=60").await.json()["current"],
+        Value::Null
+    );
+}
 
 async fn increments_show_up_in_reads(kind: Kind) {
     let s = server(kind, ServerSettings::default(), false).await;
@@ -871,7 +968,7 @@ async fn metrics_are_valid_exposition_text(kind: Kind) {
     let s = server(kind, ServerSettings::default(), false).await;
     s.post("/v1/counters/m/incr", json!({ "count": 2 })).await;
     s.get("/v1/nope").await;
-    tally::server::statsd::handle(b"m:1|c\nm:1|g\nbad line", &s.aggregator, s.state.metrics());
+    tally::server::statsd::handle(b"m:1|c\nm:1|zz\nbad line", &s.statsd, s.state.metrics());
     s.flush().await;
     let a = s.get("/metrics").await;
     assert_eq!(a.status, StatusCode::OK);
@@ -924,7 +1021,7 @@ async fn metrics_are_valid_exposition_text(kind: Kind) {
     );
     assert!(
         a.text
-            .contains(r#"tally_statsd_lines_rejected_total{reason="not_counter"} 1"#),
+            .contains(r#"tally_statsd_lines_rejected_total{reason="unknown_type"} 1"#),
         "{}",
         a.text
     );
@@ -1221,17 +1318,8 @@ async fn real_socket_round_trip_and_graceful_shutdown() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statsd_packets_over_udp() {
     let s = server(Kind::RedisTagged, ServerSettings::default(), false).await;
-    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let addr = socket.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let listening = tokio::spawn(tally::server::statsd::listen(
-        socket,
-        s.aggregator.clone(),
-        s.state.metrics().clone(),
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let listener = Listener::start(&s).await;
+    let addr = listener.addr;
     let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
     client
         .send_to(
@@ -1255,19 +1343,139 @@ async fn statsd_packets_over_udp() {
         metrics.statsd_accepted_total(),
         metrics.statsd_rejected_total()
     );
-    assert_eq!(metrics.statsd_accepted_total(), 3);
+    assert_eq!(metrics.statsd_accepted_total(), 5);
     s.flush().await;
+    let temp = s.statsd.gauges.service().current("temp").await.unwrap();
+    assert_eq!(temp, Some(21.0));
+    let rt = s
+        .statsd
+        .stats
+        .service()
+        .get("rt", 86_400, &[])
+        .await
+        .unwrap();
+    assert_eq!((rt[0].summary.count, rt[0].summary.sum), (1, 3.0));
     let body = s.get("/v1/counters/udp?precision=86400").await.json();
     assert_eq!(body["precisions"]["86400"][0][1], 1 + 4 + 10, "{body}");
     assert_eq!(
         s.get("/v1/counters?prefix=temp").await.json()["counters"],
         json!([])
     );
-    stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(5), listening)
+    listener.stop().await;
+}
+
+/// A statsd listener on a free UDP port feeding `s`' writers.
+struct Listener {
+    addr: std::net::SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Listener {
+    async fn start(s: &TestServer) -> Self {
+        let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = socket.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(tally::server::statsd::listen(
+            socket,
+            s.statsd.clone(),
+            s.state.metrics().clone(),
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        Listener { addr, stop, task }
+    }
+
+    /// Stops it and waits until it has.
+    async fn stop(self) {
+        self.stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), self.task)
+            .await
+            .expect("listener stops")
+            .unwrap();
+    }
+}
+
+/// Issue 9: timers, histograms and distributions sent over UDP become
+/// statistics, a sample rate weighing each value as round(1/rate)
+/// observations; malformed lines are counted by reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statsd_timers_become_weighted_statistics() {
+    let s = server(Kind::SqliteFile, ServerSettings::default(), false).await;
+    let listener = Listener::start(&s).await;
+    let addr = listener.addr;
+    let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    // 10 + 1 + 4 + 1 observations of the timer; the rest is malformed.
+    client
+        .send_to(
+            b"api:rt:20|ms|@0.1\napi:rt:5|ms\napi:rt:40|h|@0.25\napi:rt:-1.5|d|#env:prod\n\
+              api:rt:x|ms\napi:rt:1|ms|@2\napi:rt:1|timer\n:1|ms\n",
+            addr,
+        )
         .await
-        .expect("listener stops")
         .unwrap();
+    let metrics = s.state.metrics().clone();
+    let seen = tally_testkit::wait_until(Duration::from_secs(5), || {
+        metrics.statsd_accepted_total() + metrics.statsd_rejected_total() == 8
+    });
+    assert!(seen, "accepted {}", metrics.statsd_accepted_total());
+    assert_eq!(metrics.statsd_accepted_total(), 4);
+    s.flush().await;
+    let day = s
+        .statsd
+        .stats
+        .service()
+        .get("api:rt", 86_400, &[0.0, 1.0])
+        .await
+        .unwrap();
+    assert_eq!(day.len(), 1);
+    let d = &day[0].summary;
+    assert_eq!(d.count, 16);
+    assert_eq!(d.sum, 20.0 * 10.0 + 5.0 + 40.0 * 4.0 - 1.5);
+    assert_eq!((d.min, d.max), (Some(-1.5), Some(40.0)));
+    let text = s.get("/metrics").await.text;
+    for reason in ["bad_value", "bad_rate", "unknown_type", "bad_name"] {
+        assert!(
+            text.contains(&format!(
+                "tally_statsd_lines_rejected_total{{reason=\"{reason}\"}} 1\n"
+            )),
+            "{reason}: {text}"
+        );
+    }
+    listener.stop().await;
+}
+
+/// Issue 9: gauge lines over UDP set (`5|g`) and adjust (`+3|g`, `-6|g`)
+/// in the order sent; a negative value is set with `0|g` then `-5|g`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statsd_gauges_set_and_adjust_in_order() {
+    let s = server(Kind::RedisTagged, ServerSettings::default(), false).await;
+    let listener = Listener::start(&s).await;
+    let addr = listener.addr;
+    let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    client
+        .send_to(b"q:5|g\nq:+3|g\nq:-6|g|#env:prod\nq:x|g\n", addr)
+        .await
+        .unwrap();
+    let metrics = s.state.metrics().clone();
+    assert!(tally_testkit::wait_until(Duration::from_secs(5), || {
+        metrics.statsd_accepted_total() == 3
+    }));
+    s.flush().await;
+    let gauges = s.statsd.gauges.service();
+    let day = gauges.get("q", 86_400).await.unwrap();
+    assert_eq!((day[0].last, day[0].min, day[0].max), (2.0, 2.0, 8.0));
+    client.send_to(b"q:0|g\nq:-5|g", addr).await.unwrap();
+    assert!(tally_testkit::wait_until(Duration::from_secs(5), || {
+        metrics.statsd_accepted_total() == 5
+    }));
+    s.flush().await;
+    let day = gauges.get("q", 86_400).await.unwrap();
+    assert_eq!((day[0].last, day[0].min, day[0].max), (-5.0, -5.0, 8.0));
+    assert_eq!(gauges.current("q").await.unwrap(), Some(-5.0));
+    assert_eq!(metrics.statsd_rejected_total(), 1);
+    listener.stop().await;
 }
 
 /// The issue's loss: a burst larger than the socket's receive buffer is
@@ -1288,7 +1496,7 @@ async fn statsd_kernel_drops_show_in_metrics() {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let listening = tokio::spawn(tally::server::statsd::listen(
         socket,
-        s.aggregator.clone(),
+        s.statsd.clone(),
         metrics.clone(),
         async {
             let _ = stopped.await;

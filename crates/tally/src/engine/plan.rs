@@ -16,7 +16,9 @@
 
 use crate::clock::Timestamp;
 use crate::engine::aggregate::Value;
-use crate::engine::store::{CellDelta, SeriesWrite, Space};
+use std::sync::Arc;
+
+use crate::engine::store::{Batch, CellDelta, SeriesWrite, Space};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -80,6 +82,30 @@ pub fn locate(e: Error, name: &str, resolution: u64, slice: u64) -> Error {
         },
         other => other,
     }
+}
+
+/// A service's batch: 1 to `max` items (else an error naming `what`),
+/// each validated by `validate` (`now` standing in for a missing time)
+/// before anything is planned, then [`plan`]ned into one batch of `space`
+/// without a sequence number. Nothing is written.
+pub fn prepare<T>(
+    space: &Arc<Space>,
+    items: &[T],
+    max: usize,
+    what: &str,
+    now: Timestamp,
+    validate: impl Fn(&T, Timestamp) -> Result<(Name, Timestamp, Value)>,
+) -> Result<Batch> {
+    check_batch(items.len(), max, what)?;
+    let valid = items
+        .iter()
+        .map(|item| validate(item, now))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Batch {
+        writes: plan(space, valid.iter().map(|(n, at, v)| (n, *at, v.clone())))?,
+        space: space.clone(),
+        seq: None,
+    })
 }
 
 /// Resolves `items` (series, instant, delta) into one merged delta per

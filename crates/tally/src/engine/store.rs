@@ -304,7 +304,7 @@ impl CleanReport {
 /// wrongly.
 pub fn check_stored(kind: Kind) -> Result<()> {
     match kind {
-        Kind::Sum | Kind::Stats => Ok(()),
+        Kind::Sum | Kind::Stats | Kind::Gauge => Ok(()),
         other => Err(Error::Config(format!(
             "spaces of {other} values are not kept by the slice engine's stores yet"
         ))),

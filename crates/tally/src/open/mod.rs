@@ -28,6 +28,7 @@ use crate::counters::{
 };
 use crate::daily::{DEFAULT_ENTITY_PREFIX, DailySettings, DailyStats};
 use crate::error::{Error, Result};
+use crate::gauges::{Gauges, GaugesWriter};
 use crate::idempotency::{self, Idempotency};
 use crate::limits::Limiter;
 use crate::locks::Locks;
@@ -82,6 +83,8 @@ struct Inner {
     locks: Locks,
     stats: Stats,
     stats_writer: OnceLock<StatsWriter>,
+    gauges: Gauges,
+    gauges_writer: OnceLock<GaugesWriter>,
     idempotency: Idempotency,
 }
 
@@ -137,6 +140,10 @@ impl Tally {
         self.counters()
             .cleaner(self.inner.cleaner.clone())
             .and_then(|c| c.with_space(stats.store().clone(), stats.space().clone()))
+            .and_then(|c| {
+                let gauges = &self.inner.gauges;
+                c.with_space(gauges.store().clone(), gauges.space().clone())
+            })
             .expect("the cleaner settings were validated when Tally was opened")
     }
 
@@ -194,6 +201,29 @@ impl Tally {
             })
             .clone()
     }
+    /// Gauges (set and adjusted values; last, min and max per slice at the
+    /// counters' precisions and samples): exact writes, one round trip each.
+    pub fn gauges(&self) -> Gauges {
+        self.inner.gauges.clone()
+    }
+
+    /// The aggregating writer over [`Tally::gauges`] (the statsd listener's
+    /// path), started on the current Tokio runtime the first time it is
+    /// asked for; [`Tally::shutdown`] flushes and stops it.
+    ///
+    /// # Panics
+    ///
+    /// When first called outside a Tokio runtime (it spawns its flusher).
+    pub fn gauges_writer(&self) -> GaugesWriter {
+        self.inner
+            .gauges_writer
+            .get_or_init(|| {
+                GaugesWriter::start(self.gauges(), self.inner.aggregator.clone())
+                    .expect("the aggregator settings were validated when Tally was opened")
+            })
+            .clone()
+    }
+
     /// Idempotency records (the `Idempotency-Key` protocol), kept for the
     /// configured retention (default 24 h): pass it to
     /// [`Aggregator::add_many_once`]; [`Counters::incr_many_once`] needs
@@ -219,6 +249,9 @@ impl Tally {
             writer.shutdown().await;
         }
         if let Some(writer) = self.inner.stats_writer.get() {
+            writer.shutdown().await;
+        }
+        if let Some(writer) = self.inner.gauges_writer.get() {
             writer.shutdown().await;
         }
     }
@@ -431,6 +464,10 @@ impl TallyBuilder {
             .check_counter_encoding(&settings.counters, settings.cleaner.interval)
             .await;
         let clock = self.clock;
+        let (gauges_precisions, gauges_samples) = (
+            settings.counters.precisions.clone(),
+            settings.counters.samples,
+        );
         let counters = Counters::with_clock(
             backend.counter_store(clock.clone()).await?,
             settings.counters,
@@ -454,6 +491,12 @@ impl TallyBuilder {
             settings.stats,
             clock.clone(),
         )?;
+        let gauges = Gauges::with_clock(
+            stats.store().clone(),
+            &gauges_precisions,
+            gauges_samples,
+            clock.clone(),
+        )?;
         let idempotency = Idempotency::new(
             backend.idempotency_store().await?,
             clock.clone(),
@@ -474,6 +517,8 @@ impl TallyBuilder {
                 locks,
                 stats,
                 stats_writer: OnceLock::new(),
+                gauges,
+                gauges_writer: OnceLock::new(),
                 idempotency,
             }),
         })

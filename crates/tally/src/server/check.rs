@@ -143,6 +143,43 @@ pub(crate) fn plain_name(field: &str, value: &str) -> Result<(), ApiError> {
 }
 
 /// An optional time: Unix seconds from 1970 to the end of 9999.
+/// The most names a listing route returns in one page.
+pub(crate) const MAX_LIST: usize = 1000;
+
+/// The query of a listing route: `prefix`, `cursor`, `limit`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    prefix: Option<String>,
+    cursor: Option<String>,
+    #[serde(default, deserialize_with = "query_integer")]
+    limit: Option<usize>,
+}
+
+impl ListQuery {
+    /// The prefix (at most 256 characters, no control characters; default
+    /// empty), the cursor (a name) and the limit (1 to [`MAX_LIST`],
+    /// default 100), checked.
+    pub(crate) fn checked(&self) -> Result<(&str, Option<&str>, usize), ApiError> {
+        let limit = self.limit.unwrap_or(100);
+        within("limit", "invalid_input", limit, 1, MAX_LIST)?;
+        let prefix = self.prefix.as_deref().unwrap_or("");
+        if prefix.chars().count() > crate::name::MAX_NAME_CHARS
+            || prefix.chars().any(char::is_control)
+        {
+            return Err(ApiError::field(
+                "prefix",
+                "invalid_input",
+                "a name prefix is at most 256 characters, without control characters",
+            ));
+        }
+        if let Some(cursor) = &self.cursor {
+            name("cursor", cursor)?;
+        }
+        Ok((prefix, self.cursor.as_deref(), limit))
+    }
+}
+
 pub(crate) fn time(field: &str, value: Option<f64>) -> Result<(), ApiError> {
     match value {
         Some(t) => Timestamp::from_secs_f64(t)

@@ -32,9 +32,6 @@ use super::{ApiError, AppState};
 use crate::counters::{Increment, MAX_BATCH, Sample};
 use crate::idempotency::{Answer, Claim};
 
-/// The largest page of `GET /v1/counters`.
-const MAX_LIST: usize = 1000;
-
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/incr", post(incr_batch))
@@ -210,15 +207,6 @@ async fn write(
     Ok(response)
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListQuery {
-    prefix: Option<String>,
-    cursor: Option<String>,
-    #[serde(default, deserialize_with = "query_integer")]
-    limit: Option<usize>,
-}
-
 /// One page of counter names.
 #[derive(Debug, Serialize)]
 struct ListAnswer {
@@ -228,26 +216,13 @@ struct ListAnswer {
 
 async fn list(
     State(state): State<AppState>,
-    QueryParams(q): QueryParams<ListQuery>,
+    QueryParams(q): QueryParams<check::ListQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let limit = q.limit.unwrap_or(100);
-    check::within("limit", "invalid_input", limit, 1, MAX_LIST)?;
-    let prefix = q.prefix.as_deref().unwrap_or("");
-    if prefix.chars().count() > crate::name::MAX_NAME_CHARS || prefix.chars().any(char::is_control)
-    {
-        return Err(ApiError::field(
-            "prefix",
-            "invalid_input",
-            "a name prefix is at most 256 characters, without control characters",
-        ));
-    }
-    if let Some(cursor) = &q.cursor {
-        check::name("cursor", cursor)?;
-    }
+    let (prefix, cursor, limit) = q.checked()?;
     let page = state
         .services()
         .counters
-        .search(prefix, q.cursor.as_deref(), limit)
+        .search(prefix, cursor, limit)
         .await
         .map_err(state.refused())?;
     Ok(axum::Json(ListAnswer {

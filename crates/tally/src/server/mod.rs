@@ -25,6 +25,7 @@ mod counters;
 mod daily;
 mod dashboard;
 mod error;
+mod gauges;
 pub mod idempotency;
 mod limits;
 mod locks;
@@ -53,6 +54,7 @@ pub use metrics::Metrics;
 use crate::buffers::{Buffers, Flusher};
 use crate::counters::{Aggregator, Counters, MAX_BATCH};
 use crate::daily::DailyStats;
+use crate::gauges::Gauges;
 use crate::idempotency::Idempotency;
 use crate::limits::{Limit, Limiter};
 use crate::locks::Locks;
@@ -110,6 +112,8 @@ pub struct Services {
     pub tsdb: Option<Tsdb>,
     /// Per-entity daily statistics.
     pub daily: Option<DailyStats>,
+    /// Gauges.
+    pub gauges: Option<Gauges>,
     /// Buffered counters, and the flusher when it runs in this process.
     pub buffers: Option<(Buffers, Option<Flusher>)>,
     /// Idempotency records: with them, every write route takes an
@@ -211,6 +215,7 @@ pub fn app(state: AppState) -> Router {
         .merge(locks::routes())
         .merge(ts::routes())
         .merge(daily::routes())
+        .merge(gauges::routes())
         .merge(buffers::routes())
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),

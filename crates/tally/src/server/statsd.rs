@@ -1,11 +1,16 @@
-//! The statsd UDP listener: counter lines into the aggregating writer.
+//! The statsd UDP listener: lines into the aggregating writers.
 //!
 //! Each datagram is parsed with [`crate::statsd`]; counter lines go to the
-//! aggregator with [`Aggregator::try_add`] (UDP has no back pressure, so a
-//! full aggregator rejects the line as `overloaded` instead of waiting).
-//! Everything else is counted as rejected (by reason) and logged at debug
-//! level; nothing a rejected line holds is written, and no datagram can stop
-//! the listener.
+//! counters' aggregator with [`Aggregator::try_add`], timer, histogram and
+//! distribution lines to the statistics' writer with
+//! [`StatsWriter::try_record_weighted`] (a sample rate weighs each value as
+//! `round(1/rate)` observations), gauge lines to the gauges' writer with
+//! [`GaugesWriter::try_apply`] (`5` sets, `+5` / `-5` adjust, in the order
+//! received). Set lines (`s`) are parsed but not kept yet: counted as
+//! rejected (`unsupported`). UDP has no back pressure, so a full writer
+//! rejects the line as `overloaded` instead of waiting. Malformed lines are
+//! counted as rejected (by reason) and logged at debug level; nothing a
+//! rejected line holds is written, and no datagram can stop the listener.
 
 use std::future::Future;
 
@@ -14,8 +19,32 @@ use tokio::net::UdpSocket;
 use super::Metrics;
 use super::udp::SocketInfo;
 use crate::counters::Aggregator;
-use crate::error::Error;
+use crate::error::{Error, Result};
+use crate::gauges::{GaugeOp, GaugesWriter};
+use crate::stats::StatsWriter;
 use crate::statsd::{Line, parse_packet};
+
+/// Where the listener's lines go: the aggregating writers of each kind.
+#[derive(Clone, Debug)]
+pub struct Targets {
+    /// Counter lines (`c`).
+    pub counters: Aggregator,
+    /// Timer, histogram and distribution lines (`ms`, `h`, `d`).
+    pub stats: StatsWriter,
+    /// Gauge lines (`g`).
+    pub gauges: GaugesWriter,
+}
+
+impl Targets {
+    /// The writers of `tally` (each started on first use).
+    pub fn of(tally: &crate::Tally) -> Self {
+        Targets {
+            counters: tally.writer(),
+            stats: tally.stats_writer(),
+            gauges: tally.gauges_writer(),
+        }
+    }
+}
 
 /// Receives statsd datagrams on `socket` until `shutdown` completes.
 ///
@@ -26,7 +55,7 @@ use crate::statsd::{Line, parse_packet};
 /// it. Bind it with [`super::udp::bind`] for a buffer that holds a burst.
 pub async fn listen(
     socket: UdpSocket,
-    aggregator: Aggregator,
+    targets: Targets,
     metrics: Metrics,
     shutdown: impl Future<Output = ()>,
 ) {
@@ -37,7 +66,7 @@ pub async fn listen(
     let counted = metrics.clone();
     let each = move |packet: &[u8]| {
         counted.statsd_datagrams(1);
-        handle(packet, &aggregator, &counted);
+        handle(packet, &targets, &counted);
     };
     match super::udp::receive(socket, shutdown, each).await {
         Ok(()) => tracing::info!("statsd listener stopped"),
@@ -45,29 +74,55 @@ pub async fn listen(
     }
 }
 
-/// Counts one datagram's lines.
-pub fn handle(packet: &[u8], aggregator: &Aggregator, metrics: &Metrics) {
+/// Hands one datagram's lines to their writers.
+pub fn handle(packet: &[u8], targets: &Targets, metrics: &Metrics) {
     for line in parse_packet(packet) {
-        match line {
-            Line::Counter { name, count } => match aggregator.try_add(name, count, None) {
-                Ok(()) => {
-                    metrics.statsd_accepted(1);
-                    metrics.increments_accepted(1);
-                }
-                Err(Error::Overloaded(_)) => metrics.statsd_rejected("overloaded"),
-                Err(e) => {
-                    tracing::debug!(error = %e, "statsd line refused");
-                    metrics.statsd_rejected(if matches!(e, Error::Overflow { .. }) {
-                        "overflow"
-                    } else {
-                        "invalid"
-                    });
-                }
-            },
+        let taken = match line {
+            Line::Counter { name, count } => targets
+                .counters
+                .try_add(name, count, None)
+                .inspect(|()| metrics.increments_accepted(1)),
+            Line::Observation {
+                name,
+                value,
+                weight,
+            } => targets.stats.try_record_weighted(name, value, weight, None),
+            Line::Gauge {
+                name,
+                value,
+                relative,
+            } => targets.gauges.try_apply(&if relative {
+                GaugeOp::adjust(name, value)
+            } else {
+                GaugeOp::set(name, value)
+            }),
+            Line::Set { .. } => {
+                tracing::debug!("statsd set line rejected: sets are not kept yet");
+                metrics.statsd_rejected("unsupported");
+                continue;
+            }
             Line::Rejected(reason) => {
                 tracing::debug!(reason = reason.code(), "statsd line rejected");
                 metrics.statsd_rejected(reason.code());
+                continue;
             }
+        };
+        count(taken, metrics);
+    }
+}
+
+/// Counts a line a writer took (or refused).
+fn count(taken: Result<()>, metrics: &Metrics) {
+    match taken {
+        Ok(()) => metrics.statsd_accepted(1),
+        Err(Error::Overloaded(_)) => metrics.statsd_rejected("overloaded"),
+        Err(e) => {
+            tracing::debug!(error = %e, "statsd line refused");
+            metrics.statsd_rejected(if matches!(e, Error::Overflow { .. }) {
+                "overflow"
+            } else {
+                "invalid"
+            });
         }
     }
 }

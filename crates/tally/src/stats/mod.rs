@@ -37,7 +37,7 @@ pub use writer::StatsWriter;
 use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
 use crate::counters::Page;
 use crate::engine::kinds::{SketchSettings, StatsValue};
-use crate::engine::plan::{check_batch, plan, time};
+use crate::engine::plan::{self, time};
 use crate::engine::resolution::{self, Resolution};
 use crate::engine::{
     Applied, Batch, BatchSink, Kind, Retention, SliceSel, SliceStore, Space, Value,
@@ -255,20 +255,14 @@ impl Stats {
     /// Validates and merges observations into the engine's batch without
     /// writing it.
     pub fn prepare(&self, observations: &[Observation]) -> Result<Batch> {
-        check_batch(observations.len(), MAX_BATCH, "observation")?;
-        let now = self.inner.clock.now();
-        let valid = observations
-            .iter()
-            .map(|o| self.validate(o, now))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Batch {
-            writes: plan(
-                &self.inner.space,
-                valid.iter().map(|(n, at, v)| (n, *at, v.clone())),
-            )?,
-            space: self.inner.space.clone(),
-            seq: None,
-        })
+        plan::prepare(
+            &self.inner.space,
+            observations,
+            MAX_BATCH,
+            "observation",
+            self.inner.clock.now(),
+            |o, now| self.validate(o, now),
+        )
     }
 
     /// Validates one observation (name, value, weight, time), `now`

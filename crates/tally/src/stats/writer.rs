@@ -99,9 +99,22 @@ impl StatsWriter {
     /// Records without ever waiting: fails with
     /// [`crate::Error::Overloaded`] when full.
     pub fn try_record(&self, name: &str, value: f64, at: Option<f64>) -> Result<()> {
-        let (_, _, delta) = self
-            .stats
-            .validate(&Observation::new(name, value), self.stats.clock().now())?;
+        self.try_record_weighted(name, value, 1, at)
+    }
+
+    /// [`StatsWriter::try_record`] of a value standing for `weight`
+    /// observations (the statsd listener's path: it never waits).
+    pub fn try_record_weighted(
+        &self,
+        name: &str,
+        value: f64,
+        weight: u64,
+        at: Option<f64>,
+    ) -> Result<()> {
+        let (_, _, delta) = self.stats.validate(
+            &Observation::new(name, value).weight(weight),
+            self.stats.clock().now(),
+        )?;
         self.writer.try_add(name, delta, at)
     }
 

@@ -120,6 +120,20 @@ impl Fixture {
         tally::Stats::with_clock(store, settings, Arc::new(self.clock.clone())).unwrap()
     }
 
+    /// Gauges on this fixture's backend and clock, through a new client
+    /// when `second` (as another process would have; the same one for a
+    /// private in-memory database).
+    pub async fn gauges(&self, precisions: &[u64], samples: u64, second: bool) -> tally::Gauges {
+        let clock = Arc::new(self.clock.clone());
+        let store = if second && self.kind != Kind::SqliteMemory {
+            let backend = Backend::open(&self.config).await.unwrap();
+            backend.slice_store(clock.clone()).await.unwrap()
+        } else {
+            self.backend.slice_store(clock.clone()).await.unwrap()
+        };
+        tally::Gauges::with_clock(store, precisions, samples, clock).unwrap()
+    }
+
     /// Statistics through a second, independent client (as another
     /// process would have; the same one for a private in-memory database).
     pub async fn stats_second_client(&self, settings: tally::StatsSettings) -> tally::Stats {

@@ -60,6 +60,8 @@ pub struct RedisSliceStore {
     apply: Script,
     /// `engine_apply.lua` with the statistics' merge (`kind_stats.lua`).
     apply_stats: Script,
+    /// `engine_apply.lua` with the gauges' merge (`kind_gauge.lua`).
+    apply_gauge: Script,
     revert: Script,
     clean: Script,
     delete: Script,
@@ -98,6 +100,13 @@ impl RedisSliceStore {
                 "KIND_MERGE[4] = merge_stats\n",
                 include_str!("lua/engine_apply.lua")
             )),
+            apply_gauge: Script::new(concat!(
+                include_str!("lua/engine_undo.lua"),
+                include_str!("lua/kind_gauge.lua"),
+                include_str!("lua/engine_kinds.lua"),
+                "KIND_MERGE[5] = merge_gauge\n",
+                include_str!("lua/engine_apply.lua")
+            )),
             revert: Script::new(concat!(
                 include_str!("lua/engine_undo.lua"),
                 include_str!("lua/engine_revert.lua")
@@ -119,6 +128,7 @@ impl RedisSliceStore {
     fn apply_script(&self, kind: Kind) -> &Script {
         match kind {
             Kind::Stats => &self.apply_stats,
+            Kind::Gauge => &self.apply_gauge,
             _ => &self.apply,
         }
     }
@@ -182,7 +192,11 @@ impl RedisSliceStore {
         let hashes = groups.list.len();
         let marker = batch.seq.is_some();
         let per_registry = if expiring { 2 } else { 1 };
-        let nkeys = usize::from(marker) + hashes + per_registry * registries.len();
+        // Gauges: each series' current-value key, after the registries.
+        let gauge = batch.space.kind == Kind::Gauge;
+        let currents = if gauge { writes.len() } else { 0 };
+        let first_current = usize::from(marker) + hashes + per_registry * registries.len() + 1;
+        let nkeys = first_current - 1 + currents;
         let mut cmd = super::evalsha(self.apply_script(batch.space.kind), nkeys);
         let mut buf = String::new();
         // KEYS.
@@ -205,6 +219,10 @@ impl RedisSliceStore {
                 cmd.arg(keys.ends(shard));
             }
         }
+        for (w, &shard) in writes.iter().zip(&shards).take(currents) {
+            keys.write_current(&mut buf, w.name.as_str(), shard);
+            cmd.arg(buf.as_str());
+        }
         // ARGV: whether KEYS[1] is the lane's record ('2' and '3' say the
         // same in the expiring layout), the sequence number, the kind, the
         // number of hashes; per hash its (slice, delta) pairs.
@@ -221,6 +239,11 @@ impl RedisSliceStore {
         let mut op_keys = Vec::with_capacity(ops.capacity());
         let mut blob = Vec::new();
         for (k, g) in groups.list.iter().enumerate() {
+            if gauge {
+                cmd.arg(first_current + g.series)
+                    .arg(g.cells[0].resolution)
+                    .arg(g.ttl);
+            }
             cmd.arg(g.cells.len());
             for c in g.cells {
                 cmd.arg(c.slice);
@@ -983,6 +1006,9 @@ impl SliceStore for RedisSliceStore {
             for r in &space.resolutions {
                 invocation.key(keys.hash(r.seconds, name.as_str()));
             }
+        }
+        if space.kind == Kind::Gauge {
+            invocation.key(keys.current(name.as_str()));
         }
         let deleted: u64 = invocation.invoke_async(&mut self.redis.handle()).await?;
         Ok(deleted > 0)

@@ -280,6 +280,22 @@ impl SpaceKeys<'_> {
         buf
     }
 
+    /// Writes the key of gauge `name`'s current value (the value after its
+    /// latest operation) into `buf`, replacing what it held:
+    /// `{<prefix>:<shard>}[:<space>]:cur:<name>`, in its series' slot.
+    pub fn write_current(&self, buf: &mut String, name: &str, shard: u32) {
+        buf.clear();
+        self.write_base(buf, shard);
+        let _ = write!(buf, ":cur:{name}");
+    }
+
+    /// The key of gauge `name`'s current value.
+    pub fn current(&self, name: &str) -> String {
+        let mut buf = String::new();
+        self.write_current(&mut buf, name, self.shard(name));
+        buf
+    }
+
     /// The expiring layout's sorted set of `shard`'s series to when their
     /// data ends ([`end_score`]).
     pub fn ends(&self, shard: u32) -> String {

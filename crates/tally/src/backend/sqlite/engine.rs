@@ -13,8 +13,12 @@
 //! read, merged with the delta in Rust by the kind's rule, and written back;
 //! a merge that leaves the kind's range fails the transaction, which rolls
 //! back, so nothing is written (SQLite would silently turn an overflowing
-//! integer sum into a float). `tally_writer` records each writer lane's last
-//! sequence number for exactly-once retries, shared by every space.
+//! integer sum into a float). A space of gauges also has
+//! `tally_<space>_current(series_id, value)`: each gauge's current value
+//! (the value after its latest operation), from which a write's adjustments
+//! start in a slice that holds nothing yet. `tally_writer` records each
+//! writer lane's last sequence number for exactly-once retries, shared by
+//! every space.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -25,7 +29,7 @@ use rusqlite::{Connection, OptionalExtension, ToSql, Transaction, params};
 
 use super::Sqlite;
 use crate::clock::SharedClock;
-use crate::engine::kinds::sum;
+use crate::engine::kinds::{GaugeValue, sum};
 use crate::engine::plan::locate;
 use crate::engine::store::{Reads, check_stored, not_sums};
 use crate::engine::{
@@ -63,6 +67,10 @@ struct Tables {
     series_after: String,
     trim: String,
     drop_empty: String,
+    /// Gauges only: each gauge's current value.
+    read_current: String,
+    write_current: String,
+    delete_current: String,
 }
 
 impl Tables {
@@ -92,6 +100,17 @@ impl Tables {
                 value_type,
             )
         };
+        let current = format!("tally_{}_current", space.id);
+        let current_schema = if space.kind == Kind::Gauge {
+            format!(
+                "CREATE TABLE IF NOT EXISTS {current} (
+                    series_id INTEGER PRIMARY KEY,
+                    value REAL NOT NULL
+                );"
+            )
+        } else {
+            String::new()
+        };
         Tables {
             schema: format!(
                 "CREATE TABLE IF NOT EXISTS {series} (
@@ -105,6 +124,7 @@ impl Tables {
                     {value} {value_type} NOT NULL,
                     PRIMARY KEY ({fk}, {res}, slice)
                 ) WITHOUT ROWID;
+                {current_schema}
                 {WRITERS}"
             ),
             series_id: format!("SELECT id FROM {series} WHERE name = ?1"),
@@ -136,6 +156,12 @@ impl Tables {
                 "DELETE FROM {series} WHERE id = ?1
                  AND NOT EXISTS (SELECT 1 FROM {cell} WHERE {fk} = ?1)"
             ),
+            read_current: format!("SELECT value FROM {current} WHERE series_id = ?1"),
+            write_current: format!(
+                "INSERT INTO {current} (series_id, value) VALUES (?1, ?2)
+                 ON CONFLICT (series_id) DO UPDATE SET value = excluded.value"
+            ),
+            delete_current: format!("DELETE FROM {current} WHERE series_id = ?1"),
         }
     }
 }
@@ -275,6 +301,9 @@ fn apply_in(tx: &Transaction<'_>, sql: &Tables, batch: &Batch, now_secs: i64) ->
         .execute(params![seq.lane_id(), seq.seq as i64, now_secs])?;
     }
     let kind = batch.space.kind;
+    if kind == Kind::Gauge {
+        return apply_gauges(tx, sql, batch);
+    }
     let mut read = tx.prepare_cached(&sql.read_cell)?;
     let mut upsert = tx.prepare_cached(&sql.upsert_cell)?;
     for write in &batch.writes {
@@ -289,6 +318,62 @@ fn apply_in(tx: &Transaction<'_>, sql: &Tables, batch: &Batch, now_secs: i64) ->
                 .map_err(|e| locate(e, write.name.as_str(), c.resolution, c.slice))?;
             upsert.execute(params![id, res, slice, Stored(&new)])?;
         }
+    }
+    Ok(Applied::Written)
+}
+
+/// [`apply_in`] for gauges: each resolution's cells, in slice order, run
+/// from the gauge's current value as the batch found it (a slice that
+/// holds something runs from its own last value); the current value
+/// becomes the value after the gauge's last operation.
+fn apply_gauges(tx: &Transaction<'_>, sql: &Tables, batch: &Batch) -> Result<Applied> {
+    let mut read = tx.prepare_cached(&sql.read_cell)?;
+    let mut upsert = tx.prepare_cached(&sql.upsert_cell)?;
+    let mut read_current = tx.prepare_cached(&sql.read_current)?;
+    let mut write_current = tx.prepare_cached(&sql.write_current)?;
+    for write in &batch.writes {
+        let id = series_id(tx, sql, write.name.as_str())?;
+        let start: f64 = read_current
+            .query_row([id], |r| r.get(0))
+            .optional()?
+            .unwrap_or(0.0);
+        let (mut current, mut after, mut resolution) = (start, start, None);
+        for c in &write.cells {
+            if resolution != Some(c.resolution) {
+                resolution = Some(c.resolution);
+                current = start;
+            }
+            let (res, slice) = (c.resolution as i64, c.slice as i64);
+            let old = read
+                .query_row(params![id, res, slice], |r| {
+                    Ok(stored(Kind::Gauge, r.get_ref(0)?))
+                })
+                .optional()?
+                .transpose()?;
+            let (Value::Gauge(delta), old) = (&c.delta, old) else {
+                return Err(Error::Backend(
+                    "internal error: a gauge write without a gauge".into(),
+                ));
+            };
+            let old = match old {
+                Some(Value::Gauge(g)) => Some(g),
+                Some(_) => return Err(Error::Corrupt("a gauge cell holds another kind".into())),
+                None => None,
+            };
+            let new = GaugeValue::fold_into(old.as_deref(), delta, current)
+                .map_err(|e| locate(e, write.name.as_str(), c.resolution, c.slice))?;
+            if let Some((new, last)) = new {
+                upsert.execute(params![
+                    id,
+                    res,
+                    slice,
+                    Stored(&Value::Gauge(Box::new(new)))
+                ])?;
+                current = last;
+                after = last;
+            }
+        }
+        write_current.execute(params![id, after])?;
     }
     Ok(Applied::Written)
 }
@@ -410,6 +495,7 @@ impl SliceStore for SqliteSliceStore {
 
     async fn delete(&self, space: &Space, name: &Name) -> Result<bool> {
         let sql = self.tables(space).await?;
+        let space_kind = space.kind;
         let name = name.clone();
         self.db
             .write(move |tx| {
@@ -420,6 +506,9 @@ impl SliceStore for SqliteSliceStore {
                 let Some(id) = id else { return Ok(false) };
                 let cells = tx.prepare_cached(&sql.delete_cells)?.execute([id])?;
                 tx.prepare_cached(&sql.delete_series)?.execute([id])?;
+                if space_kind == Kind::Gauge {
+                    tx.prepare_cached(&sql.delete_current)?.execute([id])?;
+                }
                 Ok(cells > 0)
             })
             .await

@@ -181,6 +181,34 @@ impl GaugeValue {
         start.then(self)
     }
 
+    /// Folds a write's delta into a stored slice: merged into `old` when
+    /// the slice holds something, else applied from the gauge's `current`
+    /// value. Returns the slice's new value and the gauge's value after
+    /// it, or `None` when the delta holds no operation (nothing to write).
+    /// `engine_apply.lua` does the same with `merge_gauge`.
+    pub fn fold_into(
+        old: Option<&GaugeValue>,
+        delta: &GaugeValue,
+        current: f64,
+    ) -> Result<Option<(GaugeValue, f64)>> {
+        if delta.is_identity() {
+            return Ok(None);
+        }
+        let new = match old {
+            Some(old) => {
+                if !old.is_absolute() {
+                    return Err(Error::Corrupt(
+                        "a stored gauge slice depends on a value before it".into(),
+                    ));
+                }
+                old.then(delta)?
+            }
+            None => delta.applied(current)?,
+        };
+        let last = new.absolute.map_or(current, |h| h.last);
+        Ok(Some((new, last)))
+    }
+
     /// True when the value does not depend on the gauge's value before it
     /// (it starts with a set, or was applied): a stored slice.
     pub fn is_absolute(&self) -> bool {

@@ -12,6 +12,13 @@
 -- ARGV[4]  h, the number of hashes
 -- then per hash: m, then m pairs of field (slice start) and delta;
 -- then per registry to the end: m, then m members.
+-- Gauges (kind '5') put three more before each hash's m: the KEYS index of
+-- the gauge's current-value key (after the registries), the hash's
+-- resolution, and the seconds that key lives (0: for ever). Each
+-- resolution's cells run, in slice order, from the current value as the
+-- call found it (a slice holding something runs from its own last value:
+-- merge_gauge); once everything merged, the key is set to the value after
+-- the gauge's last operation (it is not taken back: it is written last).
 -- The expiring layout instead has, after the hashes: the `ends@e` score
 -- below which a series has expired (for pruning), then per registry to the
 -- end: n, then per series its name, end score, '1' if it must set its
@@ -50,6 +57,7 @@ local function count(s)
 end
 
 local h = tonumber(ARGV[4])
+local gauge = ARGV[3] == '5'
 local merge = nil
 if ARGV[3] ~= '1' then
   merge = KIND_MERGE[tonumber(ARGV[3])]
@@ -82,26 +90,57 @@ if not merge then
   end
 else
   saved = {}
+  -- Gauges: the current value each key held, the value after each gauge's
+  -- last operation, its key's time to live; the run (key and resolution)
+  -- being merged and its value.
+  local starts, finals, lives, run, cur = {}, {}, {}, nil, nil
   for k = 1, h do
     local key = KEYS[marker + k]
+    local ck = nil
+    if gauge then
+      ck = tonumber(ARGV[at])
+      if starts[ck] == nil then
+        starts[ck] = tonumber(redis.call('GET', KEYS[ck]) or '0') or 0
+      end
+      local this = ARGV[at] .. ' ' .. ARGV[at + 1]
+      if this ~= run then
+        run, cur = this, starts[ck]
+      end
+      lives[ck] = math.max(lives[ck] or 0, tonumber(ARGV[at + 2]))
+      at = at + 3
+    end
     local m = count(ARGV[at])
     at = at + 1
     for _ = 1, m do
       local old = redis.pcall('HGET', key, ARGV[at])
-      local new = old
+      local new, last = old, nil
       if not (type(old) == 'table' and old.err) then
-        new = merge(old, ARGV[at + 1])
+        new, last = merge(old, ARGV[at + 1], cur)
       end
       if type(new) == 'table' and new.err then
         failed, err = op, new.err
         break
       end
       saved[op + 1] = old
-      redis.call('HSET', key, ARGV[at], new)
+      if new then
+        redis.call('HSET', key, ARGV[at], new)
+      end
+      if ck then
+        cur = last
+        finals[ck] = last
+      end
       at = at + 2
       op = op + 1
     end
     if failed then break end
+  end
+  if gauge and not failed then
+    for ck, v in pairs(finals) do
+      redis.call('SET', KEYS[ck], string.format('%.17g', v))
+      if lives[ck] > 0 then
+        redis.call('EXPIRE', KEYS[ck], lives[ck])
+      end
+    end
   end
 end
 
@@ -111,6 +150,7 @@ if failed then
   local at, op = 5, 0
   for k = 1, h do
     local key = KEYS[marker + k]
+    if gauge then at = at + 3 end
     local m = count(ARGV[at])
     at = at + 1
     for _ = 1, m do

@@ -1,0 +1,417 @@
+//! Gauges: values that are set or adjusted (statsd `name:42|g`,
+//! `name:+3|g`, `name:-3|g`), kept per slice at several precisions as the
+//! slice's last, lowest and highest value.
+//!
+//! [`Gauges`] is the service over the slice engine's `gauges` space (the
+//! gauge kind, [`crate::engine::kinds::gauge`]): it validates operations
+//! (names, finite values, times), composes a call's operations into one
+//! delta per (gauge, precision, slice) with the engine's plan, in the order
+//! they were given (the order of a gauge's operations is its meaning), and
+//! hands them to the store in one round trip (per node on a cluster), all
+//! or nothing. The store keeps each gauge's current value (the value after
+//! its latest operation): an adjustment in a slice that holds nothing yet
+//! starts from it, so `+1` after a restart continues where the gauge was.
+//! Reads: every slice of a precision, the current value, listing, delete.
+//! [`GaugesWriter`] is the engine's aggregating writer over the same space
+//! (the statsd listener's path). The counters' [`crate::Cleaner`] trims old
+//! slices; a gauge's current value outlives them (a gauge keeps its value
+//! until it is set again or deleted, as statsd's do).
+//!
+//! What it does not do: hold values of its own, or talk to a backend
+//! directly. On a Redis Cluster, a batch over gauges of several shards that
+//! one shard refuses cannot be taken back on the others (as for
+//! statistics): keep such batches to valid values.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
+use crate::counters::settings::check_precision_in;
+use crate::counters::{AggregatorSettings, AggregatorStats, Page};
+use crate::engine::Batch;
+use crate::engine::kinds::GaugeValue;
+use crate::engine::kinds::gauge::GaugeReading;
+use crate::engine::plan::{prepare, time};
+use crate::engine::resolution::Resolution;
+use crate::engine::{BatchSink, Kind, Retention, SliceSel, SliceStore, Space, Value, Writer};
+use crate::error::{Error, Result};
+use crate::name::Name;
+
+/// The gauges' space id (Redis keys `{<prefix>:<shard>}:gauges:...`,
+/// SQLite tables `tally_gauges_*`).
+pub const SPACE: &str = "gauges";
+
+/// The most operations accepted in one batch.
+pub const MAX_BATCH: usize = 10_000;
+
+/// The most names listed in one page.
+pub const MAX_PAGE: usize = 10_000;
+
+/// One operation on a gauge as a caller states it: exactly one of `value`
+/// (set) and `delta` (adjust); `at` defaults to now.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GaugeOp {
+    /// The gauge.
+    pub name: String,
+    /// Set the gauge to this value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    /// Add this to the gauge (negative to subtract).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta: Option<f64>,
+    /// Unix seconds with a fraction; defaults to now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<f64>,
+}
+
+impl GaugeOp {
+    /// "Set `name` to `value`", now.
+    pub fn set(name: impl Into<String>, value: f64) -> Self {
+        GaugeOp {
+            name: name.into(),
+            value: Some(value),
+            delta: None,
+            at: None,
+        }
+    }
+
+    /// "Add `delta` to `name`", now.
+    pub fn adjust(name: impl Into<String>, delta: f64) -> Self {
+        GaugeOp {
+            name: name.into(),
+            value: None,
+            delta: Some(delta),
+            at: None,
+        }
+    }
+
+    /// The same operation at `at` Unix seconds.
+    pub fn at(mut self, at: f64) -> Self {
+        self.at = Some(at);
+        self
+    }
+
+    /// The operation as the gauge kind's delta.
+    fn delta(&self) -> Result<GaugeValue> {
+        let named = |e: Error| match e {
+            Error::InvalidInput(why) => {
+                Error::InvalidInput(format!("gauge {:?}: {why}", self.name))
+            }
+            other => other,
+        };
+        match (self.value, self.delta) {
+            (Some(v), None) => GaugeValue::set(v).map_err(named),
+            (None, Some(d)) => GaugeValue::adjust(d).map_err(named),
+            _ => Err(Error::InvalidInput(format!(
+                "gauge {:?}: give exactly one of `value` (set) and `delta` (adjust)",
+                self.name
+            ))),
+        }
+    }
+}
+
+/// One slice of a gauge: when it starts, and its last, lowest and highest
+/// values.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GaugeSlice {
+    /// The slice's start, Unix seconds.
+    pub start: u64,
+    /// The value after the slice's last operation.
+    pub last: f64,
+    /// The lowest value held after an operation in the slice.
+    pub min: f64,
+    /// The highest.
+    pub max: f64,
+}
+
+/// Every slice of a gauge at one precision, oldest first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GaugeSeries {
+    /// The precision, seconds.
+    pub precision: u64,
+    /// The slices, oldest first.
+    pub slices: Vec<GaugeSlice>,
+}
+
+/// Named gauges at several precisions. Cheap to clone.
+///
+/// # Example
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> tally::Result<()> {
+/// use tally::gauges::GaugeOp;
+///
+/// let tally = tally::Tally::open("sqlite::memory:").await?;
+/// let gauges = tally.gauges();
+/// let at = 1336376415.0;
+/// gauges
+///     .apply_many(&[GaugeOp::set("queue", 5.0).at(at),
+///                   GaugeOp::adjust("queue", 3.0).at(at),
+///                   GaugeOp::adjust("queue", -6.0).at(at)])
+///     .await?; // one round trip, in this order
+/// let minute = gauges.get("queue", 60).await?;
+/// assert_eq!((minute[0].last, minute[0].min, minute[0].max), (2.0, 2.0, 8.0));
+/// assert_eq!(gauges.current("queue").await?, Some(2.0));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Gauges {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    store: Arc<dyn SliceStore>,
+    space: Arc<Space>,
+    precisions: Vec<u64>,
+    clock: SharedClock,
+}
+
+impl Gauges {
+    /// Gauges on `store` at `precisions` (seconds), each keeping `samples`
+    /// slices, on the system clock.
+    pub fn new(store: Arc<dyn SliceStore>, precisions: &[u64], samples: u64) -> Result<Self> {
+        Self::with_clock(store, precisions, samples, Arc::new(SystemClock))
+    }
+
+    /// Gauges on `store`, reading time from `clock`. The precisions and
+    /// samples follow the space's rules ([`Space::new`]).
+    pub fn with_clock(
+        store: Arc<dyn SliceStore>,
+        precisions: &[u64],
+        samples: u64,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self> {
+        let space = Space::new(
+            SPACE,
+            Kind::Gauge,
+            precisions
+                .iter()
+                .map(|&p| Resolution::new(p, samples))
+                .collect(),
+            Retention::Cleaner,
+        )?;
+        Ok(Gauges {
+            inner: Arc::new(Inner {
+                store,
+                precisions: space.resolutions.iter().map(|r| r.seconds).collect(),
+                space: Arc::new(space),
+                clock,
+            }),
+        })
+    }
+
+    /// The engine's space these gauges are.
+    pub fn space(&self) -> &Arc<Space> {
+        &self.inner.space
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &Arc<dyn SliceStore> {
+        &self.inner.store
+    }
+
+    /// The clock in use.
+    pub fn clock(&self) -> &SharedClock {
+        &self.inner.clock
+    }
+
+    /// The precisions, finest first.
+    pub fn precisions(&self) -> &[u64] {
+        &self.inner.precisions
+    }
+
+    /// Sets `name` to `value` now.
+    pub async fn set(&self, name: &str, value: f64) -> Result<()> {
+        self.apply_many(&[GaugeOp::set(name, value)]).await
+    }
+
+    /// Sets `name` to `value` at `at` Unix seconds.
+    pub async fn set_at(&self, name: &str, value: f64, at: f64) -> Result<()> {
+        self.apply_many(&[GaugeOp::set(name, value).at(at)]).await
+    }
+
+    /// Adds `delta` to `name` now (negative to subtract).
+    pub async fn adjust(&self, name: &str, delta: f64) -> Result<()> {
+        self.apply_many(&[GaugeOp::adjust(name, delta)]).await
+    }
+
+    /// Applies operations over any gauges, in order, in one round trip (per
+    /// node on a cluster), all or nothing: if any is invalid (a name, a
+    /// value that is not finite, neither or both of value and delta, a
+    /// time) or would make a value infinite, nothing is written.
+    pub async fn apply_many(&self, ops: &[GaugeOp]) -> Result<()> {
+        let batch = self.prepare(ops)?;
+        self.inner.store.apply(&batch).await.map(|_| ())
+    }
+
+    /// Validates and composes operations into the engine's batch without
+    /// writing it.
+    pub fn prepare(&self, ops: &[GaugeOp]) -> Result<Batch> {
+        prepare(
+            &self.inner.space,
+            ops,
+            MAX_BATCH,
+            "gauge operation",
+            self.inner.clock.now(),
+            |o, now| self.validate(o, now),
+        )
+    }
+
+    /// Validates one operation, `now` standing in for a missing time: its
+    /// name, instant and delta.
+    pub fn validate(&self, op: &GaugeOp, now: Timestamp) -> Result<(Name, Timestamp, Value)> {
+        let name = Name::new(op.name.as_str())?;
+        let at = time(op.at, now)?;
+        Ok((name, at, Value::Gauge(Box::new(op.delta()?))))
+    }
+
+    /// Every slice of one precision, oldest first.
+    pub async fn get(&self, name: &str, precision: u64) -> Result<Vec<GaugeSlice>> {
+        check_precision_in(&self.inner.precisions, precision)?;
+        let mut all = self.read_all(name, &[precision]).await?;
+        Ok(all.pop().map(|s| s.slices).unwrap_or_default())
+    }
+
+    /// Every precision of a gauge, finest first, in one round trip.
+    pub async fn get_all(&self, name: &str) -> Result<Vec<GaugeSeries>> {
+        self.read_all(name, &self.inner.precisions).await
+    }
+
+    /// The gauge's value after its latest operation that a kept slice
+    /// holds (the newest slice's last value at the finest precision that
+    /// has one); `None` for a gauge with no slice. One round trip.
+    pub async fn current(&self, name: &str) -> Result<Option<f64>> {
+        let all = self.get_all(name).await?;
+        Ok(all
+            .iter()
+            .find_map(|s| s.slices.last())
+            .map(|slice| slice.last))
+    }
+
+    async fn read_all(&self, name: &str, precisions: &[u64]) -> Result<Vec<GaugeSeries>> {
+        let name = Name::new(name)?;
+        let mut all = self
+            .inner
+            .store
+            .read(&self.inner.space, &[name], precisions, SliceSel::All)
+            .await?;
+        let per = all.pop().unwrap_or_default();
+        precisions
+            .iter()
+            .zip(per)
+            .map(|(&precision, slices)| {
+                let slices = slices
+                    .iter()
+                    .map(|(start, v)| {
+                        let r = reading_of(v)?;
+                        Ok(GaugeSlice {
+                            start: *start,
+                            last: r.last,
+                            min: r.min,
+                            max: r.max,
+                        })
+                    })
+                    .collect::<Result<_>>()?;
+                Ok(GaugeSeries { precision, slices })
+            })
+            .collect()
+    }
+
+    /// Up to `limit` gauges whose names start with `prefix` (empty: all),
+    /// after the cursor `after`, in name order.
+    pub async fn search(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Page> {
+        crate::name::check_search(prefix, limit, MAX_PAGE)?;
+        let names = self
+            .inner
+            .store
+            .list(&self.inner.space, prefix, after, limit + 1)
+            .await?;
+        Ok(Page::of(names, limit))
+    }
+
+    /// Deletes every slice of a gauge and its current value; true if it
+    /// held anything.
+    pub async fn delete(&self, name: &str) -> Result<bool> {
+        let name = Name::new(name)?;
+        self.inner.store.delete(&self.inner.space, &name).await
+    }
+}
+
+/// The reading of a stored gauge slice.
+fn reading_of(v: &Value) -> Result<GaugeReading> {
+    match v {
+        Value::Gauge(g) => g.reading().ok_or_else(|| {
+            Error::Corrupt("a stored gauge slice depends on a value before it".into())
+        }),
+        other => Err(Error::Backend(format!(
+            "internal error: the gauges space holds a {} value",
+            other.kind()
+        ))),
+    }
+}
+
+/// The gauges' aggregating writer: operations composed in process, in the
+/// order they came, written in batches, each exactly once (the engine's
+/// [`Writer`]; its guarantees and bounds). Cheap to clone.
+#[derive(Clone)]
+pub struct GaugesWriter {
+    gauges: Gauges,
+    writer: Writer,
+}
+
+impl std::fmt::Debug for GaugesWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GaugesWriter")
+            .field("settings", self.writer.settings())
+            .finish()
+    }
+}
+
+impl GaugesWriter {
+    /// Starts a writer into `gauges`' store; spawns its flusher on the
+    /// current tokio runtime.
+    pub fn start(gauges: Gauges, settings: AggregatorSettings) -> Result<Self> {
+        let sink: Arc<dyn BatchSink> = Arc::new(gauges.store().clone());
+        let writer = Writer::start(
+            sink,
+            gauges.space().clone(),
+            gauges.clock().clone(),
+            settings,
+        )?;
+        Ok(GaugesWriter { gauges, writer })
+    }
+
+    /// The gauges written to.
+    pub fn service(&self) -> &Gauges {
+        &self.gauges
+    }
+
+    /// Takes one operation without ever waiting: fails with
+    /// [`Error::Overloaded`] when full.
+    pub fn try_apply(&self, op: &GaugeOp) -> Result<()> {
+        let (_, _, delta) = self.gauges.validate(op, self.gauges.clock().now())?;
+        self.writer.try_add(&op.name, delta, op.at)
+    }
+
+    /// Flushes now and waits until everything taken before this call is
+    /// written (or dropped as refused).
+    pub async fn flush(&self) -> Result<()> {
+        self.writer.flush().await
+    }
+
+    /// Stops taking operations, flushes what is pending and stops the
+    /// flusher.
+    pub async fn shutdown(&self) {
+        self.writer.shutdown().await
+    }
+
+    /// Running figures (`accepted` and `written` count operations).
+    pub fn stats(&self) -> AggregatorStats {
+        self.writer.stats()
+    }
+}
