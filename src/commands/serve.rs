@@ -190,6 +190,8 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
         tsdb: Some(tally.tsdb()),
         daily: Some(tally.daily()),
         buffers: None,
+        stats: Some(tally.stats()),
+        stats_writer: Some(tally.stats_writer()),
         idempotency: Some(tally.idempotency()),
     };
     let metrics = Metrics::default();

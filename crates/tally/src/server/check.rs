@@ -142,6 +142,19 @@ pub(crate) fn plain_name(field: &str, value: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// A name prefix (a listing's `prefix`): at most 256 characters, no
+/// control characters; empty matches every name.
+pub(crate) fn prefix(field: &str, value: &str) -> Result<(), ApiError> {
+    if value.chars().count() > crate::name::MAX_NAME_CHARS || value.chars().any(char::is_control) {
+        return Err(ApiError::field(
+            field,
+            "invalid_input",
+            "a name prefix is at most 256 characters, without control characters",
+        ));
+    }
+    Ok(())
+}
+
 /// An optional time: Unix seconds from 1970 to the end of 9999.
 pub(crate) fn time(field: &str, value: Option<f64>) -> Result<(), ApiError> {
     match value {

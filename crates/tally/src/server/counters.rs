@@ -233,14 +233,7 @@ async fn list(
     let limit = q.limit.unwrap_or(100);
     check::within("limit", "invalid_input", limit, 1, MAX_LIST)?;
     let prefix = q.prefix.as_deref().unwrap_or("");
-    if prefix.chars().count() > crate::name::MAX_NAME_CHARS || prefix.chars().any(char::is_control)
-    {
-        return Err(ApiError::field(
-            "prefix",
-            "invalid_input",
-            "a name prefix is at most 256 characters, without control characters",
-        ));
-    }
+    check::prefix("prefix", prefix)?;
     if let Some(cursor) = &q.cursor {
         check::name("cursor", cursor)?;
     }

@@ -30,6 +30,7 @@ mod limits;
 mod locks;
 pub mod metrics;
 pub mod openapi;
+mod stats;
 pub mod statsd;
 mod ts;
 pub mod udp;
@@ -57,6 +58,7 @@ use crate::idempotency::Idempotency;
 use crate::limits::{Limit, Limiter};
 use crate::locks::Locks;
 use crate::requests::CountRequestsLayer;
+use crate::stats::{Stats, StatsWriter};
 use crate::tsdb::Tsdb;
 
 /// Limits and access rules of the server.
@@ -112,6 +114,12 @@ pub struct Services {
     pub daily: Option<DailyStats>,
     /// Buffered counters, and the flusher when it runs in this process.
     pub buffers: Option<(Buffers, Option<Flusher>)>,
+    /// Statistics (`/v1/stats`, `/v1/record`).
+    pub stats: Option<Stats>,
+    /// The statistics' aggregating writer: HTTP observations go through it
+    /// (answered 202) unless `exact_writes`; the server records its own
+    /// request durations into it.
+    pub stats_writer: Option<StatsWriter>,
     /// Idempotency records: with them, every write route takes an
     /// `Idempotency-Key` header; without, a request carrying one is
     /// refused (400).
@@ -212,6 +220,7 @@ pub fn app(state: AppState) -> Router {
         .merge(ts::routes())
         .merge(daily::routes())
         .merge(buffers::routes())
+        .merge(stats::routes())
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             idempotency::layer,
