@@ -1778,5 +1778,14 @@ async fn stats_over_http(kind: Kind) {
         s.call(Method::DELETE, "/v1/stats/lat", None, &[])
             .await
             .error(StatusCode::NOT_FOUND, "not_found");
+        // The server records its own requests' durations, per route.
+        s.flush().await;
+        let own = s.get("/v1/stats?prefix=tally:http:latency").await.json();
+        let names = own["stats"].as_array().unwrap();
+        assert!(names.contains(&json!("tally:http:latency")), "{own}");
+        assert!(
+            names.contains(&json!("tally:http:latency:POST /v1/stats/{name}/record")),
+            "{own}"
+        );
     }
 }

@@ -258,7 +258,12 @@ pub fn app(state: AppState) -> Router {
         ));
     if let Some(aggregator) = &state.services().aggregator {
         // Tally counts its own requests, as any app would with the layer.
-        router = router.layer(CountRequestsLayer::new(aggregator.clone()).prefix("tally:http:"));
+        let mut layer = CountRequestsLayer::new(aggregator.clone()).prefix("tally:http:");
+        if let Some(writer) = &state.services().stats_writer {
+            // ...and the durations of its requests.
+            layer = layer.record_durations(writer.clone());
+        }
+        router = router.layer(layer);
     }
     router
         .layer(axum::middleware::from_fn_with_state(
