@@ -155,6 +155,31 @@ pub(crate) fn prefix(field: &str, value: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The query of a listing (`?prefix=&cursor=&limit=`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    prefix: Option<String>,
+    cursor: Option<String>,
+    #[serde(default, deserialize_with = "query_integer")]
+    limit: Option<usize>,
+}
+
+impl ListQuery {
+    /// The listing's prefix, cursor and page size (default 100, at most
+    /// `max`), checked.
+    pub(crate) fn checked(&self, max: usize) -> Result<(&str, Option<&str>, usize), ApiError> {
+        let limit = self.limit.unwrap_or(100);
+        within("limit", "invalid_input", limit, 1, max)?;
+        let prefix = self.prefix.as_deref().unwrap_or("");
+        self::prefix("prefix", prefix)?;
+        if let Some(cursor) = &self.cursor {
+            name("cursor", cursor)?;
+        }
+        Ok((prefix, self.cursor.as_deref(), limit))
+    }
+}
+
 /// An optional time: Unix seconds from 1970 to the end of 9999.
 pub(crate) fn time(field: &str, value: Option<f64>) -> Result<(), ApiError> {
     match value {

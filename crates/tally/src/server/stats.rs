@@ -210,15 +210,6 @@ async fn write(
     }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListQuery {
-    prefix: Option<String>,
-    cursor: Option<String>,
-    #[serde(default, deserialize_with = "query_integer")]
-    limit: Option<usize>,
-}
-
 /// One page of stat names.
 #[derive(Debug, Serialize)]
 struct ListAnswer {
@@ -228,18 +219,12 @@ struct ListAnswer {
 
 async fn list(
     State(state): State<AppState>,
-    QueryParams(q): QueryParams<ListQuery>,
+    QueryParams(q): QueryParams<check::ListQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
     let stats = stats(&state)?;
-    let limit = q.limit.unwrap_or(100);
-    check::within("limit", "invalid_input", limit, 1, MAX_LIST)?;
-    let prefix = q.prefix.as_deref().unwrap_or("");
-    check::prefix("prefix", prefix)?;
-    if let Some(cursor) = &q.cursor {
-        check::name("cursor", cursor)?;
-    }
+    let (prefix, cursor, limit) = q.checked(MAX_LIST)?;
     let page = stats
-        .search(prefix, q.cursor.as_deref(), limit)
+        .search(prefix, cursor, limit)
         .await
         .map_err(state.refused())?;
     Ok(axum::Json(ListAnswer {
