@@ -19,6 +19,7 @@ use crate::commands::daily::DailyCommand;
 use crate::commands::limit::LimitCommand;
 use crate::commands::lock::LockCommand;
 use crate::commands::serve::ServeArgs;
+use crate::commands::stats::StatsCommand;
 use crate::commands::ts::TsCommand;
 use crate::commands::{self};
 use crate::config::{Config, GlobalArgs};
@@ -56,6 +57,10 @@ pub enum Command {
     // flush, buffer
     #[command(flatten)]
     Buffers(BufferGroup),
+    /// Statistics: record values, read count, sum, min, max, mean, stddev
+    /// and quantiles per slice, rank statistics.
+    #[command(subcommand)]
+    Stats(StatsCommand),
     /// Rate limits: check a key against a limit or a named policy.
     #[command(subcommand)]
     Limit(LimitCommand),
@@ -114,6 +119,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Ts(c) => commands::ts::run(c, &config).await?,
         Command::Daily(c) => commands::daily::run(c, &config).await?,
         Command::Buffers(c) => commands::buffer::run(c, &config).await?,
+        Command::Stats(c) => commands::stats::run(c, &config).await?,
         Command::Limit(c) => return commands::limit::run(c, &config).await,
         Command::Lock(c) => return commands::lock::run(c, &config).await,
         Command::Serve(args) => commands::serve::run(args, &config).await?,

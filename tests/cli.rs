@@ -490,3 +490,69 @@ fn warns_when_counter_hashes_would_leave_the_listpack_encoding() {
     let out = run(tally().args(["--redis", &url, "get", "hits", "--precision", "1", "--json"]));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[[1000000,2]]");
 }
+
+/// Issue 9's done-when: three values recorded at one instant read back as
+/// one minute slice with count 3, sum 60, min 10, max 30, mean 20, stddev 10.
+#[test]
+fn stats_record_then_get_shows_the_books_slice() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(&mut with_dir(
+        dir.path(),
+        &[
+            "stats",
+            "record",
+            "lat",
+            "10",
+            "20",
+            "30",
+            "--at",
+            "1336376415",
+        ],
+    ));
+    let out = ok(&mut with_dir(
+        dir.path(),
+        &["stats", "get", "lat", "--precision", "60", "--json"],
+    ));
+    let body: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let slices = body["60"].as_array().unwrap();
+    assert_eq!(slices.len(), 1, "{body}");
+    let s = &slices[0];
+    assert_eq!(s["start"], 1336376400);
+    assert_eq!(
+        (&s["count"], &s["sum"]),
+        (&serde_json::json!(3), &serde_json::json!(60.0))
+    );
+    assert_eq!(
+        (&s["min"], &s["max"]),
+        (&serde_json::json!(10.0), &serde_json::json!(30.0))
+    );
+    assert_eq!(
+        (&s["mean"], &s["stddev"]),
+        (&serde_json::json!(20.0), &serde_json::json!(10.0))
+    );
+    let table = ok(&mut with_dir(
+        dir.path(),
+        &["stats", "get", "lat", "--precision", "60"],
+    ));
+    assert!(table.contains("2012-05-07T07:40:00Z"), "{table}");
+    let bad = run(&mut with_dir(
+        dir.path(),
+        &["stats", "record", "lat", "NaN"],
+    ));
+    assert!(!bad.status.success());
+    let top = ok(&mut with_dir(
+        dir.path(),
+        &[
+            "stats",
+            "top",
+            "--by",
+            "max",
+            "--from",
+            "1336376400",
+            "--to",
+            "1336376459",
+            "--json",
+        ],
+    ));
+    assert!(top.contains("\"name\":\"lat\""), "{top}");
+}

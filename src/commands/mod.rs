@@ -13,4 +13,5 @@ pub mod daily;
 pub mod limit;
 pub mod lock;
 pub mod serve;
+pub mod stats;
 pub mod ts;

@@ -191,6 +191,8 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
         daily: Some(tally.daily()),
         gauges: Some(tally.gauges()),
         buffers: None,
+        stats: Some(tally.stats()),
+        stats_writer: Some(tally.stats_writer()),
         idempotency: Some(tally.idempotency()),
     };
     let metrics = Metrics::default();

@@ -5,7 +5,9 @@
 //!
 //! Three counters per request, written in batches by the aggregator (no
 //! round trip to the backend on the request path): `http:requests`,
-//! `http:route:GET /users/{id}` and `http:status:2xx`.
+//! `http:route:GET /users/{id}` and `http:status:2xx`; and each request's
+//! duration in milliseconds into two statistics, `http:latency` and
+//! `http:latency:GET /users/{id}` (`tally stats get "http:latency"`).
 
 use axum::Router;
 use axum::extract::Path;
@@ -13,16 +15,17 @@ use axum::routing::get;
 use tally::Tally;
 use tally::counters::Aggregator;
 use tally::requests::CountRequestsLayer;
+use tally::stats::StatsWriter;
 
 /// The app: two routes, counted.
-fn app(aggregator: Aggregator) -> Router {
+fn app(aggregator: Aggregator, durations: StatsWriter) -> Router {
     Router::new()
         .route("/", get(|| async { "hello" }))
         .route(
             "/users/{id}",
             get(|Path(id): Path<u32>| async move { format!("user {id}") }),
         )
-        .layer(CountRequestsLayer::new(aggregator))
+        .layer(CountRequestsLayer::new(aggregator).record_durations(durations))
 }
 
 #[tokio::main]
@@ -31,7 +34,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let tally = Tally::open(&target).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
     println!("counting requests on http://{}/", listener.local_addr()?);
-    axum::serve(listener, app(tally.writer()))
+    axum::serve(listener, app(tally.writer(), tally.stats_writer()))
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })
@@ -52,7 +55,8 @@ mod tests {
     async fn every_request_is_counted_by_route_and_status() {
         let tally = Tally::open("sqlite::memory:").await.unwrap();
         let (counters, aggregator) = (tally.counters(), tally.writer());
-        let app = app(aggregator.clone());
+        let durations = tally.stats_writer();
+        let app = app(aggregator.clone(), durations.clone());
         for uri in ["/", "/users/1", "/users/2", "/users/x", "/missing"] {
             let res = app
                 .clone()
@@ -82,5 +86,19 @@ mod tests {
         assert_eq!(total("http:status:2xx").await, 3);
         // /users/x fails to parse (400) and /missing is 404.
         assert_eq!(total("http:status:4xx").await, 2);
+        // Every request's duration, overall and per matched route.
+        durations.flush().await.unwrap();
+        let stats = tally.stats();
+        let all = stats.get("http:latency", 86400, &[]).await.unwrap();
+        assert_eq!(all.iter().map(|s| s.summary.count).sum::<u64>(), 5);
+        let users = stats
+            .get("http:latency:GET /users/{id}", 86400, &[0.5])
+            .await
+            .unwrap();
+        let s = &users[0].summary;
+        assert_eq!(s.count, 3);
+        // A plausible duration: positive, and well under a second in-process.
+        let (min, max) = (s.min.unwrap(), s.max.unwrap());
+        assert!(min > 0.0 && max < 1000.0, "{min} ms to {max} ms");
     }
 }

@@ -9,23 +9,34 @@
 //! [`Aggregator`] (in memory; written in batches by its flusher). When the
 //! aggregator is full the increments are dropped and counted in
 //! [`CountRequestsLayer::dropped`], never delaying the request.
+//!
+//! With [`CountRequestsLayer::record_durations`] it also records each
+//! request's duration in milliseconds (from the call to the response's
+//! head, the body's streaming not included) into two statistics, through
+//! a [`StatsWriter`] in the same way (in memory, dropped and counted when
+//! full): `<prefix>latency` (all) and `<prefix>latency:<METHOD> <matched
+//! route>`, so `Stats::top(Figure::Quantile(0.99), "http:latency:", ...)`
+//! ranks the slowest routes.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use axum::extract::MatchedPath;
 use http::{Request, Response};
 use tower::{Layer, Service};
 
 use crate::counters::Aggregator;
+use crate::stats::StatsWriter;
 
 /// Counts requests into an aggregator. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct CountRequestsLayer {
     aggregator: Aggregator,
+    durations: Option<StatsWriter>,
     prefix: Arc<str>,
     dropped: Arc<AtomicU64>,
 }
@@ -35,6 +46,7 @@ impl CountRequestsLayer {
     pub fn new(aggregator: Aggregator) -> Self {
         CountRequestsLayer {
             aggregator,
+            durations: None,
             prefix: Arc::from("http:"),
             dropped: Arc::new(AtomicU64::new(0)),
         }
@@ -46,7 +58,14 @@ impl CountRequestsLayer {
         self
     }
 
-    /// Increments dropped because the aggregator was full or refused them.
+    /// Also records every request's duration (milliseconds) into `writer`:
+    /// `<prefix>latency` and `<prefix>latency:<METHOD> <route>`.
+    pub fn record_durations(mut self, writer: StatsWriter) -> Self {
+        self.durations = Some(writer);
+        self
+    }
+
+    /// Increments (and durations) dropped because the aggregator was full or refused them.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
@@ -85,14 +104,15 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        let route = format!(
-            "{}route:{} {}",
-            self.layer.prefix,
+        let matched = format!(
+            "{} {}",
             req.method(),
             req.extensions()
                 .get::<MatchedPath>()
                 .map_or("unmatched", MatchedPath::as_str)
         );
+        let route = format!("{}route:{matched}", self.layer.prefix);
+        let started = Instant::now();
         // The ready service is the one to call; keep a fresh clone for next time.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
@@ -109,6 +129,17 @@ where
                 if let Err(e) = layer.aggregator.try_add(name, 1, None) {
                     layer.dropped.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(error = %e, counter = name, "request not counted");
+                }
+            }
+            if let Some(writer) = &layer.durations {
+                let ms = started.elapsed().as_secs_f64() * 1000.0;
+                let all = format!("{}latency", layer.prefix);
+                let one = format!("{}latency:{matched}", layer.prefix);
+                for name in [all.as_str(), one.as_str()] {
+                    if let Err(e) = writer.try_record(name, ms, None) {
+                        layer.dropped.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!(error = %e, stat = name, "request duration not recorded");
+                    }
                 }
             }
             Ok(response)

@@ -142,12 +142,24 @@ pub(crate) fn plain_name(field: &str, value: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// An optional time: Unix seconds from 1970 to the end of 9999.
+/// A name prefix (a listing's `prefix`): at most 256 characters, no
+/// control characters; empty matches every name.
+pub(crate) fn prefix(field: &str, value: &str) -> Result<(), ApiError> {
+    if value.chars().count() > crate::name::MAX_NAME_CHARS || value.chars().any(char::is_control) {
+        return Err(ApiError::field(
+            field,
+            "invalid_input",
+            "a name prefix is at most 256 characters, without control characters",
+        ));
+    }
+    Ok(())
+}
+
 /// The most names a listing route returns in one page.
 pub(crate) const MAX_LIST: usize = 1000;
 
-/// The query of a listing route: `prefix`, `cursor`, `limit`.
-#[derive(Debug, serde::Deserialize)]
+/// The query of a listing (`?prefix=&cursor=&limit=`).
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ListQuery {
     prefix: Option<String>,
@@ -157,22 +169,13 @@ pub(crate) struct ListQuery {
 }
 
 impl ListQuery {
-    /// The prefix (at most 256 characters, no control characters; default
-    /// empty), the cursor (a name) and the limit (1 to [`MAX_LIST`],
-    /// default 100), checked.
-    pub(crate) fn checked(&self) -> Result<(&str, Option<&str>, usize), ApiError> {
+    /// The listing's prefix, cursor and page size (default 100, at most
+    /// `max`), checked.
+    pub(crate) fn checked(&self, max: usize) -> Result<(&str, Option<&str>, usize), ApiError> {
         let limit = self.limit.unwrap_or(100);
-        within("limit", "invalid_input", limit, 1, MAX_LIST)?;
+        within("limit", "invalid_input", limit, 1, max)?;
         let prefix = self.prefix.as_deref().unwrap_or("");
-        if prefix.chars().count() > crate::name::MAX_NAME_CHARS
-            || prefix.chars().any(char::is_control)
-        {
-            return Err(ApiError::field(
-                "prefix",
-                "invalid_input",
-                "a name prefix is at most 256 characters, without control characters",
-            ));
-        }
+        self::prefix("prefix", prefix)?;
         if let Some(cursor) = &self.cursor {
             name("cursor", cursor)?;
         }
@@ -180,6 +183,7 @@ impl ListQuery {
     }
 }
 
+/// An optional time: Unix seconds from 1970 to the end of 9999.
 pub(crate) fn time(field: &str, value: Option<f64>) -> Result<(), ApiError> {
     match value {
         Some(t) => Timestamp::from_secs_f64(t)

@@ -218,7 +218,7 @@ async fn list(
     State(state): State<AppState>,
     QueryParams(q): QueryParams<check::ListQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let (prefix, cursor, limit) = q.checked()?;
+    let (prefix, cursor, limit) = q.checked(check::MAX_LIST)?;
     let page = state
         .services()
         .counters

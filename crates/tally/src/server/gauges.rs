@@ -125,7 +125,7 @@ async fn list(
     QueryParams(q): QueryParams<check::ListQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
     let gauges = gauges(&state)?;
-    let (prefix, cursor, limit) = q.checked()?;
+    let (prefix, cursor, limit) = q.checked(check::MAX_LIST)?;
     let page = gauges
         .search(prefix, cursor, limit)
         .await

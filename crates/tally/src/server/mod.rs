@@ -31,6 +31,7 @@ mod limits;
 mod locks;
 pub mod metrics;
 pub mod openapi;
+mod stats;
 pub mod statsd;
 mod ts;
 pub mod udp;
@@ -59,6 +60,7 @@ use crate::idempotency::Idempotency;
 use crate::limits::{Limit, Limiter};
 use crate::locks::Locks;
 use crate::requests::CountRequestsLayer;
+use crate::stats::{Stats, StatsWriter};
 use crate::tsdb::Tsdb;
 
 /// Limits and access rules of the server.
@@ -116,6 +118,12 @@ pub struct Services {
     pub gauges: Option<Gauges>,
     /// Buffered counters, and the flusher when it runs in this process.
     pub buffers: Option<(Buffers, Option<Flusher>)>,
+    /// Statistics (`/v1/stats`, `/v1/record`).
+    pub stats: Option<Stats>,
+    /// The statistics' aggregating writer: HTTP observations go through it
+    /// (answered 202) unless `exact_writes`; the server records its own
+    /// request durations into it.
+    pub stats_writer: Option<StatsWriter>,
     /// Idempotency records: with them, every write route takes an
     /// `Idempotency-Key` header; without, a request carrying one is
     /// refused (400).
@@ -217,6 +225,7 @@ pub fn app(state: AppState) -> Router {
         .merge(daily::routes())
         .merge(gauges::routes())
         .merge(buffers::routes())
+        .merge(stats::routes())
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             idempotency::layer,
@@ -254,7 +263,12 @@ pub fn app(state: AppState) -> Router {
         ));
     if let Some(aggregator) = &state.services().aggregator {
         // Tally counts its own requests, as any app would with the layer.
-        router = router.layer(CountRequestsLayer::new(aggregator.clone()).prefix("tally:http:"));
+        let mut layer = CountRequestsLayer::new(aggregator.clone()).prefix("tally:http:");
+        if let Some(writer) = &state.services().stats_writer {
+            // ...and the durations of its requests.
+            layer = layer.record_durations(writer.clone());
+        }
+        router = router.layer(layer);
     }
     router
         .layer(axum::middleware::from_fn_with_state(

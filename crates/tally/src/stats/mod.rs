@@ -252,6 +252,20 @@ impl Stats {
         self.inner.sink.apply_batch(&batch).await.map(|_| ())
     }
 
+    /// [`Stats::record_many`] with an idempotency key: the batch is written
+    /// with the key's write id, so the same key sent again is applied once
+    /// ([`Applied::Duplicate`]), as [`crate::Counters::incr_many_once`].
+    pub async fn record_many_once(
+        &self,
+        key: &str,
+        observations: &[Observation],
+    ) -> Result<Applied> {
+        crate::idempotency::check_key(key)?;
+        let mut batch = self.prepare(observations)?;
+        batch.seq = Some(crate::idempotency::write_seq(key));
+        self.inner.sink.apply_batch(&batch).await
+    }
+
     /// Validates and merges observations into the engine's batch without
     /// writing it.
     pub fn prepare(&self, observations: &[Observation]) -> Result<Batch> {
