@@ -1977,6 +1977,10 @@ async fn stats_over_http(kind: Kind) {
         s.call(Method::DELETE, "/v1/stats/lat", None, &[])
             .await
             .error(StatusCode::NOT_FOUND, "not_found");
+        // A deleted (or never recorded) statistic is not found.
+        s.get("/v1/stats/lat")
+            .await
+            .error(StatusCode::NOT_FOUND, "not_found");
         // The server records its own requests' durations, per route.
         s.flush().await;
         let own = s.get("/v1/stats?prefix=tally:http:latency").await.json();

@@ -64,6 +64,8 @@ pub fn render(services: &Services, settings: &ServerSettings) -> String {
         ("IncrBatch", "increments", crate::counters::MAX_BATCH),
         ("TsBatch", "increments", crate::tsdb::MAX_BATCH),
         ("DailyBatch", "views", crate::daily::MAX_BATCH),
+        ("StatRecordBody", "values", crate::stats::MAX_BATCH),
+        ("StatBatch", "observations", crate::stats::MAX_BATCH),
     ] {
         schemas[batch]["properties"][field]["maxItems"] = json!(max_batch(settings, library_max));
     }

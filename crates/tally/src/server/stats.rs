@@ -241,7 +241,7 @@ fn quantiles(list: Option<&str>) -> Result<Vec<f64>, ApiError> {
     parts
         .iter()
         .enumerate()
-        .map(|(i, part)| match part.trim().parse::<f64>() {
+        .map(|(i, part)| match part.parse::<f64>() {
             Ok(q) if q > 0.0 && q <= 1.0 => Ok(q),
             _ => Err(ApiError::field(
                 &format!("quantiles[{i}]"),
@@ -308,6 +308,11 @@ async fn read(
             .map(|s| (s.precision, s.slices))
             .collect(),
     };
+    if series.iter().all(|(_, slices)| slices.is_empty()) {
+        // Nothing kept at any precision: never recorded, deleted, or all
+        // of it past retention.
+        return Err(ApiError::not_found(format!("no statistic named {name:?}")));
+    }
     let keep = |s: &SliceSummary| {
         q.from.is_none_or(|from| s.start as f64 >= from)
             && q.to.is_none_or(|to| s.start as f64 <= to)
