@@ -33,6 +33,27 @@ struct TestServer {
     statsd: Targets,
 }
 
+impl Drop for TestServer {
+    /// Stops the fixture's writers while its store still runs. A writer
+    /// left behind retries its last flush (the request durations the
+    /// server records) until it is acknowledged; once its store is gone
+    /// and another test's server takes the same ports, it would land there.
+    fn drop(&mut self) {
+        let (counters, stats, gauges) = (
+            self.aggregator.clone(),
+            self.statsd.stats.clone(),
+            self.statsd.gauges.clone(),
+        );
+        tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current().block_on(async {
+                stats.shutdown().await;
+                gauges.shutdown().await;
+                counters.shutdown().await;
+            })
+        });
+    }
+}
+
 async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer {
     let f = Fixture::near_now(kind).await;
     let clock = std::sync::Arc::new(f.clock.clone());
