@@ -66,6 +66,66 @@ fn memory_checks_the_samples_and_their_encoding() {
 }
 
 #[test]
+fn stats_checks_its_counts_quantiles_and_busy_stat() {
+    let r = bench(&[
+        "stats",
+        "--stats",
+        "1,10",
+        "--seconds",
+        "0.2",
+        "--writers",
+        "4",
+        "--batch",
+        "10",
+        "--book-connections",
+        "2",
+        "--quantile-values",
+        "2000",
+        "--iterations",
+        "2",
+        "--accuracies",
+        "0.005,0.02",
+    ]);
+    assert_eq!(r["bench"], "stats");
+    let runs = r["runs"].as_array().unwrap();
+    // 2 sizes x (book, exact, aggregated), each count checked exact.
+    assert_eq!(runs.len(), 6, "{r}");
+    for run in runs {
+        assert_eq!(run["counts_exact"], true, "{run}");
+        assert!(run["observations"].as_u64().unwrap() > 0, "{run}");
+        assert!(run["ratio_to_book"].as_f64().unwrap() > 0.0, "{run}");
+    }
+    // The sketch's 1 % accuracy holds against exact nearest-rank quantiles.
+    assert_eq!(r["quantile_errors"].as_array().unwrap().len(), 3, "{r}");
+    assert!(
+        r["max_relative_error"].as_f64().unwrap() <= 0.01 * (1.0 + 1e-9),
+        "{r}"
+    );
+    let busy = &r["busy"];
+    assert_eq!(busy["slices"], 7 * 120, "{busy}");
+    assert!(busy["bytes"].as_i64().unwrap() > 0, "{busy}");
+    // 7 precisions one at a time, then all at once.
+    let reads = busy["reads"].as_array().unwrap();
+    assert_eq!(reads.len(), 8, "{busy}");
+    assert_eq!(reads[0]["slices"], 120, "{busy}");
+    assert!(reads[7]["p99_us"].as_f64().unwrap() > 0.0, "{busy}");
+    // Each accuracy keeps its own promise, and a finer one costs more memory.
+    let by = r["by_accuracy"].as_array().unwrap();
+    assert_eq!(by.len(), 2, "{r}");
+    for a in by {
+        let accuracy = a["accuracy"].as_f64().unwrap();
+        assert!(
+            a["max_relative_error"].as_f64().unwrap() <= accuracy * (1.0 + 1e-9),
+            "{a}"
+        );
+    }
+    assert!(
+        by[0]["bytes"].as_i64().unwrap() > by[1]["bytes"].as_i64().unwrap(),
+        "{r}"
+    );
+}
+
+#[test]
 fn clean_removes_exactly_the_old_samples() {
     let r = bench(&["clean", "--counters", "300", "--book-counters", "30"]);
     assert_eq!(r["scanned"], 300);

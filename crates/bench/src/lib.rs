@@ -31,6 +31,7 @@ pub mod read;
 pub mod serve;
 pub mod server;
 pub mod settings;
+pub mod stats;
 pub mod statsd_daemon;
 
 use anyhow::Result;
@@ -159,6 +160,18 @@ pub enum BenchCommand {
         /// Concurrent writers.
         #[arg(long, default_value_t = 8)]
         writers: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Statistics on a redis-server started here: ingest (exact and
+    /// aggregated) over 1 and 1,000 stats next to the book's `update_stats`
+    /// in the same run, counts checked; quantile error against exact
+    /// quantiles; Redis memory and read latency of one busy stat at steady
+    /// state.
+    Stats {
+        #[command(flatten)]
+        args: stats::StatsArgs,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -390,6 +403,58 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
                     "3 vs 1 master: counters x{:.2}, daily views x{:.2} ({} writers, {} s each)",
                     r.counters_ratio_3_to_1, r.daily_ratio_3_to_1, r.writers, r.seconds
                 );
+                Ok(())
+            })
+        }
+        BenchCommand::Stats { args, json } => {
+            let r = stats::run(args).await?;
+            report(&r, json, |r| {
+                for run in &r.runs {
+                    println!(
+                        "{:<10} {:>5} stats: {:>11.0} observations/s ({} in {:.2} s, counts exact) x{:.1} the book, {:.2} us Redis CPU each",
+                        run.mode,
+                        run.stats,
+                        run.per_second,
+                        run.observations,
+                        run.seconds,
+                        run.ratio_to_book,
+                        run.redis_cpu_us_per_observation
+                    );
+                }
+                for e in &r.quantile_errors {
+                    println!(
+                        "p{}: {:.3} read, {:.3} exact: {:.4} relative error",
+                        e.q * 100.0,
+                        e.reported,
+                        e.exact,
+                        e.relative_error
+                    );
+                }
+                println!(
+                    "max relative error {:.4} over {} values (accuracy {})",
+                    r.max_relative_error, r.quantile_values, r.accuracy
+                );
+                let b = &r.busy;
+                println!(
+                    "busy stat ({} obs/s, {} slices full): {} bytes = {:.1} KiB in Redis (target {} KiB)",
+                    b.observations_per_second, b.slices, b.bytes, b.kib, b.target_kib
+                );
+                for l in &b.reads {
+                    let what = match l.precision {
+                        0 => "every precision".to_owned(),
+                        p => format!("precision {p} s"),
+                    };
+                    println!(
+                        "read {what}: {} slices, p50 {:.0} us, p99 {:.0} us",
+                        l.slices, l.p50_us, l.p99_us
+                    );
+                }
+                for a in &r.by_accuracy {
+                    println!(
+                        "accuracy {}: busy stat {:.1} KiB, max quantile error {:.4}",
+                        a.accuracy, a.kib, a.max_relative_error
+                    );
+                }
                 Ok(())
             })
         }

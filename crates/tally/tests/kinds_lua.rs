@@ -10,7 +10,7 @@ use rand::{Rng, SeedableRng};
 use redis::{Commands, Connection, Script};
 use tally::engine::kinds::{DistinctValue, GaugeValue, SketchSettings, StatsValue};
 use tally::engine::{Aggregate, Codec};
-use tally_testkit::RedisServer;
+use tally_testkit::{RedisServer, normal_cdf};
 
 const KIND_STATS: &str = include_str!("../src/backend/redis/lua/kind_stats.lua");
 const KIND_GAUGE: &str = include_str!("../src/backend/redis/lua/kind_gauge.lua");
@@ -326,23 +326,6 @@ fn distinct_redis_bytes_are_redis_registers() {
 
 // ---- sizes and cost --------------------------------------------------------
 
-/// The standard normal distribution function (erfc, Numerical Recipes'
-/// Chebyshev fit, relative error < 1.2e-7).
-fn phi(x: f64) -> f64 {
-    let z = (-x / std::f64::consts::SQRT_2).abs();
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let poly = -z * z - 1.265_512_23
-        + t * (1.000_023_68
-            + t * (0.374_091_96
-                + t * (0.096_784_18
-                    + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_203_98
-                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
-    let erfc = t * poly.exp();
-    0.5 * if -x >= 0.0 { erfc } else { 2.0 - erfc }
-}
-
 /// A Poisson sample (Knuth) for small means, normal approximation above.
 fn poisson(rng: &mut StdRng, lambda: f64) -> u64 {
     if lambda > 30.0 {
@@ -381,8 +364,8 @@ fn lognormal_slice(rng: &mut StdRng, n: u64) -> StatsValue {
         ((MU + 8.0 * SIGMA) / ln_gamma).ceil() as i32,
     );
     for i in lo..=hi {
-        let p = phi((f64::from(i) * ln_gamma - MU) / SIGMA)
-            - phi((f64::from(i - 1) * ln_gamma - MU) / SIGMA);
+        let p = normal_cdf((f64::from(i) * ln_gamma - MU) / SIGMA)
+            - normal_cdf((f64::from(i - 1) * ln_gamma - MU) / SIGMA);
         let c = poisson(rng, n as f64 * p);
         if c > 0 {
             s.record_weighted(settings.bucket_value(i), c).unwrap();
