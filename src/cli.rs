@@ -18,6 +18,7 @@ use crate::commands::counters::CounterCommand;
 use crate::commands::daily::DailyCommand;
 use crate::commands::limit::LimitCommand;
 use crate::commands::lock::LockCommand;
+use crate::commands::migrate::MigrateArgs;
 use crate::commands::serve::ServeArgs;
 use crate::commands::stats::StatsCommand;
 use crate::commands::ts::TsCommand;
@@ -70,6 +71,9 @@ pub enum Command {
     /// Serve the HTTP API, the dashboard, /metrics and (optionally) statsd,
     /// with the cleaner running inside, until SIGTERM or Ctrl-C.
     Serve(ServeArgs),
+    /// Copy every counter, statistic and gauge from one store into another
+    /// (resumable: run it again to finish an interrupted migration).
+    Migrate(MigrateArgs),
     /// Benchmarks (see BENCHMARKS.md).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -123,6 +127,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Limit(c) => return commands::limit::run(c, &config).await,
         Command::Lock(c) => return commands::lock::run(c, &config).await,
         Command::Serve(args) => commands::serve::run(args, &config).await?,
+        Command::Migrate(args) => commands::migrate::run(args, &config).await?,
         Command::Bench(c) => commands::bench::run(c, &config).await?,
         Command::Completions(_) => {} // answered above, before the config
     }

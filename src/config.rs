@@ -303,6 +303,9 @@ pub struct Config {
     pub tsdb: TsdbSettings,
     pub daily: DailySettings,
     pub entity_prefix: String,
+    /// The Redis key prefix (`--prefix`), also where the backend is not
+    /// Redis (`tally migrate` opens Redis stores of its own).
+    pub prefix: String,
     pub buffers: BuffersConfig,
     pub policies: BTreeMap<String, Limit>,
     /// `tally serve`: the statsd receive buffer from the file (its flag wins).
@@ -467,6 +470,7 @@ impl Config {
             tsdb,
             daily,
             entity_prefix,
+            prefix,
             buffers,
             policies,
             statsd_recv_buffer: file.statsd_recv_buffer,

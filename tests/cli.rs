@@ -556,3 +556,79 @@ fn stats_record_then_get_shows_the_books_slice() {
     ));
     assert!(top.contains("\"name\":\"lat\""), "{top}");
 }
+
+#[test]
+fn migrate_moves_a_data_dir_onto_redis_and_a_rerun_counts_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = RedisServer::start();
+    for (name, count) in [("pages:home", "4"), ("pages:about", "2")] {
+        ok(&mut with_dir(
+            dir.path(),
+            &["incr", name, count, "--at", "1336376415"],
+        ));
+    }
+    ok(&mut with_dir(
+        dir.path(),
+        &[
+            "stats",
+            "record",
+            "lat",
+            "10",
+            "20",
+            "30",
+            "--at",
+            "1336376415",
+        ],
+    ));
+    let data = dir.path().to_str().unwrap();
+    let migrate = |json: bool| {
+        let mut cmd = tally();
+        cmd.args(["migrate", "--from", data, "--to", &server.url()]);
+        if json {
+            cmd.arg("--json");
+        }
+        ok(&mut cmd)
+    };
+    let first: serde_json::Value = serde_json::from_str(migrate(true).trim()).unwrap();
+    assert_eq!(first["spaces"][0]["space"], "counters", "{first}");
+    assert_eq!(first["spaces"][0]["series"], 2, "{first}");
+    assert_eq!(first["spaces"][0]["batches_written"], 1, "{first}");
+    assert_eq!(first["spaces"][1]["series"], 1, "{first}");
+    // Run again: every batch is already there; the summary says so.
+    let again = migrate(false);
+    assert!(
+        again.contains("counters  2 series")
+            && again.contains("0 batches written, 1 already there"),
+        "{again}"
+    );
+    let get = |name: &str| {
+        ok(tally().args([
+            "--redis",
+            &server.url(),
+            "get",
+            name,
+            "--precision",
+            "86400",
+            "--json",
+        ]))
+    };
+    assert_eq!(get("pages:home").trim(), "[[1336348800,4]]");
+    assert_eq!(get("pages:about").trim(), "[[1336348800,2]]");
+    let stat = ok(tally().args([
+        "--redis",
+        &server.url(),
+        "stats",
+        "get",
+        "lat",
+        "--precision",
+        "60",
+        "--json",
+    ]));
+    let body: serde_json::Value = serde_json::from_str(stat.trim()).unwrap();
+    assert_eq!(body["60"][0]["count"], 3, "{body}");
+    // A store that is none of the forms is refused, naming the flag.
+    let bad = run(tally().args(["migrate", "--from", "ftp://x", "--to", data]));
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("--from") && err.contains("ftp"), "{err}");
+}

@@ -12,6 +12,7 @@ pub mod counters;
 pub mod daily;
 pub mod limit;
 pub mod lock;
+pub mod migrate;
 pub mod serve;
 pub mod stats;
 pub mod ts;

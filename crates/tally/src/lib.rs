@@ -80,6 +80,8 @@
 //! - [`idempotency`]: idempotent writes: the `Idempotency-Key` rules,
 //!   request fingerprints, the claim / answer protocol over its store
 //!   trait, and the write id a key stands for (keyed counter writes).
+//! - [`migrate`]: moving every engine space's series from one opened
+//!   store into another, resumable and exactly once (`tally migrate`).
 //! - [`random`]: unique ids and jitter from the OS generator.
 //! - [`statsd`]: the statsd line protocol (counters, timers, histograms,
 //!   distributions, gauges, sets), a pure parser.
@@ -111,6 +113,7 @@ pub mod idempotency;
 pub mod limits;
 pub mod locks;
 pub mod metrics;
+pub mod migrate;
 pub mod name;
 pub mod open;
 pub mod random;

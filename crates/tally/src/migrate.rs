@@ -1,0 +1,268 @@
+//! Moving data between stores (`tally migrate`): every series of every
+//! space the slice engine keeps (counters, statistics, gauges), from one
+//! opened [`Tally`] into another, whatever their backends and layouts.
+//!
+//! How: per space, the source's names are listed in name order, a page of
+//! [`MigrateSettings::names_per_batch`] at a time; each page is read whole
+//! (every retained slice of every resolution both sides keep, one round
+//! trip) and merged into the target as one engine batch (one round trip
+//! per node), all or nothing. Each batch carries a write id: a writer id
+//! hashed from the migration's id ([`MigrateSettings::id`], by default made
+//! from the two stores' descriptions), the space's lane, and the page's
+//! number from 1. The target's stores apply a write id once (the engine's
+//! exactly-once sequence numbers, remembered a week), so a migration that
+//! stopped halfway (a crash, a network fault, Ctrl-C) is finished by
+//! running it again: the pages it already wrote are answered "duplicate"
+//! and skipped, the rest are written, and nothing is counted twice.
+//!
+//! What a migration is not: a copy that replaces. Slices merge into what
+//! the target holds by their kind's rule (sums add), as any write does, so
+//! migrating into a store that already holds the same series adds them up
+//! (which is how two stores are consolidated into one). A rerun resumes
+//! only if the source has not changed in between: writes made to the
+//! source after a page was copied are not copied by the rerun (give a new
+//! id to copy again, into a store that does not hold the first copy). A
+//! gauge's current value is what its newest copied slice ends at. Daily
+//! statistics and time series (stores of their own, not the engine's) are
+//! not moved yet.
+
+use std::time::Instant;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::Tally;
+use crate::engine::{
+    Applied, Batch, CellDelta, SeriesWrite, SliceSel, SliceStore, Space, WriteSeq,
+};
+use crate::error::{Error, Result};
+use crate::name::Name;
+
+/// The most names copied in one batch.
+pub const MAX_NAMES_PER_BATCH: usize = 10_000;
+
+/// How a migration runs.
+#[derive(Clone, Debug)]
+pub struct MigrateSettings {
+    /// Names the migration: a rerun with the same id resumes it (skips the
+    /// batches the target already applied). `tally migrate` makes it from
+    /// the two stores and their layouts.
+    pub id: String,
+    /// Series per batch (1 to [`MAX_NAMES_PER_BATCH`], default 50): a
+    /// batch holds every retained slice of its series, up to resolutions ×
+    /// slices kept each (7 × 120 with the counters' defaults).
+    pub names_per_batch: usize,
+}
+
+impl MigrateSettings {
+    /// Settings with `id` and the default batch size.
+    pub fn new(id: impl Into<String>) -> Self {
+        MigrateSettings {
+            id: id.into(),
+            names_per_batch: 50,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.id.is_empty() {
+            return Err(Error::InvalidInput("a migration id is not empty".into()));
+        }
+        if !(1..=MAX_NAMES_PER_BATCH).contains(&self.names_per_batch) {
+            return Err(Error::InvalidInput(format!(
+                "names per batch must be 1 to {MAX_NAMES_PER_BATCH}, got {}",
+                self.names_per_batch
+            )));
+        }
+        Ok(())
+    }
+
+    /// The write id of batch `number` (from 1) of the space on `lane`.
+    fn write_seq(&self, lane: u32, number: u64) -> WriteSeq {
+        let digest = Sha256::new()
+            .chain_update(b"tally migrate\0")
+            .chain_update(self.id.as_bytes())
+            .finalize();
+        let mut writer = [0u8; 8];
+        writer.copy_from_slice(&digest[..8]);
+        WriteSeq {
+            writer: u64::from_be_bytes(writer),
+            lane,
+            seq: number,
+        }
+    }
+}
+
+/// What a migration did in one space.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SpaceReport {
+    /// The space: `counters`, `stats` or `gauges`.
+    pub space: String,
+    /// Series in the source.
+    pub series: u64,
+    /// Slices read from the source (copied now or by an earlier run).
+    pub slices: u64,
+    /// Batches written to the target by this run.
+    pub batches_written: u64,
+    /// Batches the target had applied already (an earlier, interrupted run).
+    pub batches_skipped: u64,
+    /// Resolutions (seconds) the source keeps and the target does not: not
+    /// copied.
+    pub resolutions_not_copied: Vec<u64>,
+}
+
+/// What a migration did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct MigrateReport {
+    /// The migration's id.
+    pub id: String,
+    /// Per space, in the order copied.
+    pub spaces: Vec<SpaceReport>,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+}
+
+/// Where a running migration is, for a progress display.
+#[derive(Clone, Debug)]
+pub struct Progress<'a> {
+    /// The space being copied.
+    pub space: &'a str,
+    /// Series of the space done so far.
+    pub series_done: u64,
+    /// Series of the space in the source.
+    pub series_total: u64,
+    /// Slices of the space done so far.
+    pub slices_done: u64,
+}
+
+/// The spaces a migration copies, with their lanes, on one side.
+fn spaces(tally: &Tally) -> [(u32, std::sync::Arc<Space>); 3] {
+    [
+        (0, tally.counters().space().clone()),
+        (1, tally.stats().space().clone()),
+        (2, tally.gauges().space().clone()),
+    ]
+}
+
+/// Copies every series of every engine space of `from` into `to` (see the
+/// module docs), calling `progress` after each batch. Stops at the first
+/// error (the target keeps the batches written before it; a rerun with the
+/// same id finishes the job).
+pub async fn migrate(
+    from: &Tally,
+    to: &Tally,
+    settings: &MigrateSettings,
+    mut progress: impl FnMut(&Progress<'_>),
+) -> Result<MigrateReport> {
+    settings.validate()?;
+    let started = Instant::now();
+    let source = from.backend().slice_store(from.clock().clone()).await?;
+    let target = to.backend().slice_store(to.clock().clone()).await?;
+    let mut report = MigrateReport {
+        id: settings.id.clone(),
+        ..MigrateReport::default()
+    };
+    for ((lane, from_space), (_, to_space)) in spaces(from).into_iter().zip(spaces(to)) {
+        let space = copy_space(
+            &*source,
+            &from_space,
+            &*target,
+            &to_space,
+            settings,
+            lane,
+            &mut progress,
+        )
+        .await?;
+        report.spaces.push(space);
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Every name of `space` in `store`, in name order.
+async fn all_names(store: &dyn SliceStore, space: &Space) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    loop {
+        let page = store
+            .list(
+                space,
+                "",
+                names.last().map(String::as_str),
+                MAX_NAMES_PER_BATCH,
+            )
+            .await?;
+        let done = page.len() < MAX_NAMES_PER_BATCH;
+        names.extend(page);
+        if done {
+            return Ok(names);
+        }
+    }
+}
+
+async fn copy_space(
+    source: &dyn SliceStore,
+    from: &Space,
+    target: &dyn SliceStore,
+    to: &std::sync::Arc<Space>,
+    settings: &MigrateSettings,
+    lane: u32,
+    progress: &mut impl FnMut(&Progress<'_>),
+) -> Result<SpaceReport> {
+    if from.kind != to.kind {
+        return Err(Error::Config(format!(
+            "space {} keeps {} values in the source and {} in the target",
+            from.id, from.kind, to.kind
+        )));
+    }
+    let (common, not_copied): (Vec<u64>, Vec<u64>) = from
+        .resolutions
+        .iter()
+        .map(|r| r.seconds)
+        .partition(|s| to.resolutions.iter().any(|r| r.seconds == *s));
+    let names = all_names(source, from).await?;
+    let mut report = SpaceReport {
+        space: from.id.to_owned(),
+        series: names.len() as u64,
+        resolutions_not_copied: not_copied,
+        ..SpaceReport::default()
+    };
+    for (page, chunk) in names.chunks(settings.names_per_batch).enumerate() {
+        let names: Vec<Name> = chunk.iter().map(Name::new).collect::<Result<_>>()?;
+        let read = source.read(from, &names, &common, SliceSel::All).await?;
+        let mut writes = Vec::with_capacity(names.len());
+        for (name, per) in names.into_iter().zip(read) {
+            let cells: Vec<CellDelta> = common
+                .iter()
+                .zip(per)
+                .flat_map(|(&resolution, slices)| {
+                    slices.into_iter().map(move |(slice, delta)| CellDelta {
+                        resolution,
+                        slice,
+                        delta,
+                    })
+                })
+                .collect();
+            if !cells.is_empty() {
+                report.slices += cells.len() as u64;
+                writes.push(SeriesWrite { name, cells });
+            }
+        }
+        if !writes.is_empty() {
+            let batch = Batch {
+                space: to.clone(),
+                writes,
+                seq: Some(settings.write_seq(lane, page as u64 + 1)),
+            };
+            match target.apply(&batch).await? {
+                Applied::Written => report.batches_written += 1,
+                Applied::Duplicate => report.batches_skipped += 1,
+            }
+        }
+        progress(&Progress {
+            space: from.id,
+            series_done: (page * settings.names_per_batch + chunk.len()) as u64,
+            series_total: report.series,
+            slices_done: report.slices,
+        });
+    }
+    Ok(report)
+}
