@@ -410,6 +410,7 @@ impl Config {
                 .clean_batch
                 .or(file.clean_batch)
                 .unwrap_or(defaults.batch),
+            ..defaults
         }
         .validate()?;
         let wait = match args.wait_replicas.or(file.wait_replicas) {

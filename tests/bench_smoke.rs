@@ -127,10 +127,22 @@ fn stats_checks_its_counts_quantiles_and_busy_stat() {
 
 #[test]
 fn clean_removes_exactly_the_old_samples() {
-    let r = bench(&["clean", "--counters", "300", "--book-counters", "30"]);
+    let r = bench(&[
+        "clean",
+        "--counters",
+        "300",
+        "--book-counters",
+        "30",
+        "--recent",
+        "120",
+    ]);
     assert_eq!(r["scanned"], 300);
     assert_eq!(r["samples_removed"], 300 * 7 * 2);
     assert_eq!(r["book_counters"], 30);
+    // A minute later the passes remove what a minute ages out at 1 s, 5 s
+    // and 60 s (60 + 12 + 1 per counter), by name or by reading.
+    assert_eq!(r["steady"]["samples_removed"], 300 * 73, "{r}");
+    assert_eq!(r["steady_reading"]["samples_removed"], 300 * 73, "{r}");
 }
 
 #[test]

@@ -8,6 +8,10 @@
 //! every `p / 60` passes), so it is the most expensive pass there is. The
 //! target is the pass interval, 60 s.
 //!
+//! Then the steady state: the next pass a minute later (the precisions due
+//! every pass), which removes by name what passed the cutoff since the
+//! first, next to the same pass by a cleaner that reads every slice.
+//!
 //! The baseline, in the same run: the book's `clean_counters` (one
 //! ZRANGE, one HKEYS and one HDEL round trip per hash, as published) over
 //! the first `book_counters` counters of the same data in the book's layout
@@ -54,6 +58,26 @@ pub struct Clean {
     pub book_extrapolated_seconds: f64,
     /// `book_extrapolated_seconds` ÷ `pass_seconds`.
     pub speedup_over_book: f64,
+    /// The next pass, a minute later (the precisions due every pass), as
+    /// a cleaner runs it: removing by name the slices that passed the
+    /// cutoff since its last visit.
+    pub steady: SteadyPass,
+    /// The same pass (the same precisions, the same number of slices
+    /// removed) reading every slice, as the book's cleaner and a full pass
+    /// do (`full_pass_every` 1).
+    pub steady_reading: SteadyPass,
+    /// Redis CPU of `steady_reading` ÷ Redis CPU of `steady`.
+    pub steady_cpu_ratio: f64,
+}
+
+/// One pass after the first.
+#[derive(Debug, serde::Serialize)]
+pub struct SteadyPass {
+    pub seconds: f64,
+    pub redis_cpu_seconds: f64,
+    /// Redis CPU microseconds per counter.
+    pub redis_cpu_us_per_counter: f64,
+    pub samples_removed: u64,
 }
 
 /// The bench's parameters.
@@ -128,6 +152,24 @@ pub async fn run(args: CleanArgs) -> Result<Clean> {
             );
         }
     }
+
+    // The steady state: a remembering pass a minute later, then the same
+    // work for a cleaner that reads every slice (its pass 0 visits every
+    // precision and is not timed; its pass 1, another minute later, is).
+    let steady = timed_pass(&server, &mut cleaner, now + 60, args.counters).await?;
+    let mut reading = counters.cleaner(CleanerSettings {
+        batch: args.batch,
+        full_pass_every: 1,
+        ..CleanerSettings::default()
+    })?;
+    reading.pass_at(Timestamp::from_secs(now + 60)?).await?;
+    let steady_reading = timed_pass(&server, &mut reading, now + 120, args.counters).await?;
+    ensure!(
+        steady.samples_removed == steady_reading.samples_removed,
+        "the two steady passes removed {} and {} samples",
+        steady.samples_removed,
+        steady_reading.samples_removed
+    );
     drop(counters);
     drop(server);
 
@@ -172,6 +214,29 @@ pub async fn run(args: CleanArgs) -> Result<Clean> {
         book_seconds,
         book_extrapolated_seconds: book_extrapolated,
         speedup_over_book: book_extrapolated / pass_seconds,
+        steady_cpu_ratio: steady_reading.redis_cpu_seconds / steady.redis_cpu_seconds,
+        steady,
+        steady_reading,
+    })
+}
+
+/// One pass of `cleaner` at `at`, timed, with the server's CPU.
+async fn timed_pass(
+    server: &BenchRedis,
+    cleaner: &mut tally::Cleaner,
+    at: u64,
+    counters: u64,
+) -> Result<SteadyPass> {
+    let cpu = server.cpu_seconds().await?;
+    let started = Instant::now();
+    let report = cleaner.pass_at(Timestamp::from_secs(at)?).await?;
+    let seconds = started.elapsed().as_secs_f64();
+    let cpu = server.cpu_seconds().await? - cpu;
+    Ok(SteadyPass {
+        seconds,
+        redis_cpu_seconds: cpu,
+        redis_cpu_us_per_counter: cpu * 1e6 / counters as f64,
+        samples_removed: report.samples_removed,
     })
 }
 

@@ -350,6 +350,14 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
                     r.book_extrapolated_seconds,
                     r.speedup_over_book
                 );
+                println!(
+                    "next pass a minute later: Redis CPU {:.1} us per counter removing by name, \
+                     {:.1} us reading every slice (x{:.1}), {} samples removed",
+                    r.steady.redis_cpu_us_per_counter,
+                    r.steady_reading.redis_cpu_us_per_counter,
+                    r.steady_cpu_ratio,
+                    r.steady.samples_removed
+                );
                 Ok(())
             })
         }

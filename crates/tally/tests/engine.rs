@@ -283,6 +283,7 @@ async fn list_delete_and_clean(kind: Kind) {
         samples: 10,
         interval_secs: 60,
         batch: 2,
+        last_visits: Vec::new(),
     };
     let report = s.clean(&space, &job).await.unwrap();
     assert_eq!(report.scanned, 3);
@@ -295,6 +296,34 @@ async fn list_delete_and_clean(kind: Kind) {
     assert_eq!(sums(&got[0][0]), vec![(2000, 1)]);
     assert_eq!(sums(&got[0][1]), vec![(2000, 1)]);
     assert_eq!(sums(&got[0][2]), vec![(2000, 1)]);
+    // A pass that remembers the last visit removes exactly what passed the
+    // cutoff since (Redis deletes those slices by name): at 2012.5, the
+    // three series' 1 s slice 2000, and nothing newer.
+    s.apply(&batch(&space, &[("db:x", 2009.0, 1)]))
+        .await
+        .unwrap();
+    let visited = CleanJob {
+        pass: 1,
+        now: ts(2012.5),
+        last_visits: vec![(1, ts(2000.5)), (10, ts(2000.5)), (100, ts(2000.5))],
+        ..job.clone()
+    };
+    let report = s.clean(&space, &visited).await.unwrap();
+    assert_eq!(
+        (
+            report.scanned,
+            report.samples_removed,
+            report.counters_removed
+        ),
+        (3, 3, 0)
+    );
+    let got = s
+        .read(&space, &[name("db:x")], &[1, 10, 100], SliceSel::All)
+        .await
+        .unwrap();
+    assert_eq!(sums(&got[0][0]), vec![(2009, 1)]);
+    assert_eq!(sums(&got[0][1]), vec![(2000, 2)]);
+    assert_eq!(sums(&got[0][2]), vec![(2000, 2)]);
     // Later still, everything goes, and so do the emptied series.
     let later = CleanJob {
         now: ts(10_000.0),

@@ -13,6 +13,7 @@
 //! gauges), in the same pass, with the same cadence and each resolution's
 //! own `keep`; [`crate::Tally::cleaner`] gives it all of them.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,6 +22,7 @@ use crate::clock::Timestamp;
 use crate::counters::Counters;
 use crate::counters::settings::CleanerSettings;
 use crate::counters::store::{CleanJob, CleanReport};
+use crate::engine::resolution::is_due;
 use crate::engine::{Retention, SliceStore, Space};
 use crate::error::{Error, Result};
 
@@ -67,6 +69,9 @@ pub struct Cleaner {
     observer: Option<PassObserver>,
     /// Other spaces trimmed in each pass, after the counters.
     spaces: Vec<(Arc<dyn SliceStore>, Arc<Space>)>,
+    /// When each resolution (seconds) was last visited by a pass that
+    /// succeeded: the next pass removes only what passed the cutoff since.
+    visits: HashMap<u64, Timestamp>,
 }
 
 impl std::fmt::Debug for Cleaner {
@@ -92,6 +97,7 @@ impl Cleaner {
             passes: 0,
             observer: None,
             spaces: Vec::new(),
+            visits: HashMap::new(),
         })
     }
 
@@ -127,13 +133,27 @@ impl Cleaner {
     }
 
     /// Runs one pass with cutoffs measured from `now`.
+    ///
+    /// A pass removes from each (series, resolution) exactly the slices
+    /// that passed the cutoff since this cleaner's last visit of the
+    /// resolution ([`Due::Slices`](crate::engine::Due)), at a cost
+    /// proportional to what it removes; its first pass, and one in every
+    /// [`CleanerSettings::full_pass_every`] after, reads every slice
+    /// instead (catching slices written late, dated before an earlier
+    /// cutoff).
     pub async fn pass_at(&mut self, now: Timestamp) -> Result<CleanReport> {
+        let last_visits = if self.passes.is_multiple_of(self.settings.full_pass_every) {
+            Vec::new()
+        } else {
+            self.visits.iter().map(|(&s, &t)| (s, t)).collect()
+        };
         let job = CleanJob {
             pass: self.passes,
             now,
             samples: self.counters.settings().samples,
             interval_secs: self.settings.interval.as_secs(),
             batch: self.settings.batch,
+            last_visits,
         };
         let started = Instant::now();
         let mut result = self
@@ -152,6 +172,16 @@ impl Cleaner {
             observer(&result, started.elapsed());
         }
         let report = result?;
+        let resolutions = self.counters.settings().precisions.iter().copied().chain(
+            self.spaces
+                .iter()
+                .flat_map(|(_, space)| space.resolutions.iter().map(|r| r.seconds)),
+        );
+        for seconds in resolutions {
+            if is_due(job.pass, seconds, job.interval_secs) {
+                self.visits.insert(seconds, now);
+            }
+        }
         self.passes += 1;
         Ok(report)
     }

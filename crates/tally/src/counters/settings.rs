@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::store::FULL_PASS_EVERY;
 use crate::error::{Error, Result};
 
 /// The book's precisions: 1 s, 5 s, 1 min, 5 min, 1 h, 5 h, 1 day.
@@ -133,6 +134,14 @@ pub struct CleanerSettings {
     pub interval: Duration,
     /// Counters handled per round trip.
     pub batch: usize,
+    /// One pass in this many reads every slice of every due precision
+    /// (the first pass always does); the others remove by name exactly the
+    /// slices that passed the cutoff since the cleaner's last visit, at a
+    /// cost proportional to what they remove. A slice written late, dated
+    /// before an earlier pass's cutoff, waits for the next full pass. 1:
+    /// every pass reads everything (the book's cleaner). Default
+    /// [`FULL_PASS_EVERY`] (an hour at the default interval).
+    pub full_pass_every: u64,
 }
 
 impl Default for CleanerSettings {
@@ -140,6 +149,7 @@ impl Default for CleanerSettings {
         CleanerSettings {
             interval: DEFAULT_CLEAN_INTERVAL,
             batch: DEFAULT_CLEAN_BATCH,
+            full_pass_every: FULL_PASS_EVERY,
         }
     }
 }
@@ -157,6 +167,11 @@ impl CleanerSettings {
                 "the clean batch must be between 1 and 10000 counters, got {}",
                 self.batch
             )));
+        }
+        if self.full_pass_every == 0 {
+            return Err(Error::Config(
+                "a full clean pass every 0 passes: give 1 (every pass) or more".into(),
+            ));
         }
         Ok(self)
     }

@@ -37,7 +37,7 @@ pub mod writer;
 pub use aggregate::{Aggregate, Codec, Kind, Undo, Value};
 pub use resolution::Resolution;
 pub use store::{
-    Applied, Batch, BatchSink, CellDelta, CleanJob, CleanReport, Reads, Retention, SeriesWrite,
-    SliceSel, SliceStore, Slices, Space, WriteSeq,
+    Applied, Batch, BatchSink, CellDelta, CleanJob, CleanReport, Due, Reads, Retention,
+    SeriesWrite, SliceSel, SliceStore, Slices, Space, WriteSeq,
 };
 pub use writer::Writer;

@@ -254,9 +254,78 @@ pub struct CleanJob {
     pub interval_secs: u64,
     /// Series per round trip.
     pub batch: usize,
+    /// When this cleaner last visited each resolution (seconds, the pass's
+    /// `now`), if it remembers: a store then removes exactly the slices
+    /// that passed the cutoff since ([`Due::Slices`]) instead of reading
+    /// every slice to find them. Empty on a cleaner's first pass and every
+    /// [`FULL_PASS_EVERY`] passes.
+    pub last_visits: Vec<(u64, Timestamp)>,
+}
+
+/// A cleaner forgets its visits every this many passes, so that one pass
+/// in so many reads every slice ([`Due::Upto`]): it catches slices written
+/// late, dated before an earlier pass's cutoff (once an hour at the
+/// default 60 s interval).
+pub const FULL_PASS_EVERY: u64 = 60;
+
+/// The most slices a pass removes by name from one (series, resolution);
+/// past it (a cleaner that stopped for long) the pass reads the slices.
+pub const MAX_WINDOW: u64 = 1024;
+
+/// What a cleaning pass removes from one (series, resolution).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Due {
+    /// Every slice that starts at or before this cutoff: the store reads
+    /// the slices to find them (no earlier visit is known).
+    Upto(i64),
+    /// Exactly the slices with these starts, those that passed the cutoff
+    /// since the last visit (each may be absent): the store removes them by
+    /// name, at a cost proportional to their number.
+    Slices(Vec<u64>),
 }
 
 impl CleanJob {
+    /// What is due at `precision` keeping [`CleanJob::samples`] slices
+    /// (counters in the book's layout), if it is due in this pass.
+    pub fn due_for(&self, precision: u64) -> Option<Due> {
+        self.due(precision, self.samples)
+    }
+
+    /// What is due at `resolution` (its own `keep`), if it is due in this
+    /// pass.
+    pub fn due_of(&self, resolution: &Resolution) -> Option<Due> {
+        self.due(resolution.seconds, resolution.keep)
+    }
+
+    fn due(&self, seconds: u64, keep: u64) -> Option<Due> {
+        if !is_due(self.pass, seconds, self.interval_secs) {
+            return None;
+        }
+        let cut = cutoff(self.now, keep, seconds);
+        let Some(&(_, last)) = self.last_visits.iter().find(|(s, _)| *s == seconds) else {
+            return Some(Due::Upto(cut));
+        };
+        // Slices start at multiples of `seconds`: those in (since, cut].
+        let since = cutoff(last, keep, seconds);
+        if cut < 0 || cut <= since {
+            return None;
+        }
+        let first = if since < 0 {
+            0
+        } else {
+            (since as u64 / seconds + 1) * seconds
+        };
+        let cut = cut as u64;
+        if first > cut {
+            return None;
+        }
+        let n = (cut - first) / seconds + 1;
+        if n > MAX_WINDOW {
+            return Some(Due::Upto(cut as i64));
+        }
+        Some(Due::Slices((0..n).map(|k| first + k * seconds).collect()))
+    }
+
     /// The cutoff for `precision`, keeping `samples` slices, if it is due in
     /// this pass, else `None`.
     pub fn cutoff_for(&self, precision: u64) -> Option<i64> {
@@ -443,6 +512,47 @@ mod tests {
     }
 
     #[test]
+    fn a_remembered_visit_names_the_slices_that_passed_the_cutoff_since() {
+        let at = |secs| Timestamp::from_secs(secs).unwrap();
+        let job = CleanJob {
+            pass: 1,
+            now: at(10_000),
+            samples: 3,
+            interval_secs: 60,
+            batch: 10,
+            last_visits: vec![(1, at(9_940)), (5, at(9_940)), (60, at(9_000))],
+        };
+        // 1 s keeping 3: cutoff 9_997, last 9_937: slices 9_938 ..= 9_997.
+        assert_eq!(job.due_for(1), Some(Due::Slices((9_938..=9_997).collect())));
+        // 5 s: cutoff 9_985, last 9_925: 9_930, 9_935, ..., 9_985.
+        assert_eq!(
+            job.due_for(5),
+            Some(Due::Slices((9_930..=9_985).step_by(5).collect()))
+        );
+        // 60 s: cutoff 9_820, last 8_820: 16 slices, 8_880 ..= 9_780.
+        assert_eq!(
+            job.due_for(60),
+            Some(Due::Slices((8_880..=9_780).step_by(60).collect()))
+        );
+        // Not remembered: read up to the cutoff.
+        assert_eq!(job.due_for(10), Some(Due::Upto(9_970)));
+        // A visit too long ago: read instead of naming 1,025 slices or more.
+        let stalled = CleanJob {
+            last_visits: vec![(1, at(8_000))],
+            ..job.clone()
+        };
+        assert_eq!(stalled.due_for(1), Some(Due::Upto(9_997)));
+        // A clock that went back: nothing passed the cutoff since.
+        let back = CleanJob {
+            now: at(9_000),
+            ..job.clone()
+        };
+        assert_eq!(back.due_for(1), None);
+        // Not due in this pass at all.
+        assert_eq!(job.due_for(300), None);
+    }
+
+    #[test]
     fn cutoffs_follow_the_cadence_and_each_resolution_s_keep() {
         let job = CleanJob {
             pass: 1,
@@ -450,6 +560,7 @@ mod tests {
             samples: 3,
             interval_secs: 60,
             batch: 10,
+            last_visits: Vec::new(),
         };
         assert_eq!(job.cutoff_for(60), Some(10_000 - 180));
         assert_eq!(job.cutoff_of(&Resolution::new(60, 10)), Some(10_000 - 600));

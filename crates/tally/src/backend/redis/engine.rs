@@ -41,7 +41,7 @@ use super::{Redis, WriteFailure, expiring};
 use crate::clock::{SharedClock, Timestamp};
 use crate::engine::store::{Reads, check_stored, not_sums};
 use crate::engine::{
-    Applied, Batch, CellDelta, CleanJob, CleanReport, Kind, SeriesWrite, SliceSel, SliceStore,
+    Applied, Batch, CellDelta, CleanJob, CleanReport, Due, Kind, SeriesWrite, SliceSel, SliceStore,
     Slices, Space, Value,
 };
 use crate::error::{Error, Result};
@@ -405,7 +405,7 @@ impl RedisSliceStore {
         registry: &str,
         entries: &[CleanEntry],
         book_rule: bool,
-        shared: Option<&[Option<i64>]>,
+        shared: Option<&[Option<Due>]>,
     ) -> Result<(u64, u64)> {
         let np = entries.first().map_or(0, |e| e.hashes.len());
         let nkeys = 1 + entries.iter().map(|e| e.hashes.len()).sum::<usize>();
@@ -419,9 +419,33 @@ impl RedisSliceStore {
         cmd.arg(np)
             .arg(if book_rule { "1" } else { "0" })
             .arg(if shared.is_some() { "1" } else { "0" });
-        let cutoff = |cmd: &mut redis::Cmd, c: &Option<i64>| {
-            match c {
-                Some(c) => cmd.arg(*c),
+        // The windows, each sent once however many hashes name it.
+        let mut windows: Vec<&[u64]> = Vec::new();
+        let all = shared
+            .into_iter()
+            .flatten()
+            .chain(entries.iter().flat_map(|e| e.hashes.iter().map(|(_, d)| d)));
+        for due in all {
+            if let Some(Due::Slices(slices)) = due
+                && !windows.contains(&slices.as_slice())
+            {
+                windows.push(slices);
+            }
+        }
+        cmd.arg(windows.len());
+        for w in &windows {
+            cmd.arg(w.len());
+            for slice in *w {
+                cmd.arg(*slice);
+            }
+        }
+        let cutoff = |cmd: &mut redis::Cmd, due: &Option<Due>| {
+            match due {
+                Some(Due::Upto(c)) => cmd.arg(*c),
+                Some(Due::Slices(slices)) => {
+                    let k = windows.iter().position(|w| *w == slices.as_slice());
+                    cmd.arg(format!("w{}", k.map_or(0, |k| k + 1)))
+                }
                 None => cmd.arg(""),
             };
         };
@@ -454,7 +478,7 @@ impl RedisSliceStore {
         registry: &str,
         job: &CleanJob,
         book_rule: bool,
-        shared: Option<&[Option<i64>]>,
+        shared: Option<&[Option<Due>]>,
         entries: impl Fn(&[String]) -> Vec<CleanEntry>,
     ) -> Result<CleanReport> {
         let mut report = CleanReport::default();
@@ -492,8 +516,7 @@ impl RedisSliceStore {
         space: &Space,
         job: &CleanJob,
     ) -> Result<CleanReport> {
-        let cutoffs: Vec<Option<i64>> =
-            space.resolutions.iter().map(|r| job.cutoff_of(r)).collect();
+        let cutoffs: Vec<Option<Due>> = space.resolutions.iter().map(|r| job.due_of(r)).collect();
         let registry = keys.registry(shard);
         self.clean_registry(&registry, job, false, Some(&cutoffs), |names| {
             names
@@ -504,7 +527,7 @@ impl RedisSliceStore {
                         .resolutions
                         .iter()
                         .zip(&cutoffs)
-                        .map(|(r, &c)| (keys.hash(r.seconds, name.as_str()), c))
+                        .map(|(r, c)| (keys.hash(r.seconds, name.as_str()), c.clone()))
                         .collect(),
                     member: name.into_string(),
                 })
@@ -521,10 +544,10 @@ impl RedisSliceStore {
                 .iter()
                 .filter_map(|member| {
                     let (p, _) = layout::ria_parse_member(member)?;
-                    let cutoff = job.cutoff_for(p)?;
+                    let due = job.due_for(p)?;
                     Some(CleanEntry {
                         member: member.clone(),
-                        hashes: vec![(format!("count:{member}"), Some(cutoff))],
+                        hashes: vec![(format!("count:{member}"), Some(due))],
                     })
                 })
                 .collect()
@@ -566,11 +589,11 @@ impl RedisSliceStore {
     }
 }
 
-/// One registry member to clean and its hashes, each with its cutoff (`None`
-/// when not due in this pass).
+/// One registry member to clean and its hashes, each with what is due
+/// (`None` when nothing is due in this pass).
 struct CleanEntry {
     member: String,
-    hashes: Vec<(String, Option<i64>)>,
+    hashes: Vec<(String, Option<Due>)>,
 }
 
 /// One `engine_apply.lua` call, ready to send, and the op each merge

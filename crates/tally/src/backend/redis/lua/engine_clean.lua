@@ -8,16 +8,22 @@
 --          book's layout: 1, as each `known:` member names one hash).
 -- ARGV[2]: '1' for the book's rule (drop an entry only when this step removed
 --          its last sample), '0' to drop any entry whose hashes are all empty.
--- ARGV[3]: '1' when the cutoffs are shared by every entry (the tagged
---          layout: ARGV[4 .. 3+np] hold them, then one member per entry);
---          '0' when each entry brings its own (the book's layout: per entry,
---          its member followed by np cutoffs).
--- A cutoff is a decimal integer: samples whose slice starts at or before it
--- are removed; '' (or a negative cutoff) means the hash has nothing due.
+-- ARGV[4]: nw, the number of windows; then each window: its length m and
+--          m slice starts (decimal text).
+-- Then, from the index b after the windows: when ARGV[3] is '1' the
+-- cutoffs are shared by every entry (the tagged layout: ARGV[b .. b+np-1]
+-- hold them, then one member per entry); when '0' each entry brings its
+-- own (the book's layout: per entry, its member followed by np cutoffs).
+-- A cutoff is either a decimal integer: samples whose slice starts at or
+-- before it are removed, found by reading the hash's fields (a cleaner's
+-- first pass); or `w<k>`: exactly the slices of window k are removed, by
+-- name (HDEL), at a cost proportional to the window, not to the hash (the
+-- slices that passed the cutoff since the cleaner's last visit); '' (or a
+-- negative cutoff) means the hash has nothing due.
 --
--- Slice starts are compared with the cutoff as decimal text (a shorter
--- number is smaller), which spares a number conversion per sample; a field
--- that is not a plain decimal integer is never removed.
+-- Reading, slice starts are compared with the cutoff as decimal text (a
+-- shorter number is smaller), which spares a number conversion per sample;
+-- a field that is not a plain decimal integer is never removed.
 --
 -- Runs atomically, so an entry is only dropped if no writer added to it in
 -- between. Returns {samples removed, entries dropped}.
@@ -30,6 +36,14 @@ local function at_or_before(f, cut, cutlen)
 end
 
 local function trim(key, cut)
+  if type(cut) == 'table' then
+    -- A window: ARGV[cut[1] .. cut[2]] are the slices to remove.
+    local gone = 0
+    for i = cut[1], cut[2], 1000 do
+      gone = gone + redis.call('HDEL', key, unpack(ARGV, i, math.min(i + 999, cut[2])))
+    end
+    return gone, redis.call('HLEN', key)
+  end
   local fields = redis.call('HKEYS', key)
   local cutlen = #cut
   local old = {}
@@ -45,26 +59,38 @@ local function trim(key, cut)
   return #old, #fields - #old
 end
 
--- A cutoff (decimal text, no leading zeros), or nil when nothing is due.
+local np = tonumber(ARGV[1])
+local book = ARGV[2] == '1'
+local shared = ARGV[3] == '1'
+local windows = {}
+local b = 5
+for w = 1, tonumber(ARGV[4]) do
+  local m = tonumber(ARGV[b])
+  windows[w] = {b + 1, b + m}
+  b = b + m + 1
+end
+
+-- A cutoff (decimal text, no leading zeros) or a window (a table), or nil
+-- when nothing is due.
 local function due(cut)
   if cut == '' or string.sub(cut, 1, 1) == '-' then
     return nil
   end
+  if string.sub(cut, 1, 1) == 'w' then
+    return windows[tonumber(string.sub(cut, 2))]
+  end
   return cut
 end
 
-local np = tonumber(ARGV[1])
-local book = ARGV[2] == '1'
-local shared = ARGV[3] == '1'
 local cuts = {}
 local first, stride
 if shared then
   for j = 1, np do
-    cuts[j] = due(ARGV[3 + j])
+    cuts[j] = due(ARGV[b + j - 1])
   end
-  first, stride = 4 + np, 1
+  first, stride = b + np, 1
 else
-  first, stride = 4, np + 1
+  first, stride = b, np + 1
 end
 local entries = (#ARGV - first + 1) / stride
 local removed, dropped = 0, 0
