@@ -632,3 +632,33 @@ fn migrate_moves_a_data_dir_onto_redis_and_a_rerun_counts_nothing_twice() {
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(err.contains("--from") && err.contains("ftp"), "{err}");
 }
+
+#[test]
+fn incr_from_cron_alone_keeps_bounded_data_on_the_embedded_store() {
+    // No cleaner ever runs: each `tally incr` that opens a new slice trims
+    // what fell out of the window ending with it.
+    let dir = tempfile::tempdir().unwrap();
+    let opts = ["--precisions", "1,5", "--samples", "4"];
+    for t in 0..40u64 {
+        let at = (1_336_376_400 + t).to_string();
+        let mut cmd = with_dir(dir.path(), &opts);
+        ok(cmd.args(["incr", "cron", "1", "--at", &at]));
+    }
+    let get = |p: &str| {
+        let mut cmd = with_dir(dir.path(), &opts);
+        ok(cmd.args(["get", "cron", "--precision", p, "--json"]))
+    };
+    assert_eq!(
+        get("1").trim(),
+        "[[1336376436,1],[1336376437,1],[1336376438,1],[1336376439,1]]"
+    );
+    assert_eq!(
+        get("5").trim(),
+        "[[1336376420,5],[1336376425,5],[1336376430,5],[1336376435,5]]"
+    );
+    let db = rusqlite::Connection::open(dir.path().join("tally.sqlite3")).unwrap();
+    let rows: i64 = db
+        .query_row("SELECT count(*) FROM tally_sample", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 8, "4 slices at each of 2 precisions, nothing more");
+}

@@ -94,7 +94,7 @@ async fn writes_read_back_at_every_resolution(kind: Kind) {
     let b = batch(
         &space,
         &[
-            ("home", 1001.5, 2),
+            ("home", 1002.5, 2),
             ("home", 1009.0, 3),
             ("home", 1011.0, -1),
         ],
@@ -110,7 +110,7 @@ async fn writes_read_back_at_every_resolution(kind: Kind) {
         )
         .await
         .unwrap();
-    assert_eq!(sums(&got[0][0]), vec![(1001, 4), (1009, 6), (1011, -2)]);
+    assert_eq!(sums(&got[0][0]), vec![(1002, 4), (1009, 6), (1011, -2)]);
     assert_eq!(sums(&got[0][1]), vec![(1000, 10), (1010, -2)]);
     assert_eq!(sums(&got[0][2]), vec![(1000, 8)]);
     assert!(got[1].iter().all(Vec::is_empty));
@@ -287,7 +287,10 @@ async fn list_delete_and_clean(kind: Kind) {
     };
     let report = s.clean(&space, &job).await.unwrap();
     assert_eq!(report.scanned, 3);
-    assert_eq!(report.samples_removed, 9);
+    // SQLite's writes already trimmed them: opening 2000 removed what
+    // fell out of the window that ends there.
+    let expected = if kind.trims_on_write() { 0 } else { 9 };
+    assert_eq!(report.samples_removed, expected);
     assert_eq!(report.counters_removed, 0);
     let got = s
         .read(&space, &[name("db:x")], &[1, 10, 100], SliceSel::All)
@@ -379,7 +382,9 @@ async fn the_writer_serves_any_space(kind: Kind) {
         let w = w.clone();
         tasks.push(tokio::spawn(async move {
             for i in 0..300u64 {
-                let at = 1000.0 + (i % 20) as f64;
+                // Within the 10 slices kept at 1 s: SQLite's writes trim
+                // what falls out of them.
+                let at = 1000.0 + (i % 10) as f64;
                 w.add(&format!("v{}", (t + i) % 7), Value::Sum(1), Some(at))
                     .await
                     .unwrap();
@@ -559,7 +564,7 @@ async fn statistics_merge_in_the_store(kind: Kind) {
         Space::new(
             "latency",
             ValueKind::Stats,
-            vec![Resolution::new(1, 10), Resolution::new(60, 10)],
+            vec![Resolution::new(1, 100), Resolution::new(60, 10)],
             Retention::Cleaner,
         )
         .unwrap(),

@@ -629,7 +629,7 @@ async fn aggregated_writes_are_exact(kind: Kind) {
         tasks.push(tokio::spawn(async move {
             for i in 0..500u32 {
                 let v = f64::from((i * 7 + w) % 100);
-                let at = BOOK + f64::from(i % 120);
+                let at = BOOK + f64::from(i % 100); // the 100 slices kept at 1 s
                 writer
                     .record(&format!("agg:{}", i % 10), v, Some(at))
                     .await

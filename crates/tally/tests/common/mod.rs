@@ -43,6 +43,12 @@ impl Kind {
         matches!(self, Kind::RedisExpiring | Kind::RedisClusterExpiring)
     }
 
+    /// True for SQLite, whose writes trim each (series, resolution) to the
+    /// `keep` slices ending with its newest, so a cleaner finds less.
+    pub fn trims_on_write(self) -> bool {
+        !self.is_redis()
+    }
+
     /// True on a Redis Cluster.
     pub fn is_cluster(self) -> bool {
         matches!(self, Kind::RedisCluster | Kind::RedisClusterExpiring)

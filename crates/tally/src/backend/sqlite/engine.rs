@@ -19,6 +19,17 @@
 //! start in a slice that holds nothing yet. `tally_writer` records each
 //! writer lane's last sequence number for exactly-once retries, shared by
 //! every space.
+//!
+//! Retention holds without a cleaner: a write that opens a new slice of a
+//! (series, resolution) first removes that pair's slices older than the
+//! `keep` slices ending with the new one (for a write at the current time,
+//! exactly what the cleaner's cutoff removes), one range delete on the
+//! primary key, costing what it removes; a write to a slice that exists
+//! (the hot path) does not trim. So a (series, resolution) never holds
+//! more than `keep` slices below its newest, and a store that only ever
+//! sees `tally incr` from cron stays bounded. The cleaner (a range delete
+//! per series too) still removes what writes leave: the last slices of a
+//! series nobody writes any more, emptied series, idle writer lanes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -301,8 +312,9 @@ fn apply_in(tx: &Transaction<'_>, sql: &Tables, batch: &Batch, now_secs: i64) ->
         .execute(params![seq.lane_id(), seq.seq as i64, now_secs])?;
     }
     let kind = batch.space.kind;
+    let mut trim = Trim::new(tx, sql, &batch.space)?;
     if kind == Kind::Gauge {
-        return apply_gauges(tx, sql, batch);
+        return apply_gauges(tx, sql, batch, &mut trim);
     }
     let mut read = tx.prepare_cached(&sql.read_cell)?;
     let mut upsert = tx.prepare_cached(&sql.upsert_cell)?;
@@ -314,6 +326,9 @@ fn apply_in(tx: &Transaction<'_>, sql: &Tables, batch: &Batch, now_secs: i64) ->
                 .query_row(params![id, res, slice], |r| Ok(stored(kind, r.get_ref(0)?)))
                 .optional()?
                 .transpose()?;
+            if old.is_none() {
+                trim.opened(id, c.resolution, c.slice)?;
+            }
             let new = merged(old, &c.delta)
                 .map_err(|e| locate(e, write.name.as_str(), c.resolution, c.slice))?;
             upsert.execute(params![id, res, slice, Stored(&new)])?;
@@ -322,11 +337,51 @@ fn apply_in(tx: &Transaction<'_>, sql: &Tables, batch: &Batch, now_secs: i64) ->
     Ok(Applied::Written)
 }
 
+/// Trimming on write (see the module docs): each resolution's `keep`.
+struct Trim<'t> {
+    trim: rusqlite::CachedStatement<'t>,
+    /// (resolution seconds, slices kept) of each resolution of the space.
+    keep: Vec<(u64, u64)>,
+}
+
+impl<'t> Trim<'t> {
+    fn new(tx: &'t Transaction<'_>, sql: &Tables, space: &Space) -> Result<Self> {
+        Ok(Trim {
+            trim: tx.prepare_cached(&sql.trim)?,
+            keep: space
+                .resolutions
+                .iter()
+                .map(|r| (r.seconds, r.keep))
+                .collect(),
+        })
+    }
+
+    /// A write opens `slice` of (`id`, `resolution`): removes that pair's
+    /// slices older than the `keep` slices that end with it. A write dated
+    /// in the past trims against its own slice, so it never removes a
+    /// newer one.
+    fn opened(&mut self, id: i64, resolution: u64, slice: u64) -> Result<()> {
+        if let Some(&(r, keep)) = self.keep.iter().find(|(r, _)| *r == resolution) {
+            let span = keep.saturating_mul(r);
+            if let Some(cutoff) = slice.checked_sub(span) {
+                self.trim
+                    .execute(params![id, r as i64, cutoff.min(i64::MAX as u64) as i64])?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// [`apply_in`] for gauges: each resolution's cells, in slice order, run
 /// from the gauge's current value as the batch found it (a slice that
 /// holds something runs from its own last value); the current value
 /// becomes the value after the gauge's last operation.
-fn apply_gauges(tx: &Transaction<'_>, sql: &Tables, batch: &Batch) -> Result<Applied> {
+fn apply_gauges(
+    tx: &Transaction<'_>,
+    sql: &Tables,
+    batch: &Batch,
+    trim: &mut Trim<'_>,
+) -> Result<Applied> {
     let mut read = tx.prepare_cached(&sql.read_cell)?;
     let mut upsert = tx.prepare_cached(&sql.upsert_cell)?;
     let mut read_current = tx.prepare_cached(&sql.read_current)?;
@@ -350,6 +405,9 @@ fn apply_gauges(tx: &Transaction<'_>, sql: &Tables, batch: &Batch) -> Result<App
                 })
                 .optional()?
                 .transpose()?;
+            if old.is_none() {
+                trim.opened(id, c.resolution, c.slice)?;
+            }
             let (Value::Gauge(delta), old) = (&c.delta, old) else {
                 return Err(Error::Backend(
                     "internal error: a gauge write without a gauge".into(),
