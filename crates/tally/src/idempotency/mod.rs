@@ -115,6 +115,37 @@ pub fn write_seq(key: &str) -> WriteSeq {
     }
 }
 
+/// The mark a keyed write hands its store with the write, for the stores
+/// outside the slice engine (time series, daily statistics, buffers): the
+/// store keeps it atomically with the write (a Redis key in the same hash
+/// slot as the write's own keys, one per Lua call; a SQLite row in the
+/// same transaction) for [`MAX_RETENTION`], and applies a write whose mark
+/// it holds already as a no-op that reports [`crate::engine::Applied::Duplicate`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mark {
+    /// The writer id of the key ([`write_seq`]).
+    pub writer: u64,
+    /// When the write was made, Unix seconds (SQLite drops marks older than
+    /// [`MAX_RETENTION`] by it; Redis expires them).
+    pub at: u64,
+}
+
+impl Mark {
+    /// The mark of `key` (checked: [`check_key`]) for a write made at `now`.
+    pub fn of(key: &str, now: crate::clock::Timestamp) -> Result<Mark> {
+        check_key(key)?;
+        Ok(Mark {
+            writer: write_seq(key).writer,
+            at: now.whole_secs(),
+        })
+    }
+
+    /// The writer id in hex, the name of the mark in a store.
+    pub fn id(&self) -> String {
+        format!("{:016x}", self.writer)
+    }
+}
+
 /// The fingerprint of a request made of `parts` (for HTTP: the method, the
 /// path and query, the body): SHA-256, hex. Each part is length-prefixed,
 /// so no two different lists of parts share a fingerprint by concatenation.
