@@ -37,28 +37,50 @@ const SWEEP: i64 = 100;
 /// that write was applied already (write nothing). `None` (no key) is
 /// always new and records nothing.
 pub(crate) fn first_time(tx: &Transaction<'_>, scope: &str, mark: Option<&Mark>) -> Result<bool> {
-    let Some(mark) = mark else {
-        return Ok(true);
-    };
-    let id = format!("{scope}:{}", mark.id());
-    let found: Option<i64> = tx
-        .prepare_cached("SELECT at FROM tally_applied WHERE mark = ?1")?
-        .query_row([&id], |r| r.get(0))
-        .optional()?;
-    let at = mark.at as i64;
-    let cutoff = at - MAX_RETENTION.as_secs() as i64;
-    if found.is_some_and(|seen| seen >= cutoff) {
+    if seen(tx, scope, mark)? {
         return Ok(false);
     }
+    record(tx, scope, mark)?;
+    Ok(true)
+}
+
+/// True when `mark` is kept in `scope` (and not older than
+/// [`MAX_RETENTION`]); false for `None`.
+pub(crate) fn seen(tx: &Transaction<'_>, scope: &str, mark: Option<&Mark>) -> Result<bool> {
+    let Some(mark) = mark else {
+        return Ok(false);
+    };
+    let found: Option<i64> = tx
+        .prepare_cached("SELECT at FROM tally_applied WHERE mark = ?1")?
+        .query_row([id(scope, mark)], |r| r.get(0))
+        .optional()?;
+    Ok(found.is_some_and(|at| at >= cutoff(mark)))
+}
+
+/// Keeps `mark` in `scope` (nothing for `None`), dropping up to [`SWEEP`]
+/// expired marks.
+pub(crate) fn record(tx: &Transaction<'_>, scope: &str, mark: Option<&Mark>) -> Result<()> {
+    let Some(mark) = mark else {
+        return Ok(());
+    };
     tx.prepare_cached(
         "DELETE FROM tally_applied WHERE mark IN
          (SELECT mark FROM tally_applied WHERE at < ?1 LIMIT ?2)",
     )?
-    .execute(params![cutoff, SWEEP])?;
+    .execute(params![cutoff(mark), SWEEP])?;
     tx.prepare_cached(
         "INSERT INTO tally_applied (mark, at) VALUES (?1, ?2)
          ON CONFLICT (mark) DO UPDATE SET at = excluded.at",
     )?
-    .execute(params![id, at])?;
-    Ok(true)
+    .execute(params![id(scope, mark), mark.at as i64])?;
+    Ok(())
+}
+
+fn id(scope: &str, mark: &Mark) -> String {
+    format!("{scope}:{}", mark.id())
+}
+
+/// Marks made before this (Unix seconds) are forgotten.
+fn cutoff(mark: &Mark) -> i64 {
+    mark.at as i64 - MAX_RETENTION.as_secs() as i64
 }
