@@ -74,11 +74,7 @@ fn incr_in(tx: &Transaction<'_>, w: &DailyWrite) -> Result<DailyWritten> {
     let total = add_stored(total, w.count).ok_or_else(|| overflow("total"))?;
     let mut day_count = 0;
     if day >= floor {
-        let old: i64 = tx
-            .prepare_cached("SELECT count FROM tally_daily WHERE entity = ?1 AND day = ?2")?
-            .query_row(params![entity, day], |r| r.get(0))
-            .optional()?
-            .unwrap_or(0);
+        let old = stored_day(tx, entity, day)?;
         day_count = add_stored(old, w.count).ok_or_else(|| overflow("day"))?;
         tx.prepare_cached(
             "INSERT INTO tally_daily (entity, day, count) VALUES (?1, ?2, ?3)
@@ -108,6 +104,15 @@ fn incr_in(tx: &Transaction<'_>, w: &DailyWrite) -> Result<DailyWritten> {
     })
 }
 
+/// The stored count of `entity`'s `day` (0 when absent).
+fn stored_day(tx: &Transaction<'_>, entity: &str, day: i64) -> Result<i64> {
+    Ok(tx
+        .prepare_cached("SELECT count FROM tally_daily WHERE entity = ?1 AND day = ?2")?
+        .query_row(params![entity, day], |r| r.get(0))
+        .optional()?
+        .unwrap_or(0))
+}
+
 /// What `w` would answer without adding: the stored counts (a repeated
 /// keyed write).
 fn current_in(tx: &Transaction<'_>, w: &DailyWrite) -> Result<DailyWritten> {
@@ -118,14 +123,11 @@ fn current_in(tx: &Transaction<'_>, w: &DailyWrite) -> Result<DailyWritten> {
         .query_row([entity], |r| r.get(0))
         .optional()?
         .unwrap_or(0);
-    let mut day_count = 0;
-    if day >= floor {
-        day_count = tx
-            .prepare_cached("SELECT count FROM tally_daily WHERE entity = ?1 AND day = ?2")?
-            .query_row(params![entity, day], |r| r.get(0))
-            .optional()?
-            .unwrap_or(0);
-    }
+    let day_count = if day >= floor {
+        stored_day(tx, entity, day)?
+    } else {
+        0
+    };
     Ok(DailyWritten {
         day_count,
         total,
