@@ -5,8 +5,8 @@
 //!   repeated to the other, before and after the flush and after a restart,
 //!   is counted once and answered with the first answer byte for byte;
 //!   another body under the key is 422 and changes nothing.
-//! - The fault test: a load of keyed increments, each retried with its key
-//!   until it gets an answer, while clients drop their connections before
+//! - The fault test: a load of keyed increments (counters, time series and
+//!   daily statistics), each retried with its key until it gets an answer, while clients drop their connections before
 //!   reading the answer, Redis connections are killed, and the server is
 //!   killed (SIGKILL in exact mode; SIGTERM in aggregated mode, which keeps
 //!   in memory what it has not flushed) and restarted. The totals are exact.
@@ -170,13 +170,69 @@ fn keyed_writes_count_once_across_servers_on_a_cluster() {
     two_servers_and_a_restart(&["--redis-cluster", &urls]);
 }
 
-/// Requests of the load and the counters they go to.
+/// Requests of the load and the counters (time-series keys, daily
+/// entities) they go to.
 const REQUESTS: u64 = 240;
 const COUNTERS: u64 = 8;
 
+/// What request `i` of the load writes: half to counters, a quarter to
+/// time series, a quarter to daily statistics.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Counter,
+    Ts,
+    Daily,
+}
+
+const TARGETS: [Target; 3] = [Target::Counter, Target::Ts, Target::Daily];
+
+fn target_of(i: u64) -> Target {
+    match i % 4 {
+        0 | 1 => Target::Counter,
+        2 => Target::Ts,
+        _ => Target::Daily,
+    }
+}
+
+/// The path of request `i` to `counter` of its target.
+fn path_of(target: Target, counter: u64) -> String {
+    match target {
+        Target::Counter => format!("/v1/counters/fault:{counter}/incr"),
+        Target::Ts => "/v1/ts/fault/incr".to_owned(),
+        Target::Daily => format!("/v1/daily/fault-{counter}/incr"),
+    }
+}
+
+/// The body of an increment of `count` to `counter` of `target`.
+fn body_of(target: Target, counter: u64, count: i64) -> String {
+    match target {
+        Target::Ts => format!(r#"{{"key":"k{counter}","count":{count}}}"#),
+        _ => format!(r#"{{"count":{count}}}"#),
+    }
+}
+
+/// The total of `counter` of `target` as the server reads it.
+fn total_of(base: &str, target: Target, counter: u64) -> i64 {
+    let read = |path: &str| {
+        let r = request(base, "GET", path, None, "", false).expect("an answer");
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        serde_json::from_str::<serde_json::Value>(&r.body).unwrap()
+    };
+    match target {
+        Target::Counter => total(base, &format!("fault:{counter}")),
+        Target::Ts => read(&format!("/v1/ts/fault/sums?keys=k{counter}"))["totals"][0]["total"]
+            .as_i64()
+            .unwrap(),
+        Target::Daily => read(&format!("/v1/daily/fault-{counter}?days=1"))["total"]
+            .as_i64()
+            .unwrap(),
+    }
+}
+
 /// The fault test on a redis-server: every keyed request retried until
 /// answered, through dropped client connections, killed Redis connections
-/// and server restarts; each counter ends at exactly its requests' sum.
+/// and server restarts; each counter, time-series key and daily entity ends
+/// at exactly its requests' sum.
 fn fault_run(exact: bool) {
     let redis = tally_testkit::RedisServer::start();
     let url = redis.url();
@@ -245,7 +301,7 @@ fn fault_run(exact: bool) {
         .map(|c| {
             let (base, restarted) = (base.clone(), restarted.clone());
             std::thread::spawn(move || {
-                let mut sent = vec![0i64; COUNTERS as usize];
+                let mut sent = vec![0i64; 3 * COUNTERS as usize];
                 let mut attempts = 0u64;
                 // At least REQUESTS requests, and on until the server was
                 // restarted three times.
@@ -255,8 +311,9 @@ fn fault_run(exact: bool) {
                     }
                     let counter = i % COUNTERS;
                     let count = (i % 5 + 1) as i64;
-                    let body = format!(r#"{{"count":{count}}}"#);
-                    let path = format!("/v1/counters/fault:{counter}/incr");
+                    let target = target_of(i);
+                    let body = body_of(target, counter, count);
+                    let path = path_of(target, counter);
                     let key = format!("fault-{mode}-{i}");
                     let deadline = Instant::now() + Duration::from_secs(60);
                     for attempt in 0.. {
@@ -276,13 +333,14 @@ fn fault_run(exact: bool) {
                         }
                         std::thread::sleep(Duration::from_millis(25));
                     }
-                    sent[counter as usize] += count;
+                    let t = TARGETS.iter().position(|&t| t == target).unwrap();
+                    sent[t * COUNTERS as usize + counter as usize] += count;
                 }
                 (sent, attempts)
             })
         })
         .collect();
-    let mut want = vec![0i64; COUNTERS as usize];
+    let mut want = vec![0i64; 3 * COUNTERS as usize];
     let mut attempts = 0;
     for c in clients {
         let (sent, n) = c.join().unwrap();
@@ -298,11 +356,13 @@ fn fault_run(exact: bool) {
     // Let the last server flush (aggregated), then read exact totals.
     stop(server.lock().unwrap().take().unwrap());
     let reader = support::serve(&global, &args);
-    for (counter, want) in want.iter().enumerate() {
+    for (j, want) in want.iter().enumerate() {
+        let (t, counter) = (j / COUNTERS as usize, j as u64 % COUNTERS);
         assert_eq!(
-            total(&reader.base, &format!("fault:{counter}")),
+            total_of(&reader.base, TARGETS[t], counter),
             *want,
-            "counter {counter} ({mode}, {restarts} restarts, {attempts} attempts)"
+            "{} {counter} ({mode}, {restarts} restarts, {attempts} attempts)",
+            ["counter", "time-series key", "daily entity"][t]
         );
     }
 }

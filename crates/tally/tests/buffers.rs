@@ -9,6 +9,7 @@ use std::time::Duration;
 use tally::buffers::{
     Buffers, Flusher, FlusherSettings, Sink, SinkOutcome, TableConfig, Tables, Update, open_sink,
 };
+use tally::counters::Applied;
 use tally::{Backend, BackendConfig, Clock, ManualClock};
 use tally_testkit::PostgresServer;
 use tempfile::TempDir;
@@ -205,6 +206,7 @@ suite!(
     ancient_claims_are_left_for_an_operator,
     a_refused_batch_does_not_stall_the_others,
     batch_ids_are_forgotten_after_twice_the_retention,
+    keyed_changes_apply_once,
 );
 
 async fn flush_writes_exact_totals_in_one_statement_per_table(store: Store, sink: SinkKind) {
@@ -674,4 +676,59 @@ async fn batch_ids_are_forgotten_after_twice_the_retention(store: Store, sink: S
         "forgotten after"
     );
     assert_eq!(f.stored(1, "times_seen").await, 1);
+}
+
+/// Issue 11: a keyed change sent again (a retry after a server died before
+/// recording its answer), before or after the flush, from another process
+/// too, is buffered once; a bad key or a refused change leaves no mark.
+async fn keyed_changes_apply_once(store: Store, sink: SinkKind) {
+    let f = Fixture::new(store, sink).await;
+    let other = f.other_buffers().await;
+    let change = seen(42, 5, 100);
+    assert_eq!(
+        f.buffers.incr_once("order-1", &change).await.unwrap(),
+        Applied::Written
+    );
+    assert_eq!(
+        f.buffers.incr_once("order-1", &change).await.unwrap(),
+        Applied::Duplicate
+    );
+    assert_eq!(
+        other.incr_once("order-1", &change).await.unwrap(),
+        Applied::Duplicate
+    );
+    // A change that does not fit the mapping is refused and marks nothing.
+    let bad = Update::new("groups").key("id", 43).add("nope", 1);
+    assert!(
+        f.buffers
+            .incr_once("order-2", &bad)
+            .await
+            .unwrap_err()
+            .is_bad_input()
+    );
+    assert!(
+        f.buffers
+            .incr_once("bad key", &seen(43, 1, 100))
+            .await
+            .unwrap_err()
+            .is_bad_input()
+    );
+    assert_eq!(
+        f.buffers
+            .incr_once("order-2", &seen(43, 2, 100))
+            .await
+            .unwrap(),
+        Applied::Written
+    );
+    let flusher = f.flusher(&f.buffers, settings());
+    flusher.drain().await.unwrap();
+    assert_eq!(f.stored(42, "times_seen").await, 5);
+    assert_eq!(f.stored(43, "times_seen").await, 2);
+    // After the flush, the repeat still buffers nothing.
+    assert_eq!(
+        other.incr_once("order-1", &change).await.unwrap(),
+        Applied::Duplicate
+    );
+    assert_eq!(flusher.drain().await.unwrap().batches, 0);
+    assert_eq!(f.stored(42, "times_seen").await, 5);
 }

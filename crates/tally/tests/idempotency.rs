@@ -2,7 +2,8 @@
 //! the claim / answer protocol (in progress, mismatch, release, a lease
 //! taken over, retention), keyed exact counter writes, and keyed adds to
 //! two aggregating writers sharing one store (two processes), before and
-//! after a flush.
+//! after a flush; keyed gauge, time-series and daily writes applied once,
+//! through a second client too, and each part of a batch cut short.
 
 mod common;
 
@@ -12,9 +13,11 @@ use std::time::Duration;
 use common::{Fixture, Kind};
 use tally::counters::{Aggregator, AggregatorSettings, Applied, WhenFull};
 use tally::idempotency::{Answer, Claim, fingerprint};
-use tally::{Backend, Idempotency, Increment};
+use tally::tsdb::TsIncrement;
+use tally::tsdb::rollup::vshard_of;
+use tally::{Backend, Clock, GaugeOp, Idempotency, Increment, View};
 
-feature_suite!(keyed_writes_apply_once);
+feature_suite!(keyed_writes_apply_once, keyed_kinds_apply_once);
 
 async fn keyed_writes_apply_once(kind: Kind) {
     let f = Fixture::near_now(kind).await;
@@ -236,4 +239,144 @@ async fn keyed_writes_apply_once(kind: Kind) {
     a.shutdown().await;
     b.shutdown().await;
     assert_eq!(total("visits").await, 3);
+}
+
+/// Issue 11: the writes outside the counters' path (gauges, time series,
+/// daily statistics) carry their key's mark: applied once whatever comes
+/// again, from this client or another; a batch whose first try was cut
+/// short (some parts written, as a crash between a Redis node's calls
+/// leaves it) is completed by its repeat, each part counted once.
+async fn keyed_kinds_apply_once(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let now = f.clock.now().whole_secs() as f64;
+
+    // Gauges: an adjustment applied twice would show.
+    let gauges = f.gauges(&[60], 10, false).await;
+    let other = f.gauges(&[60], 10, true).await;
+    let ops = [GaugeOp::set("queue", 5.0), GaugeOp::adjust("queue", 2.0)];
+    assert_eq!(
+        gauges.apply_many_once("g-1", &ops).await.unwrap(),
+        Applied::Written
+    );
+    assert_eq!(
+        gauges.apply_many_once("g-1", &ops).await.unwrap(),
+        Applied::Duplicate
+    );
+    let adjust = [GaugeOp::adjust("queue", 1.0)];
+    assert_eq!(
+        other.apply_many_once("g-2", &adjust).await.unwrap(),
+        Applied::Written
+    );
+    assert_eq!(
+        gauges.apply_many_once("g-2", &adjust).await.unwrap(),
+        Applied::Duplicate
+    );
+    assert_eq!(gauges.current("queue").await.unwrap(), Some(8.0));
+    assert!(
+        gauges
+            .apply_many_once("bad key", &adjust)
+            .await
+            .unwrap_err()
+            .is_bad_input()
+    );
+
+    // Time series: 20 keys over several virtual shards (cluster nodes).
+    let ts = f.tsdb(tally::TsdbSettings::default()).await;
+    let keys: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
+    let incs: Vec<TsIncrement> = keys
+        .iter()
+        .map(|k| TsIncrement::new("m", k.as_str()).count(3))
+        .collect();
+    assert_eq!(
+        ts.incr_multi_once("t-1", &incs).await.unwrap(),
+        Applied::Written
+    );
+    assert_eq!(
+        ts.incr_multi_once("t-1", &incs).await.unwrap(),
+        Applied::Duplicate
+    );
+    let items = [("a".to_owned(), 2), ("b".to_owned(), 1)];
+    for expect in [Applied::Written, Applied::Duplicate] {
+        let applied = ts
+            .record_frequency_once("t-2", "m", "k0", &items, None)
+            .await
+            .unwrap();
+        assert_eq!(applied, expect);
+    }
+    let top = ts
+        .get_top("m", "k0", now - 60.0, now, 5, None)
+        .await
+        .unwrap();
+    let top: Vec<(String, i64)> = top.items.into_iter().map(|i| (i.item, i.count)).collect();
+    assert_eq!(top, [("a".to_owned(), 2), ("b".to_owned(), 1)]);
+    if kind.is_redis() {
+        // The first try wrote one virtual shard's call only (a Lua call per
+        // (model, virtual shard)): the repeat writes the others, each once.
+        let more = |k: &String| TsIncrement::new("m", k.as_str()).count(10);
+        let all: Vec<TsIncrement> = keys.iter().map(more).collect();
+        let shard = vshard_of("k0");
+        let part: Vec<TsIncrement> = keys
+            .iter()
+            .filter(|k| vshard_of(k) == shard)
+            .map(more)
+            .collect();
+        assert!(part.len() < all.len());
+        assert_eq!(
+            ts.incr_multi_once("t-3", &part).await.unwrap(),
+            Applied::Written
+        );
+        assert_eq!(
+            ts.incr_multi_once("t-3", &all).await.unwrap(),
+            Applied::Written
+        );
+        assert_eq!(
+            ts.incr_multi_once("t-3", &all).await.unwrap(),
+            Applied::Duplicate
+        );
+    }
+    let want = if kind.is_redis() { 13 } else { 3 };
+    let sums = ts
+        .get_sums("m", &keys, now - 60.0, now, None)
+        .await
+        .unwrap();
+    for t in &sums.totals {
+        assert_eq!(t.total, want, "{t:?}");
+    }
+
+    // Daily statistics: the repeat answers the counts as they are.
+    let daily = f.daily(tally::DailySettings::default()).await;
+    let views: Vec<View> = (0..12)
+        .map(|i| View {
+            entity: format!("ad-{i}"),
+            count: 2,
+            at: None,
+        })
+        .collect();
+    let (applied, first) = daily.incr_many_once("d-1", &views).await.unwrap();
+    assert_eq!(applied, Applied::Written);
+    assert!(
+        first.iter().all(|c| (c.day_count, c.total) == (2, 2)),
+        "{first:?}"
+    );
+    let (applied, again) = daily.incr_many_once("d-1", &views).await.unwrap();
+    assert_eq!((applied, &again), (Applied::Duplicate, &first));
+    if kind.is_redis() {
+        // Each entity's call carries the mark: a cut-short batch completes.
+        let (applied, _) = daily.incr_many_once("d-2", &views[..5]).await.unwrap();
+        assert_eq!(applied, Applied::Written);
+        let (applied, counted) = daily.incr_many_once("d-2", &views).await.unwrap();
+        assert_eq!(applied, Applied::Written);
+        assert!(counted.iter().all(|c| c.total == 4), "{counted:?}");
+    }
+    assert!(
+        daily
+            .incr_many_once("bad key", &views)
+            .await
+            .unwrap_err()
+            .is_bad_input()
+    );
+    let want = if kind.is_redis() { 4 } else { 2 };
+    for i in 0..12 {
+        assert_eq!(daily.total(&format!("ad-{i}")).await.unwrap(), want);
+    }
 }

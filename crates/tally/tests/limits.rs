@@ -79,6 +79,7 @@ every_backend!(
     decisions_match_the_pure_algorithms,
     fifty_concurrent_clients_never_exceed_the_limit,
     bad_input_counts_nothing,
+    keyed_check_counts_its_cost_once,
 );
 
 const W: u64 = 60_000;
@@ -327,4 +328,52 @@ async fn redis_down_fails_open_or_closed_as_configured() {
     );
     let json = serde_json::to_value(d).unwrap();
     assert_eq!(json["degraded"], true);
+}
+
+/// Issue 11: a keyed check sent again (a retry after a server died before
+/// recording its answer), from another process too, counts nothing and is
+/// admitted with the current state's remaining; a denied keyed check keeps
+/// no mark, so its repeat is checked afresh.
+async fn keyed_check_counts_its_cost_once(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let other = f.other().await;
+    for (i, algorithm) in [Algorithm::Fixed, Algorithm::Sliding, Algorithm::Gcra]
+        .into_iter()
+        .enumerate()
+    {
+        f.at_ms(MINUTE + i as u64 * 10 * W);
+        let limit = Limit::new(algorithm, 5, W);
+        let key = format!("api-{i}");
+        let (r1, r2) = (format!("r1-{i}"), format!("r2-{i}"));
+        let first = f.limiter.check_keyed(&r1, &key, &limit, 2).await.unwrap();
+        assert_eq!((first.allowed, first.remaining), (true, 3), "{algorithm:?}");
+        let again = other.check_keyed(&r1, &key, &limit, 2).await.unwrap();
+        assert_eq!(again, first, "{algorithm:?}: the repeat counted");
+        // Only the first counted: 3 more fit, then nothing.
+        let d = f.check(&key, &limit, 2).await;
+        assert_eq!((d.allowed, d.remaining), (true, 1), "{algorithm:?}");
+        // The repeat answers admitted from the current state.
+        let again = f.limiter.check_keyed(&r1, &key, &limit, 2).await.unwrap();
+        assert_eq!(
+            (again.allowed, again.remaining, again.retry_after_ms),
+            (true, 1, Some(0))
+        );
+        // Denied: no mark, so once there is room its repeat counts.
+        let denied = f.limiter.check_keyed(&r2, &key, &limit, 2).await.unwrap();
+        assert!(!denied.allowed, "{algorithm:?}");
+        f.at_ms(MINUTE + i as u64 * 10 * W + 3 * W);
+        let later = f.limiter.check_keyed(&r2, &key, &limit, 2).await.unwrap();
+        assert_eq!((later.allowed, later.remaining), (true, 3), "{algorithm:?}");
+        let again = other.check_keyed(&r2, &key, &limit, 2).await.unwrap();
+        assert_eq!(again, later, "{algorithm:?}");
+        assert_eq!(f.admitted(&key, &limit, 5).await, 3, "{algorithm:?}");
+    }
+    let limit = Limit::new(Algorithm::Fixed, 5, W);
+    assert!(
+        f.limiter
+            .check_keyed("bad key", "api", &limit, 1)
+            .await
+            .unwrap_err()
+            .is_bad_input()
+    );
 }

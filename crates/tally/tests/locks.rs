@@ -63,6 +63,7 @@ every_backend!(
     dropped_guard_releases,
     blocking_acquire_gives_up_at_the_deadline,
     bad_input_is_refused,
+    keyed_acquire_release_and_extend_repeat_safely,
 );
 
 const TTL: Duration = Duration::from_secs(10);
@@ -231,4 +232,65 @@ async fn bad_input_is_refused(kind: Kind) {
             .fence(),
         1
     );
+}
+
+/// Issue 11: a keyed acquisition sent again (a retry after a server died
+/// before recording its answer), from another process too, finds the lock
+/// held by its own token: acquired, same token and fence, the lease not
+/// renewed; a repeated extend or release changes nothing more.
+async fn keyed_acquire_release_and_extend_repeat_safely(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let other = f.other().await;
+    let first = match f
+        .locks
+        .acquire_keyed("req-1", "job", TTL, Duration::ZERO)
+        .await
+        .unwrap()
+    {
+        Acquisition::Acquired(lease) => lease,
+        held => panic!("a free lock was held: {held:?}"),
+    };
+    assert_eq!(first.token, tally::locks::keyed_token("req-1", "job"));
+    assert_eq!((first.fence, first.ttl_ms), (1, 10_000));
+    f.pass(Duration::from_millis(200)).await;
+    let again = match other
+        .acquire_keyed("req-1", "job", TTL, Duration::ZERO)
+        .await
+        .unwrap()
+    {
+        Acquisition::Acquired(lease) => lease,
+        held => panic!("the repeat did not find its own lease: {held:?}"),
+    };
+    assert_eq!(
+        (&again.name, &again.token, again.fence),
+        (&first.name, &first.token, 1)
+    );
+    assert!(
+        again.ttl_ms <= 9_800 && again.ttl_ms > 5_000,
+        "not renewed: {again:?}"
+    );
+    // Another key (another request) does not get it.
+    assert!(matches!(
+        other
+            .acquire_keyed("req-2", "job", TTL, Duration::ZERO)
+            .await
+            .unwrap(),
+        Acquisition::Held { .. }
+    ));
+    assert!(
+        f.locks
+            .acquire_keyed("bad key", "job", TTL, Duration::ZERO)
+            .await
+            .unwrap_err()
+            .is_bad_input()
+    );
+    // Extend and release check the token: a repeat changes nothing more.
+    assert!(f.locks.extend("job", &first.token, TTL).await.unwrap());
+    assert!(other.extend("job", &first.token, TTL).await.unwrap());
+    assert!(f.locks.release("job", &first.token).await.unwrap());
+    assert!(!other.release("job", &first.token).await.unwrap());
+    assert!(!f.locks.extend("job", &first.token, TTL).await.unwrap());
+    // Free now: the next acquisition is a new one.
+    let next = f.locks.try_acquire("job", TTL).await.unwrap().unwrap();
+    assert_eq!(next.fence(), 2);
 }

@@ -19,7 +19,8 @@ use tally::limits::{Algorithm, Limit, Limiter};
 use tally::server::statsd::Targets;
 use tally::server::{AppState, Metrics, ServerSettings, Services, app};
 use tally::stats::StatsWriter;
-use tally::{Clock, DailySettings, Locks, StatsSettings, TsdbSettings};
+use tally::tsdb::TsIncrement;
+use tally::{Clock, DailySettings, GaugeOp, Locks, StatsSettings, TsdbSettings};
 use tower::ServiceExt;
 
 const TOKEN: &str = "s3cret-token";
@@ -227,6 +228,7 @@ mod redis_cluster {
         super::locks_over_http(super::Kind::RedisCluster).await;
         super::time_series_and_daily_over_http(super::Kind::RedisCluster).await;
         super::idempotent_writes_over_http(super::Kind::RedisCluster).await;
+        super::keyed_writes_close_the_crash_window(super::Kind::RedisCluster).await;
         super::stats_over_http(super::Kind::RedisCluster).await;
     }
 
@@ -254,6 +256,7 @@ on_backends!(
     openapi_describes_every_route,
     the_document_decides_400_and_rules_decide_422,
     idempotent_writes_over_http,
+    keyed_writes_close_the_crash_window,
     gauges_over_http,
     stats_over_http,
 );
@@ -1891,6 +1894,182 @@ async fn idempotent_writes_over_http(kind: Kind) {
         s.flush().await;
         assert_eq!(total(s.get("/v1/counters/c").await.json(), "86400"), 7);
     }
+}
+
+/// Issue 11 part 2: a server that applied a keyed write and died before
+/// recording its answer leaves no record; the retry runs the request again
+/// and must not apply it twice. Each write is first made through the
+/// library with the key (what the crashed server did), then sent keyed
+/// over HTTP: every total counts it once.
+async fn keyed_writes_close_the_crash_window(kind: Kind) {
+    let mut s = server(kind, ServerSettings::default(), true).await;
+    let (_dir, flusher) = with_buffers(&mut s).await;
+    let sv = s.state.services().clone();
+    let now = s.f.clock.now().whole_secs() as f64;
+
+    // Counters and statistics (exact mode).
+    sv.counters
+        .incr_many_once("c-1", &[tally::Increment::new("crash:c", 5).at(now)])
+        .await
+        .unwrap();
+    let a = keyed(
+        &s,
+        "/v1/counters/crash:c/incr",
+        &json!({ "count": 5, "at": now }).to_string(),
+        "c-1",
+    )
+    .await;
+    assert_eq!(
+        (a.status, a.json()),
+        (StatusCode::OK, json!({ "written": 1 }))
+    );
+    let c = s.get("/v1/counters/crash:c").await.json();
+    let total: i64 = c["precisions"]["86400"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[1].as_i64().unwrap())
+        .sum();
+    assert_eq!(total, 5, "{c}");
+
+    // Gauges: an adjustment applied twice would read 4.
+    let gauges = sv.gauges.as_ref().unwrap();
+    gauges
+        .apply_many_once("g-1", &[GaugeOp::adjust("crash:g", 2.0).at(now)])
+        .await
+        .unwrap();
+    let a = keyed(
+        &s,
+        "/v1/gauges/crash:g",
+        &json!({ "delta": 2, "at": now }).to_string(),
+        "g-1",
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    assert_eq!(s.get("/v1/gauges/crash:g").await.json()["current"], 2.0);
+
+    // Time series: a count and item counts.
+    let ts = sv.tsdb.as_ref().unwrap();
+    let inc = TsIncrement::new("crash", "k").count(3);
+    ts.incr_multi_once("t-1", std::slice::from_ref(&inc))
+        .await
+        .unwrap();
+    let body = json!({ "increments": [{ "model": "crash", "key": "k", "count": 3 }] });
+    let a = keyed(&s, "/v1/ts/incr", &body.to_string(), "t-1").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let sums = s.get("/v1/ts/crash/sums?keys=k").await.json();
+    assert_eq!(sums["totals"][0]["total"], 3, "{sums}");
+    let items = [("x".to_owned(), 2)];
+    ts.record_frequency_once("t-2", "crash", "k", &items, None)
+        .await
+        .unwrap();
+    let body = json!({ "key": "k", "items": [["x", 2]] });
+    let a = keyed(&s, "/v1/ts/crash/frequent", &body.to_string(), "t-2").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let top = s.get("/v1/ts/crash/top?key=k&n=5").await.json();
+    assert_eq!(top["items"][0]["count"], 2, "{top}");
+
+    // Daily statistics: the retry answers the counts as they are.
+    let daily = sv.daily.as_ref().unwrap();
+    let view = tally::View {
+        entity: "crash-e".into(),
+        count: 2,
+        at: None,
+    };
+    daily
+        .incr_many_once("d-1", std::slice::from_ref(&view))
+        .await
+        .unwrap();
+    let a = keyed(
+        &s,
+        "/v1/daily/crash-e/incr",
+        &json!({ "count": 2 }).to_string(),
+        "d-1",
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    assert_eq!(
+        (a.json()["day_count"].clone(), a.json()["total"].clone()),
+        (json!(2), json!(2))
+    );
+    assert_eq!(s.get("/v1/daily/crash-e?days=1").await.json()["total"], 2);
+
+    // Buffers: pending or flushed, the change is buffered once.
+    let (buffers, _) = sv.buffers.as_ref().unwrap();
+    let change = tally::buffers::Update::new("groups")
+        .key("id", 7)
+        .add("times_seen", 4);
+    buffers.incr_once("b-1", &change).await.unwrap();
+    flusher.drain().await.unwrap();
+    let body = json!({ "table": "groups", "key": { "id": "7" }, "add": { "times_seen": 4 } });
+    let a = keyed(&s, "/v1/buffers/incr", &body.to_string(), "b-1").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    flusher.drain().await.unwrap();
+    let row = s.get("/v1/buffers/groups/row?id=7").await.json();
+    assert_eq!(row["counters"]["times_seen"], 4, "{row}");
+
+    // A rate-limit check: counted once, the retry admitted from the state.
+    let (limiter, policies) = sv.limiter.as_ref().unwrap();
+    let d = limiter
+        .check_keyed("l-1", "crash-u", &policies["api"], 1)
+        .await
+        .unwrap();
+    assert_eq!((d.allowed, d.remaining), (true, 1));
+    let a = keyed(
+        &s,
+        "/v1/limits/crash-u/check",
+        &json!({ "policy": "api" }).to_string(),
+        "l-1",
+    )
+    .await;
+    assert_eq!(
+        (a.json()["allowed"].clone(), a.json()["remaining"].clone()),
+        (json!(true), json!(1))
+    );
+    let plain = s
+        .post("/v1/limits/crash-u/check", json!({ "policy": "api" }))
+        .await;
+    assert_eq!(
+        (
+            plain.json()["allowed"].clone(),
+            plain.json()["remaining"].clone()
+        ),
+        (json!(true), json!(0))
+    );
+
+    // A lock: the retry finds its own lease, same token and fence.
+    let locks = sv.locks.as_ref().unwrap();
+    let first = match locks
+        .acquire_keyed("k-1", "crash-l", Duration::from_secs(10), Duration::ZERO)
+        .await
+        .unwrap()
+    {
+        tally::Acquisition::Acquired(lease) => lease,
+        held => panic!("{held:?}"),
+    };
+    let a = keyed(
+        &s,
+        "/v1/locks/crash-l/acquire",
+        &json!({ "ttl_ms": 10000 }).to_string(),
+        "k-1",
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let lease = a.json();
+    assert_eq!(
+        (
+            lease["token"].as_str().unwrap(),
+            lease["fence"].as_u64().unwrap()
+        ),
+        (first.token.as_str(), first.fence)
+    );
+    let other = s
+        .post("/v1/locks/crash-l/acquire", json!({ "ttl_ms": 10000 }))
+        .await;
+    assert_eq!(
+        (other.status, other.json()["status"].clone()),
+        (StatusCode::CONFLICT, json!("held"))
+    );
 }
 
 /// Statistics over HTTP (issue 9 part 3): one value and several, a batch

@@ -18,7 +18,9 @@ use super::sink::{Sink, StoredRow};
 use super::store::{BufferStats, BufferStore};
 use super::table::Tables;
 use crate::clock::{Clock, SharedClock};
+use crate::engine::Applied;
 use crate::error::{Error, Result};
+use crate::idempotency::Mark;
 
 /// The longest accepted key or last-write value, in bytes.
 pub const MAX_VALUE_BYTES: usize = 4096;
@@ -159,7 +161,21 @@ impl Buffers {
     pub async fn incr(&self, update: &Update) -> Result<()> {
         let valid = self.validate(update)?;
         let now = self.inner.clock.now().as_millis();
-        self.inner.store.incr(&valid, now).await
+        self.inner.store.incr(&valid, now, None).await.map(|_| ())
+    }
+
+    /// [`Buffers::incr`] with an idempotency key: the change carries the
+    /// key's mark, so the same key sent again buffers nothing
+    /// ([`Applied::Duplicate`]), whether or not the first change was
+    /// flushed to SQL meanwhile.
+    pub async fn incr_once(&self, key: &str, update: &Update) -> Result<Applied> {
+        let now = self.inner.clock.now();
+        let mark = Mark::of(key, now)?;
+        let valid = self.validate(update)?;
+        self.inner
+            .store
+            .incr(&valid, now.as_millis(), Some(&mark))
+            .await
     }
 
     /// Checks a change against the table's mapping: every key column given

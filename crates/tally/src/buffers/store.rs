@@ -15,7 +15,9 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 use super::row::{BatchId, Claim, RowDelta, RowKey, RowUpdate};
+use crate::engine::Applied;
 use crate::error::Result;
+use crate::idempotency::Mark;
 
 /// The backlog of a buffer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -35,8 +37,10 @@ pub struct BufferStats {
 pub trait BufferStore: Send + Sync + fmt::Debug + 'static {
     /// Merges `update` into the row's pending changes (all or nothing: an
     /// overflowing delta writes nothing) and marks the row pending since
-    /// `now_ms` if it was not.
-    async fn incr(&self, update: &RowUpdate, now_ms: u64) -> Result<()>;
+    /// `now_ms` if it was not. With a `mark` (a keyed write) the mark is
+    /// kept with the change, and a change whose mark is kept already merges
+    /// nothing ([`Applied::Duplicate`]).
+    async fn incr(&self, update: &RowUpdate, now_ms: u64, mark: Option<&Mark>) -> Result<Applied>;
 
     /// Atomically moves up to `max_rows` pending rows (oldest first, skipping
     /// rows in a live claim) into a new claim `batch` whose lease ends at

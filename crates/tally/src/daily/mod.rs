@@ -26,9 +26,10 @@ use serde::{Deserialize, Serialize};
 pub use day::{Day, MAX_OFFSET_MINUTES, civil_from_days};
 pub use store::{DailyStore, DailyWrite, DailyWritten};
 
-use crate::clock::{Clock, SharedClock, SystemClock};
-use crate::engine::plan;
+use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
+use crate::engine::{Applied, plan};
 use crate::error::{Error, Result};
+use crate::idempotency::Mark;
 use crate::name::Name;
 
 /// The default retention: 90 days.
@@ -203,8 +204,33 @@ impl DailyStats {
     /// Counts a batch of views (each entity's part atomic), in one round
     /// trip. Every view is validated before anything is written.
     pub async fn incr_many(&self, views: &[View]) -> Result<Vec<Counted>> {
-        plan::check_batch_len(views.len(), MAX_BATCH, "views")?;
+        Ok(self.write(views, None, self.clock.now()).await?.1)
+    }
+
+    /// [`DailyStats::incr_many`] with an idempotency key: the batch carries
+    /// the key's mark, so the same key sent again adds nothing
+    /// ([`Applied::Duplicate`]) and answers each view's day count and total
+    /// as they are now. On Redis each entity's part carries the mark, so
+    /// each part is counted once (a batch cut short by a crash is completed
+    /// by its repeat); the answer is [`Applied::Written`] when any part was
+    /// counted this time.
+    pub async fn incr_many_once(
+        &self,
+        key: &str,
+        views: &[View],
+    ) -> Result<(Applied, Vec<Counted>)> {
         let now = self.clock.now();
+        let mark = Mark::of(key, now)?;
+        self.write(views, Some(&mark), now).await
+    }
+
+    async fn write(
+        &self,
+        views: &[View],
+        mark: Option<&Mark>,
+        now: Timestamp,
+    ) -> Result<(Applied, Vec<Counted>)> {
+        plan::check_batch_len(views.len(), MAX_BATCH, "views")?;
         let floor = self.floor(Day::of(now, self.settings.utc_offset_minutes));
         let writes = views
             .iter()
@@ -225,8 +251,13 @@ impl DailyStats {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let written = self.store.incr(&writes).await?;
-        Ok(writes
+        let written = self.store.incr(&writes, mark).await?;
+        let applied = if written.iter().any(|r| r.applied == Applied::Written) {
+            Applied::Written
+        } else {
+            Applied::Duplicate
+        };
+        let counted = writes
             .iter()
             .zip(written)
             .map(|(w, r)| Counted {
@@ -234,7 +265,8 @@ impl DailyStats {
                 day_count: r.day_count,
                 total: r.total,
             })
-            .collect())
+            .collect();
+        Ok((applied, counted))
     }
 
     /// The last `n` days ending today, oldest first, missing days as 0.

@@ -12,7 +12,9 @@ use std::fmt;
 use async_trait::async_trait;
 
 use crate::daily::Day;
+use crate::engine::Applied;
 use crate::error::Result;
+use crate::idempotency::Mark;
 use crate::name::Name;
 
 /// Views to add to one entity.
@@ -37,6 +39,9 @@ pub struct DailyWritten {
     pub day_count: i64,
     /// The entity's all-time total after the write.
     pub total: i64,
+    /// [`Applied::Duplicate`] when the write's mark was there already:
+    /// nothing was added, and the counts are the stored ones.
+    pub applied: Applied,
 }
 
 /// Storage for daily statistics. See the module docs for the contract.
@@ -44,8 +49,12 @@ pub struct DailyWritten {
 pub trait DailyStore: Send + Sync + fmt::Debug + 'static {
     /// Applies each write atomically (per entity); `result[i]` is what
     /// `writes[i]` left. Fails with a bad-input error, writing nothing for
-    /// that entity, when its total or day would overflow.
-    async fn incr(&self, writes: &[DailyWrite]) -> Result<Vec<DailyWritten>>;
+    /// that entity, when its total or day would overflow. With a `mark`
+    /// (a keyed write), the mark is kept with the write and a write whose
+    /// mark is kept already adds nothing: per entity on Redis (each
+    /// entity's call has its own mark), for the whole batch on SQLite (one
+    /// transaction).
+    async fn incr(&self, writes: &[DailyWrite], mark: Option<&Mark>) -> Result<Vec<DailyWritten>>;
 
     /// The stored counts of `days` (0 when absent), in the order asked.
     async fn days(&self, entity: &Name, days: &[Day]) -> Result<Vec<i64>>;

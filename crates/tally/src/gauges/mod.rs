@@ -34,7 +34,9 @@ use crate::engine::kinds::GaugeValue;
 use crate::engine::kinds::gauge::GaugeReading;
 use crate::engine::plan::{prepare, time};
 use crate::engine::resolution::Resolution;
-use crate::engine::{BatchSink, Kind, Retention, SliceSel, SliceStore, Space, Value, Writer};
+use crate::engine::{
+    Applied, BatchSink, Kind, Retention, SliceSel, SliceStore, Space, Value, Writer,
+};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -247,6 +249,18 @@ impl Gauges {
     pub async fn apply_many(&self, ops: &[GaugeOp]) -> Result<()> {
         let batch = self.prepare(ops)?;
         self.inner.store.apply(&batch).await.map(|_| ())
+    }
+
+    /// [`Gauges::apply_many`] with an idempotency key: the batch is written
+    /// with the key's write id, so the same key sent again is applied once
+    /// ([`Applied::Duplicate`], nothing written), as
+    /// [`crate::Counters::incr_many_once`]. On a Redis Cluster each node's
+    /// part carries the id, so each part is applied once.
+    pub async fn apply_many_once(&self, key: &str, ops: &[GaugeOp]) -> Result<Applied> {
+        crate::idempotency::check_key(key)?;
+        let mut batch = self.prepare(ops)?;
+        batch.seq = Some(crate::idempotency::write_seq(key));
+        self.inner.store.apply(&batch).await
     }
 
     /// Validates and composes operations into the engine's batch without

@@ -22,17 +22,20 @@
 //! in the store, so the guarantee holds across restarts and across every
 //! process sharing the store.
 //!
-//! The crash window, and how counters close it. A process that dies after
-//! applying a write but before recording its answer leaves a claim whose
-//! lease ends; a retry then takes the claim over and runs the request
-//! again. For counters that is harmless: a keyed write carries the write
-//! id [`write_seq`] derives from its key, and the counters' store applies a
-//! write id at most once (atomically with the increments), remembering it
-//! for a week ([`MAX_RETENTION`], which is why the retention may not be
-//! longer). For other writes (time series, daily statistics, buffers,
-//! limits, locks) the second run applies again: the window is the time
-//! between the store's write and the answer's record, a round trip.
-//!
+//! The crash window, and how the writes close it. A process that dies
+//! after applying a write but before recording its answer leaves a claim
+//! whose lease ends; a retry then takes the claim over and runs the request
+//! again. That is harmless because a keyed write carries its key into the
+//! store: counters, statistics and gauges write with the engine write id
+//! [`write_seq`] derives from the key, and the engine's stores apply a
+//! write id at most once (atomically with the deltas); time series, daily
+//! statistics, buffers and rate-limit checks carry the key's [`Mark`],
+//! kept atomically with the write (a Redis key in each Lua call's slot, a
+//! SQLite row in the transaction), and a write whose mark is there writes
+//! nothing; a lock acquired with a key takes a token derived from it, so
+//! the retry finds its own lease. Write ids and marks are remembered for a
+//! week ([`MAX_RETENTION`], which is why the retention may not be longer).
+
 //! Each step is sent again while the store is unreachable (for a third of
 //! the lease; a claim made with its answer, for the whole lease): a claim whose reply was lost finds its own token and holds
 //! the key, and completing or releasing twice is harmless. A step still
@@ -112,6 +115,37 @@ pub fn write_seq(key: &str) -> WriteSeq {
         writer: u64::from_be_bytes(writer),
         lane: KEYED_LANE,
         seq: 1,
+    }
+}
+
+/// The mark a keyed write hands its store with the write, for the stores
+/// outside the slice engine (time series, daily statistics, buffers): the
+/// store keeps it atomically with the write (a Redis key in the same hash
+/// slot as the write's own keys, one per Lua call; a SQLite row in the
+/// same transaction) for [`MAX_RETENTION`], and applies a write whose mark
+/// it holds already as a no-op that reports [`crate::engine::Applied::Duplicate`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mark {
+    /// The writer id of the key ([`write_seq`]).
+    pub writer: u64,
+    /// When the write was made, Unix seconds (SQLite drops marks older than
+    /// [`MAX_RETENTION`] by it; Redis expires them).
+    pub at: u64,
+}
+
+impl Mark {
+    /// The mark of `key` (checked: [`check_key`]) for a write made at `now`.
+    pub fn of(key: &str, now: crate::clock::Timestamp) -> Result<Mark> {
+        check_key(key)?;
+        Ok(Mark {
+            writer: write_seq(key).writer,
+            at: now.whole_secs(),
+        })
+    }
+
+    /// The writer id in hex, the name of the mark in a store.
+    pub fn id(&self) -> String {
+        format!("{:016x}", self.writer)
     }
 }
 

@@ -11,6 +11,13 @@
 //! or fail closed (deny), marked `degraded` and counted in [`LimiterMetrics`].
 //! Bad input (a bad key, limit or cost) is always an error and counts nothing.
 //!
+//! [`Limiter::check_keyed`] takes an idempotency key: an admitted check
+//! keeps the key's mark with its count (the store's same atomic step, the
+//! mark kept for [`crate::idempotency::MAX_RETENTION`]), so a repeat counts
+//! nothing and answers admitted with the current `remaining` and reset
+//! ([`repeated`]); a denied check keeps no mark and its repeat is checked
+//! again.
+//!
 //! Bounds keep every intermediate value below 2^53, so the Redis Lua
 //! versions (Lua numbers are doubles) compute exactly what Rust does.
 
@@ -30,6 +37,7 @@ pub use store::LimiterStore;
 
 use crate::clock::{Clock, SharedClock};
 use crate::error::{Error, Result};
+use crate::idempotency::Mark;
 use crate::name::Name;
 
 /// The largest accepted limit (and burst).
@@ -293,6 +301,33 @@ impl Limiter {
     /// Checks `cost` (≥ 1) units for `key` under `limit`, counting them if
     /// admitted. A backend failure answers per `limit.on_error`.
     pub async fn check(&self, key: &str, limit: &Limit, cost: u64) -> Result<Decision> {
+        self.check_marked(key, limit, cost, None).await
+    }
+
+    /// [`Limiter::check`] with an idempotency key `idem`: an admitted check
+    /// keeps the key's mark with its count, so the same check sent again (a
+    /// retry after a server died before recording its answer) counts
+    /// nothing and is answered admitted, with `remaining` and `reset_at_ms`
+    /// of the limit's current state (what a check of cost 0 would see). A
+    /// denied check keeps no mark: its repeat is checked afresh.
+    pub async fn check_keyed(
+        &self,
+        idem: &str,
+        key: &str,
+        limit: &Limit,
+        cost: u64,
+    ) -> Result<Decision> {
+        let mark = Mark::of(idem, self.clock.now())?;
+        self.check_marked(key, limit, cost, Some(&mark)).await
+    }
+
+    async fn check_marked(
+        &self,
+        key: &str,
+        limit: &Limit,
+        cost: u64,
+        mark: Option<&Mark>,
+    ) -> Result<Decision> {
         let key = Name::new(key)?;
         limit.validate()?;
         if cost == 0 || cost > MAX_COST {
@@ -307,7 +342,7 @@ impl Limiter {
             )));
         }
         let m = &self.metrics;
-        match self.store.check(&key, limit, cost, now).await {
+        match self.store.check(&key, limit, cost, now, mark).await {
             Ok(d) => {
                 let counter = if d.allowed { &m.allowed } else { &m.denied };
                 counter.fetch_add(1, Ordering::Relaxed);
@@ -376,6 +411,14 @@ pub fn decide(limit: &Limit, state: State, now_ms: u64, cost: u64) -> (Decision,
         }
         (_, state) => panic!("state {state:?} does not fit {:?}", limit.algorithm),
     }
+}
+
+/// The answer to a keyed check whose cost was counted already: admitted,
+/// counting nothing, with the remaining units and reset of the current
+/// `state` (the algorithm's view of a check of cost 0).
+pub fn repeated(limit: &Limit, state: State, now_ms: u64) -> Decision {
+    let (d, _) = decide(limit, state, now_ms, 0);
+    Decision::allowed(d.limit, d.remaining, d.reset_at_ms)
 }
 
 /// A limiter's stored state, as the algorithms see it.

@@ -15,13 +15,25 @@ use async_trait::async_trait;
 
 use super::{Decision, Limit};
 use crate::error::Result;
+use crate::idempotency::Mark;
 use crate::name::Name;
 
 /// Storage of rate-limit state.
 #[async_trait]
 pub trait LimiterStore: Send + Sync + fmt::Debug + 'static {
     /// Checks `cost` units for `key` under `limit` at `now_ms`, atomically.
-    async fn check(&self, key: &Name, limit: &Limit, cost: u64, now_ms: u64) -> Result<Decision>;
+    /// With a `mark` (a keyed check), an admitted check keeps the mark with
+    /// its count; a check whose mark is kept already counts nothing and is
+    /// answered admitted, its `remaining`, `reset_at_ms` those of the
+    /// current state ([`super::repeated`]).
+    async fn check(
+        &self,
+        key: &Name,
+        limit: &Limit,
+        cost: u64,
+        now_ms: u64,
+        mark: Option<&Mark>,
+    ) -> Result<Decision>;
 }
 
 /// The state key suffix of a limit: algorithm and parameters, so the same

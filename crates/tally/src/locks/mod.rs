@@ -10,6 +10,11 @@
 //! [`LockGuard`] releases when dropped. Every acquisition gets a fencing
 //! number strictly greater than the previous one of the same lock, for the
 //! protected resource to reject writes from a holder whose lease ran out.
+//! [`Locks::acquire_keyed`] takes a lock for an idempotency key: its token
+//! is derived from the key ([`keyed_token`]), so a repeat finds the lock
+//! held by its own token and answers acquired, same token and fence, the
+//! lease not renewed. Release and extend check the token, so a repeat
+//! changes nothing more (a repeated release answers `false`: not held).
 //!
 //! A lock is only as safe as its lease: work that may outlive the TTL must
 //! extend it, or check the fence at the resource. Not done here: waiting
@@ -105,21 +110,34 @@ impl Locks {
 
     /// One attempt to take `name` for `ttl`: a lease, or how long it stays held.
     pub async fn acquire_once(&self, name: &str, ttl: Duration) -> Result<Acquisition> {
+        self.attempt(name, ttl, &random_token()).await
+    }
+
+    /// One attempt with `token`: a lease (also when `token` holds the lock
+    /// already: then its fence and the time left), or how long it stays
+    /// held.
+    async fn attempt(&self, name: &str, ttl: Duration, token: &str) -> Result<Acquisition> {
         let name = Name::new(name)?;
         let ttl_ms = check_ttl(ttl)?;
-        let token = format!("{:032x}", crate::random::u128());
+        let lease = |fence, ttl_ms| {
+            Acquisition::Acquired(Lease {
+                name: name.to_string(),
+                token: token.to_owned(),
+                fence,
+                ttl_ms,
+            })
+        };
         Ok(
             match self
                 .store
-                .acquire(&name, &token, ttl_ms, self.now_ms())
+                .acquire(&name, token, ttl_ms, self.now_ms())
                 .await?
             {
-                AcquireOutcome::Acquired { fence } => Acquisition::Acquired(Lease {
-                    name: name.into_string(),
-                    token,
+                AcquireOutcome::Acquired { fence } => lease(fence, ttl_ms),
+                AcquireOutcome::Ours {
                     fence,
-                    ttl_ms,
-                }),
+                    expires_in_ms,
+                } => lease(fence, expires_in_ms),
                 AcquireOutcome::Held { expires_in_ms } => Acquisition::Held {
                     retry_after_ms: expires_in_ms,
                 },
@@ -159,6 +177,36 @@ impl Locks {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Acquisition> {
+        self.wait_for(name, ttl, wait, &random_token()).await
+    }
+
+    /// [`Locks::acquire_waiting`] with an idempotency key: the lease's token
+    /// is derived from the key and the lock's name ([`keyed_token`]), so
+    /// the same acquisition sent again (a retry after a server died before
+    /// recording its answer) finds the lock held by its own token and
+    /// answers acquired, with the same token and fence and the time left on
+    /// the lease (not renewed), instead of waiting for itself or taking
+    /// the lock twice. When that lease has ended meanwhile, the repeat is a
+    /// new acquisition (a new fence), or held if someone else took it.
+    pub async fn acquire_keyed(
+        &self,
+        key: &str,
+        name: &str,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Acquisition> {
+        crate::idempotency::check_key(key)?;
+        self.wait_for(name, ttl, wait, &keyed_token(key, name))
+            .await
+    }
+
+    async fn wait_for(
+        &self,
+        name: &str,
+        ttl: Duration,
+        wait: Duration,
+        token: &str,
+    ) -> Result<Acquisition> {
         if wait > MAX_WAIT {
             return Err(Error::InvalidInput(format!(
                 "a lock wait is at most {} s, got {} s",
@@ -169,7 +217,7 @@ impl Locks {
         let deadline = tokio::time::Instant::now() + wait;
         let mut step = MIN_BACKOFF;
         loop {
-            match self.acquire_once(name, ttl).await? {
+            match self.attempt(name, ttl, token).await? {
                 acquired @ Acquisition::Acquired(_) => return Ok(acquired),
                 held @ Acquisition::Held { retry_after_ms } => {
                     let now = tokio::time::Instant::now();
@@ -209,6 +257,21 @@ impl Locks {
             released: false,
         }
     }
+}
+
+/// A fresh random lease token.
+fn random_token() -> String {
+    format!("{:032x}", crate::random::u128())
+}
+
+/// The lease token of a keyed acquisition of lock `name`: 32 hex digits
+/// hashed from the idempotency key and the name, the same for every copy
+/// of the request.
+pub fn keyed_token(key: &str, name: &str) -> String {
+    let mut token =
+        crate::idempotency::fingerprint(&[b"tally lock token", key.as_bytes(), name.as_bytes()]);
+    token.truncate(32);
+    token
 }
 
 fn check_ttl(ttl: Duration) -> Result<u64> {

@@ -21,6 +21,14 @@ pub enum AcquireOutcome {
         /// Strictly greater than every earlier acquisition's.
         fence: u64,
     },
+    /// The token holds it already (a keyed acquisition sent again): nothing
+    /// changed, the fence is the holder's and the lease runs as it ran.
+    Ours {
+        /// The holder's fencing number.
+        fence: u64,
+        /// Time left on the lease, ms.
+        expires_in_ms: u64,
+    },
     /// Someone else holds it, for about this many more ms.
     Held {
         /// Time left on the holder's lease, ms.

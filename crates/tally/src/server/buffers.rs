@@ -13,13 +13,14 @@
 
 use std::collections::BTreeMap;
 
-use axum::Router;
 use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 
 use super::check;
 use super::error::{JsonBody, PathParam, QueryParams};
+use super::idempotency::KeyedWrite;
 use super::{ApiError, AppState};
 use crate::buffers::{Buffers, Flusher, Update};
 
@@ -57,6 +58,7 @@ fn buffers(state: &AppState) -> Result<(&Buffers, Option<&Flusher>), ApiError> {
 
 async fn incr(
     State(state): State<AppState>,
+    keyed: Option<Extension<KeyedWrite>>,
     JsonBody(body): JsonBody<UpdateBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let (buffers, _) = buffers(&state)?;
@@ -70,7 +72,12 @@ async fn incr(
         add: body.add.into_iter().map(|(c, d)| (c, d.0)).collect(),
         set: body.set,
     };
-    buffers.incr(&update).await.map_err(state.refused())?;
+    match keyed {
+        // Buffered once, even when a server died before recording the answer.
+        Some(Extension(KeyedWrite(key))) => buffers.incr_once(&key, &update).await.map(|_| ()),
+        None => buffers.incr(&update).await,
+    }
+    .map_err(state.refused())?;
     Ok(axum::Json(serde_json::json!({ "buffered": true })))
 }
 

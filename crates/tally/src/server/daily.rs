@@ -6,18 +6,19 @@
 //!   missing days as 0), today and the all-time total;
 //! - `GET /v1/daily/{entity}/days/{YYYY-MM-DD}`: one day.
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use serde::Deserialize;
 
 use super::check::{self, optional_integer, query_integer};
 use super::counters::optional_json;
 use super::error::{JsonBody, PathParam, QueryParams, RawBody};
+use super::idempotency::KeyedWrite;
 use super::{ApiError, AppState};
-use crate::daily::{DailyStats, Day, MAX_BATCH, MAX_RETENTION_DAYS, View};
+use crate::daily::{Counted, DailyStats, Day, MAX_BATCH, MAX_RETENTION_DAYS, View};
 
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
@@ -74,6 +75,7 @@ fn check_view(prefix: &str, view: &View) -> Result<(), ApiError> {
 async fn incr_one(
     State(state): State<AppState>,
     PathParam(entity): PathParam<String>,
+    keyed: Option<Extension<KeyedWrite>>,
     headers: HeaderMap,
     RawBody(body): RawBody,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -85,11 +87,8 @@ async fn incr_one(
         at: body.at,
     };
     check_view("", &view)?;
-    let counted = daily
-        .incr_by(&view.entity, view.count, view.at)
-        .await
-        .map_err(state.refused())?;
-    Ok(axum::Json(counted))
+    let mut counted = count(&state, daily, keyed, std::slice::from_ref(&view)).await?;
+    Ok(axum::Json(counted.pop().expect("one answer per view")))
 }
 
 #[derive(Debug, Deserialize)]
@@ -100,13 +99,29 @@ struct BatchBody {
 
 async fn incr_many(
     State(state): State<AppState>,
+    keyed: Option<Extension<KeyedWrite>>,
     JsonBody(body): JsonBody<BatchBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let daily = daily(&state)?;
     let max = super::openapi::max_batch(state.settings(), MAX_BATCH);
     let views: Vec<View> = check::batch("views", body.views, max, check_view)?;
-    let counted = daily.incr_many(&views).await.map_err(state.refused())?;
+    let counted = count(&state, daily, keyed, &views).await?;
     Ok(axum::Json(serde_json::json!({ "counted": counted })))
+}
+
+/// Counts `views`; with a key, at most once (a repeat after a crash
+/// answers the counts as they are).
+async fn count(
+    state: &AppState,
+    daily: &DailyStats,
+    keyed: Option<Extension<KeyedWrite>>,
+    views: &[View],
+) -> Result<Vec<Counted>, ApiError> {
+    match keyed {
+        Some(Extension(KeyedWrite(key))) => daily.incr_many_once(&key, views).await.map(|r| r.1),
+        None => daily.incr_many(views).await,
+    }
+    .map_err(state.refused())
 }
 
 #[derive(Debug, Deserialize)]

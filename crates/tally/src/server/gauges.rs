@@ -8,6 +8,7 @@
 //! - `GET /v1/gauges?prefix=&cursor=&limit=`: names, in order;
 //! - `DELETE /v1/gauges/{name}`.
 
+use axum::Extension;
 use axum::Router;
 use axum::extract::State;
 use axum::response::IntoResponse;
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::check::{self, not_null, query_integer};
 use super::error::{JsonBody, PathParam, QueryParams};
+use super::idempotency::KeyedWrite;
 use super::{ApiError, AppState};
 use crate::gauges::{GaugeOp, Gauges};
 
@@ -46,6 +48,7 @@ struct WriteBody {
 async fn write(
     State(state): State<AppState>,
     PathParam(name): PathParam<String>,
+    keyed: Option<Extension<KeyedWrite>>,
     JsonBody(body): JsonBody<WriteBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let gauges = gauges(&state)?;
@@ -66,10 +69,13 @@ async fn write(
         Some(at) => op.at(at),
         None => op,
     };
-    gauges
-        .apply_many(std::slice::from_ref(&op))
-        .await
-        .map_err(state.refused())?;
+    let ops = std::slice::from_ref(&op);
+    match keyed {
+        // Applied once, even when a server died before recording the answer.
+        Some(Extension(KeyedWrite(key))) => gauges.apply_many_once(&key, ops).await.map(|_| ()),
+        None => gauges.apply_many(ops).await,
+    }
+    .map_err(state.refused())?;
     Ok(axum::Json(serde_json::json!({ "written": 1 })))
 }
 

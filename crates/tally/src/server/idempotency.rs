@@ -18,17 +18,51 @@
 //! timeout does not stop it halfway, and records the answer, or gives the
 //! claim up when the answer is a server fault (5xx: the backend was
 //! unreachable, the server overloaded) so that a retry runs it again.
-//! Counters close the crash window: an exact increment carries the write id
-//! of its key (`KeyedWrite`, [`crate::Counters::incr_many_once`]). An
-//! increment to the aggregating writer is claimed with its answer `202`
-//! already recorded, by the handler (`AggregatedKey`,
+//! The crash window (a server that dies between a write and the record of
+//! its answer leaves a claim; once its lease, three request timeouts, ends,
+//! a retry runs the request again) is closed for every write: the handler
+//! of a keyed request gets `KeyedWrite` and makes its write with the key,
+//! so the store applies it once.
+//!
+//! - Counters, statistics, gauges: the batch carries the key's engine write
+//!   id ([`crate::Counters::incr_many_once`],
+//!   [`crate::Stats::record_many_once`], [`crate::Gauges::apply_many_once`]).
+//! - Time series, daily statistics, buffers: the write carries the key's
+//!   mark ([`crate::idempotency::Mark`]) into its own Lua call or SQLite
+//!   transaction ([`crate::Tsdb::incr_multi_once`],
+//!   [`crate::Tsdb::record_frequency_once`],
+//!   [`crate::DailyStats::incr_many_once`], [`crate::Buffers::incr_once`]):
+//!   one mark per Lua call, so on Redis each part of a batch (each virtual
+//!   shard, each entity) is applied once. The retry answers as the first
+//!   did, except daily statistics, whose answer holds the counts as they
+//!   are at the retry.
+//! - Rate-limit checks: an admitted check keeps the mark with its count
+//!   ([`crate::Limiter::check_keyed`]); the retry counts nothing and answers
+//!   admitted, with `remaining` and the reset of the state at the retry. A
+//!   denied check keeps no mark (it changed nothing): its retry is checked
+//!   afresh.
+//! - Locks: an acquire's token is derived from the key
+//!   ([`crate::Locks::acquire_keyed`]); the retry finds the lock held by its
+//!   own token and answers acquired, same token and fence, `ttl_ms` the
+//!   time left (the lease is not renewed). Extend and release check the
+//!   token: a retried extend extends again (200), a retried release finds
+//!   the lock free and answers 409 `{"released": false}`.
+//! - Merging and deleting time series, distinct values (a HyperLogLog
+//!   records a value once) and deleting counters, gauges or statistics
+//!   change nothing more when run again (a repeated delete answers 404).
+//!
+//! An increment to the aggregating writer is claimed with its answer
+//! `202` already recorded, by the handler (`AggregatedKey`,
 //! [`crate::Aggregator::add_many_claimed`]): one extra round trip.
 //!
-//! What it does not close: for the other writes (time series, daily
-//! statistics, buffers, rate-limit checks, locks), a server that dies
-//! between a write and the record of its answer leaves a claim whose lease
-//! (three request timeouts) must end before a retry runs the request
-//! again, applying it a second time.
+//! What it does not close: marks are kept for
+//! [`crate::idempotency::MAX_RETENTION`] (7 days); a write repeated after
+//! both its record and its mark are gone is applied again. A lock whose
+//! keyed lease ended before the retry is taken anew (a new fence) if free.
+//! Observations handed to the statistics' aggregating writer (the
+//! `aggregated` write mode) carry no key: if that writer flushes them and
+//! the process dies before the answer's record (one round trip after the
+//! handler returns), a retry hands them over again.
 
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, MatchedPath, OriginalUri, Request, State};
@@ -49,8 +83,9 @@ pub const REPLAYED: &str = "idempotent-replayed";
 /// itself, with its answer.
 const AGGREGATED_ROUTES: [&str; 2] = ["/v1/incr", "/v1/counters/{name}/incr"];
 
-/// The key of an exact counter write: the handler writes with
-/// [`crate::Counters::incr_many_once`].
+/// The key of a request the layer claimed: the handler makes its write
+/// with the key (`..._once`, `check_keyed`, `acquire_keyed`), so the store
+/// applies it once even when a retry runs it again.
 #[derive(Clone, Debug)]
 pub(crate) struct KeyedWrite(pub String);
 

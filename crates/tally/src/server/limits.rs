@@ -12,16 +12,22 @@
 //! three of `algorithm`, `limit` and `window`, and takes `burst` only for
 //! GCRA (each a 400 otherwise, as the document's `oneOf` says). What the
 //! limiter still refuses afterwards (a GCRA span too long) is 422.
+//!
+//! With an `Idempotency-Key`, an admitted check counts its cost once: the
+//! same check run again after a server died before recording its answer
+//! counts nothing and answers admitted, with `remaining` and the reset of
+//! the limit's current state ([`crate::Limiter::check_keyed`]).
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use axum::{Extension, Router};
 use serde::Deserialize;
 
 use super::check::{self, not_null, optional_integer};
 use super::error::{JsonBody, PathParam};
+use super::idempotency::KeyedWrite;
 use super::{ApiError, AppState};
 use crate::limits::{Algorithm, FailMode, Limit, Limiter, MAX_COST, MAX_LIMIT, MAX_WINDOW_MS};
 
@@ -137,16 +143,18 @@ impl CheckBody {
 async fn check(
     State(state): State<AppState>,
     PathParam(key): PathParam<String>,
+    keyed: Option<Extension<KeyedWrite>>,
     JsonBody(body): JsonBody<CheckBody>,
 ) -> Result<Response, ApiError> {
     let (limiter, limit) = body.limit(&state)?;
     check::name("key", &key)?;
     let cost = body.cost.unwrap_or(1);
     check::within("cost", "invalid_count", cost, 1, MAX_COST)?;
-    let decision = limiter
-        .check(&key, &limit, cost)
-        .await
-        .map_err(state.refused())?;
+    let decision = match keyed {
+        Some(Extension(KeyedWrite(idem))) => limiter.check_keyed(&idem, &key, &limit, cost).await,
+        None => limiter.check(&key, &limit, cost).await,
+    }
+    .map_err(state.refused())?;
     let now_ms = limiter.clock().now().as_millis();
     let mut response = axum::Json(&decision).into_response();
     crate::limits::middleware::add_headers(response.headers_mut(), &decision, now_ms);

@@ -8,18 +8,28 @@
 //!   that a long wait is answered 409, never cut off as a 503);
 //! - `extend` `{"token", "ttl_ms"}` and `release` `{"token"}`: 200 when the
 //!   token holds the lock, 409 when it does not (nothing changes then).
+//!
+//! With an `Idempotency-Key`, `acquire`'s token is derived from the key and
+//! the lock's name ([`crate::locks::keyed_token`]): a copy run again after a
+//! server died before recording its answer finds the lock held by its own
+//! token and answers 200 with the same token and fence (its `ttl_ms` the
+//! time left: the lease is not renewed). `extend` and `release` check the
+//! token, so a copy run again changes nothing more: an `extend` extends to
+//! the same end again (200), a `release` finds the lock free and answers
+//! 409 `{"released": false}`.
 
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use axum::{Extension, Router};
 use serde::Deserialize;
 
 use super::check::{self, integer, optional_integer};
 use super::error::{JsonBody, PathParam};
+use super::idempotency::KeyedWrite;
 use super::{ApiError, AppState};
 use crate::locks::{Acquisition, Locks, MAX_TTL, MAX_WAIT, MIN_TTL};
 
@@ -57,6 +67,7 @@ fn check_lock(name: &str, ttl_ms: u64) -> Result<(), ApiError> {
 async fn acquire(
     State(state): State<AppState>,
     PathParam(name): PathParam<String>,
+    keyed: Option<Extension<KeyedWrite>>,
     JsonBody(body): JsonBody<AcquireBody>,
 ) -> Result<Response, ApiError> {
     let locks = locks(&state)?;
@@ -70,10 +81,12 @@ async fn acquire(
         MAX_WAIT.as_millis() as u64,
     )?;
     let wait = Duration::from_millis(wait_ms).min(state.settings().request_timeout * 3 / 4);
-    let answer = locks
-        .acquire_waiting(&name, Duration::from_millis(body.ttl_ms), wait)
-        .await
-        .map_err(state.refused())?;
+    let ttl = Duration::from_millis(body.ttl_ms);
+    let answer = match keyed {
+        Some(Extension(KeyedWrite(key))) => locks.acquire_keyed(&key, &name, ttl, wait).await,
+        None => locks.acquire_waiting(&name, ttl, wait).await,
+    }
+    .map_err(state.refused())?;
     let status = match answer {
         Acquisition::Acquired(_) => StatusCode::OK,
         Acquisition::Held { .. } => StatusCode::CONFLICT,

@@ -16,14 +16,15 @@
 //! refuses after that (a time too far ahead, a range ending before it
 //! starts or too long) is 422.
 
-use axum::Router;
 use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use serde::Deserialize;
 
 use super::check::{self, optional_integer, query_integer};
 use super::error::{JsonBody, PathParam, QueryParams};
+use super::idempotency::KeyedWrite;
 use super::{ApiError, AppState};
 use crate::tsdb::{MAX_BATCH, MAX_COUNT, MAX_KEYS, MAX_VALUES, TsIncrement, Tsdb, topn};
 
@@ -90,13 +91,14 @@ impl From<IncrementBody> for TsIncrement {
 
 async fn incr_many(
     State(state): State<AppState>,
+    keyed: Option<Extension<KeyedWrite>>,
     JsonBody(body): JsonBody<BatchBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let ts = tsdb(&state)?;
     let max = super::openapi::max_batch(state.settings(), MAX_BATCH);
     let increments: Vec<TsIncrement> =
         check::batch("increments", body.increments, max, check_increment)?;
-    ts.incr_multi(&increments).await.map_err(state.refused())?;
+    incr(&state, ts, keyed, &increments).await?;
     Ok(axum::Json(
         serde_json::json!({ "written": increments.len() }),
     ))
@@ -115,6 +117,7 @@ struct IncrBody {
 async fn incr_one(
     State(state): State<AppState>,
     PathParam(model): PathParam<String>,
+    keyed: Option<Extension<KeyedWrite>>,
     JsonBody(body): JsonBody<IncrBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let ts = tsdb(&state)?;
@@ -125,10 +128,23 @@ async fn incr_one(
         at: body.at,
     };
     check_increment("", &inc)?;
-    ts.incr_multi(std::slice::from_ref(&inc))
-        .await
-        .map_err(state.refused())?;
+    incr(&state, ts, keyed, std::slice::from_ref(&inc)).await?;
     Ok(axum::Json(serde_json::json!({ "written": 1 })))
+}
+
+/// Adds `increments`; with a key, at most once (even when a server died
+/// before recording the answer).
+async fn incr(
+    state: &AppState,
+    ts: &Tsdb,
+    keyed: Option<Extension<KeyedWrite>>,
+    increments: &[TsIncrement],
+) -> Result<(), ApiError> {
+    match keyed {
+        Some(Extension(KeyedWrite(key))) => ts.incr_multi_once(&key, increments).await.map(|_| ()),
+        None => ts.incr_multi(increments).await,
+    }
+    .map_err(state.refused())
 }
 
 #[derive(Debug, Deserialize)]
@@ -173,6 +189,7 @@ struct FrequentBody {
 async fn record_frequent(
     State(state): State<AppState>,
     PathParam(model): PathParam<String>,
+    keyed: Option<Extension<KeyedWrite>>,
     JsonBody(body): JsonBody<FrequentBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let ts = tsdb(&state)?;
@@ -190,9 +207,17 @@ async fn record_frequent(
         check::within(&field, "invalid_count", *count, 1, topn::MAX_ITEM_COUNT)?;
     }
     check::time("at", body.at)?;
-    ts.record_frequency(&model, &body.key, &items, body.at)
-        .await
-        .map_err(state.refused())?;
+    match keyed {
+        Some(Extension(KeyedWrite(idem))) => ts
+            .record_frequency_once(&idem, &model, &body.key, &items, body.at)
+            .await
+            .map(|_| ()),
+        None => {
+            ts.record_frequency(&model, &body.key, &items, body.at)
+                .await
+        }
+    }
+    .map_err(state.refused())?;
     Ok(axum::Json(serde_json::json!({ "recorded": items.len() })))
 }
 

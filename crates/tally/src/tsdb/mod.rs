@@ -35,8 +35,9 @@ use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
 use crate::counters::Sample;
 use crate::engine::kinds::distinct::SET_CAP;
 use crate::engine::kinds::{DistinctValue, TopValue};
-use crate::engine::{Kind, Resolution, Retention, Space, Value, plan, read};
+use crate::engine::{Applied, Kind, Resolution, Retention, Space, Value, plan, read};
 use crate::error::{Error, Result};
+use crate::idempotency::Mark;
 use crate::name::Name;
 
 /// The most writes (increments, records) in one call.
@@ -254,8 +255,26 @@ impl Tsdb {
     /// one atomic call per (model, virtual shard), all sent at once. Every
     /// increment is validated before anything is written.
     pub async fn incr_multi(&self, increments: &[TsIncrement]) -> Result<()> {
-        plan::check_batch_len(increments.len(), MAX_BATCH, "writes")?;
+        let adds = self.increments(increments, self.clock.now())?;
+        self.add(adds, None).await.map(|_| ())
+    }
+
+    /// [`Tsdb::incr_multi`] with an idempotency key: the write carries the
+    /// key's mark, so the same key sent again adds nothing
+    /// ([`Applied::Duplicate`]). On Redis each (model, virtual shard) call
+    /// carries its own mark, so each part is added once (a batch cut short
+    /// by a crash is completed by its repeat); [`Applied::Written`] when
+    /// any part was added this time.
+    pub async fn incr_multi_once(&self, idem: &str, increments: &[TsIncrement]) -> Result<Applied> {
         let now = self.clock.now();
+        let mark = Mark::of(idem, now)?;
+        let adds = self.increments(increments, now)?;
+        self.add(adds, Some(&mark)).await
+    }
+
+    /// The validated cell deltas of `increments`.
+    fn increments(&self, increments: &[TsIncrement], now: Timestamp) -> Result<Vec<CellAdd>> {
+        plan::check_batch_len(increments.len(), MAX_BATCH, "writes")?;
         let mut by_model: BTreeMap<Name, Vec<(Name, Timestamp, Value)>> = BTreeMap::new();
         for inc in increments {
             if inc.count < 1 || inc.count > MAX_COUNT {
@@ -293,7 +312,7 @@ impl Tsdb {
                 }
             }
         }
-        self.add(adds).await
+        Ok(adds)
     }
 
     /// Records `values` as seen by `key` of `model` at `at` (default now),
@@ -331,7 +350,7 @@ impl Tsdb {
                 })
             })
             .collect();
-        self.add(adds).await
+        self.add(adds, None).await.map(|_| ())
     }
 
     /// Counts occurrences of items for `key` of `model` at `at` (default
@@ -343,6 +362,33 @@ impl Tsdb {
         items: &[(String, i64)],
         at: Option<f64>,
     ) -> Result<()> {
+        let adds = self.frequencies(model, key, items, at)?;
+        self.add(adds, None).await.map(|_| ())
+    }
+
+    /// [`Tsdb::record_frequency`] with an idempotency key: counted once, as
+    /// [`Tsdb::incr_multi_once`] ([`Applied::Duplicate`] for a repeat).
+    pub async fn record_frequency_once(
+        &self,
+        idem: &str,
+        model: &str,
+        key: impl ToString,
+        items: &[(String, i64)],
+        at: Option<f64>,
+    ) -> Result<Applied> {
+        let mark = Mark::of(idem, self.clock.now())?;
+        let adds = self.frequencies(model, key, items, at)?;
+        self.add(adds, Some(&mark)).await
+    }
+
+    /// The validated cell deltas of counting `items` for `key`.
+    fn frequencies(
+        &self,
+        model: &str,
+        key: impl ToString,
+        items: &[(String, i64)],
+        at: Option<f64>,
+    ) -> Result<Vec<CellAdd>> {
         if items.is_empty() || items.len() > MAX_VALUES {
             return Err(Error::InvalidInput(format!(
                 "record 1 to {MAX_VALUES} items at once, got {}",
@@ -368,7 +414,7 @@ impl Tsdb {
                 delta: delta.clone(),
             })
             .collect();
-        self.add(adds).await
+        Ok(adds)
     }
 
     /// Per key, (bucket start, count) for every bucket from `start` to `end`
@@ -563,13 +609,15 @@ impl Tsdb {
         keys.iter().map(|k| plain("key", k)).collect()
     }
 
-    /// Merges `adds` through the store (nothing when every bucket written
-    /// has expired already).
-    async fn add(&self, adds: Vec<CellAdd>) -> Result<()> {
+    /// Merges `adds` through the store, with a keyed write's `mark`
+    /// (nothing when every bucket written has expired already).
+    async fn add(&self, adds: Vec<CellAdd>, mark: Option<&Mark>) -> Result<Applied> {
         if adds.is_empty() {
-            return Ok(());
+            return Ok(Applied::Written);
         }
-        self.store.add(&adds, self.settings.top_capacity).await
+        self.store
+            .add(&adds, self.settings.top_capacity, mark)
+            .await
     }
 
     /// A write's model, key and instant, validated: names without braces,

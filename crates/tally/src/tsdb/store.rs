@@ -14,8 +14,9 @@ use std::fmt;
 
 use async_trait::async_trait;
 
-use crate::engine::{Kind, Value, read};
+use crate::engine::{Applied, Kind, Value, read};
 use crate::error::Result;
+use crate::idempotency::Mark;
 use crate::name::Name;
 use crate::tsdb::rollup::Rollup;
 
@@ -95,8 +96,12 @@ pub trait TsdbStore: Send + Sync + fmt::Debug + 'static {
     /// Merges each delta into its cell, each (model, virtual shard) group
     /// atomically, in one round trip (per node); `capacity` bounds the
     /// items a cell's summary keeps. Fails with a bad-input error, writing
-    /// nothing of a group, when a count would overflow.
-    async fn add(&self, adds: &[CellAdd], capacity: usize) -> Result<()>;
+    /// nothing of a group, when a count would overflow. With a `mark` (a
+    /// keyed write) each group keeps the mark with its deltas, and a group
+    /// whose mark is kept already merges nothing: [`Applied::Duplicate`]
+    /// when no group merged anything (on SQLite the whole call is one
+    /// transaction and one mark).
+    async fn add(&self, adds: &[CellAdd], capacity: usize, mark: Option<&Mark>) -> Result<Applied>;
 
     /// The stored value of each key in each bucket, `result[k][b]`, the
     /// kind's identity when absent: sums ([`Kind::Sum`]) and item counts

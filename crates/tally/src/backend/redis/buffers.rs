@@ -14,7 +14,8 @@
 //!   everything needed to redo the SQL;
 //! - `{..}:inflight`: hash row id → the batch id of its live claim.
 //!
-//! `incr` is one Lua call. Claiming reads each shard's oldest candidates in
+//! `incr` is one Lua call; a keyed change's call also checks and sets its
+//! mark, `{..}:applied:<writer hex>` ([`super::once`]). Claiming reads each shard's oldest candidates in
 //! one pipelined round trip, then moves them in one Lua call that re-checks
 //! each (another flusher may have taken it). Times are passed in as
 //! arguments; lease deadlines are compared with the caller's clock.
@@ -24,11 +25,13 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use redis::{Script, Value};
 
-use super::Redis;
 use super::layout::{self, Layout};
+use super::{Redis, once};
 use crate::buffers::row::{BatchId, Claim, RowDelta, RowKey, RowUpdate};
 use crate::buffers::store::{BufferStats, BufferStore};
+use crate::engine::Applied;
 use crate::error::{Error, Result};
+use crate::idempotency::Mark;
 
 /// Shards of the buffer. Fixed: changing it would strand pending rows.
 pub const SHARDS: u32 = 16;
@@ -52,7 +55,10 @@ impl RedisBufferStore {
         RedisBufferStore {
             redis,
             prefix,
-            incr: Script::new(include_str!("lua/buffer_incr.lua")),
+            incr: Script::new(concat!(
+                include_str!("lua/once.lua"),
+                include_str!("lua/buffer_incr.lua")
+            )),
             claim: Script::new(include_str!("lua/buffer_claim.lua")),
             take_over: Script::new(include_str!("lua/buffer_take_over.lua")),
             release: Script::new(include_str!("lua/buffer_release.lua")),
@@ -133,15 +139,16 @@ fn parse_scored(value: Value) -> Result<Vec<(String, f64)>> {
 
 #[async_trait]
 impl BufferStore for RedisBufferStore {
-    async fn incr(&self, update: &RowUpdate, now_ms: u64) -> Result<()> {
+    async fn incr(&self, update: &RowUpdate, now_ms: u64, mark: Option<&Mark>) -> Result<Applied> {
         let id = update.row.id();
         let shard = shard_of(&id);
         let mut call = self.incr.prepare_invoke();
         call.key(self.row_key(shard, &id))
-            .key(self.pending_key(shard))
-            .arg(now_ms)
-            .arg(&id)
-            .arg(update.delta.counters.len());
+            .key(self.pending_key(shard));
+        if let Some(mark) = mark {
+            call.key(once::key(&self.tag(shard), mark));
+        }
+        call.arg(now_ms).arg(&id).arg(update.delta.counters.len());
         for (col, d) in &update.delta.counters {
             call.arg(format!("c:{col}")).arg(d);
         }
@@ -149,7 +156,8 @@ impl BufferStore for RedisBufferStore {
             call.arg(format!("l:{col}")).arg(v);
         }
         match call.invoke_async::<i64>(&mut self.redis.handle()).await {
-            Ok(_) => Ok(()),
+            Ok(1) => Ok(Applied::Written),
+            Ok(_) => Ok(Applied::Duplicate),
             Err(e) if e.code() == Some("TALLY_OVERFLOW") => Err(Error::InvalidCount(format!(
                 "adding to {} of row {id} would overflow its pending 64-bit delta; nothing \
                  was written",

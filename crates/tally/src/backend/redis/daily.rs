@@ -10,7 +10,9 @@
 //! all-time total for both.
 //!
 //! A write is one `daily_incr.lua` call: HINCRBY of the day, with the days
-//! older than the window folded into `before` in the same step (no cleaner).
+//! older than the window folded into `before` in the same step (no cleaner);
+//! a keyed write's call also checks and sets its mark,
+//! `{<prefix>:<id>}:applied:<writer hex>` ([`super::once`]).
 //! A batch sends one call per entity concurrently (pipelined on the
 //! connection, spread over the nodes on a cluster). Days are read with one
 //! HMGET; the total with one `daily_total.lua` call summing the hash (at
@@ -27,9 +29,11 @@ use async_trait::async_trait;
 use futures::future::try_join_all;
 use redis::Script;
 
-use super::{Redis, WriteFailure};
+use super::{Redis, WriteFailure, once};
 use crate::daily::{DailyStore, DailyWrite, DailyWritten, Day};
+use crate::engine::Applied;
 use crate::error::{Error, Result};
+use crate::idempotency::Mark;
 use crate::name::Name;
 
 /// Daily statistics stored in Redis.
@@ -49,6 +53,7 @@ impl RedisDailyStore {
             redis,
             prefix: prefix.to_owned(),
             incr: Script::new(concat!(
+                include_str!("lua/once.lua"),
                 include_str!("lua/daily_sum.lua"),
                 include_str!("lua/daily_incr.lua")
             )),
@@ -59,19 +64,27 @@ impl RedisDailyStore {
         })
     }
 
+    /// `{<prefix>:<id>}`, the hash tag of an entity's keys.
+    fn tag(&self, entity: &Name) -> String {
+        format!("{{{}:{entity}}}", self.prefix)
+    }
+
     /// `{<prefix>:<id>}:views`, the seed's key.
     pub fn views_key(&self, entity: &Name) -> String {
-        format!("{{{}:{entity}}}:views", self.prefix)
+        format!("{}:views", self.tag(entity))
     }
 
     /// `{<prefix>:<id>}:stats`, where earlier Tally versions kept a running
     /// total (read, then migrated by the next write).
     pub fn stats_key(&self, entity: &Name) -> String {
-        format!("{{{}:{entity}}}:stats", self.prefix)
+        format!("{}:stats", self.tag(entity))
     }
 
-    async fn incr_one(&self, w: &DailyWrite) -> Result<DailyWritten> {
-        let keys = [self.views_key(&w.entity), self.stats_key(&w.entity)];
+    async fn incr_one(&self, w: &DailyWrite, mark: Option<&Mark>) -> Result<DailyWritten> {
+        let mut keys = vec![self.views_key(&w.entity), self.stats_key(&w.entity)];
+        if let Some(mark) = mark {
+            keys.push(once::key(&self.tag(&w.entity), mark));
+        }
         let args = [
             w.day.yyyymmdd().to_string(),
             w.count.to_string(),
@@ -79,11 +92,16 @@ impl RedisDailyStore {
         ];
         match self.redis.eval_write(&self.incr, &keys, &args).await {
             Ok(value) => {
-                let (day_count, hi, lo): (i64, i64, i64) =
+                let (day_count, hi, lo, applied): (i64, i64, i64, i64) =
                     redis::FromRedisValue::from_redis_value(value)?;
                 Ok(DailyWritten {
                     day_count,
                     total: from_limbs(hi, lo, &keys[0])?,
+                    applied: if applied == 1 {
+                        Applied::Written
+                    } else {
+                        Applied::Duplicate
+                    },
                 })
             }
             Err(WriteFailure::Redis(e)) if e.code() == Some("TALLY_CORRUPT") => Err(corrupt(&e)),
@@ -102,8 +120,8 @@ impl RedisDailyStore {
 
 #[async_trait]
 impl DailyStore for RedisDailyStore {
-    async fn incr(&self, writes: &[DailyWrite]) -> Result<Vec<DailyWritten>> {
-        try_join_all(writes.iter().map(|w| self.incr_one(w))).await
+    async fn incr(&self, writes: &[DailyWrite], mark: Option<&Mark>) -> Result<Vec<DailyWritten>> {
+        try_join_all(writes.iter().map(|w| self.incr_one(w, mark))).await
     }
 
     async fn days(&self, entity: &Name, days: &[Day]) -> Result<Vec<i64>> {

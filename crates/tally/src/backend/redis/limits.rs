@@ -5,14 +5,17 @@
 //! `..:s:<window>:<index>` (this window's and the previous one's), GCRA
 //! `..:g:<window>:<limit>:<burst>` holding the theoretical arrival time.
 //! Each key expires by itself (PEXPIRE, relative, so the Redis clock and the
-//! caller's need not agree) one window after its last use.
+//! caller's need not agree) one window after its last use. A keyed check
+//! (an idempotency key) also takes its mark, `{..}:applied:<writer hex>`
+//! ([`super::once`]), set with an admitted check's count.
 
 use async_trait::async_trait;
 use redis::Script;
 
-use super::Redis;
 use super::layout::Layout;
+use super::{Redis, once};
 use crate::error::{Error, Result};
+use crate::idempotency::Mark;
 use crate::limits::store::{LimiterStore, state_id};
 use crate::limits::{Algorithm, Decision, Limit};
 use crate::name::Name;
@@ -35,22 +38,30 @@ impl RedisLimiterStore {
             redis,
             prefix,
             fixed: Script::new(concat!(
+                include_str!("lua/once.lua"),
                 include_str!("lua/int.lua"),
                 include_str!("lua/limit_fixed.lua")
             )),
             sliding: Script::new(concat!(
+                include_str!("lua/once.lua"),
                 include_str!("lua/int.lua"),
                 include_str!("lua/limit_sliding.lua")
             )),
             gcra: Script::new(concat!(
+                include_str!("lua/once.lua"),
                 include_str!("lua/int.lua"),
                 include_str!("lua/limit_gcra.lua")
             )),
         }
     }
 
+    /// `{<prefix>:limit:<key>}`, the hash tag of a key's state.
+    fn tag(&self, key: &Name) -> String {
+        format!("{{{}:limit:{key}}}", self.prefix)
+    }
+
     fn key(&self, key: &Name, limit: &Limit, index: Option<u64>) -> String {
-        let base = format!("{{{}:limit:{key}}}:{}", self.prefix, state_id(limit));
+        let base = format!("{}:{}", self.tag(key), state_id(limit));
         match index {
             Some(i) => format!("{base}:{i}"),
             None => base,
@@ -60,7 +71,14 @@ impl RedisLimiterStore {
 
 #[async_trait]
 impl LimiterStore for RedisLimiterStore {
-    async fn check(&self, key: &Name, limit: &Limit, cost: u64, now_ms: u64) -> Result<Decision> {
+    async fn check(
+        &self,
+        key: &Name,
+        limit: &Limit,
+        cost: u64,
+        now_ms: u64,
+        mark: Option<&Mark>,
+    ) -> Result<Decision> {
         let index = now_ms / limit.window_ms;
         let margin = limit.window_ms;
         let mut call = match limit.algorithm {
@@ -81,6 +99,9 @@ impl LimiterStore for RedisLimiterStore {
                 c
             }
         };
+        if let Some(mark) = mark {
+            call.key(once::key(&self.tag(key), mark));
+        }
         call.arg(now_ms).arg(limit.window_ms).arg(limit.limit);
         if limit.algorithm == Algorithm::Gcra {
             call.arg(limit.burst());

@@ -11,7 +11,7 @@ use redis::Script;
 
 use super::Redis;
 use super::layout::Layout;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::locks::store::{AcquireOutcome, LockStore};
 use crate::name::Name;
 
@@ -52,7 +52,7 @@ impl LockStore for RedisLockStore {
         ttl_ms: u64,
         _now_ms: u64,
     ) -> Result<AcquireOutcome> {
-        let (taken, value): (i64, i64) = self
+        let reply: Vec<i64> = self
             .acquire
             .key(self.key(name, "owner"))
             .key(self.key(name, "fence"))
@@ -60,13 +60,21 @@ impl LockStore for RedisLockStore {
             .arg(ttl_ms)
             .invoke_async(&mut self.redis.handle())
             .await?;
-        Ok(if taken == 1 {
-            AcquireOutcome::Acquired {
-                fence: value as u64,
-            }
-        } else {
-            AcquireOutcome::Held {
-                expires_in_ms: value.max(0) as u64,
+        Ok(match reply[..] {
+            [1, fence] => AcquireOutcome::Acquired {
+                fence: fence as u64,
+            },
+            [0, left] => AcquireOutcome::Held {
+                expires_in_ms: left.max(0) as u64,
+            },
+            [2, fence, left] => AcquireOutcome::Ours {
+                fence: fence as u64,
+                expires_in_ms: left.max(0) as u64,
+            },
+            _ => {
+                return Err(Error::Corrupt(format!(
+                    "lock_acquire.lua answered {reply:?}"
+                )));
             }
         })
     }

@@ -33,6 +33,7 @@ mod idempotency;
 pub mod layout;
 mod limits;
 mod locks;
+mod once;
 mod tsdb;
 
 use std::time::Duration;

@@ -10,7 +10,9 @@
 //!
 //! Each write sets EXPIREAT = bucket start + rollup × samples in the same
 //! call, so no key is ever without a TTL and nothing needs a cleaner. A
-//! batch sends one call per (model, virtual shard) at once.
+//! batch sends one call per (model, virtual shard) at once; a keyed batch's
+//! calls each check and set their own mark, `<tag>:applied:<writer hex>`
+//! ([`super::once`]), so each shard's part is merged once.
 //!
 //! A merge moves `from`'s data in three steps that never lose anything even
 //! when `from` and `into` live on different nodes: (1) in `from`'s slot,
@@ -27,11 +29,12 @@ use async_trait::async_trait;
 use futures::future::try_join_all;
 use redis::{Script, Value};
 
-use super::{Redis, WriteFailure};
+use super::{Redis, WriteFailure, once};
 use crate::engine::kinds::DistinctValue;
 use crate::engine::kinds::top::{self, TopValue};
-use crate::engine::{Kind, Value as Delta};
+use crate::engine::{Applied, Kind, Value as Delta};
 use crate::error::{Error, Result};
+use crate::idempotency::Mark;
 use crate::name::Name;
 use crate::tsdb::rollup::{Rollup, vshard_of};
 use crate::tsdb::store::{Cell, CellAdd, Merge, Span, TsdbStore, Window};
@@ -85,6 +88,7 @@ impl RedisTsdbStore {
             redis,
             prefix: prefix.to_owned(),
             add: Script::new(concat!(
+                include_str!("lua/once.lua"),
                 include_str!("lua/kind_top.lua"),
                 include_str!("lua/ts_ops.lua"),
                 include_str!("lua/ts_add.lua")
@@ -264,7 +268,7 @@ fn score_pairs(v: Value) -> Result<Vec<(String, i64)>> {
 
 #[async_trait]
 impl TsdbStore for RedisTsdbStore {
-    async fn add(&self, adds: &[CellAdd], capacity: usize) -> Result<()> {
+    async fn add(&self, adds: &[CellAdd], capacity: usize, mark: Option<&Mark>) -> Result<Applied> {
         let calls: Vec<(Call, Vec<&CellAdd>)> = self
             .by_tag(adds, |a| &a.cell)
             .into_iter()
@@ -274,15 +278,17 @@ impl TsdbStore for RedisTsdbStore {
                 group.sort_by_key(|a| a.delta.kind() != Kind::Sum);
                 let mut call = Call::default();
                 call.args.push(capacity.to_string());
+                let marked = mark.map_or(0, |m| call.key(once::key(&tag, m)));
+                call.args.push(marked.to_string());
                 for a in &group {
                     push_op(&mut call, &tag, a)?;
                 }
                 Ok((call, group))
             })
             .collect::<Result<_>>()?;
-        try_join_all(calls.iter().map(|(call, group)| async move {
+        let applied = try_join_all(calls.iter().map(|(call, group)| async move {
             match self.run(&self.add, call).await {
-                Ok(_) => Ok(()),
+                Ok(v) => Ok(int(&v)? == 1),
                 Err(WriteFailure::Redis(e)) if e.code() == Some("TALLY_OVERFLOW") => {
                     let op = e
                         .detail()
@@ -305,7 +311,11 @@ impl TsdbStore for RedisTsdbStore {
             }
         }))
         .await?;
-        Ok(())
+        Ok(if applied.contains(&true) {
+            Applied::Written
+        } else {
+            Applied::Duplicate
+        })
     }
 
     /// Sums: one HMGET per bucket for every key of a virtual shard; item

@@ -9,15 +9,19 @@
 //!
 //! Every method is one `BEGIN IMMEDIATE` transaction, so several processes
 //! (writers and flushers) can share the file. Merging happens in Rust
-//! inside the transaction, with overflow checked before anything is stored.
+//! inside the transaction, with overflow checked before anything is stored;
+//! a keyed change's transaction also checks and records its mark
+//! ([`super::once`]).
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 
-use super::Sqlite;
+use super::{Sqlite, once};
 use crate::buffers::row::{BatchId, Claim, RowDelta, RowKey, RowUpdate};
 use crate::buffers::store::{BufferStats, BufferStore};
+use crate::engine::Applied;
 use crate::error::Result;
+use crate::idempotency::Mark;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS tally_buffer_pending (
@@ -48,8 +52,11 @@ pub struct SqliteBufferStore {
 impl SqliteBufferStore {
     /// Creates the tables if needed.
     pub async fn new(db: Sqlite) -> Result<Self> {
-        db.with_writer(|conn| Ok(conn.execute_batch(SCHEMA)?))
-            .await?;
+        db.with_writer(|conn| {
+            conn.execute_batch(SCHEMA)?;
+            once::create(conn)
+        })
+        .await?;
         Ok(SqliteBufferStore { db })
     }
 }
@@ -76,11 +83,15 @@ fn rows_of(tx: &rusqlite::Connection, batch: &str) -> Result<Vec<RowUpdate>> {
 
 #[async_trait]
 impl BufferStore for SqliteBufferStore {
-    async fn incr(&self, update: &RowUpdate, now_ms: u64) -> Result<()> {
+    async fn incr(&self, update: &RowUpdate, now_ms: u64, mark: Option<&Mark>) -> Result<Applied> {
         let id = update.row.id();
         let delta = update.delta.clone();
+        let mark = mark.copied();
         self.db
             .write(move |tx| {
+                if !once::first_time(tx, "buffers", mark.as_ref())? {
+                    return Ok(Applied::Duplicate);
+                }
                 let old: Option<String> = tx
                     .prepare_cached("SELECT data FROM tally_buffer_pending WHERE row = ?1")?
                     .query_row([&id], |r| r.get(0))
@@ -98,7 +109,7 @@ impl BufferStore for SqliteBufferStore {
                      ON CONFLICT (row) DO UPDATE SET data = excluded.data",
                 )?
                 .execute(params![id, now_ms as i64, merged.to_flat_json()])?;
-                Ok(())
+                Ok(Applied::Written)
             })
             .await
     }

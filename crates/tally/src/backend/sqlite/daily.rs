@@ -6,15 +6,19 @@
 //! transaction that adds to both and, when `first` fell behind the window,
 //! deletes that entity's old rows (an index range). Each write transaction
 //! also drops up to [`SWEEP`] rows of any entity that left the window, so
-//! abandoned entities do not keep old days forever; no cleaner runs.
+//! abandoned entities do not keep old days forever; no cleaner runs. A
+//! keyed batch's transaction also checks and records its mark
+//! ([`super::once`]): a repeat adds nothing and reads the counts.
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Transaction, params};
 
-use super::Sqlite;
+use super::{Sqlite, once};
 use crate::daily::{DailyStore, DailyWrite, DailyWritten, Day};
+use crate::engine::Applied;
 use crate::engine::kinds::sum::add_stored;
 use crate::error::{Error, Result};
+use crate::idempotency::Mark;
 use crate::name::Name;
 
 const SCHEMA: &str = "
@@ -44,8 +48,11 @@ pub struct SqliteDailyStore {
 impl SqliteDailyStore {
     /// Creates the tables if needed.
     pub async fn new(db: Sqlite) -> Result<Self> {
-        db.with_writer(|conn| Ok(conn.execute_batch(SCHEMA)?))
-            .await?;
+        db.with_writer(|conn| {
+            conn.execute_batch(SCHEMA)?;
+            once::create(conn)
+        })
+        .await?;
         Ok(SqliteDailyStore { db })
     }
 }
@@ -67,11 +74,7 @@ fn incr_in(tx: &Transaction<'_>, w: &DailyWrite) -> Result<DailyWritten> {
     let total = add_stored(total, w.count).ok_or_else(|| overflow("total"))?;
     let mut day_count = 0;
     if day >= floor {
-        let old: i64 = tx
-            .prepare_cached("SELECT count FROM tally_daily WHERE entity = ?1 AND day = ?2")?
-            .query_row(params![entity, day], |r| r.get(0))
-            .optional()?
-            .unwrap_or(0);
+        let old = stored_day(tx, entity, day)?;
         day_count = add_stored(old, w.count).ok_or_else(|| overflow("day"))?;
         tx.prepare_cached(
             "INSERT INTO tally_daily (entity, day, count) VALUES (?1, ?2, ?3)
@@ -94,15 +97,54 @@ fn incr_in(tx: &Transaction<'_>, w: &DailyWrite) -> Result<DailyWritten> {
          ON CONFLICT (entity) DO UPDATE SET total = excluded.total, first = excluded.first",
     )?
     .execute(params![entity, total, first])?;
-    Ok(DailyWritten { day_count, total })
+    Ok(DailyWritten {
+        day_count,
+        total,
+        applied: Applied::Written,
+    })
+}
+
+/// The stored count of `entity`'s `day` (0 when absent).
+fn stored_day(tx: &Transaction<'_>, entity: &str, day: i64) -> Result<i64> {
+    Ok(tx
+        .prepare_cached("SELECT count FROM tally_daily WHERE entity = ?1 AND day = ?2")?
+        .query_row(params![entity, day], |r| r.get(0))
+        .optional()?
+        .unwrap_or(0))
+}
+
+/// What `w` would answer without adding: the stored counts (a repeated
+/// keyed write).
+fn current_in(tx: &Transaction<'_>, w: &DailyWrite) -> Result<DailyWritten> {
+    let entity = w.entity.as_str();
+    let (day, floor) = (i64::from(w.day.yyyymmdd()), i64::from(w.floor.yyyymmdd()));
+    let total = tx
+        .prepare_cached("SELECT total FROM tally_daily_total WHERE entity = ?1")?
+        .query_row([entity], |r| r.get(0))
+        .optional()?
+        .unwrap_or(0);
+    let day_count = if day >= floor {
+        stored_day(tx, entity, day)?
+    } else {
+        0
+    };
+    Ok(DailyWritten {
+        day_count,
+        total,
+        applied: Applied::Duplicate,
+    })
 }
 
 #[async_trait]
 impl DailyStore for SqliteDailyStore {
-    async fn incr(&self, writes: &[DailyWrite]) -> Result<Vec<DailyWritten>> {
+    async fn incr(&self, writes: &[DailyWrite], mark: Option<&Mark>) -> Result<Vec<DailyWritten>> {
         let writes = writes.to_vec();
+        let mark = mark.copied();
         self.db
             .write(move |tx| {
+                if !once::first_time(tx, "daily", mark.as_ref())? {
+                    return writes.iter().map(|w| current_in(tx, w)).collect();
+                }
                 let out = writes
                     .iter()
                     .map(|w| incr_in(tx, w))

@@ -9,10 +9,11 @@
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 
-use super::Sqlite;
+use super::{Sqlite, once};
 use crate::error::Result;
+use crate::idempotency::Mark;
 use crate::limits::store::{LimiterStore, state_id};
-use crate::limits::{Algorithm, Decision, Limit, State, decide};
+use crate::limits::{Algorithm, Decision, Limit, State, decide, repeated};
 use crate::name::Name;
 
 /// Expired rows removed by each check, at most.
@@ -36,16 +37,27 @@ pub struct SqliteLimiterStore {
 impl SqliteLimiterStore {
     /// Creates the table if needed.
     pub async fn new(db: Sqlite) -> Result<Self> {
-        db.with_writer(|conn| Ok(conn.execute_batch(SCHEMA)?))
-            .await?;
+        db.with_writer(|conn| {
+            conn.execute_batch(SCHEMA)?;
+            once::create(conn)
+        })
+        .await?;
         Ok(SqliteLimiterStore { db })
     }
 }
 
 #[async_trait]
 impl LimiterStore for SqliteLimiterStore {
-    async fn check(&self, key: &Name, limit: &Limit, cost: u64, now_ms: u64) -> Result<Decision> {
+    async fn check(
+        &self,
+        key: &Name,
+        limit: &Limit,
+        cost: u64,
+        now_ms: u64,
+        mark: Option<&Mark>,
+    ) -> Result<Decision> {
         let limit = *limit;
+        let mark = mark.copied();
         let base = format!("{key}:{}", state_id(&limit));
         self.db
             .write(move |tx| {
@@ -81,8 +93,12 @@ impl LimiterStore for SqliteLimiterStore {
                     },
                     Algorithm::Gcra => State::Tat(read(&base)?),
                 };
+                if once::seen(tx, "limits", mark.as_ref())? {
+                    return Ok(repeated(&limit, state, now_ms));
+                }
                 let (decision, after) = decide(&limit, state, now_ms, cost);
                 if decision.allowed {
+                    once::record(tx, "limits", mark.as_ref())?;
                     let (k, value, expires) = match after {
                         State::Counts { cur, .. } => {
                             let span = if limit.algorithm == Algorithm::Fixed {

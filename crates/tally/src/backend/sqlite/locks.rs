@@ -56,11 +56,17 @@ impl LockStore for SqliteLockStore {
                     .query_row([&name], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
                     .optional()?;
                 let now = now_ms as i64;
-                if let Some((Some(_), expires, _)) = row
-                    && expires > now
+                if let Some((Some(holder), expires, fence)) = &row
+                    && *expires > now
                 {
-                    return Ok(AcquireOutcome::Held {
-                        expires_in_ms: (expires - now) as u64,
+                    let expires_in_ms = (expires - now) as u64;
+                    return Ok(if *holder == token {
+                        AcquireOutcome::Ours {
+                            fence: *fence as u64,
+                            expires_in_ms,
+                        }
+                    } else {
+                        AcquireOutcome::Held { expires_in_ms }
                     });
                 }
                 let fence = row.map_or(0, |(_, _, f)| f) + 1;

@@ -18,6 +18,7 @@ mod engine;
 mod idempotency;
 mod limits;
 mod locks;
+mod once;
 mod tsdb;
 
 use std::path::{Path, PathBuf};

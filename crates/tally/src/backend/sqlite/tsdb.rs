@@ -6,7 +6,8 @@
 //! Every row carries its bucket's expiry: reads skip expired rows, and each
 //! write transaction deletes up to [`SWEEP`] expired rows per table (an index
 //! range), so expired data goes without a cleaner. A write, a merge and a
-//! delete are each one transaction.
+//! delete are each one transaction; a keyed write's transaction also checks
+//! and records its mark ([`super::once`]).
 //!
 //! One path serves every kind: a cell's value is read as the engine's
 //! [`Value`] (one range query per key), merged with the kind's rule (item
@@ -19,12 +20,13 @@ use async_trait::async_trait;
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, Transaction, params};
 
-use super::Sqlite;
+use super::{Sqlite, once};
 use crate::clock::SharedClock;
 use crate::engine::kinds::sum::add_stored;
 use crate::engine::kinds::{DistinctValue, Hll};
-use crate::engine::{Kind, Value};
+use crate::engine::{Applied, Kind, Value};
 use crate::error::{Error, Result};
+use crate::idempotency::Mark;
 use crate::name::Name;
 use crate::tsdb::store::{Cell, CellAdd, Merge, Span, TsdbStore, Window};
 
@@ -69,8 +71,11 @@ pub struct SqliteTsdbStore {
 impl SqliteTsdbStore {
     /// Creates the tables if needed; `clock` decides what has expired.
     pub async fn new(db: Sqlite, clock: SharedClock) -> Result<Self> {
-        db.with_writer(|conn| Ok(conn.execute_batch(SCHEMA)?))
-            .await?;
+        db.with_writer(|conn| {
+            conn.execute_batch(SCHEMA)?;
+            once::create(conn)
+        })
+        .await?;
         Ok(SqliteTsdbStore { db, clock })
     }
 
@@ -253,13 +258,17 @@ fn cell(model: &Name, key: &Name, rollup: u64, bucket: u64) -> Cell {
 
 #[async_trait]
 impl TsdbStore for SqliteTsdbStore {
-    async fn add(&self, adds: &[CellAdd], capacity: usize) -> Result<()> {
+    async fn add(&self, adds: &[CellAdd], capacity: usize, mark: Option<&Mark>) -> Result<Applied> {
         let adds = adds.to_vec();
+        let mark = mark.copied();
         self.write(move |tx, now| {
+            if !once::first_time(tx, "ts", mark.as_ref())? {
+                return Ok(Applied::Duplicate);
+            }
             for a in &adds {
                 add_one(tx, &a.cell, &a.delta, capacity, now)?;
             }
-            Ok(())
+            Ok(Applied::Written)
         })
         .await
     }

@@ -3,6 +3,8 @@
 --
 -- KEYS[1]  the row hash ({tag}:row:<row id>): c:<col> -> delta, l:<col> -> value
 -- KEYS[2]  the shard's pending sorted set (row id -> ms of its oldest change)
+-- KEYS[3]  a keyed change's mark, {tag}:applied:<writer hex> (once.lua,
+--          prepended); absent for a change without a key
 -- ARGV[1]  now, Unix ms
 -- ARGV[2]  the row id
 -- ARGV[3]  n, the number of deltas
@@ -10,7 +12,11 @@
 -- then pairs to the end: field (l:<col>), value
 --
 -- An overflowing HINCRBY takes back the deltas already added and returns
--- the error "TALLY_OVERFLOW <field>"; nothing is changed.
+-- the error "TALLY_OVERFLOW <field>"; nothing is changed. Returns 1, or 0
+-- when the mark was there already (nothing is changed).
+if once_applied(KEYS[3]) then
+  return 0
+end
 local n = tonumber(ARGV[3])
 for i = 0, n - 1 do
   local field, delta = ARGV[4 + 2 * i], ARGV[5 + 2 * i]
@@ -37,4 +43,5 @@ while at < #ARGV do
   at = at + 2
 end
 redis.call('ZADD', KEYS[2], 'NX', ARGV[1], ARGV[2])
+once_mark(KEYS[3])
 return 1

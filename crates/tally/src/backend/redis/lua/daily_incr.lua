@@ -10,6 +10,10 @@
 -- KEYS[2]: {<prefix>:<id>}:stats  an earlier Tally's running total and
 --          oldest day: migrated here (its missing part goes to `before`,
 --          the key is deleted, the views hash loses that Tally's TTL)
+-- KEYS[3]: {<prefix>:<id>}:applied:<writer hex>  a keyed write's mark
+--          (lua/once.lua, prepended), absent for a write without a key:
+--          when it is there the views were counted already, nothing is
+--          written and the counts are returned as they are
 -- ARGV[1]  the day, YYYYMMDD
 -- ARGV[2]  views to add (>= 1)
 -- ARGV[3]  the oldest day kept, YYYYMMDD: older day fields are folded into
@@ -18,9 +22,9 @@
 -- One HGETALL of the hash (at most retention + 1 fields, as every write
 -- folds the older days): no scan over entities, no cleaner. Every sum is
 -- checked before anything is written, so on overflow nothing is and the
--- error is "TALLY_OVERFLOW <what>". Returns {day count, hi, lo}: the
--- day's count afterwards (0 for a day before the window) and the all-time
--- total afterwards, hi * 10^9 + lo.
+-- error is "TALLY_OVERFLOW <what>". Returns {day count, hi, lo, applied}:
+-- the day's count afterwards (0 for a day before the window), the all-time
+-- total afterwards, hi * 10^9 + lo, and 1 (0 when the mark was there).
 local day, count, floor = ARGV[1], ARGV[2], ARGV[3]
 -- YYYYMMDD texts order as their dates do.
 local in_window = day >= floor
@@ -47,7 +51,16 @@ end
 local gap, err = add_legacy(total, KEYS[2])
 if err then
   return err
-elseif gap then
+end
+if once_applied(KEYS[3]) then
+  local seen = 0
+  if in_window then
+    seen = sum_text(day_now)
+  end
+  sum_norm(total)
+  return {seen, total[1], total[2], 0}
+end
+if gap then
   sum_merge(fold, gap, 1)
 end
 sum_add(total, count)
@@ -82,5 +95,6 @@ if gap then
   redis.call('DEL', KEYS[2])
   redis.call('PERSIST', KEYS[1])
 end
+once_mark(KEYS[3])
 sum_norm(total)
-return {day_count, total[1], total[2]}
+return {day_count, total[1], total[2], 1}
