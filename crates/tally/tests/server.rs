@@ -1778,6 +1778,33 @@ async fn idempotent_writes_over_http(kind: Kind) {
         assert_eq!(total(s.get("/v1/counters/c").await.json(), "86400"), 7);
         assert_eq!(total(s.get("/v1/counters/d").await.json(), "86400"), 1);
 
+        // Statistics, one and a batch: recorded once, before and after a
+        // flush (aggregated: claimed with the 202, never handed over twice).
+        twice_then_other(
+            &s,
+            "/v1/stats/lat/record",
+            json!({ "value": 5.0, "at": now }),
+            json!({ "value": 6.0, "at": now }),
+        )
+        .await;
+        let obs = json!({ "observations": [{ "name": "lat", "value": 7.0, "at": now }] });
+        twice_then_other(
+            &s,
+            "/v1/record",
+            obs.clone(),
+            json!({ "observations": [{ "name": "lat", "value": 1.0 }] }),
+        )
+        .await;
+        s.flush().await;
+        let again = keyed(&s, "/v1/record", &obs.to_string(), "key:/v1/record").await;
+        assert_eq!(again.headers["idempotent-replayed"], "true");
+        s.flush().await;
+        let lat = s.get("/v1/stats/lat?precision=86400").await.json();
+        let slices = lat["precisions"]["86400"].as_array().unwrap();
+        let count: u64 = slices.iter().map(|x| x["count"].as_u64().unwrap()).sum();
+        let sum: f64 = slices.iter().map(|x| x["sum"].as_f64().unwrap()).sum();
+        assert_eq!((count, sum), (2, 12.0), "{lat}");
+
         // Time series and daily statistics.
         twice_then_other(
             &s,

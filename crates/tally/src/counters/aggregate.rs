@@ -181,26 +181,9 @@ impl Aggregator {
         answer: &Answer,
     ) -> Result<Claim> {
         let items = self.items(increments)?;
-        let (writer, idempotency) = (self.writer.clone(), idempotency.clone());
-        let (key, fingerprint, answer) = (key.to_owned(), fingerprint.to_owned(), answer.clone());
-        // In a task of its own: a caller that stops waiting must not leave a
-        // claim recorded as done with its increments never added.
-        let task = tokio::spawn(async move {
-            let claim = idempotency
-                .claim_answered(&key, &fingerprint, &answer)
-                .await?;
-            if let Claim::Claimed(ticket) = &claim
-                && let Err(e) = writer.add_many(&items).await
-            {
-                if let Err(release) = idempotency.release(ticket).await {
-                    tracing::warn!(error = %release, key, "could not give an idempotency key up");
-                }
-                return Err(e);
-            }
-            Ok(claim)
-        });
-        task.await
-            .map_err(|e| Error::Backend(format!("a keyed add failed: {e}")))?
+        idempotency
+            .add_claimed(key, fingerprint, answer, &self.writer, items)
+            .await
     }
 
     /// Adds without ever waiting: fails with [`crate::Error::Overloaded`]

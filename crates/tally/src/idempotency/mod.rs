@@ -68,6 +68,8 @@ pub use store::{ClaimRequest, IdempotencyStore};
 
 use crate::clock::SharedClock;
 use crate::engine::WriteSeq;
+use crate::engine::plan::Item;
+use crate::engine::writer::Writer;
 use crate::error::{Error, Result};
 
 /// How long a record is kept by default.
@@ -398,6 +400,43 @@ impl Idempotency {
                 .complete(&ticket.key, &ticket.token, answer)
         })
         .await
+    }
+
+    /// A keyed batch for an aggregating writer: claims `key` with its
+    /// `answer` already recorded, then adds `items` to `writer` if the
+    /// claim is this call's (giving the key up if the writer refuses
+    /// them), and says what the claim found. In a task of its own, so a
+    /// caller that stops waiting cannot leave a claim recorded as done
+    /// with its items never added. The items are then written as every
+    /// aggregated write is (lost with the process before a flush, the key
+    /// staying used); a retry is answered from the record, never added
+    /// again.
+    pub async fn add_claimed(
+        &self,
+        key: &str,
+        fingerprint: &str,
+        answer: &Answer,
+        writer: &Writer,
+        items: Vec<Item>,
+    ) -> Result<Claim> {
+        let (writer, idempotency) = (writer.clone(), self.clone());
+        let (key, fingerprint, answer) = (key.to_owned(), fingerprint.to_owned(), answer.clone());
+        let task = tokio::spawn(async move {
+            let claim = idempotency
+                .claim_answered(&key, &fingerprint, &answer)
+                .await?;
+            if let Claim::Claimed(ticket) = &claim
+                && let Err(e) = writer.add_many(&items).await
+            {
+                if let Err(release) = idempotency.release(ticket).await {
+                    tracing::warn!(error = %release, key, "could not give an idempotency key up");
+                }
+                return Err(e);
+            }
+            Ok(claim)
+        });
+        task.await
+            .map_err(|e| Error::Backend(format!("a keyed add failed: {e}")))?
     }
 
     /// Gives a claim up, so that a retry runs the request again.

@@ -51,18 +51,16 @@
 //!   records a value once) and deleting counters, gauges or statistics
 //!   change nothing more when run again (a repeated delete answers 404).
 //!
-//! An increment to the aggregating writer is claimed with its answer
-//! `202` already recorded, by the handler (`AggregatedKey`,
-//! [`crate::Aggregator::add_many_claimed`]): one extra round trip.
+//! An increment or an observation for an aggregating writer is claimed
+//! with its answer `202` already recorded, by the handler
+//! (`AggregatedKey`, [`crate::Aggregator::add_many_claimed`],
+//! [`crate::StatsWriter::record_many_claimed`]): one extra round trip; a
+//! retry is answered from the record and never handed over again.
 //!
 //! What it does not close: marks are kept for
 //! [`crate::idempotency::MAX_RETENTION`] (7 days); a write repeated after
 //! both its record and its mark are gone is applied again. A lock whose
 //! keyed lease ended before the retry is taken anew (a new fence) if free.
-//! Observations handed to the statistics' aggregating writer (the
-//! `aggregated` write mode) carry no key: if that writer flushes them and
-//! the process dies before the answer's record (one round trip after the
-//! handler returns), a retry hands them over again.
 
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, MatchedPath, OriginalUri, Request, State};
@@ -83,14 +81,17 @@ pub const REPLAYED: &str = "idempotent-replayed";
 /// itself, with its answer.
 const AGGREGATED_ROUTES: [&str; 2] = ["/v1/incr", "/v1/counters/{name}/incr"];
 
+/// The same for observations and the statistics' aggregating writer.
+const AGGREGATED_STATS_ROUTES: [&str; 2] = ["/v1/record", "/v1/stats/{name}/record"];
+
 /// The key of a request the layer claimed: the handler makes its write
 /// with the key (`..._once`, `check_keyed`, `acquire_keyed`), so the store
 /// applies it once even when a retry runs it again.
 #[derive(Clone, Debug)]
 pub(crate) struct KeyedWrite(pub String);
 
-/// A keyed increment for the aggregating writer, not claimed yet: the
-/// handler claims it with its answer.
+/// A keyed batch for an aggregating writer (increments or observations),
+/// not claimed yet: the handler claims it with its answer.
 #[derive(Clone, Debug)]
 pub(crate) struct AggregatedKey {
     pub idempotency: Idempotency,
@@ -127,11 +128,15 @@ pub(crate) async fn layer(State(state): State<AppState>, req: Request, next: Nex
         )
         .into_response();
     };
-    let aggregated = state.services().aggregates_increments()
-        && req
-            .extensions()
-            .get::<MatchedPath>()
-            .is_some_and(|p| AGGREGATED_ROUTES.contains(&p.as_str()));
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(MatchedPath::as_str);
+    let services = state.services();
+    let aggregated = route.is_some_and(|r| {
+        (services.aggregates_increments() && AGGREGATED_ROUTES.contains(&r))
+            || (services.aggregates_observations() && AGGREGATED_STATS_ROUTES.contains(&r))
+    });
     let (parts, body) = req.into_parts();
     // The path as the client sent it (a nested router sees it without
     // `/v1`).

@@ -135,6 +135,12 @@ impl Services {
     pub fn aggregates_increments(&self) -> bool {
         self.aggregator.is_some() && !self.exact_writes
     }
+
+    /// True when HTTP observations go to the statistics' aggregating
+    /// writer.
+    pub fn aggregates_observations(&self) -> bool {
+        self.stats_writer.is_some() && !self.exact_writes
+    }
 }
 
 /// What every handler sees. Cheap to clone.

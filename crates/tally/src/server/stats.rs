@@ -33,8 +33,9 @@ use serde::{Deserialize, Serialize};
 
 use super::check::{self, not_null, query_integer};
 use super::error::{JsonBody, PathParam, QueryParams};
-use super::idempotency::KeyedWrite;
+use super::idempotency::{AggregatedKey, KeyedWrite, replay, unclaimed};
 use super::{ApiError, AppState};
+use crate::idempotency::{Answer, Claim};
 use crate::stats::{
     DEFAULT_QUANTILES, Figure, MAX_BATCH, MAX_QUANTILES, Observation, RangeSummary, Ranked,
     SliceSummary, Stats,
@@ -115,6 +116,7 @@ fn check_observation(prefix: &str, o: &Observation) -> Result<(), ApiError> {
 async fn record_one(
     State(state): State<AppState>,
     keyed: Option<Extension<KeyedWrite>>,
+    aggregated: Option<Extension<AggregatedKey>>,
     PathParam(name): PathParam<String>,
     JsonBody(body): JsonBody<RecordBody>,
 ) -> Result<Response, ApiError> {
@@ -149,37 +151,56 @@ async fn record_one(
         };
         check_observation(&prefix, o)?;
     }
-    write(&state, keyed, &observations).await
+    write(&state, keyed, aggregated, &observations).await
 }
 
 async fn record_batch(
     State(state): State<AppState>,
     keyed: Option<Extension<KeyedWrite>>,
+    aggregated: Option<Extension<AggregatedKey>>,
     JsonBody(body): JsonBody<BatchBody>,
 ) -> Result<Response, ApiError> {
     stats(&state)?;
     let max = super::openapi::max_batch(state.settings(), MAX_BATCH);
     let observations: Vec<Observation> =
         check::batch("observations", body.observations, max, check_observation)?;
-    write(&state, keyed, &observations).await
+    write(&state, keyed, aggregated, &observations).await
 }
 
 /// Writes (or hands to the aggregating writer) all of `observations`, or
-/// none; an exact write with a key is applied at most once.
+/// none; with a key, at most once per key.
 async fn write(
     state: &AppState,
     keyed: Option<Extension<KeyedWrite>>,
+    aggregated: Option<Extension<AggregatedKey>>,
     observations: &[Observation],
 ) -> Result<Response, ApiError> {
     let n = observations.len();
     let services = state.services();
     let stats = stats(state)?;
-    match services
+    let writer = services
         .stats_writer
         .as_ref()
-        .filter(|_| !services.exact_writes)
-    {
-        Some(writer) => {
+        .filter(|_| services.aggregates_observations());
+    match (writer, aggregated) {
+        (Some(writer), Some(Extension(k))) => {
+            let answer = Answer::json(202, &serde_json::json!({ "accepted": n }));
+            let claim = writer
+                .record_many_claimed(
+                    &k.idempotency,
+                    &k.key,
+                    &k.fingerprint,
+                    observations,
+                    &answer,
+                )
+                .await
+                .map_err(state.refused())?;
+            match claim {
+                Claim::Claimed(_) => Ok(replay(&answer, false)),
+                other => Ok(unclaimed(other)),
+            }
+        }
+        (Some(writer), None) => {
             writer
                 .record_many(observations)
                 .await
@@ -190,7 +211,7 @@ async fn write(
             )
                 .into_response())
         }
-        None => {
+        (None, _) => {
             match keyed {
                 Some(Extension(KeyedWrite(key))) => {
                     stats.record_many_once(&key, observations).await.map(|_| ())

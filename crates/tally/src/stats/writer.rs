@@ -16,6 +16,7 @@ use crate::counters::{AggregatorSettings, AggregatorStats};
 use crate::engine::Writer;
 use crate::engine::plan::Item;
 use crate::error::Result;
+use crate::idempotency::{Answer, Claim, Idempotency};
 use crate::stats::{Observation, Stats};
 
 /// A handle on an aggregating writer of statistics. Cheap to clone; the
@@ -121,15 +122,39 @@ impl StatsWriter {
     /// Records a batch, all or nothing: every observation is validated,
     /// and room for the whole batch is taken, before any is merged.
     pub async fn record_many(&self, observations: &[Observation]) -> Result<()> {
+        let items = self.items(observations)?;
+        self.writer.add_many(&items).await
+    }
+
+    /// [`StatsWriter::record_many`] for a keyed request of `fingerprint`
+    /// whose answer, once recorded, is `answer` (the HTTP server's): the
+    /// key is claimed with the answer before the observations are handed
+    /// over ([`Idempotency::add_claimed`]), so a retry is answered from
+    /// the record and never recorded twice.
+    pub async fn record_many_claimed(
+        &self,
+        idempotency: &Idempotency,
+        key: &str,
+        fingerprint: &str,
+        observations: &[Observation],
+        answer: &Answer,
+    ) -> Result<Claim> {
+        let items = self.items(observations)?;
+        idempotency
+            .add_claimed(key, fingerprint, answer, &self.writer, items)
+            .await
+    }
+
+    /// Validates observations into the writer's items.
+    fn items(&self, observations: &[Observation]) -> Result<Vec<Item>> {
         let now = self.stats.clock().now();
-        let items = observations
+        observations
             .iter()
             .map(|o| {
                 let (name, at, delta) = self.stats.validate(o, now)?;
                 Ok(Item { name, at, delta })
             })
-            .collect::<Result<Vec<_>>>()?;
-        self.writer.add_many(&items).await
+            .collect()
     }
 
     /// Flushes now and waits until everything recorded before this call is
