@@ -1,6 +1,7 @@
 //! The dashboard end to end, in a real browser: `tally serve` on a free
 //! port with its own data directory, fed known data over HTTP (`curl` among
-//! others) and a statsd packet (`nc -u`), checked through the JSON API,
+//! others: counters, observations of statistics, a time series, a daily
+//! entity) and a statsd packet (`nc -u`), checked through the JSON API,
 //! then driven in headless
 //! Chromium by `dashboard/e2e/dashboard.mjs` (Playwright), which checks that
 //! the charts show exactly that data and saves screenshots under the target
@@ -316,6 +317,13 @@ fn sum(samples: &Value) -> i64 {
         .sum()
 }
 
+/// The observations of a statistic's slices.
+fn stat_count(slices: &Value) -> i64 {
+    slices.as_array().map_or(0, |slices| {
+        slices.iter().map(|s| s["count"].as_i64().unwrap()).sum()
+    })
+}
+
 fn count_at(samples: &Value, start: u64) -> i64 {
     samples
         .as_array()
@@ -325,8 +333,9 @@ fn count_at(samples: &Value, start: u64) -> i64 {
         .map_or(0, |s| s[1].as_i64().unwrap())
 }
 
-/// Counters fed through HTTP and statsd, a time series and a daily entity
-/// show on the dashboard's charts exactly as the API holds them.
+/// Counters fed through HTTP and statsd, statistics, a time series and a
+/// daily entity show on the dashboard's charts exactly as the API holds
+/// them.
 #[test]
 fn dashboard_charts_show_the_fed_data() {
     chromium();
@@ -392,6 +401,22 @@ fn dashboard_charts_show_the_fed_data() {
     );
     server.post("/v1/daily/ad:42/incr", None, json!({"count": 3, "at": t}));
 
+    // Statistics: three stats under "api:" whose ranking by p99 differs
+    // from that by mean (outliers), one slice whose p50, p90 and p99 differ,
+    // and a stat outside the prefix.
+    let mut observations = Vec::new();
+    let mut observe = |name: &str, value: f64, at: u64, n: usize| {
+        observations.extend((0..n).map(|_| json!({"name": name, "value": value, "at": at})));
+    };
+    observe("api:search", 10.0, t0, 10);
+    observe("api:search", 50.0, t0, 8);
+    observe("api:search", 300.0, t0, 2);
+    observe("api:search", 15.0, t0 - 7, 4);
+    observe("api:login", 40.0, t0 + 5, 20);
+    observe("api:upload", 120.0, t0 + 10, 20);
+    observe("shop:pay", 900.0, t0, 1);
+    server.post("/v1/record", None, json!({ "observations": observations }));
+
     // The API holds exactly what was sent (aggregated writes land within a
     // flush interval).
     let counter = eventually("the counter's increments to be written", || {
@@ -448,6 +473,57 @@ fn dashboard_charts_show_the_fed_data() {
     assert_eq!(rollup, 10, "{range}");
     assert_eq!(count_at(&points["home"], (t - 120) / rollup * rollup), 5);
 
+    eventually("the observations to be written", || {
+        let all = ["api:search", "api:login", "api:upload", "shop:pay"]
+            .map(|name| server.http("GET", &format!("/v1/stats/{name}"), None, None));
+        let counts: Vec<i64> = all
+            .iter()
+            .map(|(_, s)| stat_count(&s["precisions"]["86400"]))
+            .collect();
+        if counts == [24, 20, 20, 1] {
+            Ok(())
+        } else {
+            Err(format!("{counts:?}"))
+        }
+    });
+    let search = server.get("/v1/stats/api:search?quantiles=0.5,0.9,0.99", None);
+    let stat_precisions = search["precisions"].as_object().unwrap();
+    assert_eq!(stat_precisions.len(), 7, "{search}");
+    for (p, slices) in stat_precisions {
+        assert_eq!(stat_count(slices), 24, "precision {p}: {slices}");
+    }
+    let second = search["precisions"]["1"].as_array().unwrap();
+    assert_eq!(second.len(), 2, "{search}");
+    assert_eq!(second[1]["count"], 20);
+    assert_eq!(second[1]["max"], 300.0);
+    let quantile = |q: &str| second[1]["quantiles"][q].as_f64().unwrap();
+    assert_eq!(quantile("0.99"), 300.0, "{search}");
+    assert!(
+        quantile("0.5") < quantile("0.9") && quantile("0.9") < quantile("0.99"),
+        "{search}"
+    );
+    let ranking = |by: &str| {
+        let top = server.get(&format!("/v1/stats/top?by={by}&prefix=api:"), None);
+        top["stats"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| json!({"name": r["name"], "value": r["value"]}))
+            .collect::<Vec<_>>()
+    };
+    let (by_p99, by_mean) = (ranking("p99"), ranking("mean"));
+    let names = |r: &[Value]| r.iter().map(|r| r["name"].clone()).collect::<Vec<_>>();
+    assert_eq!(
+        names(&by_p99),
+        ["api:search", "api:upload", "api:login"],
+        "{by_p99:?}"
+    );
+    assert_eq!(
+        names(&by_mean),
+        ["api:upload", "api:search", "api:login"],
+        "{by_mean:?}"
+    );
+
     let daily = server.get("/v1/daily/ad:42?days=30", None);
     let days = daily["days"].as_array().unwrap();
     assert_eq!(days.len(), 30, "{daily}");
@@ -472,6 +548,20 @@ fn dashboard_charts_show_the_fed_data() {
                 "total": 15,
                 "hover": {"precision": 1, "at": t0, "count": 7},
                 "live_count": 2,
+            },
+            "stats": {
+                "search": "api:",
+                "listed": ["api:login", "api:search", "api:upload"],
+                "name": "api:search",
+                "by": "p99",
+                "samples_kept": search["samples_kept"],
+                "precisions": stat_precisions,
+                "count": 24,
+                "ranking": {"p99": by_p99, "mean": by_mean},
+                "narrow": "api:u",
+                "narrowed": ["api:upload"],
+                "other_count": 20,
+                "live_value": 60.0,
             },
             "ts": {
                 "model": "pages",

@@ -9,7 +9,9 @@
 // keyboard, check every precision's chart holds exactly the API's samples
 // (missing slices 0, over the retained span), hover a slice and read the
 // tooltip, feed one more increment and watch the same chart update live;
-// then the time-series and daily views. Scenario "token": a server that
+// then the statistics view opened by URL (quantiles, mean and count per
+// slice, the ranking and its figure, the search, live refresh), the
+// time-series and the daily views. Scenario "token": a server that
 // protects reads; the page must ask for a token, refuse a wrong one, keep
 // the right one. Any failed check, page error or failed request of the page
 // exits 1 with a message.
@@ -18,7 +20,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { fmtDuration } from '../src/lib.js';
+import { fmtDuration, fmtValue } from '../src/lib.js';
 
 const spec = JSON.parse(await readFile(process.argv[2], 'utf8'));
 const TIMEOUT = 15000;
@@ -59,6 +61,16 @@ async function waitChart(page, id) {
   await page.waitForFunction((id) => window.tallyCharts?.[id]?.data?.[0]?.length > 0, id, { timeout: TIMEOUT });
 }
 
+/** The data of chart `id` at precision `p`, checked to span the `kept` slices, `p` s apart. */
+async function precisionChart(page, id, p, kept) {
+  await waitChart(page, id);
+  const data = await chartData(page, id);
+  const { xs } = data;
+  check(xs.length === kept, `precision ${p}: ${xs.length} slices drawn, expected the ${kept} retained`);
+  check(xs.every((x, i) => i === 0 || x - xs[i - 1] === Number(p)), `precision ${p}: slices are not ${p} s apart`);
+  return data;
+}
+
 /** Moves the mouse over the point of chart `id` at x = `t`; returns the tooltip's text parts. */
 async function hover(page, id, figure, t) {
   const pos = await page.evaluate(
@@ -79,15 +91,18 @@ async function hover(page, id, figure, t) {
   };
 }
 
-/** Fails unless `ys` is exactly `expected` (pairs [x, count]) at `xs`, 0 elsewhere. */
-function checkSeries(what, xs, ys, expected) {
+/**
+ * Fails unless `ys` is exactly `expected` (pairs [x, value]) at `xs` and
+ * `missing` elsewhere (0 for counts, null for a gap in a statistic's line).
+ */
+function checkSeries(what, xs, ys, expected, missing = 0) {
   const want = new Map(expected.map(([x, c]) => [x, c]));
   xs.forEach((x, i) => {
-    const w = want.get(x) ?? 0;
+    const w = want.get(x) ?? missing;
     check(ys[i] === w, `${what}: at ${x} (${utc(x)}) the chart drew ${ys[i]}, the API holds ${w}`);
   });
   for (const [x, c] of want) {
-    check(xs.includes(x) || c === 0, `${what}: the API's sample at ${x} (${c}) is not on the chart`);
+    check(xs.includes(x) || c === missing, `${what}: the API's sample at ${x} (${c}) is not on the chart`);
   }
 }
 
@@ -147,12 +162,7 @@ async function counters(page, s) {
 
   step(`check the chart of each precision (${Object.keys(c.samples).join(', ')} s)`);
   for (const [p, samples] of Object.entries(c.samples)) {
-    const id = `counter:${p}`;
-    await waitChart(page, id);
-    const { xs, ys } = await chartData(page, id);
-    const prec = Number(p);
-    check(xs.length === c.samples_kept, `precision ${p}: ${xs.length} slices drawn, expected the ${c.samples_kept} retained`);
-    check(xs.every((x, i) => i === 0 || x - xs[i - 1] === prec), `precision ${p}: slices are not ${p} s apart`);
+    const { xs, ys } = await precisionChart(page, `counter:${p}`, p, c.samples_kept);
     checkSeries(`precision ${p}`, xs, ys[0], samples);
     const total = ys[0].reduce((a, b) => a + b, 0);
     check(total === c.total, `precision ${p}: the chart sums to ${total}, expected ${c.total}`);
@@ -192,6 +202,123 @@ async function counters(page, s) {
     });
   const same = await page.evaluate((id) => window.tallyCharts[id].e2eMark === true, `counter:${coarsest}`);
   check(same, 'the chart was rebuilt on refresh instead of updated in place');
+}
+
+/** Waits until the links in `selector` name exactly `want`, in order. */
+async function namesAre(page, selector, want, what) {
+  await page
+    .waitForFunction(
+      ({ selector, want }) =>
+        JSON.stringify([...document.querySelectorAll(selector)].map((a) => a.dataset.name)) === JSON.stringify(want),
+      { selector, want },
+      { timeout: TIMEOUT },
+    )
+    .catch(async () => {
+      const got = await page.evaluate((sel) => [...document.querySelectorAll(sel)].map((a) => a.dataset.name), selector);
+      throw new CheckFailed(`${what} shows ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`);
+    });
+}
+
+/** The total of the count series (the last) of chart `id`. */
+async function chartCount(page, id) {
+  return page.evaluate((id) => window.tallyCharts[id]?.data.at(-1).reduce((a, b) => a + b, 0), id);
+}
+
+async function stats(page, s) {
+  const st = s.stats;
+  const url = new URL(`#/stats?q=${encodeURIComponent(st.search)}&name=${encodeURIComponent(st.name)}&by=${st.by}`, s.base).href;
+  step(`stats: open ${url}`);
+  await page.goto('about:blank');
+  await page.goto(url);
+  await page.locator('#stat-search').waitFor({ timeout: TIMEOUT });
+  check((await page.locator('#stat-search').inputValue()) === st.search, 'the search box does not hold the prefix of the URL');
+  await namesAre(page, '#stat-list a', st.listed, 'the stat list');
+  check(
+    (await page.locator('#stat-list a[aria-current="page"]').textContent()) === st.name,
+    'the stat of the URL is not marked current in the list',
+  );
+
+  step(`check ${st.name}'s chart of each precision (${Object.keys(st.precisions).join(', ')} s)`);
+  const figures = [
+    ['p50', (x) => x.quantiles['0.5']],
+    ['p90', (x) => x.quantiles['0.9']],
+    ['p99', (x) => x.quantiles['0.99']],
+    ['mean', (x) => x.mean],
+  ];
+  for (const [p, slices] of Object.entries(st.precisions)) {
+    const { xs, ys } = await precisionChart(page, `stat:${p}`, p, st.samples_kept);
+    check(ys.length === 5, `precision ${p}: ${ys.length} series drawn, expected p50, p90, p99, mean and count`);
+    figures.forEach(([name, of], i) => {
+      checkSeries(`precision ${p} ${name}`, xs, ys[i], slices.map((x) => [x.start, of(x)]), null);
+    });
+    checkSeries(`precision ${p} count`, xs, ys[4], slices.map((x) => [x.start, x.count]));
+    const total = ys[4].reduce((a, b) => a + b, 0);
+    check(total === st.count, `precision ${p}: the counts sum to ${total}, expected ${st.count}`);
+    const shown = await page.locator(`#stat-detail figure[data-precision="${p}"]`).getAttribute('data-count');
+    check(shown === String(st.count), `precision ${p}: the caption says ${shown} observations`);
+  }
+
+  const [p1] = Object.keys(st.precisions);
+  const busiest = st.precisions[p1].reduce((a, b) => (b.count > a.count ? b : a));
+  step(`hover the ${p1} s slice at ${utc(busiest.start)}`);
+  const tip = await hover(page, `stat:${p1}`, `#stat-detail figure[data-precision="${p1}"]`, busiest.start);
+  const want = [
+    fmtValue(busiest.quantiles['0.5']),
+    fmtValue(busiest.quantiles['0.9']),
+    fmtValue(busiest.quantiles['0.99']),
+    fmtValue(busiest.mean),
+    fmtValue(busiest.count),
+  ];
+  check(JSON.stringify(tip.values) === JSON.stringify(want), `the tooltip says ${JSON.stringify(tip.values)}, expected ${JSON.stringify(want)}`);
+
+  step(`the ranking by ${st.by}, then by mean`);
+  await namesAre(page, '#stats-top-list a', st.ranking[st.by].map((r) => r.name), `the ranking by ${st.by}`);
+  const values = await page.evaluate(() => [...document.querySelectorAll('#stats-top-list a')].map((a) => Number(a.dataset.value)));
+  check(
+    JSON.stringify(values) === JSON.stringify(st.ranking[st.by].map((r) => r.value)),
+    `the ranking by ${st.by} shows ${JSON.stringify(values)}, the API ranks ${JSON.stringify(st.ranking[st.by])}`,
+  );
+  await page.mouse.move(0, 0);
+  await page.screenshot({ path: join(s.out_dir, 'dashboard-stats.png'), fullPage: true });
+  await page.locator('#stats-by').selectOption('mean');
+  await namesAre(page, '#stats-top-list a', st.ranking.mean.map((r) => r.name), 'the ranking by mean');
+  check(decodeURIComponent(await page.evaluate(() => location.hash)).includes('by=mean'), 'the figure is not in the URL');
+
+  step(`search "${st.narrow}": the list and the ranking keep to it`);
+  await page.locator('#stat-search').fill(st.narrow);
+  await namesAre(page, '#stat-list a', st.narrowed, `the stat list for "${st.narrow}"`);
+  await namesAre(page, '#stats-top-list a', st.narrowed, `the ranking for "${st.narrow}"`);
+  check(decodeURIComponent(await page.evaluate(() => location.hash)).includes(`q=${st.narrow}`), 'the search is not in the URL');
+
+  const other = st.narrowed[0];
+  step(`click ${other} in the ranking`);
+  await page.locator(`#stats-top-list a[data-name="${other}"]`).click();
+  await page.waitForFunction((n) => decodeURIComponent(location.hash).includes(`name=${n}`), other, { timeout: TIMEOUT });
+  check((await page.locator('#stat-detail h2').textContent()) === other, `the detail does not show ${other}`);
+  const coarsest = `stat:${Object.keys(st.precisions).at(-1)}`;
+  await page
+    .waitForFunction(({ id, want }) => window.tallyCharts[id]?.data.at(-1).reduce((a, b) => a + b, 0) === want, { id: coarsest, want: st.other_count }, { timeout: TIMEOUT })
+    .catch(async () => {
+      throw new CheckFailed(`${other}'s chart counts ${await chartCount(page, coarsest)}, expected ${st.other_count}`);
+    });
+
+  step(`record one more value of ${other} and wait for the live refresh`);
+  await page.evaluate((id) => {
+    window.tallyCharts[id].e2eMark = true;
+  }, coarsest);
+  const res = await fetch(new URL(`v1/stats/${encodeURIComponent(other)}/record`, s.base), {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ value: st.live_value }),
+  });
+  check(res.ok, `the extra observation was answered ${res.status}`);
+  await page
+    .waitForFunction(({ id, want }) => window.tallyCharts[id]?.data.at(-1).reduce((a, b) => a + b, 0) === want, { id: coarsest, want: st.other_count + 1 }, { timeout: TIMEOUT })
+    .catch(async () => {
+      throw new CheckFailed(`the chart did not refresh to ${st.other_count + 1} observations (it counts ${await chartCount(page, coarsest)})`);
+    });
+  const same = await page.evaluate((id) => window.tallyCharts[id].e2eMark === true, coarsest);
+  check(same, 'the stat chart was rebuilt on refresh instead of updated in place');
 }
 
 async function timeSeries(page, s) {
@@ -313,6 +440,7 @@ try {
   });
   if (spec.scenario === 'data') {
     await counters(page, spec);
+    await stats(page, spec);
     await timeSeries(page, spec);
     await daily(page, spec);
   } else if (spec.scenario === 'token') {

@@ -1,4 +1,4 @@
-// Charts: thin wrappers over uPlot for the three views. A chart is created
+// Charts: thin wrappers over uPlot for the views. A chart is created
 // once and then only fed new data (`update`), so live refreshes redraw in
 // place without flicker; it follows its container's width, shows a tooltip
 // with local time, UTC and values on hover, and registers itself in
@@ -6,7 +6,8 @@
 // what was drawn.
 
 import uPlot from 'uplot';
-import { fmtCount, fmtLocal, fmtUtc } from './lib.js';
+import { h } from './dom.js';
+import { fmtCount, fmtDuration, fmtLocal, fmtUtc, fmtValue } from './lib.js';
 
 /** Series colours: distinct, readable on light and dark backgrounds. */
 export const PALETTE = ['#2f6fdf', '#d9480f', '#2b8a3e', '#ae3ec9', '#e67700', '#0c8599', '#c2255c', '#5c940d'];
@@ -112,6 +113,17 @@ function tooltipPlugin(describe) {
   };
 }
 
+/**
+ * The tooltip of a chart over time: the slice's local time, its UTC time
+ * and `bucket` (the slice length), then `rows(u, idx)`.
+ */
+function timeTooltip(bucket, rows) {
+  return tooltipPlugin((u, idx) => {
+    const t = u.data[0][idx];
+    return { title: fmtLocal(t), subtitle: `${fmtUtc(t)}${bucket ? ` · ${bucket}` : ''}`, rows: rows(u, idx) };
+  });
+}
+
 /** Keeps the chart as wide as its container. */
 function followWidth(u, el, height) {
   const fit = () => {
@@ -182,14 +194,9 @@ export function timeChart(id, el, { series, height = 170, bucket, legend = false
       })),
     ],
     plugins: [
-      tooltipPlugin((u, idx) => {
-        const t = u.data[0][idx];
-        return {
-          title: fmtLocal(t),
-          subtitle: `${fmtUtc(t)}${bucket ? ` · ${bucket}` : ''}`,
-          rows: series.map(({ label, colour }, s) => [label, fmtCount(u.data[s + 1][idx] ?? 0), colour]),
-        };
-      }),
+      timeTooltip(bucket, (u, idx) =>
+        series.map(({ label, colour }, s) => [label, fmtCount(u.data[s + 1][idx] ?? 0), colour]),
+      ),
     ],
   };
   return new Chart(id, el, opts, data);
@@ -234,4 +241,139 @@ export function dayBars(id, el, { label, colour, height = 220 }, data) {
     ],
   };
   return new Chart(id, el, opts, data);
+}
+
+/** Figures on y: up to 3 decimals, with separators. */
+function valueValues(_u, splits) {
+  return splits.map((v) => fmtCount(v));
+}
+
+/** The series of a statistic's chart, in the order of its data after x. */
+export const STAT_SERIES = [
+  { key: 'p50', label: 'p50', colour: PALETTE[2] },
+  { key: 'p90', label: 'p90', colour: PALETTE[4] },
+  { key: 'p99', label: 'p99', colour: PALETTE[1] },
+  { key: 'mean', label: 'mean', colour: PALETTE[0], dash: [6, 4] },
+  { key: 'count', label: 'count', colour: PALETTE[5] },
+];
+
+/**
+ * A statistic's chart: x is Unix seconds (local time), the figures p50,
+ * p90, p99 and mean as lines on the left axis (gaps where a slice holds
+ * nothing), the count per slice as pale bars on the right axis.
+ * `data` is `[xs, p50, p90, p99, mean, count]`.
+ */
+export function statChart(id, el, { bucket, height = 200 }, data) {
+  const axis = axisStyle();
+  const counts = STAT_SERIES.at(-1);
+  const opts = {
+    height,
+    legend: { show: true, live: false },
+    cursor,
+    scales: {
+      x: { time: true },
+      y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] },
+      n: { range: (_u, _min, max) => [0, max > 0 ? max * 2 : 1] },
+    },
+    axes: [
+      { ...axis, space: 70, values: TIME_VALUES },
+      { ...axis, scale: 'y', values: valueValues, size: 60 },
+      { ...axis, scale: 'n', side: 1, values: countValues, size: 50, grid: { show: false } },
+    ],
+    series: [
+      {},
+      ...STAT_SERIES.slice(0, -1).map(({ label, colour, dash }) => ({
+        label,
+        scale: 'y',
+        stroke: colour,
+        width: 2,
+        dash,
+        // A slice between two empty ones is a point, not a line.
+        points: { show: true, size: 5, fill: colour },
+      })),
+      {
+        label: counts.label,
+        scale: 'n',
+        stroke: counts.colour,
+        fill: `${counts.colour}55`,
+        width: 0,
+        paths: uPlot.paths.bars({ size: [0.8, 30], align: 0 }),
+        points: { show: false },
+      },
+    ],
+    plugins: [
+      timeTooltip(bucket, (u, idx) =>
+        STAT_SERIES.map(({ label, colour }, s) => [label, fmtValue(u.data[s + 1][idx]), colour]),
+      ),
+    ],
+  };
+  return new Chart(id, el, opts, data);
+}
+
+/**
+ * The charts of one name at every precision, in a grid (`.grid`): a card per
+ * precision ("Every 5 s", "last 10 min", a caption line), created on first
+ * use and then fed new data in place, until the precisions or the slices
+ * kept change.
+ */
+export class PrecisionCharts {
+  constructor() {
+    this.grid = h('div', { class: 'chart-grid' });
+    this.cards = new Map();
+    this.key = null;
+  }
+
+  /**
+   * Starts a refresh of an API answer's `precisions` (an object keyed by
+   * precision) keeping `kept` slices each; returns the precisions as
+   * numbers, ascending.
+   */
+  begin(byPrecision, kept) {
+    const precisions = Object.keys(byPrecision)
+      .map(Number)
+      .sort((a, b) => a - b);
+    const key = `${precisions.join(',')}/${kept}`;
+    if (this.key !== key) {
+      this.clear();
+      this.key = key;
+    }
+    return precisions;
+  }
+
+  /**
+   * Draws `data` at precision `p`: `make(chartEl, data)` creates the chart
+   * the first time. Returns the card `{ fig, chartEl, meta, chart }`.
+   */
+  draw(p, kept, data, make) {
+    let card = this.cards.get(p);
+    if (card) {
+      card.chart.update(data);
+      return card;
+    }
+    const chartEl = h('div', { class: 'chart', role: 'img' });
+    const meta = h('p', { class: 'chart-meta muted small' });
+    const fig = h(
+      'figure',
+      { class: 'panel chart-card', dataset: { precision: String(p) } },
+      h(
+        'figcaption',
+        {},
+        h('h3', {}, `Every ${fmtDuration(p)}`),
+        h('span', { class: 'muted small' }, `last ${fmtDuration(p * kept)}`),
+      ),
+      chartEl,
+      meta,
+    );
+    this.grid.append(fig);
+    card = { fig, chartEl, meta, chart: make(chartEl, data) };
+    this.cards.set(p, card);
+    return card;
+  }
+
+  clear() {
+    for (const c of this.cards.values()) c.chart.destroy();
+    this.cards = new Map();
+    this.key = null;
+    this.grid.replaceChildren();
+  }
 }

@@ -1,5 +1,8 @@
 // DOM helpers: element construction without innerHTML (so names from the
-// server are always text), a live-refresh loop, and a debounce.
+// server are always text), a live-refresh loop and the live detail built on
+// it, and a debounce.
+
+import { ApiError } from './api.js';
 
 /**
  * `h('a', { href: '#', class: 'x', onclick: f }, 'text', child)`: an element
@@ -73,4 +76,48 @@ export function every(ms, tick, paused = () => false) {
 /** Local "HH:MM:SS" of a Date, for "updated at" notes. */
 export function clockTime(date = new Date()) {
   return date.toLocaleTimeString('en-GB', { hour12: false });
+}
+
+/**
+ * A live detail of `name`: a head (the name, a "Live · updated" note and a
+ * Pause button), an error line, then `body`. `load()` draws the latest;
+ * it runs now and every `ms` after (not while paused or hidden), and its
+ * failure shows in the error line, the drawing left as it was. Returns
+ * `{ nodes, stop }`: the nodes to show, and the end of the refreshes.
+ */
+export function liveDetail(name, body, ms, load) {
+  let paused = false;
+  const updated = h('span', { class: 'live-note muted small', 'aria-live': 'off' }, 'Loading…');
+  const pause = h('button', { type: 'button', class: 'secondary small', 'aria-pressed': 'false' }, 'Pause');
+  const errorBox = h('p', { class: 'error', role: 'alert', hidden: true });
+  pause.addEventListener('click', () => {
+    paused = !paused;
+    pause.setAttribute('aria-pressed', String(paused));
+    pause.textContent = paused ? 'Resume' : 'Pause';
+    updated.classList.toggle('paused', paused);
+  });
+  const stop = every(
+    ms,
+    () =>
+      load().then(
+        () => {
+          errorBox.hidden = true;
+          updated.textContent = `Live · updated ${clockTime()}`;
+        },
+        (e) => {
+          errorBox.textContent =
+            e instanceof ApiError ? `Could not read ${name}: ${e.message}` : `Could not reach the server (${e.message}).`;
+          errorBox.hidden = false;
+          updated.textContent = `Stale · failed at ${clockTime()}`;
+        },
+      ),
+    () => paused,
+  );
+  const head = h(
+    'div',
+    { class: 'detail-head' },
+    h('h2', { class: 'detail-name' }, name),
+    h('div', { class: 'detail-tools' }, updated, pause),
+  );
+  return { nodes: [head, errorBox, ...body], stop };
 }

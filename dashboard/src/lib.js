@@ -46,33 +46,108 @@ export function fmtUtc(ts) {
 }
 
 /**
- * One precision's samples as a gap-free series over the retained span.
- *
- * `samples` are `[slice_start, count]` pairs, oldest first, as the API sends
- * them; a missing slice means 0. The span ends at the slice holding `now`
- * (or at the newest sample, if the server's clock runs ahead) and holds
- * `kept` slices. Samples older than the span are left out: the cleaner
- * removes them. Returns `{ xs, ys }`, equal lengths, xs ascending by
- * `precision`.
+ * The retained span of one precision: `kept` slice starts, ascending by
+ * `precision`, ending at the slice holding `now` (or at the newest of
+ * `starts`, if the server's clock runs ahead). Returns `{ xs, at }`, where
+ * `at(start)` is the index of the slice starting exactly at `start`, or -1
+ * when it lies outside the span (older slices: the cleaner removes them).
  */
-export function fillSlices(samples, precision, kept, now) {
+export function sliceSpan(starts, precision, kept, now) {
   let end = Math.floor(now / precision) * precision;
-  for (const [start] of samples) {
+  for (const start of starts) {
     const slice = Math.floor(start / precision) * precision;
     if (slice > end) end = slice;
   }
   const first = end - (kept - 1) * precision;
   const xs = new Array(kept);
-  const ys = new Array(kept).fill(0);
   for (let i = 0; i < kept; i++) xs[i] = first + i * precision;
-  for (const [start, count] of samples) {
+  const at = (start) => {
     const i = Math.round((start - first) / precision);
-    if (i >= 0 && i < kept && xs[i] === start) ys[i] += count;
+    return i >= 0 && i < kept && xs[i] === start ? i : -1;
+  };
+  return { xs, at };
+}
+
+/**
+ * One precision's samples as a gap-free series over the retained span.
+ *
+ * `samples` are `[slice_start, count]` pairs, oldest first, as the API sends
+ * them; a missing slice means 0. The span is `sliceSpan`'s. Returns
+ * `{ xs, ys }`, equal lengths, xs ascending by `precision`.
+ */
+export function fillSlices(samples, precision, kept, now) {
+  const { xs, at } = sliceSpan(
+    samples.map(([start]) => start),
+    precision,
+    kept,
+    now,
+  );
+  const ys = new Array(kept).fill(0);
+  for (const [start, count] of samples) {
+    const i = at(start);
+    if (i >= 0) ys[i] += count;
   }
   return { xs, ys };
 }
 
-/** Sum and peak (the largest value and its index; -1 when all are 0). */
+/** The quantiles the Stats view charts, as the API keys them. */
+export const STAT_QUANTILES = ['0.5', '0.9', '0.99'];
+
+/**
+ * One precision of a statistic as chart series over the retained span.
+ *
+ * `slices` are the API's `{start, count, mean, quantiles: {"0.5": ..}}`,
+ * oldest first. Returns `{ xs, p50, p90, p99, mean, count }`, equal
+ * lengths: a slice with no observations (or none kept) has count 0 and
+ * `null` figures (a gap in the line, not a fall to 0); a slice kept
+ * without a sketch has `null` quantiles.
+ */
+export function fillStats(slices, precision, kept, now) {
+  const { xs, at } = sliceSpan(
+    slices.map((s) => s.start),
+    precision,
+    kept,
+    now,
+  );
+  const gap = () => new Array(kept).fill(null);
+  const out = { xs, p50: gap(), p90: gap(), p99: gap(), mean: gap(), count: new Array(kept).fill(0) };
+  const names = { '0.5': 'p50', '0.9': 'p90', '0.99': 'p99' };
+  for (const s of slices) {
+    const i = at(s.start);
+    if (i < 0) continue;
+    out.count[i] = s.count;
+    out.mean[i] = s.mean ?? null;
+    for (const q of STAT_QUANTILES) out[names[q]][i] = s.quantiles?.[q] ?? null;
+  }
+  return out;
+}
+
+/** The figures the Stats view ranks by (the API's `by`); the first is the default. */
+export const STAT_FIGURES = ['p99', 'p90', 'p50', 'mean', 'max'];
+
+/** The ranges the Stats view ranks over, in seconds; the second is the default. */
+export const STAT_RANGES = [300, 3600, 86400, 7 * 86400];
+
+/**
+ * The Stats view's ranking choice from its route parameters: `by` one of
+ * `STAT_FIGURES` and `range` one of `STAT_RANGES`, anything else (or
+ * nothing) their defaults.
+ */
+export function rankingOf(params) {
+  const by = STAT_FIGURES.includes(params.by) ? params.by : STAT_FIGURES[0];
+  const range = STAT_RANGES.includes(Number(params.range)) ? Number(params.range) : STAT_RANGES[1];
+  return { by, range };
+}
+
+/** A statistic's figure for display: up to 3 decimals with separators; `–` for none. */
+export function fmtValue(v) {
+  return v === null || v === undefined ? '–' : fmtCount(v);
+}
+
+/**
+ * Sum and peak (the largest value and its index; -1 when none is above 0).
+ * `null`s (gaps) count as nothing.
+ */
 export function summarize(ys) {
   let total = 0;
   let peak = 0;
@@ -88,7 +163,7 @@ export function summarize(ys) {
 }
 
 /** The views the dashboard has; the first is the default. */
-export const VIEWS = ['counters', 'ts', 'daily'];
+export const VIEWS = ['counters', 'ts', 'daily', 'stats'];
 
 /**
  * A URL hash as a route: "#/daily?entity=ad%3A1" →

@@ -1,15 +1,16 @@
 // The dashboard's entry point: the hash router (views are linkable:
-// #/counters, #/ts, #/daily with their parameters), the navigation, and the
+// #/counters, #/ts, #/daily, #/stats with their parameters), the navigation, and the
 // token dialog shown when the server answers 401.
 
 import { currentToken, onTokenChange, setTokenPrompt, storeToken } from './api.js';
 import { parseHash } from './lib.js';
 import { countersView } from './views/counters.js';
 import { dailyView } from './views/daily.js';
+import { statsView } from './views/stats.js';
 import { tsView } from './views/ts.js';
 
-const VIEWS = { counters: countersView, ts: tsView, daily: dailyView };
-const TITLES = { counters: 'Counters', ts: 'Time series', daily: 'Daily' };
+const VIEWS = { counters: countersView, ts: tsView, daily: dailyView, stats: statsView };
+const TITLES = { counters: 'Counters', ts: 'Time series', daily: 'Daily', stats: 'Stats' };
 
 const main = document.getElementById('main');
 let current = null; // { name, view }

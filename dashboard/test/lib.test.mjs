@@ -6,11 +6,15 @@ import {
   buildHash,
   dayToUnix,
   fillSlices,
+  fillStats,
   fmtCount,
   fmtDuration,
   fmtUtc,
+  fmtValue,
   parseHash,
   rangeStart,
+  rankingOf,
+  sliceSpan,
   splitKeys,
   summarize,
   unixToDay,
@@ -112,4 +116,56 @@ test('a range starts inside the finest rollup that keeps the whole span', () => 
   assert.equal(rangeStart(end, 3600), end - 3600 + 36);
   assert.ok(end + 35 - 3600 <= rangeStart(end, 3600));
   assert.equal(rangeStart(end, 600), end - 600 + 10);
+});
+
+test('sliceSpan ends at the slice of now and finds only exact slice starts', () => {
+  const { xs, at } = sliceSpan([990], 5, 4, 1003.2);
+  assert.deepEqual(xs, [985, 990, 995, 1000]);
+  assert.equal(at(985), 0);
+  assert.equal(at(1000), 3);
+  assert.equal(at(980), -1, 'older than the span');
+  assert.equal(at(1005), -1, 'newer than the span');
+  assert.equal(at(992), -1, 'not a slice start');
+  // A sample past our now (the server's clock ahead) moves the end.
+  assert.deepEqual(sliceSpan([1010], 5, 2, 1003).xs, [1005, 1010]);
+});
+
+test('fillStats keeps figures per slice and leaves gaps where nothing was observed', () => {
+  const slices = [
+    { start: 900, count: 9, mean: 1, quantiles: { 0.5: 1, 0.9: 1, 0.99: 1 } },
+    { start: 990, count: 3, mean: 20, quantiles: { '0.5': 20, '0.9': 30, '0.99': 30.5 } },
+    { start: 1000, count: 2, mean: 7.5, quantiles: {} },
+  ];
+  const s = fillStats(slices, 5, 4, 1000.7);
+  assert.deepEqual(s.xs, [985, 990, 995, 1000]);
+  assert.deepEqual(s.count, [0, 3, 0, 2]);
+  assert.deepEqual(s.mean, [null, 20, null, 7.5]);
+  assert.deepEqual(s.p50, [null, 20, null, null], 'a slice kept without a sketch has no quantiles');
+  assert.deepEqual(s.p90, [null, 30, null, null]);
+  assert.deepEqual(s.p99, [null, 30.5, null, null]);
+});
+
+test('summarize counts gaps as nothing', () => {
+  assert.deepEqual(summarize([null, 4, null, 9, 2]), { total: 15, peak: 9, at: 3 });
+  assert.deepEqual(summarize([null, null]), { total: 0, peak: 0, at: -1 });
+});
+
+test('the ranking choice falls back to p99 over the last hour', () => {
+  assert.deepEqual(rankingOf({}), { by: 'p99', range: 3600 });
+  assert.deepEqual(rankingOf({ by: 'mean', range: '300' }), { by: 'mean', range: 300 });
+  assert.deepEqual(rankingOf({ by: 'p42', range: '17' }), { by: 'p99', range: 3600 });
+  assert.deepEqual(rankingOf({ by: 'max', range: String(7 * 86400) }), { by: 'max', range: 604800 });
+});
+
+test('stat figures keep decimals and show a gap as a dash', () => {
+  assert.equal(fmtValue(1234.56789), '1,234.568');
+  assert.equal(fmtValue(0), '0');
+  assert.equal(fmtValue(null), '–');
+  assert.equal(fmtValue(undefined), '–');
+});
+
+test('the stats route round-trips', () => {
+  const hash = buildHash('stats', { q: 'http', name: 'tally:http:latency', by: 'p99' });
+  assert.equal(hash, '#/stats?q=http&name=tally%3Ahttp%3Alatency&by=p99');
+  assert.deepEqual(parseHash(hash), { view: 'stats', params: { q: 'http', name: 'tally:http:latency', by: 'p99' } });
 });
