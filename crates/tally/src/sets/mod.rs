@@ -175,6 +175,16 @@ pub struct SetRange {
     pub count: u64,
 }
 
+/// One set's slices at every precision within a range, and the count of
+/// the range's union ([`Sets::view`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetView {
+    /// Per precision, finest first, the slices starting in `[from, to]`.
+    pub series: Vec<SetSeries>,
+    /// The distinct members of the range.
+    pub union: SetRange,
+}
+
 /// Named sets at several precisions. Cheap to clone.
 ///
 /// # Example
@@ -388,6 +398,70 @@ impl Sets {
             precision: plan.resolution.seconds,
             count: distinct_of(&union)?.estimate(),
         })
+    }
+
+    /// One set's slices starting in `[from, to]` at every precision, and
+    /// the distinct members of the range (as [`Sets::count`] counts them),
+    /// from one read of every precision: one round trip.
+    pub async fn view(&self, name: &str, from: u64, to: u64) -> Result<SetView> {
+        let space = &self.inner.space;
+        let plan = range(space, self.inner.clock.now(), from, to).ok_or_else(|| {
+            Error::InvalidTime(format!("a range's end ({to}) is before its start ({from})"))
+        })?;
+        let name = Name::new(name)?;
+        let mut all = self
+            .inner
+            .store
+            .read(space, &[name], &self.inner.precisions, SliceSel::All)
+            .await?;
+        let per = all.pop().unwrap_or_default();
+        let mut union = None;
+        let mut series = Vec::with_capacity(per.len());
+        for (&precision, slices) in self.inner.precisions.iter().zip(&per) {
+            if precision == plan.resolution.seconds {
+                let merged = merge_values(
+                    Kind::Distinct,
+                    slices
+                        .iter()
+                        .filter(|(start, _)| plan.slices.contains(*start))
+                        .map(|(_, v)| v),
+                )?;
+                union = Some(distinct_of(&merged)?.estimate());
+            }
+            let slices = slices
+                .iter()
+                .filter(|(start, _)| (from..=to).contains(start))
+                .map(|(start, v)| {
+                    Ok(SetSlice {
+                        start: *start,
+                        count: distinct_of(v)?.estimate(),
+                    })
+                })
+                .collect::<Result<_>>()?;
+            series.push(SetSeries { precision, slices });
+        }
+        Ok(SetView {
+            series,
+            union: SetRange {
+                from,
+                to,
+                precision: plan.resolution.seconds,
+                count: union.unwrap_or(0),
+            },
+        })
+    }
+
+    /// The oldest second any precision keeps at the clock's now (the
+    /// oldest slice of the precision reaching furthest back).
+    pub fn oldest_kept(&self) -> u64 {
+        let now = self.inner.clock.now();
+        self.inner
+            .space
+            .resolutions
+            .iter()
+            .map(|r| r.oldest_kept(now))
+            .min()
+            .unwrap_or(0)
     }
 
     /// Up to `limit` sets whose names start with `prefix` (empty: all),
