@@ -19,6 +19,7 @@ use crate::commands::daily::DailyCommand;
 use crate::commands::limit::LimitCommand;
 use crate::commands::lock::LockCommand;
 use crate::commands::serve::ServeArgs;
+use crate::commands::sets::SetsCommand;
 use crate::commands::stats::StatsCommand;
 use crate::commands::ts::TsCommand;
 use crate::commands::{self};
@@ -61,6 +62,10 @@ pub enum Command {
     /// and quantiles per slice, rank statistics.
     #[command(subcommand)]
     Stats(StatsCommand),
+    /// Sets: add members, read distinct counts per slice and over
+    /// everything kept.
+    #[command(subcommand)]
+    Sets(SetsCommand),
     /// Rate limits: check a key against a limit or a named policy.
     #[command(subcommand)]
     Limit(LimitCommand),
@@ -120,6 +125,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Daily(c) => commands::daily::run(c, &config).await?,
         Command::Buffers(c) => commands::buffer::run(c, &config).await?,
         Command::Stats(c) => commands::stats::run(c, &config).await?,
+        Command::Sets(c) => commands::sets::run(c, &config).await?,
         Command::Limit(c) => return commands::limit::run(c, &config).await,
         Command::Lock(c) => return commands::lock::run(c, &config).await,
         Command::Serve(args) => commands::serve::run(args, &config).await?,

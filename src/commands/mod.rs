@@ -13,5 +13,6 @@ pub mod daily;
 pub mod limit;
 pub mod lock;
 pub mod serve;
+pub mod sets;
 pub mod stats;
 pub mod ts;

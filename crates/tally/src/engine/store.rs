@@ -101,6 +101,18 @@ impl Space {
         })
     }
 
+    /// A space cleaned by the cleaner whose every resolution keeps the same
+    /// number of slices: `kind` values at `precisions` (seconds), each
+    /// keeping `samples` slices, checked as [`Space::new`] checks them
+    /// (gauges, sets).
+    pub fn cleaned(id: &'static str, kind: Kind, precisions: &[u64], samples: u64) -> Result<Self> {
+        let resolutions = precisions
+            .iter()
+            .map(|&p| Resolution::new(p, samples))
+            .collect();
+        Self::new(id, kind, resolutions, Retention::Cleaner)
+    }
+
     /// The counters' space: sums at `precisions` (already validated by
     /// [`crate::CounterSettings::validate`]), each keeping `keep` slices,
     /// cleaned by the cleaner.

@@ -100,9 +100,9 @@ async fn read(
     if let Some(p) = q.precision {
         crate::counters::settings::check_precision_in(sets.precisions(), p)?;
     }
-    // By default, everything kept: from the oldest slice kept, to the
-    // latest time a write may carry.
-    let from = q.from.unwrap_or_else(|| sets.oldest_kept());
+    // By default, everything stored: from 1970 to the latest time a write
+    // may carry (read at the coarsest precision).
+    let from = q.from.unwrap_or(0);
     let to = q.to.unwrap_or(crate::clock::Timestamp::MAX_SECS as u64);
     for (field, t) in [("from", from), ("to", to)] {
         check::time(field, Some(t as f64))?;

@@ -38,10 +38,7 @@ use crate::counters::{AggregatorSettings, AggregatorStats, Page};
 use crate::engine::kinds::DistinctValue;
 use crate::engine::plan::{prepare, time};
 use crate::engine::read::{merge_values, range};
-use crate::engine::resolution::Resolution;
-use crate::engine::{
-    Applied, Batch, BatchSink, Kind, Retention, SliceSel, SliceStore, Space, Value, Writer,
-};
+use crate::engine::{Applied, Batch, BatchSink, Kind, SliceSel, SliceStore, Space, Value, Writer};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -235,15 +232,7 @@ impl Sets {
         samples: u64,
         clock: Arc<dyn Clock>,
     ) -> Result<Self> {
-        let space = Space::new(
-            SPACE,
-            Kind::Distinct,
-            precisions
-                .iter()
-                .map(|&p| Resolution::new(p, samples))
-                .collect(),
-            Retention::Cleaner,
-        )?;
+        let space = Space::cleaned(SPACE, Kind::Distinct, precisions, samples)?;
         Ok(Sets {
             inner: Arc::new(Inner {
                 store,
@@ -449,19 +438,6 @@ impl Sets {
                 count: union.unwrap_or(0),
             },
         })
-    }
-
-    /// The oldest second any precision keeps at the clock's now (the
-    /// oldest slice of the precision reaching furthest back).
-    pub fn oldest_kept(&self) -> u64 {
-        let now = self.inner.clock.now();
-        self.inner
-            .space
-            .resolutions
-            .iter()
-            .map(|r| r.oldest_kept(now))
-            .min()
-            .unwrap_or(0)
     }
 
     /// Up to `limit` sets whose names start with `prefix` (empty: all),
