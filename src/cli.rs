@@ -20,6 +20,7 @@ use crate::commands::limit::LimitCommand;
 use crate::commands::lock::LockCommand;
 use crate::commands::migrate::MigrateArgs;
 use crate::commands::serve::ServeArgs;
+use crate::commands::sets::SetsCommand;
 use crate::commands::stats::StatsCommand;
 use crate::commands::ts::TsCommand;
 use crate::commands::{self};
@@ -62,6 +63,10 @@ pub enum Command {
     /// and quantiles per slice, rank statistics.
     #[command(subcommand)]
     Stats(StatsCommand),
+    /// Sets: add members, read distinct counts per slice and over
+    /// everything kept.
+    #[command(subcommand)]
+    Sets(SetsCommand),
     /// Rate limits: check a key against a limit or a named policy.
     #[command(subcommand)]
     Limit(LimitCommand),
@@ -71,7 +76,7 @@ pub enum Command {
     /// Serve the HTTP API, the dashboard, /metrics and (optionally) statsd,
     /// with the cleaner running inside, until SIGTERM or Ctrl-C.
     Serve(ServeArgs),
-    /// Copy every counter, statistic and gauge from one store into another
+    /// Copy every counter, statistic, gauge and set from one store into another
     /// (resumable: run it again to finish an interrupted migration).
     Migrate(MigrateArgs),
     /// Benchmarks (see BENCHMARKS.md).
@@ -124,6 +129,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Daily(c) => commands::daily::run(c, &config).await?,
         Command::Buffers(c) => commands::buffer::run(c, &config).await?,
         Command::Stats(c) => commands::stats::run(c, &config).await?,
+        Command::Sets(c) => commands::sets::run(c, &config).await?,
         Command::Limit(c) => return commands::limit::run(c, &config).await,
         Command::Lock(c) => return commands::lock::run(c, &config).await,
         Command::Serve(args) => commands::serve::run(args, &config).await?,

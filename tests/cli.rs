@@ -662,3 +662,48 @@ fn incr_from_cron_alone_keeps_bounded_data_on_the_embedded_store() {
         .unwrap();
     assert_eq!(rows, 8, "4 slices at each of 2 precisions, nothing more");
 }
+
+/// Issue 9: `tally sets add` counts each member once per slice; `get` shows
+/// the slices and the union of everything stored; `delete` removes the set.
+#[test]
+fn sets_add_get_and_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let add = |members: &[&str], at: &str| {
+        let mut args = vec!["sets", "add", "users"];
+        args.extend_from_slice(members);
+        args.extend_from_slice(&["--at", at]);
+        ok(&mut with_dir(dir.path(), &args));
+    };
+    add(&["ann", "bob", "ann"], "1336376415");
+    add(&["bob", "cy"], "1336376475");
+    let out = ok(&mut with_dir(
+        dir.path(),
+        &["sets", "get", "users", "--precision", "60", "--json"],
+    ));
+    let body: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        body["precisions"]["60"],
+        serde_json::json!([
+            { "start": 1336376400, "count": 2 },
+            { "start": 1336376460, "count": 2 }
+        ]),
+        "{body}"
+    );
+    assert_eq!(body["union"]["count"], 3, "{body}");
+    let table = ok(&mut with_dir(dir.path(), &["sets", "get", "users"]));
+    assert!(table.contains("users: 3 distinct"), "{table}");
+    assert!(table.contains("2012-05-07T07:41:00Z"), "{table}");
+    let bad = run(&mut with_dir(dir.path(), &["sets", "add", "users", ""]));
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("must not be empty"),
+        "{bad:?}"
+    );
+    let deleted = ok(&mut with_dir(
+        dir.path(),
+        &["sets", "delete", "users", "--json"],
+    ));
+    assert_eq!(deleted.trim(), r#"{"deleted":true}"#);
+    let gone = ok(&mut with_dir(dir.path(), &["sets", "get", "users"]));
+    assert!(gone.contains("users: 0 distinct"), "{gone}");
+}

@@ -1,5 +1,5 @@
-//! `tally migrate --from STORE --to STORE`: moves every counter, statistic
-//! and gauge from one store into another with [`tally::migrate`] (resumable:
+//! `tally migrate --from STORE --to STORE`: moves every counter, statistic,
+//! gauge and set from one store into another with [`tally::migrate`] (resumable:
 //! running the same command again finishes an interrupted migration and
 //! counts nothing twice). A progress bar on stderr when it is a terminal; a
 //! summary at the end (`--json`: the library's report).

@@ -14,5 +14,6 @@ pub mod limit;
 pub mod lock;
 pub mod migrate;
 pub mod serve;
+pub mod sets;
 pub mod stats;
 pub mod ts;

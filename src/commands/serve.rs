@@ -190,6 +190,7 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
         tsdb: Some(tally.tsdb()),
         daily: Some(tally.daily()),
         gauges: Some(tally.gauges()),
+        sets: Some(tally.sets()),
         buffers: None,
         stats: Some(tally.stats()),
         stats_writer: Some(tally.stats_writer()),

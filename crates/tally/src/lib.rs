@@ -24,6 +24,7 @@
 //! [`Tally::counters`], [`Tally::writer`] (the [`Aggregator`]),
 //! [`Tally::cleaner`], [`Tally::stats`], [`Tally::stats_writer`],
 //! [`Tally::gauges`], [`Tally::gauges_writer`],
+//! [`Tally::sets`], [`Tally::sets_writer`],
 //! [`Tally::tsdb`], [`Tally::daily`],
 //! [`Tally::buffers`], [`Tally::limiter`], [`Tally::locks`];
 //! [`Tally::builder`] changes the settings (key prefix, precisions, rollups,
@@ -66,6 +67,9 @@
 //! - [`gauges`]: gauges over the engine's `gauges` space: set and adjust
 //!   (in order), last/min/max per slice, the current value kept by the
 //!   store; the aggregating writer ([`GaugesWriter`]).
+//! - [`sets`]: distinct counts per slice over the engine's `sets` space
+//!   (members added, counted with Redis's HyperLogLog estimator, unions
+//!   over ranges and sets); the aggregating writer ([`SetsWriter`]).
 //! - [`daily`]: per-entity daily statistics (views per day, last N days,
 //!   running all-time total), its pure date math and store trait (the
 //!   article's hashes on Redis), sharing the engine's validation.
@@ -121,6 +125,7 @@ pub mod random;
 pub mod requests;
 #[cfg(feature = "server")]
 pub mod server;
+pub mod sets;
 pub mod stats;
 pub mod statsd;
 pub mod tsdb;
@@ -140,5 +145,6 @@ pub use limits::{Algorithm, Decision, FailMode, Limit, Limiter};
 pub use locks::{Acquisition, Lease, LockGuard, Locks};
 pub use name::Name;
 pub use open::{Tally, TallyBuilder};
+pub use sets::{SetAdd, Sets, SetsWriter};
 pub use stats::{Observation, Stats, StatsSettings, StatsWriter};
 pub use tsdb::{TsIncrement, Tsdb, TsdbSettings, TsdbStore};

@@ -1,5 +1,5 @@
 //! Moving data between stores (`tally migrate`): every series of every
-//! space the slice engine keeps (counters, statistics, gauges), from one
+//! space the slice engine keeps (counters, statistics, gauges, sets), from one
 //! opened [`Tally`] into another, whatever their backends and layouts.
 //!
 //! How: per space, the source's names are listed in name order, a page of
@@ -95,7 +95,7 @@ impl MigrateSettings {
 /// What a migration did in one space.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct SpaceReport {
-    /// The space: `counters`, `stats` or `gauges`.
+    /// The space: `counters`, `stats`, `gauges` or `sets`.
     pub space: String,
     /// Series in the source.
     pub series: u64,
@@ -135,11 +135,12 @@ pub struct Progress<'a> {
 }
 
 /// The spaces a migration copies, with their lanes, on one side.
-fn spaces(tally: &Tally) -> [(u32, std::sync::Arc<Space>); 3] {
+fn spaces(tally: &Tally) -> [(u32, std::sync::Arc<Space>); 4] {
     [
         (0, tally.counters().space().clone()),
         (1, tally.stats().space().clone()),
         (2, tally.gauges().space().clone()),
+        (3, tally.sets().space().clone()),
     ]
 }
 

@@ -33,10 +33,11 @@ async fn snapshot(tally: &Tally) -> Snapshot {
         .slice_store(tally.clock().clone())
         .await
         .unwrap();
-    let spaces: [Arc<Space>; 3] = [
+    let spaces: [Arc<Space>; 4] = [
         tally.counters().space().clone(),
         tally.stats().space().clone(),
         tally.gauges().space().clone(),
+        tally.sets().space().clone(),
     ];
     let mut all = Snapshot::new();
     for space in spaces {
@@ -49,14 +50,40 @@ async fn snapshot(tally: &Tally) -> Snapshot {
             .unwrap();
         for (name, per) in names.iter().zip(read) {
             for (&r, slices) in resolutions.iter().zip(per) {
-                all.insert((space.id.to_owned(), name.clone(), r), slices);
+                all.insert(
+                    (space.id.to_owned(), name.clone(), r),
+                    slices
+                        .into_iter()
+                        .map(|(s, v)| (s, comparable(v)))
+                        .collect(),
+                );
             }
         }
     }
     all
 }
 
-/// Counters, statistics and gauges over the last two hours.
+/// A value as stores are compared: a set by its distinct count (SQLite
+/// keeps a small set's values, Redis a HyperLogLog of them; both count
+/// through the same registers), every other kind as it is.
+fn comparable(v: Value) -> Value {
+    match v {
+        Value::Distinct(d) => Value::Sum(d.estimate() as i64),
+        other => other,
+    }
+}
+
+/// Where two snapshots differ, for a readable failure.
+fn differences(got: &Snapshot, want: &Snapshot) -> Vec<String> {
+    let keys: std::collections::BTreeSet<_> = got.keys().chain(want.keys()).collect();
+    keys.into_iter()
+        .filter(|k| got.get(*k) != want.get(*k))
+        .take(5)
+        .map(|k| format!("{k:?}: {:?} != {:?}", got.get(k), want.get(k)))
+        .collect()
+}
+
+/// Counters, statistics, gauges and sets over the last two hours.
 async fn fill(tally: &Tally) {
     let mut increments = Vec::new();
     for n in 0..60u32 {
@@ -90,6 +117,18 @@ async fn fill(tally: &Tally) {
         }
     }
     tally.gauges().apply_many(&ops).await.unwrap();
+    // Sets: small ones (values) and one past 256 members (registers).
+    let mut adds = Vec::new();
+    for n in 0..3u32 {
+        for k in 0..10u32 {
+            let members: Vec<String> = (0..(40 * (n + 1))).map(|m| format!("u{}", m + k)).collect();
+            adds.push(
+                tally::sets::SetAdd::new(format!("users:{n}"), members)
+                    .at(NOW - f64::from(k * 600)),
+            );
+        }
+    }
+    tally.sets().add_many(&adds).await.unwrap();
 }
 
 fn settings(id: &str) -> MigrateSettings {
@@ -114,8 +153,13 @@ async fn sqlite_to_redis_to_cluster_keeps_every_slice() {
             .len()
     };
     assert_eq!(
-        (series("counters"), series("stats"), series("gauges")),
-        (60, 12, 5)
+        (
+            series("counters"),
+            series("stats"),
+            series("gauges"),
+            series("sets")
+        ),
+        (60, 12, 5, 3)
     );
 
     // SQLite → Redis, with progress after each batch.
@@ -137,11 +181,13 @@ async fn sqlite_to_redis_to_cluster_keeps_every_slice() {
     );
     assert_eq!(report.spaces[1].series, 12, "{report:?}");
     assert_eq!(report.spaces[2].series, 5, "{report:?}");
-    assert_eq!(calls, 9 + 2 + 1, "one progress call per batch");
+    assert_eq!(report.spaces[3].series, 3, "{report:?}");
+    assert_eq!(calls, 9 + 2 + 1 + 1, "one progress call per batch");
     let copied: u64 = report.spaces.iter().map(|s| s.slices).sum();
     let held: usize = source.values().map(Vec::len).sum();
     assert_eq!(copied, held as u64);
-    assert_eq!(snapshot(&redis).await, source);
+    let got = snapshot(&redis).await;
+    assert!(got == source, "{:#?}", differences(&got, &source));
     // The services read the copies as they read the originals.
     assert_eq!(
         redis.counters().get("hits:07", 60).await.unwrap(),
@@ -163,7 +209,8 @@ async fn sqlite_to_redis_to_cluster_keeps_every_slice() {
             .all(|s| s.batches_written == 0 && s.batches_skipped > 0),
         "{again:?}"
     );
-    assert_eq!(snapshot(&redis).await, source);
+    let got = snapshot(&redis).await;
+    assert!(got == source, "{:#?}", differences(&got, &source));
 
     // Redis → Cluster, stopped after its first batch, then run again.
     let cluster = RedisCluster::start_with(ClusterOptions {
@@ -204,7 +251,8 @@ async fn sqlite_to_redis_to_cluster_keeps_every_slice() {
         9,
         "{resumed:?}"
     );
-    assert_eq!(snapshot(&clustered).await, source);
+    let got = snapshot(&clustered).await;
+    assert!(got == source, "{:#?}", differences(&got, &source));
 }
 
 #[tokio::test]

@@ -18,6 +18,7 @@ use tally::gauges::GaugesWriter;
 use tally::limits::{Algorithm, Limit, Limiter};
 use tally::server::statsd::Targets;
 use tally::server::{AppState, Metrics, ServerSettings, Services, app};
+use tally::sets::SetsWriter;
 use tally::stats::StatsWriter;
 use tally::tsdb::TsIncrement;
 use tally::{Clock, DailySettings, GaugeOp, Locks, StatsSettings, TsdbSettings};
@@ -40,15 +41,17 @@ impl Drop for TestServer {
     /// server records) until it is acknowledged; once its store is gone
     /// and another test's server takes the same ports, it would land there.
     fn drop(&mut self) {
-        let (counters, stats, gauges) = (
+        let (counters, stats, gauges, sets) = (
             self.aggregator.clone(),
             self.statsd.stats.clone(),
             self.statsd.gauges.clone(),
+            self.statsd.sets.clone(),
         );
         tokio::task::block_in_place(|| {
             tokio::runtime::Handle::current().block_on(async {
                 stats.shutdown().await;
                 gauges.shutdown().await;
+                sets.shutdown().await;
                 counters.shutdown().await;
             })
         });
@@ -86,6 +89,14 @@ async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer
             },
         )
         .unwrap(),
+        sets: SetsWriter::start(
+            f.sets(&f.counters.settings().precisions, 10).await,
+            AggregatorSettings {
+                flush_interval: Duration::from_millis(20),
+                ..AggregatorSettings::default()
+            },
+        )
+        .unwrap(),
     };
     let mut policies = BTreeMap::new();
     policies.insert("api".to_owned(), Limit::new(Algorithm::Fixed, 2, 60_000));
@@ -104,6 +115,7 @@ async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer
         tsdb: Some(f.tsdb(TsdbSettings::default()).await),
         daily: Some(f.daily(DailySettings::default()).await),
         gauges: Some(statsd.gauges.service().clone()),
+        sets: Some(statsd.sets.service().clone()),
         buffers: None,
         stats: Some(stats.clone()),
         stats_writer: Some(stats_writer.clone()),
@@ -200,6 +212,7 @@ impl TestServer {
         self.aggregator.flush().await.unwrap();
         self.statsd.stats.flush().await.unwrap();
         self.statsd.gauges.flush().await.unwrap();
+        self.statsd.sets.flush().await.unwrap();
     }
 }
 
@@ -258,6 +271,7 @@ on_backends!(
     idempotent_writes_over_http,
     keyed_writes_close_the_crash_window,
     gauges_over_http,
+    sets_over_http,
     stats_over_http,
 );
 
@@ -327,6 +341,102 @@ async fn gauges_over_http(kind: Kind) {
         s.get("/v1/gauges/q:depth?precision=60").await.json()["current"],
         Value::Null
     );
+}
+
+/// Issue 9: sets under routes of their own: add members, read the slices'
+/// distinct counts and the range's union (every precision or one), list,
+/// delete; a keyed write is applied once; bad bodies are 400 (422 for the
+/// byte rule the document states in words) and write nothing.
+async fn sets_over_http(kind: Kind) {
+    let s = server(kind, ServerSettings::default(), false).await;
+    let at = s.f.clock.now().whole_secs() / 60 * 60;
+    for (body, n) in [
+        (json!({ "members": ["ann", "bob", "ann"], "at": at }), 3),
+        (
+            json!({ "members": ["bob", "cy"], "at": at as f64 + 1.5 }),
+            2,
+        ),
+    ] {
+        let a = s.post("/v1/sets/users", body).await;
+        assert_eq!(
+            (a.status, a.json()),
+            (StatusCode::OK, json!({ "written": n }))
+        );
+    }
+    let range = format!("from={at}&to={}", at + 59);
+    let mut a = s
+        .get(&format!("/v1/sets/users?precision=60&{range}"))
+        .await
+        .json();
+    // The union's precision is the finest that still reaches `at` at now.
+    let precision = a["union"]["precision"].take();
+    assert!(
+        [1, 5, 60].contains(&precision.as_u64().unwrap()),
+        "{precision}"
+    );
+    assert_eq!(
+        a,
+        json!({ "name": "users",
+                "precisions": { "60": [{ "start": at, "count": 3 }] },
+                "union": { "from": at, "to": at + 59, "precision": null, "count": 3 } })
+    );
+    let all = s.get("/v1/sets/users").await.json();
+    assert_eq!(all["precisions"].as_object().unwrap().len(), 7, "{all}");
+    assert_eq!(all["precisions"]["1"].as_array().unwrap().len(), 2, "{all}");
+    assert_eq!(all["union"]["count"], 3, "{all}");
+    // A keyed write is applied once; the key's other use is refused.
+    let body = json!({ "members": ["dan"], "at": at }).to_string();
+    for _ in 0..2 {
+        let a = keyed(&s, "/v1/sets/users", &body, "set-key-1").await;
+        assert_eq!(a.status, StatusCode::OK);
+    }
+    let other = json!({ "members": ["eve"], "at": at }).to_string();
+    keyed(&s, "/v1/sets/users", &other, "set-key-1")
+        .await
+        .error(StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused");
+    let a = s.get(&format!("/v1/sets/users?precision=60&{range}")).await;
+    assert_eq!(a.json()["union"]["count"], 4);
+    for (bad, code) in [
+        (json!({}), "invalid_json"),
+        (json!({ "members": [] }), "invalid_input"),
+        (json!({ "members": [""] }), "invalid_input"),
+        (json!({ "members": ["x".repeat(256)] }), "invalid_input"),
+        (json!({ "members": [1] }), "invalid_json"),
+        (json!({ "members": ["a"], "extra": 1 }), "invalid_json"),
+        (json!({ "members": ["a"], "at": -5 }), "invalid_time"),
+    ] {
+        s.post("/v1/sets/other", bad.clone())
+            .await
+            .error(StatusCode::BAD_REQUEST, code);
+    }
+    // 255 characters but 510 bytes: the rule the document states in words.
+    s.post("/v1/sets/other", json!({ "members": ["é".repeat(255)] }))
+        .await
+        .error(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable");
+    s.get("/v1/sets/other")
+        .await
+        .error(StatusCode::NOT_FOUND, "not_found");
+    s.get("/v1/sets/users?precision=7")
+        .await
+        .error(StatusCode::BAD_REQUEST, "unknown_precision");
+    s.get(&format!("/v1/sets/users?from={}&to={at}", at + 1))
+        .await
+        .error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_time");
+    s.get("/v1/sets/users?from=x")
+        .await
+        .error(StatusCode::BAD_REQUEST, "invalid_input");
+    assert_eq!(
+        s.get("/v1/sets?prefix=us").await.json(),
+        json!({ "sets": ["users"], "next": null })
+    );
+    let a = s.call(Method::DELETE, "/v1/sets/users", None, &[]).await;
+    assert_eq!(a.json(), json!({ "deleted": true }));
+    s.call(Method::DELETE, "/v1/sets/users", None, &[])
+        .await
+        .error(StatusCode::NOT_FOUND, "not_found");
+    s.get("/v1/sets/users")
+        .await
+        .error(StatusCode::NOT_FOUND, "not_found");
 }
 
 async fn increments_show_up_in_reads(kind: Kind) {
@@ -1505,6 +1615,40 @@ async fn statsd_gauges_set_and_adjust_in_order() {
     assert_eq!((day[0].last, day[0].min, day[0].max), (-5.0, -5.0, 8.0));
     assert_eq!(gauges.current("q").await.unwrap(), Some(-5.0));
     assert_eq!(metrics.statsd_rejected_total(), 1);
+    listener.stop().await;
+}
+
+/// Issue 9: set lines over UDP (`users:ann|s`) count each member once per
+/// slice and show up in `GET /v1/sets/{name}`; a member too long is
+/// rejected as invalid and writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statsd_sets_count_distinct_members() {
+    let s = server(Kind::RedisTagged, ServerSettings::default(), false).await;
+    let listener = Listener::start(&s).await;
+    let addr = listener.addr;
+    let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let long = format!("users:{}|s", "x".repeat(256));
+    let packet = format!("users:ann|s\nusers:bob|s|#env:prod\nusers:ann|s\n{long}\nusers:|s\n");
+    client.send_to(packet.as_bytes(), addr).await.unwrap();
+    let metrics = s.state.metrics().clone();
+    assert!(tally_testkit::wait_until(Duration::from_secs(5), || {
+        metrics.statsd_accepted_total() + metrics.statsd_rejected_total() == 5
+    }));
+    assert_eq!(metrics.statsd_accepted_total(), 3);
+    s.flush().await;
+    let read = s.get("/v1/sets/users?precision=86400").await.json();
+    assert_eq!(read["precisions"]["86400"][0]["count"], 2, "{read}");
+    assert_eq!(read["union"]["count"], 2, "{read}");
+    let text = s.get("/metrics").await.text;
+    for reason in ["invalid", "bad_value"] {
+        assert!(
+            text.contains(&format!(
+                "tally_statsd_lines_rejected_total{{reason=\"{reason}\"}} 1\n"
+            )),
+            "{reason}: {text}"
+        );
+    }
+    assert!(!text.contains("unsupported"), "{text}");
     listener.stop().await;
 }
 

@@ -10,7 +10,7 @@
 //!
 //! Besides the counters, a cleaner trims every other space it is given
 //! whose retention is the cleaner's ([`Cleaner::with_space`]: statistics,
-//! gauges), in the same pass, with the same cadence and each resolution's
+//! gauges, sets), in the same pass, with the same cadence and each resolution's
 //! own `keep`; [`crate::Tally::cleaner`] gives it all of them.
 
 use std::collections::HashMap;

@@ -23,8 +23,8 @@
 //!   flushes), generic over the kind;
 //! - [`read`]: range reads merging slices, and series merged into one.
 //!
-//! Services (counters, statistics, and the gauges and sets to come) are
-//! thin: their own validation and view of a value over these.
+//! Services (counters, statistics, gauges and sets) are thin: their own
+//! validation and view of a value over these.
 
 pub mod aggregate;
 pub mod kinds;

@@ -101,6 +101,18 @@ impl Space {
         })
     }
 
+    /// A space cleaned by the cleaner whose every resolution keeps the same
+    /// number of slices: `kind` values at `precisions` (seconds), each
+    /// keeping `samples` slices, checked as [`Space::new`] checks them
+    /// (gauges, sets).
+    pub fn cleaned(id: &'static str, kind: Kind, precisions: &[u64], samples: u64) -> Result<Self> {
+        let resolutions = precisions
+            .iter()
+            .map(|&p| Resolution::new(p, samples))
+            .collect();
+        Self::new(id, kind, resolutions, Retention::Cleaner)
+    }
+
     /// The counters' space: sums at `precisions` (already validated by
     /// [`crate::CounterSettings::validate`]), each keeping `keep` slices,
     /// cleaned by the cleaner.
@@ -364,16 +376,15 @@ impl CleanReport {
     }
 }
 
-/// Checks that the stores keep spaces of `kind`. Sums and statistics are
-/// kept as hash fields (Redis) and cells (SQLite), merged by the kind's
-/// rule in the store. Distinct values and item counts need a key per slice
-/// with an expiry (Redis PFADD, a sorted set) and gauges their current
-/// value per series: their values merge and encode today, but no store
-/// keeps their spaces yet, so a store refuses them rather than keep them
-/// wrongly.
+/// Checks that the stores keep spaces of `kind`. Sums, statistics, gauges
+/// and distinct values are kept as hash fields (Redis; distinct values as
+/// Redis's own HyperLogLog strings) and cells (SQLite), merged by the
+/// kind's rule in the store. Item counts are merged and encoded, but no
+/// store keeps their spaces yet, so a store refuses them rather than keep
+/// them wrongly.
 pub fn check_stored(kind: Kind) -> Result<()> {
     match kind {
-        Kind::Sum | Kind::Stats | Kind::Gauge => Ok(()),
+        Kind::Sum | Kind::Stats | Kind::Gauge | Kind::Distinct => Ok(()),
         other => Err(Error::Config(format!(
             "spaces of {other} values are not kept by the slice engine's stores yet"
         ))),

@@ -33,10 +33,7 @@ use crate::engine::Batch;
 use crate::engine::kinds::GaugeValue;
 use crate::engine::kinds::gauge::GaugeReading;
 use crate::engine::plan::{prepare, time};
-use crate::engine::resolution::Resolution;
-use crate::engine::{
-    Applied, BatchSink, Kind, Retention, SliceSel, SliceStore, Space, Value, Writer,
-};
+use crate::engine::{Applied, BatchSink, Kind, SliceSel, SliceStore, Space, Value, Writer};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -188,15 +185,7 @@ impl Gauges {
         samples: u64,
         clock: Arc<dyn Clock>,
     ) -> Result<Self> {
-        let space = Space::new(
-            SPACE,
-            Kind::Gauge,
-            precisions
-                .iter()
-                .map(|&p| Resolution::new(p, samples))
-                .collect(),
-            Retention::Cleaner,
-        )?;
+        let space = Space::cleaned(SPACE, Kind::Gauge, precisions, samples)?;
         Ok(Gauges {
             inner: Arc::new(Inner {
                 store,

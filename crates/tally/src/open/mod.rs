@@ -32,6 +32,7 @@ use crate::gauges::{Gauges, GaugesWriter};
 use crate::idempotency::{self, Idempotency};
 use crate::limits::Limiter;
 use crate::locks::Locks;
+use crate::sets::{Sets, SetsWriter};
 use crate::stats::{Stats, StatsSettings, StatsWriter};
 use crate::tsdb::rollup::Rollup;
 use crate::tsdb::{Tsdb, TsdbSettings};
@@ -85,6 +86,8 @@ struct Inner {
     stats_writer: OnceLock<StatsWriter>,
     gauges: Gauges,
     gauges_writer: OnceLock<GaugesWriter>,
+    sets: Sets,
+    sets_writer: OnceLock<SetsWriter>,
     idempotency: Idempotency,
 }
 
@@ -143,6 +146,10 @@ impl Tally {
             .and_then(|c| {
                 let gauges = &self.inner.gauges;
                 c.with_space(gauges.store().clone(), gauges.space().clone())
+            })
+            .and_then(|c| {
+                let sets = &self.inner.sets;
+                c.with_space(sets.store().clone(), sets.space().clone())
             })
             .expect("the cleaner settings were validated when Tally was opened")
     }
@@ -224,6 +231,29 @@ impl Tally {
             .clone()
     }
 
+    /// Sets (distinct counts per slice at the counters' precisions and
+    /// samples): exact writes, one round trip each.
+    pub fn sets(&self) -> Sets {
+        self.inner.sets.clone()
+    }
+
+    /// The aggregating writer over [`Tally::sets`] (the statsd listener's
+    /// path), started on the current Tokio runtime the first time it is
+    /// asked for; [`Tally::shutdown`] flushes and stops it.
+    ///
+    /// # Panics
+    ///
+    /// When first called outside a Tokio runtime (it spawns its flusher).
+    pub fn sets_writer(&self) -> SetsWriter {
+        self.inner
+            .sets_writer
+            .get_or_init(|| {
+                SetsWriter::start(self.sets(), self.inner.aggregator.clone())
+                    .expect("the aggregator settings were validated when Tally was opened")
+            })
+            .clone()
+    }
+
     /// Idempotency records (the `Idempotency-Key` protocol), kept for the
     /// configured retention (default 24 h): pass it to
     /// [`Aggregator::add_many_once`]; [`Counters::incr_many_once`] needs
@@ -252,6 +282,9 @@ impl Tally {
             writer.shutdown().await;
         }
         if let Some(writer) = self.inner.gauges_writer.get() {
+            writer.shutdown().await;
+        }
+        if let Some(writer) = self.inner.sets_writer.get() {
             writer.shutdown().await;
         }
     }
@@ -497,6 +530,12 @@ impl TallyBuilder {
             gauges_samples,
             clock.clone(),
         )?;
+        let sets = Sets::with_clock(
+            stats.store().clone(),
+            &gauges_precisions,
+            gauges_samples,
+            clock.clone(),
+        )?;
         let idempotency = Idempotency::new(
             backend.idempotency_store().await?,
             clock.clone(),
@@ -519,6 +558,8 @@ impl TallyBuilder {
                 stats_writer: OnceLock::new(),
                 gauges,
                 gauges_writer: OnceLock::new(),
+                sets,
+                sets_writer: OnceLock::new(),
                 idempotency,
             }),
         })

@@ -31,6 +31,7 @@ mod limits;
 mod locks;
 pub mod metrics;
 pub mod openapi;
+mod sets;
 mod stats;
 pub mod statsd;
 mod ts;
@@ -60,6 +61,7 @@ use crate::idempotency::Idempotency;
 use crate::limits::{Limit, Limiter};
 use crate::locks::Locks;
 use crate::requests::CountRequestsLayer;
+use crate::sets::Sets;
 use crate::stats::{Stats, StatsWriter};
 use crate::tsdb::Tsdb;
 
@@ -116,6 +118,8 @@ pub struct Services {
     pub daily: Option<DailyStats>,
     /// Gauges.
     pub gauges: Option<Gauges>,
+    /// Sets (distinct counts).
+    pub sets: Option<Sets>,
     /// Buffered counters, and the flusher when it runs in this process.
     pub buffers: Option<(Buffers, Option<Flusher>)>,
     /// Statistics (`/v1/stats`, `/v1/record`).
@@ -230,6 +234,7 @@ pub fn app(state: AppState) -> Router {
         .merge(ts::routes())
         .merge(daily::routes())
         .merge(gauges::routes())
+        .merge(sets::routes())
         .merge(buffers::routes())
         .merge(stats::routes())
         .route_layer(axum::middleware::from_fn_with_state(

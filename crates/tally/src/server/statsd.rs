@@ -6,8 +6,8 @@
 //! [`StatsWriter::try_record_weighted`] (a sample rate weighs each value as
 //! `round(1/rate)` observations), gauge lines to the gauges' writer with
 //! [`GaugesWriter::try_apply`] (`5` sets, `+5` / `-5` adjust, in the order
-//! received). Set lines (`s`) are parsed but not kept yet: counted as
-//! rejected (`unsupported`). UDP has no back pressure, so a full writer
+//! received), set lines to the sets' writer with [`SetsWriter::try_add`]
+//! (the member counted once per slice). UDP has no back pressure, so a full writer
 //! rejects the line as `overloaded` instead of waiting. Malformed lines are
 //! counted as rejected (by reason) and logged at debug level; nothing a
 //! rejected line holds is written, and no datagram can stop the listener.
@@ -21,6 +21,7 @@ use super::udp::SocketInfo;
 use crate::counters::Aggregator;
 use crate::error::{Error, Result};
 use crate::gauges::{GaugeOp, GaugesWriter};
+use crate::sets::{SetAdd, SetsWriter};
 use crate::stats::StatsWriter;
 use crate::statsd::{Line, parse_packet};
 
@@ -33,6 +34,8 @@ pub struct Targets {
     pub stats: StatsWriter,
     /// Gauge lines (`g`).
     pub gauges: GaugesWriter,
+    /// Set lines (`s`).
+    pub sets: SetsWriter,
 }
 
 impl Targets {
@@ -42,6 +45,7 @@ impl Targets {
             counters: tally.writer(),
             stats: tally.stats_writer(),
             gauges: tally.gauges_writer(),
+            sets: tally.sets_writer(),
         }
     }
 }
@@ -96,11 +100,7 @@ pub fn handle(packet: &[u8], targets: &Targets, metrics: &Metrics) {
             } else {
                 GaugeOp::set(name, value)
             }),
-            Line::Set { .. } => {
-                tracing::debug!("statsd set line rejected: sets are not kept yet");
-                metrics.statsd_rejected("unsupported");
-                continue;
-            }
+            Line::Set { name, member } => targets.sets.try_add(&SetAdd::new(name, [member])),
             Line::Rejected(reason) => {
                 tracing::debug!(reason = reason.code(), "statsd line rejected");
                 metrics.statsd_rejected(reason.code());

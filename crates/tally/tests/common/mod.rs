@@ -140,6 +140,13 @@ impl Fixture {
         tally::Gauges::with_clock(store, precisions, samples, clock).unwrap()
     }
 
+    /// Sets on this fixture's backend and clock.
+    pub async fn sets(&self, precisions: &[u64], samples: u64) -> tally::Sets {
+        let clock = Arc::new(self.clock.clone());
+        let store = self.backend.slice_store(clock.clone()).await.unwrap();
+        tally::Sets::with_clock(store, precisions, samples, clock).unwrap()
+    }
+
     /// Statistics through a second, independent client (as another
     /// process would have; the same one for a private in-memory database).
     pub async fn stats_second_client(&self, settings: tally::StatsSettings) -> tally::Stats {

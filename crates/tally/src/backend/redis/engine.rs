@@ -5,7 +5,10 @@
 //! the batch and registers every series, all or nothing: sums with
 //! HINCRBY, taken back by subtraction when one overflows; blob kinds with
 //! their kind's Lua merge (`kind_*.lua`, dispatched by kind code through
-//! `engine_kinds.lua`), taken back by restoring the values they held. On a
+//! `engine_kinds.lua`), taken back by restoring the values they held.
+//! Distinct values are kept as Redis's own HyperLogLog strings, merged by
+//! PFADD and PFMERGE in two scratch keys of the call's slot
+//! (`kind_distinct.lua`) and read back into [`Hll`] in Rust. On a
 //! cluster, a batch is split into one call per registry shard (one slot
 //! each), sent concurrently; each call is atomic and carries the batch's
 //! sequence number, recorded per writer lane in a key of the same slot, so
@@ -39,6 +42,7 @@ use redis::{RedisError, Script, Value as Reply};
 use super::layout::{self, Layout, SpaceKeys};
 use super::{Redis, WriteFailure, expiring};
 use crate::clock::{SharedClock, Timestamp};
+use crate::engine::kinds::{DistinctValue, Hll};
 use crate::engine::store::{Reads, check_stored, not_sums};
 use crate::engine::{
     Applied, Batch, CellDelta, CleanJob, CleanReport, Due, Kind, SeriesWrite, SliceSel, SliceStore,
@@ -62,6 +66,8 @@ pub struct RedisSliceStore {
     apply_stats: Script,
     /// `engine_apply.lua` with the gauges' merge (`kind_gauge.lua`).
     apply_gauge: Script,
+    /// `engine_apply.lua` with the sets' merge (`kind_distinct.lua`).
+    apply_distinct: Script,
     revert: Script,
     clean: Script,
     delete: Script,
@@ -107,6 +113,13 @@ impl RedisSliceStore {
                 "KIND_MERGE[5] = merge_gauge\n",
                 include_str!("lua/engine_apply.lua")
             )),
+            apply_distinct: Script::new(concat!(
+                include_str!("lua/engine_undo.lua"),
+                include_str!("lua/kind_distinct.lua"),
+                include_str!("lua/engine_kinds.lua"),
+                "KIND_MERGE[2] = merge_distinct\n",
+                include_str!("lua/engine_apply.lua")
+            )),
             revert: Script::new(concat!(
                 include_str!("lua/engine_undo.lua"),
                 include_str!("lua/engine_revert.lua")
@@ -129,6 +142,7 @@ impl RedisSliceStore {
         match kind {
             Kind::Stats => &self.apply_stats,
             Kind::Gauge => &self.apply_gauge,
+            Kind::Distinct => &self.apply_distinct,
             _ => &self.apply,
         }
     }
@@ -196,7 +210,13 @@ impl RedisSliceStore {
         let gauge = batch.space.kind == Kind::Gauge;
         let currents = if gauge { writes.len() } else { 0 };
         let first_current = usize::from(marker) + hashes + per_registry * registries.len() + 1;
-        let nkeys = first_current - 1 + currents;
+        // Distinct values: the merge's two scratch keys, last.
+        let scratch = if batch.space.kind == Kind::Distinct {
+            2
+        } else {
+            0
+        };
+        let nkeys = first_current - 1 + currents + scratch;
         let mut cmd = super::evalsha(self.apply_script(batch.space.kind), nkeys);
         let mut buf = String::new();
         // KEYS.
@@ -222,6 +242,9 @@ impl RedisSliceStore {
         for (w, &shard) in writes.iter().zip(&shards).take(currents) {
             keys.write_current(&mut buf, w.name.as_str(), shard);
             cmd.arg(buf.as_str());
+        }
+        for n in 1..=scratch {
+            cmd.arg(keys.scratch(shards[0], n));
         }
         // ARGV: whether KEYS[1] is the lane's record ('2' and '3' say the
         // same in the expiring layout), the sequence number, the kind, the
@@ -251,7 +274,11 @@ impl RedisSliceStore {
                     Some(d) => cmd.arg(d),
                     None => {
                         blob.clear();
-                        c.delta.encode(&mut blob);
+                        match &c.delta {
+                            // Registers go as Redis's own HyperLogLog, for PFMERGE.
+                            Value::Distinct(d) => d.encode_for_redis(&mut blob),
+                            other => other.encode(&mut blob),
+                        }
                         cmd.arg(blob.as_slice())
                     }
                 };
@@ -747,6 +774,12 @@ fn parse_hash<T>(
 fn parse_slices(reply: &Reply, kind: Kind, sel: SliceSel) -> std::result::Result<Slices, String> {
     match kind {
         Kind::Sum => parse_hash(reply, sel, |v| sum_of(v).map(Value::Sum)),
+        // Redis's own HyperLogLog strings (kind_distinct.lua).
+        Kind::Distinct => parse_hash(reply, sel, |v| {
+            Hll::from_redis(reply_bytes(v, "a value")?)
+                .map(|h| Value::Distinct(Box::new(DistinctValue::Registers(Box::new(h)))))
+                .map_err(|e| e.to_string())
+        }),
         kind => parse_hash(reply, sel, |v| {
             kind.decode(reply_bytes(v, "a value")?)
                 .map_err(|e| e.to_string())

@@ -296,6 +296,16 @@ impl SpaceKeys<'_> {
         buf
     }
 
+    /// Scratch key `n` of a write in `shard`'s slot (the distinct kind's
+    /// merge works in two, empty before and after each call):
+    /// `{<prefix>:<shard>}[:<space>]:scratch:<n>`.
+    pub fn scratch(&self, shard: u32, n: usize) -> String {
+        let mut buf = String::new();
+        self.write_base(&mut buf, shard);
+        let _ = write!(buf, ":scratch:{n}");
+        buf
+    }
+
     /// The expiring layout's sorted set of `shard`'s series to when their
     /// data ends ([`end_score`]).
     pub fn ends(&self, shard: u32) -> String {

@@ -121,6 +121,18 @@ impl DistinctValue {
     }
 }
 
+impl DistinctValue {
+    /// What a Redis store sends as a delta: a set of values in its own
+    /// encoding (PFADD takes the values), registers as [`Self::redis_bytes`]
+    /// (PFMERGE takes Redis's HyperLogLog).
+    pub fn encode_for_redis(&self, out: &mut Vec<u8>) {
+        match self {
+            DistinctValue::Values(_) => self.encode(out),
+            DistinctValue::Registers(_) => out.extend_from_slice(&self.redis_bytes()),
+        }
+    }
+}
+
 /// The 2^14 registers of `hll`, one byte each, read from its encoding.
 fn registers(hll: &Hll) -> Vec<u8> {
     let bytes = hll.to_bytes();

@@ -8,6 +8,11 @@
 //! estimate on either backend (standard error 0.81%). Serialized sparse (3
 //! bytes per non-zero register) while small, dense (one byte per register)
 //! after. Union is the register-wise maximum.
+//!
+//! [`Hll::from_redis`] reads Redis's own string of a HyperLogLog key (what
+//! GET returns after PFADD or PFMERGE: "HYLL", then dense 6-bit registers
+//! or sparse ZERO/XZERO/VAL opcodes), so a store that keeps Redis's
+//! HyperLogLogs merges and counts them in Rust exactly as SQLite's.
 
 use crate::error::{Error, Result};
 
@@ -90,6 +95,66 @@ impl Hll {
             out.extend_from_slice(&self.registers);
             out
         }
+    }
+
+    /// Reads Redis's string of a HyperLogLog key: a 16-byte header ("HYLL",
+    /// the encoding, 3 unused bytes, 8 bytes of cached cardinality), then
+    /// either the 2^14 registers packed 6 bits each, least significant bit
+    /// first (dense, encoding 0), or opcodes covering every register in
+    /// order (sparse, encoding 1): ZERO `00xxxxxx` (x + 1 zero registers),
+    /// XZERO `01xxxxxx yyyyyyyy` (the 14-bit xy + 1 zero registers), VAL
+    /// `1vvvvvxx` (x + 1 registers holding v + 1). Anything else, or
+    /// opcodes that do not cover exactly 2^14 registers, is
+    /// [`Error::Corrupt`].
+    pub fn from_redis(bytes: &[u8]) -> Result<Self> {
+        let bad =
+            |why: &str| Error::Corrupt(format!("a Redis HyperLogLog string is malformed: {why}"));
+        if bytes.len() < 16 || &bytes[..4] != b"HYLL" {
+            return Err(bad("it does not start with the \"HYLL\" header"));
+        }
+        let body = &bytes[16..];
+        let mut hll = Hll::default();
+        match bytes[4] {
+            0 => {
+                if body.len() != M * 6 / 8 {
+                    return Err(bad("its dense registers are not 12288 bytes"));
+                }
+                for (i, r) in hll.registers.iter_mut().enumerate() {
+                    let bit = i * 6;
+                    let (byte, shift) = (bit / 8, bit % 8);
+                    let lo = u16::from(body[byte]);
+                    let hi = u16::from(body.get(byte + 1).copied().unwrap_or(0));
+                    *r = (((lo | (hi << 8)) >> shift) & 0x3f) as u8;
+                }
+            }
+            1 => {
+                let mut at = 0usize;
+                let mut ops = body.iter();
+                while let Some(&op) = ops.next() {
+                    let (run, value) = match op >> 6 {
+                        0 => (usize::from(op & 0x3f) + 1, 0),
+                        1 => {
+                            let next = *ops
+                                .next()
+                                .ok_or_else(|| bad("an XZERO opcode is cut short"))?;
+                            ((usize::from(op & 0x3f) << 8 | usize::from(next)) + 1, 0)
+                        }
+                        _ => (usize::from(op & 0x3) + 1, ((op >> 2) & 0x1f) + 1),
+                    };
+                    let regs = hll
+                        .registers
+                        .get_mut(at..at + run)
+                        .ok_or_else(|| bad("its sparse opcodes cover more than 16384 registers"))?;
+                    regs.fill(value);
+                    at += run;
+                }
+                if at != M {
+                    return Err(bad("its sparse opcodes do not cover 16384 registers"));
+                }
+            }
+            other => return Err(bad(&format!("its encoding byte is {other}"))),
+        }
+        Ok(hll)
     }
 
     /// Reads what [`Hll::to_bytes`] wrote.
@@ -208,6 +273,57 @@ mod tests {
             h.add(i.to_string().as_bytes());
         }
         assert_eq!(h.count(), 100);
+    }
+
+    /// What a real redis-server 7.0 answered to GET after PFADD of
+    /// `user:0` .. `user:<n-1>` (sparse for 100 values, dense for 5,000),
+    /// and its PFCOUNT then: 100 and 5025.
+    const REDIS_SPARSE_100: &[u8] = include_bytes!("testdata/redis_sparse_100.hll");
+    const REDIS_DENSE_5000: &[u8] = include_bytes!("testdata/redis_dense_5000.hll");
+
+    fn users(n: u32) -> Hll {
+        let mut h = Hll::default();
+        for i in 0..n {
+            h.add(format!("user:{i}").as_bytes());
+        }
+        h
+    }
+
+    #[test]
+    fn redis_strings_read_as_the_same_registers_and_count_as_pfcount() {
+        assert_eq!(REDIS_SPARSE_100[4], 1, "the fixture is sparse");
+        assert_eq!(REDIS_DENSE_5000[4], 0, "the fixture is dense");
+        let sparse = Hll::from_redis(REDIS_SPARSE_100).unwrap();
+        assert_eq!(sparse, users(100));
+        assert_eq!(sparse.count(), 100);
+        let dense = Hll::from_redis(REDIS_DENSE_5000).unwrap();
+        assert_eq!(dense, users(5000));
+        assert_eq!(dense.count(), 5025);
+    }
+
+    #[test]
+    fn malformed_redis_strings_are_corrupt_and_say_why() {
+        let why = |b: &[u8]| match Hll::from_redis(b) {
+            Err(Error::Corrupt(why)) => why,
+            other => panic!("{other:?}"),
+        };
+        assert!(why(b"HYLX").contains("header"));
+        let mut dense = REDIS_DENSE_5000.to_vec();
+        dense.pop();
+        assert!(why(&dense).contains("12288 bytes"));
+        let mut enc = REDIS_SPARSE_100.to_vec();
+        enc[4] = 7;
+        assert!(why(&enc).contains("encoding byte is 7"));
+        // One ZERO opcode too many, one too few, an XZERO cut short.
+        let mut long = REDIS_SPARSE_100.to_vec();
+        long.push(0x00);
+        assert!(why(&long).contains("more than 16384"));
+        // (The fixture ends with an XZERO: drop both its bytes.)
+        let short = &REDIS_SPARSE_100[..REDIS_SPARSE_100.len() - 2];
+        assert!(why(short).contains("do not cover"));
+        let mut cut = REDIS_SPARSE_100[..16].to_vec();
+        cut.push(0x40);
+        assert!(why(&cut).contains("cut short"));
     }
 
     #[test]

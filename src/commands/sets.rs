@@ -1,0 +1,136 @@
+//! `tally sets add|get|delete`: distinct counts from the command line.
+//!
+//! Each command opens the store through [`context::open`], does one thing
+//! with the library's [`tally::Sets`] (exact writes, one round trip) and
+//! prints it: a readable table, or JSON with `--json` (the HTTP API's
+//! shapes).
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+use tally::sets::SetAdd;
+
+use crate::config::Config;
+use crate::context;
+use crate::output;
+
+/// `tally sets ...`.
+#[derive(Subcommand, Debug)]
+pub enum SetsCommand {
+    /// Add members to a set, at every precision (each counted once per
+    /// slice).
+    Add(AddArgs),
+    /// Show a set's slices with their distinct counts (every precision, or
+    /// one) and the distinct members of everything stored.
+    Get(GetArgs),
+    /// Delete a set (all its precisions).
+    Delete(DeleteArgs),
+}
+
+/// `tally sets add`.
+#[derive(Args, Debug)]
+pub struct AddArgs {
+    /// The set.
+    name: String,
+    /// The members (each a non-empty UTF-8 string of at most 255 bytes).
+    #[arg(required = true)]
+    members: Vec<String>,
+    /// When they were seen, Unix seconds with a fraction [default: now].
+    #[arg(long, value_name = "UNIX_SECONDS", allow_negative_numbers = true)]
+    at: Option<f64>,
+}
+
+/// `tally sets get`.
+#[derive(Args, Debug)]
+pub struct GetArgs {
+    /// The set.
+    name: String,
+    /// Only this precision, in seconds.
+    #[arg(long, value_name = "SECONDS")]
+    precision: Option<u64>,
+    /// Print JSON: `{"name", "precisions": {"60": [{"start", "count"}]},
+    /// "union": {"from", "to", "precision", "count"}}`.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `tally sets delete`.
+#[derive(Args, Debug)]
+pub struct DeleteArgs {
+    /// The set.
+    name: String,
+    /// Print `{"deleted": true|false}`.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(command: SetsCommand, config: &Config) -> Result<()> {
+    let tally = context::open(config).await?;
+    let sets = tally.sets();
+    match command {
+        SetsCommand::Add(AddArgs { name, members, at }) => {
+            let mut add = SetAdd::new(name, members);
+            add.at = at;
+            sets.add_many(&[add]).await?;
+        }
+        SetsCommand::Get(GetArgs {
+            name,
+            precision,
+            json,
+        }) => {
+            if let Some(p) = precision {
+                tally::counters::settings::check_precision_in(sets.precisions(), p)?;
+            }
+            let to = tally::Timestamp::MAX_SECS as u64;
+            let mut view = sets.view(&name, 0, to).await?;
+            view.series
+                .retain(|s| precision.is_none_or(|p| p == s.precision));
+            if json {
+                let precisions: serde_json::Map<String, serde_json::Value> = view
+                    .series
+                    .iter()
+                    .map(|s| {
+                        let slices = serde_json::to_value(&s.slices).unwrap_or_default();
+                        (s.precision.to_string(), slices)
+                    })
+                    .collect();
+                let answer = serde_json::json!({
+                    "name": name,
+                    "precisions": precisions,
+                    "union": view.union,
+                });
+                println!("{answer}");
+            } else {
+                println!(
+                    "{name}: {} distinct (everything stored, read at {})",
+                    view.union.count,
+                    output::precision_label(view.union.precision)
+                );
+                for s in &view.series {
+                    println!(
+                        "at {} precision: {} slices",
+                        output::precision_label(s.precision),
+                        s.slices.len()
+                    );
+                    if s.slices.is_empty() {
+                        continue;
+                    }
+                    println!("{:<22} {:>12}", "slice start (UTC)", "distinct");
+                    for slice in &s.slices {
+                        println!("{:<22} {:>12}", output::utc(slice.start), slice.count);
+                    }
+                }
+            }
+        }
+        SetsCommand::Delete(DeleteArgs { name, json }) => {
+            let deleted = sets.delete(&name).await?;
+            output::print(&serde_json::json!({ "deleted": deleted }), json, |_| {
+                if deleted {
+                    println!("deleted {name}");
+                } else {
+                    println!("{name}: no such set");
+                }
+            })?;
+        }
+    }
+    Ok(())
+}
