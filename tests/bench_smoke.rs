@@ -146,6 +146,16 @@ fn clean_removes_exactly_the_old_samples() {
 }
 
 #[test]
+fn migrate_copies_every_sample_and_reports_its_rate() {
+    let r = bench(&["migrate", "--counters", "500", "--samples", "3"]);
+    assert_eq!(r["bench"], "migrate");
+    assert_eq!(r["samples"], 500 * 7 * 3, "{r}");
+    assert_eq!(r["batches"], 5, "{r}");
+    assert_eq!(r["exact"], true, "{r}");
+    assert!(r["ratio_to_direct"].as_f64().unwrap() > 0.0, "{r}");
+}
+
+#[test]
 fn the_older_benches_still_run() {
     let r = bench(&["plan", "--increments", "1000"]);
     assert_eq!(r["increments"], 1000);

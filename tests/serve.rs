@@ -80,7 +80,9 @@ fn curl_and_nc_feed_a_counter_that_reads_back() {
         .expect("run nc");
     std::io::Write::write_all(
         nc.stdin.as_mut().unwrap(),
-        b"e2e:10|c\ne2e:1|zz\ne2e.depth:5|g\ne2e.depth:-2|g\n",
+        b"e2e:10|c\ne2e:1|zz\ne2e.depth:5|g\ne2e.depth:-2|g\n\
+          e2e.lat:10|ms\ne2e.lat:20|ms\ne2e.lat:30|ms|@0.5\n\
+          e2e.users:ann|s\ne2e.users:bob|s\ne2e.users:ann|s\n",
     )
     .unwrap();
     drop(nc.stdin.take());
@@ -106,10 +108,39 @@ fn curl_and_nc_feed_a_counter_that_reads_back() {
     }
     let minute = &gauge()["precisions"]["60"][0];
     assert_eq!((&minute["min"], &minute["max"]), (&3.0.into(), &5.0.into()));
+    // The timer lines: statistics (30 at a rate of 0.5 weighs 2).
+    let lat = || {
+        let (code, body) = curl(&[&format!("{}/v1/stats/e2e.lat?precision=86400", s.base)]);
+        (
+            code,
+            serde_json::from_str::<serde_json::Value>(&body).unwrap_or_default(),
+        )
+    };
+    while lat().1["precisions"]["86400"][0]["count"] != 4 {
+        assert!(Instant::now() < deadline, "e2e.lat: {:?}", lat());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let day = &lat().1["precisions"]["86400"][0];
+    assert_eq!(
+        (&day["sum"], &day["min"], &day["max"]),
+        (&90.0.into(), &10.0.into(), &30.0.into())
+    );
+    // The set lines: two distinct members.
+    let users = || {
+        let (code, body) = curl(&[&format!("{}/v1/sets/e2e.users", s.base)]);
+        (
+            code,
+            serde_json::from_str::<serde_json::Value>(&body).unwrap_or_default(),
+        )
+    };
+    while users().1["union"]["count"] != 2 {
+        assert!(Instant::now() < deadline, "e2e.users: {:?}", users());
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let (code, metrics) = curl(&[&format!("{}/metrics", s.base)]);
     assert_eq!(code, 200);
     assert!(
-        metrics.contains("tally_statsd_lines_accepted_total 3\n"),
+        metrics.contains("tally_statsd_lines_accepted_total 9\n"),
         "{metrics}"
     );
     assert!(

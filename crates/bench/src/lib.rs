@@ -26,6 +26,7 @@ pub mod cluster;
 pub mod daily_memory;
 pub mod ingest;
 pub mod memory;
+pub mod migrate;
 pub mod plan;
 pub mod read;
 pub mod serve;
@@ -94,6 +95,15 @@ pub enum BenchCommand {
     Clean {
         #[command(flatten)]
         args: clean::CleanArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// `tally migrate` of many counters from SQLite to Redis, in samples
+    /// per second, next to writing the same samples straight into Redis.
+    Migrate {
+        #[command(flatten)]
+        args: migrate::MigrateArgs,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -324,6 +334,22 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
                     );
                 }
                 println!("tally vs book: x{:.2}", r.ratio_to_book);
+                Ok(())
+            })
+        }
+        BenchCommand::Migrate { args, json } => {
+            let r = migrate::run(args).await?;
+            report(&r, json, |r| {
+                println!(
+                    "migrated {} counters ({} samples) from SQLite to Redis in {:.2} s: \
+                     {:.0} samples/s, x{:.2} of writing them straight into Redis ({:.0}/s); exact",
+                    r.counters,
+                    r.samples,
+                    r.migrate_seconds,
+                    r.samples_per_second,
+                    r.ratio_to_direct,
+                    r.direct_samples_per_second
+                );
                 Ok(())
             })
         }

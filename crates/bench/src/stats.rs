@@ -3,7 +3,7 @@
 //! - Ingest over 1 and 1,000 hot stats: exact (`Stats::record_many` from
 //!   `writers` tasks, `batch` observations per call) and aggregated
 //!   (`StatsWriter::record` from `adders` tasks, timed until the final flush
-//!   is acknowledged), next to the book's `update_stats` ([`book_update_stats`])
+//!   is acknowledged), next to the book's `update_stats` (`book_update_stats`)
 //!   measured in the same run on the same server. Every run starts on an
 //!   empty server and ends with a check that every precision of every stat
 //!   counts exactly the observations acknowledged.

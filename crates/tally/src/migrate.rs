@@ -148,6 +148,25 @@ fn spaces(tally: &Tally) -> [(u32, std::sync::Arc<Space>); 4] {
 /// module docs), calling `progress` after each batch. Stops at the first
 /// error (the target keeps the batches written before it; a rerun with the
 /// same id finishes the job).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> tally::Result<()> {
+/// use tally::migrate::{MigrateSettings, migrate};
+///
+/// let from = tally::Tally::open("sqlite::memory:").await?;
+/// let to = tally::Tally::open("sqlite::memory:").await?;
+/// from.counters().incr("hits", 3).await?;
+/// let settings = MigrateSettings::new("memory to memory");
+/// let report = migrate(&from, &to, &settings, |_| {}).await?;
+/// assert_eq!(report.spaces[0].series, 1);
+/// // Run again: the batch is there already, nothing counts twice.
+/// let again = migrate(&from, &to, &settings, |_| {}).await?;
+/// assert_eq!(again.spaces[0].batches_skipped, 1);
+/// assert_eq!(to.counters().get("hits", 86_400).await?[0].count, 3);
+/// # Ok(())
+/// # }
+/// ```
 pub async fn migrate(
     from: &Tally,
     to: &Tally,
