@@ -31,6 +31,7 @@ pub mod kinds;
 pub mod plan;
 pub mod read;
 pub mod resolution;
+pub mod series;
 pub mod store;
 pub mod writer;
 

@@ -33,7 +33,8 @@ use crate::engine::Batch;
 use crate::engine::kinds::GaugeValue;
 use crate::engine::kinds::gauge::GaugeReading;
 use crate::engine::plan::{prepare, time};
-use crate::engine::{Applied, BatchSink, Kind, SliceSel, SliceStore, Space, Value, Writer};
+use crate::engine::series;
+use crate::engine::{Applied, BatchSink, Kind, SliceStore, Space, Value, Writer};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -246,10 +247,7 @@ impl Gauges {
     /// [`crate::Counters::incr_many_once`]. On a Redis Cluster each node's
     /// part carries the id, so each part is applied once.
     pub async fn apply_many_once(&self, key: &str, ops: &[GaugeOp]) -> Result<Applied> {
-        crate::idempotency::check_key(key)?;
-        let mut batch = self.prepare(ops)?;
-        batch.seq = Some(crate::idempotency::write_seq(key));
-        self.inner.store.apply(&batch).await
+        series::apply_once(self.inner.store.as_ref(), key, self.prepare(ops)?).await
     }
 
     /// Validates and composes operations into the engine's batch without
@@ -297,51 +295,50 @@ impl Gauges {
     }
 
     async fn read_all(&self, name: &str, precisions: &[u64]) -> Result<Vec<GaugeSeries>> {
-        let name = Name::new(name)?;
-        let mut all = self
-            .inner
-            .store
-            .read(&self.inner.space, &[name], precisions, SliceSel::All)
-            .await?;
-        let per = all.pop().unwrap_or_default();
-        precisions
-            .iter()
-            .zip(per)
-            .map(|(&precision, slices)| {
-                let slices = slices
-                    .iter()
-                    .map(|(start, v)| {
-                        let r = reading_of(v)?;
-                        Ok(GaugeSlice {
-                            start: *start,
-                            last: r.last,
-                            min: r.min,
-                            max: r.max,
-                        })
+        series::read_series(
+            self.inner.store.as_ref(),
+            &self.inner.space,
+            name,
+            precisions,
+        )
+        .await?
+        .into_iter()
+        .map(|(precision, slices)| {
+            let slices = slices
+                .iter()
+                .map(|(start, v)| {
+                    let r = reading_of(v)?;
+                    Ok(GaugeSlice {
+                        start: *start,
+                        last: r.last,
+                        min: r.min,
+                        max: r.max,
                     })
-                    .collect::<Result<_>>()?;
-                Ok(GaugeSeries { precision, slices })
-            })
-            .collect()
+                })
+                .collect::<Result<_>>()?;
+            Ok(GaugeSeries { precision, slices })
+        })
+        .collect()
     }
 
     /// Up to `limit` gauges whose names start with `prefix` (empty: all),
     /// after the cursor `after`, in name order.
     pub async fn search(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Page> {
-        crate::name::check_search(prefix, limit, MAX_PAGE)?;
-        let names = self
-            .inner
-            .store
-            .list(&self.inner.space, prefix, after, limit + 1)
-            .await?;
-        Ok(Page::of(names, limit))
+        series::search(
+            self.inner.store.as_ref(),
+            &self.inner.space,
+            prefix,
+            after,
+            limit,
+            MAX_PAGE,
+        )
+        .await
     }
 
     /// Deletes every slice of a gauge and its current value; true if it
     /// held anything.
     pub async fn delete(&self, name: &str) -> Result<bool> {
-        let name = Name::new(name)?;
-        self.inner.store.delete(&self.inner.space, &name).await
+        series::delete(self.inner.store.as_ref(), &self.inner.space, name).await
     }
 }
 

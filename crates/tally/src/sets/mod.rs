@@ -38,6 +38,7 @@ use crate::counters::{AggregatorSettings, AggregatorStats, Page};
 use crate::engine::kinds::DistinctValue;
 use crate::engine::plan::{prepare, time};
 use crate::engine::read::{merge_values, range};
+use crate::engine::series;
 use crate::engine::{Applied, Batch, BatchSink, Kind, SliceSel, SliceStore, Space, Value, Writer};
 use crate::error::{Error, Result};
 use crate::name::Name;
@@ -287,10 +288,7 @@ impl Sets {
     /// the key's write id, so the same key sent again is applied once
     /// ([`Applied::Duplicate`]), as [`crate::Counters::incr_many_once`].
     pub async fn add_many_once(&self, key: &str, adds: &[SetAdd]) -> Result<Applied> {
-        crate::idempotency::check_key(key)?;
-        let mut batch = self.prepare(adds)?;
-        batch.seq = Some(crate::idempotency::write_seq(key));
-        self.inner.store.apply(&batch).await
+        series::apply_once(self.inner.store.as_ref(), key, self.prepare(adds)?).await
     }
 
     /// Validates and merges additions into the engine's batch without
@@ -327,29 +325,27 @@ impl Sets {
     }
 
     async fn read_all(&self, name: &str, precisions: &[u64]) -> Result<Vec<SetSeries>> {
-        let name = Name::new(name)?;
-        let mut all = self
-            .inner
-            .store
-            .read(&self.inner.space, &[name], precisions, SliceSel::All)
-            .await?;
-        let per = all.pop().unwrap_or_default();
-        precisions
-            .iter()
-            .zip(per)
-            .map(|(&precision, slices)| {
-                let slices = slices
-                    .iter()
-                    .map(|(start, v)| {
-                        Ok(SetSlice {
-                            start: *start,
-                            count: distinct_of(v)?.estimate(),
-                        })
+        series::read_series(
+            self.inner.store.as_ref(),
+            &self.inner.space,
+            name,
+            precisions,
+        )
+        .await?
+        .into_iter()
+        .map(|(precision, slices)| {
+            let slices = slices
+                .iter()
+                .map(|(start, v)| {
+                    Ok(SetSlice {
+                        start: *start,
+                        count: distinct_of(v)?.estimate(),
                     })
-                    .collect::<Result<_>>()?;
-                Ok(SetSeries { precision, slices })
-            })
-            .collect()
+                })
+                .collect::<Result<_>>()?;
+            Ok(SetSeries { precision, slices })
+        })
+        .collect()
     }
 
     /// The distinct members of the range `[from, to]` (Unix seconds) of one
@@ -443,19 +439,20 @@ impl Sets {
     /// Up to `limit` sets whose names start with `prefix` (empty: all),
     /// after the cursor `after`, in name order.
     pub async fn search(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Page> {
-        crate::name::check_search(prefix, limit, MAX_PAGE)?;
-        let names = self
-            .inner
-            .store
-            .list(&self.inner.space, prefix, after, limit + 1)
-            .await?;
-        Ok(Page::of(names, limit))
+        series::search(
+            self.inner.store.as_ref(),
+            &self.inner.space,
+            prefix,
+            after,
+            limit,
+            MAX_PAGE,
+        )
+        .await
     }
 
     /// Deletes every slice of a set; true if it held anything.
     pub async fn delete(&self, name: &str) -> Result<bool> {
-        let name = Name::new(name)?;
-        self.inner.store.delete(&self.inner.space, &name).await
+        series::delete(self.inner.store.as_ref(), &self.inner.space, name).await
     }
 }
 

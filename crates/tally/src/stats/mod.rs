@@ -39,6 +39,7 @@ use crate::counters::Page;
 use crate::engine::kinds::{SketchSettings, StatsValue};
 use crate::engine::plan::{self, time};
 use crate::engine::resolution::{self, Resolution};
+use crate::engine::series;
 use crate::engine::{
     Applied, Batch, BatchSink, Kind, Retention, SliceSel, SliceStore, Space, Value,
 };
@@ -487,19 +488,20 @@ impl Stats {
     /// Up to `limit` stats whose names start with `prefix`, after the
     /// cursor `after`, in name order.
     pub async fn search(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Page> {
-        crate::name::check_search(prefix, limit, MAX_PAGE)?;
-        let names = self
-            .inner
-            .store
-            .list(&self.inner.space, prefix, after, limit + 1)
-            .await?;
-        Ok(Page::of(names, limit))
+        series::search(
+            self.inner.store.as_ref(),
+            &self.inner.space,
+            prefix,
+            after,
+            limit,
+            MAX_PAGE,
+        )
+        .await
     }
 
     /// Deletes every precision of a stat; true if it held anything.
     pub async fn delete(&self, name: &str) -> Result<bool> {
-        let name = Name::new(name)?;
-        self.inner.store.delete(&self.inner.space, &name).await
+        series::delete(self.inner.store.as_ref(), &self.inner.space, name).await
     }
 
     /// Checks that the backend answers.
