@@ -63,6 +63,12 @@ fn memory_checks_the_samples_and_their_encoding() {
     assert_eq!(r["samples_held"], 30 * 7 * 120);
     assert!(r["tally"]["listpack_checked"].as_u64().unwrap() > 0, "{r}");
     assert!(r["book"]["bytes_per_sample"].as_f64().unwrap() > 0.0);
+    // The expiring layout: every sampled counter read back whole.
+    assert_eq!(r["expiring"]["listpack_checked"], 30 * 7, "{r}");
+    assert!(
+        r["expiring_ratio_to_default"].as_f64().unwrap() > 0.0,
+        "{r}"
+    );
 }
 
 #[test]

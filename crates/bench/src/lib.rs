@@ -327,13 +327,16 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
                     "{} counters x {} precisions x {} samples = {} samples held",
                     r.counters, r.precisions, r.samples_per_precision, r.samples_held
                 );
-                for l in [&r.tally, &r.book] {
+                for l in [&r.tally, &r.book, &r.expiring] {
                     println!(
-                        "{:<6} layout: {:.2} bytes/sample ({} bytes; written in {:.1} s; {} hashes checked: listpack)",
+                        "{:<8} layout: {:.2} bytes/sample ({} bytes; written in {:.1} s; {} checked)",
                         l.layout, l.bytes_per_sample, l.bytes, l.write_seconds, l.listpack_checked
                     );
                 }
-                println!("tally vs book: x{:.2}", r.ratio_to_book);
+                println!(
+                    "tally vs book: x{:.2}; expiring vs tally: x{:.2}",
+                    r.ratio_to_book, r.expiring_ratio_to_default
+                );
                 Ok(())
             })
         }
