@@ -50,11 +50,18 @@ fn ingest_checks_its_totals_on_both_backends() {
 fn read_reads_back_the_steady_state() {
     let r = bench(&["read", "--iterations", "10"]);
     let runs = r["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 4, "{r}");
+    // Redis in the default and the expiring layout, then SQLite.
+    assert_eq!(runs.len(), 6, "{r}");
     assert_eq!(runs[0]["samples_per_read"], 840);
     assert_eq!(runs[1]["samples_per_read"], 84_000);
     assert!(runs[0]["raw_p99_us"].as_f64().is_some());
-    assert!(runs[3]["p99_us"].as_f64().unwrap() > 0.0);
+    assert_eq!(runs[2]["layout"], "expiring", "{r}");
+    assert_eq!(runs[3]["samples_per_read"], 84_000);
+    assert!(runs[5]["p99_us"].as_f64().unwrap() > 0.0);
+    assert!(
+        r["expiring_p99_ratio_to_default"].as_f64().unwrap() > 0.0,
+        "{r}"
+    );
 }
 
 #[test]

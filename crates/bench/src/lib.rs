@@ -304,14 +304,17 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
                         ),
                         _ => String::new(),
                     };
+                    let backend = match l.layout {
+                        Some(layout) => format!("redis ({layout})"),
+                        None => format!("{:?}", l.backend).to_lowercase(),
+                    };
                     println!(
-                        "{:<6} {}: {} samples, p50 {:.0} us, p99 {:.0} us{raw}",
-                        format!("{:?}", l.backend).to_lowercase(),
-                        l.read,
-                        l.samples_per_read,
-                        l.p50_us,
-                        l.p99_us
+                        "{backend:<16} {}: {} samples, p50 {:.0} us, p99 {:.0} us{raw}",
+                        l.read, l.samples_per_read, l.p50_us, l.p99_us
                     );
+                }
+                if let Some(x) = r.expiring_p99_ratio_to_default {
+                    println!("expiring vs default, one counter's p99: x{x:.2}");
                 }
                 Ok(())
             })

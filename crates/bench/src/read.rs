@@ -2,6 +2,11 @@
 //! counter, and of 100 counters at once, at steady state (each precision
 //! holding the samples kept), on a redis-server started here and on SQLite.
 //!
+//! On Redis both cleaned-layout reads (`default`) and the expiring layout's
+//! (`expiring`, on the same server emptied, in the same run, its store clock held a
+//! day ahead so no chunk expires or leaves the window while the bench
+//! reads) are measured.
+//!
 //! Reads are sequential (one in flight), so each figure is a full round trip
 //! plus decoding. The Redis baseline, measured in the same run on the same
 //! server and data: the same HGETALL pipeline sent by a bare redis-rs
@@ -12,7 +17,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Result, ensure};
-use tally::{Clock, CounterSettings, Counters, SystemClock};
+use tally::backend::redis::Layout;
+use tally::backend::redis::layout::DEFAULT_PREFIX;
+use tally::{Clock, CounterSettings, Counters, ManualClock, SystemClock};
 
 use crate::server::{BenchRedis, Kind, Opened, Slices, Which, fill, quantile};
 
@@ -20,6 +27,9 @@ use crate::server::{BenchRedis, Kind, Opened, Slices, Which, fill, quantile};
 #[derive(Debug, serde::Serialize)]
 pub struct Latency {
     pub backend: Kind,
+    /// Redis only: the key layout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layout: Option<&'static str>,
     pub read: &'static str,
     pub counters: usize,
     pub samples_per_read: u64,
@@ -49,6 +59,10 @@ pub struct Read {
     pub precisions: usize,
     pub samples: u64,
     pub runs: Vec<Latency>,
+    /// Redis only: the p99 of reading every precision of one counter in
+    /// the expiring layout ÷ the same in the default layout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expiring_p99_ratio_to_default: Option<f64>,
 }
 
 const MANY: usize = 100;
@@ -64,75 +78,124 @@ pub async fn run(backend: Which, iterations: usize) -> Result<Read> {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let now = clock.now().whole_secs();
         let counters = opened.counters(&settings, clock).await?;
-        let names: Vec<String> = (0..MANY).map(|i| format!("r{i}")).collect();
-        fill(
-            &counters,
-            &names,
-            Slices {
-                recent: settings.samples,
-                old: 0,
-                samples: settings.samples,
-            },
-            now,
-            10,
-            2,
-        )
-        .await?;
-        // The data is what was written: every precision holds its samples.
-        let one = counters.get_all(&names[0]).await?;
-        ensure!(
-            one.len() == np
-                && one
-                    .iter()
-                    .all(|s| s.samples.len() as u64 == settings.samples),
-            "a counter does not read back the samples written"
-        );
-        let per_counter = np as u64 * settings.samples;
-        for (read, batch) in [("all precisions of one counter", 1), ("100 counters", MANY)] {
-            let chunk = &names[..batch];
-            // A read of 100 counters moves 100 times the data: a tenth of
-            // the iterations.
-            let iterations = if batch == 1 {
-                iterations
-            } else {
-                iterations.div_ceil(10)
-            };
-            if let Some(r) = &redis {
-                reset_stats(r).await?;
-            }
-            let times = time(iterations, || async {
-                let got = counters.get_many(chunk, None).await?;
-                ensure!(got.len() == batch, "short read");
-                Ok(())
+        let layout = redis.as_ref().map(|_| "default");
+        runs.extend(measure(&counters, redis.as_ref(), layout, now, iterations).await?);
+        if let Some(redis) = &redis {
+            // The expiring layout, on the same server emptied.
+            drop(counters);
+            redis.flush().await?;
+            let now = now + 86_400;
+            let clock: Arc<dyn Clock> = Arc::new(ManualClock::at(now as f64 + 0.5));
+            let backend = tally::Backend::open(&tally::BackendConfig::Redis {
+                url: redis.url(),
+                layout: Layout::parse("expiring", DEFAULT_PREFIX)?,
             })
             .await?;
-            let server_us = match &redis {
-                Some(r) => Some(hgetall_us(r).await? * (np * batch) as f64),
-                None => None,
-            };
-            let raw = match &redis {
-                Some(r) => Some(raw_times(r, &counters, chunk, iterations).await?),
-                None => None,
-            };
-            let mut l = latency(
-                kind,
-                read,
-                batch,
-                per_counter * batch as u64,
-                &times,
-                raw.as_deref(),
-            );
-            l.redis_us_per_read = server_us;
-            runs.push(l);
+            let store = backend.counter_store(clock.clone()).await?;
+            let counters = Counters::with_clock(store, settings.clone(), clock)?;
+            runs.extend(measure(&counters, None, Some("expiring"), now, iterations).await?);
         }
     }
+    let p99_of = |layout: &str| {
+        runs.iter()
+            .find(|l| l.layout == Some(layout) && l.counters == 1)
+            .map(|l| l.p99_us)
+    };
+    let expiring_p99_ratio_to_default = p99_of("expiring")
+        .zip(p99_of("default"))
+        .map(|(e, d)| e / d);
     Ok(Read {
         bench: "read",
         machine: crate::server::machine(),
         precisions: np,
         samples: settings.samples,
         runs,
+        expiring_p99_ratio_to_default,
     })
+}
+
+/// Fills 100 counters with every precision's kept samples, checks one
+/// reads back whole, then times reading one counter and all 100. With
+/// `redis` (the default layout only), also the server's time and the bare
+/// pipeline's.
+async fn measure(
+    counters: &Counters,
+    redis: Option<&BenchRedis>,
+    layout: Option<&'static str>,
+    now: u64,
+    iterations: usize,
+) -> Result<Vec<Latency>> {
+    let settings = counters.settings().clone();
+    let np = settings.precisions.len();
+    let kind = if layout.is_some() {
+        Kind::Redis
+    } else {
+        Kind::Sqlite
+    };
+    let names: Vec<String> = (0..MANY).map(|i| format!("r{i}")).collect();
+    fill(
+        counters,
+        &names,
+        Slices {
+            recent: settings.samples,
+            old: 0,
+            samples: settings.samples,
+        },
+        now,
+        10,
+        2,
+    )
+    .await?;
+    // The data is what was written: every precision holds its samples.
+    let one = counters.get_all(&names[0]).await?;
+    ensure!(
+        one.len() == np
+            && one
+                .iter()
+                .all(|s| s.samples.len() as u64 == settings.samples),
+        "a counter does not read back the samples written"
+    );
+    let per_counter = np as u64 * settings.samples;
+    let mut runs = Vec::new();
+    for (read, batch) in [("all precisions of one counter", 1), ("100 counters", MANY)] {
+        let chunk = &names[..batch];
+        // A read of 100 counters moves 100 times the data: a tenth of
+        // the iterations.
+        let iterations = if batch == 1 {
+            iterations
+        } else {
+            iterations.div_ceil(10)
+        };
+        if let Some(r) = redis {
+            reset_stats(r).await?;
+        }
+        let times = time(iterations, || async {
+            let got = counters.get_many(chunk, None).await?;
+            ensure!(got.len() == batch, "short read");
+            Ok(())
+        })
+        .await?;
+        let server_us = match redis {
+            Some(r) => Some(hgetall_us(r).await? * (np * batch) as f64),
+            None => None,
+        };
+        let raw = match redis {
+            Some(r) => Some(raw_times(r, counters, chunk, iterations).await?),
+            None => None,
+        };
+        let mut l = latency(
+            kind,
+            read,
+            batch,
+            per_counter * batch as u64,
+            &times,
+            raw.as_deref(),
+        );
+        l.layout = layout;
+        l.redis_us_per_read = server_us;
+        runs.push(l);
+    }
+    Ok(runs)
 }
 
 /// Microseconds of each of `n` sequential calls of `f` (after 10% warm-up).
@@ -227,6 +290,7 @@ fn latency(
     let p99 = quantile(times, 0.99);
     Latency {
         backend,
+        layout: None,
         read,
         counters,
         samples_per_read: samples,
