@@ -16,6 +16,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::counters::slice::CounterWrite;
+use crate::engine::store::map_reads;
 use crate::engine::{Batch, BatchSink, SliceSel, SliceStore, Space};
 use crate::error::Result;
 use crate::name::Name;
@@ -164,19 +165,7 @@ impl CounterStore for SliceCounterStore {
             .slices
             .read_sums(&self.space(precisions), names, precisions, SliceSel::All)
             .await?;
-        Ok(all
-            .into_iter()
-            .map(|per| {
-                per.into_iter()
-                    .map(|slices| {
-                        slices
-                            .into_iter()
-                            .map(|(start, count)| Sample { start, count })
-                            .collect()
-                    })
-                    .collect()
-            })
-            .collect())
+        Ok(map_reads(all, |start, count| Some(Sample { start, count })))
     }
 
     async fn list(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Vec<String>> {

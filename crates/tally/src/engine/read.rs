@@ -80,23 +80,6 @@ pub async fn read_range(
         .collect()
 }
 
-/// The range `[from, to]` of every series in `names` merged into one value
-/// (e.g. the statistics of every route of an app).
-pub async fn read_range_merged(
-    store: &dyn SliceStore,
-    space: &Space,
-    names: &[Name],
-    now: Timestamp,
-    from: u64,
-    to: u64,
-) -> Result<Value> {
-    let mut total = space.kind.identity();
-    for v in read_range(store, space, names, now, from, to).await? {
-        total.merge(&v)?;
-    }
-    Ok(total)
-}
-
 /// Every stored slice of each series at each of `resolutions`, oldest
 /// first (`result[i][j]`: `names[i]` at `resolutions[j]`); one round trip.
 pub async fn read_all(

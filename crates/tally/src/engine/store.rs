@@ -250,6 +250,19 @@ pub type Slices = Vec<(u64, Value)>;
 /// each (slice start, `T`).
 pub type Reads<T> = Vec<Vec<Vec<(u64, T)>>>;
 
+/// Every slice of `reads` through `f` (per series, per resolution, in
+/// order), keeping the slices for which it returns `Some`.
+pub fn map_reads<T, U>(reads: Reads<T>, f: impl Fn(u64, T) -> Option<U>) -> Vec<Vec<Vec<U>>> {
+    reads
+        .into_iter()
+        .map(|per| {
+            per.into_iter()
+                .map(|slices| slices.into_iter().filter_map(|(s, v)| f(s, v)).collect())
+                .collect()
+        })
+        .collect()
+}
+
 /// One cleaning pass's parameters: the pass number (which resolutions are
 /// due) and the instant cutoffs are measured from.
 #[derive(Clone, Debug)]
@@ -435,19 +448,7 @@ pub trait SliceStore: Send + Sync + fmt::Debug + 'static {
             return Err(not_sums(space));
         }
         let all = self.read(space, names, resolutions, slices).await?;
-        Ok(all
-            .into_iter()
-            .map(|per| {
-                per.into_iter()
-                    .map(|slices| {
-                        slices
-                            .into_iter()
-                            .filter_map(|(s, v)| v.as_sum().map(|c| (s, c)))
-                            .collect()
-                    })
-                    .collect()
-            })
-            .collect())
+        Ok(map_reads(all, |s, v| v.as_sum().map(|c| (s, c))))
     }
 
     /// Up to `limit` series names starting with `prefix` (empty: all),

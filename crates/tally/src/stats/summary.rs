@@ -43,19 +43,20 @@ impl Summary {
     /// The view of `value` with the quantiles `qs` (already checked to be
     /// in `[0, 1]`): the kind's own summary, quantiles keyed by `q`.
     pub fn of(value: &StatsValue, qs: &[f64]) -> Result<Self> {
-        let s = value.summary(qs)?;
+        let mut quantiles = BTreeMap::new();
+        for &q in qs {
+            if let Some(v) = value.quantile(q)? {
+                quantiles.insert(quantile_key(q), v);
+            }
+        }
         Ok(Summary {
-            count: s.count,
-            sum: s.sum,
-            min: s.min,
-            max: s.max,
-            mean: s.mean,
-            stddev: s.stddev,
-            quantiles: s
-                .quantiles
-                .into_iter()
-                .filter_map(|q| Some((quantile_key(q.q), q.value?)))
-                .collect(),
+            count: value.count(),
+            sum: value.sum(),
+            min: value.min(),
+            max: value.max(),
+            mean: value.mean(),
+            stddev: value.stddev(),
+            quantiles,
         })
     }
 

@@ -16,5 +16,5 @@ pub use distinct::DistinctValue;
 pub use gauge::GaugeValue;
 pub use hll::Hll;
 pub use sketch::{Sketch, SketchSettings};
-pub use stats::{StatsSummary, StatsValue};
+pub use stats::StatsValue;
 pub use top::TopValue;

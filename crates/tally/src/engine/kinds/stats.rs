@@ -38,8 +38,6 @@
 //! are written as cmsgpack writes them (see `engine::kinds::msgpack`). An empty
 //! value writes zeros for count, sums, min and max and empty stores.
 
-use serde::{Deserialize, Serialize};
-
 use super::msgpack::{Reader, Writer};
 use super::sketch::{MAX_COUNT, MAX_MAX_BUCKETS, MIN_MAX_BUCKETS, Sketch, SketchSettings, Store};
 use crate::engine::aggregate::{Aggregate, Codec};
@@ -80,34 +78,6 @@ impl PartialEq for StatsValue {
             && self.max == other.max
             && self.sketch == other.sketch
     }
-}
-
-/// One quantile of a summary.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct QuantileValue {
-    /// The quantile asked for, 0 to 1.
-    pub q: f64,
-    /// Its estimate; `None` when nothing was observed.
-    pub value: Option<f64>,
-}
-
-/// What a statistic reads as (the JSON the API answers).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StatsSummary {
-    /// The number of observations.
-    pub count: u64,
-    /// Their sum.
-    pub sum: f64,
-    /// The lowest value; `None` when nothing was observed.
-    pub min: Option<f64>,
-    /// The highest value.
-    pub max: Option<f64>,
-    /// The mean.
-    pub mean: Option<f64>,
-    /// The sample standard deviation (the book's formula).
-    pub stddev: Option<f64>,
-    /// The quantiles asked for, in the order asked.
-    pub quantiles: Vec<QuantileValue>,
 }
 
 impl StatsValue {
@@ -269,28 +239,6 @@ impl StatsValue {
             .value_at_rank(rank)
             .expect("rank within the count");
         Ok(Some(v.clamp(self.min, self.max)))
-    }
-
-    /// Everything a statistic reads as, with the quantiles `qs`.
-    pub fn summary(&self, qs: &[f64]) -> Result<StatsSummary> {
-        let quantiles = qs
-            .iter()
-            .map(|&q| {
-                Ok(QuantileValue {
-                    q,
-                    value: self.quantile(q)?,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(StatsSummary {
-            count: self.count(),
-            sum: self.sum,
-            min: self.min(),
-            max: self.max(),
-            mean: self.mean(),
-            stddev: self.stddev(),
-            quantiles,
-        })
     }
 
     /// The sketch.
@@ -614,27 +562,6 @@ pub(crate) mod tests {
         let s = of(&[-0.0]);
         assert_eq!(s.min().unwrap().to_bits(), 0.0f64.to_bits());
         assert_eq!(s.sketch().zeros(), 1);
-    }
-
-    #[test]
-    fn the_summary_serializes_as_the_api_answers() {
-        let s = of(&[1.0, 2.0, 3.0, 4.0]);
-        let json = serde_json::to_value(s.summary(&[0.5, 1.0]).unwrap()).unwrap();
-        let keys: Vec<&str> = json
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
-        assert_eq!(
-            keys,
-            ["count", "sum", "min", "max", "mean", "stddev", "quantiles"]
-        );
-        assert_eq!(json["count"], 4);
-        assert_eq!(json["quantiles"][1]["q"], 1.0);
-        assert_eq!(json["quantiles"][1]["value"], 4.0);
-        let empty = serde_json::to_value(StatsValue::default().summary(&[0.5]).unwrap()).unwrap();
-        assert!(empty["mean"].is_null() && empty["quantiles"][0]["value"].is_null());
     }
 
     /// The layout, byte by byte: 1.0 falls in bucket 0, 1.03 in bucket 2

@@ -83,8 +83,7 @@ if not merge then
         failed, err = op, r.err
         break
       end
-      at = at + 2
-      op = op + 1
+      at, op = at + 2, op + 1
     end
     if failed then break end
   end
