@@ -49,8 +49,10 @@
 //!   ([`engine::resolution`]), the write path ([`engine::plan`]: validation,
 //!   one merged delta per slice, all or nothing), the aggregating writer
 //!   ([`engine::writer`]: in-process merging, exactly-once flushes), range
-//!   reads ([`engine::read`]) and the [`engine::SliceStore`] trait that each
-//!   store implements once per key layout.
+//!   reads ([`engine::read`]), the [`engine::SliceStore`] trait that each
+//!   store implements once per key layout, and the one service of named
+//!   series every kind but counters is ([`engine::series`]: statistics,
+//!   gauges and sets are `SeriesService<their rules>` with their own reads).
 //! - [`counters`]: the counter service over the engine's counters space:
 //!   validation, settings, the cleaner, the aggregator (the engine's writer
 //!   with counters' types) and the `CounterStore` contract tests and tools

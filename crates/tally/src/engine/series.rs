@@ -1,57 +1,359 @@
-//! What every service over one space does the same way, whatever its kind:
-//! a keyed write applied once, one series read at several resolutions,
-//! names listed by prefix a page at a time, a series deleted. Gauges, sets
-//! and statistics call these; each keeps only what its kind makes
-//! different (validation, the reading of a slice).
+//! The service every kind of named series over one engine space shares:
+//! [`SeriesService`] (validated batches written all or nothing or once per
+//! idempotency key, one series read at several resolutions, names listed by
+//! prefix a page at a time, delete) and [`SeriesWriter`] (the engine's
+//! aggregating writer over the same space).
+//!
+//! A kind brings only what makes it different, its [`Rules`]: the
+//! operation a caller states (an observation, a gauge operation, a set
+//! addition) and how one becomes the kind's delta. Statistics, gauges and
+//! sets are `SeriesService<their rules>` under their own names
+//! ([`crate::Stats`], [`crate::Gauges`], [`crate::Sets`]), with their own
+//! reads (summaries, current values, unions) added in their modules; a new
+//! kind is its rules and its reads.
 
-use crate::counters::Page;
-use crate::engine::store::{Applied, Batch, SliceSel, SliceStore, Slices, Space};
+use std::fmt;
+use std::sync::Arc;
+
+use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
+use crate::counters::{AggregatorSettings, AggregatorStats, Page};
+use crate::engine::plan::{self, Item};
+use crate::engine::store::{Applied, Batch, BatchSink, SliceSel, SliceStore, Slices, Space};
+use crate::engine::{Kind, Value, Writer};
 use crate::error::Result;
+use crate::idempotency::{Answer, Claim, Idempotency};
 use crate::name::Name;
 
-/// Writes `batch` with the write id of the idempotency `key`, so the same
-/// key sent again is applied once ([`Applied::Duplicate`]), as
-/// [`crate::Counters::incr_many_once`]; on a Redis Cluster each node's part
-/// carries the id, so each part is applied once.
-pub async fn apply_once(store: &dyn SliceStore, key: &str, mut batch: Batch) -> Result<Applied> {
-    crate::idempotency::check_key(key)?;
-    batch.seq = Some(crate::idempotency::write_seq(key));
-    store.apply(&batch).await
+/// The most operations accepted in one batch, for every kind.
+pub const MAX_BATCH: usize = 10_000;
+
+/// The most names listed in one page, for every kind.
+pub const MAX_PAGE: usize = 10_000;
+
+/// What a kind of series adds to [`SeriesService`]: the operation callers
+/// state and how one becomes the kind's delta.
+pub trait Rules: Send + Sync + fmt::Debug + 'static {
+    /// One operation as a caller states it.
+    type Op: Sync;
+    /// What an operation is called in errors ("observation").
+    const OP: &'static str;
+    /// The aggregating writer's name in `Debug` output.
+    const WRITER: &'static str;
+    /// The operation's series.
+    fn name(op: &Self::Op) -> &str;
+    /// Its instant, Unix seconds, if it states one (else now).
+    fn at(op: &Self::Op) -> Option<f64>;
+    /// Its delta, checked; errors name the series.
+    fn delta(&self, op: &Self::Op) -> Result<Value>;
 }
 
-/// Every slice of the series `name` at each of `resolutions`, in that
-/// order, oldest first: one round trip.
-pub async fn read_series(
-    store: &dyn SliceStore,
-    space: &Space,
-    name: &str,
-    resolutions: &[u64],
-) -> Result<Vec<(u64, Slices)>> {
-    let name = Name::new(name)?;
-    let mut all = store
-        .read(space, &[name], resolutions, SliceSel::All)
-        .await?;
-    let per = all.pop().unwrap_or_default();
-    Ok(resolutions.iter().copied().zip(per).collect())
+/// [`Rules`] of a kind whose space is made of precisions and samples
+/// alone (gauges, sets): its service has the constructors
+/// [`SeriesService::new`] and [`SeriesService::with_clock`].
+pub trait PlainRules: Rules + Default {
+    /// The space's id (Redis keys `{<prefix>:<shard>}:<id>:...`, SQLite
+    /// tables `tally_<id>_*`).
+    const SPACE: &'static str;
+    /// The kind its slices hold.
+    const KIND: Kind;
 }
 
-/// Up to `limit` (1 to `max`) names of `space` starting with `prefix`,
-/// after the cursor `after`, in name order.
-pub async fn search(
-    store: &dyn SliceStore,
-    space: &Space,
-    prefix: &str,
-    after: Option<&str>,
-    limit: usize,
-    max: usize,
-) -> Result<Page> {
-    crate::name::check_search(prefix, limit, max)?;
-    let names = store.list(space, prefix, after, limit + 1).await?;
-    Ok(Page::of(names, limit))
+/// Named series of one kind at several precisions, over one engine space.
+/// Cheap to clone.
+pub struct SeriesService<R> {
+    inner: Arc<Inner<R>>,
 }
 
-/// Deletes every resolution of the series `name`; true if it held anything.
-pub async fn delete(store: &dyn SliceStore, space: &Space, name: &str) -> Result<bool> {
-    let name = Name::new(name)?;
-    store.delete(space, &name).await
+struct Inner<R> {
+    store: Arc<dyn SliceStore>,
+    /// Where batches go: the store, or a kind's own way into it.
+    sink: Arc<dyn BatchSink>,
+    space: Arc<Space>,
+    precisions: Vec<u64>,
+    clock: SharedClock,
+    rules: R,
+}
+
+impl<R> Clone for SeriesService<R> {
+    fn clone(&self) -> Self {
+        SeriesService {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<R: fmt::Debug> fmt::Debug for SeriesService<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SeriesService")
+            .field("space", &self.inner.space)
+            .field("rules", &self.inner.rules)
+            .finish()
+    }
+}
+
+impl<R: PlainRules> SeriesService<R> {
+    /// The series on `store` at `precisions` (seconds), each keeping
+    /// `samples` slices, on the system clock.
+    pub fn new(store: Arc<dyn SliceStore>, precisions: &[u64], samples: u64) -> Result<Self> {
+        Self::with_clock(store, precisions, samples, Arc::new(SystemClock))
+    }
+
+    /// The series on `store`, reading time from `clock`. The precisions
+    /// and samples follow the space's rules ([`Space::new`]); the counters'
+    /// cleaner trims them.
+    pub fn with_clock(
+        store: Arc<dyn SliceStore>,
+        precisions: &[u64],
+        samples: u64,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self> {
+        let space = Space::cleaned(R::SPACE, R::KIND, precisions, samples)?;
+        Ok(Self::from_parts(store, None, space, clock, R::default()))
+    }
+}
+
+impl<R: Rules> SeriesService<R> {
+    /// The service over `space` on `store`, batches going through `sink`
+    /// (the store itself when `None`).
+    pub fn from_parts(
+        store: Arc<dyn SliceStore>,
+        sink: Option<Arc<dyn BatchSink>>,
+        space: Space,
+        clock: SharedClock,
+        rules: R,
+    ) -> Self {
+        SeriesService {
+            inner: Arc::new(Inner {
+                sink: sink.unwrap_or_else(|| Arc::new(store.clone())),
+                store,
+                precisions: space.seconds(),
+                space: Arc::new(space),
+                clock,
+                rules,
+            }),
+        }
+    }
+
+    /// The engine's space these series are.
+    pub fn space(&self) -> &Arc<Space> {
+        &self.inner.space
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &Arc<dyn SliceStore> {
+        &self.inner.store
+    }
+
+    /// The clock in use.
+    pub fn clock(&self) -> &SharedClock {
+        &self.inner.clock
+    }
+
+    /// The precisions, finest first.
+    pub fn precisions(&self) -> &[u64] {
+        &self.inner.precisions
+    }
+
+    /// The kind's rules.
+    pub fn rules(&self) -> &R {
+        &self.inner.rules
+    }
+
+    /// Validates one operation, `now` standing in for a missing time: its
+    /// series name, instant and delta.
+    pub fn validate(&self, op: &R::Op, now: Timestamp) -> Result<(Name, Timestamp, Value)> {
+        let name = Name::new(R::name(op))?;
+        let at = plan::time(R::at(op), now)?;
+        Ok((name, at, self.inner.rules.delta(op)?))
+    }
+
+    /// Validates and composes operations into the engine's batch without
+    /// writing it: one delta per (series, precision, slice), in the order
+    /// given.
+    pub fn prepare(&self, ops: &[R::Op]) -> Result<Batch> {
+        plan::prepare(
+            &self.inner.space,
+            ops,
+            MAX_BATCH,
+            R::OP,
+            self.inner.clock.now(),
+            |op, now| self.validate(op, now),
+        )
+    }
+
+    /// Writes operations over any series in one round trip (per node on a
+    /// cluster), all or nothing: if any is invalid, nothing is written.
+    pub async fn write(&self, ops: &[R::Op]) -> Result<()> {
+        let batch = self.prepare(ops)?;
+        self.inner.sink.apply_batch(&batch).await.map(|_| ())
+    }
+
+    /// [`SeriesService::write`] with an idempotency key: the batch is
+    /// written with the key's write id, so the same key sent again is
+    /// applied once ([`Applied::Duplicate`], nothing written), as
+    /// [`crate::Counters::incr_many_once`]; on a Redis Cluster each node's
+    /// part carries the id, so each part is applied once.
+    pub async fn write_once(&self, key: &str, ops: &[R::Op]) -> Result<Applied> {
+        crate::idempotency::check_key(key)?;
+        let mut batch = self.prepare(ops)?;
+        batch.seq = Some(crate::idempotency::write_seq(key));
+        self.inner.sink.apply_batch(&batch).await
+    }
+
+    /// Every slice of the series `name` at each of `precisions`, in that
+    /// order, oldest first: one round trip.
+    pub async fn read_series(&self, name: &str, precisions: &[u64]) -> Result<Vec<(u64, Slices)>> {
+        let name = Name::new(name)?;
+        let mut all = self
+            .inner
+            .store
+            .read(&self.inner.space, &[name], precisions, SliceSel::All)
+            .await?;
+        let per = all.pop().unwrap_or_default();
+        Ok(precisions.iter().copied().zip(per).collect())
+    }
+
+    /// Up to `limit` (1 to [`MAX_PAGE`]) series whose names start with
+    /// `prefix` (empty: all), after the cursor `after`, in name order.
+    pub async fn search(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Page> {
+        crate::name::check_search(prefix, limit, MAX_PAGE)?;
+        let names = self
+            .inner
+            .store
+            .list(&self.inner.space, prefix, after, limit + 1)
+            .await?;
+        Ok(Page::of(names, limit))
+    }
+
+    /// Deletes every precision of the series `name`; true if it held
+    /// anything.
+    pub async fn delete(&self, name: &str) -> Result<bool> {
+        let name = Name::new(name)?;
+        self.inner.store.delete(&self.inner.space, &name).await
+    }
+
+    /// Checks that the backend answers.
+    pub async fn ping(&self) -> Result<()> {
+        self.inner.store.ping().await
+    }
+
+    /// The way batches go into the store.
+    fn sink(&self) -> Arc<dyn BatchSink> {
+        self.inner.sink.clone()
+    }
+}
+
+/// The aggregating writer over a [`SeriesService`]'s space: operations
+/// merged in process (in the order they came), written in batches, each
+/// exactly once (the engine's [`Writer`]: its guarantees, bounds and
+/// settings). Cheap to clone; the flusher stops (after a final flush) at
+/// [`SeriesWriter::shutdown`] or when the last handle is dropped.
+pub struct SeriesWriter<R> {
+    service: SeriesService<R>,
+    writer: Writer,
+}
+
+impl<R> Clone for SeriesWriter<R> {
+    fn clone(&self) -> Self {
+        SeriesWriter {
+            service: self.service.clone(),
+            writer: self.writer.clone(),
+        }
+    }
+}
+
+impl<R: Rules> fmt::Debug for SeriesWriter<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(R::WRITER)
+            .field("settings", self.writer.settings())
+            .field("stats", &self.writer.stats())
+            .finish()
+    }
+}
+
+impl<R: Rules> SeriesWriter<R> {
+    /// Starts a writer into `service`'s store; spawns its flusher on the
+    /// current tokio runtime.
+    pub fn start(service: SeriesService<R>, settings: AggregatorSettings) -> Result<Self> {
+        let writer = Writer::start(
+            service.sink(),
+            service.space().clone(),
+            service.clock().clone(),
+            settings,
+        )?;
+        Ok(SeriesWriter { service, writer })
+    }
+
+    /// The service written to.
+    pub fn service(&self) -> &SeriesService<R> {
+        &self.service
+    }
+
+    /// Takes one operation, waiting for room when full and so configured;
+    /// an invalid one is refused with the rule it breaks (nothing taken).
+    pub async fn take(&self, op: &R::Op) -> Result<()> {
+        let (_, _, delta) = self.service.validate(op, self.service.clock().now())?;
+        self.writer.add(R::name(op), delta, R::at(op)).await
+    }
+
+    /// Takes one operation without ever waiting: fails with
+    /// [`crate::Error::Overloaded`] when full.
+    pub fn try_take(&self, op: &R::Op) -> Result<()> {
+        let (_, _, delta) = self.service.validate(op, self.service.clock().now())?;
+        self.writer.try_add(R::name(op), delta, R::at(op))
+    }
+
+    /// Takes a batch, all or nothing: every operation is validated, and
+    /// room for the whole batch is taken, before any is merged.
+    pub async fn take_many(&self, ops: &[R::Op]) -> Result<()> {
+        let items = self.items(ops)?;
+        self.writer.add_many(&items).await
+    }
+
+    /// [`SeriesWriter::take_many`] for a keyed request of `fingerprint`
+    /// whose answer, once recorded, is `answer` (the HTTP server's): the
+    /// key is claimed with the answer before the operations are handed
+    /// over ([`Idempotency::add_claimed`]), so a retry is answered from
+    /// the record and never taken twice.
+    pub async fn take_many_claimed(
+        &self,
+        idempotency: &Idempotency,
+        key: &str,
+        fingerprint: &str,
+        ops: &[R::Op],
+        answer: &Answer,
+    ) -> Result<Claim> {
+        let items = self.items(ops)?;
+        idempotency
+            .add_claimed(key, fingerprint, answer, &self.writer, items)
+            .await
+    }
+
+    /// Validates operations into the writer's items.
+    fn items(&self, ops: &[R::Op]) -> Result<Vec<Item>> {
+        let now = self.service.clock().now();
+        ops.iter()
+            .map(|op| {
+                let (name, at, delta) = self.service.validate(op, now)?;
+                Ok(Item { name, at, delta })
+            })
+            .collect()
+    }
+
+    /// Flushes now and waits until everything taken before this call is
+    /// written (or dropped as refused).
+    pub async fn flush(&self) -> Result<()> {
+        self.writer.flush().await
+    }
+
+    /// Stops taking operations, flushes what is pending (retrying an
+    /// unavailable backend for a while) and stops the flusher.
+    pub async fn shutdown(&self) {
+        self.writer.shutdown().await
+    }
+
+    /// Running figures (`accepted` and `written` count operations).
+    pub fn stats(&self) -> AggregatorStats {
+        self.writer.stats()
+    }
 }

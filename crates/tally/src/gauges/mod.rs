@@ -22,31 +22,20 @@
 //! one shard refuses cannot be taken back on the others (as for
 //! statistics): keep such batches to valid values.
 
-use std::sync::Arc;
-
 use serde::{Deserialize, Serialize};
 
-use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
 use crate::counters::settings::check_precision_in;
-use crate::counters::{AggregatorSettings, AggregatorStats, Page};
-use crate::engine::Batch;
 use crate::engine::kinds::GaugeValue;
 use crate::engine::kinds::gauge::GaugeReading;
-use crate::engine::plan::{prepare, time};
-use crate::engine::series;
-use crate::engine::{Applied, BatchSink, Kind, SliceStore, Space, Value, Writer};
+use crate::engine::series::{PlainRules, Rules, SeriesService, SeriesWriter};
+use crate::engine::{Applied, Kind, Value};
 use crate::error::{Error, Result};
-use crate::name::Name;
 
 /// The gauges' space id (Redis keys `{<prefix>:<shard>}:gauges:...`,
 /// SQLite tables `tally_gauges_*`).
 pub const SPACE: &str = "gauges";
 
-/// The most operations accepted in one batch.
-pub const MAX_BATCH: usize = 10_000;
-
-/// The most names listed in one page.
-pub const MAX_PAGE: usize = 10_000;
+pub use crate::engine::series::{MAX_BATCH, MAX_PAGE};
 
 /// One operation on a gauge as a caller states it: exactly one of `value`
 /// (set) and `delta` (adjust); `at` defaults to now.
@@ -135,6 +124,33 @@ pub struct GaugeSeries {
     pub slices: Vec<GaugeSlice>,
 }
 
+/// The gauge kind's rules for [`SeriesService`]: operations set or adjust.
+#[derive(Debug, Default)]
+pub struct GaugeRules;
+
+impl PlainRules for GaugeRules {
+    const SPACE: &'static str = SPACE;
+    const KIND: Kind = Kind::Gauge;
+}
+
+impl Rules for GaugeRules {
+    type Op = GaugeOp;
+    const OP: &'static str = "gauge operation";
+    const WRITER: &'static str = "GaugesWriter";
+
+    fn name(op: &GaugeOp) -> &str {
+        &op.name
+    }
+
+    fn at(op: &GaugeOp) -> Option<f64> {
+        op.at
+    }
+
+    fn delta(&self, op: &GaugeOp) -> Result<Value> {
+        Ok(Value::Gauge(Box::new(op.delta()?)))
+    }
+}
+
 /// Named gauges at several precisions. Cheap to clone.
 ///
 /// # Example
@@ -158,65 +174,14 @@ pub struct GaugeSeries {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone, Debug)]
-pub struct Gauges {
-    inner: Arc<Inner>,
-}
+pub type Gauges = SeriesService<GaugeRules>;
 
-#[derive(Debug)]
-struct Inner {
-    store: Arc<dyn SliceStore>,
-    space: Arc<Space>,
-    precisions: Vec<u64>,
-    clock: SharedClock,
-}
+/// The gauges' aggregating writer: operations composed in process, in the
+/// order they came, written in batches, each exactly once
+/// ([`SeriesWriter`]). Cheap to clone.
+pub type GaugesWriter = SeriesWriter<GaugeRules>;
 
-impl Gauges {
-    /// Gauges on `store` at `precisions` (seconds), each keeping `samples`
-    /// slices, on the system clock.
-    pub fn new(store: Arc<dyn SliceStore>, precisions: &[u64], samples: u64) -> Result<Self> {
-        Self::with_clock(store, precisions, samples, Arc::new(SystemClock))
-    }
-
-    /// Gauges on `store`, reading time from `clock`. The precisions and
-    /// samples follow the space's rules ([`Space::new`]).
-    pub fn with_clock(
-        store: Arc<dyn SliceStore>,
-        precisions: &[u64],
-        samples: u64,
-        clock: Arc<dyn Clock>,
-    ) -> Result<Self> {
-        let space = Space::cleaned(SPACE, Kind::Gauge, precisions, samples)?;
-        Ok(Gauges {
-            inner: Arc::new(Inner {
-                store,
-                precisions: space.resolutions.iter().map(|r| r.seconds).collect(),
-                space: Arc::new(space),
-                clock,
-            }),
-        })
-    }
-
-    /// The engine's space these gauges are.
-    pub fn space(&self) -> &Arc<Space> {
-        &self.inner.space
-    }
-
-    /// The store underneath.
-    pub fn store(&self) -> &Arc<dyn SliceStore> {
-        &self.inner.store
-    }
-
-    /// The clock in use.
-    pub fn clock(&self) -> &SharedClock {
-        &self.inner.clock
-    }
-
-    /// The precisions, finest first.
-    pub fn precisions(&self) -> &[u64] {
-        &self.inner.precisions
-    }
-
+impl SeriesService<GaugeRules> {
     /// Sets `name` to `value` now.
     pub async fn set(&self, name: &str, value: f64) -> Result<()> {
         self.apply_many(&[GaugeOp::set(name, value)]).await
@@ -237,50 +202,25 @@ impl Gauges {
     /// value that is not finite, neither or both of value and delta, a
     /// time) or would make a value infinite, nothing is written.
     pub async fn apply_many(&self, ops: &[GaugeOp]) -> Result<()> {
-        let batch = self.prepare(ops)?;
-        self.inner.store.apply(&batch).await.map(|_| ())
+        self.write(ops).await
     }
 
-    /// [`Gauges::apply_many`] with an idempotency key: the batch is written
-    /// with the key's write id, so the same key sent again is applied once
-    /// ([`Applied::Duplicate`], nothing written), as
-    /// [`crate::Counters::incr_many_once`]. On a Redis Cluster each node's
-    /// part carries the id, so each part is applied once.
+    /// [`Gauges::apply_many`] with an idempotency key, applied once
+    /// ([`SeriesService::write_once`]).
     pub async fn apply_many_once(&self, key: &str, ops: &[GaugeOp]) -> Result<Applied> {
-        series::apply_once(self.inner.store.as_ref(), key, self.prepare(ops)?).await
-    }
-
-    /// Validates and composes operations into the engine's batch without
-    /// writing it.
-    pub fn prepare(&self, ops: &[GaugeOp]) -> Result<Batch> {
-        prepare(
-            &self.inner.space,
-            ops,
-            MAX_BATCH,
-            "gauge operation",
-            self.inner.clock.now(),
-            |o, now| self.validate(o, now),
-        )
-    }
-
-    /// Validates one operation, `now` standing in for a missing time: its
-    /// name, instant and delta.
-    pub fn validate(&self, op: &GaugeOp, now: Timestamp) -> Result<(Name, Timestamp, Value)> {
-        let name = Name::new(op.name.as_str())?;
-        let at = time(op.at, now)?;
-        Ok((name, at, Value::Gauge(Box::new(op.delta()?))))
+        self.write_once(key, ops).await
     }
 
     /// Every slice of one precision, oldest first.
     pub async fn get(&self, name: &str, precision: u64) -> Result<Vec<GaugeSlice>> {
-        check_precision_in(&self.inner.precisions, precision)?;
+        check_precision_in(self.precisions(), precision)?;
         let mut all = self.read_all(name, &[precision]).await?;
         Ok(all.pop().map(|s| s.slices).unwrap_or_default())
     }
 
     /// Every precision of a gauge, finest first, in one round trip.
     pub async fn get_all(&self, name: &str) -> Result<Vec<GaugeSeries>> {
-        self.read_all(name, &self.inner.precisions).await
+        self.read_all(name, self.precisions()).await
     }
 
     /// The gauge's value after its latest operation that a kept slice
@@ -295,50 +235,25 @@ impl Gauges {
     }
 
     async fn read_all(&self, name: &str, precisions: &[u64]) -> Result<Vec<GaugeSeries>> {
-        series::read_series(
-            self.inner.store.as_ref(),
-            &self.inner.space,
-            name,
-            precisions,
-        )
-        .await?
-        .into_iter()
-        .map(|(precision, slices)| {
-            let slices = slices
-                .iter()
-                .map(|(start, v)| {
-                    let r = reading_of(v)?;
-                    Ok(GaugeSlice {
-                        start: *start,
-                        last: r.last,
-                        min: r.min,
-                        max: r.max,
+        self.read_series(name, precisions)
+            .await?
+            .into_iter()
+            .map(|(precision, slices)| {
+                let slices = slices
+                    .iter()
+                    .map(|(start, v)| {
+                        let r = reading_of(v)?;
+                        Ok(GaugeSlice {
+                            start: *start,
+                            last: r.last,
+                            min: r.min,
+                            max: r.max,
+                        })
                     })
-                })
-                .collect::<Result<_>>()?;
-            Ok(GaugeSeries { precision, slices })
-        })
-        .collect()
-    }
-
-    /// Up to `limit` gauges whose names start with `prefix` (empty: all),
-    /// after the cursor `after`, in name order.
-    pub async fn search(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Page> {
-        series::search(
-            self.inner.store.as_ref(),
-            &self.inner.space,
-            prefix,
-            after,
-            limit,
-            MAX_PAGE,
-        )
-        .await
-    }
-
-    /// Deletes every slice of a gauge and its current value; true if it
-    /// held anything.
-    pub async fn delete(&self, name: &str) -> Result<bool> {
-        series::delete(self.inner.store.as_ref(), &self.inner.space, name).await
+                    .collect::<Result<_>>()?;
+                Ok(GaugeSeries { precision, slices })
+            })
+            .collect()
     }
 }
 
@@ -355,63 +270,10 @@ fn reading_of(v: &Value) -> Result<GaugeReading> {
     }
 }
 
-/// The gauges' aggregating writer: operations composed in process, in the
-/// order they came, written in batches, each exactly once (the engine's
-/// [`Writer`]; its guarantees and bounds). Cheap to clone.
-#[derive(Clone)]
-pub struct GaugesWriter {
-    gauges: Gauges,
-    writer: Writer,
-}
-
-impl std::fmt::Debug for GaugesWriter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GaugesWriter")
-            .field("settings", self.writer.settings())
-            .finish()
-    }
-}
-
-impl GaugesWriter {
-    /// Starts a writer into `gauges`' store; spawns its flusher on the
-    /// current tokio runtime.
-    pub fn start(gauges: Gauges, settings: AggregatorSettings) -> Result<Self> {
-        let sink: Arc<dyn BatchSink> = Arc::new(gauges.store().clone());
-        let writer = Writer::start(
-            sink,
-            gauges.space().clone(),
-            gauges.clock().clone(),
-            settings,
-        )?;
-        Ok(GaugesWriter { gauges, writer })
-    }
-
-    /// The gauges written to.
-    pub fn service(&self) -> &Gauges {
-        &self.gauges
-    }
-
+impl SeriesWriter<GaugeRules> {
     /// Takes one operation without ever waiting: fails with
     /// [`Error::Overloaded`] when full.
     pub fn try_apply(&self, op: &GaugeOp) -> Result<()> {
-        let (_, _, delta) = self.gauges.validate(op, self.gauges.clock().now())?;
-        self.writer.try_add(&op.name, delta, op.at)
-    }
-
-    /// Flushes now and waits until everything taken before this call is
-    /// written (or dropped as refused).
-    pub async fn flush(&self) -> Result<()> {
-        self.writer.flush().await
-    }
-
-    /// Stops taking operations, flushes what is pending and stops the
-    /// flusher.
-    pub async fn shutdown(&self) {
-        self.writer.shutdown().await
-    }
-
-    /// Running figures (`accepted` and `written` count operations).
-    pub fn stats(&self) -> AggregatorStats {
-        self.writer.stats()
+        self.try_take(op)
     }
 }

@@ -28,18 +28,13 @@
 //! batch over sets of several shards that one shard refuses cannot be taken
 //! back on the others (as for statistics and gauges).
 
-use std::sync::Arc;
-
 use serde::{Deserialize, Serialize};
 
-use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
 use crate::counters::settings::check_precision_in;
-use crate::counters::{AggregatorSettings, AggregatorStats, Page};
 use crate::engine::kinds::DistinctValue;
-use crate::engine::plan::{prepare, time};
 use crate::engine::read::{merge_values, range};
-use crate::engine::series;
-use crate::engine::{Applied, Batch, BatchSink, Kind, SliceSel, SliceStore, Space, Value, Writer};
+use crate::engine::series::{PlainRules, Rules, SeriesService, SeriesWriter};
+use crate::engine::{Applied, Kind, SliceSel, Value};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -47,17 +42,13 @@ use crate::name::Name;
 /// tables `tally_sets_*`).
 pub const SPACE: &str = "sets";
 
-/// The most additions accepted in one batch.
-pub const MAX_BATCH: usize = 10_000;
+pub use crate::engine::series::{MAX_BATCH, MAX_PAGE};
 
 /// The most members in one addition.
 pub const MAX_MEMBERS: usize = 10_000;
 
 /// The longest member, in bytes of UTF-8.
 pub const MAX_MEMBER_BYTES: usize = 255;
-
-/// The most names listed in one page.
-pub const MAX_PAGE: usize = 10_000;
 
 /// The most sets whose union one range read counts.
 pub const MAX_READ: usize = 1_000;
@@ -183,6 +174,33 @@ pub struct SetView {
     pub union: SetRange,
 }
 
+/// The distinct kind's rules for [`SeriesService`]: members added.
+#[derive(Debug, Default)]
+pub struct SetRules;
+
+impl PlainRules for SetRules {
+    const SPACE: &'static str = SPACE;
+    const KIND: Kind = Kind::Distinct;
+}
+
+impl Rules for SetRules {
+    type Op = SetAdd;
+    const OP: &'static str = "set addition";
+    const WRITER: &'static str = "SetsWriter";
+
+    fn name(add: &SetAdd) -> &str {
+        &add.name
+    }
+
+    fn at(add: &SetAdd) -> Option<f64> {
+        add.at
+    }
+
+    fn delta(&self, add: &SetAdd) -> Result<Value> {
+        delta_of(&add.name, &add.members)
+    }
+}
+
 /// Named sets at several precisions. Cheap to clone.
 ///
 /// # Example
@@ -205,65 +223,13 @@ pub struct SetView {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone, Debug)]
-pub struct Sets {
-    inner: Arc<Inner>,
-}
+pub type Sets = SeriesService<SetRules>;
 
-#[derive(Debug)]
-struct Inner {
-    store: Arc<dyn SliceStore>,
-    space: Arc<Space>,
-    precisions: Vec<u64>,
-    clock: SharedClock,
-}
+/// The sets' aggregating writer: members merged in process, written in
+/// batches, each exactly once ([`SeriesWriter`]). Cheap to clone.
+pub type SetsWriter = SeriesWriter<SetRules>;
 
-impl Sets {
-    /// Sets on `store` at `precisions` (seconds), each keeping `samples`
-    /// slices, on the system clock.
-    pub fn new(store: Arc<dyn SliceStore>, precisions: &[u64], samples: u64) -> Result<Self> {
-        Self::with_clock(store, precisions, samples, Arc::new(SystemClock))
-    }
-
-    /// Sets on `store`, reading time from `clock`. The precisions and
-    /// samples follow the space's rules ([`Space::new`]).
-    pub fn with_clock(
-        store: Arc<dyn SliceStore>,
-        precisions: &[u64],
-        samples: u64,
-        clock: Arc<dyn Clock>,
-    ) -> Result<Self> {
-        let space = Space::cleaned(SPACE, Kind::Distinct, precisions, samples)?;
-        Ok(Sets {
-            inner: Arc::new(Inner {
-                store,
-                precisions: space.seconds(),
-                space: Arc::new(space),
-                clock,
-            }),
-        })
-    }
-
-    /// The engine's space these sets are.
-    pub fn space(&self) -> &Arc<Space> {
-        &self.inner.space
-    }
-
-    /// The store underneath.
-    pub fn store(&self) -> &Arc<dyn SliceStore> {
-        &self.inner.store
-    }
-
-    /// The clock in use.
-    pub fn clock(&self) -> &SharedClock {
-        &self.inner.clock
-    }
-
-    /// The precisions, finest first.
-    pub fn precisions(&self) -> &[u64] {
-        &self.inner.precisions
-    }
-
+impl SeriesService<SetRules> {
     /// Adds `members` to `name` now.
     pub async fn add<S: AsRef<str>>(&self, name: &str, members: &[S]) -> Result<()> {
         self.add_many(&[SetAdd::new(name, members.iter().map(|m| m.as_ref()))])
@@ -280,72 +246,44 @@ impl Sets {
     /// all or nothing: if any addition is invalid (a name, a member, no
     /// members, a time), nothing is written.
     pub async fn add_many(&self, adds: &[SetAdd]) -> Result<()> {
-        let batch = self.prepare(adds)?;
-        self.inner.store.apply(&batch).await.map(|_| ())
+        self.write(adds).await
     }
 
-    /// [`Sets::add_many`] with an idempotency key: the batch is written with
-    /// the key's write id, so the same key sent again is applied once
-    /// ([`Applied::Duplicate`]), as [`crate::Counters::incr_many_once`].
+    /// [`Sets::add_many`] with an idempotency key, applied once
+    /// ([`SeriesService::write_once`]).
     pub async fn add_many_once(&self, key: &str, adds: &[SetAdd]) -> Result<Applied> {
-        series::apply_once(self.inner.store.as_ref(), key, self.prepare(adds)?).await
-    }
-
-    /// Validates and merges additions into the engine's batch without
-    /// writing it.
-    pub fn prepare(&self, adds: &[SetAdd]) -> Result<Batch> {
-        prepare(
-            &self.inner.space,
-            adds,
-            MAX_BATCH,
-            "set addition",
-            self.inner.clock.now(),
-            |a, now| self.validate(a, now),
-        )
-    }
-
-    /// Validates one addition, `now` standing in for a missing time: its
-    /// name, instant and delta.
-    pub fn validate(&self, add: &SetAdd, now: Timestamp) -> Result<(Name, Timestamp, Value)> {
-        let name = Name::new(add.name.as_str())?;
-        let at = time(add.at, now)?;
-        Ok((name, at, delta_of(&add.name, &add.members)?))
+        self.write_once(key, adds).await
     }
 
     /// Every slice of one precision, oldest first, with its count.
     pub async fn get(&self, name: &str, precision: u64) -> Result<Vec<SetSlice>> {
-        check_precision_in(&self.inner.precisions, precision)?;
+        check_precision_in(self.precisions(), precision)?;
         let mut all = self.read_all(name, &[precision]).await?;
         Ok(all.pop().map(|s| s.slices).unwrap_or_default())
     }
 
     /// Every precision of a set, finest first, in one round trip.
     pub async fn get_all(&self, name: &str) -> Result<Vec<SetSeries>> {
-        self.read_all(name, &self.inner.precisions).await
+        self.read_all(name, self.precisions()).await
     }
 
     async fn read_all(&self, name: &str, precisions: &[u64]) -> Result<Vec<SetSeries>> {
-        series::read_series(
-            self.inner.store.as_ref(),
-            &self.inner.space,
-            name,
-            precisions,
-        )
-        .await?
-        .into_iter()
-        .map(|(precision, slices)| {
-            let slices = slices
-                .iter()
-                .map(|(start, v)| {
-                    Ok(SetSlice {
-                        start: *start,
-                        count: distinct_of(v)?.estimate(),
+        self.read_series(name, precisions)
+            .await?
+            .into_iter()
+            .map(|(precision, slices)| {
+                let slices = slices
+                    .iter()
+                    .map(|(start, v)| {
+                        Ok(SetSlice {
+                            start: *start,
+                            count: distinct_of(v)?.estimate(),
+                        })
                     })
-                })
-                .collect::<Result<_>>()?;
-            Ok(SetSeries { precision, slices })
-        })
-        .collect()
+                    .collect::<Result<_>>()?;
+                Ok(SetSeries { precision, slices })
+            })
+            .collect()
     }
 
     /// The distinct members of the range `[from, to]` (Unix seconds) of one
@@ -364,13 +302,12 @@ impl Sets {
             .iter()
             .map(|n| Name::new(*n))
             .collect::<Result<Vec<_>>>()?;
-        let space = &self.inner.space;
-        let plan = range(space, self.inner.clock.now(), from, to).ok_or_else(|| {
+        let space = &self.space();
+        let plan = range(space, self.clock().now(), from, to).ok_or_else(|| {
             Error::InvalidTime(format!("a range's end ({to}) is before its start ({from})"))
         })?;
         let per = self
-            .inner
-            .store
+            .store()
             .read(space, &names, &[plan.resolution.seconds], plan.slices)
             .await?;
         let union = merge_values(
@@ -389,20 +326,19 @@ impl Sets {
     /// the distinct members of the range (as [`Sets::count`] counts them),
     /// from one read of every precision: one round trip.
     pub async fn view(&self, name: &str, from: u64, to: u64) -> Result<SetView> {
-        let space = &self.inner.space;
-        let plan = range(space, self.inner.clock.now(), from, to).ok_or_else(|| {
+        let space = &self.space();
+        let plan = range(space, self.clock().now(), from, to).ok_or_else(|| {
             Error::InvalidTime(format!("a range's end ({to}) is before its start ({from})"))
         })?;
         let name = Name::new(name)?;
         let mut all = self
-            .inner
-            .store
-            .read(space, &[name], &self.inner.precisions, SliceSel::All)
+            .store()
+            .read(space, &[name], self.precisions(), SliceSel::All)
             .await?;
         let per = all.pop().unwrap_or_default();
         let mut union = None;
         let mut series = Vec::with_capacity(per.len());
-        for (&precision, slices) in self.inner.precisions.iter().zip(&per) {
+        for (&precision, slices) in self.precisions().iter().zip(&per) {
             if precision == plan.resolution.seconds {
                 let merged = merge_values(
                     Kind::Distinct,
@@ -435,25 +371,6 @@ impl Sets {
             },
         })
     }
-
-    /// Up to `limit` sets whose names start with `prefix` (empty: all),
-    /// after the cursor `after`, in name order.
-    pub async fn search(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Page> {
-        series::search(
-            self.inner.store.as_ref(),
-            &self.inner.space,
-            prefix,
-            after,
-            limit,
-            MAX_PAGE,
-        )
-        .await
-    }
-
-    /// Deletes every slice of a set; true if it held anything.
-    pub async fn delete(&self, name: &str) -> Result<bool> {
-        series::delete(self.inner.store.as_ref(), &self.inner.space, name).await
-    }
 }
 
 /// The set of a stored slice (or of a merge).
@@ -467,60 +384,12 @@ fn distinct_of(v: &Value) -> Result<&DistinctValue> {
     }
 }
 
-/// The sets' aggregating writer: members merged in process, written in
-/// batches, each exactly once (the engine's [`Writer`]; its guarantees and
-/// bounds). Cheap to clone.
-#[derive(Clone)]
-pub struct SetsWriter {
-    sets: Sets,
-    writer: Writer,
-}
-
-impl std::fmt::Debug for SetsWriter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SetsWriter")
-            .field("settings", self.writer.settings())
-            .finish()
-    }
-}
-
-impl SetsWriter {
-    /// Starts a writer into `sets`' store; spawns its flusher on the
-    /// current tokio runtime.
-    pub fn start(sets: Sets, settings: AggregatorSettings) -> Result<Self> {
-        let sink: Arc<dyn BatchSink> = Arc::new(sets.store().clone());
-        let writer = Writer::start(sink, sets.space().clone(), sets.clock().clone(), settings)?;
-        Ok(SetsWriter { sets, writer })
-    }
-
-    /// The sets written to.
-    pub fn service(&self) -> &Sets {
-        &self.sets
-    }
-
+impl SeriesWriter<SetRules> {
     /// Takes one addition without ever waiting: fails with
     /// [`Error::Overloaded`] when full, and with the rule it breaks when
     /// invalid (nothing taken).
     pub fn try_add(&self, add: &SetAdd) -> Result<()> {
-        let (_, _, delta) = self.sets.validate(add, self.sets.clock().now())?;
-        self.writer.try_add(&add.name, delta, add.at)
-    }
-
-    /// Flushes now and waits until everything taken before this call is
-    /// written (or dropped as refused).
-    pub async fn flush(&self) -> Result<()> {
-        self.writer.flush().await
-    }
-
-    /// Stops taking additions, flushes what is pending and stops the
-    /// flusher.
-    pub async fn shutdown(&self) {
-        self.writer.shutdown().await
-    }
-
-    /// Running figures (`accepted` and `written` count additions).
-    pub fn stats(&self) -> AggregatorStats {
-        self.writer.stats()
+        self.try_take(add)
     }
 }
 

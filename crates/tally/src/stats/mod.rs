@@ -34,12 +34,11 @@ pub use settings::{DEFAULT_QUANTILES, MAX_QUANTILES, StatsSettings, check_quanti
 pub use summary::{Figure, RangeSummary, Ranked, SliceSummary, StatSeries, Summary, TopN};
 pub use writer::StatsWriter;
 
-use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
+use crate::clock::{Clock, SystemClock};
 use crate::counters::Page;
 use crate::engine::kinds::{SketchSettings, StatsValue};
-use crate::engine::plan::{self, time};
 use crate::engine::resolution::{self, Resolution};
-use crate::engine::series;
+use crate::engine::series::{Rules, SeriesService};
 use crate::engine::{
     Applied, Batch, BatchSink, Kind, Retention, SliceSel, SliceStore, Space, Value,
 };
@@ -50,14 +49,10 @@ use crate::name::Name;
 /// SQLite tables `tally_stats_*`).
 pub const SPACE: &str = "stats";
 
-/// The most observations accepted in one batch.
-pub const MAX_BATCH: usize = 10_000;
+pub use crate::engine::series::{MAX_BATCH, MAX_PAGE};
 
 /// The most stats read (or merged) in one call.
 pub const MAX_READ: usize = 1_000;
-
-/// The most names listed in one page.
-pub const MAX_PAGE: usize = 10_000;
 
 /// The most stats one ranking ([`Stats::top`]) reads; a prefix matching
 /// more is refused (narrow it).
@@ -108,6 +103,44 @@ impl Observation {
     }
 }
 
+/// The statistics kind's rules for [`SeriesService`]: observations, and
+/// what the settings make of them.
+#[derive(Debug)]
+pub struct StatRules {
+    settings: StatsSettings,
+    sketch: SketchSettings,
+    /// The space restricted to the precisions that keep a sketch: where a
+    /// range asked for quantiles is read.
+    sketch_space: Space,
+}
+
+impl Rules for StatRules {
+    type Op = Observation;
+    const OP: &'static str = "observation";
+    const WRITER: &'static str = "StatsWriter";
+
+    fn name(o: &Observation) -> &str {
+        &o.name
+    }
+
+    fn at(o: &Observation) -> Option<f64> {
+        o.at
+    }
+
+    fn delta(&self, o: &Observation) -> Result<Value> {
+        let mut delta = StatsValue::new(self.sketch);
+        delta
+            .record_weighted(o.value, o.weight.unwrap_or(1))
+            .map_err(|e| match e {
+                Error::InvalidInput(why) | Error::InvalidCount(why) => {
+                    Error::InvalidInput(format!("stat {:?}: {why}", o.name))
+                }
+                other => other,
+            })?;
+        Ok(Value::Stats(Box::new(delta)))
+    }
+}
+
 /// Named statistics at several precisions. Cheap to clone.
 ///
 /// # Example
@@ -139,25 +172,9 @@ impl Observation {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone, Debug)]
-pub struct Stats {
-    inner: Arc<Inner>,
-}
+pub type Stats = SeriesService<StatRules>;
 
-#[derive(Debug)]
-struct Inner {
-    store: Arc<dyn SliceStore>,
-    settings: StatsSettings,
-    sketch: SketchSettings,
-    space: Arc<Space>,
-    /// The space restricted to the precisions that keep a sketch: where a
-    /// range asked for quantiles is read.
-    sketch_space: Space,
-    sink: Arc<StatsSink>,
-    clock: SharedClock,
-}
-
-impl Stats {
+impl SeriesService<StatRules> {
     /// Statistics on `store` with validated `settings`, on the system clock.
     pub fn new(store: Arc<dyn SliceStore>, settings: StatsSettings) -> Result<Self> {
         Self::with_clock(store, settings, Arc::new(SystemClock))
@@ -176,12 +193,7 @@ impl Stats {
             .iter()
             .map(|&p| Resolution::new(p, settings.samples))
             .collect();
-        let space = Arc::new(Space::new(
-            SPACE,
-            Kind::Stats,
-            resolutions.clone(),
-            Retention::Cleaner,
-        )?);
+        let space = Space::new(SPACE, Kind::Stats, resolutions.clone(), Retention::Cleaner)?;
         let sketch_space = Space::new(
             SPACE,
             Kind::Stats,
@@ -197,40 +209,21 @@ impl Stats {
             .copied()
             .filter(|&p| !settings.keeps_sketch(p))
             .collect();
-        Ok(Stats {
-            inner: Arc::new(Inner {
-                sink: Arc::new(StatsSink {
-                    store: store.clone(),
-                    without_sketch: without,
-                }),
-                store,
-                settings,
-                sketch,
-                space,
-                sketch_space,
-                clock,
-            }),
-        })
+        let sink = Arc::new(StatsSink {
+            store: store.clone(),
+            without_sketch: without,
+        });
+        let rules = StatRules {
+            settings,
+            sketch,
+            sketch_space,
+        };
+        Ok(Self::from_parts(store, Some(sink), space, clock, rules))
     }
 
     /// The settings in force.
     pub fn settings(&self) -> &StatsSettings {
-        &self.inner.settings
-    }
-
-    /// The engine's space these statistics are.
-    pub fn space(&self) -> &Arc<Space> {
-        &self.inner.space
-    }
-
-    /// The clock in use.
-    pub fn clock(&self) -> &SharedClock {
-        &self.inner.clock
-    }
-
-    /// The store underneath.
-    pub fn store(&self) -> &Arc<dyn SliceStore> {
-        &self.inner.store
+        &self.rules().settings
     }
 
     /// Records `value` for `name` now, at every precision.
@@ -249,65 +242,30 @@ impl Stats {
     /// a value that is not finite, a weight of 0, a time) or would take a
     /// slice out of range, nothing is written.
     pub async fn record_many(&self, observations: &[Observation]) -> Result<()> {
-        let batch = self.prepare(observations)?;
-        self.inner.sink.apply_batch(&batch).await.map(|_| ())
+        self.write(observations).await
     }
 
-    /// [`Stats::record_many`] with an idempotency key: the batch is written
-    /// with the key's write id, so the same key sent again is applied once
-    /// ([`Applied::Duplicate`]), as [`crate::Counters::incr_many_once`].
+    /// [`Stats::record_many`] with an idempotency key, applied once
+    /// ([`SeriesService::write_once`]).
     pub async fn record_many_once(
         &self,
         key: &str,
         observations: &[Observation],
     ) -> Result<Applied> {
-        crate::idempotency::check_key(key)?;
-        let mut batch = self.prepare(observations)?;
-        batch.seq = Some(crate::idempotency::write_seq(key));
-        self.inner.sink.apply_batch(&batch).await
-    }
-
-    /// Validates and merges observations into the engine's batch without
-    /// writing it.
-    pub fn prepare(&self, observations: &[Observation]) -> Result<Batch> {
-        plan::prepare(
-            &self.inner.space,
-            observations,
-            MAX_BATCH,
-            "observation",
-            self.inner.clock.now(),
-            |o, now| self.validate(o, now),
-        )
-    }
-
-    /// Validates one observation (name, value, weight, time), `now`
-    /// standing in for a missing time: its name, instant and delta.
-    pub fn validate(&self, o: &Observation, now: Timestamp) -> Result<(Name, Timestamp, Value)> {
-        let name = Name::new(o.name.as_str())?;
-        let at = time(o.at, now)?;
-        let mut delta = StatsValue::new(self.inner.sketch);
-        delta
-            .record_weighted(o.value, o.weight.unwrap_or(1))
-            .map_err(|e| match e {
-                Error::InvalidInput(why) | Error::InvalidCount(why) => {
-                    Error::InvalidInput(format!("stat {:?}: {why}", o.name))
-                }
-                other => other,
-            })?;
-        Ok((name, at, Value::Stats(Box::new(delta))))
+        self.write_once(key, observations).await
     }
 
     /// Every slice of one precision, oldest first, each with the quantiles
     /// `qs` (none when the precision keeps no sketch).
     pub async fn get(&self, name: &str, precision: u64, qs: &[f64]) -> Result<Vec<SliceSummary>> {
-        self.inner.settings.check_precision(precision)?;
+        self.rules().settings.check_precision(precision)?;
         let mut all = self.read_all(name, &[precision], qs).await?;
         Ok(all.pop().map(|s| s.slices).unwrap_or_default())
     }
 
     /// Every precision of a statistic, finest first, in one round trip.
     pub async fn get_all(&self, name: &str, qs: &[f64]) -> Result<Vec<StatSeries>> {
-        let precisions = self.inner.settings.precisions.clone();
+        let precisions = self.rules().settings.precisions.clone();
         self.read_all(name, &precisions, qs).await
     }
 
@@ -317,19 +275,12 @@ impl Stats {
         precisions: &[u64],
         qs: &[f64],
     ) -> Result<Vec<StatSeries>> {
-        let name = Name::new(name)?;
         check_quantiles(qs)?;
-        let mut all = self
-            .inner
-            .store
-            .read(&self.inner.space, &[name], precisions, SliceSel::All)
-            .await?;
-        let per = all.pop().unwrap_or_default();
-        precisions
-            .iter()
-            .zip(per)
-            .map(|(&precision, slices)| {
-                let sketch = self.inner.settings.keeps_sketch(precision);
+        self.read_series(name, precisions)
+            .await?
+            .into_iter()
+            .map(|(precision, slices)| {
+                let sketch = self.rules().settings.keeps_sketch(precision);
                 let qs = if sketch { qs } else { &[] };
                 let slices = slices
                     .iter()
@@ -365,7 +316,7 @@ impl Stats {
         check_quantiles(qs)?;
         let names = self.names(names)?;
         let (values, precision) = self.ranges(&names, from, to, !qs.is_empty()).await?;
-        let mut total = StatsValue::new(self.inner.sketch);
+        let mut total = StatsValue::new(self.rules().sketch);
         for v in &values {
             total.merge(v)?;
         }
@@ -392,26 +343,22 @@ impl Stats {
             )));
         }
         let space = if quantiles {
-            &self.inner.sketch_space
+            &self.rules().sketch_space
         } else {
-            &self.inner.space
+            self.space()
         };
-        let now = self.inner.clock.now();
+        let now = self.clock().now();
         let r = *resolution::choose(&space.resolutions, now, from)
             .expect("a space has at least one resolution");
         let sel = SliceSel::Range {
             from: r.slice_of_second(from),
             to,
         };
-        let per = self
-            .inner
-            .store
-            .read(space, names, &[r.seconds], sel)
-            .await?;
+        let per = self.store().read(space, names, &[r.seconds], sel).await?;
         let values = per
             .into_iter()
             .map(|mut rs| {
-                let mut total = StatsValue::new(self.inner.sketch);
+                let mut total = StatsValue::new(self.rules().sketch);
                 for (_, v) in rs.pop().unwrap_or_default() {
                     total.merge(stats_of(&v)?)?;
                 }
@@ -485,30 +432,6 @@ impl Stats {
         self.search("", after, limit).await
     }
 
-    /// Up to `limit` stats whose names start with `prefix`, after the
-    /// cursor `after`, in name order.
-    pub async fn search(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Page> {
-        series::search(
-            self.inner.store.as_ref(),
-            &self.inner.space,
-            prefix,
-            after,
-            limit,
-            MAX_PAGE,
-        )
-        .await
-    }
-
-    /// Deletes every precision of a stat; true if it held anything.
-    pub async fn delete(&self, name: &str) -> Result<bool> {
-        series::delete(self.inner.store.as_ref(), &self.inner.space, name).await
-    }
-
-    /// Checks that the backend answers.
-    pub async fn ping(&self) -> Result<()> {
-        self.inner.store.ping().await
-    }
-
     /// Names checked: 1 to [`MAX_READ`] valid names.
     fn names(&self, names: &[&str]) -> Result<Vec<Name>> {
         if names.is_empty() || names.len() > MAX_READ {
@@ -518,12 +441,6 @@ impl Stats {
             )));
         }
         names.iter().map(|n| Name::new(*n)).collect()
-    }
-
-    /// Where this service's batches go: the store, with sketches taken out
-    /// of the precisions that keep none.
-    fn sink(&self) -> Arc<StatsSink> {
-        self.inner.sink.clone()
     }
 }
 

@@ -12,12 +12,10 @@
 //! ([`AggregatorSettings`]); a process that dies loses what it had not
 //! flushed, which is why [`super::Stats::record_many`] stays available.
 
-use crate::counters::{AggregatorSettings, AggregatorStats};
-use crate::engine::Writer;
-use crate::engine::plan::Item;
+use crate::engine::series::SeriesWriter;
 use crate::error::Result;
 use crate::idempotency::{Answer, Claim, Idempotency};
-use crate::stats::{Observation, Stats};
+use crate::stats::{Observation, StatRules};
 
 /// A handle on an aggregating writer of statistics. Cheap to clone; the
 /// flusher stops (after a final flush) when [`StatsWriter::shutdown`] is
@@ -42,39 +40,9 @@ use crate::stats::{Observation, Stats};
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone)]
-pub struct StatsWriter {
-    stats: Stats,
-    writer: Writer,
-}
+pub type StatsWriter = SeriesWriter<StatRules>;
 
-impl std::fmt::Debug for StatsWriter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StatsWriter")
-            .field("settings", self.writer.settings())
-            .field("stats", &self.stats())
-            .finish()
-    }
-}
-
-impl StatsWriter {
-    /// Starts a writer into `stats`' store; spawns its flusher on the
-    /// current tokio runtime.
-    pub fn start(stats: Stats, settings: AggregatorSettings) -> Result<Self> {
-        let writer = Writer::start(
-            stats.sink(),
-            stats.space().clone(),
-            stats.clock().clone(),
-            settings,
-        )?;
-        Ok(StatsWriter { stats, writer })
-    }
-
-    /// The statistics written to.
-    pub fn service(&self) -> &Stats {
-        &self.stats
-    }
-
+impl SeriesWriter<StatRules> {
     /// Records `value` for `name` at `at` (default now), waiting for room
     /// when full and so configured.
     pub async fn record(&self, name: &str, value: f64, at: Option<f64>) -> Result<()> {
@@ -90,11 +58,7 @@ impl StatsWriter {
         weight: u64,
         at: Option<f64>,
     ) -> Result<()> {
-        let (_, _, delta) = self.stats.validate(
-            &Observation::new(name, value).weight(weight),
-            self.stats.clock().now(),
-        )?;
-        self.writer.add(name, delta, at).await
+        self.take(&observation(name, value, weight, at)).await
     }
 
     /// Records without ever waiting: fails with
@@ -112,25 +76,17 @@ impl StatsWriter {
         weight: u64,
         at: Option<f64>,
     ) -> Result<()> {
-        let (_, _, delta) = self.stats.validate(
-            &Observation::new(name, value).weight(weight),
-            self.stats.clock().now(),
-        )?;
-        self.writer.try_add(name, delta, at)
+        self.try_take(&observation(name, value, weight, at))
     }
 
     /// Records a batch, all or nothing: every observation is validated,
     /// and room for the whole batch is taken, before any is merged.
     pub async fn record_many(&self, observations: &[Observation]) -> Result<()> {
-        let items = self.items(observations)?;
-        self.writer.add_many(&items).await
+        self.take_many(observations).await
     }
 
-    /// [`StatsWriter::record_many`] for a keyed request of `fingerprint`
-    /// whose answer, once recorded, is `answer` (the HTTP server's): the
-    /// key is claimed with the answer before the observations are handed
-    /// over ([`Idempotency::add_claimed`]), so a retry is answered from
-    /// the record and never recorded twice.
+    /// [`StatsWriter::record_many`] for a keyed request
+    /// ([`SeriesWriter::take_many_claimed`]).
     pub async fn record_many_claimed(
         &self,
         idempotency: &Idempotency,
@@ -139,38 +95,15 @@ impl StatsWriter {
         observations: &[Observation],
         answer: &Answer,
     ) -> Result<Claim> {
-        let items = self.items(observations)?;
-        idempotency
-            .add_claimed(key, fingerprint, answer, &self.writer, items)
+        self.take_many_claimed(idempotency, key, fingerprint, observations, answer)
             .await
     }
+}
 
-    /// Validates observations into the writer's items.
-    fn items(&self, observations: &[Observation]) -> Result<Vec<Item>> {
-        let now = self.stats.clock().now();
-        observations
-            .iter()
-            .map(|o| {
-                let (name, at, delta) = self.stats.validate(o, now)?;
-                Ok(Item { name, at, delta })
-            })
-            .collect()
-    }
-
-    /// Flushes now and waits until everything recorded before this call is
-    /// written (or dropped as refused).
-    pub async fn flush(&self) -> Result<()> {
-        self.writer.flush().await
-    }
-
-    /// Stops taking observations, flushes what is pending (retrying an
-    /// unavailable backend for a while) and stops the flusher.
-    pub async fn shutdown(&self) {
-        self.writer.shutdown().await
-    }
-
-    /// Running figures (`accepted` and `written` count observations).
-    pub fn stats(&self) -> AggregatorStats {
-        self.writer.stats()
+/// One observation of `value` standing for `weight`, at `at`.
+fn observation(name: &str, value: f64, weight: u64, at: Option<f64>) -> Observation {
+    Observation {
+        at,
+        ..Observation::new(name, value).weight(weight)
     }
 }
