@@ -62,6 +62,18 @@ fn read_reads_back_the_steady_state() {
         r["expiring_p99_ratio_to_default"].as_f64().unwrap() > 0.0,
         "{r}"
     );
+    // The server's time per read, in both layouts, and its ratio.
+    assert!(runs[0]["redis_us_per_read"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(runs[2]["redis_us_per_read"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(runs[2]["raw_p99_us"].is_null(), "{r}");
+    assert!(
+        r["expiring_redis_ratio_to_default"].as_f64().unwrap() > 0.0,
+        "{r}"
+    );
+    assert!(
+        r["expiring_p50_ratio_to_default"].as_f64().unwrap() > 0.0,
+        "{r}"
+    );
 }
 
 #[test]
