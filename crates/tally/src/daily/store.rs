@@ -44,6 +44,17 @@ pub struct DailyWritten {
     pub applied: Applied,
 }
 
+/// An entity a store holds, as [`DailyStore::list`] finds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DailyHeld {
+    /// The entity.
+    pub entity: Name,
+    /// The days it keeps a count of, oldest first (perhaps some older than
+    /// the window that no write has dropped yet; none when only its total
+    /// is left).
+    pub days: Vec<Day>,
+}
+
 /// Storage for daily statistics. See the module docs for the contract.
 #[async_trait]
 pub trait DailyStore: Send + Sync + fmt::Debug + 'static {
@@ -61,6 +72,13 @@ pub trait DailyStore: Send + Sync + fmt::Debug + 'static {
 
     /// The all-time total (0 for an unknown entity).
     async fn total(&self, entity: &Name) -> Result<i64>;
+
+    /// Every entity the store holds (a kept day or a total), sorted by
+    /// entity, with its stored days. The whole store in one answer (for
+    /// `tally migrate`): SQLite reads its tables; Redis, which keeps no
+    /// registry of entities, walks the keyspace with SCAN in pages (every
+    /// master of a cluster), never KEYS.
+    async fn list(&self) -> Result<Vec<DailyHeld>>;
 
     /// Checks that the backend answers.
     async fn ping(&self) -> Result<()>;

@@ -90,6 +90,34 @@ pub struct Merge {
     pub capacity: usize,
 }
 
+/// What a store holds of one key of a model: values of one kind at one
+/// rollup (in some of its buckets), as [`TsdbStore::list`] finds them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Held {
+    /// The model.
+    pub model: Name,
+    /// The key.
+    pub key: Name,
+    /// The rollup's bucket length, seconds.
+    pub rollup: u64,
+    /// Counts ([`Kind::Sum`]), distinct values or item counts.
+    pub kind: Kind,
+}
+
+/// Sorts `held` by model, key, rollup and kind, without repeats (the order
+/// every store's listing has).
+pub fn sort_held(held: &mut Vec<Held>) {
+    held.sort_by(|a, b| {
+        (&a.model, &a.key, a.rollup, a.kind.code()).cmp(&(
+            &b.model,
+            &b.key,
+            b.rollup,
+            b.kind.code(),
+        ))
+    });
+    held.dedup();
+}
+
 /// Storage for the time-series store. See the module docs for the contract.
 #[async_trait]
 pub trait TsdbStore: Send + Sync + fmt::Debug + 'static {
@@ -145,6 +173,14 @@ pub trait TsdbStore: Send + Sync + fmt::Debug + 'static {
 
     /// Deletes every count, distinct set and summary of `keys`.
     async fn delete(&self, model: &Name, keys: &[Name], spans: &[Span]) -> Result<()>;
+
+    /// Everything the store holds that has not expired at `now` (Unix
+    /// seconds): each (model, key, rollup, kind) with data in some bucket,
+    /// sorted ([`sort_held`]). The whole store in one answer (for
+    /// `tally migrate`): SQLite reads its tables; Redis, which keeps no
+    /// registry here, walks the keyspace with SCAN in pages (every master
+    /// of a cluster), never KEYS.
+    async fn list(&self, now: u64) -> Result<Vec<Held>>;
 
     /// Checks that the backend answers.
     async fn ping(&self) -> Result<()>;
