@@ -319,66 +319,47 @@ fn map_differences<K: Ord + std::fmt::Debug, V: PartialEq + std::fmt::Debug>(
         .collect()
 }
 
+/// `query` asked of both stores answers the same.
+macro_rules! same {
+    ($a:expr, $b:expr, |$t:ident| $query:expr) => {{
+        let $t = $a;
+        let left = $query.await.unwrap();
+        let $t = $b;
+        let right = $query.await.unwrap();
+        assert_eq!(left, right);
+    }};
+}
+
 /// What the services answer over the copied data, compared side by side.
 async fn same_answers(a: &Tally, b: &Tally) {
     let t = now();
     let keys: Vec<String> = (0..6).map(|n| n.to_string()).collect();
     for rollup in [10, 3_600, 86_400] {
         let span = if rollup == 10 { 3_000.0 } else { 80_000.0 };
-        let (start, end) = (t - span, t + 10.0);
-        assert_eq!(
-            a.tsdb()
-                .get_sums("project", &keys, start, end, Some(rollup))
-                .await
-                .unwrap(),
-            b.tsdb()
-                .get_sums("project", &keys, start, end, Some(rollup))
-                .await
-                .unwrap()
-        );
-        assert_eq!(
-            a.tsdb()
-                .get_distinct_series("project.users", &keys, start, end, Some(rollup))
-                .await
-                .unwrap(),
-            b.tsdb()
-                .get_distinct_series("project.users", &keys, start, end, Some(rollup))
-                .await
-                .unwrap()
-        );
-        assert_eq!(
-            a.tsdb()
-                .get_distinct_union("project.users", &keys, start, end, Some(rollup))
-                .await
-                .unwrap(),
-            b.tsdb()
-                .get_distinct_union("project.users", &keys, start, end, Some(rollup))
-                .await
-                .unwrap()
-        );
+        let (start, end, r) = (t - span, t + 10.0, Some(rollup));
+        same!(a, b, |x| x.tsdb().get_sums("project", &keys, start, end, r));
+        let users = "project.users";
+        same!(a, b, |x| x
+            .tsdb()
+            .get_distinct_series(users, &keys, start, end, r));
+        same!(a, b, |x| x
+            .tsdb()
+            .get_distinct_union(users, &keys, start, end, r));
         for key in 0..5 {
-            assert_eq!(
-                a.tsdb()
-                    .get_top("project.top", key, start, end, 20, Some(rollup))
-                    .await
-                    .unwrap(),
-                b.tsdb()
-                    .get_top("project.top", key, start, end, 20, Some(rollup))
-                    .await
-                    .unwrap()
-            );
+            same!(a, b, |x| x.tsdb().get_top(
+                "project.top",
+                key,
+                start,
+                end,
+                20,
+                r
+            ));
         }
     }
     for n in [0, 7, 16] {
         let entity = format!("ad-{n:02}");
-        assert_eq!(
-            a.daily().last(&entity, 90).await.unwrap(),
-            b.daily().last(&entity, 90).await.unwrap()
-        );
-        assert_eq!(
-            a.daily().total(&entity).await.unwrap(),
-            b.daily().total(&entity).await.unwrap()
-        );
+        same!(a, b, |x| x.daily().last(&entity, 90));
+        same!(a, b, |x| x.daily().total(&entity));
     }
 }
 
