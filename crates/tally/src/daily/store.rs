@@ -3,9 +3,10 @@
 //! A [`DailyStore`] adds views to an entity's day and all-time total in one
 //! atomic step, dropping the entity's days that fell out of the retention
 //! window in that same step (so no cleaner ever scans) while their views
-//! stay in the total, and reads days and totals. Implemented by SQLite and Redis (standalone or cluster: an
-//! entity's keys share one hash tag). Input is validated before a store is
-//! called.
+//! stay in the total, reads days and totals, and lists the entities it
+//! holds (for `tally migrate`). Implemented by SQLite and Redis (standalone
+//! or cluster: an entity's keys share one hash tag). Input is validated
+//! before a store is called.
 
 use std::fmt;
 

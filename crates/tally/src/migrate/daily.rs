@@ -6,10 +6,10 @@
 //! entity's days inside the source's retention window (read with their
 //! counts) and the rest of its total (the views of days that left the
 //! window) as views dated before the target's window, which count toward
-//! the total only. A page is one keyed write of the target's store, its
-//! mark made from the migration's id and the page's number, so a rerun
-//! answers "duplicate" for the pages already copied (per entity on Redis,
-//! per page on SQLite) and counts nothing twice.
+//! the total only. Each entity of a page is one keyed write of the
+//! target's store (all sent at once), its mark made from the migration's
+//! id and the entity, so a rerun answers "duplicate" for the entities
+//! already copied and counts nothing twice.
 //!
 //! What it does not do: copy days the source keeps past its own window (they
 //! read as 0 there and count in the total, and so they do in the copy), or
@@ -53,8 +53,9 @@ pub(super) async fn copy(
             Ok::<_, Error>((days, counts, total))
         }))
         .await?;
-        let mut writes = Vec::new();
+        let mut per_entity = Vec::new();
         for (h, (days, counts, total)) in chunk.iter().zip(read) {
+            let mut writes = Vec::new();
             let mut copied = 0i128;
             for (day, count) in days.into_iter().zip(counts).filter(|(_, c)| *c > 0) {
                 writes.push(DailyWrite {
@@ -82,15 +83,24 @@ pub(super) async fn copy(
                     floor: target_floor,
                 });
             }
-        }
-        if !writes.is_empty() {
-            let mark = settings.mark(LANE_DAILY, page as u64 + 1, now);
-            let written = into.incr(&writes, Some(&mark)).await?;
-            if written.iter().any(|w| w.applied == Applied::Written) {
-                report.batches_written += 1;
-            } else {
-                report.batches_skipped += 1;
+            if !writes.is_empty() {
+                per_entity.push((settings.mark(LANE_DAILY, h.entity.as_str(), now), writes));
             }
+        }
+        let written = try_join_all(
+            per_entity
+                .iter()
+                .map(|(mark, writes)| into.incr(writes, Some(mark))),
+        )
+        .await?;
+        if written
+            .iter()
+            .flatten()
+            .any(|w| w.applied == Applied::Written)
+        {
+            report.batches_written += 1;
+        } else if !written.is_empty() {
+            report.batches_skipped += 1;
         }
         progress(&Progress {
             space: "daily",

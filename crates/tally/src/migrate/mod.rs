@@ -19,9 +19,13 @@
 //! Daily statistics and time series have stores of their own, without a
 //! registry on Redis: each store lists what it holds (SQLite its tables,
 //! Redis a SCAN of its keys, on every master of a cluster), and the copy
-//! goes by pages the same way, each page one keyed write of the target's
-//! store whose mark (kept a week, as the engine's write ids) is made from
-//! the migration's id, the store's lane and the page's number: see
+//! goes by pages the same way, but each series of a page (an entity, a
+//! (model, key) pair) is its own keyed write of the target's store, sent
+//! at once (pipelined: one round trip per node on Redis), whose mark (kept
+//! a week, as the engine's write ids) is made from the migration's id, the
+//! store's lane and the series' name. Not from the page's number: time
+//! series vanish by themselves when their data expires, which would shift
+//! the pages of a rerun; a series keeps its name. See
 //! [`daily`] (kept days and the all-time total) and [`tsdb`] (counts,
 //! HyperLogLog registers and most-frequent summaries at every rollup both
 //! sides keep, with the source's retention).
@@ -63,7 +67,10 @@ pub struct MigrateSettings {
     pub id: String,
     /// Series per batch (1 to [`MAX_NAMES_PER_BATCH`], default 50): a
     /// batch holds every retained slice of its series, up to resolutions ×
-    /// slices kept each (7 × 120 with the counters' defaults).
+    /// slices kept each (7 × 120 with the counters' defaults). Daily
+    /// statistics: entities per batch (each up to its retention's days);
+    /// time series: (model, key) pairs per batch (each up to kinds ×
+    /// rollups × buckets kept: 3 × 618 with the defaults).
     pub names_per_batch: usize,
 }
 
@@ -98,12 +105,10 @@ impl MigrateSettings {
         }
     }
 
-    /// The mark of page `number` (from 1) of the store on `lane` (daily
+    /// The mark of the copy of series `name` of the store on `lane` (daily
     /// statistics, time series), written at `now`.
-    fn mark(&self, lane: u32, number: u64, now: u64) -> Mark {
-        let mut page = [0u8; 12];
-        page[..4].copy_from_slice(&lane.to_be_bytes());
-        page[4..].copy_from_slice(&number.to_be_bytes());
+    fn mark(&self, lane: u32, name: &str, now: u64) -> Mark {
+        let page = [&lane.to_be_bytes()[..], name.as_bytes()].concat();
         Mark {
             writer: self.writer(&page),
             at: now,

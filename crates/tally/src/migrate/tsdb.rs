@@ -5,11 +5,12 @@
 //! The source's store is listed whole ([`TsdbStore::list`]); its (model,
 //! key) pairs, sorted, are copied a page of
 //! [`MigrateSettings::names_per_batch`] at a time: the page's buckets are
-//! read per (model, rollup, kind) and merged into the target as one keyed
-//! write of its store ([`TsdbStore::add`]), its mark made from the
-//! migration's id and the page's number, so a rerun answers "duplicate"
-//! for the pages already copied (per virtual shard on Redis, per page on
-//! SQLite) and counts nothing twice. Counts add; distinct values travel as
+//! read per (model, rollup, kind), and each pair's are merged into the
+//! target as one keyed write of its store ([`TsdbStore::add`], all the
+//! page's sent at once), its mark made from the migration's id and the
+//! pair, so a rerun answers "duplicate" for the pairs already copied and
+//! counts nothing twice, even when pairs whose data all expired in between
+//! are gone from the listing. Counts add; distinct values travel as
 //! their HyperLogLog's registers (merging registers is exact, so the
 //! target's union is the source's); item counts as the stored summary,
 //! folded into the target's. Each bucket keeps the source's expiry (its
@@ -110,7 +111,8 @@ pub(super) async fn copy(
             }
         }))
         .await?;
-        let mut adds = Vec::new();
+        // Each (model, key)'s cells, with the mark of its copy.
+        let mut adds: BTreeMap<(Name, Name), Vec<CellAdd>> = BTreeMap::new();
         for (window, values) in values {
             let rollup = copied[&window.rollup];
             for (key, per) in window.keys.iter().zip(values) {
@@ -119,7 +121,8 @@ pub(super) async fn copy(
                     if delta.is_identity() || expires <= target_now {
                         continue;
                     }
-                    adds.push(CellAdd {
+                    let id = (window.model.clone(), key.clone());
+                    adds.entry(id).or_default().push(CellAdd {
                         cell: Cell {
                             model: window.model.clone(),
                             key: key.clone(),
@@ -132,14 +135,17 @@ pub(super) async fn copy(
                 }
             }
         }
-        report.slices += adds.len() as u64;
-        if !adds.is_empty() {
-            let mark = settings.mark(LANE_TSDB, page as u64 + 1, target_now);
-            let capacity = target.settings().top_capacity;
-            match target.store().add(&adds, capacity, Some(&mark)).await? {
-                Applied::Written => report.batches_written += 1,
-                Applied::Duplicate => report.batches_skipped += 1,
-            }
+        report.slices += adds.values().map(Vec::len).sum::<usize>() as u64;
+        let (into, capacity) = (target.store(), target.settings().top_capacity);
+        let applied = try_join_all(adds.iter().map(|((model, key), cells)| {
+            let mark = settings.mark(LANE_TSDB, &format!("{model}\0{key}"), target_now);
+            async move { into.add(cells, capacity, Some(&mark)).await }
+        }))
+        .await?;
+        if applied.contains(&Applied::Written) {
+            report.batches_written += 1;
+        } else if !applied.is_empty() {
+            report.batches_skipped += 1;
         }
         progress(&Progress {
             space: "time_series",

@@ -1,8 +1,10 @@
 //! The storage contract of the time-series store, at the level of the
 //! domain: merge deltas of the engine's kinds (sums, distinct values, item
 //! counts: [`Value`]) into buckets, one write path for every kind; read
-//! them back per key and bucket; merge one key into another; delete keys. Implemented by SQLite and Redis (standalone or cluster); the same
-//! behaviour suite runs against each.
+//! them back per key and bucket; merge one key into another; delete keys;
+//! list what is held (for `tally migrate`). Implemented by SQLite and
+//! Redis (standalone or cluster); the same behaviour suite runs against
+//! each.
 //!
 //! The service has validated everything and resolved times into buckets
 //! with their expiry: writes never target an expired bucket, and reads ask
@@ -37,8 +39,9 @@ pub struct Cell {
 
 /// Merge `delta` into a cell: a sum ([`Value::Sum`], positive), distinct
 /// values ([`Value::Distinct`], at most [`SET_CAP`] raw values, which a
-/// Redis store PFADDs) or item counts ([`Value::Top`], folded into the
-/// cell's bounded summary with [`TopValue::fold`]).
+/// Redis store PFADDs, or a copy's registers, which it PFMERGEs) or item
+/// counts ([`Value::Top`], folded into the cell's bounded summary with
+/// [`TopValue::fold`]).
 ///
 /// [`SET_CAP`]: crate::engine::kinds::distinct::SET_CAP
 /// [`TopValue::fold`]: crate::engine::kinds::TopValue::fold
@@ -133,9 +136,8 @@ pub trait TsdbStore: Send + Sync + fmt::Debug + 'static {
 
     /// The stored value of each key in each bucket, `result[k][b]`, the
     /// kind's identity when absent: sums ([`Kind::Sum`]) and item counts
-    /// ([`Kind::Top`], a cell's summary as stored) on every store, distinct
-    /// values where the store can hand them over (SQLite). One round trip
-    /// (per node).
+    /// ([`Kind::Top`], a cell's summary as stored) and distinct values (a
+    /// HyperLogLog's registers) on every store. One round trip (per node).
     async fn read(&self, kind: Kind, window: &Window) -> Result<Vec<Vec<Value>>>;
 
     /// Estimated distinct values of each key in each bucket: `result[k][b]`.

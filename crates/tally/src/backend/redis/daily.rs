@@ -20,6 +20,9 @@
 //! most retention + 1 fields once Tally has written), exactly (64-bit,
 //! whatever Lua's doubles can hold).
 //!
+//! The store keeps no registry of entities: [`DailyStore::list`] walks the
+//! keyspace with SCAN ([`super::scan`]) for `tally migrate`.
+//!
 //! Data written by earlier Tally versions, which kept a running `total` in
 //! `{<prefix>:<id>}:stats` and dropped old days without keeping their sum,
 //! reads right as it is (the total is the larger of that running total and

@@ -14,6 +14,13 @@
 //! calls each check and set their own mark, `<tag>:applied:<writer hex>`
 //! ([`super::once`]), so each shard's part is merged once.
 //!
+//! A write may also carry a HyperLogLog's registers (a copy made by
+//! `tally migrate`): Redis's own bytes, PFMERGEd through a scratch key of
+//! the call's slot. Reads hand distinct values over as registers (GET) for
+//! such a copy; the service's distinct reads count on the server. The
+//! store keeps no registry: [`TsdbStore::list`] walks the keyspace with
+//! SCAN ([`super::scan`]).
+//!
 //! A merge moves `from`'s data in three steps that never lose anything even
 //! when `from` and `into` live on different nodes: (1) in `from`'s slot,
 //! atomically move the data into a journal (`<from tag>:mj:<into>`, with
