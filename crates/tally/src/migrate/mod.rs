@@ -108,9 +108,9 @@ impl MigrateSettings {
     /// The mark of the copy of series `name` of the store on `lane` (daily
     /// statistics, time series), written at `now`.
     fn mark(&self, lane: u32, name: &str, now: u64) -> Mark {
-        let page = [&lane.to_be_bytes()[..], name.as_bytes()].concat();
+        let series = [&lane.to_be_bytes()[..], name.as_bytes()].concat();
         Mark {
-            writer: self.writer(&page),
+            writer: self.writer(&series),
             at: now,
         }
     }
