@@ -18,10 +18,9 @@
 
 use futures::future::try_join_all;
 
-use super::{LANE_DAILY, MigrateSettings, Progress, SpaceReport};
+use super::{LANE_DAILY, MigrateSettings, Progress, SpaceReport, page_done};
 use crate::Tally;
 use crate::daily::{DailyWrite, Day};
-use crate::engine::Applied;
 use crate::error::{Error, Result};
 
 /// Copies `from`'s daily statistics into `to` (see the module docs).
@@ -93,21 +92,9 @@ pub(super) async fn copy(
                 .map(|(mark, writes)| into.incr(writes, Some(mark))),
         )
         .await?;
-        if written
-            .iter()
-            .flatten()
-            .any(|w| w.applied == Applied::Written)
-        {
-            report.batches_written += 1;
-        } else if !written.is_empty() {
-            report.batches_skipped += 1;
-        }
-        progress(&Progress {
-            space: "daily",
-            series_done: (page * settings.names_per_batch + chunk.len()) as u64,
-            series_total: report.series,
-            slices_done: report.slices,
-        });
+        let applied = written.iter().flatten().map(|w| w.applied);
+        let done = page * settings.names_per_batch + chunk.len();
+        page_done(&mut report, applied, done, progress);
     }
     Ok(report)
 }

@@ -184,6 +184,32 @@ pub struct Progress<'a> {
     pub slices_done: u64,
 }
 
+/// Counts a page of a store outside the engine (its series' writes
+/// answered `applied`, none when it had nothing to write) as written when
+/// any of them was, as skipped when all were there already, and reports
+/// progress: `done` series of the store.
+fn page_done(
+    report: &mut SpaceReport,
+    mut applied: impl Iterator<Item = Applied>,
+    done: usize,
+    progress: &mut impl FnMut(&Progress<'_>),
+) {
+    match applied.next() {
+        None => {}
+        Some(Applied::Written) => report.batches_written += 1,
+        Some(Applied::Duplicate) if applied.any(|a| a == Applied::Written) => {
+            report.batches_written += 1
+        }
+        Some(Applied::Duplicate) => report.batches_skipped += 1,
+    }
+    progress(&Progress {
+        space: &report.space,
+        series_done: done as u64,
+        series_total: report.series,
+        slices_done: report.slices,
+    });
+}
+
 /// The spaces a migration copies, with their lanes, on one side.
 fn spaces(tally: &Tally) -> [(u32, std::sync::Arc<Space>); 4] {
     [

@@ -28,9 +28,9 @@ use std::collections::BTreeMap;
 
 use futures::future::try_join_all;
 
-use super::{LANE_TSDB, MigrateSettings, Progress, SpaceReport};
+use super::{LANE_TSDB, MigrateSettings, Progress, SpaceReport, page_done};
 use crate::Tally;
-use crate::engine::{Applied, Kind};
+use crate::engine::Kind;
 use crate::error::Result;
 use crate::name::Name;
 use crate::tsdb::{Cell, CellAdd, Held, Rollup, Window};
@@ -142,17 +142,8 @@ pub(super) async fn copy(
             async move { into.add(cells, capacity, Some(&mark)).await }
         }))
         .await?;
-        if applied.contains(&Applied::Written) {
-            report.batches_written += 1;
-        } else if !applied.is_empty() {
-            report.batches_skipped += 1;
-        }
-        progress(&Progress {
-            space: "time_series",
-            series_done: (page * settings.names_per_batch + chunk.len()) as u64,
-            series_total: report.series,
-            slices_done: report.slices,
-        });
+        let done = page * settings.names_per_batch + chunk.len();
+        page_done(&mut report, applied.into_iter(), done, progress);
     }
     Ok(report)
 }
