@@ -580,6 +580,17 @@ fn migrate_moves_a_data_dir_onto_redis_and_a_rerun_counts_nothing_twice() {
             "1336376415",
         ],
     ));
+    // Daily statistics and time series (at the system's now: Redis
+    // expires time series by its own clock).
+    ok(&mut with_dir(dir.path(), &["daily", "incr", "ad-1", "5"]));
+    ok(&mut with_dir(
+        dir.path(),
+        &["ts", "incr", "project", "42", "7"],
+    ));
+    ok(&mut with_dir(
+        dir.path(),
+        &["ts", "record", "project.users", "42", "ann", "bob", "ann"],
+    ));
     let data = dir.path().to_str().unwrap();
     let migrate = |json: bool| {
         let mut cmd = tally();
@@ -594,13 +605,34 @@ fn migrate_moves_a_data_dir_onto_redis_and_a_rerun_counts_nothing_twice() {
     assert_eq!(first["spaces"][0]["series"], 2, "{first}");
     assert_eq!(first["spaces"][0]["batches_written"], 1, "{first}");
     assert_eq!(first["spaces"][1]["series"], 1, "{first}");
+    assert_eq!(first["daily"]["series"], 1, "{first}");
+    assert_eq!(first["daily"]["slices"], 1, "{first}");
+    assert_eq!(first["time_series"]["series"], 2, "{first}");
+    assert_eq!(first["time_series"]["batches_written"], 1, "{first}");
     // Run again: every batch is already there; the summary says so.
     let again = migrate(false);
     assert!(
         again.contains("counters  2 series")
-            && again.contains("0 batches written, 1 already there"),
+            && again.contains("0 batches written, 1 already there")
+            && again.contains("daily     1 series, 1 slices: 0 batches written, 1 already there")
+            && again.contains("time_series 2 series"),
         "{again}"
     );
+    let on_redis = |args: &[&str]| {
+        let mut cmd = tally();
+        cmd.args(["--redis", &server.url()]).args(args);
+        ok(&mut cmd)
+    };
+    let total: serde_json::Value =
+        serde_json::from_str(on_redis(&["daily", "total", "ad-1", "--json"]).trim()).unwrap();
+    assert_eq!(total["total"], 5, "{total}");
+    let sums: serde_json::Value =
+        serde_json::from_str(on_redis(&["ts", "sums", "project", "42", "--json"]).trim()).unwrap();
+    assert_eq!(sums["totals"][0]["total"], 7, "{sums}");
+    let distinct: serde_json::Value =
+        serde_json::from_str(on_redis(&["ts", "distinct", "project.users", "42", "--json"]).trim())
+            .unwrap();
+    assert_eq!(distinct["totals"][0]["total"], 2, "{distinct}");
     let get = |name: &str| {
         ok(tally().args([
             "--redis",

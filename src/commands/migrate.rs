@@ -1,5 +1,6 @@
 //! `tally migrate --from STORE --to STORE`: moves every counter, statistic,
-//! gauge and set from one store into another with [`tally::migrate`] (resumable:
+//! gauge and set, the daily statistics and the time series from one store
+//! into another with [`tally::migrate`] (resumable:
 //! running the same command again finishes an interrupted migration and
 //! counts nothing twice). A progress bar on stderr when it is a terminal; a
 //! summary at the end (`--json`: the library's report).
@@ -80,7 +81,11 @@ pub async fn run(args: MigrateArgs, config: &Config) -> Result<()> {
 }
 
 fn summary(report: &MigrateReport) {
-    for s in &report.spaces {
+    for s in report
+        .spaces
+        .iter()
+        .chain([&report.daily, &report.time_series])
+    {
         let mut line = format!(
             "{:<9} {} series, {} slices: {} batches written, {} already there",
             s.space, s.series, s.slices, s.batches_written, s.batches_skipped

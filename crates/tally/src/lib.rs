@@ -86,8 +86,9 @@
 //! - [`idempotency`]: idempotent writes: the `Idempotency-Key` rules,
 //!   request fingerprints, the claim / answer protocol over its store
 //!   trait, and the write id a key stands for (keyed counter writes).
-//! - [`migrate`]: moving every engine space's series from one opened
-//!   store into another, resumable and exactly once (`tally migrate`).
+//! - [`migrate`]: moving every engine space's series, the daily statistics
+//!   and the time series from one opened store into another, resumable and
+//!   exactly once (`tally migrate`).
 //! - [`random`]: unique ids and jitter from the OS generator.
 //! - [`statsd`]: the statsd line protocol (counters, timers, histograms,
 //!   distributions, gauges, sets), a pure parser.

@@ -18,6 +18,7 @@ feature_suite!(
     concurrent_views_are_exact,
     batches_span_many_entities,
     redis_keys_follow_the_seed,
+    a_keyed_batch_counts_every_view_of_an_entity,
 );
 
 fn settings(retention_days: u32) -> DailySettings {
@@ -251,6 +252,36 @@ async fn batches_span_many_entities(kind: Kind) {
     for (e, &want) in expected.iter().enumerate() {
         assert_eq!(d.total(&e.to_string()).await.unwrap(), want, "entity {e}");
     }
+}
+
+/// Regression: on Redis each view of a keyed batch was its own call checking
+/// the entity's mark, so an entity's second view in the batch was taken
+/// for a repeat and dropped.
+async fn a_keyed_batch_counts_every_view_of_an_entity(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(30)).await;
+    let now = f.clock.now().as_secs_f64();
+    let view = |entity: &str, count: i64, days_ago: f64| tally::View {
+        entity: entity.into(),
+        count,
+        at: Some(now - days_ago * 86_400.0),
+    };
+    let views = [
+        view("7", 2, 0.0),
+        view("8", 1, 0.0),
+        view("7", 3, 1.0),
+        view("7", 4, 0.0),
+        view("7", 5, 40.0),
+    ];
+    let (applied, counted) = d.incr_many_once("k-1", &views).await.unwrap();
+    assert_eq!(applied, tally::engine::Applied::Written);
+    let answers: Vec<(i64, i64)> = counted.iter().map(|c| (c.day_count, c.total)).collect();
+    assert_eq!(answers, [(2, 2), (1, 1), (3, 5), (6, 9), (0, 14)]);
+    let (applied, _) = d.incr_many_once("k-1", &views).await.unwrap();
+    assert_eq!(applied, tally::engine::Applied::Duplicate);
+    assert_eq!(d.total("7").await.unwrap(), 14);
+    assert_eq!(d.today_count("7").await.unwrap().count, 6);
+    assert_eq!(d.day("7", today(&f).plus(-1)).await.unwrap(), 3);
 }
 
 async fn redis_keys_follow_the_seed(kind: Kind) {

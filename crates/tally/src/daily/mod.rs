@@ -24,7 +24,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use day::{Day, MAX_OFFSET_MINUTES, civil_from_days};
-pub use store::{DailyStore, DailyWrite, DailyWritten};
+pub use store::{DailyHeld, DailyStore, DailyWrite, DailyWritten};
 
 use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
 use crate::engine::{Applied, plan};
@@ -177,6 +177,16 @@ impl DailyStats {
     /// Today, by the clock and the configured offset.
     pub fn today(&self) -> Day {
         Day::of(self.clock.now(), self.settings.utc_offset_minutes)
+    }
+
+    /// The store (for `tally migrate`, which copies what it holds).
+    pub(crate) fn store(&self) -> &Arc<dyn DailyStore> {
+        &self.store
+    }
+
+    /// The oldest day kept now.
+    pub(crate) fn floor_now(&self) -> Day {
+        self.floor(self.today())
     }
 
     /// The oldest day kept when today is `today`.

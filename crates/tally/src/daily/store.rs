@@ -3,9 +3,10 @@
 //! A [`DailyStore`] adds views to an entity's day and all-time total in one
 //! atomic step, dropping the entity's days that fell out of the retention
 //! window in that same step (so no cleaner ever scans) while their views
-//! stay in the total, and reads days and totals. Implemented by SQLite and Redis (standalone or cluster: an
-//! entity's keys share one hash tag). Input is validated before a store is
-//! called.
+//! stay in the total, reads days and totals, and lists the entities it
+//! holds (for `tally migrate`). Implemented by SQLite and Redis (standalone
+//! or cluster: an entity's keys share one hash tag). Input is validated
+//! before a store is called.
 
 use std::fmt;
 
@@ -44,6 +45,17 @@ pub struct DailyWritten {
     pub applied: Applied,
 }
 
+/// An entity a store holds, as [`DailyStore::list`] finds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DailyHeld {
+    /// The entity.
+    pub entity: Name,
+    /// The days it keeps a count of, oldest first (perhaps some older than
+    /// the window that no write has dropped yet; none when only its total
+    /// is left).
+    pub days: Vec<Day>,
+}
+
 /// Storage for daily statistics. See the module docs for the contract.
 #[async_trait]
 pub trait DailyStore: Send + Sync + fmt::Debug + 'static {
@@ -61,6 +73,13 @@ pub trait DailyStore: Send + Sync + fmt::Debug + 'static {
 
     /// The all-time total (0 for an unknown entity).
     async fn total(&self, entity: &Name) -> Result<i64>;
+
+    /// Every entity the store holds (a kept day or a total), sorted by
+    /// entity, with its stored days. The whole store in one answer (for
+    /// `tally migrate`): SQLite reads its tables; Redis, which keeps no
+    /// registry of entities, walks the keyspace with SCAN in pages (every
+    /// master of a cluster), never KEYS.
+    async fn list(&self) -> Result<Vec<DailyHeld>>;
 
     /// Checks that the backend answers.
     async fn ping(&self) -> Result<()>;

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use rollup::{DEFAULT_ROLLUPS, Rollup, VSHARDS};
-pub use store::{Cell, CellAdd, Merge, Span, TsdbStore, Window};
+pub use store::{Cell, CellAdd, Held, Merge, Span, TsdbStore, Window};
 pub use topn::ItemCount;
 
 use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
@@ -243,6 +243,11 @@ impl Tsdb {
     /// The settings in force.
     pub fn settings(&self) -> &TsdbSettings {
         &self.settings
+    }
+
+    /// The store (for `tally migrate`, which copies what it holds).
+    pub(crate) fn store(&self) -> &Arc<dyn TsdbStore> {
+        &self.store
     }
 
     /// Adds `count` to `key` of `model` now.

@@ -1,8 +1,10 @@
 //! The storage contract of the time-series store, at the level of the
 //! domain: merge deltas of the engine's kinds (sums, distinct values, item
 //! counts: [`Value`]) into buckets, one write path for every kind; read
-//! them back per key and bucket; merge one key into another; delete keys. Implemented by SQLite and Redis (standalone or cluster); the same
-//! behaviour suite runs against each.
+//! them back per key and bucket; merge one key into another; delete keys;
+//! list what is held (for `tally migrate`). Implemented by SQLite and
+//! Redis (standalone or cluster); the same behaviour suite runs against
+//! each.
 //!
 //! The service has validated everything and resolved times into buckets
 //! with their expiry: writes never target an expired bucket, and reads ask
@@ -37,8 +39,9 @@ pub struct Cell {
 
 /// Merge `delta` into a cell: a sum ([`Value::Sum`], positive), distinct
 /// values ([`Value::Distinct`], at most [`SET_CAP`] raw values, which a
-/// Redis store PFADDs) or item counts ([`Value::Top`], folded into the
-/// cell's bounded summary with [`TopValue::fold`]).
+/// Redis store PFADDs, or a copy's registers, which it PFMERGEs) or item
+/// counts ([`Value::Top`], folded into the cell's bounded summary with
+/// [`TopValue::fold`]).
 ///
 /// [`SET_CAP`]: crate::engine::kinds::distinct::SET_CAP
 /// [`TopValue::fold`]: crate::engine::kinds::TopValue::fold
@@ -90,6 +93,34 @@ pub struct Merge {
     pub capacity: usize,
 }
 
+/// What a store holds of one key of a model: values of one kind at one
+/// rollup (in some of its buckets), as [`TsdbStore::list`] finds them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Held {
+    /// The model.
+    pub model: Name,
+    /// The key.
+    pub key: Name,
+    /// The rollup's bucket length, seconds.
+    pub rollup: u64,
+    /// Counts ([`Kind::Sum`]), distinct values or item counts.
+    pub kind: Kind,
+}
+
+/// Sorts `held` by model, key, rollup and kind, without repeats (the order
+/// every store's listing has).
+pub fn sort_held(held: &mut Vec<Held>) {
+    held.sort_by(|a, b| {
+        (&a.model, &a.key, a.rollup, a.kind.code()).cmp(&(
+            &b.model,
+            &b.key,
+            b.rollup,
+            b.kind.code(),
+        ))
+    });
+    held.dedup();
+}
+
 /// Storage for the time-series store. See the module docs for the contract.
 #[async_trait]
 pub trait TsdbStore: Send + Sync + fmt::Debug + 'static {
@@ -105,9 +136,8 @@ pub trait TsdbStore: Send + Sync + fmt::Debug + 'static {
 
     /// The stored value of each key in each bucket, `result[k][b]`, the
     /// kind's identity when absent: sums ([`Kind::Sum`]) and item counts
-    /// ([`Kind::Top`], a cell's summary as stored) on every store, distinct
-    /// values where the store can hand them over (SQLite). One round trip
-    /// (per node).
+    /// ([`Kind::Top`], a cell's summary as stored) and distinct values (a
+    /// HyperLogLog's registers) on every store. One round trip (per node).
     async fn read(&self, kind: Kind, window: &Window) -> Result<Vec<Vec<Value>>>;
 
     /// Estimated distinct values of each key in each bucket: `result[k][b]`.
@@ -145,6 +175,14 @@ pub trait TsdbStore: Send + Sync + fmt::Debug + 'static {
 
     /// Deletes every count, distinct set and summary of `keys`.
     async fn delete(&self, model: &Name, keys: &[Name], spans: &[Span]) -> Result<()>;
+
+    /// Everything the store holds that has not expired at `now` (Unix
+    /// seconds): each (model, key, rollup, kind) with data in some bucket,
+    /// sorted ([`sort_held`]). The whole store in one answer (for
+    /// `tally migrate`): SQLite reads its tables; Redis, which keeps no
+    /// registry here, walks the keyspace with SCAN in pages (every master
+    /// of a cluster), never KEYS.
+    async fn list(&self, now: u64) -> Result<Vec<Held>>;
 
     /// Checks that the backend answers.
     async fn ping(&self) -> Result<()>;

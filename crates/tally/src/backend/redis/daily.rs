@@ -9,15 +9,19 @@
 //! total (a sum of HVALS) includes it, so the sum of the hash is the
 //! all-time total for both.
 //!
-//! A write is one `daily_incr.lua` call: HINCRBY of the day, with the days
-//! older than the window folded into `before` in the same step (no cleaner);
-//! a keyed write's call also checks and sets its mark,
-//! `{<prefix>:<id>}:applied:<writer hex>` ([`super::once`]).
-//! A batch sends one call per entity concurrently (pipelined on the
-//! connection, spread over the nodes on a cluster). Days are read with one
+//! A write is one `daily_incr.lua` call per entity carrying all that
+//! entity's views of the batch: the days' counts, with the days older than
+//! the window folded into `before` in the same step (no cleaner); a keyed
+//! write's call also checks and sets its mark,
+//! `{<prefix>:<id>}:applied:<writer hex>` ([`super::once`]), once for all
+//! the entity's views. A batch sends its calls concurrently (pipelined on
+//! the connection, spread over the nodes on a cluster). Days are read with one
 //! HMGET; the total with one `daily_total.lua` call summing the hash (at
 //! most retention + 1 fields once Tally has written), exactly (64-bit,
 //! whatever Lua's doubles can hold).
+//!
+//! The store keeps no registry of entities: [`DailyStore::list`] walks the
+//! keyspace with SCAN ([`super::scan`]) for `tally migrate`.
 //!
 //! Data written by earlier Tally versions, which kept a running `total` in
 //! `{<prefix>:<id>}:stats` and dropped old days without keeping their sum,
@@ -25,12 +29,15 @@
 //! the hash's sum) and is migrated by the entity's next write (the missing
 //! part goes to `before`, `:stats` is deleted, the hash loses its TTL).
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use futures::future::try_join_all;
 use redis::Script;
 
+use super::scan::glob_escape;
 use super::{Redis, WriteFailure, once};
-use crate::daily::{DailyStore, DailyWrite, DailyWritten, Day};
+use crate::daily::{DailyHeld, DailyStore, DailyWrite, DailyWritten, Day, entity_id};
 use crate::engine::Applied;
 use crate::error::{Error, Result};
 use crate::idempotency::Mark;
@@ -80,36 +87,54 @@ impl RedisDailyStore {
         format!("{}:stats", self.tag(entity))
     }
 
-    async fn incr_one(&self, w: &DailyWrite, mark: Option<&Mark>) -> Result<DailyWritten> {
-        let mut keys = vec![self.views_key(&w.entity), self.stats_key(&w.entity)];
+    /// One `daily_incr.lua` call for `writes`, all of one entity: the
+    /// newest floor among them holds for all (the service gives a batch one
+    /// floor).
+    async fn incr_entity(
+        &self,
+        writes: &[&DailyWrite],
+        mark: Option<&Mark>,
+    ) -> Result<Vec<DailyWritten>> {
+        let first = writes[0];
+        let mut keys = vec![self.views_key(&first.entity), self.stats_key(&first.entity)];
         if let Some(mark) = mark {
-            keys.push(once::key(&self.tag(&w.entity), mark));
+            keys.push(once::key(&self.tag(&first.entity), mark));
         }
-        let args = [
-            w.day.yyyymmdd().to_string(),
-            w.count.to_string(),
-            w.floor.yyyymmdd().to_string(),
-        ];
+        let floor = writes.iter().map(|w| w.floor).max().unwrap_or(first.floor);
+        let mut args = vec![floor.yyyymmdd().to_string()];
+        for w in writes {
+            args.extend([w.day.yyyymmdd().to_string(), w.count.to_string()]);
+        }
         match self.redis.eval_write(&self.incr, &keys, &args).await {
             Ok(value) => {
-                let (day_count, hi, lo, applied): (i64, i64, i64, i64) =
-                    redis::FromRedisValue::from_redis_value(value)?;
-                Ok(DailyWritten {
-                    day_count,
-                    total: from_limbs(hi, lo, &keys[0])?,
-                    applied: if applied == 1 {
-                        Applied::Written
-                    } else {
-                        Applied::Duplicate
-                    },
-                })
+                let answer: Vec<i64> = redis::FromRedisValue::from_redis_value(value)?;
+                let applied = match answer.first() {
+                    Some(1) => Applied::Written,
+                    _ => Applied::Duplicate,
+                };
+                let per: Vec<&[i64]> = answer[1..].chunks(3).collect();
+                if per.len() != writes.len() || per.iter().any(|p| p.len() != 3) {
+                    return Err(Error::Backend(format!(
+                        "daily_incr.lua answered {answer:?} for {} writes",
+                        writes.len()
+                    )));
+                }
+                per.into_iter()
+                    .map(|p| {
+                        Ok(DailyWritten {
+                            day_count: p[0],
+                            total: from_limbs(p[1], p[2], &keys[0])?,
+                            applied,
+                        })
+                    })
+                    .collect()
             }
             Err(WriteFailure::Redis(e)) if e.code() == Some("TALLY_CORRUPT") => Err(corrupt(&e)),
             Err(WriteFailure::Redis(e)) if e.code() == Some("TALLY_OVERFLOW") => {
+                let count: i64 = writes.iter().map(|w| w.count).fold(0, i64::saturating_add);
                 Err(Error::InvalidCount(format!(
-                    "adding {} views to entity {:?} would overflow its {}; nothing was written",
-                    w.count,
-                    w.entity.as_str(),
+                    "adding {count} views to entity {:?} would overflow its {}; nothing was written",
+                    first.entity.as_str(),
                     e.detail().unwrap_or("total")
                 )))
             }
@@ -121,7 +146,29 @@ impl RedisDailyStore {
 #[async_trait]
 impl DailyStore for RedisDailyStore {
     async fn incr(&self, writes: &[DailyWrite], mark: Option<&Mark>) -> Result<Vec<DailyWritten>> {
-        try_join_all(writes.iter().map(|w| self.incr_one(w, mark))).await
+        // One call per entity, carrying all its writes (so a keyed batch's
+        // mark covers each entity's writes once), in first-seen order.
+        let mut groups: Vec<(&Name, Vec<usize>)> = Vec::new();
+        let mut index: HashMap<&Name, usize> = HashMap::new();
+        for (i, w) in writes.iter().enumerate() {
+            let g = *index.entry(&w.entity).or_insert_with(|| {
+                groups.push((&w.entity, Vec::new()));
+                groups.len() - 1
+            });
+            groups[g].1.push(i);
+        }
+        let answers = try_join_all(groups.iter().map(|(_, members)| {
+            let group: Vec<&DailyWrite> = members.iter().map(|&i| &writes[i]).collect();
+            async move { self.incr_entity(&group, mark).await }
+        }))
+        .await?;
+        let mut out = vec![None; writes.len()];
+        for ((_, members), answer) in groups.iter().zip(answers) {
+            for (&i, written) in members.iter().zip(answer) {
+                out[i] = Some(written);
+            }
+        }
+        Ok(out.into_iter().flatten().collect())
     }
 
     async fn days(&self, entity: &Name, days: &[Day]) -> Result<Vec<i64>> {
@@ -152,10 +199,60 @@ impl DailyStore for RedisDailyStore {
         from_limbs(hi, lo, &views)
     }
 
+    /// SCAN of `{<prefix>:*}:views` and of an earlier Tally's
+    /// `{<prefix>:*}:stats` (every master of a cluster), then the days of
+    /// each views hash (HKEYS, pipelined, [`LIST_CHUNK`] entities a round).
+    async fn list(&self) -> Result<Vec<DailyHeld>> {
+        let prefix = glob_escape(&self.prefix);
+        let mut entities = std::collections::BTreeSet::new();
+        for suffix in ["views", "stats"] {
+            let keys = self.redis.scan(&format!("{{{prefix}:*}}:{suffix}")).await?;
+            entities.extend(keys.iter().filter_map(|k| {
+                let id = k
+                    .strip_prefix(&format!("{{{}:", self.prefix))?
+                    .strip_suffix(&format!("}}:{suffix}"))?;
+                entity_id(id).ok()
+            }));
+        }
+        let entities: Vec<Name> = entities.into_iter().collect();
+        let mut held = Vec::with_capacity(entities.len());
+        for chunk in entities.chunks(LIST_CHUNK) {
+            let pipes = chunk
+                .iter()
+                .map(|e| {
+                    let mut pipe = redis::pipe();
+                    pipe.cmd("HKEYS").arg(self.views_key(e));
+                    pipe
+                })
+                .collect();
+            let answers = self.redis.run_pipelines(pipes).await?;
+            for (entity, mut answer) in chunk.iter().zip(answers) {
+                let fields: Vec<String> = match answer.pop() {
+                    Some(v) => redis::FromRedisValue::from_redis_value(v)?,
+                    None => Vec::new(),
+                };
+                let mut days: Vec<Day> = fields
+                    .iter()
+                    .filter(|f| f.len() == 8)
+                    .filter_map(|f| Day::from_yyyymmdd(f.parse().ok()?).ok())
+                    .collect();
+                days.sort_unstable();
+                held.push(DailyHeld {
+                    entity: entity.clone(),
+                    days,
+                });
+            }
+        }
+        Ok(held)
+    }
+
     async fn ping(&self) -> Result<()> {
         self.redis.ping().await
     }
 }
+
+/// Entities whose days one round of a listing reads.
+const LIST_CHUNK: usize = 500;
 
 /// The total `hi * 10^9 + lo` the scripts return (Lua's doubles cannot
 /// carry a 64-bit integer whole).

@@ -34,6 +34,7 @@ pub mod layout;
 mod limits;
 mod locks;
 mod once;
+mod scan;
 mod tsdb;
 
 use std::time::Duration;

@@ -14,6 +14,13 @@
 //! calls each check and set their own mark, `<tag>:applied:<writer hex>`
 //! ([`super::once`]), so each shard's part is merged once.
 //!
+//! A write may also carry a HyperLogLog's registers (a copy made by
+//! `tally migrate`): Redis's own bytes, PFMERGEd through a scratch key of
+//! the call's slot. Reads hand distinct values over as registers (GET) for
+//! such a copy; the service's distinct reads count on the server. The
+//! store keeps no registry: [`TsdbStore::list`] walks the keyspace with
+//! SCAN ([`super::scan`]).
+//!
 //! A merge moves `from`'s data in three steps that never lose anything even
 //! when `from` and `into` live on different nodes: (1) in `from`'s slot,
 //! atomically move the data into a journal (`<from tag>:mj:<into>`, with
@@ -29,15 +36,16 @@ use async_trait::async_trait;
 use futures::future::try_join_all;
 use redis::{Script, Value};
 
+use super::scan::glob_escape;
 use super::{Redis, WriteFailure, once};
-use crate::engine::kinds::DistinctValue;
 use crate::engine::kinds::top::{self, TopValue};
+use crate::engine::kinds::{DistinctValue, Hll};
 use crate::engine::{Applied, Kind, Value as Delta};
 use crate::error::{Error, Result};
 use crate::idempotency::Mark;
 use crate::name::Name;
 use crate::tsdb::rollup::{Rollup, vshard_of};
-use crate::tsdb::store::{Cell, CellAdd, Merge, Span, TsdbStore, Window};
+use crate::tsdb::store::{Cell, CellAdd, Held, Merge, Span, TsdbStore, Window, sort_held};
 
 /// Keys deleted per call (each key's deletion stays atomic).
 const DELETE_CHUNK: usize = 8;
@@ -169,16 +177,21 @@ impl RedisTsdbStore {
         Ok(groups.into_values().zip(values).collect())
     }
 
+    /// Runs `script` with `call`'s keys and arguments (its blobs standing
+    /// in for their arguments, binary-safe).
     async fn run(&self, script: &Script, call: &Call) -> std::result::Result<Value, WriteFailure> {
-        self.redis.eval_write(script, &call.keys, &call.args).await
-    }
-
-    async fn run_give(&self, call: &Call) -> Result<()> {
+        if call.blobs_at.is_empty() {
+            return self.redis.eval_write(script, &call.keys, &call.args).await;
+        }
         let mut args: Vec<Vec<u8>> = call.args.iter().map(|a| a.as_bytes().to_vec()).collect();
         for (i, blob) in &call.blobs_at {
             args[*i] = blob.clone();
         }
-        match self.redis.eval_write(&self.give, &call.keys, &args).await {
+        self.redis.eval_write(script, &call.keys, &args).await
+    }
+
+    async fn run_give(&self, call: &Call) -> Result<()> {
+        match self.run(&self.give, call).await {
             Ok(_) => Ok(()),
             Err(WriteFailure::Redis(e)) if e.code() == Some("TALLY_OVERFLOW") => {
                 Err(Error::InvalidCount(
@@ -221,14 +234,17 @@ fn push_op(call: &mut Call, tag: &str, a: &CellAdd) -> Result<()> {
             ]);
         }
         Delta::Distinct(d) => {
-            let DistinctValue::Values(values) = &**d else {
-                return Err(Error::Backend(
-                    "internal error: a time-series distinct delta must hold its values".into(),
-                ));
-            };
             let k = call.key(RedisTsdbStore::distinct_key(
                 tag, c.rollup, c.bucket, &c.key,
             ));
+            let DistinctValue::Values(values) = &**d else {
+                // Registers (a copy from another store): Redis's own
+                // HyperLogLog bytes, PFMERGEd through the scratch key.
+                call.args.extend(["2h".into(), k.to_string(), expires]);
+                call.args.push(String::new());
+                call.blobs_at.push((call.args.len() - 1, d.redis_bytes()));
+                return Ok(());
+            };
             call.args.extend([
                 Kind::Distinct.code().to_string(),
                 k.to_string(),
@@ -280,6 +296,15 @@ impl TsdbStore for RedisTsdbStore {
                 call.args.push(capacity.to_string());
                 let marked = mark.map_or(0, |m| call.key(once::key(&tag, m)));
                 call.args.push(marked.to_string());
+                let registers = group.iter().any(|a| {
+                    matches!(&a.delta, Delta::Distinct(d) if matches!(**d, DistinctValue::Registers(_)))
+                });
+                let scratch = if registers {
+                    call.key(format!("{tag}:mtmp"))
+                } else {
+                    0
+                };
+                call.args.push(scratch.to_string());
                 for a in &group {
                     push_op(&mut call, &tag, a)?;
                 }
@@ -319,11 +344,12 @@ impl TsdbStore for RedisTsdbStore {
     }
 
     /// Sums: one HMGET per bucket for every key of a virtual shard; item
-    /// counts: one ZRANGE per (key, bucket). Distinct values are counted on
-    /// the server instead ([`TsdbStore::distinct_counts`] and the others
-    /// below), so they are not read here.
+    /// counts: one ZRANGE per (key, bucket); distinct values: one GET per
+    /// (key, bucket), the HyperLogLog's registers (up to 12 KiB each: what
+    /// a copy needs; the service's distinct reads count on the server
+    /// instead, with [`TsdbStore::distinct_counts`] and the others below).
     async fn read(&self, kind: Kind, w: &Window) -> Result<Vec<Vec<Delta>>> {
-        if !matches!(kind, Kind::Sum | Kind::Top) {
+        if !matches!(kind, Kind::Sum | Kind::Top | Kind::Distinct) {
             return Err(Error::Backend(format!(
                 "internal error: the Redis time-series store does not read {kind} values"
             )));
@@ -338,6 +364,14 @@ impl TsdbStore for RedisTsdbStore {
                             cmd.arg(w.keys[i].as_str());
                         }
                         pipe.add_command(cmd);
+                    }
+                }
+                Kind::Distinct => {
+                    for &i in members {
+                        for &b in &w.buckets {
+                            pipe.cmd("GET")
+                                .arg(Self::distinct_key(tag, w.rollup, b, &w.keys[i]));
+                        }
                     }
                 }
                 _ => {
@@ -367,6 +401,18 @@ impl TsdbStore for RedisTsdbStore {
                 continue;
             }
             let mut summaries = answers.into_iter();
+            if kind == Kind::Distinct {
+                for &i in &members {
+                    for slot in out[i].iter_mut() {
+                        if let Some(Value::BulkString(bytes)) = summaries.next() {
+                            let hll = Hll::from_redis(&bytes)?;
+                            *slot =
+                                Delta::Distinct(Box::new(DistinctValue::Registers(Box::new(hll))));
+                        }
+                    }
+                }
+                continue;
+            }
             for &i in &members {
                 for slot in out[i].iter_mut() {
                     let pairs = score_pairs(summaries.next().unwrap_or(Value::Nil))?;
@@ -638,7 +684,94 @@ impl TsdbStore for RedisTsdbStore {
         Ok(())
     }
 
+    /// SCAN of `{<prefix>:ts:*` (every master of a cluster); a HyperLogLog
+    /// or summary key names its key, a count hash's keys are its fields
+    /// (HKEYS, pipelined per virtual shard, [`LIST_CHUNK`] shards a round).
+    /// Keys of merges in flight and marks are not data and are skipped.
+    async fn list(&self, _now: u64) -> Result<Vec<Held>> {
+        let pattern = format!("{{{}:ts:*", glob_escape(&self.prefix));
+        let mut held = Vec::new();
+        let mut hashes: BTreeMap<String, Vec<(Name, u64, String)>> = BTreeMap::new();
+        for found in self.redis.scan(&pattern).await? {
+            let Some(parsed) = self.parse_key(&found) else {
+                continue;
+            };
+            match parsed {
+                (tag, model, Kind::Sum, rollup, None) => {
+                    hashes.entry(tag).or_default().push((model, rollup, found));
+                }
+                (_, model, kind, rollup, Some(key)) => held.push(Held {
+                    model,
+                    key,
+                    rollup,
+                    kind,
+                }),
+                _ => {}
+            }
+        }
+        let groups: Vec<(String, Vec<(Name, u64, String)>)> = hashes.into_iter().collect();
+        for chunk in groups.chunks(LIST_CHUNK) {
+            let pipes = chunk
+                .iter()
+                .map(|(_, members)| {
+                    let mut pipe = redis::pipe();
+                    for (_, _, hash) in members {
+                        pipe.cmd("HKEYS").arg(hash);
+                    }
+                    pipe
+                })
+                .collect();
+            let answers = self.redis.run_pipelines(pipes).await?;
+            for ((_, members), answers) in chunk.iter().zip(answers) {
+                for ((model, rollup, _), fields) in members.iter().zip(answers) {
+                    let fields: Vec<String> = redis::FromRedisValue::from_redis_value(fields)?;
+                    held.extend(fields.into_iter().filter_map(|f| {
+                        Some(Held {
+                            model: model.clone(),
+                            key: Name::new(f).ok()?,
+                            rollup: *rollup,
+                            kind: Kind::Sum,
+                        })
+                    }));
+                }
+            }
+        }
+        sort_held(&mut held);
+        Ok(held)
+    }
+
     async fn ping(&self) -> Result<()> {
         self.redis.ping().await
+    }
+}
+
+/// Virtual shards whose count hashes one round of a listing reads.
+const LIST_CHUNK: usize = 64;
+
+impl RedisTsdbStore {
+    /// A data key's tag, model, kind, rollup and key (`None` for a count
+    /// hash, whose keys are its fields); `None` for a key that holds no
+    /// data (a mark, a merge's journal or scratch) or is not this store's.
+    fn parse_key(&self, found: &str) -> Option<(String, Name, Kind, u64, Option<Name>)> {
+        let inner = found.strip_prefix(&format!("{{{}:ts:", self.prefix))?;
+        let (tagged, rest) = inner.split_once("}:")?;
+        let (model, _vshard) = tagged.rsplit_once(':')?;
+        let model = Name::new(model).ok()?;
+        let mut parts = rest.splitn(4, ':');
+        let kind = match parts.next()? {
+            "c" => Kind::Sum,
+            "d" => Kind::Distinct,
+            "f" => Kind::Top,
+            _ => return None,
+        };
+        let rollup: u64 = parts.next()?.parse().ok()?;
+        let _bucket: u64 = parts.next()?.parse().ok()?;
+        let key = match (kind, parts.next()) {
+            (Kind::Sum, None) => None,
+            (Kind::Sum, Some(_)) | (_, None) => return None,
+            (_, Some(key)) => Some(Name::new(key).ok()?),
+        };
+        let tag = format!("{{{}:ts:{tagged}}}", self.prefix);
+        Some((tag, model, kind, rollup, key))
     }
 }

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::{Sqlite, once};
-use crate::daily::{DailyStore, DailyWrite, DailyWritten, Day};
+use crate::daily::{DailyHeld, DailyStore, DailyWrite, DailyWritten, Day};
 use crate::engine::Applied;
 use crate::engine::kinds::sum::add_stored;
 use crate::error::{Error, Result};
@@ -192,6 +192,37 @@ impl DailyStore for SqliteDailyStore {
                     .query_row([entity.as_str()], |r| r.get(0))
                     .optional()?
                     .unwrap_or(0))
+            })
+            .await
+    }
+
+    async fn list(&self) -> Result<Vec<DailyHeld>> {
+        self.db
+            .read(|conn| {
+                let mut held: Vec<DailyHeld> = Vec::new();
+                let mut stmt = conn.prepare_cached(
+                    "SELECT entity, NULL FROM tally_daily_total
+                     UNION ALL SELECT entity, day FROM tally_daily
+                     ORDER BY 1, 2",
+                )?;
+                let mut rows = stmt.query([])?;
+                while let Some(row) = rows.next()? {
+                    let entity: String = row.get(0)?;
+                    if held.last().is_none_or(|h| h.entity.as_str() != entity) {
+                        held.push(DailyHeld {
+                            entity: Name::new(entity)?,
+                            days: Vec::new(),
+                        });
+                    }
+                    if let Some(day) = row.get::<_, Option<i64>>(1)? {
+                        let day = u32::try_from(day).map_err(|_| {
+                            Error::Corrupt(format!("tally_daily holds the day {day}"))
+                        })?;
+                        let last = held.last_mut().expect("pushed above");
+                        last.days.push(Day::from_yyyymmdd(day)?);
+                    }
+                }
+                Ok(held)
             })
             .await
     }

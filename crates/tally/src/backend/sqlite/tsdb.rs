@@ -28,7 +28,7 @@ use crate::engine::{Applied, Kind, Value};
 use crate::error::{Error, Result};
 use crate::idempotency::Mark;
 use crate::name::Name;
-use crate::tsdb::store::{Cell, CellAdd, Merge, Span, TsdbStore, Window};
+use crate::tsdb::store::{Cell, CellAdd, Held, Merge, Span, TsdbStore, Window, sort_held};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS tally_ts_count (
@@ -328,6 +328,31 @@ impl TsdbStore for SqliteTsdbStore {
     async fn delete(&self, model: &Name, keys: &[Name], _spans: &[Span]) -> Result<()> {
         let (model, keys) = (model.clone(), keys.to_vec());
         self.write(move |tx, _| delete_keys(tx, &model, &keys))
+            .await
+    }
+
+    async fn list(&self, now: u64) -> Result<Vec<Held>> {
+        self.db
+            .read(move |conn| {
+                let mut held = Vec::new();
+                for kind in [Kind::Sum, Kind::Distinct, Kind::Top] {
+                    let mut stmt = conn.prepare_cached(&format!(
+                        "SELECT DISTINCT model, key, rollup FROM {} WHERE expires > ?1",
+                        table(kind)?
+                    ))?;
+                    let mut rows = stmt.query([now as i64])?;
+                    while let Some(row) = rows.next()? {
+                        held.push(Held {
+                            model: Name::new(row.get::<_, String>(0)?)?,
+                            key: Name::new(row.get::<_, String>(1)?)?,
+                            rollup: row.get::<_, i64>(2)? as u64,
+                            kind,
+                        });
+                    }
+                }
+                sort_held(&mut held);
+                Ok(held)
+            })
             .await
     }
 

@@ -14,66 +14,99 @@
 --          (lua/once.lua, prepended), absent for a write without a key:
 --          when it is there the views were counted already, nothing is
 --          written and the counts are returned as they are
--- ARGV[1]  the day, YYYYMMDD
--- ARGV[2]  views to add (>= 1)
--- ARGV[3]  the oldest day kept, YYYYMMDD: older day fields are folded into
+-- ARGV[1]  the oldest day kept, YYYYMMDD: older day fields are folded into
 --          `before`, and views dated before it are added to `before`
+-- ARGV[2..] the entity's writes of the batch, in order: day (YYYYMMDD),
+--          views to add (>= 1); one call carries them all, so a keyed
+--          batch's mark covers every write of the entity
 --
 -- One HGETALL of the hash (at most retention + 1 fields, as every write
 -- folds the older days): no scan over entities, no cleaner. Every sum is
 -- checked before anything is written, so on overflow nothing is and the
--- error is "TALLY_OVERFLOW <what>". Returns {day count, hi, lo, applied}:
--- the day's count afterwards (0 for a day before the window), the all-time
--- total afterwards, hi * 10^9 + lo, and 1 (0 when the mark was there).
-local day, count, floor = ARGV[1], ARGV[2], ARGV[3]
--- YYYYMMDD texts order as their dates do.
-local in_window = day >= floor
+-- error is "TALLY_OVERFLOW <what>". Returns {applied, then per write: day
+-- count, hi, lo}: 1 (0 when the mark was there), then each write's day's
+-- count after it (0 for a day before the window; decimal text) and the
+-- all-time total after it, hi * 10^9 + lo.
+local floor = ARGV[1]
 local flat = redis.call('HGETALL', KEYS[1])
 local total, bad = sum_values(flat, 2, 2)
 if not total then
   return redis.error_reply('TALLY_CORRUPT ' .. KEYS[1] .. ' ' .. flat[bad - 1])
 end
 -- fold: what `before` receives (old days, an earlier Tally's missing part
--- and views dated before the window).
-local day_now, before_now, fold, old = sum_new(), sum_new(), sum_new(), {}
+-- and views dated before the window). stored: the day fields' values.
+local before_now, fold, old, stored = sum_new(), sum_new(), {}, {}
 for i = 1, #flat, 2 do
   local field = flat[i]
-  if field == day then
-    sum_add(day_now, flat[i + 1])
-  elseif field == 'before' then
+  if field == 'before' then
     sum_add(before_now, flat[i + 1])
-  end
-  if #field == 8 and field < floor and not string.find(field, '%D') then
-    old[#old + 1] = field
-    sum_add(fold, flat[i + 1])
+  elseif #field == 8 and not string.find(field, '%D') then
+    if field < floor then
+      old[#old + 1] = field
+      sum_add(fold, flat[i + 1])
+    else
+      stored[field] = flat[i + 1]
+    end
   end
 end
 local gap, err = add_legacy(total, KEYS[2])
 if err then
   return err
 end
-if once_applied(KEYS[3]) then
-  local seen = 0
-  if in_window then
-    seen = sum_text(day_now)
+-- A day's count as it is now (and as the writes move it).
+local days = {}
+local function day_sum(day)
+  if not days[day] then
+    local s = sum_new()
+    sum_add(s, stored[day] or '0')
+    days[day] = s
   end
+  return days[day]
+end
+local out = {1}
+if once_applied(KEYS[3]) then
+  out[1] = 0
   sum_norm(total)
-  return {seen, total[1], total[2], 0}
+  for i = 2, #ARGV, 2 do
+    local seen = '0'
+    -- YYYYMMDD texts order as their dates do.
+    if ARGV[i] >= floor then
+      seen = sum_text(day_sum(ARGV[i]))
+    end
+    out[#out + 1] = seen
+    out[#out + 1] = total[1]
+    out[#out + 1] = total[2]
+  end
+  return out
 end
 if gap then
   sum_merge(fold, gap, 1)
 end
-sum_add(total, count)
-if not sum_fits(total) then
-  return redis.error_reply('TALLY_OVERFLOW total')
-end
-if in_window then
-  sum_add(day_now, count)
-  if not sum_fits(day_now) then
-    return redis.error_reply('TALLY_OVERFLOW day')
+local touched = {}
+for i = 2, #ARGV, 2 do
+  local day, count = ARGV[i], ARGV[i + 1]
+  sum_add(total, count)
+  if not sum_fits(total) then
+    return redis.error_reply('TALLY_OVERFLOW total')
   end
-else
-  sum_add(fold, count)
+  local day_count = '0'
+  if day >= floor then
+    local s = day_sum(day)
+    sum_add(s, count)
+    if not sum_fits(s) then
+      return redis.error_reply('TALLY_OVERFLOW day')
+    end
+    if not touched[day] then
+      touched[day] = true
+      touched[#touched + 1] = day
+    end
+    day_count = sum_text(s)
+  else
+    sum_add(fold, count)
+  end
+  out[#out + 1] = day_count
+  out[#out + 1] = total[1]
+  out[#out + 1] = total[2]
 end
 sum_merge(before_now, fold, 1)
 if not sum_fits(before_now) then
@@ -81,9 +114,8 @@ if not sum_fits(before_now) then
   return redis.error_reply('TALLY_OVERFLOW `before` (the views of days before the window)')
 end
 -- Everything fits: write.
-local day_count = 0
-if in_window then
-  day_count = redis.call('HINCRBY', KEYS[1], day, count)
+for _, day in ipairs(touched) do
+  redis.call('HSET', KEYS[1], day, sum_text(days[day]))
 end
 if not sum_is_zero(fold) then
   redis.call('HINCRBY', KEYS[1], 'before', sum_text(fold))
@@ -96,5 +128,4 @@ if gap then
   redis.call('PERSIST', KEYS[1])
 end
 once_mark(KEYS[3])
-sum_norm(total)
-return {day_count, total[1], total[2], 1}
+return out

@@ -1,6 +1,7 @@
 //! Moving data between stores (`tally migrate`): every series of every
-//! space the slice engine keeps (counters, statistics, gauges, sets), from one
-//! opened [`Tally`] into another, whatever their backends and layouts.
+//! space the slice engine keeps (counters, statistics, gauges, sets), the
+//! daily statistics and the time series, from one opened [`Tally`] into
+//! another, whatever their backends and layouts.
 //!
 //! How: per space, the source's names are listed in name order, a page of
 //! [`MigrateSettings::names_per_batch`] at a time; each page is read whole
@@ -15,6 +16,20 @@
 //! running it again: the pages it already wrote are answered "duplicate"
 //! and skipped, the rest are written, and nothing is counted twice.
 //!
+//! Daily statistics and time series have stores of their own, without a
+//! registry on Redis: each store lists what it holds (SQLite its tables,
+//! Redis a SCAN of its keys, on every master of a cluster), and the copy
+//! goes by pages the same way, but each series of a page (an entity, a
+//! (model, key) pair) is its own keyed write of the target's store, sent
+//! at once (pipelined: one round trip per node on Redis), whose mark (kept
+//! a week, as the engine's write ids) is made from the migration's id, the
+//! store's lane and the series' name. Not from the page's number: time
+//! series vanish by themselves when their data expires, which would shift
+//! the pages of a rerun; a series keeps its name. See
+//! [`daily`] (kept days and the all-time total) and [`tsdb`] (counts,
+//! HyperLogLog registers and most-frequent summaries at every rollup both
+//! sides keep, with the source's retention).
+//!
 //! What a migration is not: a copy that replaces. Slices merge into what
 //! the target holds by their kind's rule (sums add), as any write does, so
 //! migrating into a store that already holds the same series adds them up
@@ -22,9 +37,10 @@
 //! only if the source has not changed in between: writes made to the
 //! source after a page was copied are not copied by the rerun (give a new
 //! id to copy again, into a store that does not hold the first copy). A
-//! gauge's current value is what its newest copied slice ends at. Daily
-//! statistics and time series (stores of their own, not the engine's) are
-//! not moved yet.
+//! gauge's current value is what its newest copied slice ends at.
+
+mod daily;
+mod tsdb;
 
 use std::time::Instant;
 
@@ -36,6 +52,7 @@ use crate::engine::{
     Applied, Batch, CellDelta, SeriesWrite, SliceSel, SliceStore, Space, WriteSeq,
 };
 use crate::error::{Error, Result};
+use crate::idempotency::Mark;
 use crate::name::Name;
 
 /// The most names copied in one batch.
@@ -50,7 +67,10 @@ pub struct MigrateSettings {
     pub id: String,
     /// Series per batch (1 to [`MAX_NAMES_PER_BATCH`], default 50): a
     /// batch holds every retained slice of its series, up to resolutions ×
-    /// slices kept each (7 × 120 with the counters' defaults).
+    /// slices kept each (7 × 120 with the counters' defaults). Daily
+    /// statistics: entities per batch (each up to its retention's days);
+    /// time series: (model, key) pairs per batch (each up to kinds ×
+    /// rollups × buckets kept: 3 × 618 with the defaults).
     pub names_per_batch: usize,
 }
 
@@ -78,35 +98,61 @@ impl MigrateSettings {
 
     /// The write id of batch `number` (from 1) of the space on `lane`.
     fn write_seq(&self, lane: u32, number: u64) -> WriteSeq {
-        let digest = Sha256::new()
-            .chain_update(b"tally migrate\0")
-            .chain_update(self.id.as_bytes())
-            .finalize();
-        let mut writer = [0u8; 8];
-        writer.copy_from_slice(&digest[..8]);
         WriteSeq {
-            writer: u64::from_be_bytes(writer),
+            writer: self.writer(&[]),
             lane,
             seq: number,
         }
     }
+
+    /// The mark of the copy of series `name` of the store on `lane` (daily
+    /// statistics, time series), written at `now`.
+    fn mark(&self, lane: u32, name: &str, now: u64) -> Mark {
+        let series = [&lane.to_be_bytes()[..], name.as_bytes()].concat();
+        Mark {
+            writer: self.writer(&series),
+            at: now,
+        }
+    }
+
+    /// A writer id hashed from the migration's id and `more`.
+    fn writer(&self, more: &[u8]) -> u64 {
+        let digest = Sha256::new()
+            .chain_update(b"tally migrate\0")
+            .chain_update(self.id.as_bytes())
+            .chain_update(more)
+            .finalize();
+        let mut writer = [0u8; 8];
+        writer.copy_from_slice(&digest[..8]);
+        u64::from_be_bytes(writer)
+    }
 }
 
-/// What a migration did in one space.
+/// The lane of the daily statistics' marks (the engine's spaces use 0 to 3).
+const LANE_DAILY: u32 = 4;
+/// The lane of the time series' marks.
+const LANE_TSDB: u32 = 5;
+
+/// What a migration did in one space (or, for [`MigrateReport::daily`] and
+/// [`MigrateReport::time_series`], one store).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct SpaceReport {
-    /// The space: `counters`, `stats`, `gauges` or `sets`.
+    /// The space: `counters`, `stats`, `gauges` or `sets` (`daily`,
+    /// `time_series` for those stores).
     pub space: String,
-    /// Series in the source.
+    /// Series in the source (daily statistics: entities; time series:
+    /// (model, key) pairs).
     pub series: u64,
-    /// Slices read from the source (copied now or by an earlier run).
+    /// Slices read from the source (copied now or by an earlier run; daily
+    /// statistics: kept days; time series: buckets of a key's kind at a
+    /// rollup).
     pub slices: u64,
     /// Batches written to the target by this run.
     pub batches_written: u64,
     /// Batches the target had applied already (an earlier, interrupted run).
     pub batches_skipped: u64,
     /// Resolutions (seconds) the source keeps and the target does not: not
-    /// copied.
+    /// copied (time series: rollups).
     pub resolutions_not_copied: Vec<u64>,
 }
 
@@ -115,8 +161,12 @@ pub struct SpaceReport {
 pub struct MigrateReport {
     /// The migration's id.
     pub id: String,
-    /// Per space, in the order copied.
+    /// Per engine space, in the order copied.
     pub spaces: Vec<SpaceReport>,
+    /// The daily statistics (copied after the spaces).
+    pub daily: SpaceReport,
+    /// The time series (copied last).
+    pub time_series: SpaceReport,
     /// Wall-clock seconds.
     pub seconds: f64,
 }
@@ -134,6 +184,32 @@ pub struct Progress<'a> {
     pub slices_done: u64,
 }
 
+/// Counts a page of a store outside the engine (its series' writes
+/// answered `applied`, none when it had nothing to write) as written when
+/// any of them was, as skipped when all were there already, and reports
+/// progress: `done` series of the store.
+fn page_done(
+    report: &mut SpaceReport,
+    mut applied: impl Iterator<Item = Applied>,
+    done: usize,
+    progress: &mut impl FnMut(&Progress<'_>),
+) {
+    match applied.next() {
+        None => {}
+        Some(Applied::Written) => report.batches_written += 1,
+        Some(Applied::Duplicate) if applied.any(|a| a == Applied::Written) => {
+            report.batches_written += 1
+        }
+        Some(Applied::Duplicate) => report.batches_skipped += 1,
+    }
+    progress(&Progress {
+        space: &report.space,
+        series_done: done as u64,
+        series_total: report.series,
+        slices_done: report.slices,
+    });
+}
+
 /// The spaces a migration copies, with their lanes, on one side.
 fn spaces(tally: &Tally) -> [(u32, std::sync::Arc<Space>); 4] {
     [
@@ -144,8 +220,9 @@ fn spaces(tally: &Tally) -> [(u32, std::sync::Arc<Space>); 4] {
     ]
 }
 
-/// Copies every series of every engine space of `from` into `to` (see the
-/// module docs), calling `progress` after each batch. Stops at the first
+/// Copies every series of every engine space, the daily statistics and the
+/// time series of `from` into `to` (see the module docs), calling
+/// `progress` after each batch. Stops at the first
 /// error (the target keeps the batches written before it; a rerun with the
 /// same id finishes the job).
 ///
@@ -194,6 +271,8 @@ pub async fn migrate(
         .await?;
         report.spaces.push(space);
     }
+    report.daily = daily::copy(from, to, settings, &mut progress).await?;
+    report.time_series = tsdb::copy(from, to, settings, &mut progress).await?;
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }
