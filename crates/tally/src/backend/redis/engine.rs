@@ -29,10 +29,12 @@
 //! Reads are pipelines of HGETALL (one per series and resolution, one
 //! pipeline per slot); listing is a ZRANGEBYLEX per registry (merged);
 //! cleaning walks each registry in batches, one ZRANGEBYLEX and one
-//! `engine_clean.lua` call per batch, which removes fields by name (a pass
-//! that knows no earlier visit first reads the batch's fields with one
-//! pipeline of HKEYS and picks the old ones in Rust); deleting is one
-//! `engine_delete.lua` call.
+//! `engine_clean.lua` call per batch, which removes fields by name and
+//! drops emptied entries atomically. A pass that knows no earlier visit
+//! first reads the batch's fields (one pipeline of DUMP, parsed in
+//! `dump.rs`), picks the old ones in Rust, and removes those of entries
+//! that keep a field with one pipeline of HDEL, the rest through the
+//! script. Deleting is one `engine_delete.lua` call.
 
 use std::collections::BTreeMap;
 
@@ -592,7 +594,7 @@ impl RedisSliceStore {
 
     /// The field names of each hash of `keys` (none for a missing key), in
     /// order: one pipeline of DUMP, then HKEYS for those whose payload is
-    /// not a listpack.
+    /// not a listpack (every key, when the server refuses DUMP).
     async fn hash_fields(&self, keys: &[&str]) -> Result<Vec<Vec<Vec<u8>>>> {
         let pipeline = |command: &str, keys: &mut dyn Iterator<Item = &str>| {
             let mut pipe = redis::pipe();
@@ -601,12 +603,19 @@ impl RedisSliceStore {
             }
             pipe
         };
-        let replies = self
+        // A server that refuses DUMP (an ACL without it) is read with
+        // HKEYS; a fault shows again there.
+        let replies = match self
             .redis
             .run_pipelines(vec![pipeline("DUMP", &mut keys.iter().copied())])
-            .await?
-            .pop()
-            .unwrap_or_default();
+            .await
+        {
+            Ok(mut replies) => replies.pop().unwrap_or_default(),
+            Err(e) => {
+                tracing::debug!(error = %e, "DUMP refused; reading fields with HKEYS");
+                vec![Reply::Okay; keys.len()]
+            }
+        };
         if replies.len() != keys.len() {
             return Err(Error::Backend(
                 "redis answered fewer replies than asked".into(),
@@ -1386,9 +1395,9 @@ mod tests {
         }
     }
 
-    /// A connection to `server` and a store on it in the default layout.
-    async fn default_store(server: &tally_testkit::RedisServer) -> (Redis, RedisSliceStore) {
-        let redis = Redis::connect(&server.url()).await.unwrap();
+    /// A connection to `url` and a store on it in the default layout.
+    async fn default_store(url: &str) -> (Redis, RedisSliceStore) {
+        let redis = Redis::connect(url).await.unwrap();
         let clock: SharedClock = std::sync::Arc::new(crate::clock::ManualClock::at(0.0));
         let store = RedisSliceStore::new(redis.clone(), Layout::default(), clock).unwrap();
         (redis, store)
@@ -1401,7 +1410,7 @@ mod tests {
     #[tokio::test]
     async fn a_first_pass_that_meets_a_concurrent_write_loses_nothing() {
         let server = tally_testkit::RedisServer::start();
-        let (redis, store) = default_store(&server).await;
+        let (redis, store) = default_store(&server.url()).await;
         let space = Space::counters(&[1], 2);
         let keys = store.layout.space_keys(&space);
         let tagged = (keys.registry(keys.shard("c")), keys.hash(1, "c"), "c");
@@ -1481,7 +1490,7 @@ mod tests {
     #[tokio::test]
     async fn fields_read_from_dump_are_those_hkeys_answers() {
         let server = tally_testkit::RedisServer::start();
-        let (redis, store) = default_store(&server).await;
+        let (redis, store) = default_store(&server.url()).await;
         let mut conn = redis.handle();
         let mut fields: Vec<String> = [
             "0",
@@ -1577,6 +1586,21 @@ mod tests {
                 }
             }
         }
+        // A user whose ACL refuses DUMP reads the same fields with HKEYS.
+        let _: () = redis::cmd("ACL")
+            .arg(&[
+                "SETUSER", "nodump", "on", "nopass", "~*", "&*", "+@all", "-dump",
+            ])
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let url = server.url().replace("redis://", "redis://nodump:x@");
+        let (_, limited) = default_store(&url).await;
+        let keys = ["odd", "slices", "big", "missing"];
+        assert_eq!(
+            limited.hash_fields(&keys).await.unwrap(),
+            store.hash_fields(&keys).await.unwrap()
+        );
     }
 
     #[test]
