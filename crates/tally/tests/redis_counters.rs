@@ -414,3 +414,81 @@ async fn listpack_limits_are_checked_against_the_peak_of_a_hash() {
             .is_none()
     );
 }
+
+/// Counters at 1 s only, keeping 3 slices.
+async fn one_second_keeping_3(kind: Kind) -> Fixture {
+    let settings = CounterSettings {
+        precisions: vec![1],
+        samples: 3,
+    };
+    Fixture::with_settings(kind, settings).await
+}
+
+/// The one hash of counter `name` at 1 s, in either layout.
+async fn hash_of(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> String {
+    let keys: Vec<String> = conn.keys(format!("*:1:{name}")).await.unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    keys.into_iter().next().unwrap()
+}
+
+/// A first pass (which reads the fields to find the old ones) removes only
+/// plain decimal fields at or before the cutoff: fields that are not slice
+/// starts stay, and so does the registration of a counter they keep
+/// non-empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_pass_leaves_fields_that_are_not_slices() {
+    for kind in [Kind::RedisTagged, Kind::RedisRia] {
+        let f = one_second_keeping_3(kind).await;
+        let mut raw = f.raw().await;
+        f.counters.incr_at("x", 1, 100.0).await.unwrap();
+        f.counters.incr_at("x", 1, 999.0).await.unwrap();
+        f.counters.incr_at("y", 1, 100.0).await.unwrap();
+        let junk = [("abc", 1), ("-5", 1), ("99.5", 1), ("1e2", 1), ("", 1)];
+        for name in ["x", "y"] {
+            let hash = hash_of(&mut raw, name).await;
+            let _: () = raw.hset_multiple(&hash, &junk).await.unwrap();
+        }
+        let mut cleaner = f.counters.cleaner(CleanerSettings::default()).unwrap();
+        let report = cleaner
+            .pass_at(Timestamp::from_secs(1000).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(report.samples_removed, 2, "{kind:?}");
+        assert_eq!(report.counters_removed, 0, "{kind:?}");
+        for (name, slices) in [("x", vec!["999"]), ("y", vec![])] {
+            let hash = hash_of(&mut raw, name).await;
+            let mut fields: Vec<String> = raw.hkeys(&hash).await.unwrap();
+            fields.sort();
+            let mut want: Vec<String> = junk.iter().map(|(f, _)| f.to_string()).collect();
+            want.extend(slices.into_iter().map(String::from));
+            want.sort();
+            assert_eq!(fields, want, "{kind:?} {name}");
+        }
+        assert_eq!(f.all_names().await, vec!["x", "y"], "{kind:?}");
+    }
+}
+
+/// The `ria` rule on a first pass, as the book's `clean_counters`: a
+/// `known:` member goes only when this pass removed its hash's last sample;
+/// a member whose hash was already empty stays, and so does one with
+/// samples left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ria_first_pass_drops_only_members_it_emptied() {
+    let f = one_second_keeping_3(Kind::RedisRia).await;
+    let mut raw = f.raw().await;
+    f.counters.incr_at("gone", 1, 100.0).await.unwrap();
+    f.counters.incr_at("kept", 1, 100.0).await.unwrap();
+    f.counters.incr_at("kept", 1, 999.0).await.unwrap();
+    let _: () = raw.zadd("known:", "1:empty", 0).await.unwrap();
+    let mut cleaner = f.counters.cleaner(CleanerSettings::default()).unwrap();
+    let report = cleaner
+        .pass_at(Timestamp::from_secs(1000).unwrap())
+        .await
+        .unwrap();
+    assert_eq!((report.samples_removed, report.counters_removed), (2, 1));
+    let known: Vec<String> = raw.zrange("known:", 0, -1).await.unwrap();
+    assert_eq!(known, vec!["1:empty", "1:kept"]);
+    assert_eq!(f.counters.get("kept", 1).await.unwrap(), vec![s(999, 1)]);
+    let keys: Vec<String> = raw.keys("count:*").await.unwrap();
+    assert_eq!(keys, vec!["count:1:kept"]);
+}

@@ -26,6 +26,7 @@
 
 mod buffers;
 mod daily;
+mod dump;
 pub mod encoding;
 mod engine;
 mod expiring;
