@@ -171,6 +171,83 @@ fn clean_removes_exactly_the_old_samples() {
 }
 
 #[test]
+fn retention_checks_every_layout_and_the_peak_pass() {
+    let r = bench(&[
+        "retention",
+        "--counters",
+        "40",
+        "--peak-counters",
+        "20",
+        "--repeats",
+        "2",
+        "--batch",
+        "7",
+    ]);
+    assert_eq!(r["bench"], "retention");
+    assert_eq!(r["counters"], 40);
+    assert_eq!(r["batch"], 7);
+    let layouts = r["layouts"].as_array().unwrap();
+    assert_eq!(layouts.len(), 3, "{r}");
+    for (l, name) in layouts.iter().zip(["default", "ria"]) {
+        assert_eq!(l["layout"], name, "{l}");
+        let p = &l["regular_pass"];
+        // A minute ages out 60 + 12 + 1 slices per counter at 1 s, 5 s and
+        // 60 s; the pass removed exactly those, and 7 hashes of each
+        // sampled counter hold exactly what they should.
+        assert_eq!(p["due_precisions"], serde_json::json!([1, 5, 60]), "{p}");
+        assert_eq!(p["removed_per_counter"], 73, "{p}");
+        assert_eq!(p["pass"]["samples_removed"], 40 * 73, "{p}");
+        assert_eq!(p["first_pass"]["samples_removed"], 0, "{p}");
+        assert_eq!(p["increments"], 40 * 60, "{p}");
+        assert_eq!(p["hashes_checked"], 40 * 7, "{p}");
+        assert!(l["us_per_busy_counter_per_minute"].as_f64().unwrap() > 0.0);
+        assert_eq!(l["target"]["limit"], 15.0, "{l}");
+        assert_eq!(l["target"]["scaled"], true, "{l}");
+    }
+    let e = &layouts[2];
+    assert_eq!(e["layout"], "expiring", "{e}");
+    let x = &e["expiring"];
+    assert_eq!(
+        x["new_chunk_rounds_cpu_seconds"].as_array().unwrap().len(),
+        2
+    );
+    assert_eq!(
+        x["existing_chunk_rounds_cpu_seconds"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    // Exactly the 40 chunk keys set to expire did, and are gone.
+    assert_eq!(x["expire"]["keys"], 40, "{x}");
+    assert_eq!(x["expire"]["expired_keys"], 40, "{x}");
+    assert_eq!(x["expire"]["keys_checked_gone"], 40, "{x}");
+    assert_eq!(x["reads_checked"], 40, "{x}");
+    assert_eq!(x["chunks_per_minute"].as_array().unwrap().len(), 7, "{x}");
+    assert_eq!(x["chunks_per_minute"][0]["per_minute"], 0.5, "{x}");
+    assert!(
+        e["us_per_busy_counter_per_minute"].as_f64().is_some(),
+        "{e}"
+    );
+    assert_eq!(e["target"]["limit"], 5.0, "{e}");
+    // The peak pass: every counter scanned (the book's registry has one
+    // entry per precision), 120 + 61 slices per hash.
+    let peak = r["peak"].as_array().unwrap();
+    assert_eq!(peak.len(), 2, "{r}");
+    for (p, scanned) in peak.iter().zip([20, 20 * 7]) {
+        assert_eq!(p["counters"], 20, "{p}");
+        assert_eq!(p["reduced_for_memory"], false, "{p}");
+        assert_eq!(
+            (p["recent"].clone(), p["old"].clone()),
+            (120.into(), 61.into())
+        );
+        assert_eq!(p["scanned"], scanned, "{p}");
+        assert_eq!(p["pass"]["samples_removed"], 20 * 7 * 61, "{p}");
+        assert_eq!(p["target"]["limit"], 60.0, "{p}");
+    }
+}
+
+#[test]
 fn migrate_copies_every_sample_and_reports_its_rate() {
     let r = bench(&["migrate", "--counters", "500", "--samples", "3"]);
     assert_eq!(r["bench"], "migrate");

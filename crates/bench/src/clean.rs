@@ -25,6 +25,7 @@ use std::time::Instant;
 use anyhow::{Result, ensure};
 use redis::AsyncCommands;
 use tally::backend::redis::Layout;
+use tally::counters::store::CleanReport;
 use tally::{
     Backend, BackendConfig, CleanerSettings, Clock, CounterSettings, Counters, SystemClock,
     Timestamp,
@@ -80,6 +81,17 @@ pub struct SteadyPass {
     pub samples_removed: u64,
 }
 
+/// What the passes of `bench clean` and `bench retention` share.
+#[derive(clap::Args, Clone, Debug)]
+pub struct PassArgs {
+    /// Counters per cleaner round trip.
+    #[arg(long, default_value_t = tally::counters::settings::DEFAULT_CLEAN_BATCH)]
+    pub batch: usize,
+    /// Write calls in flight while filling.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+}
+
 /// The bench's parameters.
 #[derive(clap::Args, Clone, Debug)]
 pub struct CleanArgs {
@@ -92,15 +104,81 @@ pub struct CleanArgs {
     /// Samples per hash past the cutoff, which the pass removes.
     #[arg(long, default_value_t = 2)]
     pub old: u64,
-    /// Counters per cleaner round trip.
-    #[arg(long, default_value_t = tally::counters::settings::DEFAULT_CLEAN_BATCH)]
-    pub batch: usize,
     /// Counters the book's cleaner cleans (then extrapolated).
     #[arg(long, default_value_t = 5_000)]
     pub book_counters: u64,
-    /// Write calls in flight while filling.
-    #[arg(long, default_value_t = 4)]
-    pub concurrency: usize,
+    #[command(flatten)]
+    pub pass: PassArgs,
+}
+
+/// A first pass (no earlier visit: every precision due, every slice read)
+/// over counters filled through the real write path, checked: it scanned
+/// every counter, removed exactly the `old` slices, and a sample of
+/// counters holds exactly the `recent` ones. The counters and the cleaner
+/// are handed back for later passes.
+pub struct FirstPass {
+    pub counters: Counters,
+    pub cleaner: tally::Cleaner,
+    pub fill_seconds: f64,
+    pub pass: SteadyPass,
+    pub report: CleanReport,
+}
+
+/// Fills `names` with `slices` at every precision at `now` (on `clock`, in
+/// `layout`, on `server`), then runs and checks a cleaner's first pass at
+/// `now`.
+pub async fn first_pass(
+    server: &BenchRedis,
+    layout: Layout,
+    clock: Arc<dyn Clock>,
+    names: &[String],
+    slices: Slices,
+    now: u64,
+    args: &PassArgs,
+) -> Result<FirstPass> {
+    let settings = CounterSettings {
+        samples: slices.samples,
+        ..CounterSettings::default()
+    };
+    let np = settings.precisions.len() as u64;
+    let n = names.len() as u64;
+    // The book's registry has an entry per (counter, precision).
+    let entries = if layout == Layout::Ria { n * np } else { n };
+    let counters = counters_on(server, layout, &settings, clock).await?;
+    let started = Instant::now();
+    fill(&counters, names, slices, now, 100, args.concurrency).await?;
+    let fill_seconds = started.elapsed().as_secs_f64();
+    let mut cleaner = counters.cleaner(CleanerSettings {
+        batch: args.batch,
+        ..CleanerSettings::default()
+    })?;
+    let (pass, report) = timed_pass(server, &mut cleaner, now, n).await?;
+    ensure!(
+        report.scanned == entries && report.samples_removed == n * np * slices.old,
+        "the first pass scanned {} registry entries and removed {} samples; expected {} and {}",
+        report.scanned,
+        report.samples_removed,
+        entries,
+        n * np * slices.old
+    );
+    for name in names.iter().step_by((names.len() / 100).max(1)) {
+        for series in counters.get_all(name).await? {
+            ensure!(
+                series.samples.len() as u64 == slices.recent,
+                "{name} at {} s holds {} samples after the pass, not {}",
+                series.precision,
+                series.samples.len(),
+                slices.recent
+            );
+        }
+    }
+    Ok(FirstPass {
+        counters,
+        cleaner,
+        fill_seconds,
+        pass,
+        report,
+    })
 }
 
 pub async fn run(args: CleanArgs) -> Result<Clean> {
@@ -119,51 +197,35 @@ pub async fn run(args: CleanArgs) -> Result<Clean> {
     let names: Vec<String> = (0..args.counters).map(|i| format!("k{i}")).collect();
 
     let server = BenchRedis::start();
-    let counters = counters_on(&server, Layout::default(), &settings).await?;
-    let started = Instant::now();
-    fill(&counters, &names, slices, now, 100, args.concurrency).await?;
-    let fill_seconds = started.elapsed().as_secs_f64();
-    let mut cleaner = counters.cleaner(CleanerSettings {
-        batch: args.batch,
-        ..CleanerSettings::default()
-    })?;
-    let cpu = server.cpu_seconds().await?;
-    let started = Instant::now();
-    let report = cleaner.pass_at(Timestamp::from_secs(now)?).await?;
-    let pass_seconds = started.elapsed().as_secs_f64();
-    let pass_cpu = server.cpu_seconds().await? - cpu;
-    ensure!(
-        report.scanned == args.counters
-            && report.samples_removed == args.counters * np as u64 * args.old,
-        "the pass scanned {} counters and removed {} samples; expected {} and {}",
-        report.scanned,
-        report.samples_removed,
-        args.counters,
-        args.counters * np as u64 * args.old
-    );
-    for name in names.iter().step_by((names.len() / 100).max(1)) {
-        for series in counters.get_all(name).await? {
-            ensure!(
-                series.samples.len() as u64 == args.recent,
-                "{name} at {} s holds {} samples after the pass, not {}",
-                series.precision,
-                series.samples.len(),
-                args.recent
-            );
-        }
-    }
+    let first = first_pass(
+        &server,
+        Layout::default(),
+        Arc::new(SystemClock),
+        &names,
+        slices,
+        now,
+        &args.pass,
+    )
+    .await?;
+    let FirstPass {
+        counters,
+        mut cleaner,
+        fill_seconds,
+        pass,
+        report,
+    } = first;
 
     // The steady state: a remembering pass a minute later, then the same
     // work for a cleaner that reads every slice (its pass 0 visits every
     // precision and is not timed; its pass 1, another minute later, is).
-    let steady = timed_pass(&server, &mut cleaner, now + 60, args.counters).await?;
+    let (steady, _) = timed_pass(&server, &mut cleaner, now + 60, args.counters).await?;
     let mut reading = counters.cleaner(CleanerSettings {
-        batch: args.batch,
+        batch: args.pass.batch,
         full_pass_every: 1,
         ..CleanerSettings::default()
     })?;
     reading.pass_at(Timestamp::from_secs(now + 60)?).await?;
-    let steady_reading = timed_pass(&server, &mut reading, now + 120, args.counters).await?;
+    let (steady_reading, _) = timed_pass(&server, &mut reading, now + 120, args.counters).await?;
     ensure!(
         steady.samples_removed == steady_reading.samples_removed,
         "the two steady passes removed {} and {} samples",
@@ -176,14 +238,14 @@ pub async fn run(args: CleanArgs) -> Result<Clean> {
     // The book's cleaner on the same data in its own layout.
     let book_n = args.book_counters.min(args.counters);
     let server = BenchRedis::start();
-    let book = counters_on(&server, Layout::Ria, &settings).await?;
+    let book = counters_on(&server, Layout::Ria, &settings, Arc::new(SystemClock)).await?;
     fill(
         &book,
         &names[..book_n as usize],
         slices,
         now,
         100,
-        args.concurrency,
+        args.pass.concurrency,
     )
     .await?;
     let mut conn = server.raw().await?;
@@ -202,18 +264,18 @@ pub async fn run(args: CleanArgs) -> Result<Clean> {
         precisions: np,
         recent: args.recent,
         old: args.old,
-        batch: args.batch,
+        batch: args.pass.batch,
         fill_seconds,
-        pass_seconds,
-        pass_redis_cpu_seconds: pass_cpu,
+        pass_seconds: pass.seconds,
+        pass_redis_cpu_seconds: pass.redis_cpu_seconds,
         scanned: report.scanned,
         samples_removed: report.samples_removed,
         round_trips: report.round_trips,
-        ratio_to_interval: pass_seconds / 60.0,
+        ratio_to_interval: pass.seconds / 60.0,
         book_counters: book_n,
         book_seconds,
         book_extrapolated_seconds: book_extrapolated,
-        speedup_over_book: book_extrapolated / pass_seconds,
+        speedup_over_book: book_extrapolated / pass.seconds,
         steady_cpu_ratio: steady_reading.redis_cpu_seconds / steady.redis_cpu_seconds,
         steady,
         steady_reading,
@@ -221,36 +283,38 @@ pub async fn run(args: CleanArgs) -> Result<Clean> {
 }
 
 /// One pass of `cleaner` at `at`, timed, with the server's CPU.
-async fn timed_pass(
+pub async fn timed_pass(
     server: &BenchRedis,
     cleaner: &mut tally::Cleaner,
     at: u64,
     counters: u64,
-) -> Result<SteadyPass> {
+) -> Result<(SteadyPass, CleanReport)> {
     let cpu = server.cpu_seconds().await?;
     let started = Instant::now();
     let report = cleaner.pass_at(Timestamp::from_secs(at)?).await?;
     let seconds = started.elapsed().as_secs_f64();
     let cpu = server.cpu_seconds().await? - cpu;
-    Ok(SteadyPass {
+    let pass = SteadyPass {
         seconds,
         redis_cpu_seconds: cpu,
         redis_cpu_us_per_counter: cpu * 1e6 / counters as f64,
         samples_removed: report.samples_removed,
-    })
+    };
+    Ok((pass, report))
 }
 
-async fn counters_on(
+/// Counters on `server` in `layout` with `settings`, on `clock`.
+pub async fn counters_on(
     server: &BenchRedis,
     layout: Layout,
     settings: &CounterSettings,
+    clock: Arc<dyn Clock>,
 ) -> Result<Counters> {
     let backend = Backend::open(&BackendConfig::Redis {
         url: server.url(),
         layout,
     })
     .await?;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let store = backend.counter_store(clock.clone()).await?;
     Ok(Counters::with_clock(store, settings.clone(), clock)?)
 }

@@ -29,6 +29,7 @@ pub mod memory;
 pub mod migrate;
 pub mod plan;
 pub mod read;
+pub mod retention;
 pub mod serve;
 pub mod server;
 pub mod settings;
@@ -95,6 +96,17 @@ pub enum BenchCommand {
     Clean {
         #[command(flatten)]
         args: clean::CleanArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Redis CPU spent on retention per busy counter per minute at steady
+    /// state, per layout (the cleaner's regular pass for `default` and
+    /// `ria`; entering and expiring chunks for `expiring`), and the first
+    /// cleaner pass with every precision at its peak.
+    Retention {
+        #[command(flatten)]
+        args: retention::RetentionArgs,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -393,6 +405,10 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
                 Ok(())
             })
         }
+        BenchCommand::Retention { args, json } => {
+            let r = retention::run(args).await?;
+            report(&r, json, print_retention)
+        }
         BenchCommand::Http {
             backend,
             seconds,
@@ -540,4 +556,90 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
             .await
         }
     }
+}
+
+/// `bench retention`'s human output: per layout the figure with what it is
+/// made of (so a reader can recompute it), then the first passes at the
+/// peak, each against its target.
+fn print_retention(r: &retention::Retention) -> Result<()> {
+    let status = |t: &retention::Target| {
+        format!(
+            "{:.2} {}against the target {} ({}){}",
+            t.measured,
+            if t.scaled { "scaled " } else { "" },
+            t.limit,
+            t.what,
+            if t.met { ": met" } else { ": MISSED" }
+        )
+    };
+    for l in &r.layouts {
+        let name = serde_json::to_value(l.layout)?;
+        let name = name.as_str().unwrap_or_default();
+        if let Some(p) = &l.regular_pass {
+            println!(
+                "{name}: regular pass over {} busy counters a minute after the last: {:.3} s, \
+                 Redis CPU {:.3} s, removed {} ({} per counter at {:?} s, exact): \
+                 {:.2} us per busy counter per minute",
+                r.counters,
+                p.pass.seconds,
+                p.pass.redis_cpu_seconds,
+                p.pass.samples_removed,
+                p.removed_per_counter,
+                p.due_precisions,
+                l.us_per_busy_counter_per_minute
+            );
+        }
+        if let Some(e) = &l.expiring {
+            let x = &e.expire;
+            println!(
+                "{name}: entering a chunk {:.2} us per write (rounds of {} writes, Redis CPU s: \
+                 new chunk {:.3?}, inside one {:.3?})",
+                e.roll_us_per_write,
+                r.counters,
+                e.new_chunk_rounds_cpu_seconds,
+                e.existing_chunk_rounds_cpu_seconds
+            );
+            println!(
+                "{name}: expiring a chunk key {:.2} us ({} keys in {:.2} s: Redis CPU {:.4} s less \
+                 idle {:.4} s per {:.2} s)",
+                x.us_per_key, x.keys, x.seconds, x.cpu_seconds, x.idle_cpu_seconds, x.idle_seconds
+            );
+            let rates: Vec<String> = e
+                .chunks_per_minute
+                .iter()
+                .map(|c| format!("{} s {:.5}", c.precision, c.per_minute))
+                .collect();
+            println!(
+                "{name}: chunks per counter per minute: {} (total {:.4}); x ({:.2} + {:.2}) us = \
+                 {:.2} us per busy counter per minute",
+                rates.join(", "),
+                e.chunks_per_minute_total,
+                e.roll_us_per_write,
+                x.us_per_key,
+                l.us_per_busy_counter_per_minute
+            );
+        }
+        println!("{name}: {}", status(&l.target));
+    }
+    for p in &r.peak {
+        let name = serde_json::to_value(p.layout)?;
+        println!(
+            "{} first pass at the peak: {} counters{} x {} precisions x ({} + {}) slices: \
+             {:.2} s, Redis CPU {:.2} s; {}",
+            name.as_str().unwrap_or_default(),
+            p.counters,
+            if p.reduced_for_memory {
+                format!(" (of {} asked: memory)", p.requested_counters)
+            } else {
+                String::new()
+            },
+            r.precisions.len(),
+            p.recent,
+            p.old,
+            p.pass.seconds,
+            p.pass.redis_cpu_seconds,
+            status(&p.target)
+        );
+    }
+    Ok(())
 }

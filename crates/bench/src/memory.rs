@@ -21,8 +21,8 @@ use anyhow::{Result, ensure};
 use tally::backend::redis::Layout;
 use tally::{Backend, BackendConfig, Clock, CounterSettings, Counters, ManualClock, SystemClock};
 
-use crate::server::used_memory;
 use crate::server::{BenchRedis, Slices, fill};
+use crate::server::{hash_key, used_memory};
 
 /// One layout's figures.
 #[derive(Debug, serde::Serialize)]
@@ -155,15 +155,9 @@ async fn measure(
         .filter(|_| !layout.is_expiring())
     {
         for &p in &settings.precisions {
-            let key = match &layout {
-                Layout::Ria => tally::backend::redis::layout::ria_hash(p, name),
-                Layout::Tagged { prefix } => tally::backend::redis::layout::tagged_hash(
-                    prefix,
-                    p,
-                    &tally::Name::new(name.as_str())?,
-                ),
-                // Checked by reading, above.
-                Layout::Expiring { .. } => continue,
+            // The expiring layout was checked by reading, above.
+            let Some(key) = hash_key(&layout, p, name)? else {
+                continue;
             };
             let (len, encoding): (u64, String) = redis::pipe()
                 .cmd("HLEN")

@@ -12,6 +12,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail, ensure};
+use tally::backend::redis::Layout;
 use tally::{Backend, BackendConfig, Clock, CounterSettings, Counters};
 use tally_testkit::{RedisOptions, RedisServer, require_binary};
 
@@ -85,14 +86,7 @@ impl BenchRedis {
     /// the machine inflates much less than wall time.
     pub async fn cpu_seconds(&self) -> Result<f64> {
         let mut conn = self.raw().await?;
-        let info: String = redis::cmd("INFO").arg("cpu").query_async(&mut conn).await?;
-        let field = |name: &str| -> Result<f64> {
-            info.lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.trim().parse().ok())
-                .with_context(|| format!("INFO cpu has no {name}"))
-        };
-        Ok(field("used_cpu_user:")? + field("used_cpu_sys:")?)
+        Ok(info_now(&mut conn).await?.cpu_seconds)
     }
 
     /// Empties the server between runs and waits for the memory to be freed.
@@ -133,6 +127,35 @@ impl BenchRedis {
         );
         parse_rps(&String::from_utf8_lossy(&out.stdout))
     }
+}
+
+/// What one `INFO cpu stats` says.
+#[derive(Clone, Copy, Debug)]
+pub struct InfoNow {
+    /// `used_cpu_user` + `used_cpu_sys`.
+    pub cpu_seconds: f64,
+    /// `expired_keys`: keys Redis has expired since it started.
+    pub expired_keys: u64,
+}
+
+/// One `INFO cpu stats` on `conn` (a connection kept open, so that polling
+/// does not open connections).
+pub async fn info_now(conn: &mut redis::aio::MultiplexedConnection) -> Result<InfoNow> {
+    let info: String = redis::cmd("INFO")
+        .arg("cpu")
+        .arg("stats")
+        .query_async(conn)
+        .await?;
+    let field = |name: &str| -> Result<f64> {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+            .with_context(|| format!("INFO has no {name}"))
+    };
+    Ok(InfoNow {
+        cpu_seconds: field("used_cpu_user:")? + field("used_cpu_sys:")?,
+        expired_keys: field("expired_keys:")? as u64,
+    })
 }
 
 /// The requests per second from `redis-benchmark --csv` output.
@@ -217,7 +240,9 @@ pub struct Slices {
 }
 
 impl Slices {
-    fn of(self, p: u64, current: u64) -> impl Iterator<Item = u64> {
+    /// The slice starts written at precision `p` when the slice holding now
+    /// starts at `current`, oldest first.
+    pub fn of(self, p: u64, current: u64) -> impl Iterator<Item = u64> {
         let old = (1..=self.old)
             .rev()
             .filter_map(move |j| current.checked_sub((self.samples + j) * p));
@@ -228,10 +253,16 @@ impl Slices {
     }
 }
 
+/// The count [`fill`] writes into the slice starting at `slice` of
+/// precision `p`: small, and not the same in every slice.
+pub fn fill_count(p: u64, slice: u64) -> i64 {
+    1 + (slice / p % 5) as i64
+}
+
 /// Writes, through the store's real write path, the `slices` of every
-/// precision for each of `names`, with small counts. Sends `per_call`
-/// counters per call, `concurrency` calls at once. Returns the samples
-/// written.
+/// precision for each of `names`, with small counts ([`fill_count`]).
+/// Sends `per_call` counters per call, `concurrency` calls at once.
+/// Returns the samples written.
 pub async fn fill(
     counters: &Counters,
     names: &[String],
@@ -240,9 +271,36 @@ pub async fn fill(
     per_call: usize,
     concurrency: usize,
 ) -> Result<u64> {
-    use futures::StreamExt;
-    use tally::counters::{CounterWrite, SliceDelta, WriteBatch};
     let precisions = counters.settings().precisions.clone();
+    let deltas: Vec<tally::counters::SliceDelta> = precisions
+        .iter()
+        .flat_map(|&p| {
+            let current = now / p * p;
+            slices
+                .of(p, current)
+                .map(move |slice| tally::counters::SliceDelta {
+                    precision: p,
+                    slice,
+                    delta: fill_count(p, slice),
+                })
+        })
+        .collect();
+    write_deltas(counters, names, &deltas, per_call, concurrency).await?;
+    Ok(names.len() as u64 * precisions.len() as u64 * (slices.recent + slices.old))
+}
+
+/// Writes the same `deltas` (ordered by precision, then slice) to each of
+/// `names` through the store's write path, `per_call` counters per call,
+/// `concurrency` calls at once.
+pub async fn write_deltas(
+    counters: &Counters,
+    names: &[String],
+    deltas: &[tally::counters::SliceDelta],
+    per_call: usize,
+    concurrency: usize,
+) -> Result<()> {
+    use futures::StreamExt;
+    use tally::counters::{CounterWrite, WriteBatch};
     let store = counters.store().clone();
     let results: Vec<Result<()>> = futures::stream::iter(names.chunks(per_call.max(1)))
         .map(|chunk| {
@@ -252,20 +310,9 @@ pub async fn fill(
             let counters = chunk
                 .into_iter()
                 .map(|name| {
-                    let deltas = precisions
-                        .iter()
-                        .flat_map(|&p| {
-                            let current = now / p * p;
-                            slices.of(p, current).map(move |slice| SliceDelta {
-                                precision: p,
-                                slice,
-                                delta: 1 + (slice / p % 5) as i64,
-                            })
-                        })
-                        .collect();
                     Ok(CounterWrite {
                         name: tally::Name::new(name.as_str())?,
-                        deltas,
+                        deltas: deltas.to_vec(),
                     })
                 })
                 .collect::<Result<Vec<_>>>();
@@ -281,10 +328,45 @@ pub async fn fill(
         .buffer_unordered(concurrency.max(1))
         .collect()
         .await;
-    for r in results {
-        r?;
-    }
-    Ok(names.len() as u64 * precisions.len() as u64 * (slices.recent + slices.old))
+    results.into_iter().collect()
+}
+
+/// Adds 1 to each of `names` now (by the counters' clock), at every
+/// precision, through [`Counters::incr_many`]: `per_call` counters per
+/// call, `concurrency` calls at once.
+pub async fn incr_each(
+    counters: &Counters,
+    names: &[String],
+    per_call: usize,
+    concurrency: usize,
+) -> Result<()> {
+    use futures::StreamExt;
+    let results: Vec<Result<()>> = futures::stream::iter(names.chunks(per_call.max(1)))
+        .map(|chunk| async move {
+            let increments: Vec<tally::Increment> = chunk
+                .iter()
+                .map(|name| tally::Increment::new(name.as_str(), 1))
+                .collect();
+            Ok(counters.incr_many(&increments).await?)
+        })
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+/// The hash of `name` at precision `p` in a cleaned layout (`None` in the
+/// expiring layout, which keeps a hash per chunk).
+pub fn hash_key(layout: &Layout, p: u64, name: &str) -> Result<Option<String>> {
+    Ok(match layout {
+        Layout::Ria => Some(tally::backend::redis::layout::ria_hash(p, name)),
+        Layout::Tagged { prefix } => Some(tally::backend::redis::layout::tagged_hash(
+            prefix,
+            p,
+            &tally::Name::new(name)?,
+        )),
+        Layout::Expiring { .. } => None,
+    })
 }
 
 /// Sums every stored sample of `names`, per precision, reading 1,000
