@@ -28,7 +28,8 @@ expiring_suite!(
 suite_module!(
     redis_expiring_keys,
     RedisExpiring,
-    every_key_but_the_registries_expires
+    every_key_but_the_registries_expires,
+    entering_a_chunk_expires_only_the_new_chunks
 );
 
 /// A fixture at the wall clock's current second.
@@ -92,6 +93,64 @@ async fn every_key_but_the_registries_expires(kind: Kind) {
     assert!(registries >= 2, "{keys:?}");
     assert_eq!(total(&f.counters.get("a", 60).await.unwrap()), 3);
     let _ = now;
+}
+
+/// EXPIRE calls the server ran (scripts' included) since the last reset.
+async fn expire_calls(raw: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(raw)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_expire:calls="))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+/// A write entering a new chunk of the finest precision sets the expiry
+/// of the chunks it creates and no other: the coarser chunks it writes into
+/// got theirs from the write its series' stored score comes from. Every
+/// key still expires, and a write inside existing chunks sets none.
+async fn entering_a_chunk_expires_only_the_new_chunks(kind: Kind) {
+    // Chunks of 10 slices: 10 s, 50 s and 600 s long.
+    let (f, now) = fixture(kind, &[1, 5, 60], 10).await;
+    let mut raw = f.raw().await;
+    f.counters.incr("a", 1).await.unwrap();
+    // The next 10 s chunk, and which coarser chunks change with it.
+    let next = (now / 10 + 1) * 10;
+    let new_chunks = 1 + u64::from(next % 50 == 0) + u64::from(next % 600 == 0);
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    f.clock.set(next as f64 + 0.5);
+    f.counters.incr("a", 1).await.unwrap();
+    assert_eq!(expire_calls(&mut raw).await, new_chunks);
+    // Inside the same chunks: nothing to expire.
+    f.clock.set(next as f64 + 1.5);
+    f.counters.incr("a", 1).await.unwrap();
+    assert_eq!(expire_calls(&mut raw).await, new_chunks);
+    // A new series sets every chunk's expiry.
+    f.counters.incr("b", 1).await.unwrap();
+    assert_eq!(expire_calls(&mut raw).await, new_chunks + 3);
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*@*")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    // The chunks (the registries `names@e` and `ends@e` keep no TTL).
+    let keys: Vec<String> = keys.into_iter().filter(|k| !k.ends_with("@e")).collect();
+    assert!(keys.len() >= 3 + new_chunks as usize, "{keys:?}");
+    for key in &keys {
+        let ttl: i64 = redis::cmd("TTL")
+            .arg(key)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        assert!(ttl > 0, "{key} has TTL {ttl}");
+    }
+    assert_eq!(total(&f.counters.get("a", 60).await.unwrap()), 3);
 }
 
 async fn reads_return_only_the_window(kind: Kind) {

@@ -294,7 +294,7 @@ impl RedisSliceStore {
             // Then the `ends@e` score below which a series' data has all
             // expired; per registry its series, each with its end score,
             // whether it must set its chunks' expiry, and its hashes (KEYS
-            // index, seconds to live).
+            // index, seconds to live, the finest chunks' marks it holds).
             cmd.arg(expiring::prune_below(now));
             for series in registries.values() {
                 cmd.arg(series.len());
@@ -305,7 +305,10 @@ impl RedisSliceStore {
                         .arg(if end.must { "1" } else { "0" })
                         .arg(groups.of_series(i).count());
                     for (k, g) in groups.of_series(i) {
-                        cmd.arg(usize::from(marker) + k + 1).arg(g.ttl);
+                        cmd.arg(usize::from(marker) + k + 1)
+                            .arg(g.ttl)
+                            .arg(g.marks.0)
+                            .arg(g.marks.1);
                     }
                 }
             }

@@ -13,7 +13,7 @@ use crate::clock::Timestamp;
 use crate::engine::{CellDelta, SeriesWrite, Space};
 use crate::error::{Error, Result};
 
-use super::layout::{ChunkMath, ENDS_SCALE, end_score, spans_nest};
+use super::layout::{ChunkMath, ENDS_SCALE, NO_MARK, end_score, spans_nest};
 
 /// One hash a call writes: a run of one series' cells in one hash.
 #[derive(Debug)]
@@ -26,6 +26,13 @@ pub(crate) struct Group<'a> {
     pub chunk: u64,
     /// Seconds the chunk lives from now (expiring layout; 0 otherwise).
     pub ttl: u64,
+    /// The marks of the finest chunks this chunk holds, the first (modulo
+    /// [`NO_MARK`]) and how many: when the series' stored `ends@e` score
+    /// carries one of them, the write that stored it wrote this chunk and
+    /// gave it its expiry, so a write entering new chunks sets the expiry
+    /// of the new ones only. `(0, 0)` when marks cannot tell (expiring
+    /// layout; see [`vouching_marks`]).
+    pub marks: (u64, u64),
 }
 
 /// A series' `ends@e` entry for this write (expiring layout).
@@ -61,6 +68,7 @@ impl<'a> Groups<'a> {
                     cells,
                     chunk: 0,
                     ttl: 0,
+                    marks: (0, 0),
                 });
             }
             groups.spans.push((first, groups.list.len()));
@@ -102,6 +110,12 @@ pub(crate) fn groups<'a>(
         .collect::<Result<Vec<_>>>()?;
     let nest = spans_nest(&space.resolutions);
     let finest = maths.first().map(|m| m.resolution.seconds);
+    let marks = |m: &ChunkMath, chunk: u64| match maths.first() {
+        Some(f) if vouching_marks(&maths, nest) => {
+            ((chunk / f.span()) % NO_MARK, m.span() / f.span())
+        }
+        _ => (0, 0),
+    };
     let now_secs = now.whole_secs();
     let mut groups = Groups::default();
     for (i, w) in writes.iter().enumerate() {
@@ -142,6 +156,7 @@ pub(crate) fn groups<'a>(
                     cells,
                     chunk,
                     ttl: expiry - now_secs,
+                    marks: marks(&m, chunk),
                 });
             }
         }
@@ -157,6 +172,22 @@ pub(crate) fn groups<'a>(
     Ok(groups)
 }
 
+/// True when a series' stored mark (a finest chunk's number modulo
+/// [`NO_MARK`]) names one finest chunk among those a write can meet: the
+/// spans nest, and the finest chunks between the stored write (whose data
+/// has not all expired: at most about two of the longest spans ago, plus a
+/// chunk ahead) and this one (at most one chunk ahead of now) are fewer
+/// than the marks.
+pub(crate) fn vouching_marks(maths: &[ChunkMath], nest: bool) -> bool {
+    let (Some(finest), Some(longest)) = (
+        maths.iter().map(ChunkMath::span).min(),
+        maths.iter().map(ChunkMath::span).max(),
+    ) else {
+        return false;
+    };
+    nest && finest > 0 && longest / finest < (NO_MARK - 4) / 4
+}
+
 /// The `ends@e` scores below which a series' data has all expired at `now`
 /// (its end is at or before `now`).
 pub(crate) fn prune_below(now: Timestamp) -> u64 {
@@ -170,6 +201,17 @@ mod tests {
     use super::*;
     use crate::engine::Value;
     use crate::name::Name;
+
+    #[test]
+    fn the_apply_script_knows_the_score_layout() {
+        let lua = include_str!("lua/engine_apply.lua");
+        assert!(
+            lua.contains(&format!(
+                "local ENDS_SCALE, NO_MARK = {ENDS_SCALE}, {NO_MARK}"
+            )),
+            "engine_apply.lua's constants differ from layout.rs's"
+        );
+    }
 
     fn write(name: &str, cells: &[(u64, u64)]) -> SeriesWrite {
         SeriesWrite {

@@ -22,12 +22,17 @@
 -- The expiring layout instead has, after the hashes: the `ends@e` score
 -- below which a series has expired (for pruning), then per registry to the
 -- end: n, then per series its name, end score, '1' if it must set its
--- chunks' expiry (else '0'), k, and k pairs of hash KEYS index and seconds
--- to live. A series whose stored end score equals this write's (and no
--- must) wrote only into chunks that a write with the same score created
--- and gave their expiry: nothing more to do, one ZSCORE as the other
--- layouts' ZADD. Otherwise its chunks get their expiry, the series is
--- (re)registered, its end score raised, and series that expired pruned.
+-- chunks' expiry (else '0'), k, and k quads of hash KEYS index, seconds
+-- to live, and the marks of the finest chunks the hash's chunk holds (the
+-- first, modulo NO_MARK, and how many; 0 0 when marks cannot tell). A
+-- series whose stored end score equals this write's (and no must) wrote
+-- only into chunks that a write with the same score created and gave
+-- their expiry: nothing more to do, one ZSCORE as the other layouts' ZADD.
+-- Otherwise its chunks get their expiry, except those the stored score
+-- vouches for (its data has not all expired and its mark is one of the
+-- chunk's finest chunks: the write that stored it wrote the chunk and
+-- gave it its expiry), the series is (re)registered, its end score
+-- raised, and series that expired pruned.
 --
 -- Sums keep the tight loop counters always had: each hash's key is read
 -- once and no number is parsed but the counts (usually '1'), which matters
@@ -181,7 +186,10 @@ end
 
 local reg = marker + h
 if expiring then
-  local below = ARGV[at]
+  -- layout.rs's ENDS_SCALE and NO_MARK.
+  local ENDS_SCALE, NO_MARK = 524288, 524287
+  local below_text = ARGV[at]
+  local below = tonumber(below_text)
   at = at + 1
   while at <= #ARGV do
     local names, ends = KEYS[reg + 1], KEYS[reg + 2]
@@ -193,8 +201,17 @@ if expiring then
       local name, score, k = ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 3])
       local old = redis.call('ZSCORE', ends, name)
       if ARGV[at + 2] == '1' or not old or tonumber(old) ~= score then
+        -- The stored write's mark, when it vouches for chunks.
+        local mark = nil
+        if old and tonumber(old) >= below then
+          mark = tonumber(old) % ENDS_SCALE
+          if mark == NO_MARK then mark = nil end
+        end
         for j = 0, k - 1 do
-          redis.call('EXPIRE', KEYS[tonumber(ARGV[at + 4 + 2 * j])], ARGV[at + 5 + 2 * j])
+          local q = at + 4 + 4 * j
+          if not (mark and (mark - tonumber(ARGV[q + 2])) % NO_MARK < tonumber(ARGV[q + 3])) then
+            redis.call('EXPIRE', KEYS[tonumber(ARGV[q])], ARGV[q + 1])
+          end
         end
         if not old or score > tonumber(old) then
           redis.call('ZADD', ends, ARGV[at + 1], name)
@@ -202,10 +219,10 @@ if expiring then
         redis.call('ZADD', names, 0, name)
         changed = true
       end
-      at = at + 4 + 2 * k
+      at = at + 4 + 4 * k
     end
     if changed then
-      local gone = redis.call('ZRANGEBYSCORE', ends, '-inf', '(' .. below, 'LIMIT', 0, 100)
+      local gone = redis.call('ZRANGEBYSCORE', ends, '-inf', '(' .. below_text, 'LIMIT', 0, 100)
       if #gone > 0 then
         redis.call('ZREM', ends, unpack(gone))
         redis.call('ZREM', names, unpack(gone))
