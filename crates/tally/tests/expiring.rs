@@ -24,6 +24,7 @@ expiring_suite!(
     delete_and_listing,
     another_space_expires_too,
     data_expires_and_the_series_is_forgotten,
+    registering_a_series_prunes_the_expired,
 );
 suite_module!(
     redis_expiring_keys,
@@ -344,6 +345,55 @@ async fn another_space_expires_too(kind: Kind) {
     assert!(ttl > 0 && ttl <= 100, "{key} has TTL {ttl}");
     assert!(store.delete(&space, &name).await.unwrap());
     assert!(store.list(&space, "", None, 10).await.unwrap().is_empty());
+}
+
+/// Writes keep the registries bounded with nobody listing: a write that
+/// registers a series (new, or back after its data expired) forgets the
+/// series of its shard whose data all expired.
+async fn registering_a_series_prunes_the_expired(kind: Kind) {
+    let (f, now) = fixture(kind, &[1], 2).await;
+    let shard = tally::backend::redis::layout::shard_of("gone");
+    let other = (0..)
+        .map(|i| format!("new{i}"))
+        .find(|n| tally::backend::redis::layout::shard_of(n) == shard)
+        .unwrap();
+    let ends = format!("{{tally:{shard}}}:ends@e");
+    let mut raw: RawConn = f.raw_any().await;
+    f.counters.incr("gone", 1).await.unwrap();
+    f.counters.incr("kept", 1).await.unwrap();
+    // Much later by the store's clock: the data of both has expired.
+    f.clock.set(now as f64 + 100.5);
+    // "kept" comes back: registered again, which prunes "gone" if they
+    // share a shard; then a series new to "gone"'s shard prunes it.
+    f.counters.incr("kept", 1).await.unwrap();
+    f.counters.incr(&other, 1).await.unwrap();
+    let score: Option<String> = raw.query(redis::cmd("ZSCORE").arg(&ends).arg("gone")).await;
+    assert_eq!(score, None, "{ends} still holds gone");
+    let names: Vec<String> = raw
+        .query(
+            redis::cmd("ZRANGE")
+                .arg(format!("{{tally:{shard}}}:names@e"))
+                .arg(0)
+                .arg(-1),
+        )
+        .await;
+    assert!(!names.contains(&"gone".to_string()), "{names:?}");
+    assert!(names.contains(&other), "{names:?}");
+    // Later still: a new series of the shard forgets every expired one, and
+    // its next chunk's write changes nothing in the registries.
+    f.clock.set(now as f64 + 200.5);
+    let again = (0..)
+        .map(|i| format!("again{i}"))
+        .find(|n| tally::backend::redis::layout::shard_of(n) == shard)
+        .unwrap();
+    f.counters.incr(&again, 1).await.unwrap();
+    f.clock.set(now as f64 + 202.5);
+    f.counters.incr(&again, 1).await.unwrap();
+    let left: Vec<String> = raw
+        .query(redis::cmd("ZRANGE").arg(&ends).arg(0).arg(-1))
+        .await;
+    assert_eq!(left, vec![again.clone()], "{ends}");
+    assert_eq!(f.counters.list(None, 10).await.unwrap().names, vec![again]);
 }
 
 async fn data_expires_and_the_series_is_forgotten(kind: Kind) {

@@ -28,11 +28,12 @@
 -- series whose stored end score equals this write's (and no must) wrote
 -- only into chunks that a write with the same score created and gave
 -- their expiry: nothing more to do, one ZSCORE as the other layouts' ZADD.
--- Otherwise its chunks get their expiry, except those the stored score
--- vouches for (its data has not all expired and its mark is one of the
+-- Otherwise its chunks get their expiry, except (no must) those the stored
+-- score vouches for (its data has not all expired and its mark is one of the
 -- chunk's finest chunks: the write that stored it wrote the chunk and
--- gave it its expiry), the series is (re)registered, its end score
--- raised, and series that expired pruned.
+-- gave it its expiry), and its end score raised; a series new (or back
+-- after its data expired) is registered, and then series that expired
+-- are pruned.
 --
 -- Sums keep the tight loop counters always had: each hash's key is read
 -- once and no number is parsed but the counts (usually '1'), which matters
@@ -201,9 +202,10 @@ if expiring then
       local name, score, k = ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 3])
       local old = redis.call('ZSCORE', ends, name)
       if ARGV[at + 2] == '1' or not old or tonumber(old) ~= score then
-        -- The stored write's mark, when it vouches for chunks.
+        -- The stored write's mark, when it vouches for chunks (a write
+        -- that must set its chunks' expiry sets them all).
         local mark = nil
-        if old and tonumber(old) >= below then
+        if ARGV[at + 2] ~= '1' and old and tonumber(old) >= below then
           mark = tonumber(old) % ENDS_SCALE
           if mark == NO_MARK then mark = nil end
         end
@@ -216,8 +218,14 @@ if expiring then
         if not old or score > tonumber(old) then
           redis.call('ZADD', ends, ARGV[at + 1], name)
         end
-        redis.call('ZADD', names, 0, name)
-        changed = true
+        -- A name in `ends@e` is in the registry (they gain and lose names
+        -- together): only a series new, or back after its data expired,
+        -- is registered, and only then are expired series pruned, so the
+        -- registries stay bounded by the live series and the additions.
+        if not old or tonumber(old) < below then
+          redis.call('ZADD', names, 0, name)
+          changed = true
+        end
       end
       at = at + 4 + 4 * k
     end
