@@ -23,7 +23,7 @@
 //!   chunk minus that of a round inside existing chunks (medians of
 //!   `repeats` rounds each), per write; (b) Redis expiring a chunk key: N
 //!   counters' full 1 s chunks set to expire a few seconds ahead, on a
-//!   server of their own (why: [`expire`]), the CPU from just before they
+//!   server of their own (why: the `expire` function), the CPU from just before they
 //!   come due until `expired_keys` (INFO stats) has risen by N, less the
 //!   idle CPU of the same length (measured just before, polled the same
 //!   way), per key. A counter enters (and Redis later

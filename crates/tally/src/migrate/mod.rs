@@ -25,8 +25,8 @@
 //! a week, as the engine's write ids) is made from the migration's id, the
 //! store's lane and the series' name. Not from the page's number: time
 //! series vanish by themselves when their data expires, which would shift
-//! the pages of a rerun; a series keeps its name. See
-//! [`daily`] (kept days and the all-time total) and [`tsdb`] (counts,
+//! the pages of a rerun; a series keeps its name. See the submodules
+//! `daily` (kept days and the all-time total) and `tsdb` (counts,
 //! HyperLogLog registers and most-frequent summaries at every rollup both
 //! sides keep, with the source's retention).
 //!

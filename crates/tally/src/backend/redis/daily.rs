@@ -201,7 +201,7 @@ impl DailyStore for RedisDailyStore {
 
     /// SCAN of `{<prefix>:*}:views` and of an earlier Tally's
     /// `{<prefix>:*}:stats` (every master of a cluster), then the days of
-    /// each views hash (HKEYS, pipelined, [`LIST_CHUNK`] entities a round).
+    /// each views hash (HKEYS, pipelined, `LIST_CHUNK` entities a round).
     async fn list(&self) -> Result<Vec<DailyHeld>> {
         let prefix = glob_escape(&self.prefix);
         let mut entities = std::collections::BTreeSet::new();

@@ -686,7 +686,7 @@ impl TsdbStore for RedisTsdbStore {
 
     /// SCAN of `{<prefix>:ts:*` (every master of a cluster); a HyperLogLog
     /// or summary key names its key, a count hash's keys are its fields
-    /// (HKEYS, pipelined per virtual shard, [`LIST_CHUNK`] shards a round).
+    /// (HKEYS, pipelined per virtual shard, `LIST_CHUNK` shards a round).
     /// Keys of merges in flight and marks are not data and are skipped.
     async fn list(&self, _now: u64) -> Result<Vec<Held>> {
         let pattern = format!("{{{}:ts:*", glob_escape(&self.prefix));
