@@ -96,6 +96,12 @@ async fn every_key_but_the_registries_expires(kind: Kind) {
     let _ = now;
 }
 
+/// Every member of the sorted set `key`.
+async fn members(raw: &mut RawConn, key: &str) -> Vec<String> {
+    raw.query(redis::cmd("ZRANGE").arg(key).arg(0).arg(-1))
+        .await
+}
+
 /// EXPIRE calls the server ran (scripts' included) since the last reset.
 async fn expire_calls(raw: &mut redis::aio::MultiplexedConnection) -> u64 {
     let info: String = redis::cmd("INFO")
@@ -369,14 +375,7 @@ async fn registering_a_series_prunes_the_expired(kind: Kind) {
     f.counters.incr(&other, 1).await.unwrap();
     let score: Option<String> = raw.query(redis::cmd("ZSCORE").arg(&ends).arg("gone")).await;
     assert_eq!(score, None, "{ends} still holds gone");
-    let names: Vec<String> = raw
-        .query(
-            redis::cmd("ZRANGE")
-                .arg(format!("{{tally:{shard}}}:names@e"))
-                .arg(0)
-                .arg(-1),
-        )
-        .await;
+    let names = members(&mut raw, &format!("{{tally:{shard}}}:names@e")).await;
     assert!(!names.contains(&"gone".to_string()), "{names:?}");
     assert!(names.contains(&other), "{names:?}");
     // Later still: a new series of the shard forgets every expired one, and
@@ -389,9 +388,7 @@ async fn registering_a_series_prunes_the_expired(kind: Kind) {
     f.counters.incr(&again, 1).await.unwrap();
     f.clock.set(now as f64 + 202.5);
     f.counters.incr(&again, 1).await.unwrap();
-    let left: Vec<String> = raw
-        .query(redis::cmd("ZRANGE").arg(&ends).arg(0).arg(-1))
-        .await;
+    let left = members(&mut raw, &ends).await;
     assert_eq!(left, vec![again.clone()], "{ends}");
     assert_eq!(f.counters.list(None, 10).await.unwrap().names, vec![again]);
 }
@@ -426,13 +423,6 @@ async fn data_expires_and_the_series_is_forgotten(kind: Kind) {
     }
     assert!(counters.get("brief", 1).await.unwrap().is_empty());
     assert!(counters.list(None, 10).await.unwrap().names.is_empty());
-    let ends: Vec<String> = raw
-        .query(
-            redis::cmd("ZRANGE")
-                .arg(format!("{{tally:{shard}}}:ends@e"))
-                .arg(0)
-                .arg(-1),
-        )
-        .await;
+    let ends = members(&mut raw, &format!("{{tally:{shard}}}:ends@e")).await;
     assert!(ends.is_empty(), "{ends:?}");
 }
