@@ -196,6 +196,16 @@ pub struct RegularPass {
     pub removed_per_counter: u64,
     /// Hashes whose length was checked after the pass.
     pub hashes_checked: u64,
+    /// Where the pass's Redis time went: `INFO commandstats` over the pass
+    /// (commands run by scripts counted on their own too).
+    pub commands: BTreeMap<String, CommandCost>,
+}
+
+/// One command's calls and server microseconds (`INFO commandstats`).
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct CommandCost {
+    pub calls: u64,
+    pub usec: f64,
 }
 
 /// The expiring layout's two kinds of retention work.
@@ -210,6 +220,9 @@ pub struct Expiring {
     /// (median new − median existing) ÷ N, in µs: the extra work of
     /// entering a chunk.
     pub roll_us_per_write: f64,
+    /// The same by command (`INFO commandstats`, every round): server µs
+    /// per write entering a chunk less per write inside one.
+    pub roll_commands_us_per_write: BTreeMap<String, f64>,
     pub expire: Expire,
     /// Chunks a busy counter enters (and Redis expires) per minute, per
     /// precision: 60 / (p × samples).
@@ -339,7 +352,10 @@ async fn regular(
         incr_each(&counters, names, PER_CALL, args.pass.concurrency).await?;
     }
     let traffic_seconds = started.elapsed().as_secs_f64();
+    let mut conn = server.raw().await?;
+    reset_command_stats(&mut conn).await?;
     let (pass, _) = timed_pass(&server, &mut cleaner, t0 + 60, n).await?;
+    let commands = command_stats(&mut conn).await?;
 
     // Exactly what passed the cutoff in the minute, at the precisions due.
     let interval = DEFAULT_CLEAN_INTERVAL.as_secs();
@@ -354,7 +370,6 @@ async fn regular(
         pass.samples_removed,
         n * per_counter
     );
-    let mut conn = server.raw().await?;
     let mut checked = 0;
     let l = layout.layout()?;
     for name in names.iter().step_by((names.len() / 50).max(1)) {
@@ -394,6 +409,7 @@ async fn regular(
             due_precisions: due,
             removed_per_counter: per_counter,
             hashes_checked: checked,
+            commands,
         }),
         expiring: None,
     })
@@ -454,16 +470,29 @@ async fn expiring(
         .take(args.repeats)
         .collect();
     let (mut new, mut existing) = (Vec::new(), Vec::new());
+    // Server µs by command: rounds entering a chunk count up, rounds
+    // inside one count down.
+    let mut by_command: BTreeMap<String, f64> = BTreeMap::new();
     for &start in &starts {
-        for (at, cpus) in [(start, &mut new), (start + p1, &mut existing)] {
+        for (at, cpus, sign) in [(start, &mut new, 1.0), (start + p1, &mut existing, -1.0)] {
             clock.set(at as f64 + 0.5);
+            reset_command_stats(&mut conn).await?;
             let cpu = info_now(&mut conn).await?.cpu_seconds;
             incr_each(&counters, names, PER_CALL, conc).await?;
             cpus.push(info_now(&mut conn).await?.cpu_seconds - cpu);
+            for (command, cost) in command_stats(&mut conn).await? {
+                *by_command.entry(command).or_default() += sign * cost.usec;
+            }
             written.incr(precisions, at);
         }
     }
     let roll = (median(&new) - median(&existing)) * 1e6 / n as f64;
+    let rounds_writes = (n as usize * starts.len()) as f64;
+    let roll_commands_us_per_write = by_command
+        .into_iter()
+        .filter(|(command, _)| command != "info" && command != "config")
+        .map(|(command, usec)| (command, usec / rounds_writes))
+        .collect();
 
     // Reads return exactly what was written in each window, though older
     // chunks are still in Redis.
@@ -514,6 +543,7 @@ async fn expiring(
             new_chunk_rounds_cpu_seconds: new,
             existing_chunk_rounds_cpu_seconds: existing,
             roll_us_per_write: roll,
+            roll_commands_us_per_write,
             expire,
             chunks_per_minute: rates,
             chunks_per_minute_total: total,
@@ -811,4 +841,48 @@ mod tests {
         assert_eq!(lcm(120, 600), 600);
         assert_eq!(lcm(18_000 * 120, 86_400 * 120), 51_840_000);
     }
+}
+
+/// Resets the server's `INFO commandstats`.
+async fn reset_command_stats(conn: &mut redis::aio::MultiplexedConnection) -> Result<()> {
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(conn)
+        .await?;
+    Ok(())
+}
+
+/// Calls and server microseconds per command since the last reset.
+async fn command_stats(
+    conn: &mut redis::aio::MultiplexedConnection,
+) -> Result<BTreeMap<String, CommandCost>> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await?;
+    let mut out = BTreeMap::new();
+    for line in info.lines() {
+        let Some((command, fields)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|l| l.split_once(':'))
+        else {
+            continue;
+        };
+        let field = |name: &str| {
+            fields
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                .and_then(|v| v.parse::<f64>().ok())
+        };
+        if let (Some(calls), Some(usec)) = (field("calls"), field("usec")) {
+            out.insert(
+                command.to_owned(),
+                CommandCost {
+                    calls: calls as u64,
+                    usec,
+                },
+            );
+        }
+    }
+    Ok(out)
 }
