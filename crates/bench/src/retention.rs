@@ -818,31 +818,6 @@ fn mem_available_bytes() -> Result<f64> {
         .context("/proc/meminfo has no MemAvailable")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_window_holds_the_slices_a_read_returns() {
-        let mut w = Written::default();
-        for s in 0..10 {
-            w.add(1, s, 1);
-        }
-        w.incr(&[1, 5], 9);
-        // At 9.5 with 3 slices kept: 7, 8, 9.
-        assert_eq!(w.window(1, 3, 9.5), vec![(7, 1), (8, 1), (9, 2)]);
-        assert_eq!(w.window(5, 3, 9.5), vec![(5, 1)]);
-    }
-
-    #[test]
-    fn medians_and_common_multiples() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert_eq!(lcm(120, 600), 600);
-        assert_eq!(lcm(18_000 * 120, 86_400 * 120), 51_840_000);
-    }
-}
-
 /// Resets the server's `INFO commandstats`.
 async fn reset_command_stats(conn: &mut redis::aio::MultiplexedConnection) -> Result<()> {
     let () = redis::cmd("CONFIG")
@@ -885,4 +860,29 @@ async fn command_stats(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_holds_the_slices_a_read_returns() {
+        let mut w = Written::default();
+        for s in 0..10 {
+            w.add(1, s, 1);
+        }
+        w.incr(&[1, 5], 9);
+        // At 9.5 with 3 slices kept: 7, 8, 9.
+        assert_eq!(w.window(1, 3, 9.5), vec![(7, 1), (8, 1), (9, 2)]);
+        assert_eq!(w.window(5, 3, 9.5), vec![(5, 1)]);
+    }
+
+    #[test]
+    fn medians_and_common_multiples() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(lcm(120, 600), 600);
+        assert_eq!(lcm(18_000 * 120, 86_400 * 120), 51_840_000);
+    }
 }
