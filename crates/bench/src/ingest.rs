@@ -356,12 +356,7 @@ async fn aggregated(counters: &Counters, distinct: u64, args: &IngestArgs) -> Re
     let stats = agg.stats();
     agg.shutdown().await;
     let sent = sent.load(Ordering::Relaxed);
-    ensure!(
-        stats.accepted == sent && stats.written == sent && stats.rejected == 0,
-        "the aggregator accepted {} and wrote {} of {sent} increments",
-        stats.accepted,
-        stats.written
-    );
+    all_written(&stats, sent, "the aggregator", "increments")?;
     Ok((sent, seconds))
 }
 
@@ -385,4 +380,21 @@ async fn listed_totals(counters: &Counters) -> Result<Vec<i64>> {
         }
     }
     Ok(totals)
+}
+
+/// Checks that an aggregating writer took and wrote every one of the
+/// `sent` items and refused none.
+pub(crate) fn all_written(
+    figures: &tally::counters::AggregatorStats,
+    sent: u64,
+    writer: &str,
+    items: &str,
+) -> Result<()> {
+    ensure!(
+        figures.accepted == sent && figures.written == sent && figures.rejected == 0,
+        "{writer} accepted {} and wrote {} of {sent} {items}",
+        figures.accepted,
+        figures.written
+    );
+    Ok(())
 }

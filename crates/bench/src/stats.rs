@@ -506,12 +506,7 @@ async fn aggregated(
     let figures = writer.stats();
     writer.shutdown().await;
     let sent = sent.load(Ordering::Relaxed);
-    ensure!(
-        figures.accepted == sent && figures.written == sent && figures.rejected == 0,
-        "the stats writer accepted {} and wrote {} of {sent} observations",
-        figures.accepted,
-        figures.written
-    );
+    crate::ingest::all_written(&figures, sent, "the stats writer", "observations")?;
     Ok((sent, seconds))
 }
 
