@@ -49,7 +49,11 @@ pub fn parse_at_time(s: &str, now: i64) -> TResult<i64> {
         if !yyyymmdd {
             return match s.parse::<i64>() {
                 Ok(t) if (MIN_EPOCH..=MAX_EPOCH).contains(&t) => Ok(t),
-                _ => err("year is out of range"),
+                Ok(t) if t < 1 << 52 => err(format!(
+                    "year {} is out of range",
+                    civil_from_days(t.div_euclid(86_400)).0
+                )),
+                _ => err("timestamp out of range for platform time_t"),
             };
         }
     }
@@ -387,3 +391,6 @@ pub(crate) fn format_datetime(t: i64) -> String {
     )
 }
 
+
+#[cfg(test)]
+mod tests;

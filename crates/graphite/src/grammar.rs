@@ -577,3 +577,6 @@ impl Parser<'_> {
     }
 }
 
+
+#[cfg(test)]
+mod tests;
