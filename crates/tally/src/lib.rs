@@ -72,6 +72,9 @@
 //! - [`sets`]: distinct counts per slice over the engine's `sets` space
 //!   (members added, counted with Redis's HyperLogLog estimator, unions
 //!   over ranges and sets); the aggregating writer ([`SetsWriter`]).
+//! - [`graphite`]: Tally's series as the Graphite API sees them: the
+//!   namespace (Tally's own or statsd's names), each kind's leaves, and the
+//!   store the render and find API (the `tally_graphite` crate) reads.
 //! - [`daily`]: per-entity daily statistics (views per day, last N days,
 //!   running all-time total), its pure date math and store trait (the
 //!   article's hashes on Redis), sharing the engine's validation.
@@ -116,6 +119,7 @@ pub mod daily;
 pub mod engine;
 pub mod error;
 pub mod gauges;
+pub mod graphite;
 pub mod idempotency;
 pub mod limits;
 pub mod locks;

@@ -127,6 +127,7 @@ async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer
             )
             .unwrap(),
         ),
+        graphite: None,
     };
     let state = AppState::new(services, settings, Metrics::default());
     let router = app(state.clone());
