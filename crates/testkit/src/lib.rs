@@ -5,7 +5,8 @@
 //! masters and replicas joined by `redis-cli --cluster create`, with helpers
 //! to migrate a slot step by step and to fail a master over) and a PostgreSQL
 //! server ([`PostgresServer`]), each process in its own temporary directory,
-//! started on a free port and stopped when the handle is dropped.
+//! started on a free port and stopped when the handle is dropped. [`http`] is
+//! a minimal HTTP client that sends a request's exact bytes.
 //!
 //! Nothing here mocks anything. When a server binary is missing, the harness
 //! panics with a message saying how to install it (`scripts/test` installs it
@@ -14,6 +15,7 @@
 #![deny(missing_docs)]
 
 pub mod cluster;
+pub mod http;
 mod postgres;
 mod redis;
 pub mod resp;
