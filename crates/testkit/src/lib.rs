@@ -36,6 +36,7 @@ pub use redis::{RedisOptions, RedisServer};
 
 use std::net::TcpListener;
 use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A port that was free on 127.0.0.1 a moment ago.
@@ -73,6 +74,19 @@ pub fn wait_until(timeout: Duration, mut ready: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(10));
     }
     ready()
+}
+
+/// Stops a server: `signal` (through `kill`, e.g. `"-QUIT"`, a server's
+/// quick shutdown) and, if it has not exited within `grace`, SIGKILL.
+pub(crate) fn stop_child(child: &mut Child, signal: &str, grace: Duration) {
+    let _ = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .stderr(Stdio::null())
+        .status();
+    if !wait_until(grace, || matches!(child.try_wait(), Ok(Some(_)))) {
+        let _ = child.kill();
+    }
+    let _ = child.wait();
 }
 
 /// The standard normal distribution function Φ(x) (erfc by Numerical
