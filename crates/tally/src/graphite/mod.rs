@@ -276,6 +276,17 @@ impl Family {
     }
 }
 
+/// One leaf's stored values, as [`Source::export`] gives them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Exported {
+    /// The leaf's path.
+    pub path: String,
+    /// (slice length in seconds, slices kept) per precision, finest first.
+    pub archives: Vec<(u64, u64)>,
+    /// (archive index, slice start, value) of every slice showing a value.
+    pub points: Vec<(usize, i64, f64)>,
+}
+
 /// The families of one server, read as Graphite reads whisper files.
 #[derive(Clone, Debug, Default)]
 pub struct Source {
@@ -291,6 +302,75 @@ impl Source {
     /// The families.
     pub fn families(&self) -> &[Family] {
         &self.families
+    }
+
+    /// Every leaf's stored values as whisper files would hold them at
+    /// `now`: its path, its archives (slice length, slices kept; finest
+    /// first) and, per archive, each slice within the archive's kept span
+    /// (`now − length × kept`, `now`] that shows a value. Where two series
+    /// share a path, the first family's is kept. What the tests and `tally
+    /// bench graphite` write into whisper files for graphite-web, so that
+    /// it serves the same data.
+    pub async fn export(&self, now: i64) -> Result<Vec<Exported>> {
+        let mut out: Vec<Exported> = Vec::new();
+        let mut paths = BTreeSet::new();
+        for family in &self.families {
+            let mut names = Vec::new();
+            let mut after: Option<String> = None;
+            loop {
+                let page = family
+                    .store
+                    .list(&family.space, "", after.as_deref(), PAGE)
+                    .await?;
+                let full = page.len() == PAGE;
+                after = page.last().cloned();
+                for name in page {
+                    names.push(Name::new(name)?);
+                }
+                if !full {
+                    break;
+                }
+            }
+            let seconds = family.space.seconds();
+            for chunk in names.chunks(PAGE) {
+                let read = family
+                    .store
+                    .read(&family.space, chunk, &seconds, SliceSel::All)
+                    .await?;
+                for (name, per) in chunk.iter().zip(read) {
+                    let escaped = path::escape(name.as_str());
+                    for leaf in &family.shape.leaves {
+                        let path = path::join(&[&family.shape.root, &escaped, &leaf.node]);
+                        if !paths.insert(path.clone()) {
+                            continue;
+                        }
+                        let mut points = Vec::new();
+                        for (i, (archive, slices)) in family.archives.iter().zip(&per).enumerate()
+                        {
+                            let oldest = now - archive.step * archive.points;
+                            for (start, value) in slices {
+                                let start = *start as i64;
+                                if start > oldest - archive.step && start <= now {
+                                    if let Some(v) = (leaf.read)(value, archive.step as u64) {
+                                        points.push((i, start, v));
+                                    }
+                                }
+                            }
+                        }
+                        out.push(Exported {
+                            path,
+                            archives: family
+                                .archives
+                                .iter()
+                                .map(|a| (a.step as u64, a.points as u64))
+                                .collect(),
+                            points,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The names of `family` whose leaves match `glob`, each with the
