@@ -391,6 +391,5 @@ pub(crate) fn format_datetime(t: i64) -> String {
     )
 }
 
-
 #[cfg(test)]
 mod tests;

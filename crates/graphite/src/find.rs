@@ -40,7 +40,10 @@ fn json_answer(value: Json, params: &[(String, String)], accept: Option<&str>) -
         "application/json;charset=utf-8"
     };
     let mut answer = Answer::new(200, content_type, value.dumps(style));
-    answer.headers = vec![("Pragma", "no-cache"), ("Cache-Control", "no-cache")];
+    answer.headers = vec![
+        ("Pragma", "no-cache".to_owned()),
+        ("Cache-Control", "no-cache".to_owned()),
+    ];
     answer
 }
 

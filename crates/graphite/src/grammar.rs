@@ -577,6 +577,5 @@ impl Parser<'_> {
     }
 }
 
-
 #[cfg(test)]
 mod tests;

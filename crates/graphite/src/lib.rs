@@ -77,8 +77,8 @@ pub struct Answer {
     pub status: u16,
     /// The `Content-Type` header.
     pub content_type: &'static str,
-    /// Other headers graphite-web sends (`Pragma`, `Cache-Control`).
-    pub headers: Vec<(&'static str, &'static str)>,
+    /// Other headers graphite-web sends (`Pragma`, `Cache-Control`, `Expires`).
+    pub headers: Vec<(&'static str, String)>,
     /// The body.
     pub body: Vec<u8>,
 }

@@ -120,8 +120,15 @@ fn agrees_with_graphite_webs_attime_on_a_case_file() {
             _ => false,
         };
         if !agree {
-            bad.push(format!("{s:?} at {now}: want {want:?} {error:?}, got {got:?}"));
+            bad.push(format!(
+                "{s:?} at {now}: want {want:?} {error:?}, got {got:?}"
+            ));
         }
     }
-    assert!(bad.is_empty(), "{} disagreements:\n{}", bad.len(), bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "{} disagreements:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
 }

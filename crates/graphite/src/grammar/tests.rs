@@ -27,7 +27,12 @@ fn canon(expr: &Expr) -> String {
                 .iter()
                 .map(|(k, v)| format!("{k}={}", canon(v)))
                 .collect();
-            format!("T({};{};{})", canon(&t.expr), args.join(","), kwargs.join(","))
+            format!(
+                "T({};{};{})",
+                canon(&t.expr),
+                args.join(","),
+                kwargs.join(",")
+            )
         }
     }
 }
@@ -104,7 +109,10 @@ const CASES: &[(&str, Option<&str>)] = &[
     ("true", Some("P(true)")),
     ("-1", Some("P(-1)")),
     ("template(a.b, c.d)", Some("template(P(a.b),P(c.d);)")),
-    ("aliasSub(app.requests, \"(^.*$)\", \"\\1 A\")", Some("aliasSub(P(app.requests),S((^.*$)),S(\\1 A);)")),
+    (
+        "aliasSub(app.requests, \"(^.*$)\", \"\\1 A\")",
+        Some("aliasSub(P(app.requests),S((^.*$)),S(\\1 A);)"),
+    ),
 ];
 
 #[test]
@@ -119,7 +127,10 @@ fn a_failed_parse_names_the_place() {
     let Err(Error::InvalidParameters(message)) = Expr::parse("sumSeries(a.b") else {
         panic!("must fail");
     };
-    assert!(message.starts_with("Invalid parameters (could not parse target"), "{message}");
+    assert!(
+        message.starts_with("Invalid parameters (could not parse target"),
+        "{message}"
+    );
     assert!(message.contains("character 13"), "{message}");
 }
 
@@ -133,8 +144,16 @@ fn deep_nesting_is_refused_not_overflowed() {
 
 #[test]
 fn prefixes_parse_as_graphite_web_reads_names() {
-    assert_eq!(parse_prefix("sumSeries(a.b.c)").map(|e| canon(&e)).as_deref(), Some("sumSeries(P(a.b.c);)"));
-    assert_eq!(parse_prefix("foo bar)").map(|e| canon(&e)).as_deref(), Some("P(foo)"));
+    assert_eq!(
+        parse_prefix("sumSeries(a.b.c)")
+            .map(|e| canon(&e))
+            .as_deref(),
+        Some("sumSeries(P(a.b.c);)")
+    );
+    assert_eq!(
+        parse_prefix("foo bar)").map(|e| canon(&e)).as_deref(),
+        Some("P(foo)")
+    );
     assert_eq!(parse_prefix(")"), None);
 }
 
@@ -169,5 +188,10 @@ fn agrees_with_graphite_webs_grammar_on_a_case_file() {
             bad.push(format!("{target:?}: want {want:?}, got {got:?}"));
         }
     }
-    assert!(bad.is_empty(), "{} disagreements:\n{}", bad.len(), bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "{} disagreements:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
 }
