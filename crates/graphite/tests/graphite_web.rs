@@ -95,6 +95,12 @@ async fn replay(name: &str, text: &str) {
         }
         let accept = request["accept"].as_str();
         let path = request["path"].as_str().unwrap();
+        if path.starts_with("/functions") {
+            if let Err(e) = compare_functions(&graphite, path, &params, request) {
+                failures.push(format!("{name}[{i}] {path} {params:?}: {e}"));
+            }
+            continue;
+        }
         let answer = match path {
             "/render/" => graphite.render(&store, &params, now, &limits).await,
             "/metrics/find/" => {
@@ -168,6 +174,87 @@ async fn replay(name: &str, text: &str) {
     println!("{name}: {exact} answers byte for byte, the others equal as JSON");
 }
 
+/// `/functions` answers: the same status and content type, and each function registered
+/// here described as graphite-web describes it (name, signature, module, group, params),
+/// apart from the description text, which is this project's own.
+fn compare_functions(
+    graphite: &Graphite,
+    path: &str,
+    params: &[(String, String)],
+    request: &J,
+) -> Result<(), String> {
+    let answer = match path.strip_prefix("/functions/") {
+        Some("") | None => graphite.functions(params),
+        Some(name) => graphite.function(name, params),
+    };
+    let expected = &request["expected"];
+    let body = String::from_utf8_lossy(&answer.body).into_owned();
+    if request["differs"].is_string() {
+        return Ok(());
+    }
+    let want_status = expected["status"].as_u64().unwrap() as u16;
+    let want_type = expected["headers"]["Content-Type"].as_str().unwrap();
+    if answer.status != want_status || answer.content_type != want_type {
+        return Err(format!(
+            "want {want_status} {want_type}, got {} {}",
+            answer.status, answer.content_type
+        ));
+    }
+    let want = parse_json(expected["body"].as_str().unwrap()).ok_or("expected body is not JSON")?;
+    let got = parse_json(&body).ok_or_else(|| format!("body is not JSON: {body}"))?;
+    let strip = |v: &J| {
+        let mut v = v.clone();
+        if let Some(o) = v.as_object_mut() {
+            o.remove("description");
+        }
+        v
+    };
+    let check = |want: &J, got: &J| -> Result<(), String> {
+        let (w, g) = (strip(want), strip(got));
+        if same_json(&w, &g) {
+            Ok(())
+        } else {
+            Err(format!("want {w}\n  got  {g}"))
+        }
+    };
+    if want_status != 200 || got.get("name").is_some() {
+        return if want_status == 200 {
+            check(&want, &got)
+        } else if want == got {
+            Ok(())
+        } else {
+            Err(format!("want {want}, got {got}"))
+        };
+    }
+    let grouped = params.iter().any(|(k, v)| k == "grouped" && v == "true");
+    let entries: Vec<(String, &J)> = if grouped {
+        got.as_object()
+            .unwrap()
+            .iter()
+            .flat_map(|(g, fs)| {
+                fs.as_object()
+                    .unwrap()
+                    .iter()
+                    .map(move |(n, f)| (format!("{g}/{n}"), f))
+            })
+            .collect()
+    } else {
+        got.as_object()
+            .unwrap()
+            .iter()
+            .map(|(n, f)| (n.clone(), f))
+            .collect()
+    };
+    if entries.is_empty() {
+        return Err("no functions listed".to_owned());
+    }
+    for (key, entry) in entries {
+        let want_entry = key.split('/').fold(&want, |v, part| &v[part]);
+        check(want_entry, entry).map_err(|e| format!("{key}: {e}"))?;
+    }
+    Ok(())
+}
+
 macro_rules! fixture {
     ($name:ident) => {
         #[tokio::test]
@@ -187,3 +274,4 @@ fixture!(functions_phase2);
 fixture!(render_errors);
 fixture!(find);
 fixture!(grafana);
+fixture!(functions);

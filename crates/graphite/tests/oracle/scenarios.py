@@ -186,6 +186,15 @@ SCENARIOS = {
         {'path': '/metrics/expand/', 'params': [['query', 'app.*'], ['leavesOnly', '1']]},
         {'path': '/metrics/expand/', 'params': []},
     ],
+    'functions': [
+        {'path': '/functions/', 'params': []},
+        {'path': '/functions/', 'params': [['grouped', 'true']]},
+        {'path': '/functions/', 'params': [['group', 'Alias'], ['pretty', '1']]},
+        dict({'path': '/functions/', 'params': [['type', 'pie']]}, differs='no pie functions here'),
+        {'path': '/functions/scale', 'params': []},
+        {'path': '/functions/aliasByNode', 'params': []},
+        {'path': '/functions/nosuch', 'params': []},
+    ],
     'grafana': [
         {'path': '/render/', 'method': 'POST', 'params': [], 'body': 'target=aliasSub(app.web1.requests%2C%20%22(%5E.*%24)%22%2C%20%22%5C1%20A%22)&from=1699996400&until=1700000000&now=1700000000&format=json&maxDataPoints=1000'},
         {'path': '/render/', 'method': 'POST', 'params': [], 'body': 'target=aliasSub(sumSeries(app.*.requests)%2C%20%22(%5E.*%24)%22%2C%20%22%5C1%20A%22)&target=aliasSub(app.db.requests%2C%20%22(%5E.*%24)%22%2C%20%22%5C1%20B%22)&from=1699913599&until=1700000001&now=1700000000&format=json&maxDataPoints=300'},
