@@ -5,25 +5,38 @@
 //! masters and replicas joined by `redis-cli --cluster create`, with helpers
 //! to migrate a slot step by step and to fail a master over) and a PostgreSQL
 //! server ([`PostgresServer`]), each process in its own temporary directory,
-//! started on a free port and stopped when the handle is dropped.
+//! started on a free port and stopped when the handle is dropped. The
+//! reference Graphite ([`graphite_web`]) is graphite-web 1.1.10 on whisper
+//! files of a test's making ([`GraphiteWeb`], [`WhisperData`]) and carbon
+//! 1.1.10's own line receiver ([`carbon_reference_parse`]), from a Python
+//! virtual environment `scripts/test` installs; [`http`] is a minimal HTTP
+//! client that sends a request's exact bytes, to it and to Tally alike.
 //!
 //! Nothing here mocks anything. When a server binary is missing, the harness
 //! panics with a message saying how to install it (`scripts/test` installs it
-//! from Debian packages), so a test never passes or skips silently.
+//! from Debian packages, and the Python packages from PyPI), so a test never
+//! passes or skips silently.
 
 #![deny(missing_docs)]
 
 pub mod cluster;
+pub mod graphite_web;
+pub mod http;
 mod postgres;
 mod redis;
 pub mod resp;
 
 pub use cluster::{ClusterOptions, RedisCluster, key_slot};
+pub use graphite_web::{
+    CarbonOutcome, GraphiteWeb, GraphiteWebOptions, WhisperData, WhisperSeries,
+    carbon_reference_datagrams, carbon_reference_parse, graphite_venv,
+};
 pub use postgres::PostgresServer;
 pub use redis::{RedisOptions, RedisServer};
 
 use std::net::TcpListener;
 use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A port that was free on 127.0.0.1 a moment ago.
@@ -61,6 +74,19 @@ pub fn wait_until(timeout: Duration, mut ready: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(10));
     }
     ready()
+}
+
+/// Stops a server: `signal` (through `kill`, e.g. `"-QUIT"`, a server's
+/// quick shutdown) and, if it has not exited within `grace`, SIGKILL.
+pub(crate) fn stop_child(child: &mut Child, signal: &str, grace: Duration) {
+    let _ = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .stderr(Stdio::null())
+        .status();
+    if !wait_until(grace, || matches!(child.try_wait(), Ok(Some(_)))) {
+        let _ = child.kill();
+    }
+    let _ = child.wait();
 }
 
 /// The standard normal distribution function Φ(x) (erfc by Numerical
