@@ -2,167 +2,54 @@
 //! `fixtures/` holds whisper-file contents, requests, and graphite-web's answers to them
 //! (made by `oracle/scenarios.py` running graphite-web in-process); here the same data goes
 //! into the in-memory store (whisper's ring semantics) and the same requests into
-//! `Graphite`. Status, content type and the cache headers must match; bodies must match
-//! byte for byte or else as JSON values (object keys in any order: tags are sorted here;
-//! numbers within 1e-9 relative).
+//! `Graphite`, compared as `common::fixture::compare` says. `live_graphite_web.rs` does the
+//! same against a running graphite-web.
 
 mod common;
 
-use common::MemStore;
+use common::fixture::{answer, compare, compare_functions, request_params, store_of};
 use serde_json::Value as J;
-use tally_graphite::{Graphite, Limits, parse_form};
-
-fn store_of(fixture: &J) -> MemStore {
-    let mut store = MemStore::default();
-    for (path, file) in fixture["files"].as_object().unwrap() {
-        let archives: Vec<(i64, i64)> = file["archives"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| (a[0].as_i64().unwrap(), a[1].as_i64().unwrap()))
-            .collect();
-        let rings = store.file(path, &archives);
-        for (ring, points) in rings.iter_mut().zip(file["data"].as_array().unwrap()) {
-            let points: Vec<(i64, f64)> = points
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|p| (p[0].as_i64().unwrap(), p[1].as_f64().unwrap()))
-                .collect();
-            ring.write(&points);
-        }
-    }
-    for dir in fixture["dirs"].as_array().unwrap() {
-        store.dir(dir.as_str().unwrap());
-    }
-    store
-}
-
-fn pairs(v: &J) -> Vec<(String, String)> {
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .map(|p| {
-                    (
-                        p[0].as_str().unwrap().to_owned(),
-                        p[1].as_str().unwrap().to_owned(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// JSON text to a value, graphite-web's `1e9999` read as a marker (serde_json refuses it).
-fn parse_json(text: &str) -> Option<J> {
-    serde_json::from_str(&text.replace("1e9999", "\"+inf\"")).ok()
-}
-
-fn same_json(a: &J, b: &J) -> bool {
-    match (a, b) {
-        (J::Number(x), J::Number(y)) => {
-            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
-            if x == 0.0 || y == 0.0 {
-                (x - y).abs() <= 1e-9
-            } else {
-                ((x - y) / y).abs() <= 1e-9
-            }
-        }
-        (J::Array(x), J::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same_json(a, b))
-        }
-        (J::Object(x), J::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
-        }
-        _ => a == b,
-    }
-}
+use tally_graphite::Graphite;
 
 async fn replay(name: &str, text: &str) {
     let fixture: J = serde_json::from_str(text).unwrap();
     let now = fixture["now"].as_i64().unwrap();
     let store = store_of(&fixture);
     let graphite = Graphite::new();
-    let limits = Limits::default();
     let mut failures = Vec::new();
-    let exact = &mut 0;
+    let mut exact = 0;
     for (i, request) in fixture["requests"].as_array().unwrap().iter().enumerate() {
-        let mut params = pairs(&request["params"]);
-        if let Some(body) = request["body"].as_str() {
-            params.extend(parse_form(body.as_bytes()));
-        }
-        let accept = request["accept"].as_str();
         let path = request["path"].as_str().unwrap();
+        let label = format!("{name}[{i}] {path} {:?}", request_params(request));
+        let differs = request["differs"].as_str();
         if path.starts_with("/functions") {
-            if let Err(e) = compare_functions(&graphite, path, &params, request) {
-                failures.push(format!("{name}[{i}] {path} {params:?}: {e}"));
+            if differs.is_none()
+                && let Err(e) = compare_functions(
+                    &graphite,
+                    path,
+                    &request_params(request),
+                    &request["expected"],
+                )
+            {
+                failures.push(format!("{label}: {e}"));
             }
             continue;
         }
-        let answer = match path {
-            "/render/" => graphite.render(&store, &params, now, &limits).await,
-            "/metrics/find/" => {
-                graphite
-                    .find_accepting(&store, &params, accept, &limits)
-                    .await
-            }
-            "/metrics/expand/" => {
-                graphite
-                    .expand_accepting(&store, &params, accept, &limits)
-                    .await
-            }
-            other => panic!("no route {other}"),
-        };
-        let expected = &request["expected"];
-        let body = String::from_utf8_lossy(&answer.body).into_owned();
-        let want_body = expected["body"].as_str().unwrap();
-        let label = format!("{name}[{i}] {path} {:?}", params);
-        if let Some(reason) = request["differs"].as_str() {
+        let answer = answer(&graphite, &store, now, request).await;
+        if let Some(reason) = differs {
             // A documented difference: graphite-web fails (500) where this crate answers 400.
             if answer.status != 400 {
                 failures.push(format!(
-                    "{label}: want our 400 ({reason}), got {} {body}",
+                    "{label}: want our 400 ({reason}), got {}",
                     answer.status
                 ));
             }
             continue;
         }
-        let want_status = expected["status"].as_u64().unwrap() as u16;
-        let want_type = expected["headers"]["Content-Type"].as_str().unwrap();
-        if answer.status != want_status || answer.content_type != want_type {
-            failures.push(format!(
-                "{label}: want {want_status} {want_type} {want_body}\n  got {} {} {body}",
-                answer.status, answer.content_type
-            ));
-            continue;
-        }
-        for header in ["Pragma", "Cache-Control"] {
-            let want = expected["headers"][header].as_str();
-            let got = answer
-                .headers
-                .iter()
-                .find(|(h, _)| *h == header)
-                .map(|(_, v)| v.as_str());
-            if want != got {
-                failures.push(format!(
-                    "{label}: header {header}: want {want:?}, got {got:?}"
-                ));
-            }
-        }
-        // Byte for byte, or else as JSON values (tags are kept sorted here, in insertion
-        // order by graphite-web).
-        if body == want_body {
-            *exact += 1;
-        } else {
-            let same = match (parse_json(&body), parse_json(want_body)) {
-                (Some(a), Some(b)) => same_json(&a, &b),
-                _ => false,
-            };
-            if !same {
-                failures.push(format!("{label}:\n  want {want_body}\n  got  {body}"));
-            }
+        match compare(&answer, &request["expected"]) {
+            Ok(true) => exact += 1,
+            Ok(false) => {}
+            Err(e) => failures.push(format!("{label}: {e}")),
         }
     }
     assert!(
@@ -172,87 +59,6 @@ async fn replay(name: &str, text: &str) {
         failures.join("\n")
     );
     println!("{name}: {exact} answers byte for byte, the others equal as JSON");
-}
-
-/// `/functions` answers: the same status and content type, and each function registered
-/// here described as graphite-web describes it (name, signature, module, group, params),
-/// apart from the description text, which is this project's own.
-fn compare_functions(
-    graphite: &Graphite,
-    path: &str,
-    params: &[(String, String)],
-    request: &J,
-) -> Result<(), String> {
-    let answer = match path.strip_prefix("/functions/") {
-        Some("") | None => graphite.functions(params),
-        Some(name) => graphite.function(name, params),
-    };
-    let expected = &request["expected"];
-    let body = String::from_utf8_lossy(&answer.body).into_owned();
-    if request["differs"].is_string() {
-        return Ok(());
-    }
-    let want_status = expected["status"].as_u64().unwrap() as u16;
-    let want_type = expected["headers"]["Content-Type"].as_str().unwrap();
-    if answer.status != want_status || answer.content_type != want_type {
-        return Err(format!(
-            "want {want_status} {want_type}, got {} {}",
-            answer.status, answer.content_type
-        ));
-    }
-    let want = parse_json(expected["body"].as_str().unwrap()).ok_or("expected body is not JSON")?;
-    let got = parse_json(&body).ok_or_else(|| format!("body is not JSON: {body}"))?;
-    let strip = |v: &J| {
-        let mut v = v.clone();
-        if let Some(o) = v.as_object_mut() {
-            o.remove("description");
-        }
-        v
-    };
-    let check = |want: &J, got: &J| -> Result<(), String> {
-        let (w, g) = (strip(want), strip(got));
-        if same_json(&w, &g) {
-            Ok(())
-        } else {
-            Err(format!("want {w}\n  got  {g}"))
-        }
-    };
-    if want_status != 200 || got.get("name").is_some() {
-        return if want_status == 200 {
-            check(&want, &got)
-        } else if want == got {
-            Ok(())
-        } else {
-            Err(format!("want {want}, got {got}"))
-        };
-    }
-    let grouped = params.iter().any(|(k, v)| k == "grouped" && v == "true");
-    let entries: Vec<(String, &J)> = if grouped {
-        got.as_object()
-            .unwrap()
-            .iter()
-            .flat_map(|(g, fs)| {
-                fs.as_object()
-                    .unwrap()
-                    .iter()
-                    .map(move |(n, f)| (format!("{g}/{n}"), f))
-            })
-            .collect()
-    } else {
-        got.as_object()
-            .unwrap()
-            .iter()
-            .map(|(n, f)| (n.clone(), f))
-            .collect()
-    };
-    if entries.is_empty() {
-        return Err("no functions listed".to_owned());
-    }
-    for (key, entry) in entries {
-        let want_entry = key.split('/').fold(&want, |v, part| &v[part]);
-        check(want_entry, entry).map_err(|e| format!("{key}: {e}"))?;
-    }
-    Ok(())
 }
 
 macro_rules! fixture {

@@ -4,6 +4,8 @@
 //! `__archive_fetch` reads it). Paths may also be bare directories (branches).
 #![allow(dead_code)]
 
+pub mod fixture;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use tally_graphite::{Archive, Error, Glob, Node, Result, Series, Store, window};
