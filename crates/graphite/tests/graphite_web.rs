@@ -7,14 +7,15 @@
 
 mod common;
 
-use common::fixture::{answer, compare, compare_functions, request_params, store_of};
+use common::fixture::{DATA, answer, compare, compare_functions, request_params, store_of};
 use serde_json::Value as J;
 use tally_graphite::Graphite;
 
 async fn replay(name: &str, text: &str) {
     let fixture: J = serde_json::from_str(text).unwrap();
-    let now = fixture["now"].as_i64().unwrap();
-    let store = store_of(&fixture);
+    let data: J = serde_json::from_str(DATA).unwrap();
+    let now = data["now"].as_i64().unwrap();
+    let store = store_of(&data);
     let graphite = Graphite::new();
     let mut failures = Vec::new();
     let mut exact = 0;

@@ -1,4 +1,5 @@
-//! The fixtures' data and requests (made by `oracle/scenarios.py`), and the comparison of
+//! The fixtures' data (`fixtures/data.json`) and requests (made by `oracle/scenarios.py`),
+//! and the comparison of
 //! this crate's answers with graphite-web's: status, content type, `Pragma` and
 //! `Cache-Control`, and the body byte for byte or else as JSON values (object keys in any
 //! order: tags are sorted here, in insertion order in graphite-web; numbers within 1e-9
@@ -9,6 +10,9 @@ use serde_json::Value as J;
 use tally_graphite::{Answer, Graphite, Limits, parse_form};
 
 use super::MemStore;
+
+/// The data every fixture's requests read: `now`, the whisper files and bare directories.
+pub const DATA: &str = include_str!("../fixtures/data.json");
 
 pub fn store_of(fixture: &J) -> MemStore {
     let mut store = MemStore::default();

@@ -1,5 +1,6 @@
 """The evaluation scenarios: data and requests, answered by graphite-web 1.1.10
-(graphite_web.py) into ../fixtures/<name>.json, which tests/graphite_web.rs replays against
+(graphite_web.py) into ../fixtures/<name>.json (the data in ../fixtures/data.json), which
+tests/graphite_web.rs replays against
 this crate over its in-memory store. Run: python3 scenarios.py (with the environment
 graphite_web.py needs); the fixtures are committed."""
 import json, os, subprocess, sys
@@ -213,6 +214,9 @@ SCENARIOS = {
 
 
 def main():
+    # The data every fixture's requests read, once.
+    with open(os.path.join(HERE, '..', 'fixtures', 'data.json'), 'w') as f:
+        json.dump({'now': NOW, 'files': FILES, 'dirs': DIRS}, f, separators=(',', ':'))
     for name, requests in SCENARIOS.items():
         spec = {'files': FILES, 'dirs': DIRS, 'requests': requests}
         out = subprocess.run([PY, os.path.join(HERE, 'graphite_web.py')], input=json.dumps(spec),
@@ -221,7 +225,7 @@ def main():
         for r, a in zip(requests, answers):
             r['expected'] = a
         with open(os.path.join(HERE, '..', 'fixtures', name + '.json'), 'w') as f:
-            json.dump({'now': NOW, 'files': FILES, 'dirs': DIRS, 'requests': requests}, f, indent=1)
+            json.dump({'requests': requests}, f, indent=1)
         print(name, len(requests), 'requests', sum(1 for a in answers if a['status'] != 200), 'non-200')
 
 
