@@ -164,10 +164,16 @@ impl<'a> Evaluation<'a> {
             .collect::<Result<Vec<_>>>()?;
         let used = *self.fetched.lock().unwrap_or_else(|e| e.into_inner());
         let budget = self.limits.max_series.saturating_sub(used);
-        let results = self
+        let results = match self
             .store
             .fetch(&globs, range.from, range.until, self.now, budget)
-            .await?;
+            .await
+        {
+            Ok(results) => results,
+            // The store's own words for the limit give way to the request's.
+            Err(Error::Limit(_)) => return Err(series_limit(self.limits.max_series)),
+            Err(e) => return Err(e),
+        };
         let count: usize = results.iter().map(Vec::len).sum();
         {
             let mut fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());

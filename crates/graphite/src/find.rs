@@ -40,7 +40,10 @@ fn json_answer(value: Json, params: &[(String, String)], accept: Option<&str>) -
         "application/json;charset=utf-8"
     };
     let mut answer = Answer::new(200, content_type, value.dumps(style));
-    answer.headers = vec![("Pragma", "no-cache"), ("Cache-Control", "no-cache")];
+    answer.headers = vec![
+        ("Pragma", "no-cache".to_owned()),
+        ("Cache-Control", "no-cache".to_owned()),
+    ];
     answer
 }
 
@@ -59,12 +62,19 @@ async fn find_nodes(
     limits: &Limits,
 ) -> Result<Vec<Node>> {
     let glob = Glob::parse(query)?;
-    let mut nodes = store.find(&glob, limits.max_find).await?;
-    if nodes.len() > limits.max_find {
-        return Err(Error::limit(format!(
+    let limit = || {
+        Error::limit(format!(
             "the query matches more than {} nodes (the server's find limit)",
             limits.max_find
-        )));
+        ))
+    };
+    let mut nodes = match store.find(&glob, limits.max_find).await {
+        Ok(nodes) => nodes,
+        Err(Error::Limit(_)) => return Err(limit()),
+        Err(e) => return Err(e),
+    };
+    if nodes.len() > limits.max_find {
+        return Err(limit());
     }
     if leaves_only {
         nodes.retain(|n| n.leaf);

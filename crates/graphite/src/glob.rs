@@ -149,33 +149,44 @@ impl Glob {
 }
 
 /// graphite's `expand_braces`: the leftmost `{...}` holding no brace is split on commas and
-/// each alternative expanded again.
-fn expand_braces(s: &str, out: &mut Vec<String>) -> Result<()> {
-    if out.len() > MAX_VARIANTS {
-        return Err(Error::invalid(format!(
-            "pattern node expands to more than {MAX_VARIANTS} variants: {s}"
-        )));
-    }
-    let bytes = s.as_bytes();
-    let mut open = None;
-    for (i, &b) in bytes.iter().enumerate() {
-        match b {
-            b'{' => open = Some(i),
-            b'}' => {
-                if let Some(o) = open {
-                    let inner = &s[o + 1..i];
-                    for alternative in inner.split(',') {
-                        let next = format!("{}{}{}", &s[..o], alternative, &s[i + 1..]);
-                        expand_braces(&next, out)?;
-                    }
-                    return Ok(());
+/// each alternative expanded again (iteratively here, so that no pattern can exhaust the
+/// stack, and refused past [`MAX_VARIANTS`] variants or as many expansion steps).
+fn expand_braces(node: &str, out: &mut Vec<String>) -> Result<()> {
+    let too_many = || {
+        Error::invalid(format!(
+            "pattern node expands to more than {MAX_VARIANTS} variants: {node}"
+        ))
+    };
+    let mut pending = vec![node.to_owned()];
+    let mut steps = 0usize;
+    while let Some(s) = pending.pop() {
+        steps += 1;
+        if steps > 10 * MAX_VARIANTS || out.len() > MAX_VARIANTS {
+            return Err(too_many());
+        }
+        match innermost_braces(&s) {
+            None => out.push(s),
+            Some((open, close)) => {
+                for alternative in s[open + 1..close].split(',') {
+                    pending.push(format!("{}{}{}", &s[..open], alternative, &s[close + 1..]));
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// The leftmost `{...}` with no brace inside (`\{([^{}]*)\}` searched from the left).
+fn innermost_braces(s: &str) -> Option<(usize, usize)> {
+    let mut open = None;
+    for (i, b) in s.bytes().enumerate() {
+        match b {
+            b'{' => open = Some(i),
+            b'}' if open.is_some() => return open.map(|o| (o, i)),
             _ => {}
         }
     }
-    out.push(s.to_owned());
-    Ok(())
+    None
 }
 
 /// Python's `fnmatch.translate`, to tokens.
@@ -402,5 +413,23 @@ mod tests {
     fn brace_explosions_are_refused() {
         let p = "{a,b}".repeat(20);
         assert!(matches!(Glob::parse(&p), Err(Error::InvalidParameters(_))));
+        // Many single-alternative groups: no deep recursion, one variant.
+        let long = "{a}".repeat(5_000);
+        assert!(
+            Glob::parse(&long)
+                .unwrap()
+                .node_matches(0, &"a".repeat(5_000))
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn no_pattern_panics(p in "[a-c*?\\[\\]!{},.-]{0,40}", node in "[a-c.-]{0,10}") {
+            if let Ok(g) = Glob::parse(&p) {
+                let _ = g.matches(&node);
+                let _ = g.node_matches(0, &node);
+                let _ = g.literal_prefix();
+            }
+        }
     }
 }

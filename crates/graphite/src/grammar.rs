@@ -235,34 +235,38 @@ impl Parser<'_> {
     fn call_uncached(&self, pos: usize) -> Parsed<Call> {
         let (name, pos) = self.word(pos)?;
         let mut pos = self.lit(pos, b'(')?;
-        let mut args = Vec::new();
         let mut kwargs = Vec::new();
-        if let Some((first, end)) = self.positional(pos) {
-            args.push(first);
+        let (args, end) = self.delimited(pos, |p| self.positional(p));
+        if !args.is_empty() {
             pos = end;
-            while let Some(comma) = self.lit(pos, b',') {
-                let Some((arg, end)) = self.positional(comma) else {
-                    break;
-                };
-                args.push(arg);
-                pos = end;
-            }
-            if let Some(comma) = self.lit(pos, b',')
-                && let Some((first, end)) = self.kwarg(comma, false)
-            {
-                kwargs.push(first);
-                pos = end;
-                while let Some(comma) = self.lit(pos, b',') {
-                    let Some((kw, end)) = self.kwarg(comma, false) else {
-                        break;
-                    };
-                    kwargs.push(kw);
+            if let Some(comma) = self.lit(pos, b',') {
+                let (found, end) = self.delimited(comma, |p| self.kwarg(p, false));
+                if !found.is_empty() {
+                    kwargs = found;
                     pos = end;
                 }
             }
         }
         let pos = self.lit(pos, b')')?;
         Some((Call { name, args, kwargs }, pos))
+    }
+
+    /// pyparsing's `delimitedList(item)`: one item, then as many `, item` as parse; empty
+    /// (at `pos`) when the first does not.
+    fn delimited<T>(&self, pos: usize, item: impl Fn(usize) -> Parsed<T>) -> (Vec<T>, usize) {
+        let mut found = Vec::new();
+        let Some((first, mut end)) = item(pos) else {
+            return (found, pos);
+        };
+        found.push(first);
+        while let Some(comma) = self.lit(end, b',') {
+            let Some((next, after)) = item(comma) else {
+                break;
+            };
+            found.push(next);
+            end = after;
+        }
+        (found, end)
     }
 
     /// `~kwarg + arg`.
@@ -536,35 +540,25 @@ impl Parser<'_> {
             .call(pos)
             .map(|(c, e)| (Expr::Call(c), e))
             .or_else(|| self.path(pos).map(|(p, e)| (Expr::Path(p), e)))?;
-        let mut args = Vec::new();
-        let mut kwargs = Vec::new();
+        let (mut args, mut kwargs) = (Vec::new(), Vec::new());
         if let Some(comma) = self.lit(pos, b',') {
-            if self.kwarg(comma, true).is_none()
-                && let Some((first, end)) = self.litarg(comma)
-            {
-                args.push(first);
-                pos = end;
-                while let Some(c) = self.lit(pos, b',') {
-                    if self.kwarg(c, true).is_some() {
-                        break;
-                    }
-                    let Some((arg, end)) = self.litarg(c) else {
-                        break;
-                    };
-                    args.push(arg);
-                    pos = end;
+            // `litargs | litkwargs`: positional literals (none looking like a keyword one),
+            // or else keyword literals.
+            let positional = |p| {
+                if self.kwarg(p, true).is_some() {
+                    None
+                } else {
+                    self.litarg(p)
                 }
-            }
-            if args.is_empty()
-                && let Some((first, end)) = self.kwarg(comma, true)
-            {
-                kwargs.push(first);
+            };
+            let (found, end) = self.delimited(comma, positional);
+            if !found.is_empty() {
+                args = found;
                 pos = end;
-                while let Some(c) = self.lit(pos, b',') {
-                    let Some((kw, end)) = self.kwarg(c, true) else {
-                        break;
-                    };
-                    kwargs.push(kw);
+            } else {
+                let (found, end) = self.delimited(comma, |p| self.kwarg(p, true));
+                if !found.is_empty() {
+                    kwargs = found;
                     pos = end;
                 }
             }

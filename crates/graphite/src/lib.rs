@@ -77,8 +77,8 @@ pub struct Answer {
     pub status: u16,
     /// The `Content-Type` header.
     pub content_type: &'static str,
-    /// Other headers graphite-web sends (`Pragma`, `Cache-Control`).
-    pub headers: Vec<(&'static str, &'static str)>,
+    /// Other headers graphite-web sends (`Pragma`, `Cache-Control`, `Expires`).
+    pub headers: Vec<(&'static str, String)>,
     /// The body.
     pub body: Vec<u8>,
 }
@@ -94,11 +94,19 @@ impl Answer {
     }
 
     /// graphite-web's answer to an error: a 400 `text/html` body with the message (its
-    /// `HttpResponseBadRequest`), or a 500 for a store failure.
+    /// `HttpResponseBadRequest`); a store failure is logged and answered with a 500 that
+    /// does not show it.
     pub fn error(error: &Error) -> Answer {
         match error.status() {
             400 => Answer::new(400, "text/html; charset=utf-8", error.message()),
-            status => Answer::new(status, "text/html; charset=utf-8", error.message()),
+            status => {
+                tracing::error!(error = %error, "graphite request failed");
+                Answer::new(
+                    status,
+                    "text/html; charset=utf-8",
+                    "The server failed to read the data for this request.",
+                )
+            }
         }
     }
 }

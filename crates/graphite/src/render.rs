@@ -108,14 +108,16 @@ pub(crate) async fn render(
         _ => None,
     };
     let no_null_points = has(params, "noNullPoints");
-    if let Some(timeout) = last(params, "cacheTimeout")
-        && attime::py_int(timeout).is_none()
-    {
-        return Err(Error::invalid(format!(
-            "invalid literal for int() with base 10: {}",
-            crate::pyfmt::repr_str(timeout)
-        )));
-    }
+    let cache_timeout = match last(params, "cacheTimeout") {
+        Some(timeout) => attime::py_int(timeout).ok_or_else(|| {
+            Error::invalid(format!(
+                "invalid literal for int() with base 10: {}",
+                crate::pyfmt::repr_str(timeout)
+            ))
+        })?,
+        None => DEFAULT_CACHE_DURATION,
+    };
+    let no_cache = has(params, "noCache") || cache_timeout == 0;
     let now = match last(params, "now") {
         Some(v) => attime::parse_at_time(v, clock).map_err(Error::invalid)?,
         None => clock,
@@ -177,7 +179,50 @@ pub(crate) async fn render(
         Format::Json => "application/json",
         Format::Csv => "text/csv",
     };
-    Ok(Answer::new(200, content_type, body))
+    let mut answer = Answer::new(200, content_type, body);
+    answer.headers = cache_headers(no_cache, cache_timeout, clock);
+    Ok(answer)
+}
+
+/// graphite-web's default `cacheTimeout` (its `DEFAULT_CACHE_DURATION`).
+const DEFAULT_CACHE_DURATION: i64 = 60;
+
+/// The headers Django's `patch_response_headers` (or `add_never_cache_headers` for
+/// `noCache` and a zero timeout) puts on a render answer.
+fn cache_headers(no_cache: bool, timeout: i64, clock: i64) -> Vec<(&'static str, String)> {
+    if no_cache {
+        return vec![
+            ("Expires", http_date(clock)),
+            (
+                "Cache-Control",
+                "max-age=0, no-cache, no-store, must-revalidate, private".to_owned(),
+            ),
+        ];
+    }
+    let timeout = timeout.max(0);
+    vec![
+        ("Expires", http_date(clock.saturating_add(timeout))),
+        ("Cache-Control", format!("max-age={timeout}")),
+    ]
+}
+
+/// An HTTP date (`Wed, 25 Nov 2026 14:07:06 GMT`).
+fn http_date(t: i64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let days = t.div_euclid(86_400);
+    let secs = t.rem_euclid(86_400);
+    let (y, m, d) = attime::civil_from_days(days);
+    format!(
+        "{}, {d:02} {} {y:04} {:02}:{:02}:{:02} GMT",
+        DAYS[days.rem_euclid(7) as usize],
+        MONTHS[(m - 1).clamp(0, 11) as usize],
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
 }
 
 fn points_limit(max: usize) -> Error {

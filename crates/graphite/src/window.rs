@@ -67,16 +67,16 @@ pub fn window(archives: &[Archive], from: i64, until: i64, now: i64) -> Option<W
     }
     let from = from.max(oldest);
     let until = until.min(now);
-    let diff = now - from;
+    let diff = now.checked_sub(from)?;
     let archive = archives
         .iter()
         .position(|a| a.retention() >= diff)
         .unwrap_or(archives.len() - 1);
     let step = archives[archive].step;
-    let start = from - from.rem_euclid(step) + step;
-    let mut end = until - until.rem_euclid(step) + step;
+    let start = (from - from.rem_euclid(step)).checked_add(step)?;
+    let mut end = (until - until.rem_euclid(step)).checked_add(step)?;
     if start == end {
-        end += step;
+        end = end.checked_add(step)?;
     }
     Some(Window {
         step,
@@ -151,5 +151,22 @@ mod tests {
         assert_eq!(window(&[], 0, 10, 10), None);
         assert_eq!(window(&TWO, 20, 10, 30), None);
         assert_eq!(window(&[Archive { step: 0, points: 5 }], 0, 10, 10), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics_and_stays_in_range(
+            steps in proptest::collection::vec((1i64..100_000, 1i64..100_000), 1..4),
+            from in proptest::num::i64::ANY,
+            until in proptest::num::i64::ANY,
+            now in proptest::num::i64::ANY,
+        ) {
+            let archives: Vec<Archive> = steps.iter().map(|&(step, points)| Archive { step, points }).collect();
+            if let Some(w) = window(&archives, from, until, now) {
+                proptest::prop_assert!(w.end > w.start);
+                proptest::prop_assert_eq!((w.end - w.start) % w.step, 0);
+                proptest::prop_assert_eq!(w.step, archives[w.archive].step);
+            }
+        }
     }
 }

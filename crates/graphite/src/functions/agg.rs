@@ -124,7 +124,7 @@ pub(crate) fn lcm(a: i64, b: i64) -> i64 {
     }
     let (a, b) = if a < b { (b, a) } else { (a, b) };
     let g = gcd(a, b);
-    if g == 0 { a } else { a / g * b }
+    if g == 0 { a } else { (a / g).saturating_mul(b) }
 }
 
 /// The result of `normalize`: the series (each consolidated to the common step), their

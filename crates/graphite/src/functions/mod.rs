@@ -596,8 +596,7 @@ pub(crate) fn validate(
         let Some(param) = params.get(index) else {
             return Err(too_many());
         };
-        validate_value(registry, param, func, &arg)?;
-        slots[index].push(arg);
+        slots[index].push(validate_value(registry, param, func, arg)?);
     }
     let mut used: Vec<&str> = Vec::new();
     for param in kwargs_params {
@@ -618,8 +617,7 @@ pub(crate) fn validate(
                     .iter()
                     .position(|p| p.name == param.name)
                     .unwrap_or(0);
-                validate_value(registry, param, func, value)?;
-                slots[index].push(value.clone());
+                slots[index].push(validate_value(registry, param, func, value.clone())?);
                 used.push(&param.name);
             }
         }
@@ -638,57 +636,67 @@ pub(crate) fn validate(
     Ok(Args { slots })
 }
 
-/// `Param.validateValue`: defaults, options, then the type's validator. The value itself is
-/// passed on unconverted, as graphite-web (with its default `ENFORCE_INPUT_VALIDATION =
-/// False`) passes it; here a value failing validation is a 400 instead of a warning.
-fn validate_value(registry: &Registry, param: &Param, func: &str, value: &Value) -> Result<()> {
-    if *value == Value::None && (param.default.is_some() || !param.required) {
-        return Ok(());
+/// `Param.validateValue`: defaults, options, then the type's validator, which converts the
+/// value as graphite-web's validators do (a `float` parameter given `2` gets `2.0`, an
+/// `integer` one given `"3"` gets `3`). graphite-web, with its default
+/// `ENFORCE_INPUT_VALIDATION = False`, only logs a value that fails and calls the function
+/// with it anyway (usually failing with a 500); here such a value is a 400.
+fn validate_value(registry: &Registry, param: &Param, func: &str, value: Value) -> Result<Value> {
+    if value == Value::None && (param.default.is_some() || !param.required) {
+        return Ok(value);
     }
     let options = registry.options_of(param);
-    if !options.is_empty() && !options.iter().any(|o| py_eq(o, value)) {
+    if !options.is_empty() && !options.iter().any(|o| py_eq(o, &value)) {
         return Err(Error::invalid(format!(
             "Invalid option specified for function \"{func}\" parameter \"{}\": {}",
             param.name,
             value.repr()
         )));
     }
-    let valid = match (param.kind, value) {
-        (ParamType::Boolean, Value::Str(s)) => {
-            matches!(s.to_lowercase().as_str(), "true" | "false")
+    let converted = match (param.kind, &value) {
+        (ParamType::Boolean, Value::Str(s)) => match s.to_lowercase().as_str() {
+            "true" => Some(Value::Bool(true)),
+            "false" => Some(Value::Bool(false)),
+            _ => None,
+        },
+        (ParamType::Boolean, Value::Int(_) | Value::Float(_)) => match value.as_f64() {
+            Some(0.0) => Some(Value::Bool(false)),
+            Some(1.0) => Some(Value::Bool(true)),
+            _ => None,
+        },
+        (ParamType::Boolean, Value::Series(list)) => Some(Value::Bool(!list.is_empty())),
+        (ParamType::Boolean, Value::None) => Some(Value::Bool(false)),
+        (ParamType::Float, Value::Str(s)) => crate::attime::py_float(s).map(Value::Float),
+        (ParamType::Float, Value::Int(_) | Value::Float(_) | Value::Bool(_)) => {
+            value.as_f64().map(Value::Float)
         }
-        (ParamType::Boolean, Value::Int(_) | Value::Float(_)) => {
-            matches!(value.as_f64(), Some(v) if v == 0.0 || v == 1.0)
-        }
-        (ParamType::Float, Value::Int(_) | Value::Float(_) | Value::Bool(_)) => true,
-        (ParamType::Float, Value::Str(s)) => crate::attime::py_float(s).is_some(),
-        (ParamType::Float, _) => false,
-        (ParamType::Integer | ParamType::Node, _) => is_integer(value),
-        (ParamType::IntOrInf, _) => {
-            is_integer(value)
-                || match value {
-                    Value::Str(s) => crate::attime::py_float(s) == Some(f64::INFINITY),
-                    other => other.as_f64() == Some(f64::INFINITY),
-                }
-        }
-        (ParamType::Interval, Value::Str(s)) => crate::attime::parse_offset(s).is_ok(),
-        (ParamType::Interval, _) => false,
-        (ParamType::SeriesList, v) => matches!(v, Value::Series(_)),
-        (ParamType::SeriesLists, _) => false,
-        (ParamType::AggFunc, Value::Str(s)) => is_agg_func(s),
-        (ParamType::AggFunc, _) => false,
-        _ => true,
+        (ParamType::Float, _) => None,
+        (ParamType::Integer | ParamType::Node, _) => to_integer(&value),
+        (ParamType::IntOrInf, _) => to_integer(&value).or_else(|| {
+            let f = match &value {
+                Value::Str(s) => crate::attime::py_float(s),
+                other => other.as_f64(),
+            };
+            (f == Some(f64::INFINITY)).then_some(Value::Float(f64::INFINITY))
+        }),
+        (ParamType::Interval, Value::Str(s)) => crate::attime::parse_offset(s)
+            .is_ok()
+            .then(|| value.clone()),
+        (ParamType::Interval, _) => None,
+        (ParamType::SeriesList, Value::Series(_)) => Some(value.clone()),
+        (ParamType::SeriesList | ParamType::SeriesLists, _) => None,
+        (ParamType::AggFunc, Value::Str(s)) => is_agg_func(s).then(|| value.clone()),
+        (ParamType::AggFunc, _) => None,
+        _ => Some(value.clone()),
     };
-    if valid {
-        Ok(())
-    } else {
-        Err(Error::invalid(format!(
+    converted.ok_or_else(|| {
+        Error::invalid(format!(
             "Invalid \"{}\" value specified for function \"{func}\" parameter \"{}\": {}",
             param.kind.name(),
             param.name,
             value.repr()
-        )))
-    }
+        ))
+    })
 }
 
 /// An aggregation function's name, or its deprecated `<name>Series` spelling.
@@ -699,11 +707,13 @@ pub(crate) fn is_agg_func(name: &str) -> bool {
             .is_some_and(|base| AGG_FUNCS.contains(&base))
 }
 
-fn is_integer(value: &Value) -> bool {
+/// `validateInteger`: an int (or bool, or integer string) as an int; a float refused.
+fn to_integer(value: &Value) -> Option<Value> {
     match value {
-        Value::Int(_) | Value::Bool(_) => true,
-        Value::Str(s) => crate::attime::py_int(s).is_some(),
-        _ => false,
+        Value::Int(_) => Some(value.clone()),
+        Value::Bool(b) => Some(Value::Int(*b as i64)),
+        Value::Str(s) => crate::attime::py_int(s).map(Value::Int),
+        _ => None,
     }
 }
 
