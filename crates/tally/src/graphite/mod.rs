@@ -226,19 +226,34 @@ impl Family {
     }
 
     /// The name prefix every name matching `glob` below the root starts
-    /// with.
+    /// with: the pattern's literal prefix below the root, cut to the nodes a
+    /// name surely covers (a statistic's leaf node is no part of its name)
+    /// and before any `_` (which may stand for another character).
     fn name_prefix<'g>(&self, glob: &'g Glob) -> &'g str {
         let literal = glob.literal_prefix();
-        if self.shape.root.is_empty() {
-            return path::name_prefix(literal);
+        let below = if self.shape.root.is_empty() {
+            literal
+        } else {
+            match literal
+                .strip_prefix(self.shape.root.as_str())
+                .and_then(|rest| rest.strip_prefix('.'))
+            {
+                Some(rest) => rest,
+                None => return "",
+            }
+        };
+        let leaf_nodes = usize::from(!self.shape.is_single());
+        let name_nodes = glob
+            .depth()
+            .saturating_sub(self.root_nodes.len() + leaf_nodes);
+        if name_nodes == 0 {
+            return "";
         }
-        match literal
-            .strip_prefix(self.shape.root.as_str())
-            .and_then(|rest| rest.strip_prefix('.'))
-        {
-            Some(rest) => path::name_prefix(rest),
-            None => "",
-        }
+        let cut = below
+            .match_indices('.')
+            .nth(name_nodes - 1)
+            .map_or(below, |(i, _)| &below[..i]);
+        path::name_prefix(cut)
     }
 
     /// Lists the family's names starting with `prefix`, a page at a time,

@@ -170,9 +170,9 @@ fn respond(answer: Answer) -> Response {
     )
         .into_response();
     for (name, value) in answer.headers {
-        response
-            .headers_mut()
-            .insert(name, http::HeaderValue::from_static(value));
+        if let Ok(value) = http::HeaderValue::from_str(&value) {
+            response.headers_mut().insert(name, value);
+        }
     }
     response
 }
