@@ -360,8 +360,7 @@ impl Source {
                             continue;
                         }
                         let mut points = Vec::new();
-                        for (i, (archive, slices)) in family.archives.iter().zip(&per).enumerate()
-                        {
+                        for (i, (archive, slices)) in family.archives.iter().zip(&per).enumerate() {
                             let oldest = now - archive.step * archive.points;
                             for (start, value) in slices {
                                 let start = *start as i64;

@@ -1,0 +1,526 @@
+//! The Graphite API against graphite-web 1.1.10 on the same data: Tally
+//! serves its stores under `/graphite`; graphite-web (started by the test
+//! harness from the venv `scripts/test` makes) serves whisper files holding
+//! the same slices (one archive per precision, each slot Tally's value for
+//! that slice). The same requests go to both, and the answers must agree:
+//! the same series in the same order, names, timestamps and nulls, values
+//! equal to 1e-9 relative (absolute for zeros).
+//!
+//! Every backend: SQLite, a real redis-server in both cleaned layouts and a
+//! real Redis Cluster.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use common::{Fixture, Kind};
+use serde_json::Value as Json;
+use tally::gauges::GaugeOp;
+use tally::graphite::Namespace;
+use tally::server::graphite::{GraphiteApi, GraphiteSettings};
+use tally::server::{AppState, Metrics, ServerSettings, Services};
+use tally::stats::Observation;
+use tally::{Increment, SetAdd, Tally};
+use tally_testkit::http::{self, Response};
+use tally_testkit::{GraphiteWeb, WhisperData, WhisperSeries};
+
+/// Now, for every request: 2012-05-07 07:40:00 UTC (a whole day of slices
+/// before it fits every precision's span; slices of several precisions
+/// start here).
+const NOW: i64 = 1_336_376_400;
+
+behaviour_suite!(
+    renders_match_graphite_web,
+    finds_match_graphite_web,
+    statsd_names_match_graphite_web,
+);
+
+/// One Tally server and one graphite-web over the same data.
+struct Pair {
+    _fixture: Fixture,
+    tally: Tally,
+    addr: SocketAddr,
+    graphite: GraphiteWeb,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl Pair {
+    /// Tally on `kind` with `settings`, after `write` put its data in;
+    /// graphite-web over the export of the same namespace.
+    async fn start(kind: Kind, settings: GraphiteSettings) -> Pair {
+        let fixture = Fixture::build_at(
+            kind,
+            tally::CounterSettings::default(),
+            tally_testkit::RedisOptions::default(),
+            NOW as f64,
+        )
+        .await;
+        let tally = Tally::builder()
+            .clock(Arc::new(fixture.clock.clone()))
+            .open_backend(fixture.config.clone())
+            .await
+            .unwrap();
+        write_data(&tally).await;
+        let export = tally
+            .graphite_source(settings.namespace, &settings.quantiles)
+            .export(NOW)
+            .await
+            .unwrap();
+        let mut data = WhisperData::new();
+        for leaf in export {
+            let archives: Vec<(u32, u32)> = leaf
+                .archives
+                .iter()
+                .map(|&(s, k)| (s as u32, k as u32))
+                .collect();
+            let mut series = WhisperSeries::new(leaf.path, &archives);
+            for (archive, ts, value) in leaf.points {
+                series = series.point(archive, ts, value);
+            }
+            data = data.with(series);
+        }
+        let graphite = tokio::task::spawn_blocking(move || GraphiteWeb::start(&data))
+            .await
+            .unwrap();
+        let services = Services {
+            counters: tally.counters(),
+            aggregator: None,
+            exact_writes: true,
+            limiter: None,
+            locks: None,
+            tsdb: None,
+            daily: None,
+            gauges: Some(tally.gauges()),
+            sets: Some(tally.sets()),
+            buffers: None,
+            stats: Some(tally.stats()),
+            stats_writer: None,
+            idempotency: None,
+            graphite: Some(GraphiteApi::new(&tally, &settings)),
+        };
+        let state = AppState::new(services, ServerSettings::default(), Metrics::default());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            tally::server::serve(listener, state, std::future::pending())
+                .await
+                .unwrap();
+        });
+        Pair {
+            _fixture: fixture,
+            tally,
+            addr,
+            graphite,
+            server,
+        }
+    }
+
+    /// The same request to both: (Tally's answer, graphite-web's).
+    async fn ask(&self, method: &str, path: &str, body: &str) -> (Response, Response) {
+        let addr = self.addr;
+        let (m, p, b) = (method.to_owned(), path.to_owned(), body.to_owned());
+        let headers: Vec<(&str, &str)> = if body.is_empty() {
+            vec![]
+        } else {
+            vec![("Content-Type", "application/x-www-form-urlencoded")]
+        };
+        let h: Vec<(String, String)> = headers
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        let ours = tokio::task::spawn_blocking(move || {
+            let h: Vec<(&str, &str)> = h.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+            http::request(addr, &m, &format!("/graphite{p}"), &h, b.as_bytes()).unwrap()
+        })
+        .await
+        .unwrap();
+        let theirs = self
+            .graphite
+            .request(method, path, &headers, body.as_bytes());
+        (ours, theirs)
+    }
+
+    /// Asks both and checks they agree; returns Tally's answer.
+    async fn same(&self, method: &str, path: &str, body: &str) -> Json {
+        let (ours, theirs) = self.ask(method, path, body).await;
+        let what = format!("{method} {path} {body}");
+        assert_eq!(
+            ours.status,
+            theirs.status,
+            "{what}: status differs\nTally: {}\ngraphite-web: {}",
+            ours.text(),
+            theirs.text()
+        );
+        assert_eq!(ours.status, 200, "{what}: {}", ours.text());
+        let a: Json = serde_json::from_slice(&ours.body)
+            .unwrap_or_else(|e| panic!("{what}: Tally's answer is no JSON ({e}): {}", ours.text()));
+        let b: Json = serde_json::from_slice(&theirs.body).unwrap_or_else(|e| {
+            panic!(
+                "{what}: graphite-web's answer is no JSON ({e}): {}",
+                theirs.text()
+            )
+        });
+        agree(&what, &a, &b);
+        a
+    }
+}
+
+/// Tally's and graphite-web's JSON agree: equal, but numbers to 1e-9
+/// relative (absolute for zeros).
+fn agree(what: &str, a: &Json, b: &Json) {
+    match (a, b) {
+        (Json::Number(x), Json::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            let close = if y == 0.0 {
+                x.abs() <= 1e-9
+            } else {
+                ((x - y) / y).abs() <= 1e-9
+            };
+            assert!(close, "{what}: {x} where graphite-web has {y}\nTally: {a}");
+        }
+        (Json::Array(xs), Json::Array(ys)) => {
+            assert_eq!(
+                xs.len(),
+                ys.len(),
+                "{what}: {} items where graphite-web has {}\nTally: {a}\ngraphite-web: {b}",
+                xs.len(),
+                ys.len()
+            );
+            for (x, y) in xs.iter().zip(ys) {
+                agree(what, x, y);
+            }
+        }
+        (Json::Object(xs), Json::Object(ys)) => {
+            let keys = |m: &serde_json::Map<String, Json>| {
+                let mut k: Vec<String> = m.keys().cloned().collect();
+                k.sort();
+                k
+            };
+            assert_eq!(
+                keys(xs),
+                keys(ys),
+                "{what}: keys differ\nTally: {a}\ngraphite-web: {b}"
+            );
+            for (k, x) in xs {
+                agree(what, x, &ys[k]);
+            }
+        }
+        _ => assert_eq!(a, b, "{what}: values differ"),
+    }
+}
+
+/// Three hosts' requests (counters), load (gauges), users (a set) and a
+/// latency statistic: dense in the last minutes, sparse over weeks, with
+/// gaps; several names escaping to paths.
+async fn write_data(tally: &Tally) {
+    let at = |secs_ago: i64| (NOW - secs_ago) as f64;
+    let mut increments = Vec::new();
+    let mut gauges = Vec::new();
+    let mut adds = Vec::new();
+    let mut observations = Vec::new();
+    for host in 0..3i64 {
+        let name = format!("app.h{host}.requests");
+        // Every 7 s over the last 20 minutes, skipping a stretch per host.
+        for k in 0..170i64 {
+            if (40 + 10 * host..60 + 10 * host).contains(&k) {
+                continue;
+            }
+            increments.push(Increment::new(&name, 1 + (k + host) % 5).at(at(7 * k)));
+            gauges.push(
+                GaugeOp::set(format!("app.h{host}.load"), (k % 13) as f64 / 4.0).at(at(7 * k)),
+            );
+        }
+        // Every 97 min over the last 100 days.
+        for k in 0..1485i64 {
+            increments.push(Increment::new(&name, 10 + k % 7).at(at(5820 * k + 3)));
+        }
+    }
+    for k in 0..300i64 {
+        adds.push(SetAdd::new("app.users", [format!("u{}", k % 37)]).at(at(11 * k)));
+        for j in 0..(1 + k % 4) {
+            observations.push(
+                Observation::new("app.latency", (5 + (k * 7 + j * 13) % 90) as f64).at(at(9 * k)),
+            );
+        }
+    }
+    for k in 0..400i64 {
+        observations
+            .push(Observation::new("app.latency", (k % 50) as f64 * 1.5).at(at(3571 * k + 1)));
+    }
+    // Names that are no Graphite paths as they are.
+    increments.push(Increment::new("odd..name", 2).at(at(30)));
+    for chunk in increments.chunks(1_000) {
+        tally.counters().incr_many(chunk).await.unwrap();
+    }
+    for chunk in gauges.chunks(1_000) {
+        tally.gauges().apply_many(chunk).await.unwrap();
+    }
+    for chunk in adds.chunks(1_000) {
+        tally.sets().add_many(chunk).await.unwrap();
+    }
+    for chunk in observations.chunks(1_000) {
+        tally.stats().record_many(chunk).await.unwrap();
+    }
+}
+
+fn url(target: &str, rest: &str) -> String {
+    format!(
+        "/render?target={}&format=json&now={NOW}{rest}",
+        encode(target)
+    )
+}
+
+/// Percent-encodes a query value.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'*' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Every kind's leaves over every precision's range, wildcards, time forms,
+/// consolidation, formats, empty matches and bad requests.
+async fn renders_match_graphite_web(kind: Kind) {
+    let pair = Pair::start(kind, GraphiteSettings::default()).await;
+    let targets = [
+        "app.h0.requests",
+        "app.*.requests",
+        "app.h[0-1].requests",
+        "app.{h0,h2}.*",
+        "app.h?.load",
+        "app.users",
+        "app.latency.*",
+        "app.latency.p99",
+        "app.latency.{count,sum,min,max,mean,stddev,p50,p90}",
+        "odd._.name",
+        "nothing.here",
+        "app.*.nothing",
+    ];
+    let ranges = [
+        "&from=-1min",
+        "&from=-2min",
+        "&from=-5min",
+        "&from=-10min&until=-3min",
+        "&from=-1h",
+        "&from=-2h",
+        "&from=-6h&until=-1h",
+        "&from=-2d",
+        "&from=-7d",
+        "&from=-30d",
+        "&from=-100d&until=-20d",
+        "&from=-300d",
+        "&from=-1d&until=-12h",
+        "&from=1336376000&until=1336376300",
+        "&from=1336375999&until=1336376001",
+        "&from=07:00_20120507&until=07:30_20120507",
+        "&from=20120501&until=20120503",
+        "&from=yesterday",
+        "&from=-3h&until=now-1h",
+        "&from=-400d&until=-350d",
+        "&from=now&until=now%2B1h",
+    ];
+    let (mut series, mut values, mut nulls) = (0, 0, 0);
+    for target in targets {
+        for range in ranges {
+            let answer = pair.same("GET", &url(target, range), "").await;
+            for s in answer.as_array().unwrap() {
+                series += 1;
+                for p in s["datapoints"].as_array().unwrap() {
+                    if p[0].is_null() {
+                        nulls += 1;
+                    } else {
+                        values += 1;
+                    }
+                }
+            }
+        }
+    }
+    // The comparison saw data: values and gaps at every kind of leaf.
+    assert!(
+        series > 150 && values > 5_000 && nulls > 1_000,
+        "{series} {values} {nulls}"
+    );
+    for rest in [
+        "&from=-1h&maxDataPoints=7",
+        "&from=-2h&maxDataPoints=100",
+        "&from=-1d&maxDataPoints=1",
+        "&from=-1min&noNullPoints=1",
+        "&from=-10min&noNullPoints",
+    ] {
+        pair.same("GET", &url("app.*.requests", rest), "").await;
+        pair.same("GET", &url("app.latency.p50", rest), "").await;
+    }
+    // Several targets, a POSTed form as Grafana sends it.
+    pair.same(
+        "POST",
+        "/render",
+        &format!(
+            "target={}&target={}&from=1336372800&until=1336376400&format=json&maxDataPoints=50&now={NOW}",
+            encode("app.h0.requests"),
+            encode("app.latency.max")
+        ),
+    )
+    .await;
+    // CSV, byte for byte.
+    let (ours, theirs) = pair
+        .ask(
+            "GET",
+            &format!("/render?target=app.h1.*&from=-2min&format=csv&now={NOW}"),
+            "",
+        )
+        .await;
+    assert_eq!((ours.status, ours.text()), (theirs.status, theirs.text()));
+    // Bad times and empty ranges are 400 on both.
+    for bad in [
+        "&from=garbage",
+        "&from=-5m",
+        "&from=-1h&until=-1h",
+        "&until=xyz",
+    ] {
+        let (ours, theirs) = pair.ask("GET", &url("app.h0.requests", bad), "").await;
+        assert_eq!(
+            (ours.status, theirs.status),
+            (400, 400),
+            "{bad}: {}",
+            ours.text()
+        );
+        assert!(
+            ours.text().starts_with("Invalid parameters ("),
+            "{}",
+            ours.text()
+        );
+        assert!(ours.content_type().starts_with("text/html"));
+    }
+    // A target that does not parse, or an unknown function: 400 naming it.
+    for bad in ["foo(", "nope(app.h0.requests)"] {
+        let (ours, _) = pair.ask("GET", &url(bad, "&from=-1h"), "").await;
+        assert_eq!(ours.status, 400, "{bad}: {}", ours.text());
+        assert!(
+            ours.text().starts_with("Invalid parameters ("),
+            "{}",
+            ours.text()
+        );
+    }
+    // PNG, graphite-web's default format, is refused naming the formats.
+    let (ours, _) = pair
+        .ask(
+            "GET",
+            &format!("/render?target=app.h0.requests&from=-1h&now={NOW}"),
+            "",
+        )
+        .await;
+    assert_eq!(ours.status, 400);
+    assert!(
+        ours.text().contains("json") && ours.text().contains("csv"),
+        "{}",
+        ours.text()
+    );
+    // The server's own per-route series: a path a whisper file cannot hold
+    // (`/`), so graphite-web never has it; Tally charts it.
+    pair.tally
+        .counters()
+        .incr_many(&[
+            Increment::new("tally:http:route:GET /v1/counters/{name}", 3).at((NOW - 30) as f64),
+        ])
+        .await
+        .unwrap();
+    let (ours, _) = pair
+        .ask(
+            "GET",
+            &url("tally:http:route:GET_/v1/counters/_name_", "&from=-1min"),
+            "",
+        )
+        .await;
+    let answer: Json = serde_json::from_slice(&ours.body).unwrap();
+    let points = answer[0]["datapoints"].as_array().unwrap();
+    assert_eq!(
+        answer[0]["target"],
+        "tally:http:route:GET_/v1/counters/_name_"
+    );
+    assert!(
+        points.contains(&serde_json::json!([3.0, NOW - 30])),
+        "{answer}"
+    );
+    assert_eq!(points.iter().filter(|p| !p[0].is_null()).count(), 1);
+}
+
+/// `/metrics/find` and `/metrics/expand` at every depth, with wildcards, in
+/// the query string and in Grafana's raw body.
+async fn finds_match_graphite_web(kind: Kind) {
+    let pair = Pair::start(kind, GraphiteSettings::default()).await;
+    for query in [
+        "*",
+        "app.*",
+        "app.h*",
+        "app.h?.*",
+        "app.{h0,h2}.*",
+        "app.latency.*",
+        "app.latency.p*",
+        "app.*.*",
+        "odd.*",
+        "odd._.*",
+        "nothing.*",
+        "app.h0.requests",
+        "app.latency",
+    ] {
+        pair.same("GET", &format!("/metrics/find?query={}", encode(query)), "")
+            .await;
+        pair.same(
+            "GET",
+            &format!("/metrics/expand?query={}", encode(query)),
+            "",
+        )
+        .await;
+    }
+    // Grafana's query editor: from/until in the URL, a raw body.
+    pair.same(
+        "POST",
+        "/metrics/find?from=1336372800&until=1336376400",
+        "query=app.{h0,h1}.*",
+    )
+    .await;
+    pair.same("POST", "/metrics/find", "query=app.*").await;
+}
+
+/// statsd's names (`--graphite-namespace statsd`): counters twice, timers,
+/// gauges and sets where statsd's Graphite backend puts them.
+async fn statsd_names_match_graphite_web(kind: Kind) {
+    let settings = GraphiteSettings {
+        namespace: Namespace::Statsd,
+        ..GraphiteSettings::default()
+    };
+    let pair = Pair::start(kind, settings).await;
+    for target in [
+        "stats_counts.app.*.requests",
+        "stats.app.h0.requests",
+        "stats.timers.app.latency.*",
+        "stats.timers.app.latency.upper_90",
+        "stats.gauges.app.*.load",
+        "stats.sets.app.users.count",
+    ] {
+        for range in ["&from=-5min", "&from=-6h", "&from=-30d"] {
+            pair.same("GET", &url(target, range), "").await;
+        }
+    }
+    for query in [
+        "*",
+        "stats.*",
+        "stats.timers.*",
+        "stats.timers.app.latency.*",
+        "stats_counts.app.*",
+    ] {
+        pair.same("GET", &format!("/metrics/find?query={}", encode(query)), "")
+            .await;
+    }
+}
