@@ -321,8 +321,8 @@ impl Source {
 
     /// Every leaf's stored values as whisper files would hold them at
     /// `now`: its path, its archives (slice length, slices kept; finest
-    /// first) and, per archive, each slice within the archive's kept span
-    /// (`now − length × kept`, `now`] that shows a value. Where two series
+    /// first) and, per archive, each slice among the `kept` newest slots at
+    /// `now` that shows a value. Where two series
     /// share a path, the first family's is kept. What the tests and `tally
     /// bench graphite` write into whisper files for graphite-web, so that
     /// it serves the same data.
@@ -361,13 +361,15 @@ impl Source {
                         }
                         let mut points = Vec::new();
                         for (i, (archive, slices)) in family.archives.iter().zip(&per).enumerate() {
-                            let oldest = now - archive.step * archive.points;
+                            // The slots a whisper archive of `points` holds at now.
+                            let newest = now - now.rem_euclid(archive.step);
+                            let oldest = newest - archive.step * archive.points;
                             for (start, value) in slices {
                                 let start = *start as i64;
-                                if start > oldest - archive.step && start <= now {
-                                    if let Some(v) = (leaf.read)(value, archive.step as u64) {
-                                        points.push((i, start, v));
-                                    }
+                                let value = (leaf.read)(value, archive.step as u64);
+                                if let (true, Some(v)) = (start > oldest && start <= newest, value)
+                                {
+                                    points.push((i, start, v));
                                 }
                             }
                         }
