@@ -164,6 +164,9 @@ impl Case {
 /// One server's figures for one request.
 #[derive(Debug, Serialize)]
 pub struct Figures {
+    /// Seconds of each of the two runs: `--seconds`, or 20 requests' time
+    /// when that is longer.
+    pub seconds: f64,
     /// wrk with one connection: a request's time.
     pub p50_us: u64,
     pub p99_us: u64,
@@ -644,17 +647,26 @@ async fn measure(
     cpu: &Cpu<'_>,
     args: &GraphiteArgs,
 ) -> Result<Figures> {
+    // Long enough for 20 requests one after the other (graphite-web takes
+    // seconds over 1,000 series), at most 10 minutes.
+    let started = Instant::now();
+    let (status, _) = get(addr, path)?;
+    ensure!(status == 200, "{path} answered {status}");
+    let seconds = args
+        .seconds
+        .max(20.0 * started.elapsed().as_secs_f64())
+        .min(600.0);
     let one = Load {
         threads: 1,
         connections: 1,
-        seconds: args.seconds,
+        seconds,
         timeout_seconds: Some(300),
     };
     let (sequential, _) = wrk(addr, path, one)?;
     let many = Load {
         threads: 2,
         connections: args.connections,
-        seconds: args.seconds,
+        seconds,
         timeout_seconds: Some(300),
     };
     let cpu_before = cpu.seconds().await?;
@@ -662,6 +674,7 @@ async fn measure(
     let server = cpu.seconds().await? - cpu_before;
     let wall = loaded.duration_us as f64 / 1e6;
     Ok(Figures {
+        seconds,
         p50_us: sequential.p50_us,
         p99_us: sequential.p99_us,
         sequential_requests: sequential.requests,
