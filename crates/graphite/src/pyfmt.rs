@@ -7,6 +7,30 @@
 /// Python 3's `repr(x)` (and `str(x)`) of a float: the shortest digits that round-trip,
 /// fixed notation for decimal exponents -4 ..= 15 (with `.0` when integral), else `1e+16`.
 pub fn repr_f64(x: f64) -> String {
+    let mut out = String::new();
+    write_repr_f64(&mut out, x);
+    out
+}
+
+/// [`repr_f64`] appended to `out`, without allocating for the values answers hold most
+/// (fixed notation: Rust's `Display` writes the same shortest digits in fixed notation,
+/// so only the `.0` of an integral value is added).
+pub fn write_repr_f64(out: &mut String, x: f64) {
+    use std::fmt::Write;
+    let a = x.abs();
+    if a == 0.0 || (1e-4..1e16).contains(&a) {
+        let start = out.len();
+        let _ = write!(out, "{x}");
+        if !out[start..].contains('.') {
+            out.push_str(".0");
+        }
+    } else {
+        out.push_str(&repr_by_exponent(x));
+    }
+}
+
+/// [`repr_f64`] from the shortest digits and their exponent: every float, any notation.
+fn repr_by_exponent(x: f64) -> String {
     if x.is_nan() {
         return "nan".to_owned();
     }
@@ -184,6 +208,27 @@ mod tests {
         ];
         for (x, want) in cases {
             assert_eq!(repr_f64(*x), *want, "repr({x:?})");
+            assert_eq!(repr_by_exponent(*x), *want, "repr({x:?})");
+        }
+    }
+
+    proptest::proptest! {
+        /// The fixed-notation fast path writes what the digits-and-exponent form does, for
+        /// every float (any bit pattern) and around both ends of fixed notation.
+        #[test]
+        fn repr_fast_path_is_the_exponent_form(
+            bits in proptest::num::u64::ANY,
+            k in -10_000i64..10_000,
+        ) {
+            let x = f64::from_bits(bits);
+            proptest::prop_assert_eq!(repr_f64(x), repr_by_exponent(x));
+            for edge in [1e-4f64, 1e16, 1.0] {
+                let near = f64::from_bits((edge.to_bits() as i64 + k) as u64);
+                proptest::prop_assert_eq!(repr_f64(near), repr_by_exponent(near));
+                proptest::prop_assert_eq!(repr_f64(-near), repr_by_exponent(-near));
+            }
+            let integral = k as f64 * 1e11;
+            proptest::prop_assert_eq!(repr_f64(integral), repr_by_exponent(integral));
         }
     }
 
