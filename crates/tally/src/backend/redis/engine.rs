@@ -1388,6 +1388,30 @@ impl SliceStore for RedisSliceStore {
         Ok(page.names())
     }
 
+    async fn contains(&self, space: &Space, names: &[Name]) -> Result<Vec<bool>> {
+        let keys = self.layout.space_keys(space);
+        if keys.is_book() || keys.is_expiring() {
+            // The book's registry holds a member per precision; the expiring
+            // one is pruned by its listing.
+            return crate::engine::contains_by_listing(self, space, names).await;
+        }
+        let groups = names
+            .iter()
+            .map(|name| {
+                let mut pipe = redis::pipe();
+                pipe.cmd("ZSCORE")
+                    .arg(keys.registry(keys.shard(name.as_str())))
+                    .arg(name.as_str());
+                pipe
+            })
+            .collect();
+        let values = self.redis.run_pipelines(groups).await?;
+        Ok(values
+            .iter()
+            .map(|v| !matches!(v.first(), None | Some(Reply::Nil)))
+            .collect())
+    }
+
     async fn delete(&self, space: &Space, name: &Name) -> Result<bool> {
         let keys = self.layout.space_keys(space);
         let shard = keys.shard(name.as_str());

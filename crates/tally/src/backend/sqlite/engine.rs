@@ -565,6 +565,20 @@ impl SliceStore for SqliteSliceStore {
             .await
     }
 
+    async fn contains(&self, space: &Space, names: &[Name]) -> Result<Vec<bool>> {
+        let sql = self.tables(space).await?;
+        let names = names.to_vec();
+        self.db
+            .read(move |conn| {
+                let mut stmt = conn.prepare_cached(&sql.series_id)?;
+                names
+                    .iter()
+                    .map(|name| Ok(stmt.exists([name.as_str()])?))
+                    .collect()
+            })
+            .await
+    }
+
     async fn delete(&self, space: &Space, name: &Name) -> Result<bool> {
         let sql = self.tables(space).await?;
         let space_kind = space.kind;
