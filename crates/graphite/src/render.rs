@@ -284,8 +284,11 @@ fn json_body(
     })
 }
 
+/// A series with the points it answers: `(value, timestamp)`.
+type Rendered<'a> = (&'a Series, Vec<(Option<f64>, i64)>);
+
 /// The answer of `renderViewJson` as a value, for the pretty form.
-fn json_tree(series: &[(&Series, Vec<(Option<f64>, i64)>)]) -> Json {
+fn json_tree(series: &[Rendered<'_>]) -> Json {
     let out = series
         .iter()
         .map(|(series, datapoints)| {
@@ -312,7 +315,7 @@ fn json_tree(series: &[(&Series, Vec<(Option<f64>, i64)>)]) -> Json {
 
 /// [`json_tree`]'s one-line text, written straight into one buffer: the same text
 /// (`json_text_is_the_tree_dumped`), without a value per point.
-fn json_text(series: &[(&Series, Vec<(Option<f64>, i64)>)], points: usize) -> String {
+fn json_text(series: &[Rendered<'_>], points: usize) -> String {
     use crate::json::{write_float, write_int, write_str};
     let ascii = Style::DEFAULT.ascii;
     let mut out = String::with_capacity(2 + series.len() * 64 + points * 24);
@@ -585,7 +588,7 @@ mod tests {
                     s
                 })
                 .collect();
-            let pairs: Vec<(&Series, Vec<(Option<f64>, i64)>)> = made
+            let pairs: Vec<Rendered<'_>> = made
                 .iter()
                 .zip(&series)
                 .map(|(s, (_, _, points))| (s, points.clone()))

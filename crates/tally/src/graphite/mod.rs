@@ -397,20 +397,20 @@ impl Source {
     /// The names of `family` whose leaves match `glob`, each with the
     /// indices of its matching leaves; fails past `max` leaves in all
     /// (counting `seen` already matched). A pattern naming its series
-    /// outright is looked up, not listed; one whose last node names none of
-    /// a branch family's leaves reads nothing.
+    /// outright is not listed: its one name is checked as it is read. One
+    /// whose last node names none of a branch family's leaves reads nothing.
     async fn matching(
         &self,
         family: &Family,
         glob: &Glob,
         max: usize,
         seen: &mut usize,
-    ) -> GResult<Vec<(Name, Vec<usize>)>> {
+    ) -> GResult<Matched> {
         let depth = glob.depth();
         let root = family.root_nodes.len();
         let leaf_nodes = usize::from(!family.shape.is_single());
         if depth <= root + leaf_nodes || !family.root_matches(glob) {
-            return Ok(Vec::new());
+            return Ok(Matched::Listed(Vec::new()));
         }
         let name_nodes = depth - root - leaf_nodes;
         let leaves: Vec<usize> = family
@@ -422,32 +422,20 @@ impl Source {
             .map(|(i, _)| i)
             .collect();
         if leaves.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Matched::Listed(Vec::new()));
         }
         let mut count = |n: usize| {
             *seen += n;
             if *seen > max {
-                return Err(GError::limit(format!(
-                    "more than {max} series match the targets: the limit of series per \
-                     render (--graphite-max-series)"
-                )));
+                return Err(series_limit(max));
             }
             Ok(())
         };
         if let Some(name) = exact_name(glob, root, name_nodes) {
-            let Ok(name) = Name::new(name) else {
-                return Ok(Vec::new());
-            };
-            let found = family
-                .store
-                .contains(&family.space, std::slice::from_ref(&name))
-                .await
-                .map_err(store_error)?;
-            if !found.first().copied().unwrap_or(false) {
-                return Ok(Vec::new());
-            }
-            count(leaves.len())?;
-            return Ok(vec![(name, leaves)]);
+            return Ok(match Name::new(name) {
+                Ok(name) => Matched::Named(name, leaves),
+                Err(_) => Matched::Listed(Vec::new()),
+            });
         }
         let mut found = Vec::new();
         family
@@ -467,7 +455,7 @@ impl Source {
                 Ok(None)
             })
             .await?;
-        Ok(found)
+        Ok(Matched::Listed(found))
     }
 
     /// The series of `family`'s `names` over the window whisper reads for
@@ -611,6 +599,23 @@ fn find_limit(max: usize) -> GError {
     ))
 }
 
+/// The names a pattern matches in a family, each with its matching leaves.
+enum Matched {
+    /// Found by listing.
+    Listed(Vec<(Name, Vec<usize>)>),
+    /// The one name the pattern names outright: a series if the store
+    /// holds it, checked as it is read (one round trip for both).
+    Named(Name, Vec<usize>),
+}
+
+/// The error of a render past its limit of series.
+fn series_limit(max: usize) -> GError {
+    GError::limit(format!(
+        "more than {max} series match the targets: the limit of series per \
+         render (--graphite-max-series)"
+    ))
+}
+
 /// The one name a pattern's nodes `root .. root + name_nodes` name, when
 /// each is exact and the name is its own path (no `_`, which may stand for
 /// a character a path cannot carry, and nothing escaping would change).
@@ -649,24 +654,47 @@ impl tally_graphite::Store for Source {
             Ok::<_, GError>((wanted, seen))
         });
         let matched = futures::future::try_join_all(matched).await?;
-        if matched.iter().map(|(_, seen)| seen).sum::<usize>() > max_series {
-            return Err(GError::limit(format!(
-                "more than {max_series} series match the targets: the limit of series per \
-                 render (--graphite-max-series)"
-            )));
+        let listed: usize = matched.iter().map(|(_, seen)| seen).sum();
+        if listed > max_series {
+            return Err(series_limit(max_series));
         }
         let reads = self
             .families
             .iter()
             .zip(&matched)
             .flat_map(|(family, (wanted, _))| {
-                patterns.iter().zip(wanted).map(move |(glob, names)| {
-                    self.read(family, glob.text(), names, (from, until, now))
-                })
+                patterns
+                    .iter()
+                    .zip(wanted)
+                    .map(move |(glob, matched)| async move {
+                        let window = (from, until, now);
+                        match matched {
+                            Matched::Listed(names) => {
+                                Ok((self.read(family, glob.text(), names, window).await?, 0))
+                            }
+                            Matched::Named(name, leaves) => {
+                                let one = [(name.clone(), leaves.clone())];
+                                let (held, series) = futures::join!(
+                                    family
+                                        .store
+                                        .contains(&family.space, std::slice::from_ref(name)),
+                                    self.read(family, glob.text(), &one, window)
+                                );
+                                if held.map_err(store_error)?.first() == Some(&true) {
+                                    Ok((series?, leaves.len()))
+                                } else {
+                                    Ok((Vec::new(), 0))
+                                }
+                            }
+                        }
+                    })
             });
-        let reads = futures::future::try_join_all(reads).await?;
+        let reads: Vec<(Vec<Series>, usize)> = futures::future::try_join_all(reads).await?;
+        if listed + reads.iter().map(|(_, named)| named).sum::<usize>() > max_series {
+            return Err(series_limit(max_series));
+        }
         let mut per_pattern: Vec<Vec<Series>> = vec![Vec::new(); patterns.len()];
-        for (i, series) in reads.into_iter().enumerate() {
+        for (i, (series, _)) in reads.into_iter().enumerate() {
             per_pattern[i % patterns.len().max(1)].extend(series);
         }
         Ok(per_pattern)
