@@ -129,6 +129,13 @@ async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer
         ),
         graphite: None,
     };
+    let services = Services {
+        graphite: Some(tally::server::graphite::GraphiteApi::of_services(
+            &services,
+            &Default::default(),
+        )),
+        ..services
+    };
     let state = AppState::new(services, settings, Metrics::default());
     let router = app(state.clone());
     TestServer {
