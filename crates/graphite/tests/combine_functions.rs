@@ -43,7 +43,18 @@ fn params(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// An embedder's aggregator: the first series of its list, renamed.
+/// `/render` of one target over the last three minutes, as JSON.
+async fn render(graphite: &Graphite, target: &str) -> tally_graphite::Answer {
+    let p = params(&[
+        ("target", target),
+        ("from", "-3min"),
+        ("now", "1700000000"),
+        ("format", "json"),
+    ]);
+    graphite.render(&store(), &p, NOW, &Limits::default()).await
+}
+
+/// An embedder's aggregator: the first series of its list, as it is.
 struct FirstSeries(Signature);
 
 #[async_trait::async_trait]
@@ -80,19 +91,7 @@ async fn an_embedders_aggregator_is_offered_and_called_as_a_group_by_node_callba
     let text = String::from_utf8(info.body).unwrap();
     assert!(text.contains("\"firstSeries\""), "{text}");
 
-    let answer = graphite
-        .render(
-            &store(),
-            &params(&[
-                ("target", "groupByNode(app.*.*, 2, \"firstSeries\")"),
-                ("from", "-3min"),
-                ("now", "1700000000"),
-                ("format", "json"),
-            ]),
-            NOW,
-            &Limits::default(),
-        )
-        .await;
+    let answer = render(&graphite, "groupByNode(app.*.*, 2, \"firstSeries\")").await;
     let body = String::from_utf8(answer.body).unwrap();
     assert_eq!(answer.status, 200, "{body}");
     let json: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -111,18 +110,7 @@ async fn an_embedders_aggregator_is_offered_and_called_as_a_group_by_node_callba
 
 #[tokio::test]
 async fn an_unknown_callback_is_a_400_naming_it() {
-    let answer = Graphite::new()
-        .render(
-            &store(),
-            &params(&[
-                ("target", "groupByNode(app.*.*, 1, \"nosuch\")"),
-                ("now", "1700000000"),
-                ("format", "json"),
-            ]),
-            NOW,
-            &Limits::default(),
-        )
-        .await;
+    let answer = render(&Graphite::new(), "groupByNode(app.*.*, 1, \"nosuch\")").await;
     let body = String::from_utf8(answer.body).unwrap();
     assert_eq!(answer.status, 400);
     assert!(body.contains("\"callback\": 'nosuch'"), "{body}");

@@ -136,6 +136,17 @@ pub(crate) struct Normalized {
     pub(crate) step: i64,
 }
 
+impl Normalized {
+    /// The common time axis.
+    pub(crate) fn span(&self) -> Span {
+        Span {
+            start: self.start,
+            end: self.end,
+            step: self.step,
+        }
+    }
+}
+
 /// `normalize(seriesLists)`; `None` where graphite-web raises `NormalizeEmptyResultError`.
 pub(crate) fn normalize(lists: Vec<Vec<Series>>) -> Option<Normalized> {
     let mut series: Vec<Series> = lists.into_iter().flatten().collect();

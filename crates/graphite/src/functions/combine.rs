@@ -388,15 +388,8 @@ pub(crate) fn aggregate(
     tags.entry("name".to_owned())
         .or_insert_with(|| name.clone());
     tags.insert("aggregatedBy".to_owned(), func.to_owned());
-    let mut series = Series::new(
-        &name,
-        normalized.start,
-        normalized.end,
-        normalized.step,
-        values,
-    );
+    let mut series = made(&name, normalized.span(), values, xff);
     series.tags = tags;
-    series.x_files_factor = xff;
     Ok(vec![series])
 }
 
@@ -585,7 +578,7 @@ fn count_series(cx: &Context<'_>, mut args: Args) -> Result<Value> {
     if lists.is_empty() {
         // No argument at all: graphite-web's constantLine(0), renamed in its path expression.
         let (start, end) = (cx.from(), cx.until());
-        let step = ((end - start) as f64 / 2.0) as i64;
+        let step = (end.saturating_sub(start) as f64 / 2.0) as i64;
         if step <= 0 {
             return Err(Error::invalid(
                 "countSeries() needs a time range of at least two seconds",
@@ -606,11 +599,7 @@ fn count_series(cx: &Context<'_>, mut args: Args) -> Result<Value> {
     let name = format!("countSeries({})", path_expressions(&normalized.series));
     let count = normalized.series.len() as f64;
     let points = rows(&normalized.series).len();
-    let span = Span {
-        start: normalized.start,
-        end: normalized.end,
-        step: normalized.step,
-    };
+    let span = normalized.span();
     let mut series = made(&name, span, vec![Some(count); points], cx.x_files_factor());
     series.path_expression = name;
     Ok(Value::Series(vec![series]))
@@ -644,11 +633,7 @@ fn percentile_of_series(cx: &Context<'_>, mut args: Args) -> Result<Value> {
         .iter()
         .map(|row| percentile(row, n, interpolate))
         .collect::<Result<Vec<_>>>()?;
-    let span = Span {
-        start: normalized.start,
-        end: normalized.end,
-        step: normalized.step,
-    };
+    let span = normalized.span();
     Ok(Value::Series(vec![made(
         &name,
         span,
@@ -711,11 +696,7 @@ fn pow_series(cx: &Context<'_>, mut args: Args) -> Result<Value> {
             rest.iter().fold(*first, |acc, v| safe_pow(acc, *v))
         })
         .collect();
-    let span = Span {
-        start: normalized.start,
-        end: normalized.end,
-        step: normalized.step,
-    };
+    let span = normalized.span();
     Ok(Value::Series(vec![made(
         &name,
         span,
