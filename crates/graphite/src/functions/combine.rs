@@ -4,10 +4,9 @@
 //! combinations with rules of their own (`divideSeries`, `multiplySeries`, `countSeries`,
 //! `percentileOfSeries`, `powSeries`).
 //!
-//! Every one of them is an error-free total function of its (validated) arguments except
-//! where graphite-web raises its own 400; a case where graphite-web fails with a 500 (a
-//! percentile past the values) is a 400 naming the problem. Matching by nodes (`asPercent`,
-//! `groupByNode`) lives in `group.rs`.
+//! Their errors are graphite-web's own 400s; where graphite-web fails with a 500 instead (a
+//! percentile past the values), the answer is a 400 naming the problem. Matching by nodes
+//! (`asPercent`, `groupByNode`) lives in `group.rs`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
