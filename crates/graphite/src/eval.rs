@@ -301,10 +301,16 @@ impl<'a> Evaluation<'a> {
         }
         let signature = function.signature();
         let described = describe_call(&call.name, &args, &kwargs);
+        let positional = args.len();
+        let keywords: Vec<String> = kwargs.iter().map(|(k, _)| k.clone()).collect();
         let validated = match validate(self.registry, signature, args, kwargs) {
             Ok(v) => v,
             Err(e) => return Err(self.decorate(e, Some(&described))),
         };
+        // A function's own error shows its arguments as validation converted them (`0.0`
+        // for a float parameter given `0`), as graphite-web prints them.
+        let described =
+            describe_validated(&call.name, signature, positional, &keywords, &validated);
         let cx = Context {
             eval: self,
             range,
@@ -358,6 +364,40 @@ fn describe_call(name: &str, args: &[Value], kwargs: &[(String, Value)]) -> Stri
         parts.push(keyword.join(", "));
     }
     format!("{name}({})", parts.join(", "))
+}
+
+/// [`describe_call`] of the validated arguments: the `i`-th positional argument is in its
+/// parameter's slot (the last, `multiple`, one holding the rest in order), a keyword
+/// argument in its parameter's.
+fn describe_validated(
+    name: &str,
+    signature: &crate::Signature,
+    positional: usize,
+    keywords: &[String],
+    validated: &crate::Args,
+) -> String {
+    let last = signature.params.len().saturating_sub(1);
+    let args: Vec<Value> = (0..positional)
+        .map(|i| {
+            let slot = i.min(last);
+            let at = if slot == last { i - slot } else { 0 };
+            validated.all(slot).get(at).cloned().unwrap_or(Value::None)
+        })
+        .collect();
+    let mut kwargs: Vec<(String, Value)> = Vec::new();
+    for keyword in keywords {
+        if kwargs.iter().any(|(k, _)| k == keyword) {
+            continue;
+        }
+        let value = signature
+            .params
+            .iter()
+            .position(|p| p.name == *keyword)
+            .and_then(|slot| validated.all(slot).first().cloned())
+            .unwrap_or(Value::None);
+        kwargs.push((keyword.clone(), value));
+    }
+    describe_call(name, &args, &kwargs)
 }
 
 /// `evaluateScalarTokens`.

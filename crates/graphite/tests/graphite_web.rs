@@ -82,3 +82,5 @@ fixture!(render_errors);
 fixture!(find);
 fixture!(grafana);
 fixture!(functions);
+fixture!(functions_combine);
+fixture!(functions_filter);

@@ -27,6 +27,14 @@ const FIXTURES: &[(&str, &str)] = &[
     ("find", include_str!("fixtures/find.json")),
     ("functions", include_str!("fixtures/functions.json")),
     ("grafana", include_str!("fixtures/grafana.json")),
+    (
+        "functions_combine",
+        include_str!("fixtures/functions_combine.json"),
+    ),
+    (
+        "functions_filter",
+        include_str!("fixtures/functions_filter.json"),
+    ),
 ];
 
 fn whisper_data(fixture: &J) -> WhisperData {

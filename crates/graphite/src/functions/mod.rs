@@ -17,6 +17,8 @@ use crate::{Error, Result, Series, Store};
 pub(crate) mod agg;
 pub(crate) mod alias;
 pub(crate) mod combine;
+pub(crate) mod filter;
+pub(crate) mod group;
 pub(crate) mod special;
 pub(crate) mod transform;
 
@@ -493,6 +495,8 @@ impl Registry {
             .chain(transform::functions())
             .chain(alias::functions())
             .chain(special::functions())
+            .chain(group::functions())
+            .chain(filter::functions())
         {
             registry.add(f);
         }

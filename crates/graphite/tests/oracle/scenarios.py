@@ -212,6 +212,8 @@ SCENARIOS = {
     ],
 }
 
+SCENARIOS.update(__import__('scenarios_combine').scenarios(render))
+
 
 def main():
     # The data every fixture's requests read, once.
