@@ -17,7 +17,9 @@ use crate::{Error, Result, Series, Store};
 pub(crate) mod agg;
 pub(crate) mod alias;
 pub(crate) mod combine;
+pub(crate) mod moving;
 pub(crate) mod special;
+pub(crate) mod time;
 pub(crate) mod transform;
 
 /// An evaluated argument, with Python's distinctions (an `int` is not a `float`).
@@ -491,6 +493,8 @@ impl Registry {
         for f in combine::functions()
             .into_iter()
             .chain(transform::functions())
+            .chain(moving::functions())
+            .chain(time::functions())
             .chain(alias::functions())
             .chain(special::functions())
         {
