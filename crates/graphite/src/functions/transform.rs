@@ -541,10 +541,11 @@ fn transform_null(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
             format!("transformNull({},{})", series.name, format_g(default))
         };
         rename(series, name);
-        // Python iterates the series (consolidated, were it so) and puts the new values in
-        // place of the old ones.
+        // Python iterates the series (consolidated, were it so) into new values, appends
+        // them to the series and deletes as many from its front: the series keeps its
+        // length, and where the new values are longer (a longer reference), their last ones.
         let points = series.points();
-        series.values = match defaults.as_deref() {
+        let values: Vec<Option<f64>> = match defaults.as_deref() {
             // An empty list of defaults counts as none (Python's falsy list).
             Some(defaults) if !defaults.is_empty() => {
                 // izip_longest: the longer of the two decides the length.
@@ -558,6 +559,9 @@ fn transform_null(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
             }
             _ => points.into_iter().map(|v| v.or(Some(default))).collect(),
         };
+        let cut = values.len();
+        series.values.extend(values);
+        series.values.drain(..cut);
     }
     Ok(Value::Series(list))
 }
