@@ -8,6 +8,7 @@ environment graphite_web.py needs, see README.md). A request marked `differs` is
 graphite-web fails (or uses a value its own validation refused) and this crate answers 400;
 the body kept of graphite-web's 500 page is its exception's last line."""
 import html, json, os, re, subprocess, sys
+from urllib.parse import quote, urlencode
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = os.environ.get('GRAPHITE_PYTHON', sys.executable)
@@ -117,6 +118,14 @@ def render(target, frm='-1h', until=None, fmt='json', **extra):
     return {'path': '/render/', 'params': params}
 
 
+def grafana(target, frm, until, max_data_points):
+    """A panel's query as Grafana 11 posts it: a form body, the target percent-encoded."""
+    body = urlencode([('target', target), ('from', str(frm)), ('until', str(until)),
+                      ('now', str(NOW)), ('format', 'json'),
+                      ('maxDataPoints', str(max_data_points))], quote_via=quote)
+    return {'path': '/render/', 'method': 'POST', 'params': [], 'body': body}
+
+
 def differs(request, reason):
     return dict(request, differs=reason)
 
@@ -215,6 +224,9 @@ SCENARIOS = {
         render('template(movingAverage(tx.gauge.$x, 3), x="a")', frm='-10min'),
         render('movingAverage(tx.gauge.a, 5)', frm='-1h', maxDataPoints=20),
         render(['movingAverage(tx.gauge.a, 3)', 'tx.gauge.a'], frm='-5min'),
+        render('movingAverage(consolidateBy(tx.gauge.a, "max"), 5)', frm='-1h', maxDataPoints=30),
+        grafana('aliasSub(movingAverage(tx.gauge.a, "5min"), "(^.*$)", "\\1 A")', NOW - 3601, NOW + 1, 100),
+        grafana('aliasSub(movingMax(app.*.requests, 10), "(^.*$)", "\\1 B")', NOW - 1801, NOW + 1, 50),
     ],
     'transform_time': [
         render('timeShift(tx.gauge.a, "5min")', frm='-10min'),
@@ -278,6 +290,9 @@ SCENARIOS = {
         render('hitcount(perSecond(tx.counter.a), "10min")', frm='-2h'),
         render('hitcount(nope.*, "1h")', frm='-10min'),
         render('hitcount(tx.gauge.b, "1min")', frm=str(NOW - 607), until=str(NOW - 13)),
+        grafana('aliasSub(summarize(perSecond(tx.counter.a), "5min", "sum"), "(^.*$)", "\\1 A")', NOW - 86401, NOW + 1, 300),
+        grafana('aliasSub(timeShift(tx.gauge.c, "1d"), "(^.*$)", "\\1 A")', '-6h', 'now', 500),
+        grafana('aliasSub(hitcount(tx.counter.b, "1h"), "(^.*$)", "\\1 A")', '-1d', 'now', 1000),
     ],
     'transform_errors': [
         differs(render('summarize(tx.gauge.a, "1x")'), FAILS),
