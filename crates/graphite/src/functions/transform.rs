@@ -11,6 +11,7 @@
 
 use std::sync::Arc;
 
+use super::agg::rows;
 use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, Value};
 use crate::pyfmt::format_g;
 use crate::{Error, Result, Series};
@@ -513,15 +514,9 @@ fn transform_null(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
     // Per point of the reference series (iterated together, the shorter padded with nulls):
     // the default where any of them has a value, else null.
     let defaults: Option<Vec<Option<f64>>> = (!reference.is_empty()).then(|| {
-        let columns: Vec<Vec<Option<f64>>> = reference.iter().map(Series::points).collect();
-        let len = columns.iter().map(Vec::len).max().unwrap_or(0);
-        (0..len)
-            .map(|i| {
-                columns
-                    .iter()
-                    .any(|c| c.get(i).copied().flatten().is_some())
-                    .then_some(default)
-            })
+        rows(&reference)
+            .iter()
+            .map(|row| row.iter().any(Option::is_some).then_some(default))
             .collect()
     });
     for series in &mut list {

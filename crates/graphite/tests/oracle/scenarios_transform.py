@@ -7,12 +7,10 @@ graphite-web. scenarios.py runs main(); run alone: python3 scenarios_transform.p
 environment graphite_web.py needs, see README.md). A request marked `differs` is one where
 graphite-web fails (or uses a value its own validation refused) and this crate answers 400;
 the body kept of graphite-web's 500 page is its exception's last line."""
-import html, json, os, re, subprocess, sys
+import html, json, os, re, subprocess
 from urllib.parse import quote, urlencode
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PY = os.environ.get('GRAPHITE_PYTHON', sys.executable)
-NOW = 1700000000  # 2023-11-14 22:13:20 UTC
+from scenarios import HERE, NOW, PY, render
 
 A3 = [[10, 360], [60, 1440], [600, 1008]]
 
@@ -103,19 +101,6 @@ for n in range(1, 21):
         'data': archive_data([[10, 360], [60, 1440]], wave(n, gaps=n % 4 + 3), [180, 150]),
     }
 DIRS = []
-
-
-def render(target, frm='-1h', until=None, fmt='json', **extra):
-    targets = target if isinstance(target, list) else [target]
-    params = [['target', t] for t in targets]
-    if frm is not None:
-        params.append(['from', frm])
-    if until is not None:
-        params.append(['until', until])
-    params += [['now', str(NOW)], ['format', fmt]]
-    for k, v in extra.items():
-        params.append([k, str(v)])
-    return {'path': '/render/', 'params': params}
 
 
 def grafana(target, frm, until, max_data_points):
