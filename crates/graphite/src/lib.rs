@@ -8,7 +8,7 @@
 //! | [`grammar`] | parsing a target into an [`Expr`] |
 //! | [`attime`] | time references and offsets (`-1h`, `noon+1d`, ...) |
 //! | [`glob`] | path patterns: wildcards, brace expansion, matching |
-//! | [`window`] | whisper's archive choice and slots for one fetch |
+//! | [`window`](mod@window) | whisper's archive choice and slots for one fetch |
 //! | [`series`] | the series value, its consolidation and datapoints |
 //! | [`store`] | the trait an embedder implements |
 //! | `eval` | prefetch, merge and evaluation of targets |
