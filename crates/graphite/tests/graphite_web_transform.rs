@@ -28,3 +28,4 @@ fixture!(transform_points);
 fixture!(transform_moving);
 fixture!(transform_time);
 fixture!(transform_errors);
+fixture!(transform_mixed);

@@ -30,6 +30,10 @@ async fn transforms_answer_as_a_running_graphite_web_does() {
                 "transform_errors",
                 include_str!("fixtures/transform_errors.json"),
             ),
+            (
+                "transform_mixed",
+                include_str!("fixtures/transform_mixed.json"),
+            ),
         ],
     )
     .await;

@@ -7,7 +7,7 @@ graphite-web. scenarios.py runs main(); run alone: python3 scenarios_transform.p
 environment graphite_web.py needs, see README.md). A request marked `differs` is one where
 graphite-web fails (or uses a value its own validation refused) and this crate answers 400;
 the body kept of graphite-web's 500 page is its exception's last line."""
-import html, json, os, re, subprocess
+import html, json, os, random, re, subprocess
 from urllib.parse import quote, urlencode
 
 from scenarios import HERE, NOW, PY, render
@@ -117,6 +117,59 @@ def differs(request, reason):
 
 FAILS = 'graphite-web fails on it (500); a 400 here'
 USES_REFUSED = 'graphite-web logs that its validation refuses the value and uses it anyway; a 400 here'
+
+def mixed(seed, count):
+    """`count` random nestings of these functions (two deep at most, odd parameters among
+    them) over short ranges, the same for a seed; graphite-web's 500s among them marked
+    `differs` by main()."""
+    rng = random.Random(seed)
+    series = ['tx.gauge.a', 'tx.gauge.*', 'tx.counter.*', 'tx.sparse', 'tx.coarse',
+              'app.host0[1-3].requests', 'tx.big', 'tx.counter.c']
+    aggs = ['"sum"', '"avg"', '"max"', '"min"', '"last"', '"median"', '"stddev"', '"count"',
+            '"range"', '"diff"', '"avg_zero"', '"multiply"']
+    intervals = ['"1min"', '"5min"', '"70s"', '"90s"', '"4min"', '"2min"', '"13min"', '"1h"']
+    shifts = ['"1min"', '"5min"', '"1h"', '"-10min"', '"+2min"', '"1d"', '"2h"']
+    windows = ['1', '2', '3', '5', '10', '"1min"', '"5min"', '"90s"', '"30min"', '0', '"10s"']
+    calls = {
+        'scaleToSeconds': lambda: ', ' + rng.choice(['1', '60', '2.5', '-10']),
+        'offset': lambda: ', ' + rng.choice(['1', '-3.5', '1e6']),
+        'absolute': lambda: '',
+        'derivative': lambda: '',
+        'integral': lambda: '',
+        'perSecond': lambda: rng.choice(['', '', ', 999', ', minValue=100', ', 999, 100']),
+        'nonNegativeDerivative': lambda: rng.choice(['', '', ', 999', ', minValue=100']),
+        'summarize': lambda: ', ' + rng.choice(intervals) + rng.choice(
+            ['', ', ' + rng.choice(aggs), ', %s, true' % rng.choice(aggs)]),
+        'hitcount': lambda: ', ' + rng.choice(intervals) + rng.choice(['', ', true']),
+        'movingAverage': lambda: ', ' + rng.choice(windows) + rng.choice(['', '', ', 0.5']),
+        'movingSum': lambda: ', ' + rng.choice(windows) + rng.choice(['', ', 1']),
+        'movingMax': lambda: ', ' + rng.choice(windows),
+        'movingMin': lambda: ', ' + rng.choice(windows),
+        'timeShift': lambda: ', ' + rng.choice(shifts) + rng.choice(['', ', false', ', true, true']),
+        'keepLastValue': lambda: rng.choice(['', ', 1', ', 3', ', 0']),
+        'transformNull': lambda: rng.choice(['', ', -1', ', 2, tx.gauge.a', ', 0, tx.coarse']),
+    }
+    names = sorted(calls)
+
+    def target(depth):
+        if depth > 1 or rng.random() < 0.2:
+            return rng.choice(series)
+        name = rng.choice(names)
+        inner = target(depth + 1)
+        return '%s(%s%s)' % (name, inner, calls[name]())
+
+    requests = []
+    for _ in range(count):
+        extra = {}
+        if rng.random() < 0.25:
+            extra['maxDataPoints'] = rng.choice([7, 20, 50])
+        elif rng.random() < 0.1:
+            extra['xFilesFactor'] = rng.choice(['0.3', '0.5', '1'])
+        frm = rng.choice(['-5min', '-10min', '-20min', '-61min', '-2h', str(NOW - 1234)])
+        until = rng.choice([None, None, '-2min', '+30min', str(NOW - 301)])
+        requests.append(render(target(0), frm=frm, until=until, **extra))
+    return requests
+
 
 SCENARIOS = {
     'transform_points': [
@@ -311,7 +364,10 @@ SCENARIOS = {
         render('summarize(nope.*, "0s")'),
         render('movingAverage(nope.*, "abc")'),
         render('keepLastValue(tx.gauge.c, None)', frm='-5min'),
+        differs(render('timeShift(tx.coarse, "1d")', frm='-1d', maxDataPoints=20),
+                'graphite-web fails (500) consolidating the shifted series, shorter than the values its first bucket drops; a 400 here'),
     ],
+    'transform_mixed': mixed(1, 100),
 }
 
 
@@ -333,6 +389,7 @@ def main():
         for r, a in zip(requests, answers):
             if a['status'] == 500:
                 a['body'] = exception_of(a['body'])
+                r.setdefault('differs', 'graphite-web fails: ' + a['body'])
             r['expected'] = a
         with open(os.path.join(fixtures, name + '.json'), 'w') as f:
             json.dump({'requests': requests}, f, indent=1)
