@@ -19,7 +19,9 @@ pub(crate) mod alias;
 pub(crate) mod combine;
 pub(crate) mod filter;
 pub(crate) mod group;
+pub(crate) mod moving;
 pub(crate) mod special;
+pub(crate) mod time;
 pub(crate) mod transform;
 
 /// An evaluated argument, with Python's distinctions (an `int` is not a `float`).
@@ -493,6 +495,8 @@ impl Registry {
         for f in combine::functions()
             .into_iter()
             .chain(transform::functions())
+            .chain(moving::functions())
+            .chain(time::functions())
             .chain(alias::functions())
             .chain(special::functions())
             .chain(group::functions())
