@@ -16,7 +16,7 @@
 //!   the pattern's literal prefix (the store's ordered listing), then reads
 //!   the matched series of a family in one round trip (per node on a
 //!   cluster) at the one precision whisper would read: the finest whose
-//!   kept span covers `now − from` ([`tally_graphite::window`]), every step
+//!   kept span covers `now − from` ([`tally_graphite::window()`]), every step
 //!   of the window a value or `None`;
 //! - `find` walks the same listings, skipping past a branch's names once
 //!   the branch is found.
