@@ -154,7 +154,12 @@ impl GraphiteApi {
         Self::with(source, merged, settings, counters.clock().clone())
     }
 
-    fn over(source: Source, stats: &Stats, settings: &GraphiteSettings, clock: SharedClock) -> Self {
+    fn over(
+        source: Source,
+        stats: &Stats,
+        settings: &GraphiteSettings,
+        clock: SharedClock,
+    ) -> Self {
         let merged = MergedQuantile::new(&source, &sketched_precisions(stats));
         Self::with(source, merged, settings, clock)
     }
