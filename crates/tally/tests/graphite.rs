@@ -20,7 +20,7 @@ use tally::gauges::GaugeOp;
 use tally::graphite::Namespace;
 use tally::server::graphite::{GraphiteApi, GraphiteSettings};
 use tally::server::{AppState, Metrics, ServerSettings, Services};
-use tally::stats::Observation;
+use tally::stats::{Observation, StatsSettings};
 use tally::{Increment, SetAdd, Tally};
 use tally_testkit::http::{self, Response};
 use tally_testkit::{GraphiteWeb, WhisperData, WhisperSeries};
@@ -34,40 +34,139 @@ behaviour_suite!(
     renders_match_graphite_web,
     finds_match_graphite_web,
     statsd_names_match_graphite_web,
+    colliding_paths_answer_as_graphite_web_does,
 );
+
+/// Opens Tally on `kind` at [`NOW`], with `stats` for its statistics.
+async fn open(kind: Kind, stats: Option<StatsSettings>) -> (Fixture, Tally) {
+    let fixture = Fixture::build_at(
+        kind,
+        tally::CounterSettings::default(),
+        tally_testkit::RedisOptions::default(),
+        NOW as f64,
+    )
+    .await;
+    let mut builder = Tally::builder().clock(Arc::new(fixture.clock.clone()));
+    if let Some(stats) = stats {
+        builder = builder.stats_settings(stats);
+    }
+    let tally = builder.open_backend(fixture.config.clone()).await.unwrap();
+    (fixture, tally)
+}
+
+/// Statistics keeping a quantile sketch at 1 s, 5 s and 1 min only: coarser
+/// slices hold the moments alone.
+fn sketched_to_the_minute() -> StatsSettings {
+    StatsSettings {
+        sketch_precisions: Some(vec![1, 5, 60]),
+        ..StatsSettings::default()
+    }
+}
+
+/// Tally's HTTP server (the Graphite API with `settings`) over `tally` on a
+/// free port, stopped on drop.
+struct Server {
+    addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Server {
+    async fn start(tally: &Tally, settings: &GraphiteSettings) -> Server {
+        let services = Services {
+            counters: tally.counters(),
+            aggregator: None,
+            exact_writes: true,
+            limiter: None,
+            locks: None,
+            tsdb: None,
+            daily: None,
+            gauges: Some(tally.gauges()),
+            sets: Some(tally.sets()),
+            buffers: None,
+            stats: Some(tally.stats()),
+            stats_writer: None,
+            idempotency: None,
+            graphite: Some(GraphiteApi::new(tally, settings)),
+        };
+        let state = AppState::new(services, ServerSettings::default(), Metrics::default());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            tally::server::serve(listener, state, std::future::pending())
+                .await
+                .unwrap();
+        });
+        Server { addr, task }
+    }
+
+    /// `method /graphite<path>`, with `body` as a form when not empty.
+    async fn request(&self, method: &str, path: &str, body: &str) -> Response {
+        let addr = self.addr;
+        let (m, p, b) = (method.to_owned(), path.to_owned(), body.to_owned());
+        tokio::task::spawn_blocking(move || {
+            let headers: Vec<(&str, &str)> = if b.is_empty() {
+                vec![]
+            } else {
+                vec![("Content-Type", "application/x-www-form-urlencoded")]
+            };
+            http::request(addr, &m, &format!("/graphite{p}"), &headers, b.as_bytes()).unwrap()
+        })
+        .await
+        .unwrap()
+    }
+
+    /// `GET /graphite<path>`, which must answer 200 with JSON.
+    async fn json(&self, path: &str) -> Json {
+        let answer = self.request("GET", path, "").await;
+        assert_eq!(answer.status, 200, "GET {path}: {}", answer.text());
+        serde_json::from_slice(&answer.body)
+            .unwrap_or_else(|e| panic!("GET {path}: no JSON ({e}): {}", answer.text()))
+    }
+
+    /// `GET /graphite<path>`, which must answer graphite-web's 400; its text.
+    async fn refused(&self, path: &str) -> String {
+        let answer = self.request("GET", path, "").await;
+        assert_eq!(answer.status, 400, "GET {path}: {}", answer.text());
+        assert!(
+            answer.content_type().starts_with("text/html"),
+            "GET {path}: {}",
+            answer.content_type()
+        );
+        assert!(
+            answer.text().starts_with("Invalid parameters ("),
+            "GET {path}: {}",
+            answer.text()
+        );
+        answer.text()
+    }
+}
 
 /// One Tally server and one graphite-web over the same data.
 struct Pair {
     _fixture: Fixture,
     tally: Tally,
-    addr: SocketAddr,
+    server: Server,
     graphite: GraphiteWeb,
-    server: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Pair {
-    fn drop(&mut self) {
-        self.server.abort();
-    }
 }
 
 impl Pair {
-    /// Tally on `kind` with `settings`, after `write` put its data in;
-    /// graphite-web over the export of the same namespace.
+    /// Tally on `kind` with `settings`, after [`write_data`] put its data
+    /// in; graphite-web over the export of the same namespace.
     async fn start(kind: Kind, settings: GraphiteSettings) -> Pair {
-        let fixture = Fixture::build_at(
-            kind,
-            tally::CounterSettings::default(),
-            tally_testkit::RedisOptions::default(),
-            NOW as f64,
-        )
-        .await;
-        let tally = Tally::builder()
-            .clock(Arc::new(fixture.clock.clone()))
-            .open_backend(fixture.config.clone())
-            .await
-            .unwrap();
+        let (fixture, tally) = open(kind, None).await;
         write_data(&tally).await;
+        Pair::over(fixture, tally, settings).await
+    }
+
+    /// Tally's server over `tally` as it is, and graphite-web over its
+    /// export.
+    async fn over(fixture: Fixture, tally: Tally, settings: GraphiteSettings) -> Pair {
         let export = tally
             .graphite_source(settings.namespace, &settings.quantiles)
             .export(NOW)
@@ -89,58 +188,23 @@ impl Pair {
         let graphite = tokio::task::spawn_blocking(move || GraphiteWeb::start(&data))
             .await
             .unwrap();
-        let services = Services {
-            counters: tally.counters(),
-            aggregator: None,
-            exact_writes: true,
-            limiter: None,
-            locks: None,
-            tsdb: None,
-            daily: None,
-            gauges: Some(tally.gauges()),
-            sets: Some(tally.sets()),
-            buffers: None,
-            stats: Some(tally.stats()),
-            stats_writer: None,
-            idempotency: None,
-            graphite: Some(GraphiteApi::new(&tally, &settings)),
-        };
-        let state = AppState::new(services, ServerSettings::default(), Metrics::default());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = tokio::spawn(async move {
-            tally::server::serve(listener, state, std::future::pending())
-                .await
-                .unwrap();
-        });
+        let server = Server::start(&tally, &settings).await;
         Pair {
             _fixture: fixture,
             tally,
-            addr,
-            graphite,
             server,
+            graphite,
         }
     }
 
     /// The same request to both: (Tally's answer, graphite-web's).
     async fn ask(&self, method: &str, path: &str, body: &str) -> (Response, Response) {
-        let addr = self.addr;
-        let (m, p, b) = (method.to_owned(), path.to_owned(), body.to_owned());
+        let ours = self.server.request(method, path, body).await;
         let headers: Vec<(&str, &str)> = if body.is_empty() {
             vec![]
         } else {
             vec![("Content-Type", "application/x-www-form-urlencoded")]
         };
-        let h: Vec<(String, String)> = headers
-            .iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect();
-        let ours = tokio::task::spawn_blocking(move || {
-            let h: Vec<(&str, &str)> = h.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-            http::request(addr, &m, &format!("/graphite{p}"), &h, b.as_bytes()).unwrap()
-        })
-        .await
-        .unwrap();
         let theirs = self
             .graphite
             .request(method, path, &headers, body.as_bytes());
@@ -523,4 +587,154 @@ async fn statsd_names_match_graphite_web(kind: Kind) {
         pair.same("GET", &format!("/metrics/find?query={}", encode(query)), "")
             .await;
     }
+}
+
+/// The points of a rendered series that hold a value: (value, timestamp).
+fn present(series: &Json) -> Vec<(f64, i64)> {
+    series["datapoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| Some((p[0].as_f64()?, p[1].as_i64().unwrap())))
+        .collect()
+}
+
+/// The names of a render's series, in order.
+fn targets(answer: &Json) -> Vec<String> {
+    answer
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["target"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A find's nodes as (text, leaf), in order.
+fn nodes(answer: &Json) -> Vec<(String, bool)> {
+    answer
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["text"].as_str().unwrap().to_owned(), n["leaf"] == 1))
+        .collect()
+}
+
+/// Series whose paths meet: `a b` and `a_b` (one path), a counter
+/// `svc.count` beside a statistic `svc` (one path), a counter `api` beside
+/// a statistic `api` and counters `web` and `web.x` (a path that is a leaf
+/// and a branch).
+async fn write_collisions(tally: &Tally) {
+    let at = |ago: i64| (NOW - ago) as f64;
+    tally
+        .counters()
+        .incr_many(&[
+            Increment::new("a b", 1).at(at(50)),
+            Increment::new("a b", 9).at(at(45)),
+            Increment::new("a_b", 2).at(at(50)),
+            Increment::new("a_b", 3).at(at(30)),
+            Increment::new("svc.count", 7).at(at(40)),
+            Increment::new("svc.count", 8).at(at(10)),
+            Increment::new("api", 5).at(at(20)),
+            Increment::new("web", 4).at(at(20)),
+            Increment::new("web.x", 6).at(at(20)),
+        ])
+        .await
+        .unwrap();
+    let mut observations = Vec::new();
+    for (v, ago) in [(1.0, 10), (2.0, 10), (3.0, 10), (4.0, 5), (5.0, 5)] {
+        observations.push(Observation::new("svc", v).at(at(ago)));
+    }
+    for v in [10.0, 20.0] {
+        observations.push(Observation::new("api", v).at(at(20)));
+    }
+    tally.stats().record_many(&observations).await.unwrap();
+}
+
+/// Paths that meet answer as graphite-web answers series sharing a name
+/// and a whisper file beside a directory: render keeps the first series
+/// (counters before statistics, `a b` before `a_b`) with its nulls filled
+/// from the later ones; find lists a path once, a branch where it is both.
+/// The same on every backend, and the same as graphite-web on the export.
+async fn colliding_paths_answer_as_graphite_web_does(kind: Kind) {
+    let (fixture, tally) = open(kind, None).await;
+    write_collisions(&tally).await;
+    let pair = Pair::over(fixture, tally, GraphiteSettings::default()).await;
+    let minute = "&from=-1min";
+    // Two names, one path: `a b`'s values, `a_b`'s 3 where `a b` has none
+    // (though `a_b` has as many nulls).
+    let answer = pair.same("GET", &url("a_b", minute), "").await;
+    assert_eq!(targets(&answer), ["a_b"]);
+    assert_eq!(
+        present(&answer[0]),
+        [(1.0, NOW - 50), (9.0, NOW - 45), (3.0, NOW - 30)]
+    );
+    // The counter `svc.count` first, the statistic's count in its gaps.
+    let answer = pair.same("GET", &url("svc.count", minute), "").await;
+    assert_eq!(targets(&answer), ["svc.count"]);
+    assert_eq!(
+        present(&answer[0]),
+        [(7.0, NOW - 40), (8.0, NOW - 10), (2.0, NOW - 5)]
+    );
+    let answer = pair.same("GET", &url("svc.*", minute), "").await;
+    assert_eq!(
+        targets(&answer),
+        [
+            "svc.count",
+            "svc.max",
+            "svc.mean",
+            "svc.min",
+            "svc.p50",
+            "svc.p90",
+            "svc.p99",
+            "svc.stddev",
+            "svc.sum"
+        ]
+    );
+    // A coarser step merges whole slices the same way: the counter's 15.
+    let answer = pair.same("GET", &url("svc.count", "&from=-1h"), "").await;
+    assert_eq!(present(&answer[0]), [(15.0, NOW - 60)]);
+    // A leaf and a branch: the path renders the leaf, its children the
+    // branch's leaves.
+    let answer = pair.same("GET", &url("api", minute), "").await;
+    assert_eq!(targets(&answer), ["api"]);
+    assert_eq!(present(&answer[0]), [(5.0, NOW - 20)]);
+    let answer = pair.same("GET", &url("api.count", minute), "").await;
+    assert_eq!(present(&answer[0]), [(2.0, NOW - 20)]);
+    let answer = pair.same("GET", &url("web.*", minute), "").await;
+    assert_eq!(targets(&answer), ["web.x"]);
+    let answer = pair.same("GET", &url("*", minute), "").await;
+    assert_eq!(targets(&answer), ["a_b", "api", "web"]);
+    for target in ["a?b", "{a_b,api,web}", "*.*", "a_b.*", "sumSeries(*)"] {
+        pair.same("GET", &url(target, minute), "").await;
+    }
+    // find: one node per path, the branch where a path is both.
+    let find = |q: &str| format!("/metrics/find?query={}", encode(q));
+    let answer = pair.same("GET", &find("*"), "").await;
+    assert_eq!(
+        nodes(&answer),
+        [
+            ("api".to_owned(), false),
+            ("svc".to_owned(), false),
+            ("web".to_owned(), false),
+            ("a_b".to_owned(), true)
+        ]
+    );
+    for query in ["api", "web", "a_b", "a?b"] {
+        let answer = pair.same("GET", &find(query), "").await;
+        assert_eq!(nodes(&answer).len(), 1, "{query}: {answer}");
+    }
+    let answer = pair.same("GET", &find("svc.*"), "").await;
+    assert_eq!(
+        nodes(&answer).iter().filter(|(n, _)| n == "count").count(),
+        1,
+        "{answer}"
+    );
+    for query in ["*.*", "api.*", "web.*"] {
+        pair.same("GET", &find(query), "").await;
+    }
+    let answer = pair.same("GET", "/metrics/expand?query=*", "").await;
+    assert_eq!(
+        answer,
+        serde_json::json!({"results": ["a_b", "api", "svc", "web"]})
+    );
 }
