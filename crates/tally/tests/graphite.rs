@@ -35,6 +35,7 @@ behaviour_suite!(
     finds_match_graphite_web,
     statsd_names_match_graphite_web,
     colliding_paths_answer_as_graphite_web_does,
+    quantile_leaves_are_null_without_a_sketch,
 );
 
 /// Opens Tally on `kind` at [`NOW`], with `stats` for its statistics.
@@ -737,4 +738,36 @@ async fn colliding_paths_answer_as_graphite_web_does(kind: Kind) {
         answer,
         serde_json::json!({"results": ["a_b", "api", "svc", "web"]})
     );
+}
+
+/// Quantile leaves read null at a precision that keeps no sketch, and
+/// graphite-web reads the same nulls from the export; the moments still
+/// show there, and the quantiles where a sketch is kept.
+async fn quantile_leaves_are_null_without_a_sketch(kind: Kind) {
+    let (fixture, tally) = open(kind, Some(sketched_to_the_minute())).await;
+    write_data(&tally).await;
+    let pair = Pair::over(fixture, tally, GraphiteSettings::default()).await;
+    let quantiles = ["app.latency.p50", "app.latency.p90", "app.latency.p99"];
+    // -1h reads 1-minute slices (a sketch); -6h 5-minute ones, -7d hours, -30d days.
+    for (range, sketched) in [
+        ("&from=-1h", true),
+        ("&from=-6h", false),
+        ("&from=-7d", false),
+        ("&from=-30d", false),
+    ] {
+        let answer = pair.same("GET", &url("app.latency.*", range), "").await;
+        let values = |name: &str| {
+            let series = answer
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["target"] == name)
+                .unwrap_or_else(|| panic!("{range}: no {name} in {answer}"));
+            present(series).len()
+        };
+        assert!(values("app.latency.count") > 0, "{range}: {answer}");
+        for q in quantiles {
+            assert_eq!(values(q) > 0, sketched, "{range}: {q} in {answer}");
+        }
+    }
 }
