@@ -36,6 +36,7 @@ behaviour_suite!(
     statsd_names_match_graphite_web,
     colliding_paths_answer_as_graphite_web_does,
     quantile_leaves_are_null_without_a_sketch,
+    merged_quantiles_are_the_quantiles_of_the_recorded_values,
 );
 
 /// Opens Tally on `kind` at [`NOW`], with `stats` for its statistics.
@@ -770,4 +771,196 @@ async fn quantile_leaves_are_null_without_a_sketch(kind: Kind) {
             assert_eq!(values(q) > 0, sketched, "{range}: {q} in {answer}");
         }
     }
+}
+
+/// `lat`'s observations, (time, value): a few to a few dozen in each
+/// minute of the last 45, values over three orders of magnitude, none 16
+/// to 20 minutes ago (a whole empty 5-minute bucket).
+fn latencies() -> Vec<(i64, f64)> {
+    let mut out = Vec::new();
+    for k in 0..=45i64 {
+        if (16..=20).contains(&k) {
+            continue;
+        }
+        for j in 0..(3 + (k * 5) % 23) {
+            let t = if k == 0 {
+                NOW
+            } else {
+                NOW - 60 * k + (j * 7) % 60
+            };
+            let scale = if j % 4 == 3 { 50.0 } else { 1.0 };
+            out.push((t, ((k * 31 + j * 17) % 97) as f64 * 1.37 * scale));
+        }
+    }
+    out
+}
+
+/// The exact nearest-rank quantile `permille / 1000` of `values`: the
+/// value of rank ⌈q·n⌉ (at least 1), in integers.
+fn exact_quantile(values: &[f64], permille: u64) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len() as u64;
+    let rank = (permille * n).div_ceil(1000).max(1);
+    sorted[rank as usize - 1]
+}
+
+/// `mergedQuantile(seriesList, q, interval)` merges each 5-minute bucket's
+/// sketches: every bucket's value is within the sketch's relative accuracy
+/// (1 %) of the exact nearest-rank quantile of the values recorded in it;
+/// an empty bucket, and every bucket at a precision without a sketch, is
+/// null; its name and tags are Tally's own; bad arguments are graphite-web's
+/// 400; `/functions` lists it alone in its group, with its parameters.
+async fn merged_quantiles_are_the_quantiles_of_the_recorded_values(kind: Kind) {
+    let (_fixture, tally) = open(kind, Some(sketched_to_the_minute())).await;
+    let observations: Vec<Observation> = latencies()
+        .into_iter()
+        .map(|(t, v)| Observation::new("lat", v).at(t as f64))
+        .collect();
+    tally.stats().record_many(&observations).await.unwrap();
+    tally
+        .counters()
+        .incr_many(&[Increment::new("hits", 1).at((NOW - 30) as f64)])
+        .await
+        .unwrap();
+    let server = Server::start(&tally, &GraphiteSettings::default()).await;
+    let render = |target: &str, rest: &str| url(target, rest);
+
+    // -1h reads 1-minute slices (whisper's window: (now − 1h, now + 1 min));
+    // the buckets run from the 5 minutes holding its start to those after its end.
+    let (start, end) = (NOW - 3600 + 60, NOW + 60);
+    let mut buckets: std::collections::BTreeMap<i64, Vec<f64>> = Default::default();
+    for (t, v) in latencies() {
+        let slice = t - t.rem_euclid(60);
+        if (start..end).contains(&slice) {
+            buckets
+                .entry(slice - slice.rem_euclid(300))
+                .or_default()
+                .push(v);
+        }
+    }
+    assert_eq!(buckets.len(), 9, "45 minutes less an empty bucket");
+    for (q, permille) in [("0.5", 500), ("0.9", 900), ("0.99", 990)] {
+        for leaf in ["lat.count", "lat.p99", "lat.*"] {
+            let target = format!("mergedQuantile({leaf}, {q}, \"5min\")");
+            let answer = server.json(&render(&target, "&from=-1h")).await;
+            assert_eq!(answer.as_array().unwrap().len(), 1, "{target}: {answer}");
+            let series = &answer[0];
+            assert_eq!(
+                series["target"],
+                format!("mergedQuantile(lat, {q}, \"5min\")"),
+                "{answer}"
+            );
+            assert_eq!(
+                series["tags"],
+                serde_json::json!({
+                    "name": "lat",
+                    "mergedQuantile": q,
+                    "mergedQuantileInterval": "5min"
+                })
+            );
+            let points = series["datapoints"].as_array().unwrap();
+            let stamps: Vec<i64> = points.iter().map(|p| p[1].as_i64().unwrap()).collect();
+            let expected: Vec<i64> = (0..=12).map(|b| NOW - 3600 + 300 * b).collect();
+            assert_eq!(stamps, expected, "{target}");
+            for point in points {
+                let at = point[1].as_i64().unwrap();
+                match buckets.get(&at) {
+                    None => assert!(point[0].is_null(), "{target}: {at} is empty: {point}"),
+                    Some(values) => {
+                        let exact = exact_quantile(values, permille);
+                        let got = point[0].as_f64().unwrap_or_else(|| {
+                            panic!("{target}: no value at {at} ({} values)", values.len())
+                        });
+                        assert!(
+                            (got - exact).abs() <= 0.01 * exact.abs() + 1e-12,
+                            "{target} at {at}: {got}, exact {exact} of {} values",
+                            values.len()
+                        );
+                    }
+                }
+            }
+        }
+    }
+    // Grafana's wrapper renames it; other intervals bucket alike.
+    let answer = server
+        .json(&render(
+            "aliasSub(mergedQuantile(lat.max, 0.5, \"10min\"), \"(^.*$)\", \"\\1 A\")",
+            "&from=-1h",
+        ))
+        .await;
+    assert_eq!(answer[0]["target"], "mergedQuantile(lat, 0.5, \"10min\") A");
+    let tens: Vec<i64> = present(&answer[0]).iter().map(|p| p.1).collect();
+    let expected: Vec<i64> = (0..=5).map(|b| NOW - 3000 + 600 * b).collect();
+    assert_eq!(tens, expected, "{answer}");
+    // -6h reads 5-minute slices, which keep no sketch: every bucket null.
+    let answer = server
+        .json(&render(
+            "mergedQuantile(lat.count, 0.9, \"5min\")",
+            "&from=-6h",
+        ))
+        .await;
+    let points = answer[0]["datapoints"].as_array().unwrap();
+    assert!(points.len() >= 72, "{answer}");
+    assert!(points.iter().all(|p| p[0].is_null()), "{answer}");
+    // ...while the moments are there.
+    let answer = server.json(&render("lat.count", "&from=-6h")).await;
+    assert!(!present(&answer[0]).is_empty(), "{answer}");
+    // No match, no series.
+    let answer = server
+        .json(&render(
+            "mergedQuantile(nothing.*, 0.9, \"5min\")",
+            "&from=-1h",
+        ))
+        .await;
+    assert_eq!(answer, serde_json::json!([]));
+    // A series that is no statistic's leaf, a bad q, a bad interval: 400.
+    for (bad, says) in [
+        (
+            "mergedQuantile(hits, 0.5, \"5min\")",
+            "not a leaf of a statistic",
+        ),
+        (
+            "mergedQuantile(sumSeries(lat.count), 0.5, \"5min\")",
+            "not a leaf of a statistic",
+        ),
+        ("mergedQuantile(lat.count, 1.5, \"5min\")", "q must be"),
+        ("mergedQuantile(lat.count, -0.1, \"5min\")", "q must be"),
+        ("mergedQuantile(lat.count, \"x\", \"5min\")", "q"),
+        ("mergedQuantile(lat.count, 0.5, \"5x\")", "interval"),
+        ("mergedQuantile(lat.count, 0.5, \"0min\")", "interval"),
+        ("mergedQuantile(lat.count, 0.5)", "interval"),
+    ] {
+        let text = server.refused(&render(bad, "&from=-1h")).await;
+        assert!(text.contains(says), "{bad}: {text}");
+    }
+    // Listed in /functions, alone in its group, with its parameters.
+    let functions = server.json("/functions").await;
+    let entry = &functions["mergedQuantile"];
+    assert_eq!(entry["group"], "Tally", "{entry}");
+    assert_eq!(
+        entry["params"],
+        serde_json::json!([
+            {"name": "seriesList", "type": "seriesList", "required": true},
+            {"name": "q", "type": "float", "required": true},
+            {"name": "interval", "type": "interval", "required": true}
+        ])
+    );
+    let in_group: Vec<&String> = functions
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, f)| f["group"] == "Tally")
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(in_group, ["mergedQuantile"]);
+    let grouped = server.json("/functions?grouped=1").await;
+    assert_eq!(
+        grouped["Tally"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        ["mergedQuantile"]
+    );
 }
