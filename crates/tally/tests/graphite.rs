@@ -37,6 +37,7 @@ behaviour_suite!(
     colliding_paths_answer_as_graphite_web_does,
     quantile_leaves_are_null_without_a_sketch,
     merged_quantiles_are_the_quantiles_of_the_recorded_values,
+    statsd_names_match_statsds_own_graphite_backend,
 );
 
 /// Opens Tally on `kind` at [`NOW`], with `stats` for its statistics.
@@ -963,4 +964,305 @@ async fn merged_quantiles_are_the_quantiles_of_the_recorded_values(kind: Kind) {
             .collect::<Vec<_>>(),
         ["mergedQuantile"]
     );
+}
+
+/// statsd's flush interval in the comparison with statsd, seconds: one of
+/// Tally's precisions, which a render from `-5min` reads.
+const STATSD_FLUSH: i64 = 5;
+
+/// The percentiles statsd is given, and their quantiles for Tally.
+const STATSD_PERCENTILES: [f64; 2] = [90.0, 99.9];
+
+/// The lines sent to statsd and to Tally, as one datagram (statsd handles a
+/// datagram between two flushes, Tally at one clock reading): counters with
+/// and without sample rates, timers of one, two and two hundred values and a
+/// sampled one, gauges set and adjusted, sets.
+fn statsd_packet() -> String {
+    let mut lines = vec![
+        "app.hits:3|c".to_owned(),
+        "app.hits:2|c|@0.5".into(),
+        "app.hits:1|c|@0.1".into(),
+        "app.hits:4|c".into(),
+        "app.neg:-4|c".into(),
+        "app.odd:1|c|@0.3".into(),
+        "api.one:42.5|ms".into(),
+        "api.two:3|ms".into(),
+        "api.two:8|ms".into(),
+        "api.sampled:10|ms|@0.5".into(),
+        "api.sampled:20|ms|@0.5".into(),
+        "api.sampled:30|ms".into(),
+        "app.load:10|g".into(),
+        "app.load:+5|g".into(),
+        "app.load:-3|g".into(),
+        "app.temp:0|g".into(),
+        "app.temp:-5|g".into(),
+        "app.fresh:+4|g".into(),
+        "app.frac:0.25|g".into(),
+        "app.users:alice|s".into(),
+        "app.users:bob|s".into(),
+        "app.users:alice|s".into(),
+        "app.users:carol|s".into(),
+        "app.ids:1|s".into(),
+        "app.ids:2|s".into(),
+    ];
+    // Multiples of 1/8: every sum and sum of squares exact in any order.
+    for i in 0..200u64 {
+        lines.push(format!(
+            "api.latency:{}|ms",
+            (i * 7919 % 1000) as f64 / 8.0 + 0.25
+        ));
+    }
+    lines.join("\n")
+}
+
+/// statsd 0.9.0's timer metrics (`lib/process_metrics.js`, ported line for
+/// line) of `values` (each line's value once) counted as `count` events
+/// over a flush of `secs` seconds.
+fn statsd_timer(values: &[f64], count: f64, secs: f64) -> std::collections::BTreeMap<String, f64> {
+    let js_round = |x: f64| (x + 0.5).floor();
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let (min, max) = (v[0], v[n - 1]);
+    let (mut cum, mut cum_sq) = (vec![min], vec![min * min]);
+    for i in 1..n {
+        cum.push(v[i] + cum[i - 1]);
+        cum_sq.push(v[i] * v[i] + cum_sq[i - 1]);
+    }
+    let mut out = std::collections::BTreeMap::new();
+    for pct in STATSD_PERCENTILES {
+        let (mut k, mut sum, mut sum_sq, mut mean, mut bound) = (n, min, min * min, min, max);
+        if n > 1 {
+            k = js_round(pct / 100.0 * n as f64) as usize;
+            if k == 0 {
+                continue;
+            }
+            bound = v[k - 1];
+            sum = cum[k - 1];
+            sum_sq = cum_sq[k - 1];
+            mean = sum / k as f64;
+        }
+        let clean = pct.to_string().replace('.', "_");
+        out.insert(format!("count_{clean}"), k as f64);
+        out.insert(format!("mean_{clean}"), mean);
+        out.insert(format!("upper_{clean}"), bound);
+        out.insert(format!("sum_{clean}"), sum);
+        out.insert(format!("sum_squares_{clean}"), sum_sq);
+    }
+    let (sum, sum_sq) = (cum[n - 1], cum_sq[n - 1]);
+    let mean = sum / n as f64;
+    let diffs: f64 = v.iter().map(|x| (x - mean) * (x - mean)).sum();
+    let mid = n / 2;
+    let median = if n % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    };
+    for (leaf, value) in [
+        ("std", (diffs / n as f64).sqrt()),
+        ("upper", max),
+        ("lower", min),
+        ("count", count),
+        ("count_ps", count / secs),
+        ("sum", sum),
+        ("sum_squares", sum_sq),
+        ("mean", mean),
+        ("median", median),
+    ] {
+        out.insert(leaf.to_owned(), value);
+    }
+    out
+}
+
+/// True for what statsd writes about itself, which Tally has no series
+/// for: `statsd.numStats`, `stats.statsd.*` (its packet and line counts,
+/// processing time, the Graphite backend's own figures),
+/// `stats_counts.statsd.*` and the gauge `stats.gauges.statsd.timestamp_lag`.
+fn statsd_internal(path: &str) -> bool {
+    [
+        "statsd.",
+        "stats.statsd.",
+        "stats_counts.statsd.",
+        "stats.gauges.statsd.",
+    ]
+    .iter()
+    .any(|p| path.starts_with(p))
+}
+
+/// How close Tally's value of a leaf must be to the one expected, relative:
+/// exact (1e-9) but for the leaves `crates/tally/src/stats/graphite.rs`
+/// states the sketch's accuracy for: `median`, `upper_P`, `mean_P` and
+/// `sum_P` within its relative accuracy (1 %), `sum_squares_P` within about
+/// twice it; those too are exact at the ends it states: a median of one or
+/// two values, a percentile taking every value. `expected` holds the
+/// timer's `count` and `count_P`.
+fn tolerance(path: &str, expected: &std::collections::BTreeMap<String, f64>) -> f64 {
+    let Some((timer, leaf)) = path
+        .strip_prefix("stats.timers.")
+        .and_then(|p| p.rsplit_once('.'))
+    else {
+        return 1e-9;
+    };
+    let count = expected[&format!("stats.timers.{timer}.count")];
+    let pct = ["upper_", "mean_", "sum_squares_", "sum_"]
+        .iter()
+        .find_map(|p| leaf.strip_prefix(p))
+        .filter(|p| p.starts_with(|c: char| c.is_ascii_digit()));
+    match pct {
+        Some(pct) if expected[&format!("stats.timers.{timer}.count_{pct}")] == count => 1e-9,
+        Some(_) if leaf.starts_with("sum_squares_") => 0.02 + 0.0001,
+        Some(_) => 0.01,
+        None if leaf == "median" && count > 2.0 => 0.01,
+        None => 1e-9,
+    }
+}
+
+/// statsd's names, checked against statsd 0.9.0's own Graphite backend
+/// (npm, `legacyNamespace`, percentiles 90 and 99.9, a 5 s flush) writing
+/// to a capturing listener: the same datagram goes to statsd and to
+/// Tally's statsd listener, and every name statsd writes (its own figures
+/// aside) is a leaf Tally's find lists, with no leaf more, that render
+/// answers for the slice at the flush interval's precision with statsd's
+/// value: exactly, or within the sketch's stated accuracy.
+///
+/// Two differences are Tally's by design, and checked as such: a counter's
+/// scaled count is a whole number (`1|c|@0.3` counts 3 where statsd
+/// counts 3.33), and a sampled timer's value counts `round(1/rate)` times
+/// in every leaf (an estimate of all the events, as its `count` is),
+/// where statsd's leaves but `count` and `count_ps` take each sampled
+/// value once.
+async fn statsd_names_match_statsds_own_graphite_backend(kind: Kind) {
+    let packet = statsd_packet();
+    // statsd, flushing to the capture.
+    let capture = tally_testkit::GraphiteCapture::start();
+    let port = capture.port();
+    let sent = packet.clone();
+    let flush = tokio::task::spawn_blocking(move || {
+        let daemon = tally_testkit::StatsdDaemon::start_with(&tally_testkit::StatsdOptions {
+            flush_interval_ms: STATSD_FLUSH as u64 * 1000,
+            graphite_port: Some(port),
+            percent_threshold: Some(STATSD_PERCENTILES.to_vec()),
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket
+            .send_to(sent.as_bytes(), ("127.0.0.1", daemon.port))
+            .unwrap();
+        let flush = capture.wait_for(std::time::Duration::from_secs(120), |f| {
+            f.value("stats_counts.app.hits") == Some(21.0)
+        });
+        drop(daemon);
+        flush.expect("statsd flushed the datagram to its Graphite backend within 120 s")
+    })
+    .await
+    .unwrap();
+    let written: std::collections::BTreeMap<String, f64> = flush
+        .lines
+        .iter()
+        .map(|(p, v, _)| (p.clone(), v.parse().unwrap()))
+        .collect();
+
+    // Tally, the same datagram through its statsd listener's path.
+    let (_fixture, tally) = open(kind, None).await;
+    let writers = tally::server::statsd::Targets::of(&tally);
+    let metrics = Metrics::default();
+    tally::server::statsd::handle(packet.as_bytes(), &writers, &metrics);
+    assert_eq!(metrics.statsd_rejected_total(), 0);
+    tally.shutdown().await;
+    let settings = GraphiteSettings {
+        namespace: Namespace::Statsd,
+        quantiles: vec![0.9, 0.999],
+        ..GraphiteSettings::default()
+    };
+    let server = Server::start(&tally, &settings).await;
+
+    // What Tally is to answer: statsd's values, but for the two differences.
+    let mut expected = written.clone();
+    assert_eq!(written["stats_counts.app.odd"], 1.0 / 0.3);
+    expected.insert("stats_counts.app.odd".into(), 3.0);
+    expected.insert("stats.app.odd".into(), 3.0 / STATSD_FLUSH as f64);
+    let secs = STATSD_FLUSH as f64;
+    let latencies: Vec<f64> = (0..200u64)
+        .map(|i| (i * 7919 % 1000) as f64 / 8.0 + 0.25)
+        .collect();
+    for (timer, values, count) in [
+        ("api.latency", latencies, 200.0),
+        ("api.one", vec![42.5], 1.0),
+        ("api.two", vec![3.0, 8.0], 2.0),
+        ("api.sampled", vec![10.0, 20.0, 30.0], 5.0),
+    ] {
+        // The port is statsd: it gives what statsd wrote.
+        for (leaf, value) in statsd_timer(&values, count, secs) {
+            let path = format!("stats.timers.{timer}.{leaf}");
+            let theirs = written
+                .get(&path)
+                .unwrap_or_else(|| panic!("statsd wrote no {path}"));
+            assert!(
+                (value - theirs).abs() <= 1e-9 * theirs.abs(),
+                "{path}: the port gives {value}, statsd {theirs}"
+            );
+        }
+    }
+    // The sampled timer, as Tally weighs it: 10 and 20 twice each.
+    for (leaf, value) in statsd_timer(&[10.0, 10.0, 20.0, 20.0, 30.0], 5.0, secs) {
+        expected.insert(format!("stats.timers.api.sampled.{leaf}"), value);
+    }
+    assert_ne!(
+        expected["stats.timers.api.sampled.sum"],
+        written["stats.timers.api.sampled.sum"]
+    );
+
+    // Every name statsd wrote: a leaf of Tally's with statsd's value.
+    let ours: Vec<&String> = written.keys().filter(|p| !statsd_internal(p)).collect();
+    assert!(ours.len() > 60, "{ours:?}");
+    for path in &ours {
+        let found = server
+            .json(&format!("/metrics/find?query={}", encode(path)))
+            .await;
+        assert_eq!(found.as_array().unwrap().len(), 1, "{path}: {found}");
+        assert_eq!(
+            (found[0]["id"].as_str(), found[0]["leaf"].as_i64()),
+            (Some(path.as_str()), Some(1))
+        );
+        let answer = server.json(&url(path, "&from=-5min")).await;
+        assert_eq!(targets(&answer), [path.as_str()], "{answer}");
+        assert_eq!(
+            answer[0]["datapoints"].as_array().unwrap().len(),
+            60,
+            "{answer}"
+        );
+        let points = present(&answer[0]);
+        assert_eq!(points.len(), 1, "{path}: one slice holds it all: {answer}");
+        let (value, at) = points[0];
+        assert_eq!(at, NOW, "{path}");
+        let want = expected[path.as_str()];
+        let tol = tolerance(path, &expected);
+        assert!(
+            (value - want).abs() <= tol * want.abs() || (want == 0.0 && value.abs() <= 1e-12),
+            "{path}: Tally {value}, expected {want} (statsd wrote {}), tolerance {tol}",
+            written[path.as_str()]
+        );
+    }
+    // ...and no leaf more: each branch statsd wrote into lists its leaves.
+    let branches: std::collections::BTreeSet<&str> =
+        ours.iter().map(|p| p.rsplit_once('.').unwrap().0).collect();
+    for branch in branches {
+        let found = server
+            .json(&format!(
+                "/metrics/find?query={}",
+                encode(&format!("{branch}.*"))
+            ))
+            .await;
+        let leaves: Vec<String> = nodes(&found)
+            .into_iter()
+            .filter(|(_, leaf)| *leaf)
+            .map(|(n, _)| format!("{branch}.{n}"))
+            .collect();
+        let theirs: Vec<String> = ours
+            .iter()
+            .filter(|p| p.rsplit_once('.').unwrap().0 == branch)
+            .map(|p| p.to_string())
+            .collect();
+        assert_eq!(leaves, theirs, "the leaves of {branch}");
+    }
 }
