@@ -125,7 +125,8 @@ fn graphite_limits_answer_400_naming_them_from_flag_variable_or_file() {
         ("TALLY_GRAPHITE_MAX_POINTS", "100"),
         ("TALLY_GRAPHITE_MAX_FIND", "3"),
     ];
-    let setups: [(&str, Vec<&str>, &[(&str, &str)]); 3] = [
+    type Setup<'a> = (&'a str, Vec<&'a str>, &'a [(&'a str, &'a str)]);
+    let setups: [Setup; 3] = [
         ("flags", flags.to_vec(), &[]),
         ("variables", vec![], &vars),
         ("file", vec!["--config", &file], &[]),
