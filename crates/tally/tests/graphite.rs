@@ -4,7 +4,13 @@
 //! the same slices (one archive per precision, each slot Tally's value for
 //! that slice). The same requests go to both, and the answers must agree:
 //! the same series in the same order, names, timestamps and nulls, values
-//! equal to 1e-9 relative (absolute for zeros).
+//! equal to 1e-9 relative (absolute for zeros). Paths that meet, and
+//! quantile leaves at precisions without a sketch, are compared the same way.
+//!
+//! Where graphite-web has nothing to say, other references: statsd 0.9.0
+//! itself (npm, started by the harness) writing its Graphite names to a
+//! capturing listener for the statsd namespace, and the exact quantiles of
+//! the recorded values for Tally's own `mergedQuantile`.
 //!
 //! Every backend: SQLite, a real redis-server in both cleaned layouts and a
 //! real Redis Cluster.
