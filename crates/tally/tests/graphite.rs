@@ -937,7 +937,10 @@ async fn merged_quantiles_are_the_quantiles_of_the_recorded_values(kind: Kind) {
         ),
         ("mergedQuantile(lat.count, 1.5, \"5min\")", "q must be"),
         ("mergedQuantile(lat.count, -0.1, \"5min\")", "q must be"),
-        ("mergedQuantile(lat.count, \"x\", \"5min\")", "q"),
+        (
+            "mergedQuantile(lat.count, \"x\", \"5min\")",
+            "parameter \"q\"",
+        ),
         ("mergedQuantile(lat.count, 0.5, \"5x\")", "interval"),
         ("mergedQuantile(lat.count, 0.5, \"0min\")", "interval"),
         ("mergedQuantile(lat.count, 0.5)", "interval"),
