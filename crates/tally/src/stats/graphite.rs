@@ -22,7 +22,7 @@
 //! sums are too where the values share a sign. The ends are exact: the
 //! lowest rank is the min and the highest the max (so a `median` of one or
 //! two values is statsd's), and a percentile that takes every value
-//! (`count_P` = `count`, as 99.9 does below 500 values) reads the exact
+//! (`count_P` = `count`, as 99.9 does up to 500 values) reads the exact
 //! sum, sum of squares, mean and max. At a precision that keeps no sketch,
 //! every leaf that needs one reads null.
 //!
