@@ -14,8 +14,7 @@
 //!
 //! Layout: [`server`] (the shared harness: a Redis of the bench's own, the
 //! backend under test, the totals check) under every bench module; [`book`]
-//! (the book's algorithm) under [`ingest`]; [`statsd_daemon`] (the
-//! reference statsd daemon, from npm) under [`serve`]; [`settings`] (what
+//! (the book's algorithm) under [`ingest`]; [`settings`] (what
 //! comes from the binary's configuration) a leaf; this file parses and
 //! dispatches.
 
@@ -34,7 +33,6 @@ pub mod serve;
 pub mod server;
 pub mod settings;
 pub mod stats;
-pub mod statsd_daemon;
 
 use anyhow::Result;
 use clap::Subcommand;

@@ -20,7 +20,7 @@
 //! - `statsd --burst N`: then one sender sends N single-line datagrams as
 //!   fast as it can to each receiver in turn: a bare socket with tally's
 //!   receive buffer, `tally serve` on each backend, and the reference statsd
-//!   daemon ([`crate::statsd_daemon`]); each one's loss is what it did not
+//!   daemon ([`tally_testkit::statsd`]); each one's loss is what it did not
 //!   count, and must equal the kernel's drop counter for its socket (tally's
 //!   from its own `/metrics`).
 
@@ -36,7 +36,7 @@ use serde::Serialize;
 use tally::{CounterSettings, SystemClock};
 
 use crate::server::{BenchRedis, Kind, Opened, Which, check_totals, machine, stored_totals};
-use crate::statsd_daemon::StatsdDaemon;
+use tally_testkit::StatsdDaemon;
 
 /// The `wrk` script: rotates over the counters, one or `batch` increments
 /// per request, and prints a JSON summary when done.
@@ -834,12 +834,13 @@ async fn burst_runs(
         runs.push(run);
     }
 
-    let daemon = StatsdDaemon::start()?;
+    let daemon = StatsdDaemon::start().map_err(anyhow::Error::msg)?;
     let to: SocketAddr = format!("127.0.0.1:{}", daemon.port).parse()?;
-    let base = probe(to, &packets[0], || daemon.packets_received())?;
+    let received_by_daemon = || daemon.packets_received().map_err(anyhow::Error::msg);
+    let base = probe(to, &packets[0], received_by_daemon)?;
     let drops_before = drops_on_port(daemon.port);
     let sent = send_burst(to, &packets, n)?;
-    let received = settle(|| daemon.packets_received(), base + sent.0)? - base;
+    let received = settle(received_by_daemon, base + sent.0)? - base;
     let drops = drops_on_port(daemon.port)
         .zip(drops_before)
         .map(|(after, before)| after.saturating_sub(before));

@@ -192,8 +192,12 @@ impl<'a> Evaluation<'a> {
         Ok(())
     }
 
-    /// `fetchData` + `_merge_results`: a path expression's prefetched series, one per name
-    /// (the one with fewest nulls, gaps filled from an equally long twin), sorted by name.
+    /// `fetchData` + `_merge_results` with graphite-web's default
+    /// `REMOTE_STORE_MERGE_RESULTS = True`: a path expression's prefetched series, one per
+    /// name, sorted by name. Of series sharing a name the first fetched is kept; while it
+    /// has a null, a later twin of as many points fills its nulls, and a later twin of
+    /// another length (and any points) replaces it (graphite-web counts no candidate's
+    /// nulls under that setting).
     fn fetch_data(&self, pattern: &str, range: TimeRange) -> Vec<Series> {
         let prefetched = self.prefetched.lock().unwrap_or_else(|e| e.into_inner());
         let Some(found) = prefetched.get(&range).and_then(|m| m.get(pattern)) else {
@@ -204,13 +208,13 @@ impl<'a> Evaluation<'a> {
             let mut series = fetched.clone();
             series.path_expression = pattern.to_owned();
             series.x_files_factor = self.x_files_factor;
-            let nones = series.values.iter().filter(|v| v.is_none()).count();
             match by_name.get_mut(&series.name) {
                 None => {
+                    let nones = series.values.iter().filter(|v| v.is_none()).count();
                     by_name.insert(series.name.clone(), (series, nones));
                 }
                 Some((known, known_nones)) => {
-                    if *known_nones > nones && !series.values.is_empty() {
+                    if *known_nones > 0 && !series.values.is_empty() {
                         if series.values.len() == known.values.len() {
                             for (k, v) in known.values.iter_mut().zip(&series.values) {
                                 if k.is_none() && v.is_some() {
@@ -220,7 +224,8 @@ impl<'a> Evaluation<'a> {
                             }
                         } else {
                             *known = series;
-                            *known_nones = nones;
+                            // graphite-web caches the candidate's count, 0 under the setting.
+                            *known_nones = 0;
                         }
                     }
                 }

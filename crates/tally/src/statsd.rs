@@ -4,10 +4,13 @@
 //! (the name may itself hold `:`), optionally with a sample rate `|@<rate>`
 //! and DogStatsD tags `|#...` (ignored). Types:
 //! - `c`, a counter: the value is scaled by 1/rate and rounded to the
-//!   nearest integer (the line stands for that many events);
+//!   nearest integer (the line stands for that many events; statsd keeps
+//!   the fraction: `1|c|@0.3` counts 3 here, 3.33 there);
 //! - `ms` (timer), `h` (histogram), `d` (distribution): an observation of a
 //!   statistic, weighted by `round(1/rate)` (at least 1), as statsd counts a
-//!   sampled timer as that many;
+//!   sampled timer as that many (statsd takes the value itself once in its
+//!   other figures; Tally's are all over the weighted observations: see
+//!   `stats/graphite.rs`);
 //! - `g`, a gauge: `5` sets it, `+5` and `-5` adjust it (to set a negative
 //!   value a client sends `0` then `-5`, as statsd has it);
 //! - `s`, a set: the value is a member, counted once per slice.
