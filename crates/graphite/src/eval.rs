@@ -347,7 +347,7 @@ impl<'a> Evaluation<'a> {
 /// The 400 for too many series.
 pub(crate) fn series_limit(max: usize) -> Error {
     Error::limit(format!(
-        "the request matches more than {max} series (the server's series limit)"
+        "the request matches more than {max} series (the server's series limit, tally serve's --graphite-max-series)"
     ))
 }
 

@@ -227,7 +227,7 @@ fn http_date(t: i64) -> String {
 
 fn points_limit(max: usize) -> Error {
     Error::limit(format!(
-        "the answer holds more than {max} datapoints (the server's points limit)"
+        "the answer holds more than {max} datapoints (the server's points limit, tally serve's --graphite-max-points)"
     ))
 }
 
