@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{RawQuery, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -208,6 +208,7 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/metrics/expand/", get(expand))
         .route("/functions", get(functions))
         .route("/functions/", get(functions))
+        .route("/functions/{name}", get(function))
         .route("/version", get(version))
         .route("/version/", get(version))
         .route("/tags/autoComplete/tags", get(no_tags))
@@ -310,6 +311,17 @@ async fn functions(State(state): State<AppState>, RawQuery(q): RawQuery) -> Resp
         return not_enabled();
     };
     respond(api.graphite.functions(&params(q, &Bytes::new())))
+}
+
+async fn function(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Response {
+    let Some(api) = &state.services().graphite else {
+        return not_enabled();
+    };
+    respond(api.graphite.function(&name, &params(q, &Bytes::new())))
 }
 
 async fn version() -> Response {
