@@ -14,10 +14,10 @@
 //!
 //! Layout: [`server`] (the shared harness: a Redis of the bench's own, the
 //! backend under test, the totals check) under every bench module; [`book`]
-//! (the book's algorithm) under [`ingest`]; [`statsd_daemon`] (the
-//! reference statsd daemon, from npm) under [`serve`]; [`settings`] (what
-//! comes from the binary's configuration) a leaf; this file parses and
-//! dispatches.
+//! (the book's algorithm) under [`ingest`]; [`settings`] (what comes from
+//! the binary's configuration) a leaf; this file parses and dispatches. The
+//! reference statsd daemon [`serve`] races is the test harness's
+//! (`tally_testkit::StatsdDaemon`).
 
 pub mod book;
 pub mod buffer;
@@ -34,7 +34,6 @@ pub mod serve;
 pub mod server;
 pub mod settings;
 pub mod stats;
-pub mod statsd_daemon;
 
 use anyhow::Result;
 use clap::Subcommand;

@@ -20,7 +20,7 @@
 //! - `statsd --burst N`: then one sender sends N single-line datagrams as
 //!   fast as it can to each receiver in turn: a bare socket with tally's
 //!   receive buffer, `tally serve` on each backend, and the reference statsd
-//!   daemon ([`crate::statsd_daemon`]); each one's loss is what it did not
+//!   daemon (`tally_testkit::StatsdDaemon`); each one's loss is what it did not
 //!   count, and must equal the kernel's drop counter for its socket (tally's
 //!   from its own `/metrics`).
 
@@ -36,7 +36,7 @@ use serde::Serialize;
 use tally::{CounterSettings, SystemClock};
 
 use crate::server::{BenchRedis, Kind, Opened, Which, check_totals, machine, stored_totals};
-use crate::statsd_daemon::StatsdDaemon;
+use tally_testkit::StatsdDaemon;
 
 /// The `wrk` script: rotates over the counters, one or `batch` increments
 /// per request, and prints a JSON summary when done.
@@ -836,10 +836,10 @@ async fn burst_runs(
 
     let daemon = StatsdDaemon::start()?;
     let to: SocketAddr = format!("127.0.0.1:{}", daemon.port).parse()?;
-    let base = probe(to, &packets[0], || daemon.packets_received())?;
+    let base = probe(to, &packets[0], || Ok(daemon.packets_received()?))?;
     let drops_before = drops_on_port(daemon.port);
     let sent = send_burst(to, &packets, n)?;
-    let received = settle(|| daemon.packets_received(), base + sent.0)? - base;
+    let received = settle(|| Ok(daemon.packets_received()?), base + sent.0)? - base;
     let drops = drops_on_port(daemon.port)
         .zip(drops_before)
         .map(|(after, before)| after.saturating_sub(before));

@@ -3,9 +3,11 @@
 //! Owns the lifecycle of the servers Tally's tests talk to: a `redis-server`
 //! per test ([`RedisServer`]), a whole Redis Cluster ([`RedisCluster`]:
 //! masters and replicas joined by `redis-cli --cluster create`, with helpers
-//! to migrate a slot step by step and to fail a master over) and a PostgreSQL
-//! server ([`PostgresServer`]), each process in its own temporary directory,
-//! started on a free port and stopped when the handle is dropped.
+//! to migrate a slot step by step and to fail a master over), a PostgreSQL
+//! server ([`PostgresServer`]) and the reference statsd daemon
+//! ([`StatsdDaemon`], npm `statsd`, which the statsd bench races and the
+//! statsd parser is compared with), each process in its own temporary
+//! directory, started on a free port and stopped when the handle is dropped.
 //!
 //! Nothing here mocks anything. When a server binary is missing, the harness
 //! panics with a message saying how to install it (`scripts/test` installs it
@@ -17,10 +19,12 @@ pub mod cluster;
 mod postgres;
 mod redis;
 pub mod resp;
+pub mod statsd;
 
 pub use cluster::{ClusterOptions, RedisCluster, key_slot};
 pub use postgres::PostgresServer;
 pub use redis::{RedisOptions, RedisServer};
+pub use statsd::{Flushed, StatsdDaemon};
 
 use std::net::TcpListener;
 use std::path::PathBuf;

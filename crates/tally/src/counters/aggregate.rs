@@ -102,6 +102,7 @@ impl Aggregator {
     /// The engine's writer underneath (the statsd listener merges a line's
     /// items into several writers at once with
     /// [`crate::engine::writer::try_add_all`]).
+    #[cfg(feature = "server")]
     pub(crate) fn engine(&self) -> &Writer {
         &self.writer
     }

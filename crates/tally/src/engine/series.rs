@@ -330,6 +330,7 @@ impl<R: Rules> SeriesWriter<R> {
     }
 
     /// The engine's writer underneath (see [`crate::engine::writer::try_add_all`]).
+    #[cfg(feature = "server")]
     pub(crate) fn engine(&self) -> &Writer {
         &self.writer
     }
