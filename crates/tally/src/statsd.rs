@@ -12,8 +12,9 @@
 //!
 //! **The name ends at the line's first `:`**, as statsd (`stats.js`) and
 //! DogStatsD both read it, so a name holding `:` cannot be sent over statsd
-//! (`shop:checkout:1|c` is the name `shop` with two values). Every sample of
-//! a line belongs to that one name: no value ever lands under another.
+//! (`shop:checkout:1|c` is the name `shop` with the values `checkout` and
+//! `1`, refused as [`Reject::BadValue`]). Every sample of a line belongs to
+//! that one name: no value ever lands under another.
 //!
 //! - Several samples (statsd: `hits:1|c:2|c`) each have their own type,
 //!   rate and time.
@@ -53,8 +54,9 @@
 //! than the longest-kept resolution keeps, and at most [`MAX_AHEAD_SECS`]
 //! ahead, else the line is refused as [`Reject::TimeNotKept`].
 //!
-//! What this module does not do: read a clock or write anything. Parsing never panics and never allocates; a parsed [`Line`]
-//! holds its first sample and re-reads the others from the line's text when
+//! What this module does not do: read a clock or write anything. Parsing
+//! never panics and never allocates; a parsed [`Line`] holds its first
+//! sample and re-reads the others from the line's text when
 //! [`Line::samples`] asks for them.
 
 use crate::clock::Timestamp;

@@ -177,16 +177,20 @@ impl Targets {
                 .stats
                 .try_record_weighted(name, value, weight, at)
                 .map(|()| 0),
-            Reading::Gauge { value, relative } => {
-                let mut op = gauge(name, value, relative);
-                op.at = at;
-                self.gauges.try_apply(&op).map(|()| 0)
-            }
-            Reading::Member(member) => {
-                let mut add = SetAdd::new(name, [member]);
-                add.at = at;
-                self.sets.try_add(&add).map(|()| 0)
-            }
+            Reading::Gauge { value, relative } => self
+                .gauges
+                .try_apply(&GaugeOp {
+                    at,
+                    ..gauge(name, value, relative)
+                })
+                .map(|()| 0),
+            Reading::Member(member) => self
+                .sets
+                .try_add(&SetAdd {
+                    at,
+                    ..SetAdd::new(name, [member])
+                })
+                .map(|()| 0),
         }
     }
 
