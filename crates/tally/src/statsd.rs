@@ -56,7 +56,7 @@
 //!
 //! What this module does not do: read a clock or write anything. Parsing
 //! never panics and never allocates; a parsed [`Line`] holds its first
-//! sample and re-reads the others from the line's text when
+//! sample and reads the others again from the line's text when
 //! [`Line::samples`] asks for them.
 
 use crate::clock::Timestamp;
@@ -162,7 +162,9 @@ pub struct Line<'a> {
     pub timed: bool,
     len: usize,
     first: Sample<'a>,
-    rest: Cursor<'a>,
+    /// The text after the name's `:`, read again for the samples after the
+    /// first.
+    text: &'a str,
 }
 
 impl<'a> Line<'a> {
@@ -176,7 +178,11 @@ impl<'a> Line<'a> {
     pub fn samples(&self) -> Samples<'a> {
         Samples {
             first: Some(self.first),
-            rest: self.rest,
+            rest: (self.len > 1).then(|| {
+                let mut rest = Cursor::new(self.text);
+                rest.next(); // the first, kept
+                rest
+            }),
         }
     }
 }
@@ -185,7 +191,7 @@ impl<'a> Line<'a> {
 #[derive(Clone, Debug)]
 pub struct Samples<'a> {
     first: Option<Sample<'a>>,
-    rest: Cursor<'a>,
+    rest: Option<Cursor<'a>>,
 }
 
 impl<'a> Iterator for Samples<'a> {
@@ -196,19 +202,29 @@ impl<'a> Iterator for Samples<'a> {
             return Some(first);
         }
         // The line was read whole when it was parsed: no error is left.
-        self.rest.next().and_then(Result::ok)
+        self.rest.as_mut()?.next().and_then(Result::ok)
     }
 }
 
 /// The non-empty lines of a packet, parsed.
 pub fn parse_packet(packet: &[u8]) -> impl Iterator<Item = Result<Line<'_>, Reject>> {
+    // One UTF-8 check for the whole packet, the usual case, whose lines are
+    // then sliced out of its text; a packet that fails it is checked line
+    // by line, refusing only the lines at fault.
+    let whole = std::str::from_utf8(packet).ok();
     packet
         .split(|&b| b == b'\n')
         .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
         .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
-        .map(|l| match std::str::from_utf8(l) {
-            Ok(text) => parse_line(text),
-            Err(_) => Err(Reject::Malformed),
+        .map(move |l| {
+            let text = match whole {
+                Some(whole) => {
+                    let start = l.as_ptr() as usize - packet.as_ptr() as usize;
+                    whole.get(start..start + l.len()).ok_or(Reject::Malformed)
+                }
+                None => std::str::from_utf8(l).map_err(|_| Reject::Malformed),
+            };
+            text.and_then(parse_line)
         })
 }
 
@@ -218,18 +234,16 @@ pub fn parse_line(line: &str) -> Result<Line<'_>, Reject> {
     if line.starts_with("_e{") || line.starts_with("_sc|") {
         return Err(Reject::EventOrServiceCheck);
     }
-    let Some((name, samples)) = line.split_once(':') else {
+    // The name runs to the first `:`, and holds no `|`.
+    let Some(colon) = find2(line, b':', b'|').filter(|&i| line.as_bytes()[i] == b':') else {
         return Err(Reject::Malformed);
     };
-    if name.contains('|') {
-        return Err(Reject::Malformed);
-    }
+    let (name, samples) = (&line[..colon], &line[colon + 1..]);
     if Name::check(name).is_err() {
         return Err(Reject::BadName);
     }
     let mut cursor = Cursor::new(samples);
     let first = cursor.next().ok_or(Reject::Malformed)??;
-    let rest = cursor;
     let mut len = 1;
     for sample in &mut cursor {
         sample?;
@@ -241,7 +255,7 @@ pub fn parse_line(line: &str) -> Result<Line<'_>, Reject> {
         timed: cursor.timed,
         len,
         first,
-        rest,
+        text: samples,
     })
 }
 
@@ -308,8 +322,9 @@ impl<'a> Cursor<'a> {
     /// Reads the group at the start of `rest`: its values, type and fields,
     /// leaving `rest` at the next group (after its `:`) or empty.
     fn open_group(&mut self) -> Result<(), Reject> {
-        let (values, after) = self.rest.split_once('|').ok_or(Reject::Malformed)?;
-        let end = after.find(['|', ':']).unwrap_or(after.len());
+        let bar = find(self.rest, b'|').ok_or(Reject::Malformed)?;
+        let (values, after) = (&self.rest[..bar], &self.rest[bar + 1..]);
+        let end = find2(after, b'|', b':').unwrap_or(after.len());
         let kind = match &after[..end] {
             "c" => Type::Counter,
             "ms" | "h" | "d" => Type::Observation,
@@ -346,7 +361,7 @@ impl<'a> Cursor<'a> {
                     let field = &tail[1..];
                     let end = match field.as_bytes().first() {
                         Some(b'@') => {
-                            let end = field.find(['|', ':']).unwrap_or(field.len());
+                            let end = find2(field, b'|', b':').unwrap_or(field.len());
                             group.rate = match field[1..end].parse::<f64>() {
                                 Ok(r) if r > 0.0 && r <= 1.0 => r,
                                 _ => return Err(Reject::BadRate),
@@ -354,7 +369,7 @@ impl<'a> Cursor<'a> {
                             end
                         }
                         Some(b'T') => {
-                            let end = field.find(['|', ':']).unwrap_or(field.len());
+                            let end = find2(field, b'|', b':').unwrap_or(field.len());
                             group.at = Some(unix_seconds(&field[1..end])?);
                             self.timed = true;
                             end
@@ -389,21 +404,35 @@ impl<'a> Cursor<'a> {
 impl<'a> Iterator for Cursor<'a> {
     type Item = Result<Sample<'a>, Reject>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
+        // Most lines hold one sample: asking for a second costs no call.
+        if self.values.is_none() && self.rest.is_empty() {
+            return None;
+        }
+        Some(self.read())
+    }
+}
+
+impl<'a> Cursor<'a> {
+    /// The next sample, when there is one. Inlined, as is [`reading`]: a
+    /// sample handed back through memory cost the hot path more than its
+    /// reading (the copy stalls on the stores that wrote it).
+    #[inline(always)]
+    fn read(&mut self) -> Result<Sample<'a>, Reject> {
         let values = match self.values {
             Some(values) => values,
-            None if self.rest.is_empty() => return None,
             None => {
                 if let Err(reason) = self.open_group() {
                     // Nothing more is read after an error.
                     (self.values, self.rest) = (None, "");
-                    return Some(Err(reason));
+                    return Err(reason);
                 }
                 self.values.unwrap_or_default()
             }
         };
-        let (value, more) = match values.split_once(':') {
-            Some((value, more)) => (value, Some(more)),
+        let (value, more) = match find(values, b':') {
+            Some(i) => (&values[..i], Some(&values[i + 1..])),
             None => (values, None),
         };
         self.values = more;
@@ -411,11 +440,25 @@ impl<'a> Iterator for Cursor<'a> {
         if read.is_err() {
             (self.values, self.rest) = (None, "");
         }
-        Some(read.map(|reading| Sample {
+        read.map(|reading| Sample {
             reading,
             at: self.group.at,
-        }))
+        })
     }
+}
+
+/// The index of the first `a` byte in `text` (ASCII, so the index is a
+/// char boundary). The fields searched are a few bytes long: a plain loop
+/// beats a vectorised search set up for each.
+#[inline]
+fn find(text: &str, a: u8) -> Option<usize> {
+    text.bytes().position(|c| c == a)
+}
+
+/// The index of the first `a` or `b` byte in `text` (both ASCII).
+#[inline]
+fn find2(text: &str, a: u8, b: u8) -> Option<usize> {
+    text.bytes().position(|c| c == a || c == b)
 }
 
 /// A `T` field's value: whole Unix seconds, 1 to the end of 9999.
@@ -430,6 +473,7 @@ fn unix_seconds(text: &str) -> Result<u64, Reject> {
 }
 
 /// One value read as its group's type says.
+#[inline(always)]
 fn reading<'a>(value: &'a str, group: &Group) -> Result<Reading<'a>, Reject> {
     if group.kind == Type::Set {
         if value.is_empty() {
@@ -874,6 +918,20 @@ mod tests {
                 .map(|l| l.err())
                 .collect::<Vec<_>>(),
             vec![Some(Reject::Malformed)]
+        );
+        // A packet that is not UTF-8 as a whole loses only its bad lines.
+        let mixed: Vec<Result<&str, Reject>> =
+            parse_packet(b"a:1|c\r\n\xff:1|c\n \nn\xc3\xa9:2|c\nb:\xe9|s")
+                .map(|l| l.map(|l| l.name))
+                .collect();
+        assert_eq!(
+            mixed,
+            vec![
+                Ok("a"),
+                Err(Reject::Malformed),
+                Ok("né"),
+                Err(Reject::Malformed)
+            ]
         );
     }
 

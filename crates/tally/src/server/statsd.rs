@@ -96,9 +96,10 @@ pub async fn listen(
 /// Hands one datagram's lines to their writers.
 pub fn handle(packet: &[u8], targets: &Targets, metrics: &Metrics) {
     for line in parse_packet(packet) {
-        let taken = line
-            .map_err(Reject::code)
-            .and_then(|line| take(&line, targets, metrics));
+        let taken = match &line {
+            Ok(line) => take(line, targets, metrics),
+            Err(reason) => Err(reason.code()),
+        };
         if let Err(reason) = taken {
             tracing::debug!(reason, "statsd line rejected");
             metrics.statsd_rejected(reason);
