@@ -153,6 +153,26 @@ fn curl_and_nc_feed_a_counter_that_reads_back() {
     assert!(page.contains("<html"), "{page}");
 }
 
+/// Sends `tally serve` SIGTERM and waits until it has exited cleanly.
+fn terminate(s: &mut Serve) {
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &s.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = s.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "tally serve ignored SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+}
+
 /// A `/metrics` figure without labels (`0` when absent).
 fn metric(base: &str, name: &str) -> u64 {
     let (code, text) = curl(&[&format!("{base}/metrics")]);
@@ -215,22 +235,7 @@ fn issue_21_statsd_lines_land_under_their_own_name() {
         "{text}"
     );
     // SIGTERM flushes every writer before the server exits.
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &s.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(status) = s.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "tally serve ignored SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(status.success(), "{status}");
+    terminate(&mut s);
 
     let r = serve(dir.path(), None, &[]);
     // Every name written, but the server's own request counters.
@@ -317,22 +322,7 @@ fn sigterm_flushes_what_was_accepted() {
     ]);
     assert_eq!(code, 202);
     // The flush interval is a minute: only the shutdown flush can write it.
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &s.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(status) = s.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "tally serve ignored SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(status.success(), "{status}");
+    terminate(&mut s);
     let out = Command::new(env!("CARGO_BIN_EXE_tally"))
         .arg("--data-dir")
         .arg(dir.path())
