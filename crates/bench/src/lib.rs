@@ -14,9 +14,10 @@
 //!
 //! Layout: [`server`] (the shared harness: a Redis of the bench's own, the
 //! backend under test, the totals check) under every bench module; [`book`]
-//! (the book's algorithm) under [`ingest`]; [`settings`] (what
-//! comes from the binary's configuration) a leaf; this file parses and
-//! dispatches.
+//! (the book's algorithm) under [`ingest`]; [`settings`] (what comes from
+//! the binary's configuration) a leaf; this file parses and dispatches. The
+//! reference statsd daemon [`serve`] races is the test harness's
+//! (`tally_testkit::StatsdDaemon`).
 
 pub mod book;
 pub mod buffer;

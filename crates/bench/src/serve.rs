@@ -52,11 +52,11 @@ request = function()
   end
   local headers = { ["Content-Type"] = "application/json" }
   if batch == 1 then
-    return wrk.format("POST", "/v1/counters/bench:" .. (i % counters) .. "/incr", headers, '{"count":1}')
+    return wrk.format("POST", "/v1/counters/bench." .. (i % counters) .. "/incr", headers, '{"count":1}')
   end
   local parts = {}
   for j = 1, batch do
-    parts[j] = '{"name":"bench:' .. ((i * batch + j) % counters) .. '"}'
+    parts[j] = '{"name":"bench.' .. ((i * batch + j) % counters) .. '"}'
   end
   return wrk.format("POST", "/v1/incr", headers, '{"increments":[' .. table.concat(parts, ",") .. ']}')
 end
@@ -204,9 +204,9 @@ impl Drop for Served {
     }
 }
 
-/// The counters the http and statsd runs write: `bench:0`, `bench:1`...
+/// The counters the http and statsd runs write: `bench.0`, `bench.1`...
 fn bench_names(counters: u64) -> Vec<String> {
-    (0..counters).map(|i| format!("bench:{i}")).collect()
+    (0..counters).map(|i| format!("bench.{i}")).collect()
 }
 
 /// One plain HTTP/1.1 GET; the body.
@@ -350,7 +350,7 @@ pub async fn http(
             let base = served.base();
             let healthz = wrk(&base, "/healthz", counters, 1, seconds, connections)?;
             let path = if n == 1 {
-                "/v1/counters/bench:0/incr"
+                "/v1/counters/bench.0/incr"
             } else {
                 "/v1/incr"
             };
@@ -427,7 +427,7 @@ fn blast(to: SocketAddr, lines: usize, counters: u64, seconds: f64) -> Result<u6
     let packets: Vec<Vec<u8>> = (0..counters.min(64))
         .map(|k| {
             (0..lines)
-                .map(|j| format!("bench:{}:1|c\n", (k * lines as u64 + j as u64) % counters))
+                .map(|j| format!("bench.{}:1|c\n", (k * lines as u64 + j as u64) % counters))
                 .collect::<String>()
                 .into_bytes()
         })

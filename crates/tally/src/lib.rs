@@ -93,8 +93,9 @@
 //!   and the time series from one opened store into another, resumable and
 //!   exactly once (`tally migrate`).
 //! - [`random`]: unique ids and jitter from the OS generator.
-//! - [`statsd`]: the statsd line protocol (counters, timers, histograms,
-//!   distributions, gauges, sets), a pure parser.
+//! - [`statsd`]: the statsd line protocol with DogStatsD's additions
+//!   (counters, timers, histograms, distributions, gauges, sets; several
+//!   samples per line, packed values, times, tags), a pure parser.
 //! - [`metrics`]: a latency histogram and the Prometheus text format.
 //! - `requests` (feature `middleware`): a tower layer counting an axum
 //!   app's requests into counters.

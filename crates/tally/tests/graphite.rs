@@ -1155,6 +1155,7 @@ async fn statsd_names_match_statsds_own_graphite_backend(kind: Kind) {
             flush_interval_ms: STATSD_FLUSH as u64 * 1000,
             graphite_port: Some(port),
             percent_threshold: Some(STATSD_PERCENTILES.to_vec()),
+            ..Default::default()
         })
         .unwrap_or_else(|e| panic!("{e}"));
         let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
