@@ -92,6 +92,9 @@
 //! - [`random`]: unique ids and jitter from the OS generator.
 //! - [`statsd`]: the statsd line protocol (counters, timers, histograms,
 //!   distributions, gauges, sets), a pure parser.
+//! - [`carbon`]: carbon's plaintext protocol (`path value timestamp`
+//!   lines, gauge sets at that time), a pure parser and the framing of its
+//!   TCP lines and UDP datagrams.
 //! - [`metrics`]: a latency histogram and the Prometheus text format.
 //! - `requests` (feature `middleware`): a tower layer counting an axum
 //!   app's requests into counters.
@@ -110,6 +113,7 @@
 
 pub mod backend;
 pub mod buffers;
+pub mod carbon;
 pub mod clock;
 pub mod counters;
 pub mod daily;
