@@ -73,8 +73,8 @@ pub enum Command {
     /// Locks with a lease and a fencing token.
     #[command(subcommand)]
     Lock(LockCommand),
-    /// Serve the HTTP API, the dashboard, /metrics and (optionally) statsd,
-    /// with the cleaner running inside, until SIGTERM or Ctrl-C.
+    /// Serve the HTTP API, the dashboard, /metrics and (optionally) statsd and
+    /// carbon, with the cleaner running inside, until SIGTERM or Ctrl-C.
     Serve(ServeArgs),
     /// Copy every counter, statistic, gauge and set from one store into another
     /// (resumable: run it again to finish an interrupted migration).

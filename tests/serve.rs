@@ -1,7 +1,9 @@
 //! `tally serve` end to end, as a user drives it: the real binary on free
-//! ports, fed with `curl` and with a statsd packet sent by `nc -u`, refusing
-//! an unauthenticated write, flushing what it holds on SIGTERM, and taking
-//! its statsd receive buffer from the flag, the config file or the default.
+//! ports, fed with `curl`, with a statsd packet sent by `nc -u` and with
+//! carbon lines sent by `nc`, refusing an unauthenticated write, flushing
+//! what it holds on SIGTERM (every line of a carbon connection closed before
+//! it included), and taking its statsd receive buffer from the flag, the
+//! config file or the default.
 
 mod support;
 
@@ -363,4 +365,147 @@ fn a_capped_statsd_receive_buffer_is_warned_about() {
         )) && out.contains(&format!("sysctl -w net.core.rmem_max={asked}")),
         "{out}"
     );
+}
+
+/// Runs `script` with `sh -c` (a pipeline into `nc`, as the README shows).
+fn sh(script: &str) {
+    tool("nc");
+    let status = Command::new("sh").args(["-c", script]).status().unwrap();
+    assert!(status.success(), "{script}: {status}");
+}
+
+/// `GET /v1/gauges/{name}`: its `current` value (`null` for a gauge with
+/// nothing written).
+fn gauge_now(base: &str, name: &str) -> serde_json::Value {
+    let (code, body) = curl(&[&format!("{base}/v1/gauges/{name}")]);
+    assert_eq!(code, 200, "{body}");
+    serde_json::from_str::<serde_json::Value>(&body).unwrap()["current"].clone()
+}
+
+/// Polls `GET /v1/gauges/{name}` until its current value is `value`.
+fn wait_for_gauge(base: &str, name: &str, value: f64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while gauge_now(base, name) != value {
+        assert!(
+            Instant::now() < deadline,
+            "{name} never read {value}: {}",
+            gauge_now(base, name)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn carbon_lines_from_nc_set_gauges_and_bad_ones_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = tally_testkit::free_port();
+    let s = serve(
+        dir.path(),
+        None,
+        &["--carbon", &format!("127.0.0.1:{port}")],
+    );
+    sh(&format!(
+        "printf \"app.load 0.5 $(date +%s)\\n\" | nc -q1 127.0.0.1 {port}"
+    ));
+    wait_for_gauge(&s.base, "app.load", 0.5);
+    // Bad lines write nothing; the good line after them, on the same
+    // connection, is taken after them: once it reads back, they are done.
+    sh(&format!(
+        "printf \"app.bad nan $(date +%s)\\napp.bad 1 0\\napp.bad\\napp.after 1 $(date +%s)\\n\" \
+         | nc -q1 127.0.0.1 {port}"
+    ));
+    wait_for_gauge(&s.base, "app.after", 1.0);
+    assert_eq!(gauge_now(&s.base, "app.bad"), serde_json::Value::Null);
+    // UDP on the same address.
+    sh(&format!(
+        "printf \"app.udp 2 $(date +%s)\\n\" | nc -u -w1 127.0.0.1 {port}"
+    ));
+    wait_for_gauge(&s.base, "app.udp", 2.0);
+    let (code, metrics) = curl(&[&format!("{}/metrics", s.base)]);
+    assert_eq!(code, 200);
+    for line in [
+        "tally_carbon_lines_accepted_total 3\n",
+        "tally_carbon_lines_rejected_total{reason=\"not_finite\"} 1\n",
+        "tally_carbon_lines_rejected_total{reason=\"out_of_span\"} 1\n",
+        "tally_carbon_lines_rejected_total{reason=\"malformed\"} 1\n",
+        "tally_carbon_datagrams_received_total 1\n",
+    ] {
+        assert!(metrics.contains(line), "no {line:?} in {metrics}");
+    }
+    // A limit out of range is refused at start, naming it.
+    let out = support::tally()
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--carbon",
+            "127.0.0.1:0",
+        ])
+        .args(["--carbon-max-line", "10"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("carbon-max-line must be 64 to 1048576 bytes, got 10"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn sigterm_writes_every_line_of_a_carbon_connection_closed_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = tally_testkit::free_port();
+    // The address from the config file; a flush interval of a minute: only
+    // the shutdown's flush can write the lines.
+    let config = dir.path().join("tally.toml");
+    std::fs::write(&config, format!("carbon = \"127.0.0.1:{port}\"\n")).unwrap();
+    let mut s = serve(
+        dir.path(),
+        None,
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--flush-interval-ms",
+            "60000",
+        ],
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let lines: String = (0..20_000)
+        .map(|i| format!("sig.{} {i} {now}\n", i % 50))
+        .collect();
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    std::io::Write::write_all(&mut c, lines.as_bytes()).unwrap();
+    drop(c);
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &s.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = s.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "tally serve ignored SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    drop(s);
+    // Read back by a new server on the same SQLite data directory.
+    let again = serve(dir.path(), None, &[]);
+    for k in [0, 17, 49] {
+        assert_eq!(
+            gauge_now(&again.base, &format!("sig.{k}")),
+            f64::from(19_950 + k),
+            "sig.{k}"
+        );
+    }
 }

@@ -7,8 +7,9 @@
 //! and flush latency; cleaner passes, their duration, samples and counters
 //! removed; statsd datagrams received, lines accepted and rejected by
 //! reason, the statsd socket's receive buffer and the datagrams the kernel
-//! dropped for it (read from the kernel at scrape time); backend errors;
-//! rate-limit checks.
+//! dropped for it (read from the kernel at scrape time); carbon lines
+//! accepted and rejected by reason, its TCP connections (open, and accepted
+//! in all) and UDP datagrams; backend errors; rate-limit checks.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,6 +43,11 @@ struct Inner {
     statsd_socket: Mutex<Option<SocketInfo>>,
     statsd_accepted: AtomicU64,
     statsd_rejected: Mutex<BTreeMap<&'static str, u64>>,
+    carbon_accepted: AtomicU64,
+    carbon_rejected: Mutex<BTreeMap<&'static str, u64>>,
+    carbon_connections_open: AtomicU64,
+    carbon_connections: AtomicU64,
+    carbon_datagrams: AtomicU64,
     cleaner_passes: AtomicU64,
     cleaner_failures: AtomicU64,
     cleaner_samples_removed: AtomicU64,
@@ -123,6 +129,65 @@ impl Metrics {
             .unwrap_or_else(|p| p.into_inner())
             .values()
             .sum()
+    }
+
+    /// Carbon lines accepted (taken by the gauges' writer).
+    pub fn carbon_accepted(&self, n: u64) {
+        self.inner.carbon_accepted.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// One carbon line rejected, for `reason` (a short fixed code).
+    pub fn carbon_rejected(&self, reason: &'static str) {
+        *self
+            .inner
+            .carbon_rejected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(reason)
+            .or_default() += 1;
+    }
+
+    /// Carbon lines accepted so far.
+    pub fn carbon_accepted_total(&self) -> u64 {
+        self.inner.carbon_accepted.load(Ordering::Relaxed)
+    }
+
+    /// Carbon lines rejected so far for `reason`.
+    pub fn carbon_rejected_for(&self, reason: &str) -> u64 {
+        self.inner
+            .carbon_rejected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(reason)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// A carbon TCP connection opened.
+    pub fn carbon_connection_opened(&self) {
+        self.inner
+            .carbon_connections
+            .fetch_add(1, Ordering::Relaxed);
+        self.inner
+            .carbon_connections_open
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A carbon TCP connection closed.
+    pub fn carbon_connection_closed(&self) {
+        self.inner
+            .carbon_connections_open
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Carbon TCP connections open now.
+    pub fn carbon_connections_open(&self) -> u64 {
+        self.inner.carbon_connections_open.load(Ordering::Relaxed)
+    }
+
+    /// Carbon UDP datagrams received.
+    pub fn carbon_datagrams(&self, n: u64) {
+        self.inner.carbon_datagrams.fetch_add(n, Ordering::Relaxed);
     }
 
     /// A cleaner observer recording pass durations and what they removed.
@@ -335,6 +400,38 @@ pub async fn exposition(state: &AppState) -> String {
         "tally_statsd_lines_rejected_total",
         "statsd lines rejected, by reason; they wrote nothing.",
         &rejected,
+    );
+    e.counter1(
+        "tally_carbon_lines_accepted_total",
+        "carbon lines accepted (gauge sets taken by the gauges' aggregating writer).",
+        load(&m.carbon_accepted),
+    );
+    let rejected: Vec<(Vec<(&str, String)>, u64)> = m
+        .carbon_rejected
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .map(|(reason, n)| (vec![("reason", (*reason).to_owned())], *n))
+        .collect();
+    e.counter(
+        "tally_carbon_lines_rejected_total",
+        "carbon lines rejected, by reason; they wrote nothing.",
+        &rejected,
+    );
+    e.gauge(
+        "tally_carbon_connections",
+        "carbon TCP connections open now.",
+        load(&m.carbon_connections_open) as f64,
+    );
+    e.counter1(
+        "tally_carbon_connections_accepted_total",
+        "carbon TCP connections accepted.",
+        load(&m.carbon_connections),
+    );
+    e.counter1(
+        "tally_carbon_datagrams_received_total",
+        "carbon UDP datagrams received.",
+        load(&m.carbon_datagrams),
     );
     e.counter1(
         "tally_backend_errors_total",
