@@ -5,20 +5,32 @@
 //! masters and replicas joined by `redis-cli --cluster create`, with helpers
 //! to migrate a slot step by step and to fail a master over) and a PostgreSQL
 //! server ([`PostgresServer`]), each process in its own temporary directory,
-//! started on a free port and stopped when the handle is dropped.
+//! started on a free port and stopped when the handle is dropped. The
+//! reference Graphite ([`graphite_web`]) is graphite-web 1.1.10 on whisper
+//! files of a test's making ([`GraphiteWeb`], [`WhisperData`]) and carbon
+//! 1.1.10's own line receiver ([`carbon_reference_parse`]), from a Python
+//! virtual environment `scripts/test` installs; [`http`] is a minimal HTTP
+//! client that sends a request's exact bytes, to it and to Tally alike.
 //!
 //! Nothing here mocks anything. When a server binary is missing, the harness
 //! panics with a message saying how to install it (`scripts/test` installs it
-//! from Debian packages), so a test never passes or skips silently.
+//! from Debian packages, and the Python packages from PyPI), so a test never
+//! passes or skips silently.
 
 #![deny(missing_docs)]
 
 pub mod cluster;
+pub mod graphite_web;
+pub mod http;
 mod postgres;
 mod redis;
 pub mod resp;
 
 pub use cluster::{ClusterOptions, RedisCluster, key_slot};
+pub use graphite_web::{
+    CarbonOutcome, GraphiteWeb, GraphiteWebOptions, WhisperData, WhisperSeries,
+    carbon_reference_datagrams, carbon_reference_parse, graphite_venv,
+};
 pub use postgres::PostgresServer;
 pub use redis::{RedisOptions, RedisServer};
 
