@@ -58,7 +58,7 @@ pub const DEFAULT_MAX_LINE: usize = 16_384;
 
 /// Bytes read from a TCP connection at once: a [`LineBuffer`] holds this
 /// much more than its longest line.
-pub const READ_CHUNK: usize = 64 * 1024;
+pub const READ_CHUNK: usize = 16 * 1024;
 
 /// Why a line was not kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -172,11 +172,17 @@ impl Window {
 pub fn parse_line<'a>(line: &'a [u8], window: &Window) -> Result<Point<'a>, Reject> {
     let text = std::str::from_utf8(line).map_err(|_| Reject::NotUtf8)?;
     let [path, value, at] = fields(text).ok_or(Reject::Malformed)?;
+    // In carbon's order: both numbers, a NaN value, a timestamp that is not
+    // finite; then what carbon keeps and Tally cannot.
     let value = number(value).ok_or(Reject::BadValue)?;
-    let at = number(at)
-        .filter(|t| t.is_finite())
-        .ok_or(Reject::BadTimestamp)?;
-    if !value.is_finite() {
+    let at = number(at).ok_or(Reject::BadTimestamp)?;
+    if value.is_nan() {
+        return Err(Reject::NotFinite);
+    }
+    if !at.is_finite() {
+        return Err(Reject::BadTimestamp);
+    }
+    if value.is_infinite() {
         return Err(Reject::NotFinite);
     }
     Name::check(path).map_err(|_| Reject::BadName)?;
@@ -256,19 +262,12 @@ fn is_line_break(c: char) -> bool {
     )
 }
 
-/// The longest number field read (Python has no limit; a longer field is
-/// not a number anyone sends, and is refused).
-const MAX_NUMBER: usize = 1024;
-
 /// A number as Python's `float()` reads it, or `None`.
 fn number(field: &str) -> Option<f64> {
     // Rust reads the same grammar but for underscores and non-ASCII digits
     // (both round correctly, so the values are equal).
     if field.is_ascii() && !field.contains('_') {
         return field.parse().ok();
-    }
-    if field.len() > MAX_NUMBER {
-        return None;
     }
     let mut ascii = String::with_capacity(field.len());
     let mut prev = '\0';
