@@ -98,8 +98,8 @@
 //! - [`metrics`]: a latency histogram and the Prometheus text format.
 //! - `requests` (feature `middleware`): a tower layer counting an axum
 //!   app's requests into counters.
-//! - `server` (feature `server`): the HTTP API, dashboard, `/metrics` and
-//!   statsd listener behind `tally serve`.
+//! - `server` (feature `server`): the HTTP API, dashboard, `/metrics`, and
+//!   the statsd and carbon listeners behind `tally serve`.
 //! - [`backend`]: SQLite ([`backend::sqlite`]) and Redis ([`backend::redis`],
 //!   with the key layouts and the Lua scripts): the engine's store
 //!   (`SqliteSliceStore`, `RedisSliceStore`: every space, counters included)
@@ -107,7 +107,8 @@
 //!
 //! Outside this crate: the `tally` binary (`src/`: the CLI, a thin shim over
 //! this library; `tally serve` runs the `server` module's HTTP API and statsd
-//! listener) and the dashboard (`dashboard/`, over the HTTP API).
+//! and carbon listeners) and the dashboard (`dashboard/`, over the HTTP
+//! API).
 
 #![deny(missing_docs)]
 

@@ -1,0 +1,372 @@
+//! `tally bench carbon`: carbon lines per second from one TCP connection
+//! into `tally serve --carbon`, next to the rate at which the same lines go
+//! through the library's gauge writer in the same run.
+//!
+//! The lines: `--names` gauges (`bench.carbon.<k>`), each set once per
+//! round, a round `--interval` seconds after the one before (a fleet
+//! reporting every interval, as collectd and Telegraf do), `--lines` in
+//! all; line `i` sets its gauge to `i`, so the last value of each gauge is
+//! known. Per backend (a `redis-server` the bench starts, default layout;
+//! a fresh SQLite directory):
+//! - the writer: the same points handed to the gauges' aggregating writer
+//!   (`GaugesWriter::take`, waiting for room as `tally serve`'s does, with
+//!   `tally serve`'s settings), in this process, each as a `GaugeOp` made
+//!   from its name, value and time: lines per second until the last is
+//!   taken;
+//! - carbon: `tally serve --carbon` on the same backend, the lines written
+//!   to one TCP connection as fast as it takes them: lines per second from
+//!   the first byte sent until `/metrics` counts them all accepted.
+//!
+//! Both write to the store while they take lines (the writer's flushes run
+//! alongside); after each, the store is read: every gauge's current value
+//! must be its last line's, and no line may have been refused.
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use serde::Serialize;
+use tally::counters::{AggregatorSettings, WhenFull};
+use tally::gauges::{GaugeOp, GaugesWriter};
+use tally::{BackendConfig, Tally};
+
+use crate::serve::{Served, backend_name};
+use crate::server::{BenchRedis, Kind, Which, machine};
+
+/// The lines per second a carbon listener is expected to take.
+pub const TARGET_LINES_PER_SECOND: f64 = 200_000.0;
+
+/// The fraction of the writer's rate it is expected to reach.
+pub const TARGET_RATIO_TO_WRITER: f64 = 0.8;
+
+/// The flags of `tally bench carbon`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CarbonArgs {
+    /// Backends to run on.
+    #[arg(long, value_enum, default_value = "both")]
+    pub backend: Which,
+    /// Lines sent (a whole number of rounds over the gauges).
+    #[arg(long, default_value_t = 2_000_000)]
+    pub lines: u64,
+    /// Distinct gauges.
+    #[arg(long, default_value_t = 10_000)]
+    pub names: u64,
+    /// Seconds between two points of a gauge.
+    #[arg(long, default_value_t = 10)]
+    pub interval: u64,
+}
+
+/// One backend's run.
+#[derive(Debug, Serialize)]
+pub struct CarbonRun {
+    backend: &'static str,
+    /// Lines through the writer per second, in this process.
+    writer_lines_per_second: f64,
+    writer_seconds: f64,
+    /// Lines through `tally serve --carbon` per second, from one TCP
+    /// connection.
+    carbon_lines_per_second: f64,
+    carbon_seconds: f64,
+    /// `carbon_lines_per_second / writer_lines_per_second`.
+    ratio_to_writer: f64,
+    /// Every gauge read back with its last line's value, both ways, and no
+    /// line refused.
+    gauges_exact: bool,
+    /// Both targets met.
+    met: bool,
+}
+
+/// `tally bench carbon`.
+#[derive(Debug, Serialize)]
+pub struct CarbonReport {
+    bench: &'static str,
+    machine: serde_json::Value,
+    lines: u64,
+    names: u64,
+    interval_seconds: u64,
+    bytes: u64,
+    target_lines_per_second: f64,
+    target_ratio_to_writer: f64,
+    runs: Vec<CarbonRun>,
+}
+
+impl CarbonReport {
+    /// The report in words: the lines, then per backend both rates, their
+    /// ratio and whether the targets are met.
+    pub fn summary(&self) -> String {
+        let mut out = format!(
+            "{} lines over {} gauges, a round every {} s ({} bytes); targets {:.0} lines/s \
+             and {:.2} of the writer",
+            self.lines,
+            self.names,
+            self.interval_seconds,
+            self.bytes,
+            self.target_lines_per_second,
+            self.target_ratio_to_writer
+        );
+        for r in &self.runs {
+            out.push_str(&format!(
+                "\n{:<6}: carbon {:>9.0} lines/s ({:.2} s), writer {:>9.0} lines/s ({:.2} s): \
+                 x{:.2} of the writer; gauges exact; {}",
+                r.backend,
+                r.carbon_lines_per_second,
+                r.carbon_seconds,
+                r.writer_lines_per_second,
+                r.writer_seconds,
+                r.ratio_to_writer,
+                if r.met {
+                    "targets met"
+                } else {
+                    "target MISSED"
+                }
+            ));
+        }
+        out
+    }
+}
+
+/// The lines of a run, as text and as points.
+struct Lines {
+    names: Vec<String>,
+    /// (gauge, value, time) of each line.
+    points: Vec<(u32, f64, f64)>,
+    text: Arc<Vec<u8>>,
+}
+
+impl Lines {
+    fn new(lines: u64, names: u64, interval: u64) -> Self {
+        let rounds = lines / names;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        // The last round a little before now.
+        let first = now - interval * rounds;
+        let names_text: Vec<String> = (0..names).map(|k| format!("bench.carbon.{k}")).collect();
+        let mut points = Vec::with_capacity(lines as usize);
+        let mut text = Vec::with_capacity(lines as usize * 32);
+        for i in 0..rounds * names {
+            let (round, k) = (i / names, i % names);
+            let at = (first + interval * round) as f64;
+            points.push((k as u32, i as f64, at));
+            writeln!(text, "{} {i} {at}", names_text[k as usize]).expect("write to a Vec");
+        }
+        Lines {
+            names: names_text,
+            points,
+            text: Arc::new(text),
+        }
+    }
+
+    /// The last value sent to gauge `k`.
+    fn last(&self, k: usize) -> f64 {
+        let names = self.names.len();
+        (self.points.len() - names + k) as f64
+    }
+}
+
+/// `tally serve`'s writer settings (its default flush interval, waiting
+/// when full).
+fn serve_settings() -> AggregatorSettings {
+    AggregatorSettings {
+        flush_interval: Duration::from_millis(200),
+        when_full: WhenFull::Wait,
+        ..AggregatorSettings::default()
+    }
+}
+
+pub async fn run(args: CarbonArgs) -> Result<CarbonReport> {
+    ensure!(
+        args.names >= 1 && args.lines >= args.names && args.interval >= 1,
+        "--names at least 1, --lines at least --names, --interval at least 1"
+    );
+    ensure!(
+        args.names <= u64::from(u32::MAX) && args.lines <= 1 << 40,
+        "--names or --lines too large"
+    );
+    let lines = Lines::new(args.lines, args.names, args.interval);
+    let sent = lines.points.len() as u64;
+    let redis = args
+        .backend
+        .kinds()
+        .contains(&Kind::Redis)
+        .then(BenchRedis::start);
+    let mut runs = Vec::new();
+    for kind in args.backend.kinds() {
+        let backend = backend_name(kind);
+        // The writer, in this process, on a fresh store.
+        let (config, dir) = fresh(kind, redis.as_ref()).await?;
+        let tally = Tally::builder()
+            .aggregator_settings(serve_settings())
+            .open_backend(config.clone())
+            .await?;
+        let writer_seconds = take_all(&tally.gauges_writer(), &lines).await?;
+        tally.shutdown().await;
+        check_gauges(&tally, &lines, &format!("writer {backend}")).await?;
+        drop((tally, dir));
+
+        // carbon: `tally serve --carbon`, on a fresh store.
+        if let Some(redis) = &redis {
+            redis.flush().await?;
+        }
+        let port = tally_testkit::free_port();
+        let served = Served::start(
+            kind,
+            redis.as_ref(),
+            &["--carbon".into(), format!("127.0.0.1:{port}")],
+        )?;
+        let mut stream = TcpStream::connect(("127.0.0.1", port))
+            .with_context(|| format!("connect to carbon on port {port}"))?;
+        let text = lines.text.clone();
+        let started = Instant::now();
+        let sender = std::thread::spawn(move || -> std::io::Result<()> {
+            stream.write_all(&text)?;
+            stream.shutdown(std::net::Shutdown::Write)
+        });
+        let deadline = started + Duration::from_secs(600);
+        loop {
+            let accepted = served.metric("tally_carbon_lines_accepted_total")?;
+            if accepted >= sent {
+                break;
+            }
+            let refused = refused(&served)?;
+            ensure!(
+                refused == 0,
+                "carbon {backend}: {refused} lines refused: {}",
+                served.metrics_text()?
+            );
+            ensure!(
+                Instant::now() < deadline,
+                "carbon {backend}: {accepted} of {sent} lines accepted after 10 minutes"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let carbon_seconds = started.elapsed().as_secs_f64();
+        sender
+            .join()
+            .map_err(|_| anyhow::anyhow!("the sending thread panicked"))??;
+        ensure!(
+            refused(&served)? == 0 && served.metric("tally_carbon_lines_accepted_total")? == sent,
+            "carbon {backend}: not every line was accepted once: {}",
+            served.metrics_text()?
+        );
+        let dir = served.stop()?;
+        let config = match (&dir, config) {
+            (Some(d), BackendConfig::SqliteDir(_)) => BackendConfig::SqliteDir(d.path().to_owned()),
+            (_, config) => config,
+        };
+        let tally = Tally::builder().open_backend(config).await?;
+        check_gauges(&tally, &lines, &format!("carbon {backend}")).await?;
+        drop((tally, dir));
+        if let Some(redis) = &redis {
+            redis.flush().await?;
+        }
+
+        let writer_rate = sent as f64 / writer_seconds;
+        let carbon_rate = sent as f64 / carbon_seconds;
+        let ratio = carbon_rate / writer_rate;
+        runs.push(CarbonRun {
+            backend,
+            writer_lines_per_second: writer_rate,
+            writer_seconds,
+            carbon_lines_per_second: carbon_rate,
+            carbon_seconds,
+            ratio_to_writer: ratio,
+            gauges_exact: true,
+            met: carbon_rate >= TARGET_LINES_PER_SECOND && ratio >= TARGET_RATIO_TO_WRITER,
+        });
+    }
+    Ok(CarbonReport {
+        bench: "carbon",
+        machine: machine(),
+        lines: sent,
+        names: args.names,
+        interval_seconds: args.interval,
+        bytes: lines.text.len() as u64,
+        target_lines_per_second: TARGET_LINES_PER_SECOND,
+        target_ratio_to_writer: TARGET_RATIO_TO_WRITER,
+        runs,
+    })
+}
+
+/// A fresh store of `kind`: the bench's Redis emptied, or a new SQLite
+/// directory (deleted when the handle is dropped).
+async fn fresh(
+    kind: Kind,
+    redis: Option<&BenchRedis>,
+) -> Result<(BackendConfig, Option<tempfile::TempDir>)> {
+    match kind {
+        Kind::Redis => {
+            let redis = redis.context("a Redis run needs the bench's server")?;
+            redis.flush().await?;
+            Ok((
+                BackendConfig::Redis {
+                    url: redis.url(),
+                    layout: Default::default(),
+                },
+                None,
+            ))
+        }
+        Kind::Sqlite => {
+            let dir = tempfile::Builder::new()
+                .prefix("tally-bench-carbon-")
+                .tempdir()?;
+            Ok((BackendConfig::SqliteDir(dir.path().to_owned()), Some(dir)))
+        }
+    }
+}
+
+/// Hands every point to `writer` as a gauge set; the seconds it took.
+async fn take_all(writer: &GaugesWriter, lines: &Lines) -> Result<f64> {
+    let started = Instant::now();
+    for &(k, value, at) in &lines.points {
+        writer
+            .take(&GaugeOp::set(lines.names[k as usize].as_str(), value).at(at))
+            .await?;
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// Lines `tally serve` refused so far, every reason.
+fn refused(served: &Served) -> Result<u64> {
+    Ok(served
+        .metrics_text()?
+        .lines()
+        .filter(|l| l.starts_with("tally_carbon_lines_rejected_total{"))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+        .sum())
+}
+
+/// Checks that every gauge reads its last line's value.
+async fn check_gauges(tally: &Tally, lines: &Lines, what: &str) -> Result<()> {
+    let gauges = tally.gauges();
+    for (k, name) in lines.names.iter().enumerate() {
+        let current = gauges.current(name).await?;
+        ensure!(
+            current == Some(lines.last(k)),
+            "{what}: gauge {name} reads {current:?}, its last line set {}",
+            lines.last(k)
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_rounds_over_the_gauges() {
+        let l = Lines::new(7, 3, 10);
+        assert_eq!(l.points.len(), 6);
+        let text = String::from_utf8(l.text.to_vec()).unwrap();
+        let first: Vec<&str> = text.lines().collect();
+        assert_eq!(first.len(), 6);
+        assert!(first[0].starts_with("bench.carbon.0 0 "), "{text}");
+        assert!(first[4].starts_with("bench.carbon.1 4 "), "{text}");
+        assert_eq!(l.points[4].2 - l.points[1].2, 10.0);
+        assert_eq!((l.last(0), l.last(2)), (3.0, 5.0));
+    }
+}
