@@ -76,12 +76,9 @@ const INVALID: [Reject; 3] = [Reject::Malformed, Reject::BadValue, Reject::BadTi
 /// Checks Tally's verdict on one TCP line against carbon's.
 fn compare(line: &[u8], carbon: &CarbonOutcome, window: &Window) {
     let shown = String::from_utf8_lossy(line);
-    let shown = if shown.len() > 80 {
-        format!(
-            "{}... ({} bytes)",
-            &shown[..shown.floor_char_boundary(80)],
-            line.len()
-        )
+    let shown = if shown.chars().count() > 80 {
+        let head: String = shown.chars().take(80).collect();
+        format!("{head}... ({} bytes)", line.len())
     } else {
         shown.into_owned()
     };
