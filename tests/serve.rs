@@ -207,22 +207,7 @@ fn sigterm_flushes_what_was_accepted() {
     ]);
     assert_eq!(code, 202);
     // The flush interval is a minute: only the shutdown flush can write it.
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &s.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(status) = s.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "tally serve ignored SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(status.success(), "{status}");
+    terminate(&mut s);
     let out = Command::new(env!("CARGO_BIN_EXE_tally"))
         .arg("--data-dir")
         .arg(dir.path())
@@ -231,6 +216,42 @@ fn sigterm_flushes_what_was_accepted() {
         .unwrap();
     let samples: Vec<(u64, i64)> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(samples.iter().map(|s| s.1).sum::<i64>(), 8, "{samples:?}");
+}
+
+/// Runs `tally --data-dir DIR serve --listen 127.0.0.1:0 ARGS`, which must
+/// refuse to start; its stderr.
+fn refused_at_start(dir: &Path, args: &[&str]) -> String {
+    let out = support::tally()
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{stderr}");
+    stderr
+}
+
+/// Sends SIGTERM to the server and waits (up to a minute) for its clean
+/// exit.
+fn terminate(s: &mut Serve) {
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &s.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = s.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "tally serve ignored SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
 }
 
 /// The statsd socket's receive buffer as `/metrics` shows it.
@@ -282,21 +303,7 @@ fn the_statsd_receive_buffer_comes_from_the_flag_the_file_or_the_default() {
         &["--statsd-recv-buffer", "100"][..],
         &["--config", config_flag][..],
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_tally"))
-            .arg("--data-dir")
-            .arg(dir.path())
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--statsd",
-                "127.0.0.1:0",
-            ])
-            .args(extra)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{stderr}");
+        let stderr = refused_at_start(dir.path(), &[&["--statsd", "127.0.0.1:0"], extra].concat());
         assert!(
             stderr.contains("statsd-recv-buffer must be 4096 to 1073741824 bytes, got 1"),
             "{stderr}"
@@ -433,21 +440,10 @@ fn carbon_lines_from_nc_set_gauges_and_bad_ones_are_counted() {
         assert!(metrics.contains(line), "no {line:?} in {metrics}");
     }
     // A limit out of range is refused at start, naming it.
-    let out = support::tally()
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--carbon",
-            "127.0.0.1:0",
-        ])
-        .args(["--carbon-max-line", "10"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
+    let stderr = refused_at_start(
+        dir.path(),
+        &["--carbon", "127.0.0.1:0", "--carbon-max-line", "10"],
+    );
     assert!(
         stderr.contains("carbon-max-line must be 64 to 1048576 bytes, got 10"),
         "{stderr}"
@@ -482,22 +478,7 @@ fn sigterm_writes_every_line_of_a_carbon_connection_closed_before_it() {
     let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     std::io::Write::write_all(&mut c, lines.as_bytes()).unwrap();
     drop(c);
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &s.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = s.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "tally serve ignored SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(status.success(), "{status}");
+    terminate(&mut s);
     drop(s);
     // Read back by a new server on the same SQLite data directory.
     let again = serve(dir.path(), None, &[]);

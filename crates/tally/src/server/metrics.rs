@@ -42,9 +42,9 @@ struct Inner {
     statsd_datagrams: AtomicU64,
     statsd_socket: Mutex<Option<SocketInfo>>,
     statsd_accepted: AtomicU64,
-    statsd_rejected: Mutex<BTreeMap<&'static str, u64>>,
+    statsd_rejected: ByReason,
     carbon_accepted: AtomicU64,
-    carbon_rejected: Mutex<BTreeMap<&'static str, u64>>,
+    carbon_rejected: ByReason,
     carbon_connections_open: AtomicU64,
     carbon_connections: AtomicU64,
     carbon_datagrams: AtomicU64,
@@ -107,13 +107,7 @@ impl Metrics {
 
     /// One statsd line rejected, for `reason` (a short fixed code).
     pub fn statsd_rejected(&self, reason: &'static str) {
-        *self
-            .inner
-            .statsd_rejected
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(reason)
-            .or_default() += 1;
+        self.inner.statsd_rejected.add(reason);
     }
 
     /// Statsd lines accepted so far.
@@ -123,12 +117,7 @@ impl Metrics {
 
     /// Statsd lines rejected so far, all reasons.
     pub fn statsd_rejected_total(&self) -> u64 {
-        self.inner
-            .statsd_rejected
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .sum()
+        self.inner.statsd_rejected.total()
     }
 
     /// Carbon lines accepted (taken by the gauges' writer).
@@ -138,13 +127,7 @@ impl Metrics {
 
     /// One carbon line rejected, for `reason` (a short fixed code).
     pub fn carbon_rejected(&self, reason: &'static str) {
-        *self
-            .inner
-            .carbon_rejected
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(reason)
-            .or_default() += 1;
+        self.inner.carbon_rejected.add(reason);
     }
 
     /// Carbon lines accepted so far.
@@ -154,13 +137,7 @@ impl Metrics {
 
     /// Carbon lines rejected so far for `reason`.
     pub fn carbon_rejected_for(&self, reason: &str) -> u64 {
-        self.inner
-            .carbon_rejected
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(reason)
-            .copied()
-            .unwrap_or(0)
+        self.inner.carbon_rejected.get(reason)
     }
 
     /// A carbon TCP connection opened.
@@ -221,6 +198,36 @@ impl Metrics {
             .entry((method.to_owned(), route.to_owned(), status))
             .or_default() += 1;
         self.inner.request_latency.observe(took);
+    }
+}
+
+/// Lines rejected, counted by reason (a short fixed code).
+#[derive(Debug, Default)]
+struct ByReason(Mutex<BTreeMap<&'static str, u64>>);
+
+impl ByReason {
+    fn counts(&self) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, u64>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn add(&self, reason: &'static str) {
+        *self.counts().entry(reason).or_default() += 1;
+    }
+
+    fn get(&self, reason: &str) -> u64 {
+        self.counts().get(reason).copied().unwrap_or(0)
+    }
+
+    fn total(&self) -> u64 {
+        self.counts().values().sum()
+    }
+
+    /// One sample per reason, labelled `reason`.
+    fn samples(&self) -> Vec<(Vec<(&'static str, String)>, u64)> {
+        self.counts()
+            .iter()
+            .map(|(reason, n)| (vec![("reason", (*reason).to_owned())], *n))
+            .collect()
     }
 }
 
@@ -389,34 +396,20 @@ pub async fn exposition(state: &AppState) -> String {
         "statsd counter lines accepted.",
         load(&m.statsd_accepted),
     );
-    let rejected: Vec<(Vec<(&str, String)>, u64)> = m
-        .statsd_rejected
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .map(|(reason, n)| (vec![("reason", (*reason).to_owned())], *n))
-        .collect();
     e.counter(
         "tally_statsd_lines_rejected_total",
         "statsd lines rejected, by reason; they wrote nothing.",
-        &rejected,
+        &m.statsd_rejected.samples(),
     );
     e.counter1(
         "tally_carbon_lines_accepted_total",
         "carbon lines accepted (gauge sets taken by the gauges' aggregating writer).",
         load(&m.carbon_accepted),
     );
-    let rejected: Vec<(Vec<(&str, String)>, u64)> = m
-        .carbon_rejected
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .map(|(reason, n)| (vec![("reason", (*reason).to_owned())], *n))
-        .collect();
     e.counter(
         "tally_carbon_lines_rejected_total",
         "carbon lines rejected, by reason; they wrote nothing.",
-        &rejected,
+        &m.carbon_rejected.samples(),
     );
     e.gauge(
         "tally_carbon_connections",
