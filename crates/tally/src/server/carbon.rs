@@ -270,10 +270,13 @@ async fn connection(mut stream: TcpStream, shared: &Shared, mut stop: watch::Rec
     loop {
         let read = if draining {
             let deadline =
-                drain_until.get_or_insert_with(|| tokio::time::Instant::now() + DRAIN_GRACE);
-            let wait =
-                DRAIN_IDLE.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
-            match tokio::time::timeout(wait, stream.read(lines.spare())).await {
+                *drain_until.get_or_insert_with(|| tokio::time::Instant::now() + DRAIN_GRACE);
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                tracing::warn!("carbon: a connection still sending at shutdown is closed");
+                break;
+            }
+            match tokio::time::timeout(DRAIN_IDLE.min(left), stream.read(lines.spare())).await {
                 Ok(read) => read,
                 Err(_) => break, // quiet, or out of time
             }
