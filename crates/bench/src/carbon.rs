@@ -10,9 +10,9 @@
 //! a fresh SQLite directory):
 //! - the writer: the same points handed to the gauges' aggregating writer
 //!   (`GaugesWriter::take`, waiting for room as `tally serve`'s does, with
-//!   `tally serve`'s settings), in this process, each as a `GaugeOp` made
-//!   from its name, value and time: lines per second until the last is
-//!   taken;
+//!   `tally serve`'s settings), in this process, in a task of its runtime
+//!   as a connection's lines are, each as a `GaugeOp` made from its name,
+//!   value and time: lines per second until the last is taken;
 //! - carbon: `tally serve --carbon` on the same backend, the lines written
 //!   to one TCP connection as fast as it takes them: lines per second from
 //!   the first byte sent until `/metrics` counts them all accepted.
@@ -69,6 +69,12 @@ pub struct CarbonRun {
     /// connection.
     carbon_lines_per_second: f64,
     carbon_seconds: f64,
+    /// Redis: the server's CPU seconds while the writer took the lines, and
+    /// while `tally serve` did (where the store's share of the time shows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    writer_redis_cpu_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    carbon_redis_cpu_seconds: Option<f64>,
     /// `carbon_lines_per_second / writer_lines_per_second`.
     ratio_to_writer: f64,
     /// Every gauge read back with its last line's value, both ways, and no
@@ -107,9 +113,13 @@ impl CarbonReport {
             self.target_ratio_to_writer
         );
         for r in &self.runs {
+            let cpu = match (r.carbon_redis_cpu_seconds, r.writer_redis_cpu_seconds) {
+                (Some(c), Some(w)) => format!(" (Redis CPU {c:.2} s and {w:.2} s)"),
+                _ => String::new(),
+            };
             out.push_str(&format!(
                 "\n{:<6}: carbon {:>9.0} lines/s ({:.2} s), writer {:>9.0} lines/s ({:.2} s): \
-                 x{:.2} of the writer; gauges exact; {}",
+                 x{:.2} of the writer{cpu}; gauges exact; {}",
                 r.backend,
                 r.carbon_lines_per_second,
                 r.carbon_seconds,
@@ -186,7 +196,7 @@ pub async fn run(args: CarbonArgs) -> Result<CarbonReport> {
         args.names <= u64::from(u32::MAX) && args.lines <= 1 << 40,
         "--names or --lines too large"
     );
-    let lines = Lines::new(args.lines, args.names, args.interval);
+    let lines = Arc::new(Lines::new(args.lines, args.names, args.interval));
     let sent = lines.points.len() as u64;
     let redis = args
         .backend
@@ -196,13 +206,21 @@ pub async fn run(args: CarbonArgs) -> Result<CarbonReport> {
     let mut runs = Vec::new();
     for kind in args.backend.kinds() {
         let backend = backend_name(kind);
+        let on_redis = redis.as_ref().filter(|_| kind == Kind::Redis);
         // The writer, in this process, on a fresh store.
         let (config, dir) = fresh(kind, redis.as_ref()).await?;
         let tally = Tally::builder()
             .aggregator_settings(serve_settings())
             .open_backend(config.clone())
             .await?;
-        let writer_seconds = take_all(&tally.gauges_writer(), &lines).await?;
+        let cpu_before = redis_cpu(on_redis).await?;
+        // In a task of the runtime, as a connection's lines are.
+        let writer_seconds = tokio::spawn({
+            let (writer, lines) = (tally.gauges_writer(), lines.clone());
+            async move { take_all(&writer, &lines).await }
+        })
+        .await??;
+        let writer_redis_cpu = delta(cpu_before, redis_cpu(on_redis).await?);
         tally.shutdown().await;
         check_gauges(&tally, &lines, &format!("writer {backend}")).await?;
         drop((tally, dir));
@@ -220,6 +238,7 @@ pub async fn run(args: CarbonArgs) -> Result<CarbonReport> {
         let mut stream = TcpStream::connect(("127.0.0.1", port))
             .with_context(|| format!("connect to carbon on port {port}"))?;
         let text = lines.text.clone();
+        let cpu_before = redis_cpu(on_redis).await?;
         let started = Instant::now();
         let sender = std::thread::spawn(move || -> std::io::Result<()> {
             stream.write_all(&text)?;
@@ -244,6 +263,7 @@ pub async fn run(args: CarbonArgs) -> Result<CarbonReport> {
             std::thread::sleep(Duration::from_millis(5));
         }
         let carbon_seconds = started.elapsed().as_secs_f64();
+        let carbon_redis_cpu = delta(cpu_before, redis_cpu(on_redis).await?);
         sender
             .join()
             .map_err(|_| anyhow::anyhow!("the sending thread panicked"))??;
@@ -273,6 +293,8 @@ pub async fn run(args: CarbonArgs) -> Result<CarbonReport> {
             writer_seconds,
             carbon_lines_per_second: carbon_rate,
             carbon_seconds,
+            writer_redis_cpu_seconds: writer_redis_cpu,
+            carbon_redis_cpu_seconds: carbon_redis_cpu,
             ratio_to_writer: ratio,
             gauges_exact: true,
             met: carbon_rate >= TARGET_LINES_PER_SECOND && ratio >= TARGET_RATIO_TO_WRITER,
@@ -316,6 +338,18 @@ async fn fresh(
             Ok((BackendConfig::SqliteDir(dir.path().to_owned()), Some(dir)))
         }
     }
+}
+
+/// The Redis server's CPU seconds so far, on a Redis run.
+async fn redis_cpu(redis: Option<&BenchRedis>) -> Result<Option<f64>> {
+    match redis {
+        Some(r) => Ok(Some(r.cpu_seconds().await?)),
+        None => Ok(None),
+    }
+}
+
+fn delta(before: Option<f64>, after: Option<f64>) -> Option<f64> {
+    Some(after? - before?)
 }
 
 /// Hands every point to `writer` as a gauge set; the seconds it took.
