@@ -334,7 +334,9 @@ fn statsd_counts_what_the_server_accepted() {
 
 #[test]
 fn carbon_reads_back_every_gauge_on_both_backends() {
-    let r = bench(&["carbon", "--lines", "20000", "--names", "100"]);
+    let r = bench(&[
+        "carbon", "--lines", "20000", "--names", "100", "--repeat", "2",
+    ]);
     assert_eq!(r["bench"], "carbon");
     assert_eq!(r["lines"], 20_000, "{r}");
     let runs = r["runs"].as_array().unwrap();
@@ -342,6 +344,7 @@ fn carbon_reads_back_every_gauge_on_both_backends() {
     for (run, backend) in runs.iter().zip(["redis", "sqlite"]) {
         assert_eq!(run["backend"], backend, "{run}");
         assert_eq!(run["gauges_exact"], true, "{run}");
+        assert_eq!(run["carbon_runs_seconds"].as_array().unwrap().len(), 2);
         for rate in [
             "carbon_lines_per_second",
             "writer_lines_per_second",
