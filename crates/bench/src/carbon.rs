@@ -84,6 +84,10 @@ pub struct CarbonRun {
     carbon_redis_cpu_seconds: Option<f64>,
     /// `carbon_lines_per_second / writer_lines_per_second`.
     ratio_to_writer: f64,
+    /// The writer's flushes in its best run (the whole run, its final
+    /// flush included), and the lines each took on average.
+    writer_flushes: u64,
+    writer_lines_per_flush: f64,
     /// The seconds of every repetition (the best are above).
     writer_runs_seconds: Vec<f64>,
     carbon_runs_seconds: Vec<f64>,
@@ -243,6 +247,8 @@ pub async fn run(args: CarbonArgs) -> Result<CarbonReport> {
             writer_redis_cpu_seconds: w.redis_cpu_seconds,
             carbon_redis_cpu_seconds: c.redis_cpu_seconds,
             ratio_to_writer: ratio,
+            writer_flushes: w.flushes.map_or(0, |f| f.0),
+            writer_lines_per_flush: w.flushes.map_or(0.0, |f| f.1),
             writer_runs_seconds: writer.iter().map(|t| t.seconds).collect(),
             carbon_runs_seconds: carbon.iter().map(|t| t.seconds).collect(),
             gauges_exact: true,
@@ -269,6 +275,10 @@ struct Timed {
     seconds: f64,
     /// Redis's CPU seconds meanwhile (Redis runs).
     redis_cpu_seconds: Option<f64>,
+    /// The writer's flushes that wrote something, and the entries each took
+    /// on average (the writer's own run; `tally serve` does not show its
+    /// gauges' writer).
+    flushes: Option<(u64, f64)>,
 }
 
 /// The lines through the writer, in this process, on a fresh store; every
@@ -290,11 +300,16 @@ async fn writer_once(kind: Kind, redis: Option<&BenchRedis>, lines: &Arc<Lines>)
     .await??;
     let redis_cpu_seconds = delta(cpu_before, redis_cpu(on_redis).await?);
     tally.shutdown().await;
+    let stats = tally.gauges_writer().stats();
     check_gauges(&tally, lines, &format!("writer {backend}")).await?;
     drop((tally, dir));
     Ok(Timed {
         seconds,
         redis_cpu_seconds,
+        flushes: Some((
+            stats.flushes,
+            lines.points.len() as f64 / stats.flushes.max(1) as f64,
+        )),
     })
 }
 
@@ -358,6 +373,7 @@ async fn carbon_once(kind: Kind, redis: Option<&BenchRedis>, lines: &Arc<Lines>)
     Ok(Timed {
         seconds,
         redis_cpu_seconds,
+        flushes: None,
     })
 }
 
