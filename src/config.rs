@@ -175,8 +175,26 @@ pub struct FileConfig {
     pub carbon_max_connections: Option<usize>,
     /// `tally serve`: seconds an `Idempotency-Key` is remembered.
     pub idempotency_retention: Option<f64>,
+    /// `tally serve`: the Graphite API's namespace, quantile leaves and
+    /// limits (each flag wins).
+    pub graphite_namespace: Option<String>,
+    pub graphite_quantiles: Option<Vec<f64>>,
+    pub graphite_max_series: Option<usize>,
+    pub graphite_max_points: Option<usize>,
+    pub graphite_max_find: Option<usize>,
     pub buffers: Option<BuffersFile>,
     pub limits: Option<LimitsFile>,
+}
+
+/// The Graphite API's keys of the settings file (top-level, like the
+/// flags they stand for).
+#[derive(Clone, Debug, Default)]
+pub struct GraphiteFile {
+    pub graphite_namespace: Option<String>,
+    pub graphite_quantiles: Option<Vec<f64>>,
+    pub graphite_max_series: Option<usize>,
+    pub graphite_max_points: Option<usize>,
+    pub graphite_max_find: Option<usize>,
 }
 
 /// The `[limits]` section: named rate-limit policies.
@@ -327,6 +345,8 @@ pub struct Config {
     /// `tally serve`: the idempotency retention from the file, seconds (its
     /// flag wins).
     pub idempotency_retention: Option<f64>,
+    /// `tally serve`: the Graphite API's settings from the file (flags win).
+    pub graphite: GraphiteFile,
 }
 
 impl Config {
@@ -493,6 +513,13 @@ impl Config {
             carbon_max_line: file.carbon_max_line,
             carbon_max_connections: file.carbon_max_connections,
             idempotency_retention: file.idempotency_retention,
+            graphite: GraphiteFile {
+                graphite_namespace: file.graphite_namespace,
+                graphite_quantiles: file.graphite_quantiles,
+                graphite_max_series: file.graphite_max_series,
+                graphite_max_points: file.graphite_max_points,
+                graphite_max_find: file.graphite_max_find,
+            },
         })
     }
 }

@@ -1,9 +1,9 @@
 //! `tally serve` end to end, as a user drives it: the real binary on free
-//! ports, fed with `curl`, with a statsd packet sent by `nc -u` and with
-//! carbon lines sent by `nc`, refusing an unauthenticated write, flushing
-//! what it holds on SIGTERM (every line of a carbon connection closed before
-//! it included), and taking its statsd receive buffer from the flag, the
-//! config file or the default.
+//! ports, fed with `curl`, with statsd packets sent by `nc -u` (issue 21's
+//! among them) and with carbon lines sent by `nc`, refusing an
+//! unauthenticated write, flushing what it holds on SIGTERM (every line of
+//! a carbon connection closed before it included), and taking its statsd
+//! receive buffer from the flag, the config file or the default.
 
 mod support;
 
@@ -154,6 +154,122 @@ fn curl_and_nc_feed_a_counter_that_reads_back() {
     assert!(page.contains("<html"), "{page}");
 }
 
+/// Sends `tally serve` SIGTERM and waits until it has exited cleanly.
+fn terminate(s: &mut Serve) {
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &s.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = s.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "tally serve ignored SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+}
+
+/// A `/metrics` figure without labels (`0` when absent).
+fn metric(base: &str, name: &str) -> u64 {
+    let (code, text) = curl(&[&format!("{base}/metrics")]);
+    assert_eq!(code, 200, "{text}");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .map_or(0, |v| v.parse().unwrap())
+}
+
+/// A JSON answer of `tally serve`.
+fn json(base: &str, path: &str) -> serde_json::Value {
+    let (code, body) = curl(&[&format!("{base}{path}")]);
+    assert_eq!(code, 200, "{path}: {body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// Issue 21's "done when", as a user runs it: the packet the issue sends
+/// with `nc -u` writes `pk` two observations, `hits` 3, `ct` 1, `ts` 1 in
+/// the minute of its `T` time, `tg` 1 with one dropped-tags count, and no
+/// other name. The writers flush only at SIGTERM; a second server on the
+/// same data directory reads what was written.
+#[test]
+fn issue_21_statsd_lines_land_under_their_own_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let statsd = tally_testkit::free_port();
+    let mut s = serve(dir.path(), Some(statsd), &["--flush-interval-ms", "60000"]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let ts = now - 60;
+    let mut nc = Command::new(tool("nc"))
+        .args(["-u", "-w0", "127.0.0.1", &statsd.to_string()])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("run nc");
+    std::io::Write::write_all(
+        nc.stdin.as_mut().unwrap(),
+        format!("pk:1:2|h\nhits:1|c:2|c\nct:1|c|c:abc123\nts:1|c|T{ts}\ntg:1|c|#env:prod\n")
+            .as_bytes(),
+    )
+    .unwrap();
+    drop(nc.stdin.take());
+    assert!(nc.wait().unwrap().success());
+    // The listener took all five lines (UDP: wait for them to arrive).
+    assert!(
+        tally_testkit::wait_until(Duration::from_secs(10), || {
+            metric(&s.base, "tally_statsd_lines_accepted_total") == 5
+        }),
+        "accepted {}",
+        metric(&s.base, "tally_statsd_lines_accepted_total")
+    );
+    let (_, text) = curl(&[&format!("{}/metrics", s.base)]);
+    assert!(
+        text.contains("tally_statsd_tags_dropped_total 1\n"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("tally_statsd_lines_rejected_total{"),
+        "{text}"
+    );
+    // SIGTERM flushes every writer before the server exits.
+    terminate(&mut s);
+
+    let r = serve(dir.path(), None, &[]);
+    // Every name written, but the server's own request counters.
+    let names = |what: &str| -> Vec<String> {
+        let page = json(&r.base, &format!("/v1/{what}"));
+        serde_json::from_value::<Vec<String>>(page[what].clone())
+            .unwrap()
+            .into_iter()
+            .filter(|n| !n.starts_with("tally:http:"))
+            .collect()
+    };
+    assert_eq!(names("counters"), ["ct", "hits", "tg", "ts"]);
+    assert_eq!(names("stats"), ["pk"]);
+    assert!(names("gauges").is_empty());
+    assert!(names("sets").is_empty());
+    for (name, total) in [("hits", 3), ("ct", 1), ("ts", 1), ("tg", 1)] {
+        assert_eq!(day_total(&r.base, name), total, "{name}");
+    }
+    let minute = json(&r.base, "/v1/counters/ts?precision=60");
+    assert_eq!(
+        minute["precisions"]["60"],
+        serde_json::json!([[ts / 60 * 60, 1]]),
+        "{minute}"
+    );
+    let pk = json(&r.base, "/v1/stats/pk?precision=86400");
+    let day = &pk["precisions"]["86400"][0];
+    assert_eq!(
+        (&day["count"], &day["sum"], &day["min"], &day["max"]),
+        (&2.into(), &3.0.into(), &1.0.into(), &2.0.into()),
+        "{pk}"
+    );
+}
+
 #[test]
 fn a_token_server_refuses_unauthenticated_writes() {
     let dir = tempfile::tempdir().unwrap();
@@ -231,27 +347,6 @@ fn refused_at_start(dir: &Path, args: &[&str]) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!out.status.success(), "{stderr}");
     stderr
-}
-
-/// Sends SIGTERM to the server and waits (up to a minute) for its clean
-/// exit.
-fn terminate(s: &mut Serve) {
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &s.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = s.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "tally serve ignored SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(status.success(), "{status}");
 }
 
 /// The statsd socket's receive buffer as `/metrics` shows it.

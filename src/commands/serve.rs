@@ -16,6 +16,7 @@ use clap::Args;
 use tally::buffers::{Flusher, open_sink};
 use tally::counters::{AggregatorSettings, WhenFull};
 use tally::server::carbon::CarbonSettings;
+use tally::server::graphite::{GraphiteApi, GraphiteSettings};
 use tally::server::{AppState, Metrics, ServerSettings, Services};
 use tokio::sync::watch;
 
@@ -133,6 +134,39 @@ pub struct ServeArgs {
     /// Do not run the cleaner in this process (run `tally clean` elsewhere).
     #[arg(long, env = "TALLY_NO_CLEANER")]
     pub no_cleaner: bool,
+
+    /// The Graphite API's names (`/graphite/...`): `tally` (a series `N` is
+    /// the path `N`) or `statsd` (statsd's Graphite backend's names:
+    /// `stats_counts.N`, `stats.timers.N.upper_90`, ...)
+    /// (`graphite_namespace` in the config file) [default: tally].
+    #[arg(long, env = "TALLY_GRAPHITE_NAMESPACE", value_name = "NAMESPACE", value_parser = ["tally", "statsd"])]
+    pub graphite_namespace: Option<String>,
+
+    /// The quantile leaves of statistics in the Graphite API (0.99 is
+    /// `N.p99`; in the statsd namespace the percentile 99)
+    /// (`graphite_quantiles` in the config file) [default: 0.5,0.9,0.99].
+    #[arg(
+        long,
+        env = "TALLY_GRAPHITE_QUANTILES",
+        value_delimiter = ',',
+        value_name = "Q"
+    )]
+    pub graphite_quantiles: Option<Vec<f64>>,
+
+    /// The most series one Graphite render may match; past it, a 400 naming
+    /// the limit (`graphite_max_series` in the config file) [default: 10000].
+    #[arg(long, env = "TALLY_GRAPHITE_MAX_SERIES", value_name = "N")]
+    pub graphite_max_series: Option<usize>,
+
+    /// The most points one Graphite render may answer, over every series
+    /// (`graphite_max_points` in the config file) [default: 2000000].
+    #[arg(long, env = "TALLY_GRAPHITE_MAX_POINTS", value_name = "N")]
+    pub graphite_max_points: Option<usize>,
+
+    /// The most nodes one Graphite find may answer
+    /// (`graphite_max_find` in the config file) [default: 10000].
+    #[arg(long, env = "TALLY_GRAPHITE_MAX_FIND", value_name = "N")]
+    pub graphite_max_find: Option<usize>,
 }
 
 impl ServeArgs {
@@ -195,6 +229,42 @@ impl ServeArgs {
         .validate()?)
     }
 
+    /// The Graphite API's settings: each flag, else the file, else the
+    /// default.
+    fn graphite(&self, config: &Config) -> Result<GraphiteSettings> {
+        let file = &config.graphite;
+        let defaults = GraphiteSettings::default();
+        let namespace = match self
+            .graphite_namespace
+            .as_deref()
+            .or(file.graphite_namespace.as_deref())
+        {
+            Some(ns) => ns.parse()?,
+            None => defaults.namespace,
+        };
+        Ok(GraphiteSettings {
+            namespace,
+            quantiles: self
+                .graphite_quantiles
+                .clone()
+                .or_else(|| file.graphite_quantiles.clone())
+                .unwrap_or(defaults.quantiles),
+            max_series: self
+                .graphite_max_series
+                .or(file.graphite_max_series)
+                .unwrap_or(defaults.max_series),
+            max_points: self
+                .graphite_max_points
+                .or(file.graphite_max_points)
+                .unwrap_or(defaults.max_points),
+            max_find: self
+                .graphite_max_find
+                .or(file.graphite_max_find)
+                .unwrap_or(defaults.max_find),
+        }
+        .validate()?)
+    }
+
     /// The statsd receive buffer: the flag, else the file, else the default.
     fn statsd_recv_buffer(&self, config: &Config) -> Result<usize> {
         let bytes = self
@@ -213,6 +283,7 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
     // Caught from here on: a SIGTERM right after "serving on" is a shutdown.
     let signal = shutdown_signal();
     let idempotency_retention = args.idempotency_retention(config)?;
+    let graphite = args.graphite(config)?;
     let tally = context::builder(config)
         .idempotency_retention(idempotency_retention)
         .aggregator_settings(AggregatorSettings {
@@ -237,6 +308,7 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
         stats: Some(tally.stats()),
         stats_writer: Some(tally.stats_writer()),
         idempotency: Some(tally.idempotency()),
+        graphite: Some(GraphiteApi::new(&tally, &graphite)),
     };
     let metrics = Metrics::default();
     let mut services = services;

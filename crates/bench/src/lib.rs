@@ -15,11 +15,11 @@
 //!
 //! Layout: [`server`] (the shared harness: a Redis of the bench's own, the
 //! backend under test, the totals check) under every bench module; [`book`]
-//! (the book's algorithm) under [`ingest`]; [`statsd_daemon`] (the
-//! reference statsd daemon, from npm) under [`serve`], which [`carbon`]
-//! shares; [`settings`] (what
-//! comes from the binary's configuration) a leaf; this file parses and
-//! dispatches.
+//! (the book's algorithm) under [`ingest`]; [`serve`] under [`carbon`],
+//! which shares its `tally serve` child; [`settings`] (what comes from
+//! the binary's configuration) a leaf; this file parses and dispatches. The
+//! reference statsd daemon [`serve`] races is the test harness's
+//! (`tally_testkit::StatsdDaemon`).
 
 pub mod book;
 pub mod buffer;
@@ -37,7 +37,6 @@ pub mod serve;
 pub mod server;
 pub mod settings;
 pub mod stats;
-pub mod statsd_daemon;
 
 use anyhow::Result;
 use clap::Subcommand;

@@ -72,6 +72,9 @@
 //! - [`sets`]: distinct counts per slice over the engine's `sets` space
 //!   (members added, counted with Redis's HyperLogLog estimator, unions
 //!   over ranges and sets); the aggregating writer ([`SetsWriter`]).
+//! - [`graphite`]: Tally's series as the Graphite API sees them: the
+//!   namespace (Tally's own or statsd's names), each kind's leaves, and the
+//!   store the render and find API (the `tally_graphite` crate) reads.
 //! - [`daily`]: per-entity daily statistics (views per day, last N days,
 //!   running all-time total), its pure date math and store trait (the
 //!   article's hashes on Redis), sharing the engine's validation.
@@ -90,8 +93,9 @@
 //!   and the time series from one opened store into another, resumable and
 //!   exactly once (`tally migrate`).
 //! - [`random`]: unique ids and jitter from the OS generator.
-//! - [`statsd`]: the statsd line protocol (counters, timers, histograms,
-//!   distributions, gauges, sets), a pure parser.
+//! - [`statsd`]: the statsd line protocol with DogStatsD's additions
+//!   (counters, timers, histograms, distributions, gauges, sets; several
+//!   samples per line, packed values, times, tags), a pure parser.
 //! - [`carbon`]: carbon's plaintext protocol (`path value timestamp`
 //!   lines, gauge sets at that time), a pure parser and the framing of its
 //!   TCP lines and UDP datagrams.
@@ -121,6 +125,7 @@ pub mod daily;
 pub mod engine;
 pub mod error;
 pub mod gauges;
+pub mod graphite;
 pub mod idempotency;
 pub mod limits;
 pub mod locks;

@@ -10,7 +10,10 @@
 //! files of a test's making ([`GraphiteWeb`], [`WhisperData`]) and carbon
 //! 1.1.10's own line receiver ([`carbon_reference_parse`]), from a Python
 //! virtual environment `scripts/test` installs; [`http`] is a minimal HTTP
-//! client that sends a request's exact bytes, to it and to Tally alike.
+//! client that sends a request's exact bytes, to it and to Tally alike. The
+//! reference statsd ([`statsd`]) is Etsy's daemon from npm, which the statsd
+//! bench races and the statsd parser is compared with: its console backend
+//! read back, and a listener capturing what its Graphite backend writes.
 //!
 //! Nothing here mocks anything. When a server binary is missing, the harness
 //! panics with a message saying how to install it (`scripts/test` installs it
@@ -25,6 +28,7 @@ pub mod http;
 mod postgres;
 mod redis;
 pub mod resp;
+pub mod statsd;
 
 pub use cluster::{ClusterOptions, RedisCluster, key_slot};
 pub use graphite_web::{
@@ -33,9 +37,11 @@ pub use graphite_web::{
 };
 pub use postgres::PostgresServer;
 pub use redis::{RedisOptions, RedisServer};
+pub use statsd::{Flush, Flushed, GraphiteCapture, STATSD_VERSION, StatsdDaemon, StatsdOptions};
 
 use std::net::TcpListener;
 use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A port that was free on 127.0.0.1 a moment ago.
@@ -73,6 +79,19 @@ pub fn wait_until(timeout: Duration, mut ready: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(10));
     }
     ready()
+}
+
+/// Stops a server: `signal` (through `kill`, e.g. `"-QUIT"`, a server's
+/// quick shutdown) and, if it has not exited within `grace`, SIGKILL.
+pub(crate) fn stop_child(child: &mut Child, signal: &str, grace: Duration) {
+    let _ = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .stderr(Stdio::null())
+        .status();
+    if !wait_until(grace, || matches!(child.try_wait(), Ok(Some(_)))) {
+        let _ = child.kill();
+    }
+    let _ = child.wait();
 }
 
 /// The standard normal distribution function Φ(x) (erfc by Numerical

@@ -11,11 +11,11 @@
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tempfile::TempDir;
 
-use crate::{free_port, wait_until};
+use crate::{free_port, stop_child, wait_until};
 
 const INSTALL_HINT: &str = "Install PostgreSQL with `sudo apt-get install postgresql` (binaries in /usr/lib/postgresql/*/bin)";
 
@@ -195,18 +195,7 @@ impl Drop for PostgresServer {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
             // Immediate shutdown: the postmaster stops its backends too.
-            let _ = Command::new("kill")
-                .args(["-QUIT", &child.id().to_string()])
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+            stop_child(&mut child, "-QUIT", Duration::from_secs(5));
         }
     }
 }

@@ -11,6 +11,7 @@
 
 pub mod aggregate;
 mod cleaner;
+mod graphite;
 pub mod settings;
 pub mod slice;
 pub mod store;

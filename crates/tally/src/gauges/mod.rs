@@ -270,6 +270,27 @@ fn reading_of(v: &Value) -> Result<GaugeReading> {
     }
 }
 
+/// What Graphite sees of a gauge: one leaf, its last value per slice
+/// (`N` in Tally's namespace, `stats.gauges.N` in statsd's).
+impl SeriesService<GaugeRules> {
+    /// The gauges' place in the Graphite namespace `ns`.
+    pub fn graphite_shapes(&self, ns: crate::graphite::Namespace) -> Vec<crate::graphite::Shape> {
+        let root = match ns {
+            crate::graphite::Namespace::Tally => "",
+            crate::graphite::Namespace::Statsd => "stats.gauges",
+        };
+        vec![crate::graphite::Shape::single(root, graphite_last)]
+    }
+}
+
+/// A gauge slice's last value.
+fn graphite_last(v: &Value, _step: u64) -> Option<f64> {
+    match v {
+        Value::Gauge(g) => g.reading().map(|r| r.last),
+        _ => None,
+    }
+}
+
 impl SeriesWriter<GaugeRules> {
     /// Takes one operation without ever waiting: fails with
     /// [`Error::Overloaded`] when full.

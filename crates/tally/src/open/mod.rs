@@ -29,6 +29,7 @@ use crate::counters::{
 use crate::daily::{DEFAULT_ENTITY_PREFIX, DailySettings, DailyStats};
 use crate::error::{Error, Result};
 use crate::gauges::{Gauges, GaugesWriter};
+use crate::graphite::{Family, Namespace, Source};
 use crate::idempotency::{self, Idempotency};
 use crate::limits::Limiter;
 use crate::locks::Locks;
@@ -252,6 +253,46 @@ impl Tally {
                     .expect("the aggregator settings were validated when Tally was opened")
             })
             .clone()
+    }
+
+    /// Every series of the counters, gauges, sets and statistics as the
+    /// Graphite API sees them in namespace `ns` (statistics with a leaf per
+    /// quantile of `quantiles`), read from this handle's stores: the
+    /// source `tally serve` answers `/graphite/render` and
+    /// `/graphite/metrics/find` from.
+    pub fn graphite_source(&self, ns: Namespace, quantiles: &[f64]) -> Source {
+        let inner = &self.inner;
+        let store = inner.stats.store();
+        let mut families = Vec::new();
+        for shape in inner.counters.graphite_shapes(ns) {
+            families.push(Family::new(
+                inner.counters.space().clone(),
+                store.clone(),
+                shape,
+            ));
+        }
+        for shape in inner.gauges.graphite_shapes(ns) {
+            families.push(Family::new(
+                inner.gauges.space().clone(),
+                store.clone(),
+                shape,
+            ));
+        }
+        for shape in inner.sets.graphite_shapes(ns) {
+            families.push(Family::new(
+                inner.sets.space().clone(),
+                store.clone(),
+                shape,
+            ));
+        }
+        for shape in inner.stats.graphite_shapes(ns, quantiles) {
+            families.push(Family::new(
+                inner.stats.space().clone(),
+                store.clone(),
+                shape,
+            ));
+        }
+        Source::new(families)
     }
 
     /// Idempotency records (the `Idempotency-Key` protocol), kept for the

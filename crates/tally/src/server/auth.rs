@@ -1,7 +1,7 @@
 //! Bearer tokens: who may write (and, when configured, read).
 //!
 //! With tokens configured, a request that changes anything (any method but
-//! GET and HEAD) needs `Authorization: Bearer <token>` matching one of them;
+//! GET and HEAD; the Graphite API's POSTs are reads) needs `Authorization: Bearer <token>` matching one of them;
 //! with `protect_reads`, so do reads. Tokens are compared in constant time.
 //! Without tokens, everything is open (bind to loopback, or set a token).
 
@@ -18,11 +18,26 @@ pub(crate) async fn require_token(
     req: Request,
     next: Next,
 ) -> Response {
+    let read = matches!(*req.method(), Method::GET | Method::HEAD);
+    check(&state, req, next, read).await
+}
+
+/// Middleware of routes that only read whatever their method (the Graphite
+/// API: Grafana posts renders and finds): a token only with
+/// `protect_reads`.
+pub(crate) async fn require_read_token(
+    State(state): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Response {
+    check(&state, req, next, true).await
+}
+
+async fn check(state: &AppState, req: Request, next: Next, read: bool) -> Response {
     let settings = state.settings();
     if settings.tokens.is_empty() {
         return next.run(req).await;
     }
-    let read = matches!(*req.method(), Method::GET | Method::HEAD);
     if read && !settings.protect_reads {
         return next.run(req).await;
     }

@@ -5,11 +5,12 @@
 //! time. Families (all prefixed `tally_`): HTTP requests by method, route and
 //! status, and their latency; increments accepted and written; write batches
 //! and flush latency; cleaner passes, their duration, samples and counters
-//! removed; statsd datagrams received, lines accepted and rejected by
-//! reason, the statsd socket's receive buffer and the datagrams the kernel
-//! dropped for it (read from the kernel at scrape time); carbon lines
-//! accepted and rejected by reason, its TCP connections (open, and accepted
-//! in all) and UDP datagrams; backend errors; rate-limit checks.
+//! removed; statsd datagrams received, lines accepted (and those whose tags
+//! were dropped) and rejected by reason, the statsd socket's receive buffer
+//! and the datagrams the kernel dropped for it (read from the kernel at
+//! scrape time); carbon lines accepted and rejected by reason, its TCP
+//! connections (open, and accepted in all) and UDP datagrams; backend
+//! errors; rate-limit checks.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,6 +43,7 @@ struct Inner {
     statsd_datagrams: AtomicU64,
     statsd_socket: Mutex<Option<SocketInfo>>,
     statsd_accepted: AtomicU64,
+    statsd_tags_dropped: AtomicU64,
     statsd_rejected: ByReason,
     carbon_accepted: AtomicU64,
     carbon_rejected: ByReason,
@@ -103,6 +105,19 @@ impl Metrics {
     /// One statsd line accepted.
     pub fn statsd_accepted(&self, n: u64) {
         self.inner.statsd_accepted.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Statsd lines accepted whose tags were dropped (written under their
+    /// bare name).
+    pub fn statsd_tags_dropped(&self, n: u64) {
+        self.inner
+            .statsd_tags_dropped
+            .fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Statsd lines accepted so far whose tags were dropped.
+    pub fn statsd_tags_dropped_total(&self) -> u64 {
+        self.inner.statsd_tags_dropped.load(Ordering::Relaxed)
     }
 
     /// One statsd line rejected, for `reason` (a short fixed code).
@@ -393,8 +408,13 @@ pub async fn exposition(state: &AppState) -> String {
     }
     e.counter1(
         "tally_statsd_lines_accepted_total",
-        "statsd counter lines accepted.",
+        "statsd lines accepted (every sample of each handed to its writer).",
         load(&m.statsd_accepted),
+    );
+    e.counter1(
+        "tally_statsd_tags_dropped_total",
+        "statsd lines accepted whose DogStatsD tags were dropped: written under their bare name.",
+        load(&m.statsd_tags_dropped),
     );
     e.counter(
         "tally_statsd_lines_rejected_total",

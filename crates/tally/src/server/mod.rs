@@ -27,6 +27,7 @@ mod daily;
 mod dashboard;
 mod error;
 mod gauges;
+pub mod graphite;
 pub mod idempotency;
 mod limits;
 mod locks;
@@ -133,6 +134,9 @@ pub struct Services {
     /// `Idempotency-Key` header; without, a request carrying one is
     /// refused (400).
     pub idempotency: Option<Idempotency>,
+    /// The Graphite render and find API (`/graphite/...`); its routes
+    /// answer 404 without it.
+    pub graphite: Option<graphite::GraphiteApi>,
 }
 
 impl Services {
@@ -246,6 +250,10 @@ pub fn app(state: AppState) -> Router {
             state.clone(),
             auth::require_token,
         ));
+    let graphite_routes = graphite::routes().route_layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        auth::require_read_token,
+    ));
     let metrics_routes = Router::new()
         .route("/metrics", get(metrics::render))
         .route_layer(axum::middleware::from_fn_with_state(
@@ -255,6 +263,7 @@ pub fn app(state: AppState) -> Router {
     let settings = state.settings().clone();
     let mut router = Router::new()
         .nest("/v1", api)
+        .nest("/graphite", graphite_routes)
         .merge(metrics_routes)
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

@@ -384,6 +384,30 @@ fn distinct_of(v: &Value) -> Result<&DistinctValue> {
     }
 }
 
+/// What Graphite sees of a set: one leaf, its distinct count per slice
+/// (`N` in Tally's namespace, `stats.sets.N.count` in statsd's).
+impl SeriesService<SetRules> {
+    /// The sets' place in the Graphite namespace `ns`.
+    pub fn graphite_shapes(&self, ns: crate::graphite::Namespace) -> Vec<crate::graphite::Shape> {
+        use crate::graphite::{Leaf, Namespace, Shape};
+        match ns {
+            Namespace::Tally => vec![Shape::single("", graphite_distinct)],
+            Namespace::Statsd => vec![Shape {
+                root: "stats.sets".into(),
+                leaves: vec![Leaf::new("count", graphite_distinct)],
+            }],
+        }
+    }
+}
+
+/// A set slice's distinct count.
+fn graphite_distinct(v: &Value, _step: u64) -> Option<f64> {
+    match v {
+        Value::Distinct(d) => Some(d.estimate() as f64),
+        _ => None,
+    }
+}
+
 impl SeriesWriter<SetRules> {
     /// Takes one addition without ever waiting: fails with
     /// [`Error::Overloaded`] when full, and with the rule it breaks when

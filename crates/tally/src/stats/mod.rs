@@ -21,6 +21,7 @@
 //! What it does not do: hold observations of its own (the aggregating
 //! writer does, until its next flush), or talk to a backend directly.
 
+mod graphite;
 pub mod settings;
 pub mod summary;
 mod writer;

@@ -39,12 +39,12 @@ use std::fs::{self, File};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tempfile::TempDir;
 
 use crate::http::{self, Response};
-use crate::{free_port, wait_until};
+use crate::{free_port, stop_child, wait_until};
 
 /// The path every route is served under, as Tally serves its Graphite routes
 /// (Grafana's data source URL is `http://HOST:PORT/graphite`).
@@ -86,6 +86,15 @@ pub fn graphite_venv() -> PathBuf {
     } else {
         path
     }
+}
+
+/// The reference virtual environment's Python, checked as a server's is (present, with the
+/// pins of this checkout), for a test that runs graphite-web's own code directly; `Err` says
+/// what is missing and how to install it.
+pub fn graphite_python() -> Result<PathBuf, String> {
+    let venv = graphite_venv();
+    check_venv(&venv)?;
+    Ok(venv.join("bin").join("python"))
 }
 
 /// How to install the virtual environment at `venv`.
@@ -447,19 +456,7 @@ impl Drop for GraphiteWeb {
 /// exits), then SIGKILL if it has not exited in 10 s (a worker left behind
 /// then exits on its own once it sees its parent gone).
 fn stop(child: &mut Child) {
-    let _ = Command::new("kill")
-        .args(["-QUIT", &child.id().to_string()])
-        .stderr(Stdio::null())
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    stop_child(child, "-QUIT", Duration::from_secs(10));
 }
 
 /// Gives the server under `root` its SQLite database (tags, profiles: what

@@ -421,6 +421,31 @@ impl Sketch {
         }
         unreachable!("the stores add up to the count")
     }
+
+    /// Every non-empty bucket as (the value it reports, its count), in
+    /// ascending order of value: the most negative first, then the zeros,
+    /// then the positive values.
+    pub fn buckets(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
+        let s = self.settings;
+        let negative = self
+            .negative
+            .counts
+            .iter()
+            .enumerate()
+            .rev()
+            .map(move |(k, &c)| (-s.bucket_value(self.negative.first + k as i32), c));
+        let zeros = std::iter::once((0.0, self.zeros));
+        let positive = self
+            .positive
+            .counts
+            .iter()
+            .enumerate()
+            .map(move |(k, &c)| (s.bucket_value(self.positive.first + k as i32), c));
+        negative
+            .chain(zeros)
+            .chain(positive)
+            .filter(|&(_, c)| c > 0)
+    }
 }
 
 #[cfg(test)]
@@ -458,6 +483,21 @@ mod tests {
                 "{x} -> {v}"
             );
         }
+    }
+
+    #[test]
+    fn buckets_ascend_and_add_up_to_the_count() {
+        let mut s = Sketch::default();
+        for (x, w) in [(-5.0, 2), (0.0, 1), (3.0, 4), (-0.5, 1), (100.0, 1)] {
+            s.add(x, w).unwrap();
+        }
+        let b: Vec<(f64, u64)> = s.buckets().collect();
+        assert!(b.windows(2).all(|w| w[0].0 < w[1].0), "{b:?}");
+        assert_eq!(b.iter().map(|&(_, c)| c).sum::<u64>(), s.count());
+        assert_eq!(b.len(), 5);
+        assert_eq!(b[2], (0.0, 1));
+        assert!((b[0].0 + 5.0).abs() <= 5.0 * s.settings().alpha() * (1.0 + 1e-9));
+        assert!(Sketch::default().buckets().next().is_none());
     }
 
     #[test]

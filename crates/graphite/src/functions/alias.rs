@@ -1,0 +1,208 @@
+//! Alias functions: new names for series (`alias`, `aliasSub`, `aliasByNode`,
+//! `aliasByMetric`), leaving values, tags and path expressions as graphite-web leaves them.
+
+use std::sync::Arc;
+
+use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use crate::grammar::{Expr, parse_prefix};
+use crate::pyre::Substitution;
+use crate::{Error, Result, Series};
+
+pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
+    vec![
+        Builtin::arc(
+            Signature::new(
+                "alias",
+                "alias(seriesList, newName)",
+                "Alias",
+                "Gives every series of the list the same new name.",
+            )
+            .params(vec![
+                Param::new("seriesList", ParamType::SeriesList).required(),
+                Param::new("newName", ParamType::String).required(),
+            ]),
+            alias,
+        ),
+        Builtin::arc(
+            Signature::new(
+                "aliasByNode",
+                "aliasByNode(seriesList, *nodes)",
+                "Alias",
+                "Renames each series to some of the dotted nodes of its (first) path, joined by \
+                 dots; nodes count from 0, negative ones from the end, and a name instead of a \
+                 number takes that tag's value.",
+            )
+            .params(vec![
+                Param::new("seriesList", ParamType::SeriesList).required(),
+                Param::new("nodes", ParamType::NodeOrTag)
+                    .required()
+                    .multiple(),
+            ]),
+            alias_by_node,
+        ),
+        Builtin::arc(
+            Signature::new(
+                "aliasSub",
+                "aliasSub(seriesList, search, replace)",
+                "Alias",
+                "Renames each series by a regular expression substitution on its name; the \
+                 replacement may refer to groups as \\1 or \\g<name>.",
+            )
+            .params(vec![
+                Param::new("seriesList", ParamType::SeriesList).required(),
+                Param::new("search", ParamType::String).required(),
+                Param::new("replace", ParamType::String).required(),
+            ]),
+            alias_sub,
+        ),
+        Builtin::arc(
+            Signature::new(
+                "aliasByMetric",
+                "aliasByMetric(seriesList)",
+                "Alias",
+                "Renames each series to the last dotted node of the path inside its name \
+                 (for a function's result, of the innermost parentheses, up to any comma).",
+            )
+            .params(vec![
+                Param::new("seriesList", ParamType::SeriesList).required(),
+            ]),
+            alias_by_metric,
+        ),
+    ]
+}
+
+fn alias_by_metric(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
+    let mut list = args.take_series(0);
+    for series in &mut list {
+        series.name = metric_name(&series.name);
+    }
+    Ok(Value::Series(list))
+}
+
+/// `aliasByMetric` (graphite-web's `substr(seriesList, -1, 0)`): the text between the last
+/// `(` and the first `)` (empty when that `)` comes first), its last dotted node, cut at
+/// its first comma when no line break follows that comma (`re.sub(',.*$', '', ...)`).
+pub(crate) fn metric_name(name: &str) -> String {
+    let left = name.rfind('(').map_or(0, |i| i + 1);
+    let right = name.find(')').unwrap_or(name.len());
+    let clean = if left <= right {
+        &name[left..right]
+    } else {
+        ""
+    };
+    let last = clean.rsplit('.').next().unwrap_or("");
+    // `,.*$`: `.` stops at a line break and `$` matches at the end or before a final one,
+    // so the first comma of the last line (not counting a final line break) starts it.
+    let (body, newline) = match last.strip_suffix('\n') {
+        Some(body) => (body, "\n"),
+        None => (last, ""),
+    };
+    let line_start = body.rfind('\n').map_or(0, |i| i + 1);
+    match body[line_start..].find(',') {
+        Some(comma) => format!("{}{newline}", &body[..line_start + comma]),
+        None => last.to_owned(),
+    }
+}
+
+fn alias(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
+    let name = args.get(1).map(Value::to_py_str).unwrap_or_default();
+    let mut list = args.take_series(0);
+    for series in &mut list {
+        series.name = name.clone();
+    }
+    Ok(Value::Series(list))
+}
+
+fn alias_sub(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
+    let (Some(search), Some(replace)) = (args.get(1), args.get(2)) else {
+        return Err(Error::invalid("aliasSub needs a search and a replacement"));
+    };
+    let substitution = Substitution::new(&search.to_py_str(), &replace.to_py_str())?;
+    let mut list = args.take_series(0);
+    for series in &mut list {
+        series.name = substitution.apply(&series.name);
+    }
+    Ok(Value::Series(list))
+}
+
+fn alias_by_node(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
+    let nodes: Vec<Value> = args.all(1).to_vec();
+    let mut list = args.take_series(0);
+    for series in &mut list {
+        series.name = agg_key(series, &nodes, None);
+    }
+    Ok(Value::Series(list))
+}
+
+/// `aggKey`: the nodes (or tags) of a series joined by dots, from its name or, when the
+/// name ends with `)`, from the first path expression inside it.
+pub(crate) fn agg_key(series: &Series, nodes: &[Value], path_expression: Option<&str>) -> String {
+    let first;
+    let path_expression = match path_expression {
+        Some(p) => Some(p),
+        None if series.name.ends_with(')') => {
+            first = first_path_expression(&series.name);
+            first.as_deref()
+        }
+        None => None,
+    };
+    nodes
+        .iter()
+        .map(|n| node_or_tag(series, n, path_expression))
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// `getNodeOrTag`: an integral `n` indexes the dotted nodes of the path (before any `;`
+/// tags; negative from the end); anything else, or an index past the nodes, names a tag
+/// (empty when absent).
+pub(crate) fn node_or_tag(series: &Series, n: &Value, path_expression: Option<&str>) -> String {
+    let index = match n {
+        Value::Int(i) => Some(*i),
+        Value::Bool(b) => Some(*b as i64),
+        Value::Float(f) if f.is_finite() && f.fract() == 0.0 => Some(*f as i64),
+        _ => None,
+    };
+    if let Some(i) = index {
+        let path = path_expression.unwrap_or(&series.name);
+        let path = path.split(';').next().unwrap_or(path);
+        let parts: Vec<&str> = path.split('.').collect();
+        let at = if i < 0 { parts.len() as i64 + i } else { i };
+        if let Some(part) = usize::try_from(at).ok().and_then(|at| parts.get(at)) {
+            return (*part).to_owned();
+        }
+    }
+    series.tags.get(&n.to_py_str()).cloned().unwrap_or_default()
+}
+
+/// `_getFirstPathExpression`: the first path expression of a name parsed as a target
+/// (its longest parsable prefix), descending into first arguments.
+pub(crate) fn first_path_expression(name: &str) -> Option<String> {
+    let mut expr = parse_prefix(name)?;
+    loop {
+        match expr {
+            Expr::Path(p) => return Some(p),
+            Expr::Call(call) => expr = call.args.into_iter().next()?,
+            _ => return None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_names_follow_substr_and_its_comma_cut() {
+        // Each expectation is graphite-web's aliasByMetric on the same name.
+        assert_eq!(metric_name("app.web1.requests"), "requests");
+        assert_eq!(metric_name("sumSeries(app.*.requests)"), "requests");
+        assert_eq!(metric_name("scale(app.web1.requests,2)"), "requests");
+        assert_eq!(metric_name("app.web1.requests)x(y"), "");
+        assert_eq!(metric_name("a,b.c,d"), "c");
+        assert_eq!(metric_name("plain"), "plain");
+        assert_eq!(metric_name("a.b,c\nd,e"), "b,c\nd");
+        assert_eq!(metric_name("a.b,c\n"), "b\n");
+        assert_eq!(metric_name(""), "");
+    }
+}

@@ -1,0 +1,80 @@
+//! Special functions: `constantLine` (Grafana's health check) and `consolidateBy`.
+
+use std::sync::Arc;
+
+use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use crate::{Consolidation, Error, Result, Series};
+
+pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
+    vec![
+        Builtin::arc(
+            Signature::new(
+                "consolidateBy",
+                "consolidateBy(seriesList, consolidationFunc)",
+                "Special",
+                "Chooses how points are merged when an answer has more points than \
+                 maxDataPoints allows: sum, average (the default), min, max, first, last or \
+                 avg_zero.",
+            )
+            .params(vec![
+                Param::new("seriesList", ParamType::SeriesList).required(),
+                Param::new("consolidationFunc", ParamType::String)
+                    .required()
+                    .options(&[
+                        "sum", "average", "avg", "avg_zero", "min", "max", "first", "last",
+                    ]),
+            ]),
+            consolidate_by,
+        ),
+        Builtin::arc(
+            Signature::new(
+                "constantLine",
+                "constantLine(value)",
+                "Special",
+                "A series holding one value across the whole time range (three points: its \
+                 start, middle and end).",
+            )
+            .params(vec![Param::new("value", ParamType::Float).required()]),
+            constant_line,
+        ),
+    ]
+}
+
+fn consolidate_by(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
+    let name = args.get(1).map(Value::to_py_str).unwrap_or_default();
+    let Some(function) = Consolidation::parse(&name) else {
+        return Err(Error::invalid(format!(
+            "Invalid consolidation function: '{name}'"
+        )));
+    };
+    let mut list = args.take_series(0);
+    for series in &mut list {
+        series.consolidation = function;
+        series.tags.insert("consolidateBy".to_owned(), name.clone());
+        series.name = format!("consolidateBy({},\"{}\")", series.name, name);
+        series.path_expression = series.name.clone();
+    }
+    Ok(Value::Series(list))
+}
+
+fn constant_line(cx: &Context<'_>, args: Args) -> Result<Value> {
+    let raw = args.get(0).cloned().unwrap_or(Value::None);
+    let Some(value) = args.f64(0) else {
+        return Err(Error::invalid(format!(
+            "constantLine needs a number, not {}",
+            raw.repr()
+        )));
+    };
+    let text = raw.to_py_str();
+    let (start, end) = (cx.from(), cx.until());
+    let step = ((end - start) as f64 / 2.0) as i64;
+    if step <= 0 {
+        return Err(Error::invalid(
+            "constantLine needs a time range of at least two seconds",
+        ));
+    }
+    let mut series = Series::new(&text, start, end, step, vec![Some(value); 3]);
+    series.x_files_factor = cx.x_files_factor();
+    series.path_expression = format!("constantLine({text})");
+    Ok(Value::Series(vec![series]))
+}

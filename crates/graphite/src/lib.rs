@@ -1,0 +1,225 @@
+//! graphite-web 1.1.10's render language and answers, over a store trait: what a Graphite
+//! server needs to answer Grafana exactly as graphite-web would on the same data.
+//!
+//! # Layout
+//!
+//! | module | owns |
+//! | --- | --- |
+//! | [`grammar`] | parsing a target into an [`Expr`] |
+//! | [`attime`] | time references and offsets (`-1h`, `noon+1d`, ...) |
+//! | [`glob`] | path patterns: wildcards, brace expansion, matching |
+//! | [`window`](mod@window) | whisper's archive choice and slots for one fetch |
+//! | [`series`] | the series value, its consolidation and datapoints |
+//! | [`store`] | the trait an embedder implements |
+//! | `eval` | prefetch, merge and evaluation of targets |
+//! | [`functions`] | the [`Function`] trait, metadata, validation, the built-ins |
+//! | `render` | `/render` options, maxDataPoints, JSON and CSV |
+//! | `find` | `/metrics/find` and `/metrics/expand` |
+//! | `form` | decoding query strings and form bodies |
+//! | `json`, `pyfmt`, `pyre` | Python's JSON text, number text and `re.sub` |
+//! | `oracle_cases` | (tests) cases written by graphite-web's own grammar and `attime.py` |
+//!
+//! Nothing here reads a clock, a file or a socket: `now` and the store are given.
+
+#![deny(missing_docs)]
+
+use std::sync::Arc;
+
+pub mod attime;
+mod error;
+mod eval;
+mod find;
+mod form;
+pub mod functions;
+pub mod glob;
+pub mod grammar;
+mod json;
+#[cfg(test)]
+mod oracle_cases;
+mod pyfmt;
+mod pyre;
+mod render;
+pub mod series;
+pub mod store;
+pub mod window;
+
+pub use error::{Error, Result};
+pub use form::parse_form;
+pub use functions::{Args, Context, Function, Param, ParamType, Signature, Value};
+pub use glob::Glob;
+pub use grammar::Expr;
+pub use series::{Consolidation, Series};
+pub use store::{Node, Store};
+pub use window::{Archive, Window, window};
+
+/// The limits a request must stay within; past one, a 400 naming it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Series fetched by one render request, over all its reads.
+    pub max_series: usize,
+    /// Datapoints in one render answer, over all its series.
+    pub max_points: usize,
+    /// Nodes one `/metrics/find` (or each `/metrics/expand` query) may match.
+    pub max_find: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_series: 10_000,
+            max_points: 10_000_000,
+            max_find: 100_000,
+        }
+    }
+}
+
+/// An HTTP answer: status, content type, extra headers and body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The status code.
+    pub status: u16,
+    /// The `Content-Type` header.
+    pub content_type: &'static str,
+    /// Other headers graphite-web sends (`Pragma`, `Cache-Control`, `Expires`).
+    pub headers: Vec<(&'static str, String)>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    pub(crate) fn new(status: u16, content_type: &'static str, body: impl Into<Vec<u8>>) -> Answer {
+        Answer {
+            status,
+            content_type,
+            headers: Vec::new(),
+            body: body.into(),
+        }
+    }
+
+    /// graphite-web's answer to an error: a 400 `text/html` body with the message (its
+    /// `HttpResponseBadRequest`); a store failure is logged and answered with a 500 that
+    /// does not show it.
+    pub fn error(error: &Error) -> Answer {
+        match error.status() {
+            400 => Answer::new(400, "text/html; charset=utf-8", error.message()),
+            status => {
+                tracing::error!(error = %error, "graphite request failed");
+                Answer::new(
+                    status,
+                    "text/html; charset=utf-8",
+                    "The server failed to read the data for this request.",
+                )
+            }
+        }
+    }
+}
+
+/// The render engine: the function registry (built-ins and an embedder's own).
+#[derive(Clone)]
+pub struct Graphite {
+    registry: functions::Registry,
+}
+
+impl Default for Graphite {
+    fn default() -> Graphite {
+        Graphite::new()
+    }
+}
+
+impl Graphite {
+    /// The built-in functions.
+    pub fn new() -> Graphite {
+        Graphite {
+            registry: functions::Registry::builtin(),
+        }
+    }
+
+    /// Adds (or replaces, by name) a function.
+    pub fn with_function(mut self, f: Arc<dyn Function>) -> Graphite {
+        self.registry.add(f);
+        self
+    }
+
+    /// `/render`: `params` are the query string's and the form body's pairs in order
+    /// (`target` repeatable; for other names the last one counts), `now` the clock.
+    pub async fn render(
+        &self,
+        store: &dyn Store,
+        params: &[(String, String)],
+        now: i64,
+        limits: &Limits,
+    ) -> Answer {
+        match render::render(&self.registry, store, params, now, limits).await {
+            Ok(answer) => answer,
+            Err(e) => Answer::error(&e),
+        }
+    }
+
+    /// `/metrics/find` as graphite-web answers a client sending `Accept: application/json`
+    /// or none (see [`Graphite::find_accepting`]).
+    pub async fn find(
+        &self,
+        store: &dyn Store,
+        params: &[(String, String)],
+        limits: &Limits,
+    ) -> Answer {
+        self.find_accepting(store, params, None, limits).await
+    }
+
+    /// `/metrics/find` (`format` `treejson`, the default, `completer` or `nodelist`). The
+    /// request's `Accept` header decides the JSON text as in graphite-web: exactly
+    /// `application/json` (or none) escapes non-ASCII, anything else (Grafana's
+    /// `application/json, text/plain, */*`) writes UTF-8 and says `;charset=utf-8`.
+    pub async fn find_accepting(
+        &self,
+        store: &dyn Store,
+        params: &[(String, String)],
+        accept: Option<&str>,
+        limits: &Limits,
+    ) -> Answer {
+        match find::find(store, params, accept, limits).await {
+            Ok(answer) => answer,
+            Err(e) => Answer::error(&e),
+        }
+    }
+
+    /// `/metrics/expand` (`Accept` absent; see [`Graphite::expand_accepting`]).
+    pub async fn expand(
+        &self,
+        store: &dyn Store,
+        params: &[(String, String)],
+        limits: &Limits,
+    ) -> Answer {
+        self.expand_accepting(store, params, None, limits).await
+    }
+
+    /// `/metrics/expand`: `{"results": [...]}` (or by query with `groupByExpr=1`).
+    pub async fn expand_accepting(
+        &self,
+        store: &dyn Store,
+        params: &[(String, String)],
+        accept: Option<&str>,
+        limits: &Limits,
+    ) -> Answer {
+        match find::expand(store, params, accept, limits).await {
+            Ok(answer) => answer,
+            Err(e) => Answer::error(&e),
+        }
+    }
+
+    /// `/functions`: every registered function in graphite-web's shape (`group=`,
+    /// `grouped=1`, `type=pie`, `pretty=1` as it reads them).
+    pub fn functions(&self, params: &[(String, String)]) -> Answer {
+        render::functions_list(&self.registry, params)
+    }
+
+    /// `/functions/<name>`: one function's entry, or graphite-web's 404.
+    pub fn function(&self, name: &str, params: &[(String, String)]) -> Answer {
+        render::function_details(&self.registry, name, params)
+    }
+
+    /// Parses a target, as `/render` does (exposed for embedders and tests).
+    pub fn parse_target(&self, target: &str) -> Result<Expr> {
+        Expr::parse(target)
+    }
+}
