@@ -528,7 +528,7 @@ fn carbon_lines_from_nc_set_gauges_and_bad_ones_are_counted() {
     for line in [
         "tally_carbon_lines_accepted_total 3\n",
         "tally_carbon_lines_rejected_total{reason=\"not_finite\"} 1\n",
-        "tally_carbon_lines_rejected_total{reason=\"out_of_span\"} 1\n",
+        "tally_carbon_lines_rejected_total{reason=\"time_not_kept\"} 1\n",
         "tally_carbon_lines_rejected_total{reason=\"malformed\"} 1\n",
         "tally_carbon_datagrams_received_total 1\n",
     ] {

@@ -29,9 +29,10 @@
 //!   (carbon drops NaN silently, and keeps ±inf, which no gauge holds); a
 //!   timestamp that is NaN or infinite (carbon fails on it, closing the TCP
 //!   connection or dropping the rest of the datagram); a timestamp outside
-//!   what the gauges keep ([`Window`]: before the oldest slice kept by the
-//!   coarsest precision, or more than [`MAX_AHEAD_SECS`] ahead of now,
-//!   where whisper's files would refuse it too); a path that is not a valid
+//!   what the gauges keep ([`Window`], the rule of statsd's `T` times:
+//!   before the oldest slice any precision keeps, or more than
+//!   [`MAX_AHEAD_SECS`] ahead of now, where whisper's files would refuse it
+//!   too); a path that is not a valid
 //!   Tally name (more than 256 characters, or a control character); a line
 //!   that is not UTF-8 (carbon fails on it: over TCP it closes the
 //!   connection, over UDP it drops the whole datagram; Tally refuses that
@@ -48,9 +49,9 @@ use crate::clock::Timestamp;
 use crate::engine::resolution::Resolution;
 use crate::name::Name;
 
-/// How far ahead of now a timestamp may be (clock skew), seconds: the time
-/// series' rule ([`crate::tsdb::rollup::MAX_FUTURE_SECS`]).
-pub const MAX_AHEAD_SECS: u64 = crate::tsdb::rollup::MAX_FUTURE_SECS;
+/// How far ahead of now a timestamp may be (clock skew), seconds: statsd's
+/// rule for its `T` times ([`crate::statsd::MAX_AHEAD_SECS`]).
+pub const MAX_AHEAD_SECS: u64 = crate::statsd::MAX_AHEAD_SECS;
 
 /// The longest TCP line accepted when none is configured, bytes (without
 /// its `\n`): carbon's own limit.
@@ -75,8 +76,9 @@ pub enum Reject {
     NotFinite,
     /// The path is not a valid name ([`Name::check`]).
     BadName,
-    /// The timestamp is outside what the gauges keep ([`Window`]).
-    OutOfSpan,
+    /// The timestamp is outside what the gauges keep ([`Window`]), as
+    /// statsd's `time_not_kept`.
+    TimeNotKept,
     /// A TCP line longer than the limit.
     TooLong,
     /// A TCP stream ended inside a line (no `\n` after it).
@@ -93,7 +95,7 @@ impl Reject {
             Reject::BadTimestamp => "bad_timestamp",
             Reject::NotFinite => "not_finite",
             Reject::BadName => "bad_name",
-            Reject::OutOfSpan => "out_of_span",
+            Reject::TimeNotKept => "time_not_kept",
             Reject::TooLong => "too_long",
             Reject::Unterminated => "unterminated",
         }
@@ -111,13 +113,16 @@ pub struct Point<'a> {
     pub at: f64,
 }
 
-/// The timestamps accepted at one moment: from the oldest slice the gauges
-/// keep to [`MAX_AHEAD_SECS`] ahead of now, both included.
+/// The timestamps accepted at one moment: those whose second lands in a
+/// slice some precision of the gauges still keeps
+/// ([`resolution::kept`](crate::engine::resolution::kept)), up to
+/// [`MAX_AHEAD_SECS`] after now's second, both bounds included: statsd's
+/// rule for its `T` times ([`crate::statsd::check_time`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Window {
     now: f64,
-    oldest: f64,
-    newest: f64,
+    oldest: u64,
+    newest: u64,
 }
 
 impl Window {
@@ -131,14 +136,14 @@ impl Window {
             .unwrap_or_else(|| now.whole_secs());
         Window {
             now: now.as_secs_f64(),
-            oldest: oldest as f64,
-            newest: now.as_secs_f64() + MAX_AHEAD_SECS as f64,
+            oldest,
+            newest: now.whole_secs().saturating_add(MAX_AHEAD_SECS),
         }
     }
 
-    /// A window of the given bounds (Unix seconds), `now` standing for the
-    /// "now" timestamps.
-    pub fn between(now: f64, oldest: f64, newest: f64) -> Self {
+    /// A window of the given whole seconds, `now` standing for the "now"
+    /// timestamps.
+    pub fn between(now: f64, oldest: u64, newest: u64) -> Self {
         Window {
             now,
             oldest,
@@ -151,19 +156,21 @@ impl Window {
         self.now
     }
 
-    /// The oldest timestamp accepted.
-    pub fn oldest(&self) -> f64 {
+    /// The oldest second accepted.
+    pub fn oldest(&self) -> u64 {
         self.oldest
     }
 
-    /// The newest timestamp accepted.
-    pub fn newest(&self) -> f64 {
+    /// The newest second accepted.
+    pub fn newest(&self) -> u64 {
         self.newest
     }
 
-    /// Whether `at` is accepted.
+    /// Whether `at` (Unix seconds) is accepted: its whole second is within
+    /// the bounds.
     pub fn contains(&self, at: f64) -> bool {
-        self.oldest <= at && at <= self.newest
+        let second = at.floor();
+        self.oldest as f64 <= second && second <= self.newest as f64
     }
 }
 
@@ -193,7 +200,7 @@ pub fn parse_line<'a>(line: &'a [u8], window: &Window) -> Result<Point<'a>, Reje
         at
     };
     if !window.contains(at) {
-        return Err(Reject::OutOfSpan);
+        return Err(Reject::TimeNotKept);
     }
     Ok(Point {
         path,
@@ -463,7 +470,7 @@ mod tests {
     const NOW: f64 = 1_700_000_000.0;
 
     fn window() -> Window {
-        Window::between(NOW, NOW - 86_400.0, NOW + 60.0)
+        Window::between(NOW, NOW as u64 - 86_400, NOW as u64 + 60)
     }
 
     fn parse(line: &str) -> Result<Point<'_>, Reject> {
@@ -528,11 +535,11 @@ mod tests {
             reject(&format!("{} 1 1700000000", "x".repeat(257))),
             Reject::BadName
         );
-        assert_eq!(reject("a 1 0"), Reject::OutOfSpan);
-        assert_eq!(reject("a 1 -2"), Reject::OutOfSpan);
-        assert_eq!(reject("a 1 -0.5"), Reject::OutOfSpan);
-        assert_eq!(reject("a 1 1699913599"), Reject::OutOfSpan);
-        assert_eq!(reject("a 1 1700000061"), Reject::OutOfSpan);
+        assert_eq!(reject("a 1 0"), Reject::TimeNotKept);
+        assert_eq!(reject("a 1 -2"), Reject::TimeNotKept);
+        assert_eq!(reject("a 1 -0.5"), Reject::TimeNotKept);
+        assert_eq!(reject("a 1 1699913599"), Reject::TimeNotKept);
+        assert_eq!(reject("a 1 1700000061"), Reject::TimeNotKept);
         assert_eq!(
             parse_line(b"a\xff 1 1700000000", &window()).unwrap_err(),
             Reject::NotUtf8
@@ -577,8 +584,9 @@ mod tests {
         let w = Window::new(now, &[Resolution::new(1, 120), Resolution::new(60, 1440)]);
         // The minute slice holding now starts 20 s before NOW; 1,439 more
         // are kept.
-        assert_eq!(w.oldest(), NOW - 20.0 - 1439.0 * 60.0);
-        assert_eq!(w.newest(), NOW + 90.5);
+        assert_eq!(w.oldest(), NOW as u64 - 20 - 1439 * 60);
+        assert_eq!(w.newest(), NOW as u64 + 90);
+        assert!(w.contains(NOW + 90.99) && !w.contains(NOW + 91.0));
         assert_eq!(w.now(), NOW + 30.5);
     }
 
@@ -661,6 +669,20 @@ mod tests {
                     prop_assert!(p.value.is_finite() && w.contains(p.at));
                 }
             }
+        }
+
+        #[test]
+        fn the_window_is_statsds_rule_for_t_times(
+            now in 0.0f64..4e9,
+            second in 0u64..4_000_000_000,
+            precisions in proptest::sample::subsequence(vec![1u64, 5, 60, 300, 3600, 86400], 1..=6),
+            keep in 1u64..200,
+        ) {
+            let now = Timestamp::from_secs_f64(now).unwrap();
+            let rs: Vec<Resolution> = precisions.iter().map(|&p| Resolution::new(p, keep)).collect();
+            let statsd = crate::statsd::check_time(second, now, &rs).is_ok();
+            prop_assert_eq!(Window::new(now, &rs).contains(second as f64), statsd);
+            prop_assert_eq!(Window::new(now, &rs).contains(second as f64 + 0.5), statsd);
         }
 
         #[test]

@@ -123,7 +123,7 @@ async fn tcp_lines_set_gauges_in_order_and_bad_lines_write_nothing() {
     for (reason, n) in [
         ("bad_value", 1),
         ("not_finite", 1),
-        ("out_of_span", 1),
+        ("time_not_kept", 1),
         ("malformed", 2),
         ("not_utf8", 1),
         ("unterminated", 1),

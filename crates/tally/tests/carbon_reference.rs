@@ -64,7 +64,7 @@ fn documented_refusal(path: &str, value: f64, at: f64, window: &Window) -> Optio
     } else if Name::check(path).is_err() {
         Some(Reject::BadName)
     } else if !window.contains(at) {
-        Some(Reject::OutOfSpan)
+        Some(Reject::TimeNotKept)
     } else {
         None
     }
