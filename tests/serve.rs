@@ -510,6 +510,22 @@ fn carbon_lines_from_nc_set_gauges_and_bad_ones_are_counted() {
         "printf \"app.load 0.5 $(date +%s)\\n\" | nc -q1 127.0.0.1 {port}"
     ));
     wait_for_gauge(&s.base, "app.load", 0.5);
+    // Grafana's view of it: the Graphite API renders the gauge's point.
+    let (code, body) = curl(&[&format!(
+        "{}/graphite/render?target=app.load&from=-1min&format=json",
+        s.base
+    )]);
+    assert_eq!(code, 200, "{body}");
+    let render: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(render[0]["target"], "app.load", "{body}");
+    let values: Vec<&serde_json::Value> = render[0]["datapoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| &p[0])
+        .filter(|v| !v.is_null())
+        .collect();
+    assert_eq!(values, [&serde_json::json!(0.5)], "{body}");
     // Bad lines write nothing; the good line after them, on the same
     // connection, is taken after them: once it reads back, they are done.
     sh(&format!(
