@@ -32,18 +32,20 @@
 //!   what the gauges keep ([`Window`], the rule of statsd's `T` times:
 //!   before the oldest slice any precision keeps, or more than
 //!   [`MAX_AHEAD_SECS`] ahead of now, where whisper's files would refuse it
-//!   too); a path that is not a valid
-//!   Tally name (more than 256 characters, or a control character); a line
-//!   that is not UTF-8 (carbon fails on it: over TCP it closes the
+//!   too); a path that is not a valid Tally name (more than 256
+//!   characters, or a control character); a line that is not UTF-8 (carbon fails on it: over TCP it closes the
 //!   connection, over UDP it drops the whole datagram; Tally refuses that
 //!   line alone); a TCP line longer than the limit (carbon's is 16,384
 //!   bytes and it closes the connection; Tally refuses that line alone and
 //!   reads on from the next `\n`); the unterminated rest of a TCP stream at
 //!   its end (carbon ignores it without a word).
 //!
-//! An accepted line's gauge name is exactly its path, as sent (tagged
-//! paths like `cpu;host=a` included: the tags stay part of the name).
-//! Parsing never panics and does not allocate for a line of ASCII digits.
+//! A line refused for several reasons is refused for the first in carbon's
+//! order: the fields, both numbers, a NaN value, the timestamp's, then what
+//! only Tally refuses. An accepted line's gauge name is exactly its path,
+//! as sent (tagged paths like `cpu;host=a` included: the tags stay part of
+//! the name); a value of −0 is kept as 0 (the same number). Parsing never
+//! panics and does not allocate for a line of ASCII digits.
 
 use crate::clock::Timestamp;
 use crate::engine::resolution::Resolution;
