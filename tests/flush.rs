@@ -1,7 +1,7 @@
 //! `tally flush` as a real process, killed with SIGKILL at random moments
 //! and while it holds a claim, and restarted many times while writers keep
-//! buffering: SQL totals must still equal exactly what was acknowledged. On Redis + PostgreSQL and on
-//! SQLite + SQLite.
+//! buffering: SQL totals must still equal exactly what was acknowledged.
+//! On Redis + PostgreSQL and on SQLite + SQLite.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
