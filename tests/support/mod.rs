@@ -38,8 +38,14 @@ impl Drop for Serve {
 /// waits for its "serving on" line (`global`: the backend, e.g.
 /// `--data-dir DIR` or `--redis URL`).
 pub fn serve(global: &[&str], args: &[&str]) -> Serve {
+    serve_with_env(global, args, &[])
+}
+
+/// [`serve`] with `TALLY_*` variables (or others) set to `env`.
+pub fn serve_with_env(global: &[&str], args: &[&str], env: &[(&str, &str)]) -> Serve {
     let port = tally_testkit::free_port();
     let mut child = tally()
+        .envs(env.iter().copied())
         .args(global)
         .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
         .args(args)

@@ -20,7 +20,7 @@
 //! - `statsd --burst N`: then one sender sends N single-line datagrams as
 //!   fast as it can to each receiver in turn: a bare socket with tally's
 //!   receive buffer, `tally serve` on each backend, and the reference statsd
-//!   daemon ([`crate::statsd_daemon`]); each one's loss is what it did not
+//!   daemon ([`tally_testkit::statsd`]); each one's loss is what it did not
 //!   count, and must equal the kernel's drop counter for its socket (tally's
 //!   from its own `/metrics`).
 
@@ -36,7 +36,7 @@ use serde::Serialize;
 use tally::{CounterSettings, SystemClock};
 
 use crate::server::{BenchRedis, Kind, Opened, Which, check_totals, machine, stored_totals};
-use crate::statsd_daemon::StatsdDaemon;
+use tally_testkit::StatsdDaemon;
 
 /// The `wrk` script: rotates over the counters, one or `batch` increments
 /// per request, and prints a JSON summary when done.
@@ -52,11 +52,11 @@ request = function()
   end
   local headers = { ["Content-Type"] = "application/json" }
   if batch == 1 then
-    return wrk.format("POST", "/v1/counters/bench:" .. (i % counters) .. "/incr", headers, '{"count":1}')
+    return wrk.format("POST", "/v1/counters/bench." .. (i % counters) .. "/incr", headers, '{"count":1}')
   end
   local parts = {}
   for j = 1, batch do
-    parts[j] = '{"name":"bench:' .. ((i * batch + j) % counters) .. '"}'
+    parts[j] = '{"name":"bench.' .. ((i * batch + j) % counters) .. '"}'
   end
   return wrk.format("POST", "/v1/incr", headers, '{"increments":[' .. table.concat(parts, ",") .. ']}')
 end
@@ -68,7 +68,8 @@ done = function(summary, latency, requests)
 end
 "#;
 
-/// A `tally serve` child, killed on drop unless stopped.
+/// A `tally serve` child, killed on drop unless stopped (also the carbon
+/// and Graphite benches').
 pub(crate) struct Served {
     child: Child,
     port: u16,
@@ -146,7 +147,7 @@ impl Served {
     }
 
     /// A counter from `/metrics` (0 when absent).
-    fn metric(&self, name: &str) -> Result<u64> {
+    pub(crate) fn metric(&self, name: &str) -> Result<u64> {
         Ok(self.metric_if_any(name)?.unwrap_or(0))
     }
 
@@ -165,6 +166,11 @@ impl Served {
             }
             last = now;
         }
+    }
+
+    /// The whole `/metrics` text.
+    pub(crate) fn metrics_text(&self) -> Result<String> {
+        http_get(self.port, "/metrics")
     }
 
     /// A counter or gauge from `/metrics`, when it is there.
@@ -229,9 +235,9 @@ impl Drop for Served {
     }
 }
 
-/// The counters the http and statsd runs write: `bench:0`, `bench:1`...
+/// The counters the http and statsd runs write: `bench.0`, `bench.1`...
 fn bench_names(counters: u64) -> Vec<String> {
-    (0..counters).map(|i| format!("bench:{i}")).collect()
+    (0..counters).map(|i| format!("bench.{i}")).collect()
 }
 
 /// One plain HTTP/1.1 GET; the body.
@@ -410,7 +416,7 @@ pub async fn http(
             let base = served.base();
             let healthz = wrk(&base, "/healthz", counters, 1, seconds, connections)?;
             let path = if n == 1 {
-                "/v1/counters/bench:0/incr"
+                "/v1/counters/bench.0/incr"
             } else {
                 "/v1/incr"
             };
@@ -487,7 +493,7 @@ fn blast(to: SocketAddr, lines: usize, counters: u64, seconds: f64) -> Result<u6
     let packets: Vec<Vec<u8>> = (0..counters.min(64))
         .map(|k| {
             (0..lines)
-                .map(|j| format!("bench:{}:1|c\n", (k * lines as u64 + j as u64) % counters))
+                .map(|j| format!("bench.{}:1|c\n", (k * lines as u64 + j as u64) % counters))
                 .collect::<String>()
                 .into_bytes()
         })
@@ -634,7 +640,7 @@ pub async fn statsd(
     })
 }
 
-fn backend_name(kind: Kind) -> &'static str {
+pub(crate) fn backend_name(kind: Kind) -> &'static str {
     match kind {
         Kind::Redis => "redis",
         Kind::Sqlite => "sqlite",
@@ -894,12 +900,13 @@ async fn burst_runs(
         runs.push(run);
     }
 
-    let daemon = StatsdDaemon::start()?;
+    let daemon = StatsdDaemon::start().map_err(anyhow::Error::msg)?;
     let to: SocketAddr = format!("127.0.0.1:{}", daemon.port).parse()?;
-    let base = probe(to, &packets[0], || daemon.packets_received())?;
+    let received_by_daemon = || daemon.packets_received().map_err(anyhow::Error::msg);
+    let base = probe(to, &packets[0], received_by_daemon)?;
     let drops_before = drops_on_port(daemon.port);
     let sent = send_burst(to, &packets, n)?;
-    let received = settle(|| daemon.packets_received(), base + sent.0)? - base;
+    let received = settle(received_by_daemon, base + sent.0)? - base;
     let drops = drops_on_port(daemon.port)
         .zip(drops_before)
         .map(|(after, before)| after.saturating_sub(before));

@@ -192,8 +192,12 @@ impl<'a> Evaluation<'a> {
         Ok(())
     }
 
-    /// `fetchData` + `_merge_results`: a path expression's prefetched series, one per name
-    /// (the one with fewest nulls, gaps filled from an equally long twin), sorted by name.
+    /// `fetchData` + `_merge_results` with graphite-web's default
+    /// `REMOTE_STORE_MERGE_RESULTS = True`: a path expression's prefetched series, one per
+    /// name, sorted by name. Of series sharing a name the first fetched is kept; while it
+    /// has a null, a later twin of as many points fills its nulls, and a later twin of
+    /// another length (and any points) replaces it (graphite-web counts no candidate's
+    /// nulls under that setting).
     fn fetch_data(&self, pattern: &str, range: TimeRange) -> Vec<Series> {
         let prefetched = self.prefetched.lock().unwrap_or_else(|e| e.into_inner());
         let Some(found) = prefetched.get(&range).and_then(|m| m.get(pattern)) else {
@@ -204,13 +208,13 @@ impl<'a> Evaluation<'a> {
             let mut series = fetched.clone();
             series.path_expression = pattern.to_owned();
             series.x_files_factor = self.x_files_factor;
-            let nones = series.values.iter().filter(|v| v.is_none()).count();
             match by_name.get_mut(&series.name) {
                 None => {
+                    let nones = series.values.iter().filter(|v| v.is_none()).count();
                     by_name.insert(series.name.clone(), (series, nones));
                 }
                 Some((known, known_nones)) => {
-                    if *known_nones > nones && !series.values.is_empty() {
+                    if *known_nones > 0 && !series.values.is_empty() {
                         if series.values.len() == known.values.len() {
                             for (k, v) in known.values.iter_mut().zip(&series.values) {
                                 if k.is_none() && v.is_some() {
@@ -220,7 +224,8 @@ impl<'a> Evaluation<'a> {
                             }
                         } else {
                             *known = series;
-                            *known_nones = nones;
+                            // graphite-web caches the candidate's count, 0 under the setting.
+                            *known_nones = 0;
                         }
                     }
                 }
@@ -301,10 +306,16 @@ impl<'a> Evaluation<'a> {
         }
         let signature = function.signature();
         let described = describe_call(&call.name, &args, &kwargs);
+        let positional = args.len();
+        let keywords: Vec<String> = kwargs.iter().map(|(k, _)| k.clone()).collect();
         let validated = match validate(self.registry, signature, args, kwargs) {
             Ok(v) => v,
             Err(e) => return Err(self.decorate(e, Some(&described))),
         };
+        // A function's own error shows its arguments as validation converted them (`0.0`
+        // for a float parameter given `0`), as graphite-web prints them.
+        let described =
+            describe_validated(&call.name, signature, positional, &keywords, &validated);
         let cx = Context {
             eval: self,
             range,
@@ -336,7 +347,7 @@ impl<'a> Evaluation<'a> {
 /// The 400 for too many series.
 pub(crate) fn series_limit(max: usize) -> Error {
     Error::limit(format!(
-        "the request matches more than {max} series (the server's series limit)"
+        "the request matches more than {max} series (the server's series limit, tally serve's --graphite-max-series)"
     ))
 }
 
@@ -358,6 +369,40 @@ fn describe_call(name: &str, args: &[Value], kwargs: &[(String, Value)]) -> Stri
         parts.push(keyword.join(", "));
     }
     format!("{name}({})", parts.join(", "))
+}
+
+/// [`describe_call`] of the validated arguments: the `i`-th positional argument is in its
+/// parameter's slot (the last, `multiple`, one holding the rest in order), a keyword
+/// argument in its parameter's.
+fn describe_validated(
+    name: &str,
+    signature: &crate::Signature,
+    positional: usize,
+    keywords: &[String],
+    validated: &crate::Args,
+) -> String {
+    let last = signature.params.len().saturating_sub(1);
+    let args: Vec<Value> = (0..positional)
+        .map(|i| {
+            let slot = i.min(last);
+            let at = if slot == last { i - slot } else { 0 };
+            validated.all(slot).get(at).cloned().unwrap_or(Value::None)
+        })
+        .collect();
+    let mut kwargs: Vec<(String, Value)> = Vec::new();
+    for keyword in keywords {
+        if kwargs.iter().any(|(k, _)| k == keyword) {
+            continue;
+        }
+        let value = signature
+            .params
+            .iter()
+            .position(|p| p.name == *keyword)
+            .and_then(|slot| validated.all(slot).first().cloned())
+            .unwrap_or(Value::None);
+        kwargs.push((keyword.clone(), value));
+    }
+    describe_call(name, &args, &kwargs)
 }
 
 /// `evaluateScalarTokens`.

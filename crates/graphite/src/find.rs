@@ -64,7 +64,7 @@ async fn find_nodes(
     let glob = Glob::parse(query)?;
     let limit = || {
         Error::limit(format!(
-            "the query matches more than {} nodes (the server's find limit)",
+            "the query matches more than {} nodes (the server's find limit, tally serve's --graphite-max-find)",
             limits.max_find
         ))
     };

@@ -8,7 +8,7 @@
 //! | [`grammar`] | parsing a target into an [`Expr`] |
 //! | [`attime`] | time references and offsets (`-1h`, `noon+1d`, ...) |
 //! | [`glob`] | path patterns: wildcards, brace expansion, matching |
-//! | [`window`] | whisper's archive choice and slots for one fetch |
+//! | [`window`](mod@window) | whisper's archive choice and slots for one fetch |
 //! | [`series`] | the series value, its consolidation and datapoints |
 //! | [`store`] | the trait an embedder implements |
 //! | `eval` | prefetch, merge and evaluation of targets |
@@ -17,6 +17,7 @@
 //! | `find` | `/metrics/find` and `/metrics/expand` |
 //! | `form` | decoding query strings and form bodies |
 //! | `json`, `pyfmt`, `pyre` | Python's JSON text, number text and `re.sub` |
+//! | `oracle_cases` | (tests) cases written by graphite-web's own grammar and `attime.py` |
 //!
 //! Nothing here reads a clock, a file or a socket: `now` and the store are given.
 
@@ -33,6 +34,8 @@ pub mod functions;
 pub mod glob;
 pub mod grammar;
 mod json;
+#[cfg(test)]
+mod oracle_cases;
 mod pyfmt;
 mod pyre;
 mod render;

@@ -1,4 +1,5 @@
-//! Python's `re.sub(pattern, replacement, text)` as `aliasSub` uses it, on the `regex` crate.
+//! Python's `re.sub(pattern, replacement, text)` as `aliasSub` uses it, and `re.search` as
+//! `exclude` and `grep` use it, on the `regex` crate.
 //!
 //! Owns the translation of a Python pattern (`\Z`, a literal `{`, `{,n}`) and of a Python
 //! replacement template (`\1`, `\g<1>`, `\g<name>`, `\n`-style escapes, octal escapes, a
@@ -27,16 +28,22 @@ enum Piece {
     Group(usize),
 }
 
+/// `re.compile(pattern)` for `re.search` (`exclude`, `grep`): a 400 naming the pattern
+/// where Python's `re` would refuse it, or where this translation cannot follow it.
+pub(crate) fn compile(pattern: &str) -> Result<Regex> {
+    let translated = translate_pattern(pattern)?;
+    Regex::new(&translated).map_err(|e| {
+        Error::invalid(format!(
+            "invalid regular expression {}: {}",
+            crate::pyfmt::repr_str(pattern),
+            e.to_string().lines().last().unwrap_or("")
+        ))
+    })
+}
+
 impl Substitution {
     pub(crate) fn new(pattern: &str, replacement: &str) -> Result<Substitution> {
-        let translated = translate_pattern(pattern)?;
-        let regex = Regex::new(&translated).map_err(|e| {
-            Error::invalid(format!(
-                "invalid regular expression {}: {}",
-                crate::pyfmt::repr_str(pattern),
-                e.to_string().lines().last().unwrap_or("")
-            ))
-        })?;
+        let regex = compile(pattern)?;
         let template = parse_template(replacement, &regex)?;
         Ok(Substitution { regex, template })
     }

@@ -227,7 +227,7 @@ fn http_date(t: i64) -> String {
 
 fn points_limit(max: usize) -> Error {
     Error::limit(format!(
-        "the answer holds more than {max} datapoints (the server's points limit)"
+        "the answer holds more than {max} datapoints (the server's points limit, tally serve's --graphite-max-points)"
     ))
 }
 
@@ -247,7 +247,7 @@ fn json_body(
         let time_range = end.saturating_sub(start);
         for series in &mut data {
             if let Some(max) = max_data_points {
-                consolidate_for(series, max, time_range);
+                consolidate_for(series, max, time_range)?;
             }
             let mut datapoints = series.datapoints();
             if no_null_points {
@@ -357,31 +357,45 @@ fn json_text(series: &[Rendered<'_>], points: usize) -> String {
 
 /// The `maxDataPoints` step of `renderViewJson` for one series: buckets of
 /// `ceil(points / maxDataPoints)` values, the start nudged to a multiple of the bucket
-/// (and `valuesToLose - 1` leading values dropped, as graphite-web does).
-pub(crate) fn consolidate_for(series: &mut Series, max_data_points: usize, time_range: i64) {
+/// (and `valuesToLose - 1` leading values dropped, as graphite-web does). A series holding
+/// fewer values than that (a shifted series cut short by retention) fails there, deleting
+/// past its end: a 400 here.
+pub(crate) fn consolidate_for(
+    series: &mut Series,
+    max_data_points: usize,
+    time_range: i64,
+) -> Result<()> {
     if max_data_points == 1 {
         series.values_per_point = series.values.len();
-        return;
+        return Ok(());
     }
     if series.step <= 0 {
-        return;
+        return Ok(());
     }
     let number_of_points = time_range as f64 / series.step as f64;
     if (max_data_points as f64) < number_of_points {
         let values_per_point = (number_of_points / max_data_points as f64).ceil() as i64;
         let seconds_per_point = values_per_point.saturating_mul(series.step);
         if seconds_per_point <= 0 {
-            return;
+            return Ok(());
         }
         let nudge = seconds_per_point + series.start.rem_euclid(series.step)
             - series.start.rem_euclid(seconds_per_point);
         series.start += nudge;
         let values_to_lose = (nudge as f64 / series.step as f64) as i64;
         let drop = (values_to_lose - 1).max(0) as usize;
-        let drop = drop.min(series.values.len());
+        if drop > series.values.len() {
+            return Err(Error::invalid(format!(
+                "maxDataPoints cannot consolidate {}: its first bucket drops {drop} values and \
+                 it holds {} (graphite-web fails on it too)",
+                series.name,
+                series.values.len()
+            )));
+        }
         series.values.drain(..drop);
         series.values_per_point = values_per_point as usize;
     }
+    Ok(())
 }
 
 /// `renderViewCsv`: `name,YYYY-mm-dd HH:MM:SS,value` lines (`\r\n`), a null as an empty

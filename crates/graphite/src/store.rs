@@ -2,7 +2,7 @@
 //! whisper reads one file each, and list the nodes matching a pattern.
 //!
 //! Owns only the contract between this crate and a store; it knows nothing of Redis, SQLite
-//! or whisper files. The pure helpers a store needs ([`crate::window`], [`crate::Glob`],
+//! or whisper files. The pure helpers a store needs ([`crate::window()`], [`crate::Glob`],
 //! [`crate::Series::fetched`]) live in their own modules.
 
 use crate::{Glob, Result, Series};
@@ -28,7 +28,7 @@ impl Node {
 pub trait Store: Send + Sync {
     /// For each pattern, the series of every leaf path matching it, each read as whisper reads
     /// one file over (from, until] at `now` ([`Series::fetched`] with the start, end and step of
-    /// [`crate::window`] and one value per step). A leaf whose window is `None` gives no series.
+    /// [`crate::window()`] and one value per step). A leaf whose window is `None` gives no series.
     /// Fails with [`crate::Error::Limit`] when more than `max_series` leaves match in all.
     async fn fetch(
         &self,

@@ -171,8 +171,10 @@ async fn an_embedders_function_reads_another_range_through_its_context() {
     let json: serde_json::Value = serde_json::from_slice(&answer.body).unwrap();
     assert_eq!(json[0]["target"], "hourBefore(app.a.requests)");
     // /functions lists it with the built-ins.
-    let functions: serde_json::Value =
-        serde_json::from_slice(&graphite.functions(&[]).body).unwrap();
+    // graphite-web writes infinity (keepLastValue's default limit) as 1e9999, which
+    // serde_json refuses.
+    let text = String::from_utf8_lossy(&graphite.functions(&[]).body).replace("1e9999", "null");
+    let functions: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(functions["hourBefore"]["module"], "tally");
     assert_eq!(functions["hourBefore"]["params"][0]["type"], "seriesList");
     assert!(functions.get("sumSeries").is_some());
@@ -389,4 +391,86 @@ proptest::proptest! {
             let _ = rt.block_on(Graphite::new().find(&store, &q, &Limits::default()));
         }
     }
+}
+
+/// A store answering every pattern with fixed series, twins sharing a name among them.
+struct Twins(Vec<Series>);
+
+#[async_trait::async_trait]
+impl Store for Twins {
+    async fn fetch(
+        &self,
+        patterns: &[Glob],
+        _from: i64,
+        _until: i64,
+        _now: i64,
+        _max: usize,
+    ) -> Result<Vec<Vec<Series>>> {
+        Ok(patterns.iter().map(|_| self.0.clone()).collect())
+    }
+
+    async fn find(&self, _pattern: &Glob, _max: usize) -> Result<Vec<Node>> {
+        Ok(Vec::new())
+    }
+}
+
+/// Series sharing a name merge as graphite-web's `_merge_results` merges them under its
+/// default `REMOTE_STORE_MERGE_RESULTS = True`: the first fetched is kept, a twin of as
+/// many points fills its nulls (whatever nulls the twin has), a twin of another length
+/// replaces it while it has a null, and nothing touches it once it has none.
+#[tokio::test]
+async fn series_sharing_a_name_merge_as_graphite_webs_merge_results() {
+    let start = NOW - 240;
+    let series = |values: Vec<Option<f64>>| {
+        let end = start + 60 * values.len() as i64;
+        Series::fetched("x", "x", start, end, 60, values)
+    };
+    let ask = |twins: Vec<Series>| async move {
+        let p = params(&[("target", "x"), ("from", "-4min"), ("format", "json")]);
+        let answer = Graphite::new()
+            .render(&Twins(twins), &p, NOW, &Limits::default())
+            .await;
+        assert_eq!(answer.status, 200, "{}", body(&answer));
+        let json: serde_json::Value = serde_json::from_slice(&answer.body).unwrap();
+        assert_eq!(
+            json.as_array().unwrap().len(),
+            1,
+            "one series per name: {json}"
+        );
+        json[0]["datapoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p[0].as_f64())
+            .collect::<Vec<_>>()
+    };
+    // The twin has as many nulls as the first: graphite-web still fills the gaps.
+    assert_eq!(
+        ask(vec![
+            series(vec![Some(1.0), None, None, Some(4.0)]),
+            series(vec![None, Some(2.0), None, None]),
+            series(vec![Some(9.0), Some(9.0), Some(9.0), Some(9.0)]),
+        ])
+        .await,
+        [Some(1.0), Some(2.0), Some(9.0), Some(4.0)]
+    );
+    // A first series without a null keeps every point.
+    assert_eq!(
+        ask(vec![
+            series(vec![Some(1.0), Some(2.0), Some(3.0), Some(4.0)]),
+            series(vec![Some(9.0), Some(9.0), Some(9.0), Some(9.0)]),
+        ])
+        .await,
+        [Some(1.0), Some(2.0), Some(3.0), Some(4.0)]
+    );
+    // A twin of another length replaces a first series holding a null, and is then kept.
+    assert_eq!(
+        ask(vec![
+            series(vec![Some(1.0), None, Some(3.0), Some(4.0)]),
+            series(vec![None, Some(7.0)]),
+            series(vec![Some(9.0), Some(9.0), Some(9.0), Some(9.0)]),
+        ])
+        .await,
+        [None, Some(7.0)]
+    );
 }

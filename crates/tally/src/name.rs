@@ -45,7 +45,12 @@ impl Name {
                 ));
             }
         }
-        if let Some(c) = name.chars().find(|c| c.is_control()) {
+        // Cheap first: a name of printable ASCII (the usual one) needs no
+        // decoding; a control or non-ASCII byte is judged by characters.
+        let control =
+            name.bytes().any(|b| !(0x20..0x7f).contains(&b)) && name.chars().any(char::is_control);
+        if control {
+            let c = name.chars().find(|c| c.is_control()).unwrap_or_default();
             return Err(Error::invalid_name(
                 name,
                 format!(
@@ -167,6 +172,13 @@ mod tests {
     }
 
     proptest! {
+        /// The ASCII fast path refuses exactly the names with a control
+        /// character, as the character-by-character rule does.
+        #[test]
+        fn control_characters_are_refused_with_or_without_the_ascii_path(name in "[\\x00-\\x7f\\u{80}-\\u{a0}é]{1,12}") {
+            prop_assert_eq!(Name::check(&name).is_err(), name.chars().any(char::is_control));
+        }
+
         #[test]
         fn prefix_range_is_exact(prefix in "\\PC{0,4}", tail in "\\PC{0,3}", other in "\\PC{0,6}", joined: bool) {
             // Half the cases start with the prefix, half are anything.

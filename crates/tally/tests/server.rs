@@ -129,6 +129,13 @@ async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer
         ),
         graphite: None,
     };
+    let services = Services {
+        graphite: Some(tally::server::graphite::GraphiteApi::of_services(
+            &services,
+            &Default::default(),
+        )),
+        ..services
+    };
     let state = AppState::new(services, settings, Metrics::default());
     let router = app(state.clone());
     TestServer {
@@ -148,7 +155,11 @@ struct Answer {
 
 impl Answer {
     fn json(&self) -> Value {
-        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text))
+        // graphite-web writes an infinite default (keepLastValue's limit) as
+        // `1e9999`, which JSON's grammar allows and serde_json cannot hold:
+        // read it as the largest double for the schema checks.
+        let text = self.text.replace(": 1e9999", ": 1.7976931348623157e308");
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text))
     }
 
     /// Asserts an error answer with this status and code.
@@ -1133,6 +1144,7 @@ async fn metrics_are_valid_exposition_text(kind: Kind) {
         "tally_cleaner_samples_removed_total",
         "tally_statsd_lines_accepted_total",
         "tally_statsd_lines_rejected_total",
+        "tally_statsd_tags_dropped_total",
         "tally_backend_errors_total",
         "tally_rate_limit_checks_total",
     ] {
@@ -1550,8 +1562,8 @@ async fn statsd_timers_become_weighted_statistics() {
     // 10 + 1 + 4 + 1 observations of the timer; the rest is malformed.
     client
         .send_to(
-            b"api:rt:20|ms|@0.1\napi:rt:5|ms\napi:rt:40|h|@0.25\napi:rt:-1.5|d|#env:prod\n\
-              api:rt:x|ms\napi:rt:1|ms|@2\napi:rt:1|timer\n:1|ms\n",
+            b"api.rt:20|ms|@0.1\napi.rt:5|ms\napi.rt:40|h|@0.25\napi.rt:-1.5|d|#env:prod\n\
+              api.rt:x|ms\napi.rt:1|ms|@2\napi.rt:1|timer\n:1|ms\n",
             addr,
         )
         .await
@@ -1567,7 +1579,7 @@ async fn statsd_timers_become_weighted_statistics() {
         .statsd
         .stats
         .service()
-        .get("api:rt", 86_400, &[0.0, 1.0])
+        .get("api.rt", 86_400, &[0.0, 1.0])
         .await
         .unwrap();
     assert_eq!(day.len(), 1);
@@ -1585,6 +1597,112 @@ async fn statsd_timers_become_weighted_statistics() {
         );
     }
     listener.stop().await;
+}
+
+/// The names a list route answers (`/v1/counters`, `/v1/stats`, ...).
+async fn listed(s: &TestServer, what: &str) -> Vec<String> {
+    let page = s.get(&format!("/v1/{what}")).await.json();
+    serde_json::from_value(page[what].clone()).unwrap_or_else(|e| panic!("{e}: {page}"))
+}
+
+/// Issue 21: a line's name ends at its first `:`, every sample after it is
+/// written under that name (statsd's `hits:1|c:2|c`, DogStatsD's packed
+/// `pk:1:2|h`), DogStatsD's container id and time fields are taken, tags
+/// are dropped and counted, and a line is all or nothing: nothing lands
+/// under any other name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_21_statsd_lines_write_only_under_their_name() {
+    let s = server(Kind::SqliteFile, ServerSettings::default(), false).await;
+    let now = s.f.clock.now().whole_secs();
+    let metrics = s.state.metrics();
+    let packet = format!(
+        "pk:1:2|h\nhits:1|c:2|c\nct:1|c|c:abc123\nts:1|c|T{}\ntg:1|c|#env:prod\n\
+         mix:4|c|@0.5:2|ms:3|g:ann|s|#k:v\n\
+         part:1|c:2|ms:x|g\nold:1|c|T1000\nahead:1|c|T{}\nu:a:b|s\n\
+         _sc|Redis connection|2|#env:dev|m:timed out\n_e{{5,4}}:title|text\n",
+        now - 60,
+        now + 3600,
+    );
+    tally::server::statsd::handle(packet.as_bytes(), &s.statsd, metrics);
+    assert_eq!(metrics.statsd_accepted_total(), 6);
+    assert_eq!(metrics.statsd_tags_dropped_total(), 2);
+    s.flush().await;
+    // Nothing was written under any other name.
+    assert_eq!(
+        listed(&s, "counters").await,
+        ["ct", "hits", "mix", "tg", "ts"]
+    );
+    assert_eq!(listed(&s, "stats").await, ["mix", "pk"]);
+    assert_eq!(listed(&s, "gauges").await, ["mix"]);
+    assert_eq!(listed(&s, "sets").await, ["mix"]);
+    for (name, total) in [("hits", 3), ("ct", 1), ("ts", 1), ("tg", 1), ("mix", 8)] {
+        let days = s
+            .get(&format!("/v1/counters/{name}?precision=86400"))
+            .await
+            .json();
+        let sum: i64 = days["precisions"]["86400"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p[1].as_i64().unwrap())
+            .sum();
+        assert_eq!(sum, total, "{name}: {days}");
+    }
+    // `ts` went into the minute of its `T` time, a minute before now.
+    let minutes = s.get("/v1/counters/ts?precision=60").await.json();
+    assert_eq!(
+        minutes["precisions"]["60"],
+        json!([[now - 60, 1]]),
+        "{minutes}"
+    );
+    let pk = s
+        .statsd
+        .stats
+        .service()
+        .get("pk", 86_400, &[])
+        .await
+        .unwrap();
+    assert_eq!((pk[0].summary.count, pk[0].summary.sum), (2, 3.0));
+    assert_eq!(
+        (pk[0].summary.min, pk[0].summary.max),
+        (Some(1.0), Some(2.0))
+    );
+    let mix = s
+        .statsd
+        .stats
+        .service()
+        .get("mix", 86_400, &[])
+        .await
+        .unwrap();
+    assert_eq!((mix[0].summary.count, mix[0].summary.sum), (1, 2.0));
+    assert_eq!(
+        s.statsd.gauges.service().current("mix").await.unwrap(),
+        Some(3.0)
+    );
+    let members = s.get("/v1/sets/mix?precision=86400").await.json();
+    assert_eq!(members["union"]["count"], 1, "{members}");
+    let text = s.get("/metrics").await.text;
+    for (reason, n) in [
+        ("bad_value", 2),
+        ("time_not_kept", 2),
+        ("event_or_service_check", 2),
+    ] {
+        assert!(
+            text.contains(&format!(
+                "tally_statsd_lines_rejected_total{{reason=\"{reason}\"}} {n}\n"
+            )),
+            "{reason}: {text}"
+        );
+    }
+    assert!(
+        text.contains("tally_statsd_tags_dropped_total 2\n"),
+        "{text}"
+    );
+    // 2 (hits) + 1 + 1 + 1 + 1 (mix): counter samples, not lines.
+    assert!(
+        text.contains("tally_increments_accepted_total 6\n"),
+        "{text}"
+    );
 }
 
 /// Issue 9: gauge lines over UDP set (`5|g`) and adjust (`+3|g`, `-6|g`)

@@ -10,7 +10,10 @@
 //! files of a test's making ([`GraphiteWeb`], [`WhisperData`]) and carbon
 //! 1.1.10's own line receiver ([`carbon_reference_parse`]), from a Python
 //! virtual environment `scripts/test` installs; [`http`] is a minimal HTTP
-//! client that sends a request's exact bytes, to it and to Tally alike.
+//! client that sends a request's exact bytes, to it and to Tally alike. The
+//! reference statsd ([`statsd`]) is Etsy's daemon from npm, which the statsd
+//! bench races and the statsd parser is compared with: its console backend
+//! read back, and a listener capturing what its Graphite backend writes.
 //!
 //! Nothing here mocks anything. When a server binary is missing, the harness
 //! panics with a message saying how to install it (`scripts/test` installs it
@@ -25,6 +28,7 @@ pub mod http;
 mod postgres;
 mod redis;
 pub mod resp;
+pub mod statsd;
 
 pub use cluster::{ClusterOptions, RedisCluster, key_slot};
 pub use graphite_web::{
@@ -33,6 +37,7 @@ pub use graphite_web::{
 };
 pub use postgres::PostgresServer;
 pub use redis::{RedisOptions, RedisServer};
+pub use statsd::{Flush, Flushed, GraphiteCapture, STATSD_VERSION, StatsdDaemon, StatsdOptions};
 
 use std::net::TcpListener;
 use std::path::PathBuf;

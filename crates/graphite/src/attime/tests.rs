@@ -100,35 +100,40 @@ proptest::proptest! {
     }
 }
 
-/// Differential check against graphite-web's `attime.py`: with `ATTIME_CASES` naming a file
-/// of JSON lines `[text, now, epoch or null, error or null]` written by running it.
-#[test]
-#[ignore = "needs a case file written by graphite-web's attime.py"]
-fn agrees_with_graphite_webs_attime_on_a_case_file() {
-    let Ok(path) = std::env::var("ATTIME_CASES") else {
-        return;
+/// One case line `[text, now, epoch or null, error or null]`: this reading must agree.
+fn check_attime_case(line: &str) -> std::result::Result<(), String> {
+    let (s, now, want, error): (String, i64, Option<i64>, Option<String>) =
+        serde_json::from_str(line).map_err(|e| format!("bad case line {line:?}: {e}"))?;
+    let got = parse_at_time(&s, now);
+    let agree = match (&got, want, &error) {
+        (Ok(t), Some(w), _) => *t == w,
+        (Err(e), None, Some(m)) => e.0 == *m,
+        _ => false,
     };
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut bad = Vec::new();
-    for line in text.lines() {
-        let (s, now, want, error): (String, i64, Option<i64>, Option<String>) =
-            serde_json::from_str(line).unwrap();
-        let got = parse_at_time(&s, now);
-        let agree = match (&got, want, &error) {
-            (Ok(t), Some(w), _) => *t == w,
-            (Err(e), None, Some(m)) => e.0 == *m,
-            _ => false,
-        };
-        if !agree {
-            bad.push(format!(
-                "{s:?} at {now}: want {want:?} {error:?}, got {got:?}"
-            ));
-        }
+    if agree {
+        Ok(())
+    } else {
+        Err(format!(
+            "{s:?} at {now}: want {want:?} {error:?}, got {got:?}"
+        ))
     }
-    assert!(
-        bad.is_empty(),
-        "{} disagreements:\n{}",
-        bad.len(),
-        bad.join("\n")
+}
+
+/// Differential check against graphite-web's `attime.py` on the cases recorded from it
+/// (`tests/oracle/attime_cases.py 1 2000`).
+#[test]
+fn agrees_with_graphite_webs_attime_on_the_recorded_cases() {
+    crate::oracle_cases::agree(
+        "tests/oracle/cases/attime.jsonl",
+        include_str!("../../tests/oracle/cases/attime.jsonl"),
+        check_attime_case,
     );
+}
+
+/// The same on fresh cases, written by `attime.py` from the reference virtual environment
+/// as the test runs (another seed than the recorded ones).
+#[test]
+fn agrees_with_graphite_webs_attime_run_now() {
+    let text = crate::oracle_cases::generate("attime_cases.py", &["2", "2000"]);
+    crate::oracle_cases::agree("attime_cases.py 2 2000", &text, check_attime_case);
 }

@@ -1,7 +1,7 @@
 //! What the series-combining functions share: graphite-web's aggregation functions
 //! (`functions/aggfuncs.py` over `functions/safe.py`), `normalize` (a common step, the
 //! least common multiple of the steps, by consolidating each series), the xFilesFactor test
-//! of a row, and the tags an aggregate keeps.
+//! of a row, the tags an aggregate keeps, and the `safe*` division and product.
 //!
 //! Owns that arithmetic; each function's naming lives with the function.
 
@@ -136,34 +136,108 @@ pub(crate) struct Normalized {
     pub(crate) step: i64,
 }
 
+impl Normalized {
+    /// The common time axis.
+    pub(crate) fn span(&self) -> Span {
+        Span {
+            start: self.start,
+            end: self.end,
+            step: self.step,
+        }
+    }
+}
+
 /// `normalize(seriesLists)`; `None` where graphite-web raises `NormalizeEmptyResultError`.
 pub(crate) fn normalize(lists: Vec<Vec<Series>>) -> Option<Normalized> {
     let mut series: Vec<Series> = lists.into_iter().flatten().collect();
-    if series.is_empty() {
+    let all: Vec<usize> = (0..series.len()).collect();
+    let span = normalize_at(&mut series, &all)?;
+    Some(Normalized {
+        series,
+        start: span.start,
+        end: span.end,
+        step: span.step,
+    })
+}
+
+/// The time axis `normalize` gives a set of series: earliest start, end cut to a whole
+/// number of steps, the least common multiple of the steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub(crate) start: i64,
+    pub(crate) end: i64,
+    pub(crate) step: i64,
+}
+
+/// `normalize` of the series at `members` of `arena`, in place (graphite-web mutates the
+/// series it normalizes: each keeps its new `valuesPerPoint` until normalized again). A
+/// series may be named twice. `None` for no members.
+pub(crate) fn normalize_at(arena: &mut [Series], members: &[usize]) -> Option<Span> {
+    let members: Vec<usize> = members
+        .iter()
+        .copied()
+        .filter(|&i| i < arena.len())
+        .collect();
+    if members.is_empty() {
         return None;
     }
-    let step = series
+    let step = members
         .iter()
-        .map(|s| s.step)
+        .map(|&i| arena[i].step)
         .filter(|&s| s > 0)
         .reduce(lcm)
         .unwrap_or(1);
-    for s in &mut series {
+    for &i in &members {
+        let s = &mut arena[i];
         s.values_per_point = if s.step > 0 {
             (step / s.step).max(1) as usize
         } else {
             1
         };
     }
-    let start = series.iter().map(|s| s.start).min().unwrap_or(0);
-    let mut end = series.iter().map(|s| s.end).max().unwrap_or(0);
-    end -= (end - start).rem_euclid(step);
-    Some(Normalized {
-        series,
-        start,
-        end,
-        step,
-    })
+    let start = members.iter().map(|&i| arena[i].start).min().unwrap_or(0);
+    let mut end = members.iter().map(|&i| arena[i].end).max().unwrap_or(0);
+    end = end.saturating_sub(end.saturating_sub(start).rem_euclid(step));
+    Some(Span { start, end, step })
+}
+
+/// A series a function makes (`TimeSeries(name, start, end, step, values,
+/// xFilesFactor=...)`): tags from the name, one value per point.
+pub(crate) fn made(
+    name: &str,
+    span: Span,
+    values: Vec<Option<f64>>,
+    x_files_factor: f64,
+) -> Series {
+    let mut series = Series::new(name, span.start, span.end, span.step, values);
+    series.x_files_factor = x_files_factor;
+    series
+}
+
+/// `izip_longest(a, b)`: pairs until both are exhausted, the shorter padded with nulls.
+pub(crate) fn zip_longest(
+    a: &[Option<f64>],
+    b: &[Option<f64>],
+) -> impl Iterator<Item = (Option<f64>, Option<f64>)> {
+    (0..a.len().max(b.len())).map(|i| (a.get(i).copied().flatten(), b.get(i).copied().flatten()))
+}
+
+/// `safeDiv(a, b)`: null for a null dividend or a null or zero divisor.
+pub(crate) fn safe_div(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b != 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+/// `safeMul(safeDiv(a, b), 100.0)`: a percentage, null where either part is.
+pub(crate) fn percent(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    safe_div(a, b).map(|q| q * 100.0)
+}
+
+/// `safeSum(row)`: the sum of the non-null values, null when there are none.
+pub(crate) fn safe_sum(row: &[Option<f64>]) -> Option<f64> {
+    AggFunc::Sum.apply(row)
 }
 
 /// `xffValues`: a row counts when its share of non-null values reaches the factor.

@@ -1,5 +1,5 @@
-//! Alias functions: new names for series (`alias`, `aliasSub`, `aliasByNode`), leaving
-//! values, tags and path expressions as graphite-web leaves them.
+//! Alias functions: new names for series (`alias`, `aliasSub`, `aliasByNode`,
+//! `aliasByMetric`), leaving values, tags and path expressions as graphite-web leaves them.
 
 use std::sync::Arc;
 
@@ -55,7 +55,53 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
             ]),
             alias_sub,
         ),
+        Builtin::arc(
+            Signature::new(
+                "aliasByMetric",
+                "aliasByMetric(seriesList)",
+                "Alias",
+                "Renames each series to the last dotted node of the path inside its name \
+                 (for a function's result, of the innermost parentheses, up to any comma).",
+            )
+            .params(vec![
+                Param::new("seriesList", ParamType::SeriesList).required(),
+            ]),
+            alias_by_metric,
+        ),
     ]
+}
+
+fn alias_by_metric(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
+    let mut list = args.take_series(0);
+    for series in &mut list {
+        series.name = metric_name(&series.name);
+    }
+    Ok(Value::Series(list))
+}
+
+/// `aliasByMetric` (graphite-web's `substr(seriesList, -1, 0)`): the text between the last
+/// `(` and the first `)` (empty when that `)` comes first), its last dotted node, cut at
+/// its first comma when no line break follows that comma (`re.sub(',.*$', '', ...)`).
+pub(crate) fn metric_name(name: &str) -> String {
+    let left = name.rfind('(').map_or(0, |i| i + 1);
+    let right = name.find(')').unwrap_or(name.len());
+    let clean = if left <= right {
+        &name[left..right]
+    } else {
+        ""
+    };
+    let last = clean.rsplit('.').next().unwrap_or("");
+    // `,.*$`: `.` stops at a line break and `$` matches at the end or before a final one,
+    // so the first comma of the last line (not counting a final line break) starts it.
+    let (body, newline) = match last.strip_suffix('\n') {
+        Some(body) => (body, "\n"),
+        None => (last, ""),
+    };
+    let line_start = body.rfind('\n').map_or(0, |i| i + 1);
+    match body[line_start..].find(',') {
+        Some(comma) => format!("{}{newline}", &body[..line_start + comma]),
+        None => last.to_owned(),
+    }
 }
 
 fn alias(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
@@ -139,5 +185,24 @@ pub(crate) fn first_path_expression(name: &str) -> Option<String> {
             Expr::Call(call) => expr = call.args.into_iter().next()?,
             _ => return None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_names_follow_substr_and_its_comma_cut() {
+        // Each expectation is graphite-web's aliasByMetric on the same name.
+        assert_eq!(metric_name("app.web1.requests"), "requests");
+        assert_eq!(metric_name("sumSeries(app.*.requests)"), "requests");
+        assert_eq!(metric_name("scale(app.web1.requests,2)"), "requests");
+        assert_eq!(metric_name("app.web1.requests)x(y"), "");
+        assert_eq!(metric_name("a,b.c,d"), "c");
+        assert_eq!(metric_name("plain"), "plain");
+        assert_eq!(metric_name("a.b,c\nd,e"), "b,c\nd");
+        assert_eq!(metric_name("a.b,c\n"), "b\n");
+        assert_eq!(metric_name(""), "");
     }
 }

@@ -17,7 +17,11 @@ use crate::{Error, Result, Series, Store};
 pub(crate) mod agg;
 pub(crate) mod alias;
 pub(crate) mod combine;
+pub(crate) mod filter;
+pub(crate) mod group;
+pub(crate) mod moving;
 pub(crate) mod special;
+pub(crate) mod time;
 pub(crate) mod transform;
 
 /// An evaluated argument, with Python's distinctions (an `int` is not a `float`).
@@ -491,8 +495,12 @@ impl Registry {
         for f in combine::functions()
             .into_iter()
             .chain(transform::functions())
+            .chain(moving::functions())
+            .chain(time::functions())
             .chain(alias::functions())
             .chain(special::functions())
+            .chain(group::functions())
+            .chain(filter::functions())
         {
             registry.add(f);
         }

@@ -170,28 +170,33 @@ proptest::proptest! {
     }
 }
 
-/// Differential check against graphite-web's grammar: with `GRAMMAR_CASES` naming a file of
-/// JSON lines `[target, canonical or null]` (written by running graphite-web's
-/// `grammar_unsafe.py`), every line must agree.
-#[test]
-#[ignore = "needs a case file written by graphite-web's grammar"]
-fn agrees_with_graphite_webs_grammar_on_a_case_file() {
-    let Ok(path) = std::env::var("GRAMMAR_CASES") else {
-        return;
-    };
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut bad = Vec::new();
-    for line in text.lines() {
-        let (target, want): (String, Option<String>) = serde_json::from_str(line).unwrap();
-        let got = parsed(&target);
-        if got != want {
-            bad.push(format!("{target:?}: want {want:?}, got {got:?}"));
-        }
+/// One case line `[target, canonical or null]`: this parser must agree.
+fn check_grammar_case(line: &str) -> std::result::Result<(), String> {
+    let (target, want): (String, Option<String>) =
+        serde_json::from_str(line).map_err(|e| format!("bad case line {line:?}: {e}"))?;
+    let got = parsed(&target);
+    if got == want {
+        Ok(())
+    } else {
+        Err(format!("{target:?}: want {want:?}, got {got:?}"))
     }
-    assert!(
-        bad.is_empty(),
-        "{} disagreements:\n{}",
-        bad.len(),
-        bad.join("\n")
+}
+
+/// Differential check against graphite-web's grammar on the cases recorded from it
+/// (`tests/oracle/grammar_cases.py 1 2000`).
+#[test]
+fn agrees_with_graphite_webs_grammar_on_the_recorded_cases() {
+    crate::oracle_cases::agree(
+        "tests/oracle/cases/grammar.jsonl",
+        include_str!("../../tests/oracle/cases/grammar.jsonl"),
+        check_grammar_case,
     );
+}
+
+/// The same on fresh cases, written by graphite-web's grammar from the reference virtual
+/// environment as the test runs (another seed than the recorded ones).
+#[test]
+fn agrees_with_graphite_webs_grammar_run_now() {
+    let text = crate::oracle_cases::generate("grammar_cases.py", &["2", "1000"]);
+    crate::oracle_cases::agree("grammar_cases.py 2 1000", &text, check_grammar_case);
 }

@@ -212,6 +212,8 @@ SCENARIOS = {
     ],
 }
 
+SCENARIOS.update(__import__('scenarios_combine').scenarios(render))
+
 
 def main():
     # The data every fixture's requests read, once.
@@ -227,6 +229,8 @@ def main():
         with open(os.path.join(HERE, '..', 'fixtures', name + '.json'), 'w') as f:
             json.dump({'requests': requests}, f, indent=1)
         print(name, len(requests), 'requests', sum(1 for a in answers if a['status'] != 200), 'non-200')
+    import scenarios_transform
+    scenarios_transform.main()
 
 
 if __name__ == '__main__':

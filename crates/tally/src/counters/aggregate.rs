@@ -99,8 +99,16 @@ impl Aggregator {
         self.writer.add_many(&items).await
     }
 
+    /// The engine's writer underneath (the statsd listener merges a line's
+    /// items into several writers at once with
+    /// [`crate::engine::writer::try_add_all`]).
+    #[cfg(feature = "server")]
+    pub(crate) fn engine(&self) -> &Writer {
+        &self.writer
+    }
+
     /// Validates increments into the writer's items.
-    fn items(&self, increments: &[Increment]) -> Result<Vec<Item>> {
+    pub(crate) fn items(&self, increments: &[Increment]) -> Result<Vec<Item>> {
         let now = self.counters.clock().now();
         increments
             .iter()

@@ -93,6 +93,10 @@ pub trait CounterStore: Send + Sync + fmt::Debug + 'static {
     /// delete; the others ignore it.
     fn keeping(&self, samples: u64) -> Arc<dyn CounterStore>;
 
+    /// The engine's store this store writes through (the Graphite API reads
+    /// counters from it as it reads every other space).
+    fn slice_store(&self) -> Arc<dyn SliceStore>;
+
     /// Applies a batch in the engine's form, as [`CounterStore::apply`]
     /// does (the service's own writes and its aggregating writer's come
     /// this way). The default converts it to a [`WriteBatch`]; a store over
@@ -186,6 +190,10 @@ impl CounterStore for SliceCounterStore {
 
     async fn ping(&self) -> Result<()> {
         self.slices.ping().await
+    }
+
+    fn slice_store(&self) -> Arc<dyn SliceStore> {
+        self.slices.clone()
     }
 
     fn keeping(&self, samples: u64) -> Arc<dyn CounterStore> {

@@ -122,6 +122,16 @@ pub fn check_lengths(what: &str, seconds: impl IntoIterator<Item = u64>) -> Resu
     Ok(())
 }
 
+/// Whether a write at whole second `second` lands in a slice that some
+/// resolution (of `resolutions`) still keeps at `now`: false when it is
+/// older than even the longest-kept resolution keeps, so that a read would
+/// never see it and the cleaner would only remove it.
+pub fn kept(resolutions: &[Resolution], now: Timestamp, second: u64) -> bool {
+    resolutions
+        .iter()
+        .any(|r| r.oldest_kept(now) <= r.slice_of_second(second))
+}
+
 /// The resolution a range starting at `from` is read at: the finest (of
 /// `resolutions`, finest first) whose kept slices at `now` still reach back
 /// to `from`'s slice; the coarsest when none does (it holds the most).
@@ -258,6 +268,21 @@ mod tests {
         // Older than anything kept: the coarsest.
         assert_eq!(choose(&rs, now, 0).unwrap().seconds, 3600);
         assert!(choose(&[], now, 0).is_none());
+    }
+
+    #[test]
+    fn a_write_is_kept_while_its_slice_is_kept_at_some_resolution() {
+        let rs = [Resolution::new(1, 120), Resolution::new(3600, 48)];
+        let now = ts(1_000_000.5);
+        // The hourly slices kept start at 828_000 (47 hours before the
+        // current one at 997_200).
+        let oldest = 997_200 - 47 * 3600;
+        assert!(kept(&rs, now, oldest));
+        assert!(kept(&rs, now, 1_000_000 - 120));
+        assert!(kept(&rs, now, 2_000_000));
+        assert!(!kept(&rs, now, oldest - 1));
+        assert!(!kept(&rs, now, 0));
+        assert!(!kept(&[], now, 1_000_000));
     }
 
     proptest! {

@@ -329,8 +329,14 @@ impl<R: Rules> SeriesWriter<R> {
             .await
     }
 
+    /// The engine's writer underneath (see [`crate::engine::writer::try_add_all`]).
+    #[cfg(feature = "server")]
+    pub(crate) fn engine(&self) -> &Writer {
+        &self.writer
+    }
+
     /// Validates operations into the writer's items.
-    fn items(&self, ops: &[R::Op]) -> Result<Vec<Item>> {
+    pub(crate) fn items(&self, ops: &[R::Op]) -> Result<Vec<Item>> {
         let now = self.service.clock().now();
         ops.iter()
             .map(|op| {

@@ -8,8 +8,11 @@
 //! every `flush_interval` (or as soon as it holds `flush_entries` entries),
 //! folds each series' seconds into one delta per (resolution, slice),
 //! sorts the series by name and writes them in chunks of `chunk_counters`
-//! series; chunks go out on `lanes` concurrent lanes, so a flush costs one
-//! round trip per lane (per node on a cluster). One writer writes one
+//! series and at most [`MAX_CHUNK_CELLS`] cells (a series with more is a
+//! chunk of its own: a series' cells are never split), so that no single
+//! store call grows with the backlog; chunks go out on `lanes` concurrent
+//! lanes, so a flush costs one round trip per lane (per node on a
+//! cluster) in the common case. One writer writes one
 //! [`Space`]; a service with several spaces starts one writer for each.
 //!
 //! Exactly once: each chunk carries a [`WriteSeq`] (a random writer id, its
@@ -145,6 +148,13 @@ pub struct AggregatorStats {
     /// Total microseconds spent in flushes that wrote something.
     pub flush_micros: u64,
 }
+
+/// The most (series, resolution, slice) cells in one chunk (one store
+/// call), unless one series alone has more. A flush that follows a burst
+/// of timestamped writes (carbon lines, many seconds per series) would
+/// otherwise send chunks of `chunk_counters` series of hundreds of cells
+/// each: one Lua call of minutes, past the client's response timeout.
+pub const MAX_CHUNK_CELLS: usize = 20_000;
 
 const SHARDS: usize = 16;
 const RETRY_MIN: Duration = Duration::from_millis(20);
@@ -411,24 +421,40 @@ impl Writer {
                 Err(e) => return Err(e),
             }
         }
-        let result = self.merge_all(items);
-        // Room was taken for `needed` new entries; give back what was not
-        // used (entries merged into waiting ones, or everything on failure).
-        let created = *result.as_ref().unwrap_or(&0);
+        let result = self.merge_all_then(items, || Ok(()));
+        let created = result.as_ref().map_or(0, |(created, ())| *created);
+        self.settle(needed, created, result.is_ok());
+        result.map(|_| ())
+    }
+
+    /// After room for `needed` new entries was taken and `created` were
+    /// made: gives back what was not used (entries merged into waiting
+    /// ones, or everything when the merge failed), and counts what was
+    /// `taken`.
+    fn settle(&self, needed: usize, created: usize, taken: bool) {
+        let inner = &self.inner;
         inner.entries.fetch_sub(needed - created, Ordering::AcqRel);
         if created < needed {
             inner.room.notify_waiters();
         }
-        result?;
-        inner.accepted.fetch_add(needed as u64, Ordering::Relaxed);
-        if inner.entries.load(Ordering::Relaxed) >= inner.settings.flush_entries {
-            inner.flush_soon.notify_one();
+        if taken {
+            inner.accepted.fetch_add(needed as u64, Ordering::Relaxed);
+            if inner.entries.load(Ordering::Relaxed) >= inner.settings.flush_entries {
+                inner.flush_soon.notify_one();
+            }
         }
-        Ok(())
     }
 
-    /// The locked part of [`Writer::add_many`]; returns the entries made.
-    fn merge_all(&self, items: &[Item]) -> Result<usize> {
+    /// The locked part of [`Writer::add_many`]: merges every item with the
+    /// shards they touch locked, then, still holding them, runs `then`; if
+    /// an item would leave its kind's range or `then` fails, the items
+    /// merged are put back as they were. Returns the entries made and what
+    /// `then` gave.
+    fn merge_all_then<T>(
+        &self,
+        items: &[Item],
+        then: impl FnOnce() -> Result<T>,
+    ) -> Result<(usize, T)> {
         let mut wanted: Vec<usize> = items.iter().map(|i| shard_of(i.name.as_str())).collect();
         let shard_of_item = wanted.clone();
         wanted.sort_unstable();
@@ -471,17 +497,18 @@ impl Writer {
             match merged {
                 Ok(prev) => done.push(prev),
                 Err(e) => {
-                    for (j, prev) in done.into_iter().enumerate().rev() {
-                        let g = guards
-                            .binary_search_by_key(&shard_of_item[j], |(s, _)| *s)
-                            .expect("locked");
-                        put_back(&mut guards[g].1, &items[j], prev);
-                    }
+                    undo(&mut guards, &shard_of_item, items, done);
                     return Err(locate(e, name, 1, second));
                 }
             }
         }
-        Ok(created)
+        match then() {
+            Ok(t) => Ok((created, t)),
+            Err(e) => {
+                undo(&mut guards, &shard_of_item, items, done);
+                Err(e)
+            }
+        }
     }
 
     /// Takes room for `n` new entries at once, or fails when there is not
@@ -544,6 +571,76 @@ impl Writer {
             pending_entries: i.entries.load(Ordering::Relaxed) as u64,
             flush_micros: i.flush_micros.load(Ordering::Relaxed),
         }
+    }
+}
+
+/// Merges each writer's items into it without ever waiting, all or nothing
+/// over every writer (the statsd listener's path for a line whose samples
+/// go to several writers): room for every part is taken first, or nothing
+/// is merged ([`Error::Overloaded`]); then the parts are merged one inside
+/// the other, each with its writer's shards still locked, so that if one
+/// would leave its kind's range every part merged before it is put back.
+/// Writers are locked in one order whatever the order of `parts` (their
+/// address), so callers cannot deadlock one another; a writer may appear
+/// only once.
+pub fn try_add_all(parts: &mut [(&Writer, &[Item])]) -> Result<()> {
+    parts.sort_by_key(|(w, _)| Arc::as_ptr(&w.inner) as usize);
+    if parts
+        .windows(2)
+        .any(|p| Arc::ptr_eq(&p[0].0.inner, &p[1].0.inner))
+    {
+        return Err(Error::InvalidInput(
+            "a writer appears twice in one all-or-nothing add".into(),
+        ));
+    }
+    if parts
+        .iter()
+        .any(|(w, _)| w.inner.closed.load(Ordering::Relaxed))
+    {
+        return Err(Error::Overloaded("the aggregator is shut down".into()));
+    }
+    for (i, (w, items)) in parts.iter().enumerate() {
+        if let Err(e) = w.reserve_n(items.len()) {
+            for (w, items) in &parts[..i] {
+                w.settle(items.len(), 0, false);
+            }
+            return Err(e);
+        }
+    }
+    let mut created = vec![0; parts.len()];
+    let result = merge_nested(parts, &mut created);
+    for ((w, items), created) in parts.iter().zip(created) {
+        w.settle(items.len(), created, result.is_ok());
+    }
+    result
+}
+
+/// The first part merged around the merge of the others (see
+/// [`try_add_all`]); each part's entries made go to `created`.
+fn merge_nested(parts: &[(&Writer, &[Item])], created: &mut [usize]) -> Result<()> {
+    let (Some(((w, items), rest)), Some((made, others))) =
+        (parts.split_first(), created.split_first_mut())
+    else {
+        return Ok(());
+    };
+    let (n, ()) = w.merge_all_then(items, || merge_nested(rest, others))?;
+    *made = n;
+    Ok(())
+}
+
+/// Puts back, newest first, the items merged so far (`done`: each one's
+/// previous delta and adds, or `None` if it made its entry).
+fn undo(
+    guards: &mut [(usize, MutexGuard<'_, Shard>)],
+    shard_of_item: &[usize],
+    items: &[Item],
+    done: Vec<Option<(Value, u64)>>,
+) {
+    for (j, prev) in done.into_iter().enumerate().rev() {
+        let g = guards
+            .binary_search_by_key(&shard_of_item[j], |(s, _)| *s)
+            .expect("locked");
+        put_back(&mut guards[g].1, &items[j], prev);
     }
 }
 
@@ -690,15 +787,7 @@ async fn flush_once(inner: &Arc<Inner>, lanes: &mut Lanes, deadline: Option<Inst
     }
     writes.sort_unstable_by(|a, b| a.0.name.cmp(&b.0.name));
     // Deal chunks to lanes round-robin; each lane writes its chunks in order.
-    let chunks: Vec<Chunk> = {
-        let mut chunks = Vec::new();
-        let mut rest = writes.into_iter().peekable();
-        while rest.peek().is_some() {
-            let (writes, adds) = rest.by_ref().take(inner.settings.chunk_counters).unzip();
-            chunks.push(Chunk { writes, adds });
-        }
-        chunks
-    };
+    let chunks = chunk(writes, inner.settings.chunk_counters, MAX_CHUNK_CELLS);
     let n_lanes = inner.settings.lanes.min(chunks.len());
     let mut per_lane: Vec<Vec<Chunk>> = (0..n_lanes).map(|_| Vec::new()).collect();
     for (i, chunk) in chunks.into_iter().enumerate() {
@@ -735,6 +824,37 @@ async fn flush_once(inner: &Arc<Inner>, lanes: &mut Lanes, deadline: Option<Inst
         .flush_micros
         .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
     inner.flush_latency.observe(took);
+}
+
+/// Cuts name-ordered series writes into chunks of at most `series` series
+/// and `cells` cells (a series with more cells alone in its chunk).
+fn chunk(writes: Vec<(SeriesWrite, u64)>, series: usize, cells: usize) -> Vec<Chunk> {
+    let mut chunks = Vec::new();
+    let mut current = Chunk {
+        writes: Vec::new(),
+        adds: Vec::new(),
+    };
+    let mut held = 0;
+    for (write, adds) in writes {
+        let n = write.cells.len();
+        if !current.writes.is_empty() && (current.writes.len() >= series || held + n > cells) {
+            chunks.push(std::mem::replace(
+                &mut current,
+                Chunk {
+                    writes: Vec::new(),
+                    adds: Vec::new(),
+                },
+            ));
+            held = 0;
+        }
+        held += n;
+        current.writes.push(write);
+        current.adds.push(adds);
+    }
+    if !current.writes.is_empty() {
+        chunks.push(current);
+    }
+    chunks
 }
 
 /// Folds `delta` into a slice's delta at flush. Sums are clamped into their
@@ -991,6 +1111,47 @@ mod tests {
         ));
     }
 
+    /// Regression: a flush after a burst of timestamped writes (carbon
+    /// lines) sent chunks of hundreds of thousands of cells, one store call
+    /// each, past the client's timeout.
+    #[test]
+    fn chunks_are_bounded_in_series_and_in_cells() {
+        let write = |name: &str, cells: u64| {
+            (
+                SeriesWrite {
+                    name: Name::new(name).unwrap(),
+                    cells: (0..cells)
+                        .map(|slice| CellDelta {
+                            resolution: 1,
+                            slice,
+                            delta: Value::Sum(1),
+                        })
+                        .collect(),
+                },
+                cells,
+            )
+        };
+        let writes = vec![
+            write("a", 4),
+            write("b", 4),
+            write("c", 3),
+            write("d", 25),
+            write("e", 1),
+            write("f", 1),
+            write("g", 1),
+        ];
+        let shape: Vec<Vec<usize>> = chunk(writes, 3, 10)
+            .iter()
+            .map(|c| c.writes.iter().map(|w| w.cells.len()).collect())
+            .collect();
+        assert_eq!(shape, vec![vec![4, 4], vec![3], vec![25], vec![1, 1, 1]]);
+        let adds: Vec<u64> = chunk(vec![write("x", 2), write("y", 3)], 3, 10)
+            .into_iter()
+            .flat_map(|c| c.adds)
+            .collect();
+        assert_eq!(adds, vec![2, 3]);
+    }
+
     #[tokio::test]
     async fn bad_input_is_refused_before_anything_is_merged() {
         let sink = Arc::new(Recorder::default());
@@ -1043,6 +1204,68 @@ mod tests {
         assert_eq!(totals[&("b".to_owned(), 1, 1000)], 1);
         assert!(!totals.keys().any(|k| k.0 == "new"));
         assert_eq!(w.stats().written, 4);
+    }
+
+    /// try_add_all is all or nothing over several writers (a statsd line
+    /// whose samples go to several): a merge that fails in one puts back
+    /// what the others merged, and a writer without room stops every part.
+    #[tokio::test]
+    async fn adding_to_several_writers_is_all_or_nothing() {
+        let (sink_a, sink_b) = (Arc::new(Recorder::default()), Arc::new(Recorder::default()));
+        let a = start(sink_a.clone(), AggregatorSettings::default());
+        let b = start(sink_b.clone(), AggregatorSettings::default());
+        a.try_add("a", Value::Sum(7), Some(1000.0)).unwrap();
+        b.try_add("z", Value::Sum(i64::MAX - 1), Some(1000.0))
+            .unwrap();
+        let to_a = [item("a", 1000.0, 1), item("new", 1001.0, 5)];
+        let overflows = [item("q", 1000.0, 1), item("z", 1000.0, 2)];
+        // Whichever order the parts come in, b's overflow undoes a's part.
+        for flip in [false, true] {
+            let mut parts = [(&a, &to_a[..]), (&b, &overflows[..])];
+            if flip {
+                parts.reverse();
+            }
+            let err = try_add_all(&mut parts).unwrap_err();
+            assert!(
+                matches!(&err, Error::Overflow { name, .. } if name == "z"),
+                "{err}"
+            );
+            assert_eq!((a.stats().pending_entries, a.stats().accepted), (1, 1));
+            assert_eq!((b.stats().pending_entries, b.stats().accepted), (1, 1));
+        }
+        // A writer with no room: nothing is merged anywhere.
+        let full = start(
+            Arc::new(Recorder::default()),
+            AggregatorSettings {
+                max_entries: 1,
+                flush_entries: 1,
+                flush_interval: Duration::from_secs(3600),
+                when_full: WhenFull::Error,
+                ..AggregatorSettings::default()
+            },
+        );
+        full.try_add("f", Value::Sum(1), Some(1000.0)).unwrap();
+        let err =
+            try_add_all(&mut [(&a, &to_a[..]), (&full, &[item("g", 1000.0, 1)][..])]).unwrap_err();
+        assert!(matches!(err, Error::Overloaded(_)), "{err}");
+        assert_eq!((a.stats().pending_entries, a.stats().accepted), (1, 1));
+        assert_eq!(full.stats().pending_entries, 1);
+        // One writer twice is refused before anything is taken.
+        let err = try_add_all(&mut [(&a, &to_a[..]), (&a.clone(), &to_a[..])]).unwrap_err();
+        assert!(matches!(err, Error::InvalidInput(_)), "{err}");
+        // Both parts fit: both are merged, and written.
+        try_add_all(&mut [(&b, &[item("q", 1000.0, 1)][..]), (&a, &to_a[..])]).unwrap();
+        assert_eq!((a.stats().pending_entries, a.stats().accepted), (2, 3));
+        assert_eq!((b.stats().pending_entries, b.stats().accepted), (2, 2));
+        a.flush().await.unwrap();
+        b.flush().await.unwrap();
+        let totals = sink_a.state.lock().unwrap().totals.clone();
+        assert_eq!(totals[&("a".to_owned(), 1, 1000)], 8);
+        assert_eq!(totals[&("new".to_owned(), 1, 1001)], 5);
+        assert_eq!(
+            sink_b.state.lock().unwrap().totals[&("q".to_owned(), 1, 1000)],
+            1
+        );
     }
 
     /// A chunk that fails as unavailable is retried with the same write id:

@@ -16,17 +16,26 @@
 //!   the pattern's literal prefix (the store's ordered listing), then reads
 //!   the matched series of a family in one round trip (per node on a
 //!   cluster) at the one precision whisper would read: the finest whose
-//!   kept span covers `now − from` ([`tally_graphite::window`]), every step
+//!   kept span covers `now − from` ([`tally_graphite::window()`]), every step
 //!   of the window a value or `None`;
 //! - `find` walks the same listings, skipping past a branch's names once
 //!   the branch is found.
 //!
 //! Names become paths as [`path`] says. When two series share a path (two
 //! names escaping alike, or a counter `api.count` beside a statistic
-//! `api`), `fetch` answers each: the first family in the source's order
-//! (counters, gauges, sets, statistics) gives its series first, and the
-//! render API keeps one series per name (graphite-web's merge keeps the
-//! one with fewer nulls, the earlier on a tie).
+//! `api`), `fetch` answers each, in a fixed order: family by family in the
+//! source's order (counters, gauges, sets, statistics), and within a
+//! family by name (the store's ordered listing, bytewise on every
+//! backend). The render API then keeps one series per path as
+//! graphite-web's merge of series sharing a name does: the first one's
+//! values, its nulls filled from the later ones read at the same step (all
+//! families have the same precisions unless the statistics were given
+//! others; a twin read at another step replaces a first series that has a
+//! null). `find` lists such a path once. A path that is both a leaf and a
+//! branch (a counter `api` beside a statistic `api`, or counters `web` and
+//! `web.x`) is what a whisper file `api.wsp` beside a directory `api/` is
+//! to graphite-web: `find` lists it once, as a branch; `render` of the path
+//! answers the leaf.
 //!
 //! What it does not do: parse targets, evaluate functions or format
 //! answers (`tally_graphite` does), or write anything.
@@ -34,7 +43,7 @@
 pub mod merged;
 pub mod path;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -327,13 +336,15 @@ impl Source {
     /// Every leaf's stored values as whisper files would hold them at
     /// `now`: its path, its archives (slice length, slices kept; finest
     /// first) and, per archive, each slice among the `kept` newest slots at
-    /// `now` that shows a value. Where two series
-    /// share a path, the first family's is kept. What the tests and `tally
-    /// bench graphite` write into whisper files for graphite-web, so that
-    /// it serves the same data.
+    /// `now` that shows a value. Where two series share a path, the file
+    /// holds what a render answers for it: the first series' values (in
+    /// `fetch`'s order), its empty slots filled from the later ones that
+    /// have the same archives (one of other archives is left out). What the
+    /// tests and `tally bench graphite` write into whisper files for
+    /// graphite-web, so that it serves the same data.
     pub async fn export(&self, now: i64) -> Result<Vec<Exported>> {
         let mut out: Vec<Exported> = Vec::new();
-        let mut paths = BTreeSet::new();
+        let mut paths: HashMap<String, usize> = HashMap::new();
         for family in &self.families {
             let mut names = Vec::new();
             let mut after: Option<String> = None;
@@ -361,7 +372,13 @@ impl Source {
                     let escaped = path::escape(name.as_str());
                     for leaf in &family.shape.leaves {
                         let path = path::join(&[&family.shape.root, &escaped, &leaf.node]);
-                        if !paths.insert(path.clone()) {
+                        let archives: Vec<(u64, u64)> = family
+                            .archives
+                            .iter()
+                            .map(|a| (a.step as u64, a.points as u64))
+                            .collect();
+                        let earlier = paths.get(&path).copied();
+                        if earlier.is_some_and(|i| out[i].archives != archives) {
                             continue;
                         }
                         let mut points = Vec::new();
@@ -378,15 +395,26 @@ impl Source {
                                 }
                             }
                         }
-                        out.push(Exported {
-                            path,
-                            archives: family
-                                .archives
-                                .iter()
-                                .map(|a| (a.step as u64, a.points as u64))
-                                .collect(),
-                            points,
-                        });
+                        match earlier {
+                            Some(i) => {
+                                let first = &mut out[i];
+                                let held: BTreeSet<(usize, i64)> =
+                                    first.points.iter().map(|&(a, t, _)| (a, t)).collect();
+                                first.points.extend(
+                                    points
+                                        .into_iter()
+                                        .filter(|&(a, t, _)| !held.contains(&(a, t))),
+                                );
+                            }
+                            None => {
+                                paths.insert(path.clone(), out.len());
+                                out.push(Exported {
+                                    path,
+                                    archives,
+                                    points,
+                                });
+                            }
+                        }
                     }
                 }
             }

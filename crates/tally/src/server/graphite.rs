@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{RawQuery, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -24,7 +24,9 @@ use tally_graphite::{Answer, Graphite, Limits};
 
 use super::AppState;
 use crate::clock::SharedClock;
-use crate::graphite::{DEFAULT_QUANTILES, Namespace, Source};
+use crate::graphite::merged::MergedQuantile;
+use crate::graphite::{DEFAULT_QUANTILES, Family, Namespace, Source};
+use crate::stats::Stats;
 
 /// The most series one render may match, by default.
 pub const DEFAULT_MAX_SERIES: usize = 10_000;
@@ -112,15 +114,62 @@ impl GraphiteApi {
     /// The API over `tally`'s stores with `settings`.
     pub fn new(tally: &crate::Tally, settings: &GraphiteSettings) -> Self {
         let source = tally.graphite_source(settings.namespace, &settings.quantiles);
-        let stats = tally.stats();
-        let sketched: Vec<u64> = stats
-            .settings()
-            .precisions
-            .iter()
-            .copied()
-            .filter(|&p| stats.settings().keeps_sketch(p))
-            .collect();
-        let merged = crate::graphite::merged::MergedQuantile::new(&source, &sketched);
+        Self::over(source, &tally.stats(), settings, tally.clock().clone())
+    }
+
+    /// The API over the series `services` serve (counters, and gauges, sets
+    /// and statistics where present), on the counters' clock.
+    pub fn of_services(services: &super::Services, settings: &GraphiteSettings) -> Self {
+        let counters = &services.counters;
+        let store = match (&services.stats, &services.gauges, &services.sets) {
+            (Some(s), _, _) => s.store().clone(),
+            (None, Some(g), _) => g.store().clone(),
+            (None, None, Some(s)) => s.store().clone(),
+            (None, None, None) => counters.store().slice_store(),
+        };
+        let ns = settings.namespace;
+        let mut families = Vec::new();
+        for shape in counters.graphite_shapes(ns) {
+            families.push(Family::new(counters.space().clone(), store.clone(), shape));
+        }
+        if let Some(g) = &services.gauges {
+            for shape in g.graphite_shapes(ns) {
+                families.push(Family::new(g.space().clone(), store.clone(), shape));
+            }
+        }
+        if let Some(s) = &services.sets {
+            for shape in s.graphite_shapes(ns) {
+                families.push(Family::new(s.space().clone(), store.clone(), shape));
+            }
+        }
+        let mut sketched = Vec::new();
+        if let Some(s) = &services.stats {
+            for shape in s.graphite_shapes(ns, &settings.quantiles) {
+                families.push(Family::new(s.space().clone(), store.clone(), shape));
+            }
+            sketched = sketched_precisions(s);
+        }
+        let source = Source::new(families);
+        let merged = MergedQuantile::new(&source, &sketched);
+        Self::with(source, merged, settings, counters.clock().clone())
+    }
+
+    fn over(
+        source: Source,
+        stats: &Stats,
+        settings: &GraphiteSettings,
+        clock: SharedClock,
+    ) -> Self {
+        let merged = MergedQuantile::new(&source, &sketched_precisions(stats));
+        Self::with(source, merged, settings, clock)
+    }
+
+    fn with(
+        source: Source,
+        merged: MergedQuantile,
+        settings: &GraphiteSettings,
+        clock: SharedClock,
+    ) -> Self {
         GraphiteApi {
             source: Arc::new(source),
             graphite: Arc::new(Graphite::new().with_function(Arc::new(merged))),
@@ -129,7 +178,7 @@ impl GraphiteApi {
                 max_points: settings.max_points,
                 max_find: settings.max_find,
             }),
-            clock: tally.clock().clone(),
+            clock,
         }
     }
 
@@ -138,16 +187,28 @@ impl GraphiteApi {
     }
 }
 
+/// The statistics' precisions that keep a quantile sketch.
+fn sketched_precisions(stats: &Stats) -> Vec<u64> {
+    let settings = stats.settings();
+    settings
+        .precisions
+        .iter()
+        .copied()
+        .filter(|&p| settings.keeps_sketch(p))
+        .collect()
+}
+
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/render", get(render).post(render))
         .route("/render/", get(render).post(render))
         .route("/metrics/find", get(find).post(find))
         .route("/metrics/find/", get(find).post(find))
-        .route("/metrics/expand", get(expand).post(expand))
-        .route("/metrics/expand/", get(expand).post(expand))
+        .route("/metrics/expand", get(expand))
+        .route("/metrics/expand/", get(expand))
         .route("/functions", get(functions))
         .route("/functions/", get(functions))
+        .route("/functions/{name}", get(function))
         .route("/version", get(version))
         .route("/version/", get(version))
         .route("/tags/autoComplete/tags", get(no_tags))
@@ -250,6 +311,17 @@ async fn functions(State(state): State<AppState>, RawQuery(q): RawQuery) -> Resp
         return not_enabled();
     };
     respond(api.graphite.functions(&params(q, &Bytes::new())))
+}
+
+async fn function(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Response {
+    let Some(api) = &state.services().graphite else {
+        return not_enabled();
+    };
+    respond(api.graphite.function(&name, &params(q, &Bytes::new())))
 }
 
 async fn version() -> Response {

@@ -80,15 +80,18 @@ pub(crate) fn max_batch(settings: &ServerSettings, library_max: usize) -> usize 
 }
 
 /// States which operations need a token: with tokens, those under `/v1`
-/// that write, and reads there and `/metrics` too with `protect_reads`.
+/// that write, and reads there, `/metrics` and the Graphite API's (GET or
+/// POST) too with `protect_reads`.
 fn secure(doc: &mut Value, settings: &ServerSettings) {
     let bearer = json!([{ "bearer": [] }]);
     doc["security"] = json!([]);
     let paths = doc["paths"].as_object_mut().expect("paths");
     for (path, item) in paths.iter_mut() {
-        let guarded = path.starts_with("/v1/") || path == "/metrics";
+        let graphite = path.starts_with("/graphite/");
+        let guarded = path.starts_with("/v1/") || path == "/metrics" || graphite;
         for (method, op) in item.as_object_mut().expect("a path item") {
-            let read = method == "get";
+            // The Graphite API only reads, whatever its method.
+            let read = method == "get" || graphite;
             let needs_token =
                 !settings.tokens.is_empty() && guarded && (!read || settings.protect_reads);
             op["security"] = if needs_token {

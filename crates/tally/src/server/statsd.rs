@@ -1,16 +1,29 @@
 //! The statsd UDP listener: lines into the aggregating writers.
 //!
-//! Each datagram is parsed with [`crate::statsd`]; counter lines go to the
-//! counters' aggregator with [`Aggregator::try_add`], timer, histogram and
-//! distribution lines to the statistics' writer with
-//! [`StatsWriter::try_record_weighted`] (a sample rate weighs each value as
-//! `round(1/rate)` observations), gauge lines to the gauges' writer with
-//! [`GaugesWriter::try_apply`] (`5` sets, `+5` / `-5` adjust, in the order
-//! received), set lines to the sets' writer with [`SetsWriter::try_add`]
-//! (the member counted once per slice). UDP has no back pressure, so a full writer
-//! rejects the line as `overloaded` instead of waiting. Malformed lines are
-//! counted as rejected (by reason) and logged at debug level; nothing a
-//! rejected line holds is written, and no datagram can stop the listener.
+//! Each datagram is parsed with [`crate::statsd`]: a line is one name and
+//! one or more samples (`hits:1|c:2|c`, DogStatsD's packed `lat:1:2:3|ms`),
+//! every sample written under that name. Counter samples go to the
+//! counters' aggregator, timer, histogram and distribution samples to the
+//! statistics' writer (a sample rate weighs each value as `round(1/rate)`
+//! observations), gauge samples to the gauges' writer (`5` sets, `+5` /
+//! `-5` adjust, in the order received), set samples to the sets' writer
+//! (the member counted once per slice). A `T` time is the instant a sample
+//! is written at, refused as `time_not_kept` when the store of its kind
+//! keeps no slice for it ([`crate::statsd::check_time`]).
+//!
+//! A line is all or nothing. A line of one sample goes to its writer with
+//! the writer's `try_` method; a line of several goes to every writer it
+//! touches at once ([`crate::engine::writer::try_add_all`]): room is taken
+//! in each first, and a merge that fails puts back what the line merged
+//! before. UDP has no back pressure, so a full writer refuses the line as
+//! `overloaded` instead of waiting. A refused line is counted once, by
+//! reason, and logged at debug level; no datagram can stop the listener.
+//!
+//! Tags (`|#env:prod`) are not kept: a tagged line is written under its
+//! bare name, so differently tagged lines add into one series, and every
+//! accepted line whose tags were dropped is counted
+//! (`tally_statsd_tags_dropped_total`). Container ids and DogStatsD's other
+//! origin fields are accepted and not kept.
 
 use std::future::Future;
 
@@ -18,12 +31,14 @@ use tokio::net::UdpSocket;
 
 use super::Metrics;
 use super::udp::SocketInfo;
-use crate::counters::Aggregator;
+use crate::counters::{Aggregator, Increment};
+use crate::engine::plan::Item;
+use crate::engine::writer::{Writer, try_add_all};
 use crate::error::{Error, Result};
 use crate::gauges::{GaugeOp, GaugesWriter};
 use crate::sets::{SetAdd, SetsWriter};
-use crate::stats::StatsWriter;
-use crate::statsd::{Line, parse_packet};
+use crate::stats::{Observation, StatsWriter};
+use crate::statsd::{Line, Reading, Reject, check_time, parse_packet};
 
 /// Where the listener's lines go: the aggregating writers of each kind.
 #[derive(Clone, Debug)]
@@ -72,7 +87,7 @@ pub async fn listen(
         counted.statsd_datagrams(1);
         handle(packet, &targets, &counted);
     };
-    match super::udp::receive(socket, shutdown, each).await {
+    match super::udp::receive(socket, "statsd", shutdown, each).await {
         Ok(()) => tracing::info!("statsd listener stopped"),
         Err(e) => tracing::error!(error = %e, "statsd listener failed"),
     }
@@ -81,48 +96,152 @@ pub async fn listen(
 /// Hands one datagram's lines to their writers.
 pub fn handle(packet: &[u8], targets: &Targets, metrics: &Metrics) {
     for line in parse_packet(packet) {
-        let taken = match line {
-            Line::Counter { name, count } => targets
-                .counters
-                .try_add(name, count, None)
-                .inspect(|()| metrics.increments_accepted(1)),
-            Line::Observation {
-                name,
-                value,
-                weight,
-            } => targets.stats.try_record_weighted(name, value, weight, None),
-            Line::Gauge {
-                name,
-                value,
-                relative,
-            } => targets.gauges.try_apply(&if relative {
-                GaugeOp::adjust(name, value)
-            } else {
-                GaugeOp::set(name, value)
-            }),
-            Line::Set { name, member } => targets.sets.try_add(&SetAdd::new(name, [member])),
-            Line::Rejected(reason) => {
-                tracing::debug!(reason = reason.code(), "statsd line rejected");
-                metrics.statsd_rejected(reason.code());
-                continue;
-            }
+        let taken = match &line {
+            Ok(line) => take(line, targets, metrics),
+            Err(reason) => Err(reason.code()),
         };
-        count(taken, metrics);
+        if let Err(reason) = taken {
+            tracing::debug!(reason, "statsd line rejected");
+            metrics.statsd_rejected(reason);
+        }
     }
 }
 
-/// Counts a line a writer took (or refused).
-fn count(taken: Result<()>, metrics: &Metrics) {
-    match taken {
-        Ok(()) => metrics.statsd_accepted(1),
-        Err(Error::Overloaded(_)) => metrics.statsd_rejected("overloaded"),
-        Err(e) => {
+/// Hands one line's samples to their writers, all or nothing, and counts
+/// it; the reason it was refused otherwise.
+fn take(line: &Line<'_>, targets: &Targets, metrics: &Metrics) -> Result<(), &'static str> {
+    if line.timed {
+        targets.check_times(line).map_err(Reject::code)?;
+    }
+    let counted = if line.len() == 1 {
+        targets.take_one(line)
+    } else {
+        targets.take_all(line)
+    }
+    .map_err(|e| reason(&e))?;
+    metrics.statsd_accepted(1);
+    if counted > 0 {
+        metrics.increments_accepted(counted);
+    }
+    if line.tagged {
+        metrics.statsd_tags_dropped(1);
+    }
+    Ok(())
+}
+
+/// The reason code of a line a writer refused.
+fn reason(e: &Error) -> &'static str {
+    match e {
+        Error::Overloaded(_) => "overloaded",
+        Error::Overflow { .. } => "overflow",
+        e => {
             tracing::debug!(error = %e, "statsd line refused");
-            metrics.statsd_rejected(if matches!(e, Error::Overflow { .. }) {
-                "overflow"
-            } else {
-                "invalid"
-            });
+            "invalid"
         }
+    }
+}
+
+impl Targets {
+    /// Checks the `T` time of every sample of `line` against what the store
+    /// of its kind keeps.
+    fn check_times(&self, line: &Line<'_>) -> Result<(), Reject> {
+        for sample in line.samples() {
+            let Some(at) = sample.at else { continue };
+            let (space, clock) = match sample.reading {
+                Reading::Count(_) => (
+                    self.counters.counters().space(),
+                    self.counters.counters().clock(),
+                ),
+                Reading::Observation { .. } => {
+                    (self.stats.service().space(), self.stats.service().clock())
+                }
+                Reading::Gauge { .. } => {
+                    (self.gauges.service().space(), self.gauges.service().clock())
+                }
+                Reading::Member(_) => (self.sets.service().space(), self.sets.service().clock()),
+            };
+            check_time(at, clock.now(), &space.resolutions)?;
+        }
+        Ok(())
+    }
+
+    /// Hands a line of one sample to its writer; the counter increments
+    /// taken.
+    fn take_one(&self, line: &Line<'_>) -> Result<u64> {
+        let Some(sample) = line.samples().next() else {
+            return Ok(0);
+        };
+        let (name, at) = (line.name, sample.at.map(|t| t as f64));
+        match sample.reading {
+            Reading::Count(count) => self.counters.try_add(name, count, at).map(|()| 1),
+            Reading::Observation { value, weight } => self
+                .stats
+                .try_record_weighted(name, value, weight, at)
+                .map(|()| 0),
+            Reading::Gauge { value, relative } => self
+                .gauges
+                .try_apply(&GaugeOp {
+                    at,
+                    ..gauge(name, value, relative)
+                })
+                .map(|()| 0),
+            Reading::Member(member) => self
+                .sets
+                .try_add(&SetAdd {
+                    at,
+                    ..SetAdd::new(name, [member])
+                })
+                .map(|()| 0),
+        }
+    }
+
+    /// Hands a line of several samples to every writer it touches at once,
+    /// all or nothing; the counter increments taken.
+    fn take_all(&self, line: &Line<'_>) -> Result<u64> {
+        let (mut counts, mut observations, mut gauges, mut sets) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for sample in line.samples() {
+            let (name, at) = (line.name, sample.at.map(|t| t as f64));
+            match sample.reading {
+                Reading::Count(count) => counts.push(Increment {
+                    at,
+                    ..Increment::new(name, count)
+                }),
+                Reading::Observation { value, weight } => observations.push(Observation {
+                    at,
+                    ..Observation::new(name, value).weight(weight)
+                }),
+                Reading::Gauge { value, relative } => gauges.push(GaugeOp {
+                    at,
+                    ..gauge(name, value, relative)
+                }),
+                Reading::Member(member) => sets.push(SetAdd {
+                    at,
+                    ..SetAdd::new(name, [member])
+                }),
+            }
+        }
+        let items: [(&Writer, Vec<Item>); 4] = [
+            (self.counters.engine(), self.counters.items(&counts)?),
+            (self.stats.engine(), self.stats.items(&observations)?),
+            (self.gauges.engine(), self.gauges.items(&gauges)?),
+            (self.sets.engine(), self.sets.items(&sets)?),
+        ];
+        let mut parts: Vec<(&Writer, &[Item])> = items
+            .iter()
+            .filter(|(_, items)| !items.is_empty())
+            .map(|(writer, items)| (*writer, items.as_slice()))
+            .collect();
+        try_add_all(&mut parts)?;
+        Ok(counts.len() as u64)
+    }
+}
+
+/// The gauge operation of a gauge sample: `+5` / `-5` adjust, `5` sets.
+fn gauge(name: &str, value: f64, relative: bool) -> GaugeOp {
+    if relative {
+        GaugeOp::adjust(name, value)
+    } else {
+        GaugeOp::set(name, value)
     }
 }

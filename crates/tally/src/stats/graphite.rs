@@ -19,8 +19,20 @@
 //! `sum_squares_P` add the sketch's bucket values clamped to the slice's
 //! min and max, so each value counted is within the relative accuracy
 //! (`sum_squares_P` within about twice it) of the one observed, and the
-//! sums are too where the values share a sign. At a precision that keeps
-//! no sketch, every leaf that needs one reads null.
+//! sums are too where the values share a sign. The ends are exact: the
+//! lowest rank is the min and the highest the max (so a `median` of one or
+//! two values is statsd's), and a percentile that takes every value
+//! (`count_P` = `count`, as 99.9 does up to 500 values) reads the exact
+//! sum, sum of squares, mean and max. At a precision that keeps no sketch,
+//! every leaf that needs one reads null.
+//!
+//! Sample rates: statsd counts a timer line sent with `|@0.5` as 2 in
+//! `count` and `count_ps` but takes its value once in every other leaf;
+//! Tally records it as `round(1/rate)` observations of that value (what
+//! the statistic's moments and sketch hold), so all its leaves estimate
+//! every event: `count` and `count_ps` agree with statsd's where `1/rate`
+//! is whole, `lower` and `upper` always, the others are over the weighted
+//! values (`tests/graphite.rs` checks both against statsd itself).
 
 use crate::engine::Value;
 use crate::engine::kinds::StatsValue;
@@ -50,11 +62,18 @@ fn moments(
     }
 }
 
-/// The sketch's estimate of the value of rank `rank` (1-based), within the
-/// observed range.
+/// The value of rank `rank` (1-based): the min and the max at the ends,
+/// the sketch's estimate within the observed range between them.
 fn at_rank(s: &StatsValue, rank: u64) -> Option<f64> {
+    let (lo, hi) = (s.min()?, s.max()?);
     let v = s.sketch().value_at_rank(rank)?;
-    Some(v.clamp(s.min()?, s.max()?))
+    Some(if rank == 1 {
+        lo
+    } else if rank == s.count() {
+        hi
+    } else {
+        v.clamp(lo, hi)
+    })
 }
 
 /// statsd's count of values at or below percentile `pct` (0 to 100) of
@@ -67,28 +86,35 @@ fn in_threshold(pct: f64, count: u64) -> u64 {
     (pct / 100.0 * count as f64 + 0.5).floor() as u64
 }
 
-/// The sum and sum of squares of the lowest `n` values, from the sketch's
-/// buckets (each value clamped to the observed range), and the highest of
-/// them.
+/// The sum and sum of squares of the lowest `n` values, and the highest of
+/// them: exact when they are all the values; else the min, then the
+/// sketch's buckets (each value clamped to the observed range).
 fn lowest(s: &StatsValue, n: u64) -> Option<(f64, f64, f64)> {
     let (lo, hi) = (s.min()?, s.max()?);
     if n == 0 {
         return None;
     }
-    if s.count() == 1 {
-        return Some((lo, lo * lo, lo));
+    if n >= s.count() {
+        return Some((s.sum(), s.sum_of_squares(), hi));
     }
-    let (mut left, mut sum, mut sumsq, mut upper) = (n, 0.0, 0.0, lo);
+    let (mut left, mut sum, mut sumsq, mut upper) = (n - 1, lo, lo * lo, lo);
+    // The min stands for the lowest value, in the first bucket that counts one.
+    let mut skip = 1u64;
     for (value, count) in s.sketch().buckets() {
+        if left == 0 {
+            break;
+        }
+        let skipped = skip.min(count);
+        skip -= skipped;
+        let take = (count - skipped).min(left);
+        if take == 0 {
+            continue;
+        }
         let v = value.clamp(lo, hi);
-        let take = count.min(left);
         sum += v * take as f64;
         sumsq += v * v * take as f64;
         upper = v;
         left -= take;
-        if left == 0 {
-            break;
-        }
     }
     Some((sum, sumsq, upper))
 }
@@ -281,10 +307,44 @@ mod tests {
             0.02
         ));
         assert!(close(read(&shape, "upper_90", &v, 10).unwrap(), 9.0, 0.01));
-        // 99.9 % of 10 values rounds to all 10.
+        // 99.9 % of 10 values rounds to all 10: exact, as statsd's.
         assert_eq!(read(&shape, "count_99_9", &v, 10), Some(10.0));
-        assert!(close(read(&shape, "sum_99_9", &v, 10).unwrap(), 55.0, 0.01));
+        assert_eq!(read(&shape, "sum_99_9", &v, 10), Some(55.0));
+        assert_eq!(read(&shape, "mean_99_9", &v, 10), Some(5.5));
+        assert_eq!(read(&shape, "sum_squares_99_9", &v, 10), Some(385.0));
         assert_eq!(read(&shape, "upper_99_9", &v, 10), Some(10.0));
+    }
+
+    #[test]
+    fn the_ends_are_the_min_and_the_max() {
+        let shape = statsd_shape(&[10], &[0.9, 0.5]);
+        // Two values: the median is their mean; 90 % of 2 rounds to both.
+        let two = stat(&[3.0, 8.0]);
+        assert_eq!(read(&shape, "median", &two, 10), Some(5.5));
+        assert_eq!(read(&shape, "upper_90", &two, 10), Some(8.0));
+        assert_eq!(read(&shape, "sum_90", &two, 10), Some(11.0));
+        assert_eq!(read(&shape, "sum_squares_90", &two, 10), Some(73.0));
+        // 50 % of 2 is the lowest alone: the min.
+        assert_eq!(read(&shape, "upper_50", &two, 10), Some(3.0));
+        assert_eq!(read(&shape, "sum_squares_50", &two, 10), Some(9.0));
+        // Between the ends, the sketch's values; the lowest still the min.
+        let values: Vec<f64> = (1..=10).map(|v| f64::from(v) * 1.1).collect();
+        let v = stat(&values);
+        assert_eq!(
+            read(&shape, "upper_50", &v, 10).map(|u| close(u, 5.5, 0.01)),
+            Some(true)
+        );
+        let sum_50 = read(&shape, "sum_50", &v, 10).unwrap();
+        assert!(close(sum_50, 16.5, 0.01), "{sum_50}");
+        let (sum, _, upper) = lowest(
+            match &v {
+                Value::Stats(s) => s,
+                _ => unreachable!(),
+            },
+            1,
+        )
+        .unwrap();
+        assert_eq!((sum, upper), (1.1, 1.1));
     }
 
     #[test]

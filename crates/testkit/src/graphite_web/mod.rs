@@ -88,6 +88,15 @@ pub fn graphite_venv() -> PathBuf {
     }
 }
 
+/// The reference virtual environment's Python, checked as a server's is (present, with the
+/// pins of this checkout), for a test that runs graphite-web's own code directly; `Err` says
+/// what is missing and how to install it.
+pub fn graphite_python() -> Result<PathBuf, String> {
+    let venv = graphite_venv();
+    check_venv(&venv)?;
+    Ok(venv.join("bin").join("python"))
+}
+
 /// How to install the virtual environment at `venv`.
 fn install_hint(venv: &Path) -> String {
     format!(

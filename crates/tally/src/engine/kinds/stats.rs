@@ -270,7 +270,17 @@ impl StatsValue {
 /// The 1-based rank of the nearest-rank quantile `q` among `n` values:
 /// `⌈q·n⌉`, at least 1.
 pub fn nearest_rank(q: f64, n: u64) -> u64 {
-    ((q * n as f64).ceil() as u64).clamp(1, n)
+    let exact = q * n as f64;
+    // q·n is a whole number written in decimal (0.07 × 100) that binary
+    // floating point misses by an ulp or two (7.000000000000001): that is
+    // the rank, not the next one.
+    let whole = exact.round();
+    let rank = if (exact - whole).abs() <= 1e-9 * whole.max(1.0) {
+        whole
+    } else {
+        exact.ceil()
+    };
+    (rank as u64).clamp(1, n)
 }
 
 impl Aggregate for StatsValue {
@@ -391,6 +401,30 @@ pub(crate) mod tests {
     use proptest::prelude::*;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
+
+    /// Regression: ⌈q·n⌉ was taken of q·n as binary floating point gives
+    /// it, so q = 0.07 of 100 values ranked 8 (7.000000000000001 rounded up).
+    #[test]
+    fn nearest_ranks_of_decimal_quantiles_are_exact() {
+        assert_eq!(nearest_rank(0.07, 100), 7);
+        assert_eq!(nearest_rank(0.29, 100), 29);
+        assert_eq!(nearest_rank(0.5, 3), 2);
+        assert_eq!(nearest_rank(0.999, 1000), 999);
+        assert_eq!(nearest_rank(0.9, 7), 7);
+        assert_eq!(nearest_rank(0.0, 5), 1);
+        assert_eq!(nearest_rank(1.0, 5), 5);
+        for n in 1..=1000u64 {
+            for pct in 1..=100u64 {
+                let q = pct as f64 / 100.0;
+                // The rank in whole numbers: ceil(pct * n / 100).
+                assert_eq!(
+                    nearest_rank(q, n),
+                    (pct * n).div_ceil(100).max(1),
+                    "{q} of {n}"
+                );
+            }
+        }
+    }
 
     fn of(values: &[f64]) -> StatsValue {
         let mut s = StatsValue::default();
