@@ -496,7 +496,11 @@ fn get(addr: SocketAddr, path: &str) -> Result<(u16, Vec<u8>)> {
 fn functions(addr: SocketAddr) -> Result<BTreeSet<String>> {
     let (status, body) = get(addr, "/graphite/functions")?;
     ensure!(status == 200, "/graphite/functions answered {status}");
-    let json: Json = serde_json::from_slice(&body)?;
+    // An infinite default is written `1e9999` (graphite-web's replacement
+    // for Infinity), which serde_json refuses as out of range; only the
+    // names are needed here.
+    let text = String::from_utf8_lossy(&body).replace("1e9999", "null");
+    let json: Json = serde_json::from_str(&text).context("/graphite/functions")?;
     Ok(json
         .as_object()
         .context("/graphite/functions is no object")?
@@ -811,7 +815,12 @@ pub async fn run(args: GraphiteArgs) -> Result<Report> {
             "graphite-web answered {status} to {path}: {}",
             String::from_utf8_lossy(&theirs)
         );
-        let theirs: Json = serde_json::from_slice(&theirs)?;
+        let theirs: Json = serde_json::from_slice(&theirs).with_context(|| {
+            format!(
+                "graphite-web's answer to {path}: {}",
+                String::from_utf8_lossy(&theirs)
+            )
+        })?;
         (out.series, out.points) = shape(&theirs);
         ensure!(out.series > 0, "graphite-web found no series for {path}");
         for (store, server) in stores.iter().zip(&served) {
@@ -823,7 +832,13 @@ pub async fn run(args: GraphiteArgs) -> Result<Report> {
                 String::from_utf8_lossy(&ours)
             );
             out.answer_bytes = ours.len();
-            let ours: Json = serde_json::from_slice(&ours)?;
+            let ours: Json = serde_json::from_slice(&ours).with_context(|| {
+                format!(
+                    "Tally's ({:?}) answer to {path}: {}",
+                    store.kind,
+                    String::from_utf8_lossy(&ours)
+                )
+            })?;
             if let Some(d) = differs("answer", &ours, &theirs) {
                 bail!(
                     "Tally ({:?}) and graphite-web answer {path} differently: {d}",
