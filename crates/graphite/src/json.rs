@@ -116,8 +116,7 @@ fn close(out: &mut String, style: Style, level: usize) {
 
 /// An int as `json.dumps` writes it.
 pub(crate) fn write_int(out: &mut String, i: i64) {
-    use std::fmt::Write;
-    let _ = write!(out, "{i}");
+    crate::pyfmt::write_i64(out, i);
 }
 
 /// A float as `json.dumps` writes it: `repr`, or `NaN`, `Infinity`, `-Infinity`.

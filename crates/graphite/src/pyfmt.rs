@@ -18,6 +18,14 @@ pub fn repr_f64(x: f64) -> String {
 pub fn write_repr_f64(out: &mut String, x: f64) {
     use std::fmt::Write;
     let a = x.abs();
+    // An integral value (what counters and most gauges hold) is its
+    // integer and `.0`: no shortest-digits search. Below 2^53 every
+    // integer is exact, so its digits are the shortest that round-trip.
+    if a < 9_007_199_254_740_992.0 && x.fract() == 0.0 && !(x == 0.0 && x.is_sign_negative()) {
+        write_i64(out, x as i64);
+        out.push_str(".0");
+        return;
+    }
     if a == 0.0 || (1e-4..1e16).contains(&a) {
         let start = out.len();
         let _ = write!(out, "{x}");
@@ -27,6 +35,27 @@ pub fn write_repr_f64(out: &mut String, x: f64) {
     } else {
         out.push_str(&repr_by_exponent(x));
     }
+}
+
+/// An integer's decimal digits appended to `out` (what `Display` writes),
+/// through a buffer on the stack.
+pub(crate) fn write_i64(out: &mut String, i: i64) {
+    let mut buf = [0u8; 20];
+    let mut n = i.unsigned_abs();
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if i < 0 {
+        out.push('-');
+    }
+    // Only ASCII digits were written.
+    out.push_str(std::str::from_utf8(&buf[at..]).unwrap_or_default());
 }
 
 /// [`repr_f64`] from the shortest digits and their exponent: every float, any notation.
@@ -229,6 +258,19 @@ mod tests {
             }
             let integral = k as f64 * 1e11;
             proptest::prop_assert_eq!(repr_f64(integral), repr_by_exponent(integral));
+            // Integers around 2^53, where the integral fast path ends.
+            let edge = 9_007_199_254_740_992.0f64 + k as f64;
+            proptest::prop_assert_eq!(repr_f64(edge), repr_by_exponent(edge));
+            proptest::prop_assert_eq!(repr_f64(-edge), repr_by_exponent(-edge));
+            proptest::prop_assert_eq!(repr_f64(k as f64), repr_by_exponent(k as f64));
+        }
+
+        /// The integer writer writes what `Display` does.
+        #[test]
+        fn integers_are_written_as_display_writes_them(i in proptest::num::i64::ANY) {
+            let mut out = String::new();
+            write_i64(&mut out, i);
+            proptest::prop_assert_eq!(out, i.to_string());
         }
     }
 
