@@ -21,8 +21,9 @@ use std::process::ExitCode;
 use clap::Parser;
 
 // glibc's malloc spent over half of the exact ingest path's client CPU
-// (measured with perf, see BENCHMARKS.md); mimalloc's thread-local free
-// lists cut that. The library leaves the choice to its users.
+// (measured with perf, see docs/bench-log/ingest.md); mimalloc's
+// thread-local free lists cut that. The library leaves the choice to its
+// users.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

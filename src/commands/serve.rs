@@ -48,7 +48,7 @@ pub struct ServeArgs {
     #[arg(long, env = "TALLY_PROTECT_READS")]
     pub protect_reads: bool,
 
-    /// Also take statsd counter lines on this UDP address.
+    /// Also take statsd lines (counters, timers, histograms, gauges, sets) on this UDP address.
     #[arg(long, env = "TALLY_STATSD", value_name = "ADDR")]
     pub statsd: Option<SocketAddr>,
 

@@ -1,7 +1,8 @@
-//! An axum app whose every request is counted into Tally, as seed 001 counts
-//! servlet requests with a filter: `cargo run -p tally --example counted_app
-//! --features middleware` and browse http://127.0.0.1:3000/, then
-//! `tally get http:requests` (same data directory) or `tally counters`.
+//! An axum app whose every request is counted into Tally, as a servlet filter
+//! counts requests with the book's counters (docs/reference.md): `cargo run
+//! -p tally --example counted_app --features middleware` and browse
+//! http://127.0.0.1:3000/, then `tally get http:requests` (same data
+//! directory) or `tally counters`.
 //!
 //! Three counters per request, written in batches by the aggregator (no
 //! round trip to the backend on the request path): `http:requests`,

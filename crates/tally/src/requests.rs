@@ -1,5 +1,6 @@
 //! A tower layer that counts an app's requests into Tally (feature
-//! `middleware`), as seed 001's servlet filter does with `update_counter`.
+//! `middleware`), as a servlet filter calling the book's `update_counter`
+//! does (docs/reference.md, "Counters at several precisions").
 //!
 //! [`CountRequestsLayer`] counts every request into three counters, under a
 //! prefix (default `http:`): `<prefix>requests` (all), `<prefix>route:<METHOD>

@@ -164,7 +164,8 @@ impl Backend {
     }
 
     /// The daily-statistics store on this backend; on Redis, entity keys go
-    /// under `entity_prefix` (`{<prefix>:<id>}:views`, as in seed 004).
+    /// under `entity_prefix` (`{<prefix>:<id>}:views`, as in the article
+    /// of docs/reference.md).
     pub async fn daily_store(&self, entity_prefix: &str) -> Result<Arc<dyn DailyStore>> {
         Ok(match self {
             Backend::Sqlite(db) => Arc::new(sqlite::SqliteDailyStore::new(db.clone()).await?),

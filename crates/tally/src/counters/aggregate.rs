@@ -15,7 +15,8 @@
 //!
 //! Sums need no path of their own in the writer: merging two sums there is
 //! one inlined match and checked add, as fast as the counters-only table it
-//! replaced (see BENCHMARKS.md, aggregated ingest).
+//! replaced (see docs/bench-log/ingest.md, the slice engine's before and
+//! after).
 
 use std::sync::Arc;
 

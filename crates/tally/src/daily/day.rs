@@ -1,7 +1,7 @@
 //! Calendar days: pure date math for the daily statistics.
 //!
 //! A [`Day`] is a count of days since 1970-01-01 on a calendar shifted by a
-//! fixed UTC offset (UTC by default). It converts to and from the seed's
+//! fixed UTC offset (UTC by default). It converts to and from the article's
 //! `YYYYMMDD` integer (the field name in Redis, the key in SQLite) and to
 //! `YYYY-MM-DD` text. Proleptic Gregorian, years 1970 to 9999.
 
@@ -36,7 +36,7 @@ impl Day {
         Day(self.0 + n)
     }
 
-    /// The seed's `YYYYMMDD` integer.
+    /// The article's `YYYYMMDD` integer.
     pub fn yyyymmdd(self) -> u32 {
         let (y, m, d) = civil_from_days(i64::from(self.0));
         (y as u32) * 10_000 + m * 100 + d
@@ -158,7 +158,7 @@ mod tests {
 
     #[test]
     fn days_match_the_seeds_dates() {
-        // 2023-06-06T12:00:00Z, the seed's example day.
+        // 2023-06-06T12:00:00Z, the article's example day.
         let day = Day::of(ts(1_686_052_800), 0);
         assert_eq!(day.yyyymmdd(), 20230606);
         assert_eq!(day.to_string(), "2023-06-06");

@@ -1,5 +1,6 @@
-//! Per-entity daily statistics (seed 004): views per entity per day, the
-//! last N days, one day, today, and the all-time total.
+//! Per-entity daily statistics (the "million ads on Redis Cluster" article,
+//! docs/reference.md): views per entity per day, the last N days, one day,
+//! today, and the all-time total.
 //!
 //! [`DailyStats`] is the service: it validates entity ids and counts, turns
 //! instants into calendar days (UTC, or a fixed offset), and works out the
@@ -10,11 +11,11 @@
 //! anything). Reads are one round trip. Days older than the window read as
 //! 0 even before they are physically dropped.
 //!
-//! On Redis the data is seed 004's hash and nothing else, so the seed's own
-//! code may write and read the same entities: see
+//! On Redis the data is the article's hash and nothing else, so its own code
+//! may write and read the same entities: see
 //! [`crate::backend::redis::RedisDailyStore`] for what holds then. The total
 //! is O(1) on SQLite; on Redis it is the sum of the entity's hash (at most
-//! retention + 1 fields), as the seed computes it.
+//! retention + 1 fields), as the article computes it.
 
 mod day;
 pub mod store;
@@ -36,7 +37,7 @@ use crate::name::Name;
 pub const DEFAULT_RETENTION_DAYS: u32 = 90;
 /// The longest accepted retention: about ten years.
 pub const MAX_RETENTION_DAYS: u32 = 3660;
-/// The default entity key prefix on Redis (the seed's `advert`).
+/// The default entity key prefix on Redis (the article's `advert`).
 pub const DEFAULT_ENTITY_PREFIX: &str = "advert";
 /// The most views in one [`DailyStats::incr_many`] call.
 pub const MAX_BATCH: usize = 10_000;

@@ -1,6 +1,6 @@
 //! Idempotent writes: a write sent again with the same key is applied once
-//! and answered with the first answer (REFERENCE.md §8, the
-//! `Idempotency-Key` header).
+//! and answered with the first answer (the `Idempotency-Key` header;
+//! docs/reference.md, "Idempotent HTTP writes").
 //!
 //! What it owns: the key's rules ([`check_key`]: 1 to 255 visible ASCII
 //! characters), request fingerprints ([`fingerprint`]), the record protocol

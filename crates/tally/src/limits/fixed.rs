@@ -1,9 +1,10 @@
 //! Fixed window: at most `limit` units per aligned window of `window_ms`.
 //!
-//! The seed's `INCR` + `EXPIRE`, made exact: a check counts its cost only
-//! when admitted (a denied request does not eat the window), and its answer
-//! carries remaining, reset and retry-after. Known weakness kept on purpose
-//! (it is the algorithm): up to 2× `limit` can pass around a window boundary.
+//! The published `INCR` + `EXPIRE` limiter (docs/reference.md, "Rate
+//! limits"), made exact: a check counts its cost only when admitted (a denied
+//! request does not eat the window), and its answer carries remaining, reset
+//! and retry-after. Known weakness kept on purpose (it is the algorithm): up
+//! to 2× `limit` can pass around a window boundary.
 
 use super::Decision;
 

@@ -1,4 +1,5 @@
-//! Distributed locks with fencing tokens (the seed's SETNX lock, done right).
+//! Distributed locks with fencing tokens (the published SETNX lock, done
+//! right: docs/reference.md, "Locks").
 //!
 //! [`Locks::try_acquire`] takes a named lock with a time to live and a token
 //! unique to this acquisition, atomically (Redis: `SET NX PX` in the same

@@ -1,4 +1,5 @@
-//! The `Idempotency-Key` header on every write route (REFERENCE.md §8).
+//! The `Idempotency-Key` header on every write route (docs/reference.md,
+//! "Idempotent HTTP writes").
 //!
 //! A write (any method but GET, HEAD and OPTIONS) that carries the header
 //! names one logical request: sent again with the same key within the

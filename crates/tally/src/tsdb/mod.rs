@@ -1,4 +1,4 @@
-//! A time-series store with rollups (Sentry's tsdb, REFERENCE.md §5):
+//! A time-series store with rollups (Sentry's tsdb, docs/reference.md):
 //! counts, distinct counts and most frequent items per (model, key), at
 //! several rollups at once, expiring by themselves.
 //!

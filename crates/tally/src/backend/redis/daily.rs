@@ -1,13 +1,14 @@
-//! Daily statistics in Redis, in seed 004's layout and nothing else.
+//! Daily statistics in Redis, in the layout of the "million ads on Redis
+//! Cluster" article (docs/reference.md) and nothing else.
 //!
-//! Per entity, one hash `{<prefix>:<id>}:views` (the hash tag keeps an
-//! entity in one cluster slot) from `YYYYMMDD` to views, exactly the seed's
-//! key, plus one non-date field, `before`: the views of the days that left
-//! the retention window. The hash is the entity's whole state, so the
-//! seed's own code and Tally agree on every read whichever writes first or
-//! both at once: the seed's HMGET of dates never asks for `before`, and its
-//! total (a sum of HVALS) includes it, so the sum of the hash is the
-//! all-time total for both.
+//! Per entity, one hash `{<prefix>:<id>}:views` (the hash tag keeps an entity
+//! in one cluster slot) from `YYYYMMDD` to views, exactly the article's key,
+//! plus one non-date field, `before`: the views of the days that left the
+//! retention window. The hash is the entity's whole state, so the article's
+//! own code and Tally agree on every read whichever writes first or both at
+//! once: the article's HMGET of dates never asks for `before`, and its total
+//! (a sum of HVALS) includes it, so the sum of the hash is the all-time total
+//! for both.
 //!
 //! A write is one `daily_incr.lua` call per entity carrying all that
 //! entity's views of the batch: the days' counts, with the days older than
@@ -76,7 +77,7 @@ impl RedisDailyStore {
         format!("{{{}:{entity}}}", self.prefix)
     }
 
-    /// `{<prefix>:<id>}:views`, the seed's key.
+    /// `{<prefix>:<id>}:views`, the article's key.
     pub fn views_key(&self, entity: &Name) -> String {
         format!("{}:views", self.tag(entity))
     }

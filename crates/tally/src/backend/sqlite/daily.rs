@@ -1,7 +1,7 @@
 //! Daily statistics in SQLite.
 //!
 //! `tally_daily(entity, day, count)` holds one row per stored day (`day` as
-//! the seed's YYYYMMDD integer); `tally_daily_total(entity, total, first)`
+//! the article's YYYYMMDD integer); `tally_daily_total(entity, total, first)`
 //! the running total and the oldest day that may be stored. A write is one
 //! transaction that adds to both and, when `first` fell behind the window,
 //! deletes that entity's old rows (an index range). Each write transaction

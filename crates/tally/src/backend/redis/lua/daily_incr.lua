@@ -1,11 +1,12 @@
--- Counts views of one entity atomically, in seed 004's layout: the views
--- hash is the whole state, so the seed's own code (HINCRBY of a day, HMGET
--- of dates, its HVALS total) and Tally may write and read it in any order
--- (lua/daily_sum.lua is prepended).
+-- Counts views of one entity atomically, in the daily-statistics article's
+-- layout (docs/reference.md): the views hash is the whole state, so the
+-- article's own code (HINCRBY of a day, HMGET of dates, its HVALS total)
+-- and Tally may write and read it in any order (lua/daily_sum.lua is
+-- prepended).
 --
--- KEYS[1]: {<prefix>:<id>}:views  hash YYYYMMDD -> views (the seed's key),
+-- KEYS[1]: {<prefix>:<id>}:views  hash YYYYMMDD -> views (the article's key),
 --          plus `before`: the views of the days that left the window. The
---          seed's HMGET of dates never asks for it; its HVALS total
+--          article's HMGET of dates never asks for it; its HVALS total
 --          includes it, so that total stays the all-time total.
 -- KEYS[2]: {<prefix>:<id>}:stats  an earlier Tally's running total and
 --          oldest day: migrated here (its missing part goes to `before`,

@@ -2,7 +2,7 @@
 -- daily_total.lua (prepended to each).
 --
 -- The all-time total is the sum of every value of {<prefix>:<id>}:views, as
--- the seed's own total script (HVALS, tonumber, +) computes it. Lua numbers
+-- the article's own total script (HVALS, tonumber, +) computes it. Lua numbers
 -- are doubles, exact only below 2^53, while Redis counts are 64-bit: a sum
 -- here is two limbs {hi, lo} meaning hi * 10^9 + lo, each far below 2^53
 -- for any hash under a million fields, so every sum is exact.
@@ -28,7 +28,7 @@ local function sum_add(s, text)
 end
 
 -- The sum of list[start], list[start + step], ... (HVALS: 1, 1; HGETALL:
--- 2, 2). Counts below 10^9, nearly all, are read by tonumber as the seed's
+-- 2, 2). Counts below 10^9, nearly all, are read by tonumber as the article's
 -- script reads them; larger ones go through sum_add. Returns nil and the
 -- index of a value that is not an integer.
 local function sum_values(list, start, step)

@@ -1,5 +1,5 @@
 -- The all-time total of one entity: the sum of its views hash, exactly what
--- the seed's own total script sums (lua/daily_sum.lua is prepended).
+-- the article's own total script sums (lua/daily_sum.lua is prepended).
 --
 -- KEYS[1]: {<prefix>:<id>}:views  hash YYYYMMDD -> views, plus `before`
 -- KEYS[2]: {<prefix>:<id>}:stats  an earlier Tally's running total, if any
