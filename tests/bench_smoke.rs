@@ -413,3 +413,58 @@ fn statsd_burst_reports_loss_next_to_the_reference_daemon() {
     assert!(runs[1]["received_ratio_to_bare_socket"].as_f64().unwrap() > 0.0);
     assert!(runs[1]["received_ratio_to_statsd"].as_f64().unwrap() > 0.0);
 }
+
+/// The Graphite bench at tiny sizes on both backends: every case's answers
+/// agreed with graphite-web's before timing (the bench fails otherwise),
+/// and every figure the report states is there.
+#[test]
+fn graphite_renders_and_finds_next_to_graphite_web() {
+    let venv = tally_testkit::graphite_venv();
+    let r = bench(&[
+        "graphite",
+        "--seconds",
+        "0.3",
+        "--connections",
+        "2",
+        "--series",
+        "5",
+        "--many",
+        "20",
+        "--iterations",
+        "5",
+        "--find-hosts",
+        "20",
+        "--find-metrics",
+        "5",
+        "--workers",
+        "1",
+        "--graphite-venv",
+        venv.to_str().unwrap(),
+    ]);
+    assert_eq!(r["bench"], "graphite", "{r}");
+    let renders = r["renders"].as_array().unwrap();
+    assert_eq!(renders.len(), 4, "{r}");
+    for case in renders {
+        assert!(case.get("failed").is_none(), "{case}");
+        assert!(case["points"].as_u64().unwrap() > 0, "{case}");
+        let web = &case["graphite_web"];
+        assert!(web["requests_per_second"].as_f64().unwrap() > 0.0, "{case}");
+        let tally = case["tally"].as_array().unwrap();
+        assert_eq!(tally.len(), 2, "{case}");
+        for run in tally {
+            assert!(run["requests_per_second"].as_f64().unwrap() > 0.0, "{run}");
+            assert!(run["rps_ratio"].as_f64().unwrap() > 0.0, "{run}");
+        }
+    }
+    assert_eq!(r["library"].as_array().unwrap().len(), 2, "{r}");
+    assert_eq!(r["find_names"], 100, "{r}");
+    let finds = r["finds"].as_array().unwrap();
+    // app.* and app.host<n>.* on both backends.
+    assert_eq!(finds.len(), 4, "{r}");
+    for find in finds {
+        assert!(find["nodes"].as_u64().unwrap() > 0, "{find}");
+        if find["backend"] == "redis" {
+            assert!(find["bare"]["names"].as_u64().unwrap() > 0, "{find}");
+        }
+    }
+}

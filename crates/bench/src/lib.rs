@@ -27,6 +27,7 @@ pub mod carbon;
 pub mod clean;
 pub mod cluster;
 pub mod daily_memory;
+pub mod graphite;
 pub mod ingest;
 pub mod memory;
 pub mod migrate;
@@ -207,6 +208,18 @@ pub enum BenchCommand {
     Stats {
         #[command(flatten)]
         args: stats::StatsArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The Graphite render and find API of `tally serve` over HTTP (Redis and
+    /// SQLite) next to graphite-web 1.1.10 on the same data in the same run
+    /// (one series; sumSeries over 100; aliasByNode over summarize; 1,000
+    /// series), the library's read of the same slices, and find of one
+    /// level among 100,000 names next to a bare ZRANGEBYLEX pipeline.
+    Graphite {
+        #[command(flatten)]
+        args: graphite::GraphiteArgs,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -534,6 +547,11 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
                 Ok(())
             })
         }
+        BenchCommand::Graphite { args, json } => {
+            let r = graphite::run(args).await?;
+            report(&r, json, print_graphite)?;
+            r.check()
+        }
         BenchCommand::DailyMemory {
             entities,
             days,
@@ -576,6 +594,92 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
             .await
         }
     }
+}
+
+/// `bench graphite`'s human output: per case each server's figures, then
+/// the library and the finds, each against its target.
+fn print_graphite(r: &graphite::Report) -> Result<()> {
+    let met = |m: bool| if m { "met" } else { "MISSED" };
+    println!(
+        "graphite-web 1.1.10, {} workers; wrk {} connections, {} s per run; now={}",
+        r.workers, r.connections, r.seconds, r.now
+    );
+    for c in &r.renders {
+        println!("{}: {}", c.what, c.target);
+        if let Some(f) = &c.failed {
+            println!("  FAILED: {f}");
+            continue;
+        }
+        println!(
+            "  answer: {} series, {} points, {} bytes (same as graphite-web's)",
+            c.series, c.points, c.answer_bytes
+        );
+        let line = |who: &str, f: &graphite::Figures| {
+            println!(
+                "  {who:<13} p50 {:>8} us  p99 {:>8} us  {:>9.1} req/s  {:>8.3} ms CPU/req  (server {:.2} cores, wrk {:.2})",
+                f.p50_us,
+                f.p99_us,
+                f.requests_per_second,
+                f.server_cpu_ms_per_request,
+                f.server_cores,
+                f.client_cores
+            )
+        };
+        if let Some(g) = &c.graphite_web {
+            line("graphite-web", g);
+        }
+        for t in &c.tally {
+            line(&format!("tally {:?}", t.backend).to_lowercase(), &t.figures);
+            println!(
+                "                x{:.1} req/s, x{:.1} p50, x{:.1} CPU/req: {} (x20 req/s)",
+                t.rps_ratio,
+                t.p50_ratio,
+                t.cpu_ratio,
+                met(t.target_met)
+            );
+        }
+    }
+    for h in &r.healthz {
+        println!(
+            "GET /healthz, {:?}: {:.0} req/s (wrk {:.2} cores)",
+            h.backend, h.requests_per_second, h.client_cores
+        );
+    }
+    for l in &r.library {
+        println!(
+            "(b) in process, {:?}: read p50 {:.0} us p99 {:.0} us; fetch p50 {:.0} us; render p50 {:.0} us; HTTP p50 x{:.2} the read: {} (x3)",
+            l.backend,
+            l.read_p50_us,
+            l.read_p99_us,
+            l.fetch_p50_us,
+            l.render_p50_us,
+            l.http_p50_ratio_to_read,
+            met(l.target_met)
+        );
+    }
+    for f in &r.finds {
+        let bare = match (&f.bare, f.p99_ratio_to_bare, f.p99_target_met) {
+            (Some(b), Some(x), Some(m)) => format!(
+                "; bare pipeline ({} names) p50 {:.0} us p99 {:.0} us, p99 x{x:.2}: {} (x3)",
+                b.names,
+                b.p50_us,
+                b.p99_us,
+                met(m)
+            ),
+            _ => String::new(),
+        };
+        println!(
+            "find {} on {:?} among {} names: {} nodes, p50 {} us p99 {} us: {} (2 ms){bare}",
+            f.query,
+            f.backend,
+            r.find_names,
+            f.nodes,
+            f.p50_us,
+            f.p99_us,
+            met(f.p50_target_met)
+        );
+    }
+    Ok(())
 }
 
 /// `bench retention`'s human output: per layout the figure with what it is

@@ -69,7 +69,7 @@ end
 "#;
 
 /// A `tally serve` child, killed on drop unless stopped (also the carbon
-/// bench's, [`crate::carbon`]).
+/// and Graphite benches').
 pub(crate) struct Served {
     child: Child,
     port: u16,
@@ -80,18 +80,33 @@ impl Served {
     /// Starts `tally serve` on `kind` (SQLite in a new directory, or the
     /// bench's Redis), with `extra` flags; waits for its "serving on" line.
     pub(crate) fn start(kind: Kind, redis: Option<&BenchRedis>, extra: &[String]) -> Result<Self> {
+        Self::start_in(kind, redis, None, extra)
+    }
+
+    /// As [`Served::start`], on SQLite in `data_dir` when given (a store
+    /// the bench filled first; not deleted).
+    pub(crate) fn start_in(
+        kind: Kind,
+        redis: Option<&BenchRedis>,
+        data_dir: Option<&std::path::Path>,
+        extra: &[String],
+    ) -> Result<Self> {
         let port = tally_testkit::free_port();
         let exe = std::env::current_exe().context("the tally binary's path")?;
         let mut cmd = Command::new(exe);
-        let dir = match kind {
-            Kind::Sqlite => {
+        let dir = match (kind, data_dir) {
+            (Kind::Sqlite, Some(existing)) => {
+                cmd.arg("--data-dir").arg(existing);
+                None
+            }
+            (Kind::Sqlite, None) => {
                 let dir = tempfile::Builder::new()
                     .prefix("tally-bench-serve-")
                     .tempdir()?;
                 cmd.arg("--data-dir").arg(dir.path());
                 Some(dir)
             }
-            Kind::Redis => {
+            (Kind::Redis, _) => {
                 let redis = redis.context("a Redis run needs the bench's server")?;
                 cmd.args(["--redis", &redis.url()]);
                 None
@@ -117,8 +132,18 @@ impl Served {
         Ok(Served { child, port, dir })
     }
 
-    fn base(&self) -> String {
+    pub(crate) fn base(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Its address.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// Its process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// A counter from `/metrics` (0 when absent).
@@ -234,16 +259,16 @@ fn http_get(port: u16, path: &str) -> Result<String> {
 /// What `wrk` reported.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct WrkRun {
-    requests: u64,
-    duration_us: u64,
-    socket_errors: u64,
-    non_2xx: u64,
-    p50_us: u64,
-    p99_us: u64,
+    pub(crate) requests: u64,
+    pub(crate) duration_us: u64,
+    pub(crate) socket_errors: u64,
+    pub(crate) non_2xx: u64,
+    pub(crate) p50_us: u64,
+    pub(crate) p99_us: u64,
 }
 
 impl WrkRun {
-    fn per_second(&self) -> f64 {
+    pub(crate) fn per_second(&self) -> f64 {
         self.requests as f64 / (self.duration_us as f64 / 1e6)
     }
 }
@@ -256,27 +281,62 @@ fn wrk(
     seconds: f64,
     connections: u32,
 ) -> Result<WrkRun> {
+    run_wrk(
+        WRK_SCRIPT,
+        &format!("{base}{path}"),
+        Load {
+            threads: 2,
+            connections,
+            seconds,
+            timeout_seconds: None,
+        },
+        &[
+            ("TALLY_BENCH_COUNTERS", counters.to_string()),
+            ("TALLY_BENCH_BATCH", batch.to_string()),
+            ("TALLY_BENCH_PATH", path.to_owned()),
+        ],
+    )
+}
+
+/// How hard `wrk` drives a server.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub(crate) struct Load {
+    pub(crate) threads: u32,
+    pub(crate) connections: u32,
+    pub(crate) seconds: f64,
+    /// wrk's per-request timeout (its default: 2 s).
+    pub(crate) timeout_seconds: Option<u32>,
+}
+
+/// Runs `wrk` with `script` (which must print a `TALLY_WRK {json}` line
+/// when done) against `url` with `env`.
+pub(crate) fn run_wrk(
+    script: &str,
+    url: &str,
+    load: Load,
+    env: &[(&str, String)],
+) -> Result<WrkRun> {
     let wrk =
         tally_testkit::require_binary("wrk", &[], "Install it with `sudo apt-get install wrk`");
-    let script = tempfile::Builder::new().suffix(".lua").tempfile()?;
-    std::fs::write(script.path(), WRK_SCRIPT)?;
-    let out = Command::new(wrk)
-        .args([
-            "-t",
-            "2",
-            "-c",
-            &connections.to_string(),
-            "-d",
-            &format!("{:.0}s", seconds.ceil().max(1.0)),
-        ])
-        .arg("-s")
-        .arg(script.path())
-        .arg(format!("{base}{path}"))
-        .env("TALLY_BENCH_COUNTERS", counters.to_string())
-        .env("TALLY_BENCH_BATCH", batch.to_string())
-        .env("TALLY_BENCH_PATH", path)
-        .output()
-        .context("run wrk")?;
+    let file = tempfile::Builder::new().suffix(".lua").tempfile()?;
+    std::fs::write(file.path(), script)?;
+    let mut cmd = Command::new(wrk);
+    cmd.args([
+        "-t",
+        &load.threads.clamp(1, load.connections.max(1)).to_string(),
+        "-c",
+        &load.connections.to_string(),
+        "-d",
+        &format!("{:.0}s", load.seconds.ceil().max(1.0)),
+    ]);
+    if let Some(t) = load.timeout_seconds {
+        cmd.args(["--timeout", &format!("{t}s")]);
+    }
+    cmd.arg("-s").arg(file.path()).arg(url);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().context("run wrk")?;
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text
         .lines()

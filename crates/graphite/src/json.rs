@@ -5,7 +5,7 @@
 //!
 //! Owns serialization only; the answers' shapes are built by `render` and `find`.
 
-use crate::pyfmt::repr_f64;
+use crate::pyfmt::write_repr_f64;
 
 /// A JSON value in Python's terms (an int is not a float; objects keep their order).
 #[derive(Debug, Clone, PartialEq)]
@@ -56,16 +56,8 @@ impl Json {
             Json::Null => out.push_str("null"),
             Json::Bool(true) => out.push_str("true"),
             Json::Bool(false) => out.push_str("false"),
-            Json::Int(i) => out.push_str(&i.to_string()),
-            Json::Float(f) => {
-                if f.is_nan() {
-                    out.push_str("NaN");
-                } else if f.is_infinite() {
-                    out.push_str(if *f > 0.0 { "Infinity" } else { "-Infinity" });
-                } else {
-                    out.push_str(&repr_f64(*f));
-                }
-            }
+            Json::Int(i) => write_int(out, *i),
+            Json::Float(f) => write_float(out, *f),
             Json::Str(s) => write_str(out, s, style.ascii),
             Json::Array(items) => {
                 if items.is_empty() {
@@ -122,8 +114,32 @@ fn close(out: &mut String, style: Style, level: usize) {
     }
 }
 
-fn write_str(out: &mut String, s: &str, ascii: bool) {
+/// An int as `json.dumps` writes it.
+pub(crate) fn write_int(out: &mut String, i: i64) {
+    crate::pyfmt::write_i64(out, i);
+}
+
+/// A float as `json.dumps` writes it: `repr`, or `NaN`, `Infinity`, `-Infinity`.
+pub(crate) fn write_float(out: &mut String, f: f64) {
+    if f.is_nan() {
+        out.push_str("NaN");
+    } else if f.is_infinite() {
+        out.push_str(if f > 0.0 { "Infinity" } else { "-Infinity" });
+    } else {
+        write_repr_f64(out, f);
+    }
+}
+
+/// A string as `json.dumps` writes it (`ensure_ascii` when `ascii`).
+pub(crate) fn write_str(out: &mut String, s: &str, ascii: bool) {
     out.push('"');
+    if s.bytes()
+        .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+    {
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),

@@ -7,6 +7,59 @@
 /// Python 3's `repr(x)` (and `str(x)`) of a float: the shortest digits that round-trip,
 /// fixed notation for decimal exponents -4 ..= 15 (with `.0` when integral), else `1e+16`.
 pub fn repr_f64(x: f64) -> String {
+    let mut out = String::new();
+    write_repr_f64(&mut out, x);
+    out
+}
+
+/// [`repr_f64`] appended to `out`, without allocating for the values answers hold most
+/// (fixed notation: Rust's `Display` writes the same shortest digits in fixed notation,
+/// so only the `.0` of an integral value is added).
+pub fn write_repr_f64(out: &mut String, x: f64) {
+    use std::fmt::Write;
+    let a = x.abs();
+    // An integral value (what counters and most gauges hold) is its
+    // integer and `.0`: no shortest-digits search. Below 2^53 every
+    // integer is exact, so its digits are the shortest that round-trip.
+    if a < 9_007_199_254_740_992.0 && x.fract() == 0.0 && !(x == 0.0 && x.is_sign_negative()) {
+        write_i64(out, x as i64);
+        out.push_str(".0");
+        return;
+    }
+    if a == 0.0 || (1e-4..1e16).contains(&a) {
+        let start = out.len();
+        let _ = write!(out, "{x}");
+        if !out[start..].contains('.') {
+            out.push_str(".0");
+        }
+    } else {
+        out.push_str(&repr_by_exponent(x));
+    }
+}
+
+/// An integer's decimal digits appended to `out` (what `Display` writes),
+/// through a buffer on the stack.
+pub(crate) fn write_i64(out: &mut String, i: i64) {
+    let mut buf = [0u8; 20];
+    let mut n = i.unsigned_abs();
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if i < 0 {
+        out.push('-');
+    }
+    // Only ASCII digits were written.
+    out.push_str(std::str::from_utf8(&buf[at..]).unwrap_or_default());
+}
+
+/// [`repr_f64`] from the shortest digits and their exponent: every float, any notation.
+fn repr_by_exponent(x: f64) -> String {
     if x.is_nan() {
         return "nan".to_owned();
     }
@@ -184,6 +237,40 @@ mod tests {
         ];
         for (x, want) in cases {
             assert_eq!(repr_f64(*x), *want, "repr({x:?})");
+            assert_eq!(repr_by_exponent(*x), *want, "repr({x:?})");
+        }
+    }
+
+    proptest::proptest! {
+        /// The fixed-notation fast path writes what the digits-and-exponent form does, for
+        /// every float (any bit pattern) and around both ends of fixed notation.
+        #[test]
+        fn repr_fast_path_is_the_exponent_form(
+            bits in proptest::num::u64::ANY,
+            k in -10_000i64..10_000,
+        ) {
+            let x = f64::from_bits(bits);
+            proptest::prop_assert_eq!(repr_f64(x), repr_by_exponent(x));
+            for edge in [1e-4f64, 1e16, 1.0] {
+                let near = f64::from_bits((edge.to_bits() as i64 + k) as u64);
+                proptest::prop_assert_eq!(repr_f64(near), repr_by_exponent(near));
+                proptest::prop_assert_eq!(repr_f64(-near), repr_by_exponent(-near));
+            }
+            let integral = k as f64 * 1e11;
+            proptest::prop_assert_eq!(repr_f64(integral), repr_by_exponent(integral));
+            // Integers around 2^53, where the integral fast path ends.
+            let edge = 9_007_199_254_740_992.0f64 + k as f64;
+            proptest::prop_assert_eq!(repr_f64(edge), repr_by_exponent(edge));
+            proptest::prop_assert_eq!(repr_f64(-edge), repr_by_exponent(-edge));
+            proptest::prop_assert_eq!(repr_f64(k as f64), repr_by_exponent(k as f64));
+        }
+
+        /// The integer writer writes what `Display` does.
+        #[test]
+        fn integers_are_written_as_display_writes_them(i in proptest::num::i64::ANY) {
+            let mut out = String::new();
+            write_i64(&mut out, i);
+            proptest::prop_assert_eq!(out, i.to_string());
         }
     }
 

@@ -239,7 +239,7 @@ fn json_body(
     pretty: bool,
     limits: &Limits,
 ) -> Result<String> {
-    let mut out = Vec::new();
+    let mut series_out = Vec::new();
     let mut total = 0usize;
     if data.iter().any(|s| !s.values.is_empty()) {
         let start = data.iter().map(|s| s.start).min().unwrap_or(0);
@@ -260,32 +260,99 @@ fn json_body(
             if total > limits.max_points {
                 return Err(points_limit(limits.max_points));
             }
+            series_out.push((&*series, datapoints));
+        }
+    }
+    let text = if pretty {
+        json_tree(&series_out).dumps(Style {
+            pretty,
+            ..Style::DEFAULT
+        })
+    } else {
+        json_text(&series_out, total)
+    };
+    // graphite-web's textual replacements, over the whole text (names included).
+    let text = if text.contains("NaN,") {
+        text.replace("NaN,", "null,")
+    } else {
+        text
+    };
+    Ok(if text.contains("Infinity,") {
+        text.replace("Infinity,", "1e9999,")
+    } else {
+        text
+    })
+}
+
+/// A series with the points it answers: `(value, timestamp)`.
+type Rendered<'a> = (&'a Series, Vec<(Option<f64>, i64)>);
+
+/// The answer of `renderViewJson` as a value, for the pretty form.
+fn json_tree(series: &[Rendered<'_>]) -> Json {
+    let out = series
+        .iter()
+        .map(|(series, datapoints)| {
             let tags = series
                 .tags
                 .iter()
                 .map(|(k, v)| (k.clone(), Json::str(v.clone())))
                 .collect();
             let points = datapoints
-                .into_iter()
-                .map(|(v, t)| {
+                .iter()
+                .map(|&(v, t)| {
                     Json::Array(vec![v.map(Json::Float).unwrap_or(Json::Null), Json::Int(t)])
                 })
                 .collect();
-            out.push(Json::Object(vec![
+            Json::Object(vec![
                 ("target".to_owned(), Json::str(series.name.clone())),
                 ("tags".to_owned(), Json::Object(tags)),
                 ("datapoints".to_owned(), Json::Array(points)),
-            ]));
+            ])
+        })
+        .collect();
+    Json::Array(out)
+}
+
+/// [`json_tree`]'s one-line text, written straight into one buffer: the same text
+/// (`json_text_is_the_tree_dumped`), without a value per point.
+fn json_text(series: &[Rendered<'_>], points: usize) -> String {
+    use crate::json::{write_float, write_int, write_str};
+    let ascii = Style::DEFAULT.ascii;
+    let mut out = String::with_capacity(2 + series.len() * 64 + points * 24);
+    out.push('[');
+    for (i, (series, datapoints)) in series.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
         }
+        out.push_str("{\"target\": ");
+        write_str(&mut out, &series.name, ascii);
+        out.push_str(", \"tags\": {");
+        for (j, (k, v)) in series.tags.iter().enumerate() {
+            if j > 0 {
+                out.push_str(", ");
+            }
+            write_str(&mut out, k, ascii);
+            out.push_str(": ");
+            write_str(&mut out, v, ascii);
+        }
+        out.push_str("}, \"datapoints\": [");
+        for (j, &(v, t)) in datapoints.iter().enumerate() {
+            if j > 0 {
+                out.push_str(", ");
+            }
+            out.push('[');
+            match v {
+                Some(v) => write_float(&mut out, v),
+                None => out.push_str("null"),
+            }
+            out.push_str(", ");
+            write_int(&mut out, t);
+            out.push(']');
+        }
+        out.push_str("]}");
     }
-    let style = Style {
-        pretty,
-        ..Style::DEFAULT
-    };
-    Ok(Json::Array(out)
-        .dumps(style)
-        .replace("NaN,", "null,")
-        .replace("Infinity,", "1e9999,"))
+    out.push(']');
+    out
 }
 
 /// The `maxDataPoints` step of `renderViewJson` for one series: buckets of
@@ -493,5 +560,58 @@ pub(crate) fn function_details(
             params,
             404,
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn value() -> impl Strategy<Value = Option<f64>> {
+        prop_oneof![
+            Just(None),
+            Just(Some(f64::NAN)),
+            Just(Some(f64::INFINITY)),
+            Just(Some(f64::NEG_INFINITY)),
+            any::<f64>().prop_map(Some),
+            (-1000i64..1000).prop_map(|i| Some(i as f64)),
+        ]
+    }
+
+    proptest! {
+        /// The one-line answer written straight into its buffer is the answer's value
+        /// dumped as `json.dumps` writes it: names and tags with quotes, escapes and
+        /// non-ASCII, nulls, non-finite values, any float.
+        #[test]
+        fn json_text_is_the_tree_dumped(
+            series in prop::collection::vec(
+                (
+                    "[a-z.\"\\\\é😀\u{7f}\n ]{0,12}",
+                    prop::collection::btree_map("[a-zé\"]{0,4}", "[a-z;=\\\\]{0,4}", 0..3),
+                    prop::collection::vec((value(), any::<i64>()), 0..6),
+                ),
+                0..4,
+            )
+        ) {
+            let made: Vec<Series> = series
+                .iter()
+                .map(|(name, tags, _)| {
+                    let mut s = Series::new(name, 0, 60, 60, vec![Some(1.0)]);
+                    s.tags = tags.clone();
+                    s
+                })
+                .collect();
+            let pairs: Vec<Rendered<'_>> = made
+                .iter()
+                .zip(&series)
+                .map(|(s, (_, _, points))| (s, points.clone()))
+                .collect();
+            let points = pairs.iter().map(|(_, p)| p.len()).sum();
+            prop_assert_eq!(
+                json_text(&pairs, points),
+                json_tree(&pairs).dumps(Style::DEFAULT)
+            );
+        }
     }
 }

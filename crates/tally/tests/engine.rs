@@ -267,11 +267,23 @@ async fn list_delete_and_clean(kind: Kind) {
         s.list(&space, "app:", None, 1).await.unwrap(),
         vec!["app:a"]
     );
+    // Registered names, exactly (a prefix of one is not one).
+    let asked = [name("app:b"), name("app"), name("app:bb"), name("db:x")];
+    assert_eq!(
+        s.contains(&space, &asked).await.unwrap(),
+        [true, false, false, true]
+    );
     assert!(s.delete(&space, &name("app:c")).await.unwrap());
     assert!(!s.delete(&space, &name("app:c")).await.unwrap());
     assert_eq!(
         s.list(&space, "app:", None, 10).await.unwrap(),
         ["app:a", "app:b"]
+    );
+    assert_eq!(
+        s.contains(&space, &[name("app:c"), name("app:a")])
+            .await
+            .unwrap(),
+        [false, true]
     );
     // At 2000.5, every resolution keeps 10 slices: the slices of 1000..=1003
     // go at 1 s and 10 s; at 100 s, 1000 is older than 2000 - 10 x 100 too.

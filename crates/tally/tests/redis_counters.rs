@@ -492,3 +492,99 @@ async fn ria_first_pass_drops_only_members_it_emptied() {
     let keys: Vec<String> = raw.keys("count:*").await.unwrap();
     assert_eq!(keys, vec!["count:1:kept"]);
 }
+
+/// Counter hashes are read from their DUMP (one string per hash) where a
+/// hash is a listpack, and with HGETALL otherwise: a hash past the server's
+/// listpack limit, and every hash when the user may not DUMP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_every_hash_encoding_with_or_without_dump() {
+    let server = tally_testkit::RedisServer::start_with(RedisOptions {
+        args: vec![("hash-max-listpack-entries".into(), "4".into())],
+        ..RedisOptions::default()
+    });
+    let mut raw = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER", "nodump", "on", ">pw", "~*", "&*", "+@all", "-dump",
+        ])
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let nodump = format!("redis://nodump:pw@127.0.0.1:{}/", server.port());
+    let settings = CounterSettings {
+        precisions: vec![1],
+        samples: 100,
+    };
+    let big: Vec<Sample> = (0..10).map(|i| s(1000 + i, 1 + i as i64)).collect();
+    let small = vec![s(1000, 7), s(1001, -2)];
+    for (url, first) in [(server.url(), true), (nodump, false)] {
+        let backend = tally::Backend::open(&tally::BackendConfig::Redis {
+            url,
+            layout: Default::default(),
+        })
+        .await
+        .unwrap();
+        let clock: tally::clock::SharedClock = std::sync::Arc::new(tally::ManualClock::at(1100.0));
+        let store = backend.counter_store(clock.clone()).await.unwrap();
+        let counters = tally::Counters::with_clock(store, settings.clone(), clock).unwrap();
+        if first {
+            for (name, samples) in [("big", &big), ("small", &small)] {
+                for x in samples {
+                    counters
+                        .incr_at(name, x.count, x.start as f64)
+                        .await
+                        .unwrap();
+                }
+            }
+            let keys: Vec<String> = raw.keys("*:1:*").await.unwrap();
+            let mut encodings = Vec::new();
+            for key in keys {
+                let e: String = redis::cmd("OBJECT")
+                    .arg("ENCODING")
+                    .arg(&key)
+                    .query_async(&mut raw)
+                    .await
+                    .unwrap();
+                encodings.push(e);
+            }
+            encodings.sort();
+            assert_eq!(encodings, ["hashtable", "listpack"]);
+        }
+        assert_eq!(counters.get("big", 1).await.unwrap(), big, "first: {first}");
+        assert_eq!(
+            counters.get("small", 1).await.unwrap(),
+            small,
+            "first: {first}"
+        );
+        assert!(counters.get("none", 1).await.unwrap().is_empty());
+        let both = counters
+            .get_many(&["small".into(), "big".into(), "none".into()], Some(1))
+            .await
+            .unwrap();
+        assert_eq!(both[0][0].samples, small);
+        assert_eq!(both[1][0].samples, big);
+        assert!(both[2][0].samples.is_empty());
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        let calls = |command: &str| {
+            stats
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+                .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        if first {
+            // Every hash DUMPed; only the hashtable read again.
+            assert_eq!((calls("dump"), calls("hgetall")), (6, 2), "{stats}");
+        } else {
+            assert_eq!(calls("hgetall"), 2 + 6, "{stats}");
+        }
+    }
+}

@@ -33,7 +33,7 @@ pub mod statsd;
 pub use cluster::{ClusterOptions, RedisCluster, key_slot};
 pub use graphite_web::{
     CarbonOutcome, GraphiteWeb, GraphiteWebOptions, WhisperData, WhisperSeries,
-    carbon_reference_datagrams, carbon_reference_parse, graphite_venv,
+    carbon_reference_datagrams, carbon_reference_parse, graphite_venv, install_graphite_venv,
 };
 pub use postgres::PostgresServer;
 pub use redis::{RedisOptions, RedisServer};

@@ -39,6 +39,6 @@ pub use aggregate::{Aggregate, Codec, Kind, Undo, Value};
 pub use resolution::Resolution;
 pub use store::{
     Applied, Batch, BatchSink, CellDelta, CleanJob, CleanReport, Due, Reads, Retention,
-    SeriesWrite, SliceSel, SliceStore, Slices, Space, WriteSeq,
+    SeriesWrite, SliceSel, SliceStore, Slices, Space, WriteSeq, contains_by_listing,
 };
 pub use writer::Writer;

@@ -412,6 +412,19 @@ pub fn not_sums(space: &Space) -> Error {
     ))
 }
 
+/// [`SliceStore::contains`] by listing each name as a prefix.
+pub async fn contains_by_listing<S: SliceStore + ?Sized>(
+    store: &S,
+    space: &Space,
+    names: &[Name],
+) -> Result<Vec<bool>> {
+    let lists = names.iter().map(|name| async move {
+        let found = store.list(space, name.as_str(), None, 1).await?;
+        Ok::<_, Error>(found.first().is_some_and(|n| n == name.as_str()))
+    });
+    futures::future::try_join_all(lists).await
+}
+
 /// Storage for every space. See the module docs for the contract.
 #[async_trait]
 pub trait SliceStore: Send + Sync + fmt::Debug + 'static {
@@ -460,6 +473,14 @@ pub trait SliceStore: Send + Sync + fmt::Debug + 'static {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<String>>;
+
+    /// Whether each of `names` is a series of the space (one [`SliceStore::list`]
+    /// lists), in one round trip: the Graphite API's test of a pattern
+    /// naming its series outright, where a listing would ask every registry
+    /// shard. The default lists each name (concurrently).
+    async fn contains(&self, space: &Space, names: &[Name]) -> Result<Vec<bool>> {
+        contains_by_listing(self, space, names).await
+    }
 
     /// Deletes every resolution of a series; true if it held anything.
     async fn delete(&self, space: &Space, name: &Name) -> Result<bool>;

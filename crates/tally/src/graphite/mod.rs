@@ -58,8 +58,13 @@ use crate::name::Name;
 /// The default quantile leaves of statistics: the stats default.
 pub const DEFAULT_QUANTILES: [f64; 3] = [0.5, 0.9, 0.99];
 
-/// Names read from a family's listing per round trip.
-const PAGE: usize = 1_000;
+/// Names read from a family's listing per round trip when walking it by a
+/// pattern's prefix: large, since a store answers a page in about the time
+/// of its names (a walk of 100,000 names takes 10 round trips).
+const PAGE: usize = 10_000;
+
+/// Series exported per round trip.
+const EXPORT_PAGE: usize = 1_000;
 
 /// Where Tally's series sit in the Graphite namespace.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -346,9 +351,9 @@ impl Source {
             loop {
                 let page = family
                     .store
-                    .list(&family.space, "", after.as_deref(), PAGE)
+                    .list(&family.space, "", after.as_deref(), EXPORT_PAGE)
                     .await?;
-                let full = page.len() == PAGE;
+                let full = page.len() == EXPORT_PAGE;
                 after = page.last().cloned();
                 for name in page {
                     names.push(Name::new(name)?);
@@ -358,7 +363,7 @@ impl Source {
                 }
             }
             let seconds = family.space.seconds();
-            for chunk in names.chunks(PAGE) {
+            for chunk in names.chunks(EXPORT_PAGE) {
                 let read = family
                     .store
                     .read(&family.space, chunk, &seconds, SliceSel::All)
@@ -419,21 +424,47 @@ impl Source {
 
     /// The names of `family` whose leaves match `glob`, each with the
     /// indices of its matching leaves; fails past `max` leaves in all
-    /// (counting `seen` already matched).
+    /// (counting `seen` already matched). A pattern naming its series
+    /// outright is not listed: its one name is checked as it is read. One
+    /// whose last node names none of a branch family's leaves reads nothing.
     async fn matching(
         &self,
         family: &Family,
         glob: &Glob,
         max: usize,
         seen: &mut usize,
-    ) -> GResult<Vec<(Name, Vec<usize>)>> {
+    ) -> GResult<Matched> {
         let depth = glob.depth();
         let root = family.root_nodes.len();
         let leaf_nodes = usize::from(!family.shape.is_single());
         if depth <= root + leaf_nodes || !family.root_matches(glob) {
-            return Ok(Vec::new());
+            return Ok(Matched::Listed(Vec::new()));
         }
         let name_nodes = depth - root - leaf_nodes;
+        let leaves: Vec<usize> = family
+            .shape
+            .leaves
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| leaf_nodes == 0 || glob.node_matches(depth - 1, &l.node))
+            .map(|(i, _)| i)
+            .collect();
+        if leaves.is_empty() {
+            return Ok(Matched::Listed(Vec::new()));
+        }
+        let mut count = |n: usize| {
+            *seen += n;
+            if *seen > max {
+                return Err(series_limit(max));
+            }
+            Ok(())
+        };
+        if let Some(name) = exact_name(glob, root, name_nodes) {
+            return Ok(match Name::new(name) {
+                Ok(name) => Matched::Named(name, leaves),
+                Err(_) => Matched::Listed(Vec::new()),
+            });
+        }
         let mut found = Vec::new();
         family
             .walk(family.name_prefix(glob), |name| {
@@ -447,29 +478,12 @@ impl Source {
                 {
                     return Ok(None);
                 }
-                let leaves: Vec<usize> = family
-                    .shape
-                    .leaves
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, l)| leaf_nodes == 0 || glob.node_matches(depth - 1, &l.node))
-                    .map(|(i, _)| i)
-                    .collect();
-                if leaves.is_empty() {
-                    return Ok(None);
-                }
-                *seen += leaves.len();
-                if *seen > max {
-                    return Err(GError::limit(format!(
-                        "more than {max} series match the targets: the limit of series per \
-                         render (--graphite-max-series)"
-                    )));
-                }
-                found.push((Name::new(name).map_err(store_error)?, leaves));
+                count(leaves.len())?;
+                found.push((Name::new(name).map_err(store_error)?, leaves.clone()));
                 Ok(None)
             })
             .await?;
-        Ok(found)
+        Ok(Matched::Listed(found))
     }
 
     /// The series of `family`'s `names` over the window whisper reads for
@@ -531,13 +545,14 @@ impl Source {
         &self,
         family: &Family,
         glob: &Glob,
-        out: &mut BTreeSet<(String, bool)>,
         max: usize,
-    ) -> GResult<()> {
+    ) -> GResult<BTreeSet<(String, bool)>> {
+        let mut found = BTreeSet::new();
+        let out = &mut found;
         let depth = glob.depth();
         let root = family.root_nodes.len();
         if !family.root_matches(glob) {
-            return Ok(());
+            return Ok(found);
         }
         if depth <= root {
             // A node of the root itself: a branch, if the family holds anything.
@@ -549,7 +564,7 @@ impl Source {
             if !any.is_empty() {
                 out.insert((family.root_nodes[..depth].join("."), false));
             }
-            return Ok(());
+            return Ok(found);
         }
         let single = family.shape.is_single();
         let wanted = depth - root; // nodes below the root
@@ -598,13 +613,46 @@ impl Source {
             })
             .await?;
         if overflow {
-            return Err(GError::limit(format!(
-                "more than {max} nodes match the query: the limit of find results \
-                 (--graphite-max-find)"
-            )));
+            return Err(find_limit(max));
         }
-        Ok(())
+        Ok(found)
     }
+}
+
+/// The error of a find past its limit.
+fn find_limit(max: usize) -> GError {
+    GError::limit(format!(
+        "more than {max} nodes match the query: the limit of find results \
+         (--graphite-max-find)"
+    ))
+}
+
+/// The names a pattern matches in a family, each with its matching leaves.
+enum Matched {
+    /// Found by listing.
+    Listed(Vec<(Name, Vec<usize>)>),
+    /// The one name the pattern names outright: a series if the store
+    /// holds it, checked as it is read (one round trip for both).
+    Named(Name, Vec<usize>),
+}
+
+/// The error of a render past its limit of series.
+fn series_limit(max: usize) -> GError {
+    GError::limit(format!(
+        "more than {max} series match the targets: the limit of series per \
+         render (--graphite-max-series)"
+    ))
+}
+
+/// The one name a pattern's nodes `root .. root + name_nodes` name, when
+/// each is exact and the name is its own path (no `_`, which may stand for
+/// a character a path cannot carry, and nothing escaping would change).
+fn exact_name(glob: &Glob, root: usize, name_nodes: usize) -> Option<String> {
+    let nodes: Vec<&str> = (root..root + name_nodes)
+        .map(|i| glob.exact_node(i))
+        .collect::<Option<_>>()?;
+    let name = nodes.join(".");
+    (!name.contains('_') && path::escape(&name) == name).then_some(name)
 }
 
 /// A store's failure, as the Graphite API's 500.
@@ -622,30 +670,76 @@ impl tally_graphite::Store for Source {
         now: i64,
         max_series: usize,
     ) -> tally_graphite::Result<Vec<Vec<Series>>> {
-        let mut seen = 0;
-        // Per family, the names of every pattern: one read per family.
-        let mut per_pattern: Vec<Vec<Series>> = vec![Vec::new(); patterns.len()];
-        for family in &self.families {
+        // Per family (all at once), the names of every pattern; then the
+        // limit over every family; then one read per family and pattern,
+        // all at once.
+        let matched = self.families.iter().map(|family| async move {
+            let mut seen = 0;
             let mut wanted = Vec::with_capacity(patterns.len());
             for glob in patterns {
                 wanted.push(self.matching(family, glob, max_series, &mut seen).await?);
             }
-            let reads = patterns
-                .iter()
-                .zip(&wanted)
-                .map(|(glob, names)| self.read(family, glob.text(), names, (from, until, now)));
-            let reads = futures::future::try_join_all(reads).await?;
-            for (i, series) in reads.into_iter().enumerate() {
-                per_pattern[i].extend(series);
-            }
+            Ok::<_, GError>((wanted, seen))
+        });
+        let matched = futures::future::try_join_all(matched).await?;
+        let listed: usize = matched.iter().map(|(_, seen)| seen).sum();
+        if listed > max_series {
+            return Err(series_limit(max_series));
+        }
+        let reads = self
+            .families
+            .iter()
+            .zip(&matched)
+            .flat_map(|(family, (wanted, _))| {
+                patterns
+                    .iter()
+                    .zip(wanted)
+                    .map(move |(glob, matched)| async move {
+                        let window = (from, until, now);
+                        match matched {
+                            Matched::Listed(names) => {
+                                Ok((self.read(family, glob.text(), names, window).await?, 0))
+                            }
+                            Matched::Named(name, leaves) => {
+                                let one = [(name.clone(), leaves.clone())];
+                                let (held, series) = futures::join!(
+                                    family
+                                        .store
+                                        .contains(&family.space, std::slice::from_ref(name)),
+                                    self.read(family, glob.text(), &one, window)
+                                );
+                                if held.map_err(store_error)?.first() == Some(&true) {
+                                    Ok((series?, leaves.len()))
+                                } else {
+                                    Ok((Vec::new(), 0))
+                                }
+                            }
+                        }
+                    })
+            });
+        let reads: Vec<(Vec<Series>, usize)> = futures::future::try_join_all(reads).await?;
+        if listed + reads.iter().map(|(_, named)| named).sum::<usize>() > max_series {
+            return Err(series_limit(max_series));
+        }
+        let mut per_pattern: Vec<Vec<Series>> = vec![Vec::new(); patterns.len()];
+        for (i, (series, _)) in reads.into_iter().enumerate() {
+            per_pattern[i % patterns.len().max(1)].extend(series);
         }
         Ok(per_pattern)
     }
 
     async fn find(&self, pattern: &Glob, max: usize) -> tally_graphite::Result<Vec<Node>> {
+        // Every family at once, then their nodes merged.
+        let per_family = self
+            .families
+            .iter()
+            .map(|family| self.find_in(family, pattern, max));
         let mut found = BTreeSet::new();
-        for family in &self.families {
-            self.find_in(family, pattern, &mut found, max).await?;
+        for nodes in futures::future::try_join_all(per_family).await? {
+            found.extend(nodes);
+        }
+        if found.len() > max {
+            return Err(find_limit(max));
         }
         Ok(found
             .into_iter()

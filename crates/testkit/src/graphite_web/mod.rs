@@ -109,6 +109,65 @@ fn install_hint(venv: &Path) -> String {
     )
 }
 
+/// Makes `venv` a virtual environment holding the pinned packages, as
+/// `scripts/test` does, unless it already holds them (the copy of the pins
+/// it keeps matches): `python3 -m venv`, then `pip install` from PyPI with
+/// the pins as requirements and as constraints of the sdists' builds, and
+/// `GRAPHITE_NO_PREFIX=1`. For callers outside `scripts/test` (`tally bench
+/// graphite` keeps one in its cache directory). Says why when it could not.
+pub fn install_graphite_venv(venv: &Path) -> Result<(), String> {
+    if check_venv(venv).is_ok()
+        && fs::read_to_string(venv.join("requirements-graphite.txt")).is_ok_and(|p| p == PINS)
+    {
+        return Ok(());
+    }
+    let _ = fs::remove_dir_all(venv);
+    if let Some(parent) = venv.parent() {
+        fs::create_dir_all(parent).map_err(|e| format!("create {}: {e}", parent.display()))?;
+    }
+    let pins = tempfile::Builder::new()
+        .prefix("requirements-graphite-")
+        .suffix(".txt")
+        .tempfile()
+        .map_err(|e| format!("temporary pins file: {e}"))?;
+    fs::write(pins.path(), PINS).map_err(|e| format!("write the pins: {e}"))?;
+    let run = |cmd: &mut Command, what: &str| -> Result<(), String> {
+        let out = cmd.output().map_err(|e| format!("{what}: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{what} failed ({}): {}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    };
+    let installed = run(
+        Command::new("python3").arg("-m").arg("venv").arg(venv),
+        "python3 -m venv",
+    )
+    .and_then(|()| {
+        run(
+            Command::new(venv.join("bin").join("pip"))
+                .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
+                .arg(pins.path())
+                .env("GRAPHITE_NO_PREFIX", "1")
+                .env("PIP_CONSTRAINT", pins.path()),
+            "pip install graphite-web (is PyPI reachable?)",
+        )
+    })
+    .and_then(|()| {
+        fs::write(venv.join("requirements-graphite.txt"), PINS)
+            .map_err(|e| format!("keep the pins in the virtual environment: {e}"))
+    });
+    if installed.is_err() {
+        let _ = fs::remove_dir_all(venv);
+    }
+    installed
+}
+
 /// Checks that `venv` holds Python with the reference packages and the pins
 /// of this checkout.
 fn check_venv(venv: &Path) -> Result<(), String> {
@@ -375,6 +434,11 @@ impl GraphiteWeb {
     /// The TCP port.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// gunicorn's (the master's) process id; its workers are its children.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// The whisper directory graphite-web's finder reads.

@@ -1,16 +1,17 @@
-//! A hash's field names from its `DUMP` payload, for the cleaner's first
-//! pass: a small hash is one listpack, and `DUMP` returns it as one string
-//! (a copy, optionally LZF-compressed), where `HKEYS` formats every field
-//! into the reply one by one (6 to 7 times the server's CPU at 181 integer
-//! fields, measured on Redis 7.0).
+//! A hash's fields (and values) from its `DUMP` payload, for the cleaner's
+//! first pass and for reads: a small hash is one listpack, and `DUMP`
+//! returns it as one string (a copy, optionally LZF-compressed), where
+//! `HKEYS` or `HGETALL` format every field into the reply one by one (6 to
+//! 7 times the server's CPU at 181 integer fields, measured on Redis 7.0),
+//! and the client then parses each as a reply of its own.
 //!
 //! Reads exactly one payload shape: a hash in listpack encoding
 //! (`RDB_TYPE_HASH_LISTPACK`, Redis 7.0 and later), its string stored raw
 //! or LZF-compressed. Anything else (a hashtable-encoded hash, the ziplist
 //! of Redis 6, a type this code does not know, a payload that does not
-//! add up) is `None`, and the caller reads that hash with `HKEYS`: this
-//! module never guesses. It does not check the payload's CRC (the bytes
-//! come straight from the server) and does not read values.
+//! add up) is `None`, and the caller reads that hash with `HKEYS` or
+//! `HGETALL`: this module never guesses. It does not check the payload's
+//! CRC (the bytes come straight from the server).
 
 /// `RDB_TYPE_HASH_LISTPACK`.
 const HASH_LISTPACK: u8 = 16;
@@ -21,6 +22,20 @@ const ENC_LZF: u8 = 3;
 /// server would answer them to `HKEYS`, or `None` when the payload is not
 /// a listpack-encoded hash read whole.
 pub(crate) fn hash_fields(payload: &[u8]) -> Option<Vec<Vec<u8>>> {
+    listpack_fields(&hash_listpack(payload)?)
+}
+
+/// One entry of a listpack: an integer, or bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Entry<'a> {
+    Int(i64),
+    Bytes(&'a [u8]),
+}
+
+/// The listpack of the hash whose `DUMP` payload is `payload` (fields and
+/// values in turn; read it with [`listpack_entries`]), or `None` when the
+/// payload is not a listpack-encoded hash.
+pub(crate) fn hash_listpack(payload: &[u8]) -> Option<Vec<u8>> {
     // The payload: type, object, 2 bytes of RDB version, 8 of CRC.
     let body = payload.get(..payload.len().checked_sub(10)?)?;
     let (&kind, rest) = body.split_first()?;
@@ -28,10 +43,29 @@ pub(crate) fn hash_fields(payload: &[u8]) -> Option<Vec<Vec<u8>>> {
         return None;
     }
     let (listpack, rest) = rdb_string(rest)?;
-    if !rest.is_empty() {
+    rest.is_empty().then_some(listpack)
+}
+
+/// Every entry of a hash's listpack (fields and values in turn), borrowed
+/// from it, or `None` when it does not add up (an odd count included).
+pub(crate) fn listpack_entries(lp: &[u8]) -> Option<Vec<Entry<'_>>> {
+    let total = u32::from_le_bytes(lp.get(..4)?.try_into().ok()?) as usize;
+    if total != lp.len() || lp.last() != Some(&0xff) {
         return None;
     }
-    listpack_fields(&listpack)
+    let count = usize::from(u16::from_le_bytes(lp.get(4..6)?.try_into().ok()?));
+    let mut entries = Vec::with_capacity(count);
+    let mut p = 6;
+    loop {
+        let &b = lp.get(p)?;
+        if b == 0xff {
+            break;
+        }
+        let (entry, size) = entry_at(&lp[p..])?;
+        entries.push(entry);
+        p += size + backlen_size(size);
+    }
+    (p + 1 == lp.len() && entries.len().is_multiple_of(2)).then_some(entries)
 }
 
 /// One RDB string at the start of `b` and what follows it.
@@ -104,51 +138,40 @@ fn lzf_decompress(data: &[u8], plain: usize) -> Option<Vec<u8>> {
 }
 
 /// The fields (even entries) of a listpack holding a hash's fields and
-/// values in turn.
+/// values in turn, as the text `HKEYS` would answer.
 fn listpack_fields(lp: &[u8]) -> Option<Vec<Vec<u8>>> {
-    let total = u32::from_le_bytes(lp.get(..4)?.try_into().ok()?) as usize;
-    if total != lp.len() || lp.last() != Some(&0xff) {
-        return None;
-    }
-    let mut fields = Vec::new();
-    let mut p = 6;
-    let mut index = 0usize;
-    loop {
-        let &b = lp.get(p)?;
-        if b == 0xff {
-            break;
-        }
-        let (entry, size) = entry(&lp[p..])?;
-        if index.is_multiple_of(2) {
-            fields.push(entry);
-        }
-        index += 1;
-        p += size + backlen_size(size);
-    }
-    (p + 1 == lp.len() && index.is_multiple_of(2)).then_some(fields)
+    Some(
+        listpack_entries(lp)?
+            .into_iter()
+            .step_by(2)
+            .map(|entry| match entry {
+                Entry::Int(v) => v.to_string().into_bytes(),
+                Entry::Bytes(b) => b.to_vec(),
+            })
+            .collect(),
+    )
 }
 
-/// One listpack entry at the start of `e`, as the text `HKEYS` would
-/// answer, and its size without the back length.
-fn entry(e: &[u8]) -> Option<(Vec<u8>, usize)> {
-    let b = e[0];
-    let int = |n: usize, bits: u32| -> Option<(Vec<u8>, usize)> {
+/// One listpack entry at the start of `e`, and its size without the back
+/// length.
+fn entry_at(e: &[u8]) -> Option<(Entry<'_>, usize)> {
+    let b = *e.first()?;
+    let int = |n: usize, bits: u32| -> Option<(Entry<'_>, usize)> {
         let mut raw = [0u8; 8];
         raw[..n].copy_from_slice(e.get(1..1 + n)?);
         let v = i64::from_le_bytes(raw);
         let shift = 64 - bits;
-        Some((((v << shift) >> shift).to_string().into_bytes(), 1 + n))
+        Some((Entry::Int((v << shift) >> shift), 1 + n))
     };
-    let text = |start: usize, len: usize| -> Option<(Vec<u8>, usize)> {
-        Some((e.get(start..start + len)?.to_vec(), start + len))
+    let text = |start: usize, len: usize| -> Option<(Entry<'_>, usize)> {
+        Some((Entry::Bytes(e.get(start..start + len)?), start + len))
     };
     match b {
-        _ if b & 0x80 == 0 => Some(((b & 0x7f).to_string().into_bytes(), 1)),
+        _ if b & 0x80 == 0 => Some((Entry::Int(i64::from(b & 0x7f)), 1)),
         _ if b & 0xc0 == 0x80 => text(1, usize::from(b & 0x3f)),
         _ if b & 0xe0 == 0xc0 => {
             let v = (i64::from(b & 0x1f) << 8) | i64::from(*e.get(1)?);
-            let v = (v << 51) >> 51;
-            Some((v.to_string().into_bytes(), 2))
+            Some((Entry::Int((v << 51) >> 51), 2))
         }
         _ if b & 0xf0 == 0xe0 => text(2, (usize::from(b & 0x0f) << 8) | usize::from(*e.get(1)?)),
         0xf0 => text(

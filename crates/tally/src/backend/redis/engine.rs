@@ -26,8 +26,11 @@
 //! the window's chunks only; listing forgets expired series first
 //! (`expiring_list.lua`); cleaning does nothing.
 //!
-//! Reads are pipelines of HGETALL (one per series and resolution, one
-//! pipeline per slot); listing is a ZRANGEBYLEX per registry (merged);
+//! Reads are pipelines of one command per series and resolution (one
+//! pipeline per slot): DUMP for hashes of sums (a listpack, parsed in
+//! `dump.rs`; HGETALL again for a hash in another encoding), HGETALL for
+//! other kinds; listing is ZRANGEBYLEX per registry, merged a page at a
+//! time (`ListPage`);
 //! cleaning walks each registry in batches, one ZRANGEBYLEX and one
 //! `engine_clean.lua` call per batch, which removes fields by name and
 //! drops emptied entries atomically. A pass that knows no earlier visit
@@ -958,6 +961,90 @@ fn lex_bounds(wanted: &str, member_prefix: &str, after: Option<&str>) -> (String
     (min, max)
 }
 
+/// One page of a listing merged from several sorted ranges (the registry's
+/// shards, or the book's per-precision ranges): what to ask each range for
+/// next, and which names are known to come first. Pure: the store asks.
+///
+/// Each range is asked for its share of the page (a quarter more, and 8,
+/// over `limit / ranges`) after its own cursor. A range answering fewer
+/// than asked is exhausted; the least last name of the ranges that filled
+/// their share is the watermark: every name up to it is known. Until
+/// `limit` names are known, the ranges that filled their share are asked
+/// again after their last name.
+#[derive(Debug)]
+struct ListPage {
+    cursors: Vec<Option<String>>,
+    done: Vec<bool>,
+    per: usize,
+    limit: usize,
+    names: Vec<String>,
+    known: Option<usize>,
+}
+
+impl ListPage {
+    fn new(ranges: usize, after: Option<&str>, limit: usize) -> Self {
+        let per = if ranges <= 1 {
+            limit
+        } else {
+            ((limit + limit / 4) / ranges + 8).min(limit)
+        };
+        ListPage {
+            cursors: vec![after.map(str::to_owned); ranges],
+            done: vec![limit == 0; ranges],
+            per: per.max(1),
+            limit,
+            names: Vec::new(),
+            known: (limit == 0 || ranges == 0).then_some(0),
+        }
+    }
+
+    /// The next asks: (range, cursor, count) for every range not exhausted;
+    /// `None` once the page is known.
+    fn asks(&self) -> Option<Vec<(usize, Option<String>, usize)>> {
+        if self.known.is_some() {
+            return None;
+        }
+        Some(
+            (0..self.cursors.len())
+                .filter(|&i| !self.done[i])
+                .map(|i| (i, self.cursors[i].clone(), self.per))
+                .collect(),
+        )
+    }
+
+    /// The answers to the last asks, in their order, each sorted.
+    fn answer(&mut self, answers: Vec<Vec<String>>) {
+        let asked: Vec<usize> = (0..self.cursors.len()).filter(|&i| !self.done[i]).collect();
+        let mut watermark: Option<String> = None;
+        for (i, names) in asked.into_iter().zip(answers) {
+            if names.len() < self.per {
+                self.done[i] = true;
+            } else if let Some(last) = names.last() {
+                if watermark.as_ref().is_none_or(|w| last < w) {
+                    watermark = Some(last.clone());
+                }
+                self.cursors[i] = Some(last.clone());
+            }
+            self.names.extend(names);
+        }
+        self.names.sort_unstable();
+        self.names.dedup();
+        let known = match &watermark {
+            None => self.names.len(),
+            Some(w) => self.names.partition_point(|n| n <= w),
+        };
+        if watermark.is_none() || known >= self.limit {
+            self.known = Some(known.min(self.limit));
+        }
+    }
+
+    /// The page, once known.
+    fn names(mut self) -> Vec<String> {
+        self.names.truncate(self.known.unwrap_or(0));
+        self.names
+    }
+}
+
 fn zrangebylex(key: &str, min: &str, max: &str, limit: usize) -> redis::Cmd {
     let mut cmd = redis::cmd("ZRANGEBYLEX");
     cmd.arg(key)
@@ -977,7 +1064,14 @@ fn reply_bytes<'v>(v: &'v Reply, what: &str) -> std::result::Result<&'v [u8], St
     }
 }
 
-fn reply_number<T: std::str::FromStr>(v: &Reply, what: &str) -> std::result::Result<T, String> {
+fn reply_number<T: std::str::FromStr + TryFrom<i64>>(
+    v: &Reply,
+    what: &str,
+) -> std::result::Result<T, String> {
+    if let Reply::Int(i) = v {
+        // A listpack's integer, read from a DUMP.
+        return T::try_from(*i).map_err(|_| format!("it holds {i}, not {what}"));
+    }
     let b = reply_bytes(v, what)?;
     std::str::from_utf8(b)
         .ok()
@@ -1023,6 +1117,23 @@ fn parse_hash<T>(
     Ok(slices)
 }
 
+/// A sums hash's `DUMP` payload as the `HGETALL` reply it stands for: a
+/// flat array of fields and values, integers as `Int`, or `None` when the
+/// payload is not a listpack-encoded hash.
+fn dump_as_hgetall(payload: &[u8]) -> Option<Reply> {
+    let listpack = dump::hash_listpack(payload)?;
+    let entries = dump::listpack_entries(&listpack)?;
+    Some(Reply::Array(
+        entries
+            .iter()
+            .map(|e| match *e {
+                dump::Entry::Int(v) => Reply::Int(v),
+                dump::Entry::Bytes(b) => Reply::BulkString(b.to_vec()),
+            })
+            .collect(),
+    ))
+}
+
 /// A hash of `kind`'s slices.
 fn parse_slices(reply: &Reply, kind: Kind, sel: SliceSel) -> std::result::Result<Slices, String> {
     match kind {
@@ -1041,10 +1152,11 @@ fn parse_slices(reply: &Reply, kind: Kind, sel: SliceSel) -> std::result::Result
 }
 
 impl RedisSliceStore {
-    /// The HGETALL of every (series, resolution), one pipeline per slot,
-    /// each hash parsed by `parse` with the slices to keep; `result[i][j]`:
-    /// `names[i]` at `resolutions[j]`. In the expiring layout, one HGETALL
-    /// per chunk that may hold a slice of the window at the clock's now,
+    /// Every (series, resolution)'s hash, one pipeline per slot (its DUMP
+    /// or its HGETALL), each parsed by `parse` with the slices to keep;
+    /// `result[i][j]`: `names[i]` at `resolutions[j]`. In the expiring
+    /// layout, one hash per chunk that may hold a slice of the window at
+    /// the clock's now,
     /// and only the window's slices kept (a chunk lingers until its last
     /// slice leaves the window).
     async fn read_with<T>(
@@ -1084,19 +1196,92 @@ impl RedisSliceStore {
                 keys.hash(r, name)
             }
         };
-        let groups = names
+        // A hash of sums is asked for its DUMP: it is one listpack (the
+        // server's limits are checked against the peak at start), one string
+        // to send and parse instead of a reply per field and value (a read
+        // of 100 counters' 120 slices spent most of its time parsing the
+        // 24,000 replies). A hash in another encoding is read with HGETALL
+        // in a second round trip, and so is every hash when the server
+        // refuses DUMP. Hashes of other kinds (sketches, HyperLogLogs: long
+        // values, hashtables) are read with HGETALL.
+        let hash_keys: Vec<Vec<String>> = names
             .iter()
             .map(|name| {
-                let mut pipe = redis::pipe();
-                for (&r, (chunks, _)) in resolutions.iter().zip(&plan) {
-                    for &c in chunks {
-                        pipe.cmd("HGETALL").arg(key(r, c, name.as_str()));
-                    }
-                }
-                pipe
+                resolutions
+                    .iter()
+                    .zip(&plan)
+                    .flat_map(|(&r, (chunks, _))| {
+                        chunks.iter().map(move |&c| key(r, c, name.as_str()))
+                    })
+                    .collect()
             })
             .collect();
-        let values = self.redis.run_pipelines(groups).await?;
+        let pipes = |command: &str, pick: &dyn Fn(usize, usize) -> bool| -> Vec<redis::Pipeline> {
+            hash_keys
+                .iter()
+                .enumerate()
+                .map(|(i, per)| {
+                    let mut pipe = redis::pipe();
+                    for (k, key) in per.iter().enumerate() {
+                        if pick(i, k) {
+                            pipe.cmd(command).arg(key);
+                        }
+                    }
+                    pipe
+                })
+                .collect()
+        };
+        let dumped = if space.kind == Kind::Sum {
+            match self.redis.run_pipelines(pipes("DUMP", &|_, _| true)).await {
+                Ok(dumped) => Some(dumped),
+                Err(e) => {
+                    tracing::debug!(error = %e, "DUMP refused; reading hashes with HGETALL");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let mut replies: Vec<Vec<Option<Reply>>> = match dumped {
+            Some(dumped) => dumped
+                .into_iter()
+                .map(|per| {
+                    per.into_iter()
+                        .map(|reply| match reply {
+                            Reply::Nil => Some(Reply::Nil),
+                            Reply::BulkString(payload) => dump_as_hgetall(&payload),
+                            _ => None,
+                        })
+                        .collect()
+                })
+                .collect(),
+            None => hash_keys.iter().map(|per| vec![None; per.len()]).collect(),
+        };
+        if replies.iter().any(|per| per.iter().any(Option::is_none)) {
+            let again = pipes("HGETALL", &|i, k| {
+                replies[i].get(k).is_none_or(Option::is_none)
+            });
+            let again = self.redis.run_pipelines(again).await?;
+            for ((per, keys), answers) in replies.iter_mut().zip(&hash_keys).zip(again) {
+                per.resize(keys.len(), None);
+                let mut answers = answers.into_iter();
+                for slot in per.iter_mut().filter(|s| s.is_none()) {
+                    *slot = answers.next();
+                }
+            }
+        }
+        let values = replies
+            .into_iter()
+            .map(|per| {
+                per.into_iter()
+                    .map(|r| {
+                        r.ok_or_else(|| {
+                            Error::Backend("redis answered fewer replies than asked".into())
+                        })
+                    })
+                    .collect::<Result<Vec<Reply>>>()
+            })
+            .collect::<Result<Vec<_>>>()?;
         names
             .iter()
             .zip(values)
@@ -1267,25 +1452,65 @@ impl SliceStore for RedisSliceStore {
                 .map(|r| (r, String::new()))
                 .collect()
         };
-        let groups = queries
+        // One page of the merged ranges: a few more than `limit / ranges`
+        // names from each range per round trip, then more only from the
+        // ranges that filled their share, until `limit` names are known to
+        // come first (names hash to shards, so one round trip is the rule).
+        // Asking every range for `limit` names would read up to 64 times
+        // the page.
+        let mut page = ListPage::new(queries.len(), after, limit);
+        while let Some(asks) = page.asks() {
+            let groups = asks
+                .iter()
+                .map(|(i, cursor, count)| {
+                    let (key, prefix) = &queries[*i];
+                    let (min, max) =
+                        lex_bounds(&format!("{prefix}{search}"), prefix, cursor.as_deref());
+                    let mut pipe = redis::pipe();
+                    pipe.add_command(zrangebylex(key, &min, &max, *count));
+                    pipe
+                })
+                .collect();
+            let values = self.redis.run_pipelines(groups).await?;
+            let mut answers = Vec::with_capacity(asks.len());
+            for ((i, _, _), mut group) in asks.iter().zip(values) {
+                let prefix = &queries[*i].1;
+                let members: Vec<String> =
+                    redis::FromRedisValue::from_redis_value(group.remove(0))?;
+                answers.push(
+                    members
+                        .into_iter()
+                        .map(|m| m[prefix.len()..].to_owned())
+                        .collect(),
+                );
+            }
+            page.answer(answers);
+        }
+        Ok(page.names())
+    }
+
+    async fn contains(&self, space: &Space, names: &[Name]) -> Result<Vec<bool>> {
+        let keys = self.layout.space_keys(space);
+        if keys.is_book() || keys.is_expiring() {
+            // The book's registry holds a member per precision; the expiring
+            // one is pruned by its listing.
+            return crate::engine::contains_by_listing(self, space, names).await;
+        }
+        let groups = names
             .iter()
-            .map(|(key, prefix)| {
-                let (min, max) = lex_bounds(&format!("{prefix}{search}"), prefix, after);
+            .map(|name| {
                 let mut pipe = redis::pipe();
-                pipe.add_command(zrangebylex(key, &min, &max, limit));
+                pipe.cmd("ZSCORE")
+                    .arg(keys.registry(keys.shard(name.as_str())))
+                    .arg(name.as_str());
                 pipe
             })
             .collect();
         let values = self.redis.run_pipelines(groups).await?;
-        let mut names = Vec::new();
-        for ((_, prefix), mut group) in queries.iter().zip(values) {
-            let members: Vec<String> = redis::FromRedisValue::from_redis_value(group.remove(0))?;
-            names.extend(members.into_iter().map(|m| m[prefix.len()..].to_owned()));
-        }
-        names.sort_unstable();
-        names.dedup();
-        names.truncate(limit);
-        Ok(names)
+        Ok(values
+            .iter()
+            .map(|v| !matches!(v.first(), None | Some(Reply::Nil)))
+            .collect())
     }
 
     async fn delete(&self, space: &Space, name: &Name) -> Result<bool> {
@@ -1487,6 +1712,121 @@ mod tests {
         }
     }
 
+    /// Reads of sums take fields and values from DUMP payloads: the same
+    /// text HGETALL answers, for every listpack entry encoding, as values
+    /// and as fields, compressed or not; another encoding is `None`.
+    #[tokio::test]
+    async fn entries_read_from_dump_are_those_hgetall_answers() {
+        let server = tally_testkit::RedisServer::start();
+        let (redis, _store) = default_store(&server.url()).await;
+        let mut conn = redis.handle();
+        let texts: Vec<String> = [
+            "0",
+            "7",
+            "127",
+            "128",
+            "-1",
+            "-4096",
+            "4095",
+            "4096",
+            "-32768",
+            "32767",
+            "40000",
+            "-8388608",
+            "8388607",
+            "9000000",
+            "2147483647",
+            "-2147483648",
+            "2147483648",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "18446744073709551616",
+            "007",
+            "",
+            "abc",
+            "1e3",
+        ]
+        .iter()
+        .map(|t| t.to_string())
+        .chain(["x".repeat(100), "y".repeat(5000)])
+        .collect();
+        for (setting, value) in [
+            ("hash-max-listpack-entries", "512"),
+            ("hash-max-listpack-value", "10000"),
+        ] {
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(setting)
+                .arg(value)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+        }
+        let text = |r: &Reply| match r {
+            Reply::Int(i) => i.to_string().into_bytes(),
+            Reply::BulkString(b) => b.clone(),
+            other => panic!("{other:?}"),
+        };
+        for compression in ["yes", "no"] {
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("rdbcompression")
+                .arg(compression)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            for (i, t) in texts.iter().enumerate() {
+                // As a value of a slice, and as a field.
+                let _: () = redis::cmd("HSET")
+                    .arg("values")
+                    .arg(1_700_000_000 + i)
+                    .arg(t)
+                    .arg(t)
+                    .arg(i)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+            }
+            let payload: Vec<u8> = redis::cmd("DUMP")
+                .arg("values")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let Some(Reply::Array(got)) = dump_as_hgetall(&payload) else {
+                panic!("not read from the DUMP");
+            };
+            let want: Vec<Vec<u8>> = redis::cmd("HGETALL")
+                .arg("values")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!(
+                got.iter().map(text).collect::<Vec<_>>(),
+                want,
+                "{compression}"
+            );
+        }
+        let big: Vec<String> = (0..600).map(|k| k.to_string()).collect();
+        for k in &big {
+            let _: () = redis::cmd("HSET")
+                .arg("big")
+                .arg(k)
+                .arg(k)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+        }
+        let payload: Vec<u8> = redis::cmd("DUMP")
+            .arg("big")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(dump_as_hgetall(&payload), None);
+        // A listpack's integers read as numbers where they fit.
+        assert_eq!(reply_number::<i64>(&Reply::Int(-1), "n"), Ok(-1));
+        assert!(reply_number::<u64>(&Reply::Int(-1), "a slice start").is_err());
+    }
+
     /// The first pass reads fields from DUMP payloads: they name exactly
     /// what HKEYS answers, for every listpack entry encoding, compressed
     /// or not; a hash in another encoding is read with HKEYS instead.
@@ -1604,6 +1944,70 @@ mod tests {
             limited.hash_fields(&keys).await.unwrap(),
             store.hash_fields(&keys).await.unwrap()
         );
+    }
+
+    #[test]
+    fn list_pages_merge_ranges_exactly() {
+        // Ranges as the store holds them; a page must be the first `limit`
+        // names after the cursor of their sorted union, whatever the split.
+        let page = |ranges: &[Vec<&str>], after: Option<&str>, limit: usize| {
+            let mut page = ListPage::new(ranges.len(), after, limit);
+            let mut rounds = 0;
+            while let Some(asks) = page.asks() {
+                rounds += 1;
+                let answers = asks
+                    .iter()
+                    .map(|(i, cursor, count)| {
+                        ranges[*i]
+                            .iter()
+                            .filter(|n| cursor.as_deref().is_none_or(|c| **n > c))
+                            .take(*count)
+                            .map(|n| n.to_string())
+                            .collect()
+                    })
+                    .collect();
+                page.answer(answers);
+            }
+            (page.names(), rounds)
+        };
+        let ranges = vec![
+            vec!["a", "d", "g"],
+            vec!["b", "e"],
+            vec!["c", "f", "h", "i"],
+        ];
+        assert_eq!(page(&ranges, None, 3).0, ["a", "b", "c"]);
+        assert_eq!(page(&ranges, Some("c"), 4).0, ["d", "e", "f", "g"]);
+        assert_eq!(page(&ranges, None, 100).0.len(), 9);
+        assert_eq!(page(&ranges, Some("i"), 5).0, Vec::<String>::new());
+        assert_eq!(page(&ranges, None, 0).0, Vec::<String>::new());
+        // Duplicates across ranges (the book's precisions) count once.
+        let dup = vec![vec!["a", "b", "c"], vec!["a", "b", "c"]];
+        assert_eq!(page(&dup, None, 2).0, ["a", "b"]);
+        // Skewed ranges take more rounds, never a wrong page.
+        let skewed: Vec<String> = (0..500).map(|i| format!("n{i:04}")).collect();
+        let skewed = vec![skewed.iter().map(String::as_str).collect(), vec!["z"]];
+        let (names, rounds) = page(&skewed, None, 100);
+        assert_eq!(names.len(), 100);
+        assert_eq!(names[99], "n0099");
+        assert!(rounds > 1);
+        // Names spread over 64 ranges: one round trip, and much less read
+        // than 64 pages.
+        let spread: Vec<Vec<String>> = (0..64)
+            .map(|s| {
+                (0..1000)
+                    .filter(|i| i % 64 == s)
+                    .map(|i| format!("n{i:04}"))
+                    .collect()
+            })
+            .collect();
+        let spread: Vec<Vec<&str>> = spread
+            .iter()
+            .map(|r| r.iter().map(String::as_str).collect())
+            .collect();
+        let (names, rounds) = page(&spread, Some("n0100"), 500);
+        assert_eq!(names.first().map(String::as_str), Some("n0101"));
+        assert_eq!(names.len(), 500);
+        assert_eq!(rounds, 1);
     }
 
     #[test]
