@@ -81,6 +81,44 @@ pub fn wait_until(timeout: Duration, mut ready: impl FnMut() -> bool) -> bool {
     ready()
 }
 
+/// How many runs [`in_time`] and [`in_time_blocking`] try before they fail.
+const IN_TIME_RUNS: u32 = 20;
+
+/// Runs `attempt` (given its run's number, from 0) until a run takes less
+/// than `window` of wall-clock time, and returns that run's result.
+///
+/// For a check of what a store holds before the store's own clock expires
+/// it (Redis expires keys and leases by the wall clock): on a machine that
+/// stalls past the expiry in the middle of the check, the data is gone and
+/// the check proves nothing. A late run's result is thrown away and the
+/// next run starts afresh, so each run writes under names of its own (made
+/// from its number). Panics when none of twenty runs is in time.
+pub async fn in_time<T, F: Future<Output = T>>(
+    window: Duration,
+    mut attempt: impl FnMut(u32) -> F,
+) -> T {
+    for run in 0..IN_TIME_RUNS {
+        let started = Instant::now();
+        let out = attempt(run).await;
+        if started.elapsed() < window {
+            return out;
+        }
+    }
+    panic!("no run of {IN_TIME_RUNS} took less than {window:?}");
+}
+
+/// [`in_time`] for a blocking `attempt` (one running other processes).
+pub fn in_time_blocking<T>(window: Duration, mut attempt: impl FnMut(u32) -> T) -> T {
+    for run in 0..IN_TIME_RUNS {
+        let started = Instant::now();
+        let out = attempt(run);
+        if started.elapsed() < window {
+            return out;
+        }
+    }
+    panic!("no run of {IN_TIME_RUNS} took less than {window:?}");
+}
+
 /// Stops a server: `signal` (through `kill`, e.g. `"-QUIT"`, a server's
 /// quick shutdown) and, if it has not exited within `grace`, SIGKILL.
 pub(crate) fn stop_child(child: &mut Child, signal: &str, grace: Duration) {
