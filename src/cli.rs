@@ -73,9 +73,9 @@ pub enum Command {
     /// Locks with a lease and a fencing token.
     #[command(subcommand)]
     Lock(LockCommand),
-    /// Serve the HTTP API, the dashboard, /metrics and (optionally) statsd,
-    /// with the cleaner running inside, until SIGTERM or Ctrl-C.
-    Serve(ServeArgs),
+    /// Serve the HTTP API, the dashboard, /metrics and (optionally) statsd and
+    /// carbon, with the cleaner running inside, until SIGTERM or Ctrl-C.
+    Serve(Box<ServeArgs>),
     /// Copy every counter, statistic, gauge and set from one store into another
     /// (resumable: run it again to finish an interrupted migration).
     Migrate(MigrateArgs),
@@ -132,7 +132,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Sets(c) => commands::sets::run(c, &config).await?,
         Command::Limit(c) => return commands::limit::run(c, &config).await,
         Command::Lock(c) => return commands::lock::run(c, &config).await,
-        Command::Serve(args) => commands::serve::run(args, &config).await?,
+        Command::Serve(args) => commands::serve::run(*args, &config).await?,
         Command::Migrate(args) => commands::migrate::run(args, &config).await?,
         Command::Bench(c) => commands::bench::run(c, &config).await?,
         Command::Completions(_) => {} // answered above, before the config

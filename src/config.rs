@@ -4,6 +4,7 @@
 //! the file given by `--config` / `TALLY_CONFIG`, else the default. Every
 //! value is validated once here, at start, with a message naming the setting.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -166,6 +167,12 @@ pub struct FileConfig {
     pub entity_prefix: Option<String>,
     /// `tally serve`: the statsd socket's receive buffer, bytes.
     pub statsd_recv_buffer: Option<usize>,
+    /// `tally serve`: the carbon listener's address (TCP and UDP).
+    pub carbon: Option<SocketAddr>,
+    /// `tally serve`: the longest carbon line over TCP, bytes.
+    pub carbon_max_line: Option<usize>,
+    /// `tally serve`: carbon TCP connections served at once.
+    pub carbon_max_connections: Option<usize>,
     /// `tally serve`: seconds an `Idempotency-Key` is remembered.
     pub idempotency_retention: Option<f64>,
     /// `tally serve`: the Graphite API's namespace, quantile leaves and
@@ -328,6 +335,13 @@ pub struct Config {
     pub policies: BTreeMap<String, Limit>,
     /// `tally serve`: the statsd receive buffer from the file (its flag wins).
     pub statsd_recv_buffer: Option<usize>,
+    /// `tally serve`: the carbon address from the file (its flag wins).
+    pub carbon: Option<SocketAddr>,
+    /// `tally serve`: the carbon line limit from the file (its flag wins).
+    pub carbon_max_line: Option<usize>,
+    /// `tally serve`: the carbon connection limit from the file (its flag
+    /// wins).
+    pub carbon_max_connections: Option<usize>,
     /// `tally serve`: the idempotency retention from the file, seconds (its
     /// flag wins).
     pub idempotency_retention: Option<f64>,
@@ -495,6 +509,9 @@ impl Config {
             buffers,
             policies,
             statsd_recv_buffer: file.statsd_recv_buffer,
+            carbon: file.carbon,
+            carbon_max_line: file.carbon_max_line,
+            carbon_max_connections: file.carbon_max_connections,
             idempotency_retention: file.idempotency_retention,
             graphite: GraphiteFile {
                 graphite_namespace: file.graphite_namespace,

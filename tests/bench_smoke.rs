@@ -332,6 +332,29 @@ fn statsd_counts_what_the_server_accepted() {
     }
 }
 
+#[test]
+fn carbon_reads_back_every_gauge_on_both_backends() {
+    let r = bench(&[
+        "carbon", "--lines", "20000", "--names", "100", "--repeat", "2",
+    ]);
+    assert_eq!(r["bench"], "carbon");
+    assert_eq!(r["lines"], 20_000, "{r}");
+    let runs = r["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{r}");
+    for (run, backend) in runs.iter().zip(["redis", "sqlite"]) {
+        assert_eq!(run["backend"], backend, "{run}");
+        assert_eq!(run["gauges_exact"], true, "{run}");
+        assert_eq!(run["carbon_runs_seconds"].as_array().unwrap().len(), 2);
+        for rate in [
+            "carbon_lines_per_second",
+            "writer_lines_per_second",
+            "ratio_to_writer",
+        ] {
+            assert!(run[rate].as_f64().unwrap() > 0.0, "{rate}: {run}");
+        }
+    }
+}
+
 /// The burst, small: loss per receiver, tally next to a bare socket
 /// with its buffer and the reference statsd daemon (npm `statsd`, which the
 /// bench installs: this fails, saying so, when the npm registry is out of

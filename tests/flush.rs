@@ -1,7 +1,7 @@
 //! `tally flush` as a real process, killed with SIGKILL at random moments
-//! and restarted many times while writers keep buffering: SQL totals must
-//! still equal exactly what was acknowledged. On Redis + PostgreSQL and on
-//! SQLite + SQLite.
+//! and while it holds a claim, and restarted many times while writers keep
+//! buffering: SQL totals must still equal exactly what was acknowledged.
+//! On Redis + PostgreSQL and on SQLite + SQLite.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -101,7 +101,7 @@ async fn kill_and_restart(config_file: &Path, backend: BackendConfig, sink: Arc<
     }
     let mut rng = Rng(0x5eed_1234_abcd_0001);
     let mut mid_claim = 0;
-    for _ in 0..KILLS {
+    for kill in 0..KILLS {
         let mut child = tally()
             .arg("--config")
             .arg(config_file)
@@ -110,7 +110,21 @@ async fn kill_and_restart(config_file: &Path, backend: BackendConfig, sink: Arc<
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        tokio::time::sleep(Duration::from_millis(40 + rng.next() % 260)).await;
+        if kill % 2 == 0 {
+            tokio::time::sleep(Duration::from_millis(40 + rng.next() % 260)).await;
+        } else {
+            // Every other kill waits for the flusher to hold a claim, so
+            // some kills land mid-claim however slowly a loaded machine
+            // starts the process.
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while buffers.stats().await.unwrap().claims == 0 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the flusher took no claim in 30 s"
+                );
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         if buffers.stats().await.unwrap().claims > 0 {

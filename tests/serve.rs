@@ -1,8 +1,9 @@
 //! `tally serve` end to end, as a user drives it: the real binary on free
-//! ports, fed with `curl` and with statsd packets sent by `nc -u` (issue
-//! 21's among them), refusing
-//! an unauthenticated write, flushing what it holds on SIGTERM, and taking
-//! its statsd receive buffer from the flag, the config file or the default.
+//! ports, fed with `curl`, with statsd packets sent by `nc -u` (issue 21's
+//! among them) and with carbon lines sent by `nc`, refusing an
+//! unauthenticated write, flushing what it holds on SIGTERM (every line of
+//! a carbon connection closed before it included), and taking its statsd
+//! receive buffer from the flag, the config file or the default.
 
 mod support;
 
@@ -333,6 +334,21 @@ fn sigterm_flushes_what_was_accepted() {
     assert_eq!(samples.iter().map(|s| s.1).sum::<i64>(), 8, "{samples:?}");
 }
 
+/// Runs `tally --data-dir DIR serve --listen 127.0.0.1:0 ARGS`, which must
+/// refuse to start; its stderr.
+fn refused_at_start(dir: &Path, args: &[&str]) -> String {
+    let out = support::tally()
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{stderr}");
+    stderr
+}
+
 /// The statsd socket's receive buffer as `/metrics` shows it.
 fn recv_buffer_gauge(base: &str) -> u64 {
     let (code, text) = curl(&[&format!("{base}/metrics")]);
@@ -382,21 +398,7 @@ fn the_statsd_receive_buffer_comes_from_the_flag_the_file_or_the_default() {
         &["--statsd-recv-buffer", "100"][..],
         &["--config", config_flag][..],
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_tally"))
-            .arg("--data-dir")
-            .arg(dir.path())
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--statsd",
-                "127.0.0.1:0",
-            ])
-            .args(extra)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{stderr}");
+        let stderr = refused_at_start(dir.path(), &[&["--statsd", "127.0.0.1:0"], extra].concat());
         assert!(
             stderr.contains("statsd-recv-buffer must be 4096 to 1073741824 bytes, got 1"),
             "{stderr}"
@@ -465,4 +467,137 @@ fn a_capped_statsd_receive_buffer_is_warned_about() {
         )) && out.contains(&format!("sysctl -w net.core.rmem_max={asked}")),
         "{out}"
     );
+}
+
+/// Runs `script` with `sh -c` (a pipeline into `nc`, as the README shows).
+fn sh(script: &str) {
+    tool("nc");
+    let status = Command::new("sh").args(["-c", script]).status().unwrap();
+    assert!(status.success(), "{script}: {status}");
+}
+
+/// `GET /v1/gauges/{name}`: its `current` value (`null` for a gauge with
+/// nothing written).
+fn gauge_now(base: &str, name: &str) -> serde_json::Value {
+    let (code, body) = curl(&[&format!("{base}/v1/gauges/{name}")]);
+    assert_eq!(code, 200, "{body}");
+    serde_json::from_str::<serde_json::Value>(&body).unwrap()["current"].clone()
+}
+
+/// Polls `GET /v1/gauges/{name}` until its current value is `value`.
+fn wait_for_gauge(base: &str, name: &str, value: f64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while gauge_now(base, name) != value {
+        assert!(
+            Instant::now() < deadline,
+            "{name} never read {value}: {}",
+            gauge_now(base, name)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn carbon_lines_from_nc_set_gauges_and_bad_ones_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = tally_testkit::free_port();
+    let s = serve(
+        dir.path(),
+        None,
+        &["--carbon", &format!("127.0.0.1:{port}")],
+    );
+    sh(&format!(
+        "printf \"app.load 0.5 $(date +%s)\\n\" | nc -q1 127.0.0.1 {port}"
+    ));
+    wait_for_gauge(&s.base, "app.load", 0.5);
+    // Grafana's view of it: the Graphite API renders the gauge's point.
+    let (code, body) = curl(&[&format!(
+        "{}/graphite/render?target=app.load&from=-1min&format=json",
+        s.base
+    )]);
+    assert_eq!(code, 200, "{body}");
+    let render: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(render[0]["target"], "app.load", "{body}");
+    let values: Vec<&serde_json::Value> = render[0]["datapoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| &p[0])
+        .filter(|v| !v.is_null())
+        .collect();
+    assert_eq!(values, [&serde_json::json!(0.5)], "{body}");
+    // Bad lines write nothing; the good line after them, on the same
+    // connection, is taken after them: once it reads back, they are done.
+    sh(&format!(
+        "printf \"app.bad nan $(date +%s)\\napp.bad 1 0\\napp.bad\\napp.after 1 $(date +%s)\\n\" \
+         | nc -q1 127.0.0.1 {port}"
+    ));
+    wait_for_gauge(&s.base, "app.after", 1.0);
+    assert_eq!(gauge_now(&s.base, "app.bad"), serde_json::Value::Null);
+    // UDP on the same address.
+    sh(&format!(
+        "printf \"app.udp 2 $(date +%s)\\n\" | nc -u -w1 127.0.0.1 {port}"
+    ));
+    wait_for_gauge(&s.base, "app.udp", 2.0);
+    let (code, metrics) = curl(&[&format!("{}/metrics", s.base)]);
+    assert_eq!(code, 200);
+    for line in [
+        "tally_carbon_lines_accepted_total 3\n",
+        "tally_carbon_lines_rejected_total{reason=\"not_finite\"} 1\n",
+        "tally_carbon_lines_rejected_total{reason=\"time_not_kept\"} 1\n",
+        "tally_carbon_lines_rejected_total{reason=\"malformed\"} 1\n",
+        "tally_carbon_datagrams_received_total 1\n",
+    ] {
+        assert!(metrics.contains(line), "no {line:?} in {metrics}");
+    }
+    // A limit out of range is refused at start, naming it.
+    let stderr = refused_at_start(
+        dir.path(),
+        &["--carbon", "127.0.0.1:0", "--carbon-max-line", "10"],
+    );
+    assert!(
+        stderr.contains("carbon-max-line must be 64 to 1048576 bytes, got 10"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn sigterm_writes_every_line_of_a_carbon_connection_closed_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = tally_testkit::free_port();
+    // The address from the config file; a flush interval of a minute: only
+    // the shutdown's flush can write the lines.
+    let config = dir.path().join("tally.toml");
+    std::fs::write(&config, format!("carbon = \"127.0.0.1:{port}\"\n")).unwrap();
+    let mut s = serve(
+        dir.path(),
+        None,
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--flush-interval-ms",
+            "60000",
+        ],
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let lines: String = (0..20_000)
+        .map(|i| format!("sig.{} {i} {now}\n", i % 50))
+        .collect();
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    std::io::Write::write_all(&mut c, lines.as_bytes()).unwrap();
+    drop(c);
+    terminate(&mut s);
+    drop(s);
+    // Read back by a new server on the same SQLite data directory.
+    let again = serve(dir.path(), None, &[]);
+    for k in [0, 17, 49] {
+        assert_eq!(
+            gauge_now(&again.base, &format!("sig.{k}")),
+            f64::from(19_950 + k),
+            "sig.{k}"
+        );
+    }
 }

@@ -1,10 +1,12 @@
-//! `tally serve`: the HTTP server, the cleaner, the statsd listener and the
-//! buffer flusher in one process, on the configured backend.
+//! `tally serve`: the HTTP server, the cleaner, the statsd and carbon
+//! listeners and the buffer flusher in one process, on the configured
+//! backend.
 //!
 //! Startup wires the library's services together; shutdown (SIGTERM or
 //! Ctrl-C) stops accepting, lets requests in flight finish, stops the
-//! listeners, flushes the aggregating writer, and waits for the cleaner and
-//! the flusher to stop.
+//! listeners (the carbon listener reads its connections out first),
+//! flushes the aggregating writers, and waits for the cleaner and the
+//! flusher to stop.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -13,6 +15,7 @@ use anyhow::{Context as _, Result};
 use clap::Args;
 use tally::buffers::{Flusher, open_sink};
 use tally::counters::{AggregatorSettings, WhenFull};
+use tally::server::carbon::CarbonSettings;
 use tally::server::graphite::{GraphiteApi, GraphiteSettings};
 use tally::server::{AppState, Metrics, ServerSettings, Services};
 use tokio::sync::watch;
@@ -55,6 +58,25 @@ pub struct ServeArgs {
     /// may pass the cap (root, CAP_NET_ADMIN); a warning says so.
     #[arg(long, env = "TALLY_STATSD_RECV_BUFFER", value_name = "BYTES")]
     pub statsd_recv_buffer: Option<usize>,
+
+    /// Also take carbon's plaintext lines (`path value timestamp`, as
+    /// collectd, Telegraf's graphite output or Diamond send them) over TCP
+    /// and UDP on this address: each sets the gauge `path` at that time
+    /// (`carbon` in the config file).
+    #[arg(long, env = "TALLY_CARBON", value_name = "ADDR")]
+    pub carbon: Option<SocketAddr>,
+
+    /// Longest carbon line over TCP, bytes without its newline; a longer
+    /// one is refused and the connection goes on (`carbon_max_line` in the
+    /// config file) [default: 16384, carbon's own].
+    #[arg(long, env = "TALLY_CARBON_MAX_LINE", value_name = "BYTES")]
+    pub carbon_max_line: Option<usize>,
+
+    /// Carbon TCP connections served at once; at the limit new ones wait
+    /// until one closes (`carbon_max_connections` in the config file)
+    /// [default: 1024].
+    #[arg(long, env = "TALLY_CARBON_MAX_CONNECTIONS", value_name = "N")]
+    pub carbon_max_connections: Option<usize>,
 
     /// `aggregated`: increments are merged in memory and written every flush
     /// interval (answered 202); `exact`: each request writes before its
@@ -190,6 +212,23 @@ impl ServeArgs {
         Ok(retention)
     }
 
+    /// The carbon listener's limits: each flag, else the file, else the
+    /// default.
+    fn carbon_settings(&self, config: &Config) -> Result<CarbonSettings> {
+        let d = CarbonSettings::default();
+        Ok(CarbonSettings {
+            max_line: self
+                .carbon_max_line
+                .or(config.carbon_max_line)
+                .unwrap_or(d.max_line),
+            max_connections: self
+                .carbon_max_connections
+                .or(config.carbon_max_connections)
+                .unwrap_or(d.max_connections),
+        }
+        .validate()?)
+    }
+
     /// The Graphite API's settings: each flag, else the file, else the
     /// default.
     fn graphite(&self, config: &Config) -> Result<GraphiteSettings> {
@@ -240,6 +279,9 @@ impl ServeArgs {
 pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
     let settings = args.settings()?;
     let statsd_recv_buffer = args.statsd_recv_buffer(config)?;
+    let carbon_settings = args.carbon_settings(config)?;
+    // Caught from here on: a SIGTERM right after "serving on" is a shutdown.
+    let signal = shutdown_signal();
     let idempotency_retention = args.idempotency_retention(config)?;
     let graphite = args.graphite(config)?;
     let tally = context::builder(config)
@@ -318,6 +360,27 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
             )),
         ));
     }
+    if let Some(addr) = args.carbon.or(config.carbon) {
+        let bound = tally::server::carbon::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen for carbon on tcp and udp {addr}"))?;
+        tracing::info!(
+            addr = %bound.local_addr()?,
+            max_line = carbon_settings.max_line,
+            max_connections = carbon_settings.max_connections,
+            "carbon listener on tcp and udp"
+        );
+        tasks.push((
+            "carbon",
+            tokio::spawn(tally::server::carbon::listen(
+                bound,
+                tally.gauges_writer(),
+                carbon_settings,
+                metrics.clone(),
+                stopped(),
+            )),
+        ));
+    }
     if let Some(flusher) = flusher_task {
         tasks.push(("flusher", flusher.spawn(stopped())));
     }
@@ -333,7 +396,7 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
     tally::server::serve(listener, state, {
         let stop_tx = stop_tx.clone();
         async move {
-            shutdown_signal().await;
+            signal.await;
             let _ = stop_tx.send(true);
         }
     })

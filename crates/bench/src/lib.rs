@@ -9,18 +9,21 @@
 //!
 //! A tool crate, not a library for users: it starts its own servers through
 //! `tally-testkit`, prints its results to stdout, and returns `anyhow`
-//! errors for the `tally` binary to print. `http` and `statsd` start the
-//! running executable as `tally serve`, so they run from the `tally` binary.
+//! errors for the `tally` binary to print. `http`, `statsd` and `carbon`
+//! start the running executable as `tally serve`, so they run from the
+//! `tally` binary.
 //!
 //! Layout: [`server`] (the shared harness: a Redis of the bench's own, the
 //! backend under test, the totals check) under every bench module; [`book`]
-//! (the book's algorithm) under [`ingest`]; [`settings`] (what comes from
+//! (the book's algorithm) under [`ingest`]; [`serve`] under [`carbon`],
+//! which shares its `tally serve` child; [`settings`] (what comes from
 //! the binary's configuration) a leaf; this file parses and dispatches. The
 //! reference statsd daemon [`serve`] races is the test harness's
 //! (`tally_testkit::StatsdDaemon`).
 
 pub mod book;
 pub mod buffer;
+pub mod carbon;
 pub mod clean;
 pub mod cluster;
 pub mod daily_memory;
@@ -168,6 +171,17 @@ pub enum BenchCommand {
         /// the burst [default: tally's, 8388608].
         #[arg(long, value_name = "BYTES", requires = "burst")]
         recv_buffer: Option<usize>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// carbon lines per second from one TCP connection into `tally serve
+    /// --carbon` (Redis, default layout, and SQLite), next to the same lines
+    /// through the library's gauge writer in the same run; every gauge read
+    /// back.
+    Carbon {
+        #[command(flatten)]
+        args: carbon::CarbonArgs,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -438,6 +452,13 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
             let r = serve::statsd(backend, seconds, lines, counters, burst).await?;
             report(&r, json, |r| {
                 println!("{}", serde_json::to_string_pretty(&r)?);
+                Ok(())
+            })
+        }
+        BenchCommand::Carbon { args, json } => {
+            let r = carbon::run(args).await?;
+            report(&r, json, |r| {
+                println!("{}", r.summary());
                 Ok(())
             })
         }

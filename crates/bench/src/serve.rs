@@ -68,8 +68,9 @@ done = function(summary, latency, requests)
 end
 "#;
 
-/// A `tally serve` child, killed on drop unless stopped.
-struct Served {
+/// A `tally serve` child, killed on drop unless stopped (also the carbon
+/// bench's, [`crate::carbon`]).
+pub(crate) struct Served {
     child: Child,
     port: u16,
     dir: Option<tempfile::TempDir>,
@@ -78,7 +79,7 @@ struct Served {
 impl Served {
     /// Starts `tally serve` on `kind` (SQLite in a new directory, or the
     /// bench's Redis), with `extra` flags; waits for its "serving on" line.
-    fn start(kind: Kind, redis: Option<&BenchRedis>, extra: &[String]) -> Result<Self> {
+    pub(crate) fn start(kind: Kind, redis: Option<&BenchRedis>, extra: &[String]) -> Result<Self> {
         let port = tally_testkit::free_port();
         let exe = std::env::current_exe().context("the tally binary's path")?;
         let mut cmd = Command::new(exe);
@@ -121,7 +122,7 @@ impl Served {
     }
 
     /// A counter from `/metrics` (0 when absent).
-    fn metric(&self, name: &str) -> Result<u64> {
+    pub(crate) fn metric(&self, name: &str) -> Result<u64> {
         Ok(self.metric_if_any(name)?.unwrap_or(0))
     }
 
@@ -140,6 +141,11 @@ impl Served {
             }
             last = now;
         }
+    }
+
+    /// The whole `/metrics` text.
+    pub(crate) fn metrics_text(&self) -> Result<String> {
+        http_get(self.port, "/metrics")
     }
 
     /// A counter or gauge from `/metrics`, when it is there.
@@ -175,7 +181,7 @@ impl Served {
 
     /// SIGTERM, which flushes the aggregator; waits for a clean exit and
     /// hands back the SQLite directory (deleted when dropped).
-    fn stop(mut self) -> Result<Option<tempfile::TempDir>> {
+    pub(crate) fn stop(mut self) -> Result<Option<tempfile::TempDir>> {
         let status = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status()?;
@@ -574,7 +580,7 @@ pub async fn statsd(
     })
 }
 
-fn backend_name(kind: Kind) -> &'static str {
+pub(crate) fn backend_name(kind: Kind) -> &'static str {
     match kind {
         Kind::Redis => "redis",
         Kind::Sqlite => "sqlite",

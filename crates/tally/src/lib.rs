@@ -96,11 +96,14 @@
 //! - [`statsd`]: the statsd line protocol with DogStatsD's additions
 //!   (counters, timers, histograms, distributions, gauges, sets; several
 //!   samples per line, packed values, times, tags), a pure parser.
+//! - [`carbon`]: carbon's plaintext protocol (`path value timestamp`
+//!   lines, gauge sets at that time), a pure parser and the framing of its
+//!   TCP lines and UDP datagrams.
 //! - [`metrics`]: a latency histogram and the Prometheus text format.
 //! - `requests` (feature `middleware`): a tower layer counting an axum
 //!   app's requests into counters.
-//! - `server` (feature `server`): the HTTP API, dashboard, `/metrics` and
-//!   statsd listener behind `tally serve`.
+//! - `server` (feature `server`): the HTTP API, dashboard, `/metrics`, and
+//!   the statsd and carbon listeners behind `tally serve`.
 //! - [`backend`]: SQLite ([`backend::sqlite`]) and Redis ([`backend::redis`],
 //!   with the key layouts and the Lua scripts): the engine's store
 //!   (`SqliteSliceStore`, `RedisSliceStore`: every space, counters included)
@@ -108,12 +111,14 @@
 //!
 //! Outside this crate: the `tally` binary (`src/`: the CLI, a thin shim over
 //! this library; `tally serve` runs the `server` module's HTTP API and statsd
-//! listener) and the dashboard (`dashboard/`, over the HTTP API).
+//! and carbon listeners) and the dashboard (`dashboard/`, over the HTTP
+//! API).
 
 #![deny(missing_docs)]
 
 pub mod backend;
 pub mod buffers;
+pub mod carbon;
 pub mod clock;
 pub mod counters;
 pub mod daily;

@@ -366,18 +366,22 @@ async fn same_answers(a: &Tally, b: &Tally) {
 /// Runs a migration until its first progress report for `space`, then
 /// drops it there (as a crash would stop it).
 async fn stop_at(from: &Tally, to: &Tally, settings: &MigrateSettings, space: &str) {
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let mut stop = Some(stop);
+    use futures::FutureExt;
+    /// The payload the progress callback unwinds with.
+    struct Stopped;
     let run = migrate(from, to, settings, |p: &Progress<'_>| {
-        if p.space == space
-            && let Some(stop) = stop.take()
-        {
-            let _ = stop.send(());
+        if p.space == space {
+            // Progress is reported once a page is written and before the
+            // next is read: unwinding here stops the run exactly after the
+            // first page, as a crash there would. `resume_unwind` skips the
+            // panic hook, so nothing is printed.
+            std::panic::resume_unwind(Box::new(Stopped));
         }
     });
-    tokio::select! {
-        r = run => panic!("the migration should have been stopped in {space}: {r:?}"),
-        _ = stopped => {}
+    match std::panic::AssertUnwindSafe(run).catch_unwind().await {
+        Err(payload) if payload.is::<Stopped>() => {}
+        Err(payload) => std::panic::resume_unwind(payload),
+        Ok(r) => panic!("the migration should have been stopped in {space}: {r:?}"),
     }
 }
 

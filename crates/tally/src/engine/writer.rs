@@ -8,8 +8,11 @@
 //! every `flush_interval` (or as soon as it holds `flush_entries` entries),
 //! folds each series' seconds into one delta per (resolution, slice),
 //! sorts the series by name and writes them in chunks of `chunk_counters`
-//! series; chunks go out on `lanes` concurrent lanes, so a flush costs one
-//! round trip per lane (per node on a cluster). One writer writes one
+//! series and at most [`MAX_CHUNK_CELLS`] cells (a series with more is a
+//! chunk of its own: a series' cells are never split), so that no single
+//! store call grows with the backlog; chunks go out on `lanes` concurrent
+//! lanes, so a flush costs one round trip per lane (per node on a
+//! cluster) in the common case. One writer writes one
 //! [`Space`]; a service with several spaces starts one writer for each.
 //!
 //! Exactly once: each chunk carries a [`WriteSeq`] (a random writer id, its
@@ -145,6 +148,13 @@ pub struct AggregatorStats {
     /// Total microseconds spent in flushes that wrote something.
     pub flush_micros: u64,
 }
+
+/// The most (series, resolution, slice) cells in one chunk (one store
+/// call), unless one series alone has more. A flush that follows a burst
+/// of timestamped writes (carbon lines, many seconds per series) would
+/// otherwise send chunks of `chunk_counters` series of hundreds of cells
+/// each: one Lua call of minutes, past the client's response timeout.
+pub const MAX_CHUNK_CELLS: usize = 20_000;
 
 const SHARDS: usize = 16;
 const RETRY_MIN: Duration = Duration::from_millis(20);
@@ -777,15 +787,7 @@ async fn flush_once(inner: &Arc<Inner>, lanes: &mut Lanes, deadline: Option<Inst
     }
     writes.sort_unstable_by(|a, b| a.0.name.cmp(&b.0.name));
     // Deal chunks to lanes round-robin; each lane writes its chunks in order.
-    let chunks: Vec<Chunk> = {
-        let mut chunks = Vec::new();
-        let mut rest = writes.into_iter().peekable();
-        while rest.peek().is_some() {
-            let (writes, adds) = rest.by_ref().take(inner.settings.chunk_counters).unzip();
-            chunks.push(Chunk { writes, adds });
-        }
-        chunks
-    };
+    let chunks = chunk(writes, inner.settings.chunk_counters, MAX_CHUNK_CELLS);
     let n_lanes = inner.settings.lanes.min(chunks.len());
     let mut per_lane: Vec<Vec<Chunk>> = (0..n_lanes).map(|_| Vec::new()).collect();
     for (i, chunk) in chunks.into_iter().enumerate() {
@@ -822,6 +824,37 @@ async fn flush_once(inner: &Arc<Inner>, lanes: &mut Lanes, deadline: Option<Inst
         .flush_micros
         .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
     inner.flush_latency.observe(took);
+}
+
+/// Cuts name-ordered series writes into chunks of at most `series` series
+/// and `cells` cells (a series with more cells alone in its chunk).
+fn chunk(writes: Vec<(SeriesWrite, u64)>, series: usize, cells: usize) -> Vec<Chunk> {
+    let mut chunks = Vec::new();
+    let mut current = Chunk {
+        writes: Vec::new(),
+        adds: Vec::new(),
+    };
+    let mut held = 0;
+    for (write, adds) in writes {
+        let n = write.cells.len();
+        if !current.writes.is_empty() && (current.writes.len() >= series || held + n > cells) {
+            chunks.push(std::mem::replace(
+                &mut current,
+                Chunk {
+                    writes: Vec::new(),
+                    adds: Vec::new(),
+                },
+            ));
+            held = 0;
+        }
+        held += n;
+        current.writes.push(write);
+        current.adds.push(adds);
+    }
+    if !current.writes.is_empty() {
+        chunks.push(current);
+    }
+    chunks
 }
 
 /// Folds `delta` into a slice's delta at flush. Sums are clamped into their
@@ -1076,6 +1109,47 @@ mod tests {
             w.try_add("a", Value::Sum(1), None),
             Err(Error::Overloaded(_))
         ));
+    }
+
+    /// Regression: a flush after a burst of timestamped writes (carbon
+    /// lines) sent chunks of hundreds of thousands of cells, one store call
+    /// each, past the client's timeout.
+    #[test]
+    fn chunks_are_bounded_in_series_and_in_cells() {
+        let write = |name: &str, cells: u64| {
+            (
+                SeriesWrite {
+                    name: Name::new(name).unwrap(),
+                    cells: (0..cells)
+                        .map(|slice| CellDelta {
+                            resolution: 1,
+                            slice,
+                            delta: Value::Sum(1),
+                        })
+                        .collect(),
+                },
+                cells,
+            )
+        };
+        let writes = vec![
+            write("a", 4),
+            write("b", 4),
+            write("c", 3),
+            write("d", 25),
+            write("e", 1),
+            write("f", 1),
+            write("g", 1),
+        ];
+        let shape: Vec<Vec<usize>> = chunk(writes, 3, 10)
+            .iter()
+            .map(|c| c.writes.iter().map(|w| w.cells.len()).collect())
+            .collect();
+        assert_eq!(shape, vec![vec![4, 4], vec![3], vec![25], vec![1, 1, 1]]);
+        let adds: Vec<u64> = chunk(vec![write("x", 2), write("y", 3)], 3, 10)
+            .into_iter()
+            .flat_map(|c| c.adds)
+            .collect();
+        assert_eq!(adds, vec![2, 3]);
     }
 
     #[tokio::test]

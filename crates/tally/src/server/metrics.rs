@@ -8,7 +8,9 @@
 //! removed; statsd datagrams received, lines accepted (and those whose tags
 //! were dropped) and rejected by reason, the statsd socket's receive buffer
 //! and the datagrams the kernel dropped for it (read from the kernel at
-//! scrape time); backend errors; rate-limit checks.
+//! scrape time); carbon lines accepted and rejected by reason, its TCP
+//! connections (open, and accepted in all) and UDP datagrams; backend
+//! errors; rate-limit checks.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,7 +44,12 @@ struct Inner {
     statsd_socket: Mutex<Option<SocketInfo>>,
     statsd_accepted: AtomicU64,
     statsd_tags_dropped: AtomicU64,
-    statsd_rejected: Mutex<BTreeMap<&'static str, u64>>,
+    statsd_rejected: ByReason,
+    carbon_accepted: AtomicU64,
+    carbon_rejected: ByReason,
+    carbon_connections_open: AtomicU64,
+    carbon_connections: AtomicU64,
+    carbon_datagrams: AtomicU64,
     cleaner_passes: AtomicU64,
     cleaner_failures: AtomicU64,
     cleaner_samples_removed: AtomicU64,
@@ -115,13 +122,7 @@ impl Metrics {
 
     /// One statsd line rejected, for `reason` (a short fixed code).
     pub fn statsd_rejected(&self, reason: &'static str) {
-        *self
-            .inner
-            .statsd_rejected
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(reason)
-            .or_default() += 1;
+        self.inner.statsd_rejected.add(reason);
     }
 
     /// Statsd lines accepted so far.
@@ -131,12 +132,54 @@ impl Metrics {
 
     /// Statsd lines rejected so far, all reasons.
     pub fn statsd_rejected_total(&self) -> u64 {
+        self.inner.statsd_rejected.total()
+    }
+
+    /// Carbon lines accepted (taken by the gauges' writer).
+    pub fn carbon_accepted(&self, n: u64) {
+        self.inner.carbon_accepted.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// One carbon line rejected, for `reason` (a short fixed code).
+    pub fn carbon_rejected(&self, reason: &'static str) {
+        self.inner.carbon_rejected.add(reason);
+    }
+
+    /// Carbon lines accepted so far.
+    pub fn carbon_accepted_total(&self) -> u64 {
+        self.inner.carbon_accepted.load(Ordering::Relaxed)
+    }
+
+    /// Carbon lines rejected so far for `reason`.
+    pub fn carbon_rejected_for(&self, reason: &str) -> u64 {
+        self.inner.carbon_rejected.get(reason)
+    }
+
+    /// A carbon TCP connection opened.
+    pub fn carbon_connection_opened(&self) {
         self.inner
-            .statsd_rejected
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .sum()
+            .carbon_connections
+            .fetch_add(1, Ordering::Relaxed);
+        self.inner
+            .carbon_connections_open
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A carbon TCP connection closed.
+    pub fn carbon_connection_closed(&self) {
+        self.inner
+            .carbon_connections_open
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Carbon TCP connections open now.
+    pub fn carbon_connections_open(&self) -> u64 {
+        self.inner.carbon_connections_open.load(Ordering::Relaxed)
+    }
+
+    /// Carbon UDP datagrams received.
+    pub fn carbon_datagrams(&self, n: u64) {
+        self.inner.carbon_datagrams.fetch_add(n, Ordering::Relaxed);
     }
 
     /// A cleaner observer recording pass durations and what they removed.
@@ -170,6 +213,36 @@ impl Metrics {
             .entry((method.to_owned(), route.to_owned(), status))
             .or_default() += 1;
         self.inner.request_latency.observe(took);
+    }
+}
+
+/// Lines rejected, counted by reason (a short fixed code).
+#[derive(Debug, Default)]
+struct ByReason(Mutex<BTreeMap<&'static str, u64>>);
+
+impl ByReason {
+    fn counts(&self) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, u64>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn add(&self, reason: &'static str) {
+        *self.counts().entry(reason).or_default() += 1;
+    }
+
+    fn get(&self, reason: &str) -> u64 {
+        self.counts().get(reason).copied().unwrap_or(0)
+    }
+
+    fn total(&self) -> u64 {
+        self.counts().values().sum()
+    }
+
+    /// One sample per reason, labelled `reason`.
+    fn samples(&self) -> Vec<(Vec<(&'static str, String)>, u64)> {
+        self.counts()
+            .iter()
+            .map(|(reason, n)| (vec![("reason", (*reason).to_owned())], *n))
+            .collect()
     }
 }
 
@@ -343,17 +416,35 @@ pub async fn exposition(state: &AppState) -> String {
         "statsd lines accepted whose DogStatsD tags were dropped: written under their bare name.",
         load(&m.statsd_tags_dropped),
     );
-    let rejected: Vec<(Vec<(&str, String)>, u64)> = m
-        .statsd_rejected
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .map(|(reason, n)| (vec![("reason", (*reason).to_owned())], *n))
-        .collect();
     e.counter(
         "tally_statsd_lines_rejected_total",
         "statsd lines rejected, by reason; they wrote nothing.",
-        &rejected,
+        &m.statsd_rejected.samples(),
+    );
+    e.counter1(
+        "tally_carbon_lines_accepted_total",
+        "carbon lines accepted (gauge sets taken by the gauges' aggregating writer).",
+        load(&m.carbon_accepted),
+    );
+    e.counter(
+        "tally_carbon_lines_rejected_total",
+        "carbon lines rejected, by reason; they wrote nothing.",
+        &m.carbon_rejected.samples(),
+    );
+    e.gauge(
+        "tally_carbon_connections",
+        "carbon TCP connections open now.",
+        load(&m.carbon_connections_open) as f64,
+    );
+    e.counter1(
+        "tally_carbon_connections_accepted_total",
+        "carbon TCP connections accepted.",
+        load(&m.carbon_connections),
+    );
+    e.counter1(
+        "tally_carbon_datagrams_received_total",
+        "carbon UDP datagrams received.",
+        load(&m.carbon_datagrams),
     );
     e.counter1(
         "tally_backend_errors_total",

@@ -20,6 +20,7 @@
 
 mod auth;
 mod buffers;
+pub mod carbon;
 mod check;
 mod counters;
 mod daily;

@@ -87,7 +87,7 @@ pub async fn listen(
         counted.statsd_datagrams(1);
         handle(packet, &targets, &counted);
     };
-    match super::udp::receive(socket, shutdown, each).await {
+    match super::udp::receive(socket, "statsd", shutdown, each).await {
         Ok(()) => tracing::info!("statsd listener stopped"),
         Err(e) => tracing::error!(error = %e, "statsd listener failed"),
     }

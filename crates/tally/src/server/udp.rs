@@ -14,7 +14,10 @@
 //! `/metrics`, which reads its drop counter with [`kernel_drops`] from
 //! `/proc/net/udp` (Linux; elsewhere there is none).
 //!
-//! What it does not do: parse (that is [`super::statsd`]).
+//! [`receive`] also reads carbon's UDP socket ([`super::carbon`]).
+//!
+//! What it does not do: parse (that is [`super::statsd`] and
+//! [`super::carbon`]).
 
 use std::future::Future;
 use std::io;
@@ -135,7 +138,8 @@ const STOP_CHECK: Duration = Duration::from_millis(100);
 /// Calls `each` with every datagram that arrives on `socket` until
 /// `shutdown` completes, then waits for the last one to be handled.
 ///
-/// The socket is read on a thread of its own (named `tally-statsd`) with
+/// The socket is read on a thread of its own (named `tally-<listener>`,
+/// `listener` being `statsd` or `carbon`, which also names it in logs) with
 /// blocking calls that take up to [`BATCH`] queued datagrams at once: a
 /// burst costs neither a wake-up nor a system call per datagram, and the
 /// async runtime never waits on it. Its buffers take [`BATCH`] x 64 KiB.
@@ -143,6 +147,7 @@ const STOP_CHECK: Duration = Duration::from_millis(100);
 /// up the thread, or its panic, is returned.
 pub async fn receive(
     socket: tokio::net::UdpSocket,
+    listener: &'static str,
     shutdown: impl Future<Output = ()>,
     each: impl FnMut(&[u8]) + Send + 'static,
 ) -> io::Result<()> {
@@ -152,11 +157,11 @@ pub async fn receive(
     let stop = Arc::new(AtomicBool::new(false));
     let (done, finished) = tokio::sync::oneshot::channel::<()>();
     std::thread::Builder::new()
-        .name("tally-statsd".into())
+        .name(format!("tally-{listener}"))
         .spawn({
             let stop = stop.clone();
             move || {
-                receive_until(&socket, &stop, each);
+                receive_until(&socket, listener, &stop, each);
                 let _ = done.send(());
             }
         })?;
@@ -164,12 +169,17 @@ pub async fn receive(
     stop.store(true, Ordering::Relaxed);
     finished
         .await
-        .map_err(|_| io::Error::other("the statsd receive thread panicked"))
+        .map_err(|_| io::Error::other(format!("the {listener} receive thread panicked")))
 }
 
 /// The receive loop: batches of datagrams until `stop` is set.
 #[cfg(target_os = "linux")]
-fn receive_until(socket: &std::net::UdpSocket, stop: &AtomicBool, mut each: impl FnMut(&[u8])) {
+fn receive_until(
+    socket: &std::net::UdpSocket,
+    listener: &str,
+    stop: &AtomicBool,
+    mut each: impl FnMut(&[u8]),
+) {
     use nix::errno::Errno;
     use nix::sys::socket::{MsgFlags, MultiHeaders, recvmmsg};
     use std::io::IoSliceMut;
@@ -202,7 +212,7 @@ fn receive_until(socket: &std::net::UdpSocket, stop: &AtomicBool, mut each: impl
                 }
                 Err(Errno::EAGAIN | Errno::EINTR) => 0,
                 Err(e) => {
-                    tracing::warn!(error = %e, "statsd receive failed");
+                    tracing::warn!(error = %e, listener, "receive failed");
                     0
                 }
             }
@@ -215,7 +225,12 @@ fn receive_until(socket: &std::net::UdpSocket, stop: &AtomicBool, mut each: impl
 
 /// The receive loop: one datagram per call until `stop` is set.
 #[cfg(not(target_os = "linux"))]
-fn receive_until(socket: &std::net::UdpSocket, stop: &AtomicBool, mut each: impl FnMut(&[u8])) {
+fn receive_until(
+    socket: &std::net::UdpSocket,
+    listener: &str,
+    stop: &AtomicBool,
+    mut each: impl FnMut(&[u8]),
+) {
     let mut buf = vec![0u8; MAX_DATAGRAM];
     while !stop.load(Ordering::Relaxed) {
         match socket.recv(&mut buf) {
@@ -227,7 +242,7 @@ fn receive_until(socket: &std::net::UdpSocket, stop: &AtomicBool, mut each: impl
                         | io::ErrorKind::TimedOut
                         | io::ErrorKind::Interrupted
                 ) => {}
-            Err(e) => tracing::warn!(error = %e, "statsd receive failed"),
+            Err(e) => tracing::warn!(error = %e, listener, "receive failed"),
         }
     }
 }
