@@ -99,9 +99,17 @@ async fn kill_and_restart(config_file: &Path, backend: BackendConfig, sink: Arc<
             }
         }));
     }
+    let written = || acked.iter().map(|a| a.load(Ordering::SeqCst)).sum::<i64>();
     let mut rng = Rng(0x5eed_1234_abcd_0001);
     let mut mid_claim = 0;
     for kill in 0..KILLS {
+        // The writers get through 1/25 of the load the check below asks
+        // for before each flusher starts, however slow the machine is.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while written() < (kill as i64 + 1) * 41 {
+            assert!(std::time::Instant::now() < deadline, "the writers stalled");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let mut child = tally()
             .arg("--config")
             .arg(config_file)
