@@ -100,17 +100,19 @@ fn expiring_layout_keys_expire_and_the_counter_is_forgotten() {
         all
     };
     let brief_keys = |conn: &mut redis::Connection, brief: &str| -> Vec<String> {
-        conn.keys::<_, Vec<String>>(format!("*:1@*:{brief}")).unwrap()
+        conn.keys::<_, Vec<String>>(format!("*:1@*:{brief}"))
+            .unwrap()
     };
     // Listed and stored until it expires (by Redis's clock, more than 1 s
     // after the write): checked within 900 ms of it.
-    let (brief, listed, stored) = tally_testkit::in_time_blocking(Duration::from_millis(900), |run| {
-        let brief = format!("brief{run:02}");
-        ok(tally().args(short(&["incr", &brief, "1"])));
-        let listed = ok(tally().args(short(&["counters"])));
-        let stored = brief_keys(&mut conn, &brief).len();
-        (brief, listed, stored)
-    });
+    let (brief, listed, stored) =
+        tally_testkit::in_time_blocking(Duration::from_millis(900), |run| {
+            let brief = format!("brief{run:02}");
+            ok(tally().args(short(&["incr", &brief, "1"])));
+            let listed = ok(tally().args(short(&["counters"])));
+            let stored = brief_keys(&mut conn, &brief).len();
+            (brief, listed, stored)
+        });
     assert!(listed.contains(&brief), "{listed}");
     assert_eq!(stored, 1);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

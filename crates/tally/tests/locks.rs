@@ -108,17 +108,16 @@ async fn expiry_hands_the_lock_on(kind: Kind) {
     let ttl = Duration::from_millis(300);
     // The other client is refused while the lease runs: checked within
     // 250 ms of taking it, since Redis ends the lease by its own clock.
-    let (name, mut first, taken) =
-        tally_testkit::in_time(Duration::from_millis(250), |run| {
-            let (locks, other) = (&f.locks, &other);
-            async move {
-                let name = format!("job-{run}");
-                let first = locks.try_acquire(&name, ttl).await.unwrap().unwrap();
-                let taken = other.try_acquire(&name, ttl).await.unwrap();
-                (name, first, taken)
-            }
-        })
-        .await;
+    let (name, mut first, taken) = tally_testkit::in_time(Duration::from_millis(250), |run| {
+        let (locks, other) = (&f.locks, &other);
+        async move {
+            let name = format!("job-{run}");
+            let first = locks.try_acquire(&name, ttl).await.unwrap().unwrap();
+            let taken = other.try_acquire(&name, ttl).await.unwrap();
+            (name, first, taken)
+        }
+    })
+    .await;
     assert!(taken.is_none());
     f.pass(Duration::from_millis(450)).await;
     let second = other.try_acquire(&name, TTL).await.unwrap().unwrap();
@@ -143,12 +142,7 @@ async fn fencing_tokens_strictly_increase(kind: Kind) {
         } else {
             Duration::from_millis(50)
         };
-        let g = f
-            .locks
-            .try_acquire("fenced", ttl)
-            .await
-            .unwrap()
-            .unwrap();
+        let g = f.locks.try_acquire("fenced", ttl).await.unwrap().unwrap();
         assert!(g.fence() > last, "{} after {last}", g.fence());
         last = g.fence();
         if i % 2 == 0 {
