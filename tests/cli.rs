@@ -115,7 +115,7 @@ fn expiring_layout_keys_expire_and_the_counter_is_forgotten() {
         });
     assert!(listed.contains(&brief), "{listed}");
     assert_eq!(stored, 1);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + tally_testkit::PATIENCE;
     while !brief_keys(&mut conn, &brief).is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
@@ -377,7 +377,7 @@ fn clean_runs_until_sigterm() {
     .spawn()
     .unwrap();
     // The first pass runs at once and removes the stale counter.
-    let gone = tally_testkit::wait_until(Duration::from_secs(10), || {
+    let gone = tally_testkit::wait_until(tally_testkit::PATIENCE, || {
         ok(&mut with_dir(dir.path(), &["counters", "--json"])).trim() == "[]"
     });
     assert!(gone, "the cleaner did not remove the stale counter");
@@ -386,7 +386,7 @@ fn clean_runs_until_sigterm() {
         .status()
         .unwrap();
     assert!(status.success());
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + tally_testkit::PATIENCE;
     let exit = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;

@@ -168,7 +168,7 @@ impl Server {
             .unwrap_or_default();
         let mut stream = TcpStream::connect(self.addr).expect("connect to tally serve");
         stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
+            .set_read_timeout(Some(tally_testkit::PATIENCE))
             .unwrap();
         write!(
             stream,
@@ -241,10 +241,10 @@ fn dechunk(mut s: &str) -> String {
     }
 }
 
-/// Polls `f` until it returns `Ok`, for up to ten seconds; fails with the
-/// last `Err` (what was seen instead).
+/// Polls `f` until it returns `Ok`, for up to [`tally_testkit::PATIENCE`];
+/// fails with the last `Err` (what was seen instead).
 fn eventually<T>(what: &str, mut f: impl FnMut() -> Result<T, String>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + tally_testkit::PATIENCE;
     loop {
         match f() {
             Ok(v) => return v,

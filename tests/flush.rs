@@ -360,7 +360,7 @@ fn flush_drains_what_is_buffered_on_sigterm() {
         .unwrap();
     // The first tick flushes row 1 at start.
     assert!(
-        tally_testkit::wait_until(Duration::from_secs(10), || stored("1") == 5),
+        tally_testkit::wait_until(tally_testkit::PATIENCE, || stored("1") == 5),
         "the first tick did not flush"
     );
     incr("2");
@@ -370,7 +370,7 @@ fn flush_drains_what_is_buffered_on_sigterm() {
         .status()
         .unwrap();
     assert!(status.success());
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + tally_testkit::PATIENCE;
     let exit = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;

@@ -136,7 +136,7 @@ fn two_servers_and_a_restart(global: &[&str]) {
         );
         // After the flush, and after a restart of the first server.
         assert!(tally_testkit::wait_until(
-            Duration::from_secs(10),
+            tally_testkit::PATIENCE,
             || total(&b.base, &name) == 1
         ));
         stop(a);

@@ -440,7 +440,7 @@ async fn data_expires_and_the_series_is_forgotten(kind: Kind) {
     let mut raw: RawConn = f.raw_any().await;
     let shard = tally::backend::redis::layout::shard_of("brief");
     let pattern = format!("{{tally:{shard}}}:1@*:brief");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + tally_testkit::PATIENCE;
     loop {
         let keys: Vec<String> = raw.query(redis::cmd("KEYS").arg(&pattern)).await;
         if keys.is_empty() {

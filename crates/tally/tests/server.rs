@@ -1464,7 +1464,7 @@ async fn real_socket_round_trip_and_graceful_shutdown() {
     assert!(get.starts_with("HTTP/1.1 200"), "{get}");
     assert!(get.contains("41]]"), "{get}");
     stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(10), serving)
+    tokio::time::timeout(tally_testkit::PATIENCE, serving)
         .await
         .expect("serve stops after shutdown")
         .unwrap()
@@ -1494,7 +1494,7 @@ async fn statsd_packets_over_udp() {
         .await
         .unwrap();
     let metrics = s.state.metrics().clone();
-    let seen = tally_testkit::wait_until(Duration::from_secs(5), || {
+    let seen = tally_testkit::wait_until(tally_testkit::PATIENCE, || {
         metrics.statsd_accepted_total() + metrics.statsd_rejected_total() == 8
     });
     assert!(
@@ -1550,7 +1550,7 @@ impl Listener {
     /// Stops it and waits until it has.
     async fn stop(self) {
         self.stop.send(()).unwrap();
-        tokio::time::timeout(Duration::from_secs(5), self.task)
+        tokio::time::timeout(tally_testkit::PATIENCE, self.task)
             .await
             .expect("listener stops")
             .unwrap();
@@ -1576,7 +1576,7 @@ async fn statsd_timers_become_weighted_statistics() {
         .await
         .unwrap();
     let metrics = s.state.metrics().clone();
-    let seen = tally_testkit::wait_until(Duration::from_secs(5), || {
+    let seen = tally_testkit::wait_until(tally_testkit::PATIENCE, || {
         metrics.statsd_accepted_total() + metrics.statsd_rejected_total() == 8
     });
     assert!(seen, "accepted {}", metrics.statsd_accepted_total());
@@ -1725,7 +1725,7 @@ async fn statsd_gauges_set_and_adjust_in_order() {
         .await
         .unwrap();
     let metrics = s.state.metrics().clone();
-    assert!(tally_testkit::wait_until(Duration::from_secs(5), || {
+    assert!(tally_testkit::wait_until(tally_testkit::PATIENCE, || {
         metrics.statsd_accepted_total() == 3
     }));
     s.flush().await;
@@ -1733,7 +1733,7 @@ async fn statsd_gauges_set_and_adjust_in_order() {
     let day = gauges.get("q", 86_400).await.unwrap();
     assert_eq!((day[0].last, day[0].min, day[0].max), (2.0, 2.0, 8.0));
     client.send_to(b"q:0|g\nq:-5|g", addr).await.unwrap();
-    assert!(tally_testkit::wait_until(Duration::from_secs(5), || {
+    assert!(tally_testkit::wait_until(tally_testkit::PATIENCE, || {
         metrics.statsd_accepted_total() == 5
     }));
     s.flush().await;
@@ -1757,7 +1757,7 @@ async fn statsd_sets_count_distinct_members() {
     let packet = format!("users:ann|s\nusers:bob|s|#env:prod\nusers:ann|s\n{long}\nusers:|s\n");
     client.send_to(packet.as_bytes(), addr).await.unwrap();
     let metrics = s.state.metrics().clone();
-    assert!(tally_testkit::wait_until(Duration::from_secs(5), || {
+    assert!(tally_testkit::wait_until(tally_testkit::PATIENCE, || {
         metrics.statsd_accepted_total() + metrics.statsd_rejected_total() == 5
     }));
     assert_eq!(metrics.statsd_accepted_total(), 3);
@@ -1847,7 +1847,7 @@ async fn statsd_kernel_drops_show_in_metrics() {
         a.text
     );
     stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(5), listening)
+    tokio::time::timeout(tally_testkit::PATIENCE, listening)
         .await
         .expect("listener stops")
         .unwrap();

@@ -69,6 +69,13 @@ pub fn require_binary(name: &str, extra_dirs: &[&str], install_hint: &str) -> Pa
     );
 }
 
+/// How long a test waits for something that must happen (a flush, a
+/// process's start or exit, a datagram handled) before it fails. Long: CI
+/// shares two cores with Redis, PostgreSQL and Chromium, and a stall of
+/// seconds is no failure. A condition met ends the wait at once, so only a
+/// failing run waits this out.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
 /// Polls `ready` every 10 ms until it returns true or `timeout` passes.
 pub fn wait_until(timeout: Duration, mut ready: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
