@@ -156,3 +156,20 @@ pub fn normal_cdf(x: f64) -> f64 {
     let erfc = t * poly.exp();
     0.5 * if -x >= 0.0 { erfc } else { 2.0 - erfc }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A late run's result is thrown away and the next run's is returned.
+    #[test]
+    fn in_time_runs_again_after_a_late_run() {
+        let out = in_time_blocking(Duration::from_millis(500), |run| {
+            if run == 0 {
+                std::thread::sleep(Duration::from_millis(600));
+            }
+            run
+        });
+        assert_eq!(out, 1);
+    }
+}
