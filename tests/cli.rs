@@ -99,29 +99,38 @@ fn expiring_layout_keys_expire_and_the_counter_is_forgotten() {
         all.extend(more.iter().map(|s| s.to_string()));
         all
     };
-    ok(tally().args(short(&["incr", "brief", "1"])));
-    let listed = ok(tally().args(short(&["counters"])));
-    assert!(listed.contains("brief"), "{listed}");
-    let brief_keys = |conn: &mut redis::Connection| -> Vec<String> {
-        conn.keys::<_, Vec<String>>("*:1@*:brief").unwrap()
+    let brief_keys = |conn: &mut redis::Connection, brief: &str| -> Vec<String> {
+        conn.keys::<_, Vec<String>>(format!("*:1@*:{brief}"))
+            .unwrap()
     };
-    assert_eq!(brief_keys(&mut conn).len(), 1);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !brief_keys(&mut conn).is_empty() {
+    // Listed and stored until it expires (by Redis's clock, more than 1 s
+    // after the write): checked within 900 ms of it.
+    let (brief, listed, stored) =
+        tally_testkit::in_time_blocking(Duration::from_millis(900), |run| {
+            let brief = format!("brief{run:02}");
+            ok(tally().args(short(&["incr", &brief, "1"])));
+            let listed = ok(tally().args(short(&["counters"])));
+            let stored = brief_keys(&mut conn, &brief).len();
+            (brief, listed, stored)
+        });
+    assert!(listed.contains(&brief), "{listed}");
+    assert_eq!(stored, 1);
+    let deadline = std::time::Instant::now() + tally_testkit::PATIENCE;
+    while !brief_keys(&mut conn, &brief).is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
             "the chunk did not expire"
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    let json = ok(tally().args(short(&["get", "brief", "--precision", "1", "--json"])));
+    let json = ok(tally().args(short(&["get", &brief, "--precision", "1", "--json"])));
     assert_eq!(json.trim(), "[]");
     let listed = ok(tally().args(short(&["counters"])));
-    assert!(!listed.contains("brief"), "{listed}");
+    assert!(!listed.contains(&brief), "{listed}");
     // The listing forgot it in the registries too.
-    let shard = tally::backend::redis::layout::shard_of("brief");
+    let shard = tally::backend::redis::layout::shard_of(&brief);
     let member: Option<f64> = conn
-        .zscore(format!("{{tally:{shard}}}:names@e"), "brief")
+        .zscore(format!("{{tally:{shard}}}:names@e"), &brief)
         .unwrap();
     assert_eq!(member, None);
 }
@@ -368,7 +377,7 @@ fn clean_runs_until_sigterm() {
     .spawn()
     .unwrap();
     // The first pass runs at once and removes the stale counter.
-    let gone = tally_testkit::wait_until(Duration::from_secs(10), || {
+    let gone = tally_testkit::wait_until(tally_testkit::PATIENCE, || {
         ok(&mut with_dir(dir.path(), &["counters", "--json"])).trim() == "[]"
     });
     assert!(gone, "the cleaner did not remove the stale counter");
@@ -377,7 +386,7 @@ fn clean_runs_until_sigterm() {
         .status()
         .unwrap();
     assert!(status.success());
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + tally_testkit::PATIENCE;
     let exit = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;

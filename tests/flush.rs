@@ -99,9 +99,17 @@ async fn kill_and_restart(config_file: &Path, backend: BackendConfig, sink: Arc<
             }
         }));
     }
+    let written = || acked.iter().map(|a| a.load(Ordering::SeqCst)).sum::<i64>();
     let mut rng = Rng(0x5eed_1234_abcd_0001);
     let mut mid_claim = 0;
     for kill in 0..KILLS {
+        // The writers get through 1/25 of the load the check below asks
+        // for before each flusher starts, however slow the machine is.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while written() < (kill as i64 + 1) * 41 {
+            assert!(std::time::Instant::now() < deadline, "the writers stalled");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let mut child = tally()
             .arg("--config")
             .arg(config_file)
@@ -352,7 +360,7 @@ fn flush_drains_what_is_buffered_on_sigterm() {
         .unwrap();
     // The first tick flushes row 1 at start.
     assert!(
-        tally_testkit::wait_until(Duration::from_secs(10), || stored("1") == 5),
+        tally_testkit::wait_until(tally_testkit::PATIENCE, || stored("1") == 5),
         "the first tick did not flush"
     );
     incr("2");
@@ -362,7 +370,7 @@ fn flush_drains_what_is_buffered_on_sigterm() {
         .status()
         .unwrap();
     assert!(status.success());
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + tally_testkit::PATIENCE;
     let exit = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;

@@ -89,7 +89,7 @@ fn curl_and_nc_feed_a_counter_that_reads_back() {
     .unwrap();
     drop(nc.stdin.take());
     assert!(nc.wait().unwrap().success());
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + tally_testkit::PATIENCE;
     while day_total(&s.base, "e2e") != 15 {
         assert!(
             Instant::now() < deadline,
@@ -163,7 +163,7 @@ fn terminate(s: &mut Serve) {
             .unwrap()
             .success()
     );
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let deadline = Instant::now() + tally_testkit::PATIENCE;
     let status = loop {
         if let Some(status) = s.child.try_wait().unwrap() {
             break status;
@@ -220,7 +220,7 @@ fn issue_21_statsd_lines_land_under_their_own_name() {
     assert!(nc.wait().unwrap().success());
     // The listener took all five lines (UDP: wait for them to arrive).
     assert!(
-        tally_testkit::wait_until(Duration::from_secs(10), || {
+        tally_testkit::wait_until(tally_testkit::PATIENCE, || {
             metric(&s.base, "tally_statsd_lines_accepted_total") == 5
         }),
         "accepted {}",

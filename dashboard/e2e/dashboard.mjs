@@ -378,7 +378,11 @@ async function daily(page, s) {
   step('narrow window');
   await page.setViewportSize({ width: 390, height: 800 });
   await page.mouse.move(0, 0);
-  await page.waitForTimeout(300);
+  // The charts follow their containers' width on the next frames (a
+  // ResizeObserver): wait for the page to fit rather than a fixed while.
+  await page
+    .waitForFunction(() => document.documentElement.scrollWidth <= window.innerWidth, null, { timeout: TIMEOUT })
+    .catch(() => {});
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   check(overflow <= 0, `the page scrolls sideways by ${overflow}px in a 390px window`);
   await page.screenshot({ path: join(s.out_dir, 'dashboard-daily-narrow.png'), fullPage: true });

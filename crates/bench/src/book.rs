@@ -54,7 +54,8 @@ pub async fn run(
             let (names, precisions, sent) = (names.clone(), precisions.clone(), sent.clone());
             tokio::spawn(async move {
                 let mut i = w as u64 * 7919;
-                while Instant::now() < deadline {
+                let mut passes = 0u64;
+                while crate::go_on(deadline, &mut passes) {
                     let name = &names[(i % distinct) as usize];
                     i += 131;
                     let now = SystemClock.now().as_secs_f64();

@@ -91,7 +91,8 @@ async fn measure(masters: usize, seconds: f64, writers: usize) -> Result<Ingest>
             let (c, sent) = (counters.clone(), sent.clone());
             tokio::spawn(async move {
                 let mut i = w * 7919;
-                while Instant::now() < deadline {
+                let mut passes = 0u64;
+                while crate::go_on(deadline, &mut passes) {
                     let batch: Vec<Increment> = (0..BATCH)
                         .map(|k| Increment::new(format!("n{}", (i + k * 131) % NAMES), 1))
                         .collect();
@@ -129,7 +130,8 @@ async fn measure(masters: usize, seconds: f64, writers: usize) -> Result<Ingest>
             let (d, views) = (daily.clone(), views.clone());
             tokio::spawn(async move {
                 let mut i = w * 104_729;
-                while Instant::now() < deadline {
+                let mut passes = 0u64;
+                while crate::go_on(deadline, &mut passes) {
                     let batch: Vec<View> = (0..BATCH)
                         .map(|k| View {
                             entity: ((i + k * 7) % 100_000).to_string(),

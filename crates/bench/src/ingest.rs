@@ -292,7 +292,8 @@ async fn exact(
             tokio::spawn(async move {
                 let mut step = 0u64;
                 let start = w * 7919;
-                while Instant::now() < deadline {
+                let mut passes = 0u64;
+                while crate::go_on(deadline, &mut passes) {
                     let increments: Vec<Increment> = (0..batch)
                         .map(|_| {
                             step += 1;

@@ -319,7 +319,8 @@ async fn book_update_stats(
             tokio::spawn(async move {
                 let mut i = w * 7919;
                 let mut temp = 0u64;
-                while Instant::now() < deadline {
+                let mut passes = 0u64;
+                while crate::go_on(deadline, &mut passes) {
                     let name = &names[i % names.len()];
                     let value = values[i % values.len()];
                     i += 131;
@@ -434,7 +435,8 @@ async fn exact(
                 (stats.clone(), names.clone(), values.clone(), sent.clone());
             tokio::spawn(async move {
                 let mut i = w * 7919;
-                while Instant::now() < deadline {
+                let mut passes = 0u64;
+                while crate::go_on(deadline, &mut passes) {
                     let observations: Vec<Observation> = (0..batch)
                         .map(|_| {
                             i += 131;

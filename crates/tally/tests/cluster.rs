@@ -124,6 +124,38 @@ fn spawn_daily_writer(
     })
 }
 
+/// A group of writer tasks: how many, what they had acknowledged and how
+/// many of their attempts failed.
+#[derive(Clone)]
+struct Group {
+    tasks: u64,
+    acked: Arc<AtomicI64>,
+    errors: Arc<AtomicU64>,
+}
+
+impl Group {
+    /// Attempts finished so far, acknowledged or failed.
+    fn attempts(&self) -> u64 {
+        self.acked.load(Ordering::SeqCst) as u64 + self.errors.load(Ordering::SeqCst)
+    }
+}
+
+/// Blocks until each group has finished more attempts since `since` (its
+/// [`Group::attempts`] then) than it has tasks: each task has at most one
+/// attempt under way, so at least one of them started after `since` was
+/// taken. Panics after 60 s.
+fn wait_for_attempts(groups: &[Group], since: &[u64]) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while groups
+        .iter()
+        .zip(since)
+        .any(|(g, &s)| g.attempts() <= s + g.tasks)
+    {
+        assert!(Instant::now() < deadline, "the writers made no progress");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn slot_migration_under_write_load_loses_and_doubles_nothing() {
     slot_migration(Layout::default()).await;
@@ -210,14 +242,41 @@ async fn slot_migration(layout: Layout) {
             }
         }));
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let groups = [
+        Group {
+            tasks: 3,
+            acked: acked.clone(),
+            errors: errors.clone(),
+        },
+        Group {
+            tasks: 2,
+            acked: d_acked.clone(),
+            errors: d_errors.clone(),
+        },
+        Group {
+            tasks: 1,
+            acked: t_acked.clone(),
+            errors: t_errors.clone(),
+        },
+    ];
+    // Every kind of writer has written into the slot before it moves.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while groups.iter().any(|g| g.acked.load(Ordering::SeqCst) == 0) {
+        assert!(Instant::now() < deadline, "no write was acknowledged");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let before = acked.load(Ordering::SeqCst);
 
     // Move the slot one key at a time while the writers go on, then back.
     let moved = {
-        let cluster = cluster.clone();
+        let (cluster, groups) = (cluster.clone(), groups.clone());
         tokio::task::spawn_blocking(move || {
             let mut moved = 0;
+            // Every group of writers sends into the slot as it is now.
+            let writers_meet_the_slot = || {
+                let since: Vec<u64> = groups.iter().map(Group::attempts).collect();
+                wait_for_attempts(&groups, &since);
+            };
             for (a, b) in [(from, to), (to, from)] {
                 cluster.begin_slot_migration(slot, b);
                 loop {
@@ -228,15 +287,27 @@ async fn slot_migration(layout: Layout) {
                     }
                     std::thread::sleep(Duration::from_millis(30));
                 }
+                // Every key is on `b` and the slot still migrating: `a`
+                // answers ASK to whatever the writers send it now.
+                writers_meet_the_slot();
                 cluster.finish_slot_migration(slot, a, b);
-                std::thread::sleep(Duration::from_millis(200));
+                // And MOVED, before the slot moves back.
+                writers_meet_the_slot();
             }
             moved
         })
         .await
         .unwrap()
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Writes go on once the slot is back.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acked.load(Ordering::SeqCst) <= before {
+        assert!(
+            Instant::now() < deadline,
+            "no write was acknowledged during the migration"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     stop.store(true, Ordering::SeqCst);
     for t in tasks {
         t.await.unwrap();
@@ -319,7 +390,12 @@ async fn failover_under_load(
             )
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Kill it mid-load: once the writers have written a hundred batches.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acked.load(Ordering::SeqCst) < 100 {
+        assert!(Instant::now() < deadline, "no load before the failover");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let promoted = {
         let cluster = cluster.clone();
         tokio::task::spawn_blocking(move || {

@@ -636,7 +636,7 @@ async fn cleaner_runs_as_background_task(kind: Kind) {
     let task = cleaner.spawn(async {
         let _ = stopped.await;
     });
-    let cleaned = tally_testkit::wait_until(Duration::from_secs(10), || {
+    let cleaned = tally_testkit::wait_until(tally_testkit::PATIENCE, || {
         futures_lite_block(f.counters.get("bg", 1))
             .map(|v| v == vec![s(T0 as u64, 1)])
             .unwrap_or(false)
@@ -646,7 +646,7 @@ async fn cleaner_runs_as_background_task(kind: Kind) {
         "the background cleaner did not trim the stale sample"
     );
     stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(5), task)
+    tokio::time::timeout(tally_testkit::PATIENCE, task)
         .await
         .expect("cleaner stops on shutdown")
         .unwrap();
@@ -784,7 +784,7 @@ async fn aggregator_applies_backpressure(kind: Kind) {
     let waiting = Aggregator::start(f.counters.clone(), settings).unwrap();
     for i in 0..12 {
         tokio::time::timeout(
-            Duration::from_secs(10),
+            tally_testkit::PATIENCE,
             waiting.add(&format!("w{i}"), 1, Some(60.0)),
         )
         .await
@@ -815,7 +815,7 @@ async fn aggregator_flushes_on_shutdown_and_drop(kind: Kind) {
     let dropped = Aggregator::start(f.counters.clone(), long).unwrap();
     dropped.add("dropped", 2, Some(70.0)).await.unwrap();
     drop(dropped);
-    let flushed = tally_testkit::wait_until(Duration::from_secs(10), || {
+    let flushed = tally_testkit::wait_until(tally_testkit::PATIENCE, || {
         futures_lite_block(f.counters.get("dropped", 1))
             .map(|v| v == vec![s(70, 2)])
             .unwrap_or(false)

@@ -162,30 +162,38 @@ async fn entering_a_chunk_expires_only_the_new_chunks(kind: Kind) {
 
 async fn reads_return_only_the_window(kind: Kind) {
     // 1 s slices, 3 kept: chunks of 3 s.
-    let (f, now) = fixture(kind, &[1, 10], 3).await;
-    let at = |d: i64| (now as i64 + d) as f64;
-    for d in [-8, -5, -2, -1, 0] {
-        f.counters.incr_at("w", 1, at(d)).await.unwrap();
-    }
+    let (f, _) = fixture(kind, &[1, 10], 3).await;
     let starts = |v: Vec<tally::Sample>| v.iter().map(|s| s.start).collect::<Vec<_>>();
-    assert_eq!(
-        starts(f.counters.get("w", 1).await.unwrap()),
-        vec![now - 2, now - 1, now]
-    );
+    // Redis ends a chunk by its own clock, the oldest slice's as soon as 1 s
+    // after its write: the writes and both reads run within 900 ms, each run
+    // on a name of its own at the (forward-only) clock's second.
+    let (w, now, first, later) = tally_testkit::in_time(Duration::from_millis(900), |run| {
+        let (f, w) = (&f, format!("w{run}"));
+        async move {
+            let now = f.clock.now().whole_secs();
+            let at = |d: i64| (now as i64 + d) as f64;
+            for d in [-8, -5, -2, -1, 0] {
+                f.counters.incr_at(&w, 1, at(d)).await.unwrap();
+            }
+            let first = starts(f.counters.get(&w, 1).await.unwrap());
+            f.clock.advance(1.0);
+            let later = starts(f.counters.get(&w, 1).await.unwrap());
+            (w, now, first, later)
+        }
+    })
+    .await;
+    let at = |d: i64| (now as i64 + d) as f64;
+    assert_eq!(first, vec![now - 2, now - 1, now]);
     // One second later the oldest slice left the window: never returned,
     // even while its chunk still holds it.
-    f.clock.advance(1.0);
-    assert_eq!(
-        starts(f.counters.get("w", 1).await.unwrap()),
-        vec![now - 1, now]
-    );
+    assert_eq!(later, vec![now - 1, now]);
     // A write a little ahead (the next chunk) reads back; further is refused.
-    f.counters.incr_at("w", 5, at(4)).await.unwrap();
+    f.counters.incr_at(&w, 5, at(4)).await.unwrap();
     assert_eq!(
-        f.counters.get("w", 1).await.unwrap().last().unwrap().count,
+        f.counters.get(&w, 1).await.unwrap().last().unwrap().count,
         5
     );
-    let err = f.counters.incr_at("w", 1, at(60)).await.unwrap_err();
+    let err = f.counters.incr_at(&w, 1, at(60)).await.unwrap_err();
     assert!(err.is_bad_input(), "{err}");
     assert!(err.to_string().contains("ahead of now"), "{err}");
 }
@@ -331,17 +339,27 @@ async fn another_space_expires_too(kind: Kind) {
         writes,
         seq: None,
     };
-    store.apply(&batch).await.unwrap();
-    let got = store
-        .read(&space, std::slice::from_ref(&name), &[1, 10], SliceSel::All)
-        .await
-        .unwrap();
+    // Redis ends the 1 s resolution's chunk by its own clock, as soon as 5 s
+    // after the write: written and read back within 4 s (a late run's series
+    // is deleted before the next run writes it again).
+    let (got, listed) = tally_testkit::in_time(Duration::from_secs(4), |run| {
+        let (store, space, name, batch) = (&store, &space, &name, &batch);
+        async move {
+            if run > 0 {
+                store.delete(space, name).await.unwrap();
+            }
+            store.apply(batch).await.unwrap();
+            let got = store
+                .read(space, std::slice::from_ref(name), &[1, 10], SliceSel::All)
+                .await
+                .unwrap();
+            (got, store.list(space, "", None, 10).await.unwrap())
+        }
+    })
+    .await;
     assert_eq!(got[0][0], vec![(now, Value::Sum(4))]);
     assert_eq!(got[0][1], vec![(now / 10 * 10, Value::Sum(4))]);
-    assert_eq!(
-        store.list(&space, "", None, 10).await.unwrap(),
-        vec!["home"]
-    );
+    assert_eq!(listed, vec!["home"]);
     // Not a counter.
     assert!(f.counters.get("home", 1).await.unwrap().is_empty());
     let mut raw = f.raw_any().await;
@@ -404,12 +422,25 @@ async fn data_expires_and_the_series_is_forgotten(kind: Kind) {
     let counters =
         tally::Counters::with_clock(store, f.counters.settings().clone(), Arc::new(SystemClock))
             .unwrap();
-    counters.incr("brief", 1).await.unwrap();
-    assert_eq!(counters.list(None, 10).await.unwrap().names, vec!["brief"]);
+    // Listed until Redis ends its chunk (by its own clock, as soon as 1 s
+    // after the write): listed within 900 ms of it. A late run's series is
+    // deleted before the next run writes it again.
+    let listed = tally_testkit::in_time(Duration::from_millis(900), |run| {
+        let counters = &counters;
+        async move {
+            if run > 0 {
+                counters.delete("brief").await.unwrap();
+            }
+            counters.incr("brief", 1).await.unwrap();
+            counters.list(None, 10).await.unwrap().names
+        }
+    })
+    .await;
+    assert_eq!(listed, vec!["brief"]);
     let mut raw: RawConn = f.raw_any().await;
     let shard = tally::backend::redis::layout::shard_of("brief");
     let pattern = format!("{{tally:{shard}}}:1@*:brief");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + tally_testkit::PATIENCE;
     loop {
         let keys: Vec<String> = raw.query(redis::cmd("KEYS").arg(&pattern)).await;
         if keys.is_empty() {

@@ -100,10 +100,27 @@ async fn run(kind: Kind) {
     }
 
     // Chaos: 45 faults, 150 ms apart: two connection kills for every SIGKILL
-    // and restart of the server.
+    // and restart of the server. Between two faults the writers get through
+    // at least 1/45 of the load the checks below ask for (250 increments'
+    // worth, 125 observations), however slow the machine is.
+    let load = || {
+        let increments: u64 = acked.iter().map(|a| a.load(Ordering::Relaxed)).sum();
+        let observations: u64 = observed.iter().map(|o| o.0.load(Ordering::Relaxed)).sum();
+        (increments, observations)
+    };
     let (mut kills, mut restarts) = (0, 0);
     for event in 0..45 {
+        let (increments, observations) = load();
         tokio::time::sleep(Duration::from_millis(150)).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while load().0 < increments + 250 || load().1 < observations + 125 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writers stalled after fault {event}: {:?}",
+                load()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         if event % 3 == 2 {
             let server = server.clone();
             tokio::task::spawn_blocking(move || server.lock().unwrap().restart())

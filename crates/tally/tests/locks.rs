@@ -106,16 +106,27 @@ async fn expiry_hands_the_lock_on(kind: Kind) {
     let f = Fixture::new(kind).await;
     let other = f.other().await;
     let ttl = Duration::from_millis(300);
-    let mut first = f.locks.try_acquire("job", ttl).await.unwrap().unwrap();
-    assert!(other.try_acquire("job", ttl).await.unwrap().is_none());
+    // The other client is refused while the lease runs: checked within
+    // 250 ms of taking it, since Redis ends the lease by its own clock.
+    let (name, mut first, taken) = tally_testkit::in_time(Duration::from_millis(250), |run| {
+        let (locks, other) = (&f.locks, &other);
+        async move {
+            let name = format!("job-{run}");
+            let first = locks.try_acquire(&name, ttl).await.unwrap().unwrap();
+            let taken = other.try_acquire(&name, ttl).await.unwrap();
+            (name, first, taken)
+        }
+    })
+    .await;
+    assert!(taken.is_none());
     f.pass(Duration::from_millis(450)).await;
-    let second = other.try_acquire("job", TTL).await.unwrap().unwrap();
+    let second = other.try_acquire(&name, TTL).await.unwrap().unwrap();
     assert!(second.fence() > first.fence());
     // The former holder can no longer extend or release, and the new
     // holder keeps the lock.
     assert!(!first.extend(TTL).await.unwrap());
-    assert!(!f.locks.release("job", first.token()).await.unwrap());
-    assert!(f.locks.try_acquire("job", TTL).await.unwrap().is_none());
+    assert!(!f.locks.release(&name, first.token()).await.unwrap());
+    assert!(f.locks.try_acquire(&name, TTL).await.unwrap().is_none());
     assert!(!first.release().await.unwrap());
     assert!(second.release().await.unwrap());
 }
@@ -124,12 +135,14 @@ async fn fencing_tokens_strictly_increase(kind: Kind) {
     let f = Fixture::new(kind).await;
     let mut last = 0;
     for i in 0..20 {
-        let g = f
-            .locks
-            .try_acquire("fenced", Duration::from_millis(50))
-            .await
-            .unwrap()
-            .unwrap();
+        // A lease released by its holder is taken for long: a 50 ms one
+        // could end (by Redis's clock) before a loaded machine releases it.
+        let ttl = if i % 2 == 0 {
+            TTL
+        } else {
+            Duration::from_millis(50)
+        };
+        let g = f.locks.try_acquire("fenced", ttl).await.unwrap().unwrap();
         assert!(g.fence() > last, "{} after {last}", g.fence());
         last = g.fence();
         if i % 2 == 0 {
@@ -175,24 +188,54 @@ async fn mutual_exclusion_under_50_contenders(kind: Kind) {
 
 async fn dropped_guard_releases(kind: Kind) {
     let f = Fixture::new(kind).await;
+    // A lease of an hour: only the release can free it while the test runs
+    // (Redis ends a lease by its own clock).
     {
-        let _guard = f.locks.try_acquire("job", TTL).await.unwrap().unwrap();
+        let hour = Duration::from_secs(3600);
+        let _guard = f.locks.try_acquire("job", hour).await.unwrap().unwrap();
     }
+    // The drop releases in the background: wait for it, however slowly a
+    // loaded machine runs the release.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let mut got = None;
-    for _ in 0..100 {
-        if let Some(g) = f.locks.try_acquire("job", TTL).await.unwrap() {
-            got = Some(g);
-            break;
+    while got.is_none() && std::time::Instant::now() < deadline {
+        got = f.locks.try_acquire("job", TTL).await.unwrap();
+        if got.is_none() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(got.expect("released after drop").fence(), 2);
 }
 
 async fn blocking_acquire_gives_up_at_the_deadline(kind: Kind) {
     let f = Fixture::new(kind).await;
-    let _held = f.locks.try_acquire("job", TTL).await.unwrap().unwrap();
+    // Held for an hour: a wait that ends before that gave up at its
+    // deadline (how soon after it is checked on a paused clock below,
+    // where no stall of the machine counts).
+    let hour = Duration::from_secs(3600);
+    let _held = f.locks.try_acquire("job", hour).await.unwrap().unwrap();
     let started = std::time::Instant::now();
+    let got = f
+        .locks
+        .acquire("job", TTL, Duration::from_millis(150))
+        .await
+        .unwrap();
+    assert!(got.is_none());
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(150) && waited < Duration::from_secs(60),
+        "{waited:?}"
+    );
+}
+
+/// [`blocking_acquire_gives_up_at_the_deadline`] on the runtime's paused
+/// clock (SQLite's work holds it still): the wait ends at its deadline, not
+/// a backoff step or a lease later, however slow the machine is.
+#[tokio::test(start_paused = true)]
+async fn blocking_acquire_gives_up_at_the_deadline_on_a_paused_clock() {
+    let f = Fixture::new(Kind::SqliteMemory).await;
+    let _held = f.locks.try_acquire("job", TTL).await.unwrap().unwrap();
+    let started = tokio::time::Instant::now();
     let got = f
         .locks
         .acquire("job", TTL, Duration::from_millis(150))

@@ -40,21 +40,15 @@ impl Drop for TestServer {
     /// left behind retries its last flush (the request durations the
     /// server records) until it is acknowledged; once its store is gone
     /// and another test's server takes the same ports, it would land there.
+    ///
+    /// A test on one thread (a paused clock) cannot block here: it calls
+    /// [`TestServer::shutdown`] itself.
     fn drop(&mut self) {
-        let (counters, stats, gauges, sets) = (
-            self.aggregator.clone(),
-            self.statsd.stats.clone(),
-            self.statsd.gauges.clone(),
-            self.statsd.sets.clone(),
-        );
-        tokio::task::block_in_place(|| {
-            tokio::runtime::Handle::current().block_on(async {
-                stats.shutdown().await;
-                gauges.shutdown().await;
-                sets.shutdown().await;
-                counters.shutdown().await;
-            })
-        });
+        let runtime = tokio::runtime::Handle::current();
+        if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread {
+            return;
+        }
+        tokio::task::block_in_place(|| runtime.block_on(self.shutdown()));
     }
 }
 
@@ -218,6 +212,15 @@ impl TestServer {
 
     async fn post(&self, uri: &str, body: Value) -> Answer {
         self.call(Method::POST, uri, Some(body), &[]).await
+    }
+
+    /// Stops the fixture's writers (what [`Drop`] does on a runtime of
+    /// several threads).
+    async fn shutdown(&self) {
+        self.statsd.stats.shutdown().await;
+        self.statsd.gauges.shutdown().await;
+        self.statsd.sets.shutdown().await;
+        self.aggregator.shutdown().await;
     }
 
     async fn flush(&self) {
@@ -1369,8 +1372,11 @@ async fn the_document_decides_400_and_rules_decide_422(kind: Kind) {
 }
 
 /// A lock wait stops before the request timeout: a held lock is answered
-/// 409 with the time left, never cut off as a 503.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// 409 with the time left, never cut off as a 503. On a paused clock (the
+/// runtime's timers fire only when it has nothing else to do, and never
+/// while SQLite works), so the wait's end and the timeout come in their
+/// order however slow the machine is.
+#[tokio::test(start_paused = true)]
 async fn a_lock_wait_ends_before_the_request_timeout() {
     let settings = ServerSettings {
         request_timeout: Duration::from_millis(400),
@@ -1382,7 +1388,7 @@ async fn a_lock_wait_ends_before_the_request_timeout() {
         s.post("/v1/locks/w/acquire", take).await.status,
         StatusCode::OK
     );
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let wait = json!({ "ttl_ms": 1000, "wait_ms": 3_600_000 });
     let held = s.post("/v1/locks/w/acquire", wait).await;
     assert_eq!(held.status, StatusCode::CONFLICT, "{}", held.text);
@@ -1392,6 +1398,7 @@ async fn a_lock_wait_ends_before_the_request_timeout() {
         "{:?}",
         started.elapsed()
     );
+    s.shutdown().await;
 }
 
 /// The served document states this server's configuration: its policies,
@@ -1457,7 +1464,7 @@ async fn real_socket_round_trip_and_graceful_shutdown() {
     assert!(get.starts_with("HTTP/1.1 200"), "{get}");
     assert!(get.contains("41]]"), "{get}");
     stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(10), serving)
+    tokio::time::timeout(tally_testkit::PATIENCE, serving)
         .await
         .expect("serve stops after shutdown")
         .unwrap()
@@ -1487,7 +1494,7 @@ async fn statsd_packets_over_udp() {
         .await
         .unwrap();
     let metrics = s.state.metrics().clone();
-    let seen = tally_testkit::wait_until(Duration::from_secs(5), || {
+    let seen = tally_testkit::wait_until(tally_testkit::PATIENCE, || {
         metrics.statsd_accepted_total() + metrics.statsd_rejected_total() == 8
     });
     assert!(
@@ -1543,7 +1550,7 @@ impl Listener {
     /// Stops it and waits until it has.
     async fn stop(self) {
         self.stop.send(()).unwrap();
-        tokio::time::timeout(Duration::from_secs(5), self.task)
+        tokio::time::timeout(tally_testkit::PATIENCE, self.task)
             .await
             .expect("listener stops")
             .unwrap();
@@ -1569,7 +1576,7 @@ async fn statsd_timers_become_weighted_statistics() {
         .await
         .unwrap();
     let metrics = s.state.metrics().clone();
-    let seen = tally_testkit::wait_until(Duration::from_secs(5), || {
+    let seen = tally_testkit::wait_until(tally_testkit::PATIENCE, || {
         metrics.statsd_accepted_total() + metrics.statsd_rejected_total() == 8
     });
     assert!(seen, "accepted {}", metrics.statsd_accepted_total());
@@ -1718,7 +1725,7 @@ async fn statsd_gauges_set_and_adjust_in_order() {
         .await
         .unwrap();
     let metrics = s.state.metrics().clone();
-    assert!(tally_testkit::wait_until(Duration::from_secs(5), || {
+    assert!(tally_testkit::wait_until(tally_testkit::PATIENCE, || {
         metrics.statsd_accepted_total() == 3
     }));
     s.flush().await;
@@ -1726,7 +1733,7 @@ async fn statsd_gauges_set_and_adjust_in_order() {
     let day = gauges.get("q", 86_400).await.unwrap();
     assert_eq!((day[0].last, day[0].min, day[0].max), (2.0, 2.0, 8.0));
     client.send_to(b"q:0|g\nq:-5|g", addr).await.unwrap();
-    assert!(tally_testkit::wait_until(Duration::from_secs(5), || {
+    assert!(tally_testkit::wait_until(tally_testkit::PATIENCE, || {
         metrics.statsd_accepted_total() == 5
     }));
     s.flush().await;
@@ -1750,7 +1757,7 @@ async fn statsd_sets_count_distinct_members() {
     let packet = format!("users:ann|s\nusers:bob|s|#env:prod\nusers:ann|s\n{long}\nusers:|s\n");
     client.send_to(packet.as_bytes(), addr).await.unwrap();
     let metrics = s.state.metrics().clone();
-    assert!(tally_testkit::wait_until(Duration::from_secs(5), || {
+    assert!(tally_testkit::wait_until(tally_testkit::PATIENCE, || {
         metrics.statsd_accepted_total() + metrics.statsd_rejected_total() == 5
     }));
     assert_eq!(metrics.statsd_accepted_total(), 3);
@@ -1795,17 +1802,20 @@ async fn statsd_kernel_drops_show_in_metrics() {
             let _ = stopped.await;
         },
     ));
-    // Nothing more comes: what was queued is drained, then stays put.
-    let mut received = 0;
-    for _ in 0..100 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let now = metrics.statsd_datagrams_total();
-        if now > 0 && now == received {
-            break;
+    // Each datagram was queued or dropped by the kernel: wait until the
+    // listener has drained and handled what was queued (not until the count
+    // merely stood still for a while, which a stalled listener also does).
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let (received, drops) = loop {
+        let received = metrics.statsd_datagrams_total();
+        let drops = metrics.statsd_kernel_drops().await;
+        let drained = drops.is_some_and(|d| received + d == sent)
+            && metrics.statsd_accepted_total() == received;
+        if drained || std::time::Instant::now() > deadline {
+            break (received, drops.expect("a drop counter"));
         }
-        received = now;
-    }
-    let drops = metrics.statsd_kernel_drops().await.expect("a drop counter");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
     assert!(
         received > 0 && drops > 0,
         "received {received}, dropped {drops}"
@@ -1837,7 +1847,7 @@ async fn statsd_kernel_drops_show_in_metrics() {
         a.text
     );
     stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(5), listening)
+    tokio::time::timeout(tally_testkit::PATIENCE, listening)
         .await
         .expect("listener stops")
         .unwrap();

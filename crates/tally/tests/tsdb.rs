@@ -437,8 +437,6 @@ async fn delete_removes_every_rollup(kind: Kind) {
 
 async fn data_expires_with_its_bucket(kind: Kind) {
     let f = Fixture::near_now(kind).await;
-    // Redis expires by its own clock: run this one on the wall clock.
-    f.clock.set(SystemClock.now().as_secs_f64());
     let ts = f
         .tsdb(TsdbSettings {
             rollups: vec![Rollup {
@@ -448,25 +446,35 @@ async fn data_expires_with_its_bucket(kind: Kind) {
             top_capacity: 10,
         })
         .await;
-    let now = f.clock.now().whole_secs() as f64;
-    ts.incr("m", "k", 1).await.unwrap();
     let k = keys(&["k"]);
-    assert_eq!(
-        ts.get_sums("m", &k, now, now, None).await.unwrap().totals[0].total,
-        1
-    );
+    // Redis expires by its own clock: run this one on the wall clock. The
+    // bucket expires more than 1 s after the clock is set: read back within
+    // 900 ms of it.
+    let (m, now, total) = tally_testkit::in_time(std::time::Duration::from_millis(900), |run| {
+        let (f, ts, k) = (&f, &ts, &k);
+        async move {
+            f.clock.set(SystemClock.now().as_secs_f64());
+            let m = format!("m{run}");
+            let now = f.clock.now().whole_secs() as f64;
+            ts.incr(&m, "k", 1).await.unwrap();
+            let total = ts.get_sums(&m, k, now, now, None).await.unwrap().totals[0].total;
+            (m, now, total)
+        }
+    })
+    .await;
+    assert_eq!(total, 1);
     tokio::time::sleep(std::time::Duration::from_millis(2600)).await;
     f.clock.advance(2.6);
     assert_eq!(
-        ts.get_sums("m", &k, now, now, None).await.unwrap().totals[0].total,
+        ts.get_sums(&m, &k, now, now, None).await.unwrap().totals[0].total,
         0
     );
     // A write dated in an expired bucket is dropped, not stored.
-    ts.incr_multi(&[TsIncrement::new("m", "k").at(now - 10.0)])
+    ts.incr_multi(&[TsIncrement::new(&m, "k").at(now - 10.0)])
         .await
         .unwrap();
     assert_eq!(
-        ts.get_sums("m", &k, now - 10.0, now - 10.0, None)
+        ts.get_sums(&m, &k, now - 10.0, now - 10.0, None)
             .await
             .unwrap()
             .totals[0]

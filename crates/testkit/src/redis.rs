@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 
-use crate::{free_port, require_binary, wait_until};
+use crate::{PATIENCE, free_port, require_binary, wait_until};
 
 const INSTALL_HINT: &str = "Install it with `sudo apt-get install redis-server`";
 
@@ -183,7 +183,7 @@ impl RedisServer {
             .map_err(|e| format!("spawn redis-server: {e}"))?;
         let port = self.port;
         let ca = self.ca_cert();
-        let up = wait_until(Duration::from_secs(10), || {
+        let up = wait_until(PATIENCE, || {
             if let Ok(Some(_)) = child.try_wait() {
                 return true;
             }
@@ -200,9 +200,7 @@ impl RedisServer {
             return Err(format!("redis-server did not answer PING on port {port}"));
         }
         // With an AOF, the server answers PING with -LOADING until loaded.
-        wait_until(Duration::from_secs(10), || {
-            answers_ping(port, ca.as_deref())
-        });
+        wait_until(PATIENCE, || answers_ping(port, ca.as_deref()));
         self.child = Some(child);
         Ok(())
     }
@@ -326,7 +324,8 @@ fn make_certificates(dir: &Path) -> Result<(), String> {
 /// chunk.
 pub(crate) fn raw_command(port: u16, inline: &str) -> std::io::Result<String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port))?;
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    // Long enough for a loaded machine (a durable server fsyncs each write).
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     stream.write_all(inline.as_bytes())?;
     stream.write_all(b"\r\n")?;
     let mut buf = [0u8; 4096];

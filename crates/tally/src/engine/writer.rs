@@ -1350,7 +1350,7 @@ mod tests {
         wait.try_add("a", Value::Sum(1), Some(1000.0)).unwrap();
         wait.try_add("b", Value::Sum(1), Some(1000.0)).unwrap();
         tokio::time::timeout(
-            Duration::from_secs(10),
+            tally_testkit::PATIENCE,
             wait.add("c", Value::Sum(1), Some(1000.0)),
         )
         .await
