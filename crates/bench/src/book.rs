@@ -55,7 +55,7 @@ pub async fn run(
             tokio::spawn(async move {
                 let mut i = w as u64 * 7919;
                 let mut passes = 0u64;
-                while crate::go_on(deadline, &mut passes) {
+                while crate::pace::go_on(deadline, &mut passes) {
                     let name = &names[(i % distinct) as usize];
                     i += 131;
                     let now = SystemClock.now().as_secs_f64();

@@ -92,7 +92,7 @@ async fn measure(masters: usize, seconds: f64, writers: usize) -> Result<Ingest>
             tokio::spawn(async move {
                 let mut i = w * 7919;
                 let mut passes = 0u64;
-                while crate::go_on(deadline, &mut passes) {
+                while crate::pace::go_on(deadline, &mut passes) {
                     let batch: Vec<Increment> = (0..BATCH)
                         .map(|k| Increment::new(format!("n{}", (i + k * 131) % NAMES), 1))
                         .collect();
@@ -131,7 +131,7 @@ async fn measure(masters: usize, seconds: f64, writers: usize) -> Result<Ingest>
             tokio::spawn(async move {
                 let mut i = w * 104_729;
                 let mut passes = 0u64;
-                while crate::go_on(deadline, &mut passes) {
+                while crate::pace::go_on(deadline, &mut passes) {
                     let batch: Vec<View> = (0..BATCH)
                         .map(|k| View {
                             entity: ((i + k * 7) % 100_000).to_string(),

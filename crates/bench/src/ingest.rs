@@ -293,7 +293,7 @@ async fn exact(
                 let mut step = 0u64;
                 let start = w * 7919;
                 let mut passes = 0u64;
-                while crate::go_on(deadline, &mut passes) {
+                while crate::pace::go_on(deadline, &mut passes) {
                     let increments: Vec<Increment> = (0..batch)
                         .map(|_| {
                             step += 1;

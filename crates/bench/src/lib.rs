@@ -31,6 +31,7 @@ pub mod graphite;
 pub mod ingest;
 pub mod memory;
 pub mod migrate;
+mod pace;
 pub mod plan;
 pub mod read;
 pub mod retention;
@@ -766,12 +767,4 @@ fn print_retention(r: &retention::Retention) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// Whether a timed loop takes another pass: always its first one, then
-/// while `deadline` is ahead. A task that a loaded machine starts only after
-/// its deadline still measures one pass, so a run never reports nothing.
-pub(crate) fn go_on(deadline: std::time::Instant, passes: &mut u64) -> bool {
-    *passes += 1;
-    *passes == 1 || std::time::Instant::now() < deadline
 }

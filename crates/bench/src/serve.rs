@@ -501,7 +501,7 @@ fn blast(to: SocketAddr, lines: usize, counters: u64, seconds: f64) -> Result<u6
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
     let mut sent = 0u64;
     let mut passes = 0u64;
-    while crate::go_on(deadline, &mut passes) {
+    while crate::pace::go_on(deadline, &mut passes) {
         for p in &packets {
             // A full socket buffer drops the datagram, as UDP does.
             if socket.send_to(p, to).is_ok() {

@@ -320,7 +320,7 @@ async fn book_update_stats(
                 let mut i = w * 7919;
                 let mut temp = 0u64;
                 let mut passes = 0u64;
-                while crate::go_on(deadline, &mut passes) {
+                while crate::pace::go_on(deadline, &mut passes) {
                     let name = &names[i % names.len()];
                     let value = values[i % values.len()];
                     i += 131;
@@ -436,7 +436,7 @@ async fn exact(
             tokio::spawn(async move {
                 let mut i = w * 7919;
                 let mut passes = 0u64;
-                while crate::go_on(deadline, &mut passes) {
+                while crate::pace::go_on(deadline, &mut passes) {
                     let observations: Vec<Observation> = (0..batch)
                         .map(|_| {
                             i += 131;
