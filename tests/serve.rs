@@ -52,6 +52,22 @@ fn curl(args: &[&str]) -> (u16, String) {
     (code.trim().parse().unwrap_or(0), body.to_owned())
 }
 
+/// Sends `payload` as one datagram with `nc -u WAIT 127.0.0.1 PORT`, its
+/// standard input a file holding the payload: with `-w0`, nc gives up as
+/// soon as a poll of its input finds nothing to read, so a pipe written
+/// after nc starts can lose the race on a loaded machine (nothing is sent).
+fn nc_udp(wait: &str, port: u16, payload: &[u8]) {
+    let mut file = tempfile::tempfile().unwrap();
+    std::io::Write::write_all(&mut file, payload).unwrap();
+    std::io::Seek::rewind(&mut file).unwrap();
+    let status = Command::new(tool("nc"))
+        .args(["-u", wait, "127.0.0.1", &port.to_string()])
+        .stdin(Stdio::from(file))
+        .status()
+        .expect("run nc");
+    assert!(status.success(), "nc: {status}");
+}
+
 fn day_total(base: &str, name: &str) -> i64 {
     let (code, body) = curl(&[&format!("{base}/v1/counters/{name}?precision=86400")]);
     assert_eq!(code, 200, "{body}");
@@ -75,20 +91,13 @@ fn curl_and_nc_feed_a_counter_that_reads_back() {
         &format!("{}/v1/counters/e2e/incr", s.base),
     ]);
     assert_eq!(code, 202);
-    let mut nc = Command::new(tool("nc"))
-        .args(["-u", "-w1", "127.0.0.1", &statsd.to_string()])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("run nc");
-    std::io::Write::write_all(
-        nc.stdin.as_mut().unwrap(),
+    nc_udp(
+        "-w1",
+        statsd,
         b"e2e:10|c\ne2e:1|zz\ne2e.depth:5|g\ne2e.depth:-2|g\n\
           e2e.lat:10|ms\ne2e.lat:20|ms\ne2e.lat:30|ms|@0.5\n\
           e2e.users:ann|s\ne2e.users:bob|s\ne2e.users:ann|s\n",
-    )
-    .unwrap();
-    drop(nc.stdin.take());
-    assert!(nc.wait().unwrap().success());
+    );
     let deadline = Instant::now() + tally_testkit::PATIENCE;
     while day_total(&s.base, "e2e") != 15 {
         assert!(
@@ -205,19 +214,12 @@ fn issue_21_statsd_lines_land_under_their_own_name() {
         .unwrap()
         .as_secs();
     let ts = now - 60;
-    let mut nc = Command::new(tool("nc"))
-        .args(["-u", "-w0", "127.0.0.1", &statsd.to_string()])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("run nc");
-    std::io::Write::write_all(
-        nc.stdin.as_mut().unwrap(),
+    nc_udp(
+        "-w0",
+        statsd,
         format!("pk:1:2|h\nhits:1|c:2|c\nct:1|c|c:abc123\nts:1|c|T{ts}\ntg:1|c|#env:prod\n")
             .as_bytes(),
-    )
-    .unwrap();
-    drop(nc.stdin.take());
-    assert!(nc.wait().unwrap().success());
+    );
     // The listener took all five lines (UDP: wait for them to arrive).
     assert!(
         tally_testkit::wait_until(tally_testkit::PATIENCE, || {
