@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{CommandFactory, Parser, Subcommand};
 
+#[cfg(feature = "bench")]
 use crate::commands::bench::BenchCommand;
 use crate::commands::buffer::BufferGroup;
 use crate::commands::completions::CompletionsArgs;
@@ -79,7 +80,9 @@ pub enum Command {
     /// Copy every counter, statistic, gauge and set from one store into another
     /// (resumable: run it again to finish an interrupted migration).
     Migrate(MigrateArgs),
-    /// Benchmarks (see BENCHMARKS.md).
+    /// Benchmarks (see BENCHMARKS.md). Only in a build with the `bench`
+    /// feature: without it `tally bench` is a usage error saying how to build it.
+    #[cfg(feature = "bench")]
     #[command(subcommand)]
     Bench(BenchCommand),
     /// Print shell completions (bash, zsh, fish...) to stdout.
@@ -97,6 +100,16 @@ impl Command {
             _ => false,
         }
     }
+}
+
+/// Parses the command line, exiting on a usage error. Without the `bench`
+/// feature, `tally bench` is such an error, and it says how to build it in.
+pub fn parse() -> Cli {
+    Cli::try_parse().unwrap_or_else(|e| {
+        #[cfg(not(feature = "bench"))]
+        commands::bench::explain_missing(&e);
+        e.exit()
+    })
 }
 
 pub fn init_tracing(cli: &Cli) {
@@ -134,6 +147,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Lock(c) => return commands::lock::run(c, &config).await,
         Command::Serve(args) => commands::serve::run(*args, &config).await?,
         Command::Migrate(args) => commands::migrate::run(args, &config).await?,
+        #[cfg(feature = "bench")]
         Command::Bench(c) => commands::bench::run(c, &config).await?,
         Command::Completions(_) => {} // answered above, before the config
     }

@@ -18,8 +18,6 @@ mod output;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 // glibc's malloc spent over half of the exact ingest path's client CPU
 // (measured with perf, see docs/bench-log/ingest.md); mimalloc's
 // thread-local free lists cut that. The library leaves the choice to its
@@ -28,7 +26,7 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = cli::parse();
     cli::init_tracing(&cli);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -21,15 +21,18 @@ fn at(text: &str, heading: &str) -> usize {
 
 #[test]
 fn own_arguments_come_before_the_grouped_store_options() {
-    for args in [
+    let mut commands = vec![
         &["incr"][..],
         &["ts", "get"],
         &["daily", "last"],
         &["buffer", "get"],
         &["limit", "check"],
         &["serve"],
-        &["bench", "ingest"],
-    ] {
+    ];
+    if cfg!(feature = "bench") {
+        commands.push(&["bench", "ingest"]);
+    }
+    for args in commands {
         let text = help(args);
         let own = at(&text, "Options:");
         let store = at(&text, "Store options:");
@@ -68,11 +71,14 @@ fn bash_completions_parse_and_name_every_command() {
         "limit",
         "lock",
         "serve",
-        "bench",
         "completions",
-        "daily-memory",
         "--redis-cluster",
-    ] {
+    ]
+    .into_iter()
+    // `bench` and its `daily-memory` exist with the `bench` feature only.
+    .chain(cfg!(feature = "bench").then_some("bench"))
+    .chain(cfg!(feature = "bench").then_some("daily-memory"))
+    {
         assert!(script.contains(name), "bash completions lack {name}");
     }
     let dir = tempfile::tempdir().unwrap();
@@ -93,7 +99,11 @@ fn zsh_and_fish_completions_name_the_commands() {
     let fish = ok(tally().args(["completions", "fish"]));
     assert!(fish.contains("complete -c tally"), "{fish}");
     for script in [&zsh, &fish] {
-        for name in ["incr", "ts", "daily", "bench", "daily-memory", "data-dir"] {
+        for name in ["incr", "ts", "daily", "data-dir"]
+            .into_iter()
+            .chain(cfg!(feature = "bench").then_some("bench"))
+            .chain(cfg!(feature = "bench").then_some("daily-memory"))
+        {
             assert!(script.contains(name), "completions lack {name}");
         }
     }
@@ -112,4 +122,26 @@ fn completions_need_no_store_and_reject_an_unknown_shell() {
         String::from_utf8_lossy(&out.stderr).contains("tcsh"),
         "the error names the bad shell"
     );
+}
+
+/// Without the `bench` feature (the default, what `cargo install --path .`
+/// builds), `tally bench` is neither listed nor broken: it says how to build
+/// it in and exits 2.
+#[cfg(not(feature = "bench"))]
+#[test]
+fn without_the_bench_feature_bench_says_how_to_build_it() {
+    let top = help(&[]);
+    assert!(!top.contains("bench"), "{top}");
+    let bash = ok(tally().args(["completions", "bash"]));
+    assert!(!bash.contains("bench"), "{bash}");
+    for args in [
+        &["bench"][..],
+        &["bench", "ingest", "--json"],
+        &["bench", "--help"],
+    ] {
+        let out = run(tally().args(args));
+        assert_eq!(out.status.code(), Some(2), "tally {args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("--features bench"), "{stderr}");
+    }
 }

@@ -142,6 +142,7 @@ impl Error {
     }
 }
 
+#[cfg(feature = "redis")]
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
         if e.is_io_error()
@@ -165,12 +166,14 @@ impl From<redis::RedisError> for Error {
     }
 }
 
+#[cfg(feature = "redis")]
 impl From<redis::ParsingError> for Error {
     fn from(e: redis::ParsingError) -> Self {
         Error::Backend(format!("redis answered something unexpected: {e}"))
     }
 }
 
+#[cfg(feature = "postgres")]
 impl From<sqlx::Error> for Error {
     fn from(e: sqlx::Error) -> Self {
         match &e {
@@ -184,6 +187,7 @@ impl From<sqlx::Error> for Error {
     }
 }
 
+#[cfg(feature = "sqlite")]
 impl From<rusqlite::Error> for Error {
     fn from(e: rusqlite::Error) -> Self {
         match e.sqlite_error_code() {

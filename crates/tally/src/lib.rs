@@ -80,7 +80,7 @@
 //!   article's hashes on Redis), sharing the engine's validation.
 //! - [`buffers`]: buffered counters flushed to SQL exactly once (Sentry's
 //!   buffers): the service, row encodings, store trait, flusher, and the
-//!   PostgreSQL and SQLite sinks.
+//!   PostgreSQL (feature `postgres`) and SQLite (feature `sqlite`) sinks.
 //! - [`limits`]: rate limiters (fixed window, sliding window counter, GCRA):
 //!   pure algorithms, the limiter service, its store trait, and (feature
 //!   `middleware`) a tower layer for axum apps.
@@ -104,8 +104,9 @@
 //!   app's requests into counters.
 //! - `server` (feature `server`): the HTTP API, dashboard, `/metrics`, and
 //!   the statsd and carbon listeners behind `tally serve`.
-//! - [`backend`]: SQLite ([`backend::sqlite`]) and Redis ([`backend::redis`],
-//!   with the key layouts and the Lua scripts): the engine's store
+//! - [`backend`]: SQLite ([`backend::sqlite`], feature `sqlite`) and Redis
+//!   ([`backend::redis`], feature `redis`, with the key layouts and the Lua
+//!   scripts; both features are default): the engine's store
 //!   (`SqliteSliceStore`, `RedisSliceStore`: every space, counters included)
 //!   and a store per other feature (tsdb and daily keep their own layouts).
 //!

@@ -8,17 +8,31 @@
 //! spaces, and counters on it with [`Backend::counter_store`];
 //! [`Backend::tsdb_store`], [`Backend::daily_store`],
 //! [`Backend::idempotency_store`]...).
+//!
+//! Each backend is a cargo feature (`redis`, `sqlite`; both by default).
+//! [`BackendConfig`] names either in any build; [`Backend::open`] refuses one
+//! this build lacks with an [`crate::Error::Config`] naming the feature.
+//! A build with neither (the PostgreSQL sink alone) opens no backend, so
+//! every method below is unreachable there, its arguments unused.
+#![cfg_attr(
+    not(any(feature = "redis", feature = "sqlite")),
+    allow(unreachable_code, unused_variables)
+)]
 
 pub mod redis;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+#[cfg(feature = "redis")]
 use std::time::Duration;
 
 use crate::buffers::BufferStore;
 use crate::clock::SharedClock;
-use crate::counters::{CounterSettings, CounterStore, SliceCounterStore};
+#[cfg(feature = "redis")]
+use crate::counters::CounterSettings;
+use crate::counters::{CounterStore, SliceCounterStore};
 use crate::daily::DailyStore;
 use crate::engine::SliceStore;
 use crate::error::Result;
@@ -27,7 +41,10 @@ use crate::limits::LimiterStore;
 use crate::locks::LockStore;
 use crate::tsdb::TsdbStore;
 
-pub use self::redis::{Layout, Redis, ReplicationWait};
+#[cfg(feature = "redis")]
+pub use self::redis::Redis;
+pub use self::redis::{Layout, ReplicationWait};
+#[cfg(feature = "sqlite")]
 pub use self::sqlite::Sqlite;
 
 /// Where data lives, as configured.
@@ -57,30 +74,58 @@ pub enum BackendConfig {
 #[derive(Clone, Debug)]
 pub enum Backend {
     /// The embedded store.
+    #[cfg(feature = "sqlite")]
     Sqlite(Sqlite),
     /// Redis, standalone or cluster.
+    #[cfg(feature = "redis")]
     Redis {
         /// The connection.
         redis: Redis,
         /// Key layout of counters.
         layout: Layout,
     },
+    /// Never made (it holds an `Infallible`): in a build with neither store
+    /// backend (the PostgreSQL sink alone) it keeps the enum from being
+    /// empty, so the `match`es below need no second shape.
+    #[cfg(not(any(feature = "redis", feature = "sqlite")))]
+    #[doc(hidden)]
+    Unbuilt(std::convert::Infallible),
+}
+
+/// The error for a backend this build lacks.
+#[cfg(not(all(feature = "redis", feature = "sqlite")))]
+fn not_built(feature: &str) -> crate::Error {
+    crate::Error::Config(format!(
+        "this tally was built without the `{feature}` feature, so it has no {feature} backend"
+    ))
 }
 
 impl Backend {
     /// Opens (connects to) the configured backend.
     pub async fn open(config: &BackendConfig) -> Result<Self> {
         Ok(match config {
+            #[cfg(feature = "sqlite")]
             BackendConfig::SqliteDir(dir) => Backend::Sqlite(Sqlite::open_dir(dir)?),
+            #[cfg(feature = "sqlite")]
             BackendConfig::SqliteMemory => Backend::Sqlite(Sqlite::open_in_memory()?),
+            #[cfg(not(feature = "sqlite"))]
+            BackendConfig::SqliteDir(_) | BackendConfig::SqliteMemory => {
+                return Err(not_built("sqlite"));
+            }
+            #[cfg(feature = "redis")]
             BackendConfig::Redis { url, layout } => Backend::Redis {
                 redis: Redis::connect(url).await?,
                 layout: layout.clone(),
             },
+            #[cfg(feature = "redis")]
             BackendConfig::RedisCluster { urls, layout } => Backend::Redis {
                 redis: Redis::connect_cluster(urls).await?,
                 layout: layout.clone(),
             },
+            #[cfg(not(feature = "redis"))]
+            BackendConfig::Redis { .. } | BackendConfig::RedisCluster { .. } => {
+                return Err(not_built("redis"));
+            }
         })
     }
 
@@ -89,24 +134,33 @@ impl Backend {
     pub fn with_replication_wait(self, wait: Option<ReplicationWait>) -> Result<Self> {
         match (self, wait) {
             (backend, None) => Ok(backend),
+            #[cfg(feature = "redis")]
             (Backend::Redis { redis, layout }, wait) => Ok(Backend::Redis {
                 redis: redis.with_replication_wait(wait),
                 layout,
             }),
+            #[cfg(feature = "sqlite")]
             (Backend::Sqlite(_), Some(_)) => Err(crate::Error::Config(
                 "waiting for replicas only applies to Redis".into(),
             )),
+            #[cfg(not(any(feature = "redis", feature = "sqlite")))]
+            (Backend::Unbuilt(never), Some(_)) => match never {},
         }
     }
 
     /// A short description for logs: `sqlite:/path`, `redis`, `redis-cluster`.
     pub fn describe(&self) -> String {
         match self {
+            #[cfg(not(any(feature = "redis", feature = "sqlite")))]
+            Backend::Unbuilt(never) => match *never {},
+            #[cfg(feature = "sqlite")]
             Backend::Sqlite(db) => match db.path() {
                 Some(path) => format!("sqlite:{}", path.display()),
                 None => "sqlite::memory:".to_owned(),
             },
+            #[cfg(feature = "redis")]
             Backend::Redis { redis, .. } if redis.is_cluster() => "redis-cluster".to_owned(),
+            #[cfg(feature = "redis")]
             Backend::Redis { .. } => "redis".to_owned(),
         }
     }
@@ -115,9 +169,13 @@ impl Backend {
     /// and the others) in one store per backend and key layout.
     pub async fn slice_store(&self, clock: SharedClock) -> Result<Arc<dyn SliceStore>> {
         Ok(match self {
+            #[cfg(not(any(feature = "redis", feature = "sqlite")))]
+            Backend::Unbuilt(never) => match *never {},
+            #[cfg(feature = "sqlite")]
             Backend::Sqlite(db) => {
                 Arc::new(sqlite::SqliteSliceStore::new(db.clone(), clock).await?)
             }
+            #[cfg(feature = "redis")]
             Backend::Redis { redis, layout } => Arc::new(self::redis::RedisSliceStore::new(
                 redis.clone(),
                 layout.clone(),
@@ -139,12 +197,14 @@ impl Backend {
     /// on every master ([`self::redis::encoding`]), and logs a warning naming
     /// each node whose `hash-max-listpack-*` limits are too small (or, at
     /// debug level, why the limits could not be read). `None` on SQLite, or
-    /// when the limits could not be read.
+    /// when the limits could not be read. (With the `redis` feature only.)
+    #[cfg(feature = "redis")]
     pub async fn check_counter_encoding(
         &self,
         settings: &CounterSettings,
         clean_interval: Duration,
     ) -> Option<self::redis::ListpackCheck> {
+        #[cfg_attr(not(feature = "sqlite"), allow(irrefutable_let_patterns))]
         let Backend::Redis { redis, .. } = self else {
             return None;
         };
@@ -166,9 +226,14 @@ impl Backend {
     /// The daily-statistics store on this backend; on Redis, entity keys go
     /// under `entity_prefix` (`{<prefix>:<id>}:views`, as in the article
     /// of docs/reference.md).
+    #[cfg_attr(not(feature = "redis"), allow(unused_variables))]
     pub async fn daily_store(&self, entity_prefix: &str) -> Result<Arc<dyn DailyStore>> {
         Ok(match self {
+            #[cfg(not(any(feature = "redis", feature = "sqlite")))]
+            Backend::Unbuilt(never) => match *never {},
+            #[cfg(feature = "sqlite")]
             Backend::Sqlite(db) => Arc::new(sqlite::SqliteDailyStore::new(db.clone()).await?),
+            #[cfg(feature = "redis")]
             Backend::Redis { redis, .. } => Arc::new(self::redis::RedisDailyStore::new(
                 redis.clone(),
                 entity_prefix,
@@ -178,9 +243,14 @@ impl Backend {
 
     /// The time-series store on this backend; on Redis, keys go under the
     /// counters' prefix (`{<prefix>:ts:<model>:<vshard>}`).
+    #[cfg_attr(not(feature = "sqlite"), allow(unused_variables))]
     pub async fn tsdb_store(&self, clock: SharedClock) -> Result<Arc<dyn TsdbStore>> {
         Ok(match self {
+            #[cfg(not(any(feature = "redis", feature = "sqlite")))]
+            Backend::Unbuilt(never) => match *never {},
+            #[cfg(feature = "sqlite")]
             Backend::Sqlite(db) => Arc::new(sqlite::SqliteTsdbStore::new(db.clone(), clock).await?),
+            #[cfg(feature = "redis")]
             Backend::Redis { redis, layout } => {
                 let prefix = layout.prefix().to_owned();
                 Arc::new(self::redis::RedisTsdbStore::new(redis.clone(), &prefix)?)
@@ -191,7 +261,11 @@ impl Backend {
     /// The buffer store (pending rows and flush claims) on this backend.
     pub async fn buffer_store(&self) -> Result<Arc<dyn BufferStore>> {
         Ok(match self {
+            #[cfg(not(any(feature = "redis", feature = "sqlite")))]
+            Backend::Unbuilt(never) => match *never {},
+            #[cfg(feature = "sqlite")]
             Backend::Sqlite(db) => Arc::new(sqlite::SqliteBufferStore::new(db.clone()).await?),
+            #[cfg(feature = "redis")]
             Backend::Redis { redis, layout } => {
                 Arc::new(self::redis::RedisBufferStore::new(redis.clone(), layout))
             }
@@ -201,7 +275,11 @@ impl Backend {
     /// The lock store on this backend.
     pub async fn lock_store(&self) -> Result<Arc<dyn LockStore>> {
         Ok(match self {
+            #[cfg(not(any(feature = "redis", feature = "sqlite")))]
+            Backend::Unbuilt(never) => match *never {},
+            #[cfg(feature = "sqlite")]
             Backend::Sqlite(db) => Arc::new(sqlite::SqliteLockStore::new(db.clone()).await?),
+            #[cfg(feature = "redis")]
             Backend::Redis { redis, layout } => {
                 Arc::new(self::redis::RedisLockStore::new(redis.clone(), layout))
             }
@@ -212,7 +290,11 @@ impl Backend {
     /// under the tagged layout's prefix (`{<prefix>:idem:<key hash>}`).
     pub async fn idempotency_store(&self) -> Result<Arc<dyn IdempotencyStore>> {
         Ok(match self {
+            #[cfg(not(any(feature = "redis", feature = "sqlite")))]
+            Backend::Unbuilt(never) => match *never {},
+            #[cfg(feature = "sqlite")]
             Backend::Sqlite(db) => Arc::new(sqlite::SqliteIdempotencyStore::new(db.clone()).await?),
+            #[cfg(feature = "redis")]
             Backend::Redis { redis, layout } => Arc::new(self::redis::RedisIdempotencyStore::new(
                 redis.clone(),
                 layout,
@@ -223,7 +305,11 @@ impl Backend {
     /// The rate-limit store on this backend.
     pub async fn limiter_store(&self) -> Result<Arc<dyn LimiterStore>> {
         Ok(match self {
+            #[cfg(not(any(feature = "redis", feature = "sqlite")))]
+            Backend::Unbuilt(never) => match *never {},
+            #[cfg(feature = "sqlite")]
             Backend::Sqlite(db) => Arc::new(sqlite::SqliteLimiterStore::new(db.clone()).await?),
+            #[cfg(feature = "redis")]
             Backend::Redis { redis, layout } => {
                 Arc::new(self::redis::RedisLimiterStore::new(redis.clone(), layout))
             }

@@ -31,7 +31,9 @@ pub mod ident;
 pub mod row;
 pub mod service;
 pub mod sink;
+#[cfg(feature = "postgres")]
 pub mod sink_postgres;
+#[cfg(feature = "sqlite")]
 pub mod sink_sqlite;
 pub mod store;
 pub mod table;
@@ -51,22 +53,40 @@ use crate::error::{Error, Result};
 /// Opens the sink named by `url`: `postgres://...` / `postgresql://...`, or
 /// `sqlite:PATH` (a file, created if missing). Checks that every mapped
 /// table and column exists.
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "sqlite")),
+    allow(unused_variables)
+)]
 pub async fn open_sink(url: &str, tables: &Tables) -> Result<Arc<dyn Sink>> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(Arc::new(
+        #[cfg(feature = "postgres")]
+        return Ok(Arc::new(
             sink_postgres::PostgresSink::connect(url, tables.clone()).await?,
-        ))
+        ));
+        #[cfg(not(feature = "postgres"))]
+        return Err(not_built("postgres"));
     } else if let Some(path) = url.strip_prefix("sqlite:") {
         let path = path.strip_prefix("//").unwrap_or(path);
         if path.is_empty() {
             return Err(Error::Config("a sqlite: sink URL needs a file path".into()));
         }
-        Ok(Arc::new(
+        #[cfg(feature = "sqlite")]
+        return Ok(Arc::new(
             sink_sqlite::SqliteSink::open(std::path::Path::new(path), tables.clone()).await?,
-        ))
+        ));
+        #[cfg(not(feature = "sqlite"))]
+        return Err(not_built("sqlite"));
     } else {
         Err(Error::Config(format!(
             "unknown sink URL {url:?}: expected postgres://... or sqlite:PATH"
         )))
     }
+}
+
+/// The error for a sink this build lacks.
+#[cfg(not(all(feature = "postgres", feature = "sqlite")))]
+fn not_built(feature: &str) -> Error {
+    Error::Config(format!(
+        "this tally was built without the `{feature}` feature, so it has no {feature} sink"
+    ))
 }

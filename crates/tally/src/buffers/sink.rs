@@ -17,7 +17,9 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 use super::row::{BatchId, Claim, RowKey};
-use crate::error::{Error, Result};
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+use crate::error::Error;
+use crate::error::Result;
 
 /// What applying a flush batch did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -65,6 +67,7 @@ pub trait Sink: Send + Sync + fmt::Debug + 'static {
 pub const FLUSHED_BATCHES: &str = "tally_flushed_batches";
 
 /// Rows of the claims grouped by table, in table order.
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) fn by_table<'a>(
     claims: impl IntoIterator<Item = &'a Claim>,
 ) -> BTreeMap<&'a str, Vec<&'a super::row::RowUpdate>> {
@@ -78,6 +81,7 @@ pub(crate) fn by_table<'a>(
 }
 
 /// The `i`-th key value of a row, or an error if the stored row lacks it.
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) fn key_value(update: &super::row::RowUpdate, i: usize) -> Result<String> {
     update.row.key.get(i).cloned().ok_or_else(|| {
         Error::Corrupt(format!(

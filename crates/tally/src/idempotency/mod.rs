@@ -197,11 +197,13 @@ impl Answer {
     }
 
     /// The headers as JSON text, as the stores keep them.
+    #[cfg(any(feature = "redis", feature = "sqlite"))]
     pub(crate) fn headers_json(&self) -> String {
         serde_json::to_string(&self.headers).unwrap_or_else(|_| "[]".into())
     }
 
     /// An answer from the stores' parts.
+    #[cfg(any(feature = "redis", feature = "sqlite"))]
     pub(crate) fn from_parts(status: i64, headers: &str, body: Vec<u8>) -> Result<Self> {
         let headers = serde_json::from_str(headers)
             .map_err(|e| Error::Corrupt(format!("idempotency record headers: {e}")))?;

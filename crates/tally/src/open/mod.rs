@@ -534,6 +534,7 @@ impl TallyBuilder {
         let backend = Backend::open(&config)
             .await?
             .with_replication_wait(self.wait)?;
+        #[cfg(feature = "redis")]
         backend
             .check_counter_encoding(&settings.counters, settings.cleaner.interval)
             .await;

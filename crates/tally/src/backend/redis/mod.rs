@@ -23,48 +23,68 @@
 //! same write id). That narrows, and with one replica per master closes, the
 //! window in which a failover loses acknowledged writes; it is not a
 //! consensus protocol (see Redis's own documentation of WAIT).
+//!
+//! Without the `redis` feature only the configuration stays: [`layout`] and
+//! [`ReplicationWait`], which a [`super::BackendConfig`] names in any build.
 
+#[cfg(feature = "redis")]
 mod buffers;
+#[cfg(feature = "redis")]
 mod daily;
+#[cfg(feature = "redis")]
 mod dump;
+#[cfg(feature = "redis")]
 pub mod encoding;
+#[cfg(feature = "redis")]
 mod engine;
+#[cfg(feature = "redis")]
 mod expiring;
+#[cfg(feature = "redis")]
 mod idempotency;
 pub mod layout;
+#[cfg(feature = "redis")]
 mod limits;
+#[cfg(feature = "redis")]
 mod locks;
+#[cfg(feature = "redis")]
 mod once;
+#[cfg(feature = "redis")]
 mod scan;
+#[cfg(feature = "redis")]
 mod tsdb;
 
 use std::time::Duration;
 
-use futures::future::try_join_all;
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::ClusterClient;
-use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, Script, Value};
+#[cfg(feature = "redis")]
+use {
+    futures::future::try_join_all,
+    redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig},
+    redis::cluster::ClusterClient,
+    redis::cluster_async::ClusterConnection,
+    redis::{Cmd, Pipeline, RedisFuture, Script, Value},
+};
 
-pub use buffers::RedisBufferStore;
-pub use daily::RedisDailyStore;
-pub use encoding::ListpackCheck;
-pub use engine::RedisSliceStore;
-pub use idempotency::RedisIdempotencyStore;
 pub use layout::Layout;
-pub use limits::RedisLimiterStore;
-pub use locks::RedisLockStore;
-pub use tsdb::RedisTsdbStore;
+#[cfg(feature = "redis")]
+pub use {
+    buffers::RedisBufferStore, daily::RedisDailyStore, encoding::ListpackCheck,
+    engine::RedisSliceStore, idempotency::RedisIdempotencyStore, limits::RedisLimiterStore,
+    locks::RedisLockStore, tsdb::RedisTsdbStore,
+};
 
+#[cfg(feature = "redis")]
 use crate::error::{Error, Result};
 
 /// Time allowed for one command's answer before the call fails.
+#[cfg(feature = "redis")]
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Time allowed to open a connection.
+#[cfg(feature = "redis")]
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A connection to Redis, standalone or cluster. Cheap to clone: clones
 /// share the underlying multiplexed connection.
+#[cfg(feature = "redis")]
 #[derive(Clone)]
 pub struct Redis {
     conn: Conn,
@@ -80,12 +100,14 @@ pub struct ReplicationWait {
     pub timeout: Duration,
 }
 
+#[cfg(feature = "redis")]
 #[derive(Clone)]
 enum Conn {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
 }
 
+#[cfg(feature = "redis")]
 impl std::fmt::Debug for Redis {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kind = match self.conn {
@@ -99,6 +121,7 @@ impl std::fmt::Debug for Redis {
     }
 }
 
+#[cfg(feature = "redis")]
 impl Redis {
     /// Connects to a standalone server: `redis://[user:password@]host:port[/db]`
     /// or `rediss://` for TLS (verified against the system's roots, or the
@@ -298,6 +321,7 @@ impl Redis {
 
 /// `EVALSHA <sha of script> <keys>`, for the caller to add the keys and then
 /// the arguments.
+#[cfg(feature = "redis")]
 pub(crate) fn evalsha(script: &Script, keys: usize) -> Cmd {
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(script.get_hash()).arg(keys);
@@ -306,12 +330,14 @@ pub(crate) fn evalsha(script: &Script, keys: usize) -> Cmd {
 
 /// Why a write script failed: the server's error (for the store to map, e.g.
 /// an overflow), or a Tally error already.
+#[cfg(feature = "redis")]
 #[derive(Debug)]
 pub(crate) enum WriteFailure {
     Redis(redis::RedisError),
     Tally(Error),
 }
 
+#[cfg(feature = "redis")]
 impl From<WriteFailure> for Error {
     fn from(f: WriteFailure) -> Self {
         match f {
@@ -322,6 +348,7 @@ impl From<WriteFailure> for Error {
 }
 
 /// `url` with its password (and user) replaced by `***`, for messages.
+#[cfg(feature = "redis")]
 pub fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
@@ -333,6 +360,7 @@ pub fn redact(url: &str) -> String {
 
 /// A failed connection: refused credentials are a configuration error (do
 /// not retry); anything else means Redis is unavailable for now.
+#[cfg(feature = "redis")]
 fn connect_error(what: &str, e: &redis::RedisError) -> Error {
     if e.kind() == redis::ErrorKind::AuthenticationFailed
         || e.code().is_some_and(|c| c == "WRONGPASS" || c == "NOAUTH")
@@ -343,6 +371,7 @@ fn connect_error(what: &str, e: &redis::RedisError) -> Error {
     }
 }
 
+#[cfg(feature = "redis")]
 #[cfg(test)]
 mod tests {
     use super::redact;
@@ -361,16 +390,19 @@ mod tests {
 /// Makes ring rustls's process-wide crypto provider (redis-rs leaves the
 /// choice to the application; without one, a `rediss://` URL panics). Keeps
 /// one the application installed already.
+#[cfg(feature = "redis")]
 fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// A sendable handle on a [`Redis`] connection.
+#[cfg(feature = "redis")]
 #[derive(Clone)]
 pub struct RedisHandle {
     conn: Conn,
 }
 
+#[cfg(feature = "redis")]
 impl ConnectionLike for RedisHandle {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match &mut self.conn {
