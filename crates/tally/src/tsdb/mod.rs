@@ -700,8 +700,8 @@ impl Tsdb {
             Timestamp::from_secs_f64(end)?.whole_secs(),
         );
         if end < start {
-            return Err(Error::InvalidTime(format!(
-                "a range's end ({end}) is before its start ({start})"
+            return Err(Error::InvalidInput(format!(
+                "the range ends ({end}) before it starts ({start})"
             )));
         }
         let now = self.clock.now().whole_secs();
