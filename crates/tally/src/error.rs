@@ -39,11 +39,17 @@ pub enum Error {
     /// Applying the increment would overflow a stored 64-bit count; nothing
     /// was written.
     #[error(
-        "incrementing counter {name:?} by {delta} would overflow its {precision} s slice \
-         starting at {slice}; nothing was written"
+        "{} would overflow its {precision} s slice starting at {slice}; nothing was written",
+        overflowing(kind, name, *delta)
     )]
     Overflow {
-        /// The counter.
+        /// What kind of series overflowed, in the words of its service
+        /// (`engine::store::Space::noun`): `"counter"` for a counter, the
+        /// kind whose stored counts are 64-bit sums; other kinds refuse
+        /// what leaves their range as [`Error::InvalidCount`] or
+        /// [`Error::InvalidInput`], naming their kind.
+        kind: &'static str,
+        /// The series.
         name: String,
         /// The precision of the slice that would overflow.
         precision: u64,
@@ -85,6 +91,17 @@ pub enum Error {
     /// Stored data that Tally cannot read.
     #[error("stored data is not what Tally expects: {0}")]
     Corrupt(String),
+}
+
+/// The start of an overflow's message: what was being added to what, with
+/// the verb of the kind ("incrementing counter "x" by 5", "adding 5 to
+/// gauge "y"").
+fn overflowing(kind: &str, name: &str, delta: i64) -> String {
+    match kind {
+        "counter" => format!("incrementing counter {name:?} by {delta}"),
+        "" => format!("adding {delta} to series {name:?}"),
+        kind => format!("adding {delta} to {kind} {name:?}"),
+    }
 }
 
 impl Error {

@@ -223,19 +223,26 @@ async fn overflow_writes_nothing(kind: Kind) {
     let err = f.counters.incr_at("big", 2, 100.0).await.unwrap_err();
     match &err {
         Error::Overflow {
+            kind,
             name,
             precision,
             slice,
             delta,
         } => {
             assert_eq!(
-                (name.as_str(), *precision, *slice, *delta),
-                ("big", 300, 0, 2)
+                (*kind, name.as_str(), *precision, *slice, *delta),
+                ("counter", "big", 300, 0, 2)
             );
         }
         other => panic!("expected an overflow, got {other}"),
     }
     assert!(err.to_string().contains("would overflow"), "{err}");
+    // The message names the kind, with its verb.
+    assert!(
+        err.to_string()
+            .starts_with("incrementing counter \"big\" by 2 would overflow its 300 s slice"),
+        "{err}"
+    );
     for p in [1, 5, 60, 300] {
         assert_eq!(
             f.counters.get("big", p).await.unwrap(),

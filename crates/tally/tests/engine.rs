@@ -204,11 +204,13 @@ async fn overflow_anywhere_writes_nothing(kind: Kind) {
     let err = s.apply(&batch(&space, &items)).await.unwrap_err();
     match err {
         Error::Overflow {
+            kind,
             name,
             precision,
             slice,
             delta,
         } => {
+            assert_eq!(kind, "counter");
             assert_eq!(name, "full");
             assert_eq!(slice, 1000 / precision * precision);
             assert_eq!(delta, 1);

@@ -196,6 +196,12 @@ async fn a_bad_operation_writes_nothing(kind: Kind) {
         matches!(e, Error::InvalidInput(_) | Error::InvalidCount(_)),
         "{e:?}"
     );
+    // The message names the kind it is about.
+    let said = e.to_string();
+    assert!(
+        said.contains("gauge") && !said.contains("counter"),
+        "{said}"
+    );
     assert!(gauges.get("a", 60).await.unwrap().is_empty());
     assert_eq!(
         gauges.get("big", 60).await.unwrap(),

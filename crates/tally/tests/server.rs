@@ -283,6 +283,7 @@ on_backends!(
     metrics_are_valid_exposition_text,
     openapi_describes_every_route,
     the_document_decides_400_and_rules_decide_422,
+    a_range_ending_before_its_start_is_invalid_time_everywhere,
     idempotent_writes_over_http,
     keyed_writes_close_the_crash_window,
     gauges_over_http,
@@ -1259,6 +1260,50 @@ async fn openapi_describes_every_route(kind: Kind) {
 }
 
 /// Regression for the fuzzer's findings: 400 exactly when the document
+/// Issue 19: every `/v1` route that takes a range answers one ending
+/// before its start alike, 422 with code `invalid_time` naming the end's
+/// parameter, whether or not anything is stored under the name.
+async fn a_range_ending_before_its_start_is_invalid_time_everywhere(kind: Kind) {
+    let s = server(kind, ServerSettings::default(), true).await;
+    let at = s.f.clock.now().whole_secs();
+    s.post("/v1/counters/c/incr", json!({})).await;
+    s.post("/v1/stats/st/record", json!({ "value": 1.0 })).await;
+    s.post("/v1/sets/u", json!({ "members": ["a"] })).await;
+    s.post("/v1/ts/m/incr", json!({ "key": "k" })).await;
+    let (from, to) = (at, at - 10);
+    let span = format!("start={from}&end={to}");
+    let range = format!("from={from}&to={to}");
+    for (uri, end) in [
+        (format!("/v1/counters/c?{range}"), "to"),
+        (format!("/v1/counters/none?{range}"), "to"),
+        (format!("/v1/stats/st?{range}"), "to"),
+        (format!("/v1/stats/none?{range}"), "to"),
+        (format!("/v1/stats/top?{range}"), "to"),
+        (format!("/v1/sets/u?{range}"), "to"),
+        (format!("/v1/sets/none?{range}"), "to"),
+        (format!("/v1/ts/m/range?keys=k&{span}"), "end"),
+        (format!("/v1/ts/m/sums?keys=k&{span}"), "end"),
+        (format!("/v1/ts/m/distinct?keys=k&{span}"), "end"),
+        (format!("/v1/ts/m/top?key=k&{span}"), "end"),
+        // A start after the end's default (now) is reversed too.
+        (format!("/v1/stats/top?from={}", at + 10), "to"),
+        (format!("/v1/ts/m/sums?keys=k&start={}", at + 10), "end"),
+    ] {
+        let a = s.get(&uri).await;
+        a.error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_time");
+        let message = a.json()["error"]["message"].to_string();
+        assert!(
+            message.contains(&format!("{end}: a range's end")),
+            "{uri}: {message}"
+        );
+    }
+    // An end in the start's second is a range of that second.
+    let same = s
+        .get(&format!("/v1/counters/c?from={at}.5&to={at}.2"))
+        .await;
+    assert_eq!(same.status, StatusCode::OK, "{}", same.text);
+}
+
 /// refuses a request (naming the field), 2xx for what it allows, 422 for a
 /// rule it states only in words, and nothing written either way.
 async fn the_document_decides_400_and_rules_decide_422(kind: Kind) {
@@ -1328,7 +1373,7 @@ async fn the_document_decides_400_and_rules_decide_422(kind: Kind) {
         .error(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable");
     s.get("/v1/ts/m/range?keys=k&start=200&end=100")
         .await
-        .error(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable");
+        .error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_time");
     s.post("/v1/ts/m/merge", json!({ "into": "k", "from": "k" }))
         .await
         .error(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable");

@@ -96,6 +96,20 @@ impl Kind {
         }
     }
 
+    /// What a series of the kind is called in the words of its service, for
+    /// error messages: a sum is a counter, a stats value a statistic, a
+    /// distinct value a set (a time series' spaces say "time series"
+    /// instead: [`super::Space::noun`]).
+    pub const fn noun(self) -> &'static str {
+        match self {
+            Kind::Sum => "counter",
+            Kind::Distinct => "set",
+            Kind::Top => "top-N series",
+            Kind::Stats => "statistic",
+            Kind::Gauge => "gauge",
+        }
+    }
+
     /// The value an empty slice reads as.
     pub fn identity(self) -> Value {
         match self {

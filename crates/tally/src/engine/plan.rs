@@ -70,11 +70,12 @@ pub fn check_batch_len(len: usize, max: usize, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// Names the series, resolution and slice in an error of a kind's merge
-/// (which knows none of them); other errors pass unchanged.
-pub fn locate(e: Error, name: &str, resolution: u64, slice: u64) -> Error {
+/// Names the series (of `space`), resolution and slice in an error of a
+/// kind's merge (which knows none of them); other errors pass unchanged.
+pub fn locate(e: Error, space: &Space, name: &str, resolution: u64, slice: u64) -> Error {
     match e {
         Error::Overflow { delta, .. } => Error::Overflow {
+            kind: space.noun(),
             name: name.to_owned(),
             precision: resolution,
             slice,
@@ -173,7 +174,7 @@ pub fn plan<'a>(
             Some(c) if c.resolution == resolution && c.slice == slice => c
                 .delta
                 .merge(&delta)
-                .map_err(|e| locate(e, name.as_str(), resolution, slice))?,
+                .map_err(|e| locate(e, space, name.as_str(), resolution, slice))?,
             _ => current.push(CellDelta {
                 resolution,
                 slice,
@@ -248,11 +249,15 @@ mod tests {
         .unwrap_err();
         match err {
             Error::Overflow {
+                kind,
                 name,
                 precision,
                 slice,
                 delta,
-            } => assert_eq!((name.as_str(), precision, slice, delta), ("y", 5, 5, 1)),
+            } => assert_eq!(
+                (kind, name.as_str(), precision, slice, delta),
+                ("counter", "y", 5, 5, 1)
+            ),
             other => panic!("{other}"),
         }
         // i64::MIN is out of range too.

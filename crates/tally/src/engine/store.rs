@@ -54,6 +54,17 @@ impl Space {
     /// `tally_counter` / `tally_sample` tables).
     pub const COUNTERS: &'static str = "counters";
 
+    /// What a series of this space is called in error messages: the
+    /// kind's noun ([`Kind::noun`]), or "time series" for the time series'
+    /// spaces (`ts_...`).
+    pub fn noun(&self) -> &'static str {
+        if self.id.starts_with("ts_") {
+            "time series"
+        } else {
+            self.kind.noun()
+        }
+    }
+
     /// A space, checked: the id is 1 to 32 characters of `a-z`, `0-9` and
     /// `_`, starting with a letter (it goes into keys and table names); 1 to
     /// 32 resolutions, distinct, each of 1 s to a year, keeping 1 to 100,000

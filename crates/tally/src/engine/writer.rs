@@ -371,7 +371,7 @@ impl Writer {
         {
             slot.delta
                 .merge(&delta)
-                .map_err(|e| (locate(e, name, 1, second), None))?;
+                .map_err(|e| (locate(e, &self.inner.space, name, 1, second), None))?;
             slot.adds += 1;
             return Ok(false);
         }
@@ -498,7 +498,7 @@ impl Writer {
                 Ok(prev) => done.push(prev),
                 Err(e) => {
                     undo(&mut guards, &shard_of_item, items, done);
-                    return Err(locate(e, name, 1, second));
+                    return Err(locate(e, &self.inner.space, name, 1, second));
                 }
             }
         }
@@ -524,7 +524,7 @@ impl Writer {
             .map(|_| ())
             .map_err(|_| {
                 Error::Overloaded(format!(
-                    "the aggregator holds its maximum of {max} pending (counter, second) entries"
+                    "the aggregator holds its maximum of {max} pending (series, second) entries"
                 ))
             })
     }
@@ -882,7 +882,7 @@ fn expand(name: Box<str>, pending: Pending, space: &Space) -> Result<SeriesWrite
             let slice = r.slice_of_second(slot.second);
             match cells[start..].iter_mut().find(|c| c.slice == slice) {
                 Some(c) => fold(&mut c.delta, &slot.delta)
-                    .map_err(|e| locate(e, &name, r.seconds, slice))?,
+                    .map_err(|e| locate(e, space, &name, r.seconds, slice))?,
                 None => cells.push(CellDelta {
                     resolution: r.seconds,
                     slice,
@@ -1029,6 +1029,7 @@ mod tests {
                 && batch.writes.iter().any(|w| w.name.as_str() == refused)
             {
                 return Err(Error::Overflow {
+                    kind: "counter",
                     name: refused.clone(),
                     precision: 1,
                     slice: 0,

@@ -252,6 +252,9 @@ async fn read(
     if let Some(p) = q.precision {
         counters.settings().check_precision(p)?;
     }
+    if let (Some(from), Some(to)) = (q.from, q.to) {
+        check::range_order("to", from, to)?;
+    }
     let keep = |s: &Sample| {
         q.from.is_none_or(|from| s.start as f64 >= from)
             && q.to.is_none_or(|to| s.start as f64 <= to)

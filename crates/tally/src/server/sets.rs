@@ -13,7 +13,6 @@
 
 use axum::Router;
 use axum::extract::{Extension, State};
-use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
@@ -107,13 +106,7 @@ async fn read(
     for (field, t) in [("from", from), ("to", to)] {
         check::time(field, Some(t as f64))?;
     }
-    if to < from {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_time",
-            format!("to: a range's end ({to}) is before its start ({from})"),
-        ));
-    }
+    check::range_order("to", from as f64, to as f64)?;
     let view = sets.view(&name, from, to).await.map_err(state.refused())?;
     if view.series.iter().all(|s| s.slices.is_empty()) && view.union.count == 0 {
         return Err(ApiError::not_found(format!(

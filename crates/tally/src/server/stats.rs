@@ -303,6 +303,7 @@ fn range(state: &AppState, from: Option<f64>, to: Option<f64>) -> Result<(u64, u
     let now = stats(state)?.clock().now().as_secs_f64();
     let to = to.unwrap_or(now);
     let from = from.unwrap_or((to - 3600.0).max(0.0));
+    check::range_order("to", from, to)?;
     Ok((from.floor() as u64, to.floor() as u64))
 }
 
@@ -319,6 +320,13 @@ async fn read(
     if let Some(p) = q.precision {
         stats.settings().check_precision(p)?;
     }
+    // The range is checked before the read: a reversed one is refused
+    // whether or not the statistic exists.
+    let range = if q.from.is_some() || q.to.is_some() {
+        Some(range(&state, q.from, q.to)?)
+    } else {
+        None
+    };
     let series: Vec<(u64, Vec<SliceSummary>)> = match q.precision {
         Some(p) => vec![(p, stats.get(&name, p, &qs).await.map_err(state.refused())?)],
         None => stats
@@ -346,8 +354,7 @@ async fn read(
             serde_json::to_value(slices).unwrap_or_default(),
         );
     }
-    let summary = if q.from.is_some() || q.to.is_some() {
-        let (from, to) = range(&state, q.from, q.to)?;
+    let summary = if let Some((from, to)) = range {
         Some(
             stats
                 .summary(&[name.as_str()], from, to, &qs)

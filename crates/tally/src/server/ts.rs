@@ -322,6 +322,7 @@ impl Span {
         let now = state.services().counters.clock().now().as_secs_f64();
         let end = self.end.unwrap_or(now);
         let start = self.start.unwrap_or((end - 3600.0).max(0.0));
+        check::range_order("end", start, end)?;
         let read = Read {
             model,
             keys,

@@ -337,6 +337,7 @@ impl RedisSliceStore {
         Ok(ApplyCall {
             cmd,
             kind: batch.space.kind,
+            noun: batch.space.noun(),
             marker,
             op_keys,
             ops,
@@ -885,6 +886,9 @@ fn at_or_before(field: &[u8], cut: &[u8]) -> bool {
 struct ApplyCall<'a> {
     cmd: redis::Cmd,
     kind: Kind,
+    /// What a series of the space is called in messages
+    /// ([`crate::engine::store::Space::noun`]).
+    noun: &'static str,
     /// Whether KEYS[1] is the writer lane's record.
     marker: bool,
     /// The KEYS index of each op's hash.
@@ -902,20 +906,21 @@ impl ApplyCall<'_> {
         match (e.code(), op) {
             (Some("TALLY_OVERFLOW"), Some((name, c))) => match c.delta.as_sum() {
                 Some(delta) => Error::Overflow {
+                    kind: self.noun,
                     name: name.to_string(),
                     precision: c.resolution,
                     slice: c.slice,
                     delta,
                 },
                 None => Error::InvalidCount(format!(
-                    "merging into {} series {name:?} at its {} s slice starting at {} would \
-                     leave the kind's range; nothing was written",
-                    self.kind, c.resolution, c.slice
+                    "merging into {} {name:?} at its {} s slice starting at {} would leave \
+                     the range of its values; nothing was written",
+                    self.noun, c.resolution, c.slice
                 )),
             },
             (Some("TALLY_FAILED"), Some((name, c))) => Error::Backend(format!(
-                "redis refused to merge into {} series {name:?} at resolution {} s: {}",
-                self.kind,
+                "redis refused to merge into {} {name:?} at resolution {} s: {}",
+                self.noun,
                 c.resolution,
                 e.detail().unwrap_or_default()
             )),

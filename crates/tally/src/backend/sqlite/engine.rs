@@ -337,7 +337,7 @@ fn apply_in(tx: &Transaction<'_>, sql: &Tables, batch: &Batch, now_secs: i64) ->
                 trim.opened(id, c.resolution, c.slice)?;
             }
             let new = merged(old, &c.delta)
-                .map_err(|e| locate(e, write.name.as_str(), c.resolution, c.slice))?;
+                .map_err(|e| locate(e, &batch.space, write.name.as_str(), c.resolution, c.slice))?;
             upsert.execute(params![id, res, slice, Stored(&new)])?;
         }
     }
@@ -426,7 +426,7 @@ fn apply_gauges(
                 None => None,
             };
             let new = GaugeValue::fold_into(old.as_deref(), delta, current)
-                .map_err(|e| locate(e, write.name.as_str(), c.resolution, c.slice))?;
+                .map_err(|e| locate(e, &batch.space, write.name.as_str(), c.resolution, c.slice))?;
             if let Some((new, last)) = new {
                 upsert.execute(params![
                     id,

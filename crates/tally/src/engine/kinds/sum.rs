@@ -58,6 +58,7 @@ pub fn add_clamped(a: i64, b: i64) -> i64 {
 /// The overflow of a merge, not yet located (see the module docs).
 pub(crate) fn overflow(delta: i64) -> Error {
     Error::Overflow {
+        kind: "",
         name: String::new(),
         precision: 0,
         slice: 0,
