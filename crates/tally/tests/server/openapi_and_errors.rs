@@ -231,7 +231,6 @@ pub(super) async fn openapi_describes_every_route(kind: Kind) {
     assert!(checked >= 20, "only {checked} operations documented");
 }
 
-/// Regression for the fuzzer's findings: 400 exactly when the document
 /// Issue 19: every `/v1` route that takes a range answers one ending
 /// before its start alike, 422 with code `invalid_time` naming the end's
 /// parameter, whether or not anything is stored under the name.
@@ -276,6 +275,7 @@ async fn a_range_ending_before_its_start_is_invalid_time_everywhere(kind: Kind) 
     assert_eq!(same.status, StatusCode::OK, "{}", same.text);
 }
 
+/// Regression for the fuzzer's findings: 400 exactly when the document
 /// refuses a request (naming the field), 2xx for what it allows, 422 for a
 /// rule it states only in words, and nothing written either way.
 async fn the_document_decides_400_and_rules_decide_422(kind: Kind) {
