@@ -1717,15 +1717,11 @@ mod tests {
         }
     }
 
-    /// Reads of sums take fields and values from DUMP payloads: the same
-    /// text HGETALL answers, for every listpack entry encoding, as values
-    /// and as fields, compressed or not; another encoding is `None`.
-    #[tokio::test]
-    async fn entries_read_from_dump_are_those_hgetall_answers() {
-        let server = tally_testkit::RedisServer::start();
-        let (redis, _store) = default_store(&server.url()).await;
-        let mut conn = redis.handle();
-        let texts: Vec<String> = [
+    /// Texts that take every listpack entry encoding (integers of each
+    /// width and their edges, numbers a listpack keeps as strings, short,
+    /// 12-bit and 32-bit string lengths): the DUMP parser's cases.
+    fn listpack_edge_texts() -> Vec<String> {
+        [
             "0",
             "7",
             "127",
@@ -1743,18 +1739,24 @@ mod tests {
             "2147483647",
             "-2147483648",
             "2147483648",
+            "1700000000",
             "9223372036854775807",
             "-9223372036854775808",
             "18446744073709551616",
             "007",
             "",
             "abc",
+            "12x",
             "1e3",
         ]
         .iter()
         .map(|t| t.to_string())
         .chain(["x".repeat(100), "y".repeat(5000)])
-        .collect();
+        .collect()
+    }
+
+    /// Up to 512 entries of up to 10,000 bytes stay in a hash's listpack.
+    async fn keep_long_values_in_listpacks(conn: &mut impl redis::aio::ConnectionLike) {
         for (setting, value) in [
             ("hash-max-listpack-entries", "512"),
             ("hash-max-listpack-value", "10000"),
@@ -1763,10 +1765,22 @@ mod tests {
                 .arg("SET")
                 .arg(setting)
                 .arg(value)
-                .query_async(&mut conn)
+                .query_async(conn)
                 .await
                 .unwrap();
         }
+    }
+
+    /// Reads of sums take fields and values from DUMP payloads: the same
+    /// text HGETALL answers, for every listpack entry encoding, as values
+    /// and as fields, compressed or not; another encoding is `None`.
+    #[tokio::test]
+    async fn entries_read_from_dump_are_those_hgetall_answers() {
+        let server = tally_testkit::RedisServer::start();
+        let (redis, _store) = default_store(&server.url()).await;
+        let mut conn = redis.handle();
+        let texts = listpack_edge_texts();
+        keep_long_values_in_listpacks(&mut conn).await;
         let text = |r: &Reply| match r {
             Reply::Int(i) => i.to_string().into_bytes(),
             Reply::BulkString(b) => b.clone(),
@@ -1840,57 +1854,14 @@ mod tests {
         let server = tally_testkit::RedisServer::start();
         let (redis, store) = default_store(&server.url()).await;
         let mut conn = redis.handle();
-        let mut fields: Vec<String> = [
-            "0",
-            "7",
-            "127",
-            "128",
-            "-1",
-            "-4096",
-            "4095",
-            "4096",
-            "-32768",
-            "32767",
-            "40000",
-            "-8388608",
-            "8388607",
-            "9000000",
-            "2147483647",
-            "-2147483648",
-            "2147483648",
-            "1700000000",
-            "9223372036854775807",
-            "-9223372036854775808",
-            "18446744073709551616",
-            "007",
-            "",
-            "abc",
-            "12x",
-            "1e3",
-        ]
-        .iter()
-        .map(|f| f.to_string())
-        .collect();
-        fields.push("x".repeat(100));
-        fields.push("y".repeat(5000));
+        let fields = listpack_edge_texts();
         // A hash of the shape the cleaner meets: 181 slices in a row.
         let slices: Vec<String> = (0..181).map(|k| (1_700_000_000 + k).to_string()).collect();
         let big: Vec<String> = (0..600).map(|k| k.to_string()).collect();
         let hashes = [("odd", &fields), ("slices", &slices), ("big", &big)];
         // Long values stay in the listpack (12- and 32-bit string lengths);
         // 600 entries do not.
-        for (setting, value) in [
-            ("hash-max-listpack-entries", "512"),
-            ("hash-max-listpack-value", "10000"),
-        ] {
-            let _: () = redis::cmd("CONFIG")
-                .arg("SET")
-                .arg(setting)
-                .arg(value)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-        }
+        keep_long_values_in_listpacks(&mut conn).await;
         for compression in ["yes", "no"] {
             let _: () = redis::cmd("CONFIG")
                 .arg("SET")
