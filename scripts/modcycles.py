@@ -264,13 +264,10 @@ class Crate:
                     while ";" not in stmt and i + 1 < len(out):
                         i += 1
                         stmt += out[i][0]
-                    for p in expand_use(stmt.split(";")[0]):
-                        raw = re.sub(r"\s+", "", stmt.split(";")[0])
-                        alias = None
-                        # `a::B as C` binds C (expand_use dropped the alias)
-                        am = re.search(re.escape(p.split("::")[-1]) + r"as(" + IDENT + ")", raw)
-                        if am:
-                            alias = am.group(1)
+                    # `a::B as C` binds C: the alias is kept through expand_use as `B@C`
+                    body = re.sub(r"\s+as\s+", "@", stmt.split(";")[0])
+                    for p in expand_use(body):
+                        p, _, alias = p.partition("@")
                         segs = [s for s in p.split("::") if s]
                         glob = segs and segs[-1] == "*"
                         if glob:
@@ -327,7 +324,7 @@ class Crate:
         out = {f: {} for f in self.mods.values()}
         for file, lines in self.lines.items():
 
-            def add(segs, here, line):
+            def add(segs, here):
                 full = absolute(segs, here, self.mods)
                 if full is None:
                     return
@@ -344,14 +341,15 @@ class Crate:
                     while ";" not in stmt and i + 1 < len(lines):
                         i += 1
                         stmt += lines[i][0]
-                    for p in expand_use(stmt.split(";")[0]):
-                        segs = [s for s in p.split("::") if s and s not in ("*",)]
+                    body = re.sub(r"\s+as\s+", "@", stmt.split(";")[0])
+                    for p in expand_use(body):
+                        segs = [s for s in p.partition("@")[0].split("::") if s and s != "*"]
                         if segs and segs[-1] == "self":
                             segs = segs[:-1]
-                        add(segs, here, line)
+                        add(segs, here)
                 else:
                     for p in PATH.findall(line):
-                        add(p.split("::"), here, line)
+                        add(p.split("::"), here)
                 i += 1
         return out
 
