@@ -2,6 +2,7 @@
 """Finds import circles between the modules of a Rust crate.
 
 Usage: scripts/modcycles.py CRATE_ROOT_FILE [ONLY_UNDER]
+       scripts/modcycles.py --top CRATE_ROOT_FILE
 
 Reads the module tree from the crate root (`mod x;` -> x.rs or x/mod.rs),
 then every path a file names through `crate::`, `super::` or `self::` (in
@@ -13,6 +14,15 @@ files; e.g. a child importing an item its parent defines while the parent
 re-exports the child. With ONLY_UNDER (a directory), only circles whose
 files all lie under it are reported. Prints each circle and exits 1 if
 there is one, else prints "no import circle" and exits 0.
+
+With --top, each top-level module is one node (a directory or a top-level
+file of the crate's src; the crate root lib.rs/main.rs is its own node,
+`<root>`), and circles between those nodes are reported (circles inside one
+top-level module are allowed). Paths resolve through re-exports: `crate::X`,
+where the root only re-exports X with `pub use a::b::X`, is an edge to the
+module that defines X (`a::b`), following chains of `use` and glob `use`,
+so a child importing `crate::Error` depends on `error`, not on the root.
+Each edge of a circle is shown with up to three file pairs that make it.
 """
 
 import os
@@ -194,7 +204,196 @@ def circles(graph):
     return sccs
 
 
+ITEM = re.compile(
+    r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:(?:async|unsafe|const|default|extern\s+\"C\")\s+)*"
+    r"(?:fn|struct|enum|trait|type|const|static|union|mod)\s+(" + IDENT + r")"
+)
+MACRO = re.compile(r"^\s*macro_rules!\s*(" + IDENT + r")")
+USE = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?use\s+(.*)")
+
+
+def absolute(segs, here, mods):
+    """`segs` as a path from the crate root, or None when it leaves the crate."""
+    if not segs:
+        return None
+    if segs[0] == "crate":
+        return list(segs[1:])
+    if segs[0] in ("super", "self"):
+        path = list(here)
+        while segs and segs[0] in ("super", "self"):
+            if segs[0] == "super":
+                path = path[:-1]
+            segs = segs[1:]
+        return path + list(segs)
+    if tuple(here) + (segs[0],) in mods:
+        return list(here) + list(segs)
+    return None
+
+
+class Crate:
+    """Modules, the items each defines and the names each binds with `use`."""
+
+    def __init__(self, root):
+        self.mods = module_files(root)
+        self.items = {}  # module path (inline modules included) -> names it defines
+        self.binds = {}  # module path -> {name: absolute path}
+        self.globs = {}  # module path -> [absolute module path]
+        self.lines = {}  # file -> [(line, module path)]
+        for modpath, file in self.mods.items():
+            lines = strip_comments(open(file, encoding="utf-8").read())
+            stack, depth, out = [], 0, []
+            for line in lines:
+                m = INLINE_MOD.match(line)
+                if m:
+                    stack.append((m.group(1), depth))
+                here = modpath + tuple(n for n, _ in stack)
+                out.append((line, here))
+                depth += line.count("{") - line.count("}")
+                while stack and depth <= stack[-1][1]:
+                    stack.pop()
+            self.lines[file] = out
+            i = 0
+            while i < len(out):
+                line, here = out[i]
+                m = ITEM.match(line) or MACRO.match(line)
+                if m:
+                    self.items.setdefault(here, set()).add(m.group(1))
+                m = USE.match(line)
+                if m:
+                    stmt = m.group(1)
+                    while ";" not in stmt and i + 1 < len(out):
+                        i += 1
+                        stmt += out[i][0]
+                    # `a::B as C` binds C: the alias is kept through expand_use as `B@C`
+                    body = re.sub(r"\s+as\s+", "@", stmt.split(";")[0])
+                    for p in expand_use(body):
+                        p, _, alias = p.partition("@")
+                        segs = [s for s in p.split("::") if s]
+                        glob = segs and segs[-1] == "*"
+                        if glob:
+                            segs = segs[:-1]
+                        if segs and segs[-1] == "self":
+                            segs = segs[:-1]
+                        full = absolute(segs, here, self.mods)
+                        if full is None:
+                            continue
+                        if glob:
+                            self.globs.setdefault(here, []).append(full)
+                        elif full:
+                            self.binds.setdefault(here, {})[alias or full[-1]] = full
+                i += 1
+
+    def file_of(self, modpath):
+        modpath = tuple(modpath)
+        while modpath not in self.mods:
+            modpath = modpath[:-1]
+        return self.mods[modpath]
+
+    def resolve(self, full, seen=()):
+        """The module that defines what the absolute path `full` names."""
+        path = ()
+        rest = list(full)
+        while rest and path + (rest[0],) in self.mods:
+            path += (rest[0],)
+            rest = rest[1:]
+        if not rest:
+            return path
+        name = rest[0]
+        # an inline module of the file (`mod tests { .. }`)
+        if path + (name,) in self.items or path + (name,) in self.binds:
+            sub = path + (name,)
+            if len(rest) > 1 and rest[1] in self.binds.get(sub, {}):
+                return self.resolve(self.binds[sub][rest[1]] + rest[2:], seen)
+            return sub
+        if name in self.items.get(path, ()):
+            return path
+        key = (path, name)
+        if key in seen:
+            return path
+        seen = seen + (key,)
+        if name in self.binds.get(path, {}):
+            return self.resolve(self.binds[path][name] + rest[1:], seen)
+        for base in self.globs.get(path, []):
+            target = self.resolve(base + rest, seen)
+            if target != tuple(base) or name in self.items.get(tuple(base), ()):
+                return target
+        return path
+
+    def edges(self):
+        """{file: {file: [example]}}, every path resolved through re-exports."""
+        out = {f: {} for f in self.mods.values()}
+        for file, lines in self.lines.items():
+
+            def add(segs, here):
+                full = absolute(segs, here, self.mods)
+                if full is None:
+                    return
+                target = self.file_of(self.resolve(full))
+                if target != file:
+                    out[file].setdefault(target, "::".join(segs))
+
+            i = 0
+            while i < len(lines):
+                line, here = lines[i]
+                m = USE.match(line)
+                if m:
+                    stmt = m.group(1)
+                    while ";" not in stmt and i + 1 < len(lines):
+                        i += 1
+                        stmt += lines[i][0]
+                    body = re.sub(r"\s+as\s+", "@", stmt.split(";")[0])
+                    for p in expand_use(body):
+                        segs = [s for s in p.partition("@")[0].split("::") if s and s != "*"]
+                        if segs and segs[-1] == "self":
+                            segs = segs[:-1]
+                        add(segs, here)
+                else:
+                    for p in PATH.findall(line):
+                        add(p.split("::"), here)
+                i += 1
+        return out
+
+
+def top(root):
+    crate = Crate(root)
+    base = os.path.dirname(root)
+
+    def node(file):
+        rel = os.path.relpath(file, base)
+        if rel == os.path.basename(root):
+            return "<root>"
+        first = rel.split(os.sep)[0]
+        return first[:-3] if first.endswith(".rs") else first
+
+    fedges = crate.edges()
+    graph, why = {}, {}
+    for f in fedges:
+        graph.setdefault(node(f), set())
+    for f, targets in fedges.items():
+        for t, example in targets.items():
+            a, b = node(f), node(t)
+            if a != b:
+                graph[a].add(b)
+                why.setdefault((a, b), []).append((f, t, example))
+    found = circles(graph)
+    for c in found:
+        print("import circle between top-level modules: {" + ", ".join(c) + "}")
+        for a in c:
+            for b in sorted(t for t in graph[a] if t in c):
+                print(f"  {a} -> {b}")
+                for f, t, example in why[(a, b)][:3]:
+                    print(f"      {os.path.relpath(f, base)} uses {example} ({os.path.relpath(t, base)})")
+                if len(why[(a, b)]) > 3:
+                    print(f"      ... {len(why[(a, b)]) - 3} more")
+    if found:
+        return 1
+    print(f"no import circle among {len(graph)} top-level modules of {base}")
+    return 0
+
+
 def main():
+    if sys.argv[1] == "--top":
+        return top(sys.argv[2])
     root = sys.argv[1]
     only = os.path.normpath(sys.argv[2]) + os.sep if len(sys.argv) > 2 else None
     mods = module_files(root)

@@ -51,7 +51,7 @@ pub enum Command {
     #[command(flatten)]
     Counters(CounterCommand),
     /// The time-series store: counts, distinct counts and most frequent
-    /// items per model and key, at several rollups.
+    /// items per model and key, at several precisions (its rollups).
     #[command(subcommand)]
     Ts(TsCommand),
     /// Per-entity daily statistics: views per day, last N days, total.

@@ -79,7 +79,7 @@ pub struct GlobalArgs {
     )]
     pub precisions: Option<Vec<u64>>,
 
-    /// Samples kept per precision [default: 120].
+    /// Slices kept per precision [default: 120].
     #[arg(long, env = "TALLY_SAMPLES", global = true, help_heading = COUNTERS, value_name = "N")]
     pub samples: Option<u64>,
 
@@ -105,12 +105,13 @@ pub struct GlobalArgs {
     #[arg(long, env = "TALLY_WAIT_TIMEOUT_MS", global = true, help_heading = STORE, value_name = "MS")]
     pub wait_timeout_ms: Option<u64>,
 
-    /// Time-series rollups as SECONDS:SAMPLES pairs
+    /// Time-series rollups, each a precision and the slices it keeps, as
+    /// SECONDS:SAMPLES pairs
     /// [default: 10:360,3600:168,86400:90].
     #[arg(long, env = "TALLY_ROLLUPS", global = true, help_heading = TIME_SERIES, value_name = "S:N,...")]
     pub rollups: Option<String>,
 
-    /// Items kept per key and bucket by the time series' most-frequent
+    /// Items kept per key and slice by the time series' most-frequent
     /// summaries [default: 64].
     #[arg(long, env = "TALLY_TOP_CAPACITY", global = true, help_heading = TIME_SERIES, value_name = "N")]
     pub top_capacity: Option<usize>,

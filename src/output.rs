@@ -62,7 +62,7 @@ pub fn precision_label(p: u64) -> String {
     }
 }
 
-/// One precision's samples, a row each, then a sparkline.
+/// One precision's slices, a row each, then a sparkline.
 pub fn samples_table(name: &str, precision: u64, samples: &[Sample]) -> String {
     let mut out = String::new();
     let _ = writeln!(

@@ -17,13 +17,13 @@ use crate::output;
 pub enum CounterCommand {
     /// Add COUNT (default 1, may be negative) to a counter at every precision.
     Incr(IncrArgs),
-    /// Show a counter's samples: every precision, or one.
+    /// Show a counter's slices: every precision, or one.
     Get(GetArgs),
     /// List counters in name order.
     Counters(ListArgs),
     /// Delete a counter (all its precisions).
     Delete(DeleteArgs),
-    /// Trim old samples: passes every --clean-interval until SIGTERM or Ctrl-C.
+    /// Trim old slices: passes every --clean-interval until SIGTERM or Ctrl-C.
     Clean(CleanArgs),
 }
 

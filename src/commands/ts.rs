@@ -13,7 +13,7 @@ use crate::output;
 /// (`-90s`, `-15m`, `-6h`, `-7d`).
 #[derive(Subcommand, Debug)]
 pub enum TsCommand {
-    /// Add COUNT (default 1) to KEY of MODEL, at every rollup.
+    /// Add COUNT (default 1) to KEY of MODEL, at every precision.
     Incr {
         /// The model (e.g. `group`).
         model: String,
@@ -26,7 +26,7 @@ pub enum TsCommand {
         #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
         at: Option<String>,
     },
-    /// Show the series of one or more keys, every bucket of the range.
+    /// Show the series of one or more keys, every slice of the range.
     Get(KeysOverRange),
     /// Show each key's total over the range.
     Sums(KeysOverRange),
@@ -50,7 +50,7 @@ pub enum TsCommand {
         of: ModelKeys,
         #[command(flatten)]
         range: RangeArgs,
-        /// Per bucket instead of over the range.
+        /// Per slice instead of over the range.
         #[arg(long, conflicts_with = "union")]
         series: bool,
         /// One figure for all keys together.
@@ -97,7 +97,7 @@ pub enum TsCommand {
         /// The key emptied into INTO.
         from: String,
     },
-    /// Delete every rollup's data of the keys.
+    /// Delete every precision's data of the keys.
     Delete {
         #[command(flatten)]
         of: ModelKeys,
@@ -126,7 +126,7 @@ pub struct KeysOverRange {
     json: bool,
 }
 
-/// A time range and an optional rollup.
+/// A time range and an optional precision (`--rollup`).
 #[derive(clap::Args, Debug)]
 pub struct RangeArgs {
     /// Start of the range (`-1h`: an hour ago).
@@ -145,7 +145,8 @@ pub struct RangeArgs {
         default_value = "now"
     )]
     end: String,
-    /// Rollup in seconds [default: the finest that covers the range].
+    /// Precision in seconds, one of the --rollups [default: the finest that
+    /// covers the range].
     #[arg(long, value_name = "SECONDS")]
     rollup: Option<u64>,
 }

@@ -6,8 +6,8 @@
 //! Owns the answers' shapes and order; listing nodes is the [`Store`]'s. Not supported: the
 //! `json`, `pickle` and `msgpack` formats (they carry whisper intervals), `jsonp`, `tz`.
 
+use crate::form::last;
 use crate::json::{Json, Style};
-use crate::render::last;
 use crate::{Answer, Error, Glob, Limits, Node, Result, Store, attime};
 
 /// `queryParamAsInt`.

@@ -2,7 +2,8 @@
 //! urlencoded form (`%xx`, `+` for space) and the raw, unencoded `/metrics/find` body
 //! (`query=app.{a,b}.*`, braces and commas as they are).
 //!
-//! Owns decoding only; which pair counts (the last, or all `target`s) is the reader's rule.
+//! Owns decoding, and [`last`]: the value of a parameter whose last pair counts (which
+//! parameters those are, and `target`'s every pair, is the reader's rule).
 
 /// Splits `body` on `&`, each part on its first `=`, and decodes `+` and `%xx` as a
 /// urlencoded form does; anything else (`{`, `}`, `,`, a `%` not followed by two hex
@@ -42,6 +43,15 @@ fn decode(raw: &[u8]) -> String {
 
 fn hex(b: u8) -> Option<u8> {
     (b as char).to_digit(16).map(|d| d as u8)
+}
+
+/// The last value of a parameter (Django's `QueryDict.__getitem__`).
+pub(crate) fn last<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    params
+        .iter()
+        .rev()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
 }
 
 #[cfg(test)]

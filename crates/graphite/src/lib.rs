@@ -11,11 +11,11 @@
 //! | [`window`](mod@window) | whisper's archive choice and slots for one fetch |
 //! | [`series`] | the series value, its consolidation and datapoints |
 //! | [`store`] | the trait an embedder implements |
-//! | `eval` | prefetch, merge and evaluation of targets |
-//! | [`functions`] | the [`Function`] trait, metadata, validation, the built-ins |
+//! | [`functions`] | the [`Function`] trait, metadata, validation, the built-ins; `functions/eval.rs`: prefetch, merge and evaluation of targets (it calls the functions, and they evaluate their own targets) |
 //! | `render` | `/render` options, maxDataPoints, JSON and CSV |
 //! | `find` | `/metrics/find` and `/metrics/expand` |
-//! | `form` | decoding query strings and form bodies |
+//! | `form` | decoding query strings and form bodies, the last value of a parameter |
+//! | [`Limits`], [`Answer`] | a request's limits; an HTTP answer |
 //! | `json`, `pyfmt`, `pyre` | Python's JSON text, number text and `re.sub` |
 //! | `oracle_cases` | (tests) cases written by graphite-web's own grammar and `attime.py` |
 //!
@@ -25,15 +25,16 @@
 
 use std::sync::Arc;
 
+mod answer;
 pub mod attime;
 mod error;
-mod eval;
 mod find;
 mod form;
 pub mod functions;
 pub mod glob;
 pub mod grammar;
 mod json;
+mod limits;
 #[cfg(test)]
 mod oracle_cases;
 mod pyfmt;
@@ -43,76 +44,16 @@ pub mod series;
 pub mod store;
 pub mod window;
 
+pub use answer::Answer;
 pub use error::{Error, Result};
 pub use form::parse_form;
 pub use functions::{Args, Context, Function, Param, ParamType, Signature, Value};
 pub use glob::Glob;
 pub use grammar::Expr;
+pub use limits::Limits;
 pub use series::{Consolidation, Series};
 pub use store::{Node, Store};
 pub use window::{Archive, Window, window};
-
-/// The limits a request must stay within; past one, a 400 naming it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Series fetched by one render request, over all its reads.
-    pub max_series: usize,
-    /// Datapoints in one render answer, over all its series.
-    pub max_points: usize,
-    /// Nodes one `/metrics/find` (or each `/metrics/expand` query) may match.
-    pub max_find: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            max_series: 10_000,
-            max_points: 10_000_000,
-            max_find: 100_000,
-        }
-    }
-}
-
-/// An HTTP answer: status, content type, extra headers and body.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
-    /// The status code.
-    pub status: u16,
-    /// The `Content-Type` header.
-    pub content_type: &'static str,
-    /// Other headers graphite-web sends (`Pragma`, `Cache-Control`, `Expires`).
-    pub headers: Vec<(&'static str, String)>,
-    /// The body.
-    pub body: Vec<u8>,
-}
-
-impl Answer {
-    pub(crate) fn new(status: u16, content_type: &'static str, body: impl Into<Vec<u8>>) -> Answer {
-        Answer {
-            status,
-            content_type,
-            headers: Vec::new(),
-            body: body.into(),
-        }
-    }
-
-    /// graphite-web's answer to an error: a 400 `text/html` body with the message (its
-    /// `HttpResponseBadRequest`); a store failure is logged and answered with a 500 that
-    /// does not show it.
-    pub fn error(error: &Error) -> Answer {
-        match error.status() {
-            400 => Answer::new(400, "text/html; charset=utf-8", error.message()),
-            status => {
-                tracing::error!(error = %error, "graphite request failed");
-                Answer::new(
-                    status,
-                    "text/html; charset=utf-8",
-                    "The server failed to read the data for this request.",
-                )
-            }
-        }
-    }
-}
 
 /// The render engine: the function registry (built-ins and an embedder's own).
 #[derive(Clone)]

@@ -7,22 +7,14 @@
 //! pickle, ...) are refused with a 400 naming the two offered; `tz` other than UTC and
 //! `jsonp` are not supported (UTC is graphite-web's default zone).
 
-use crate::eval::{Evaluation, TimeRange};
+use crate::form::last;
+use crate::functions::eval::{Evaluation, TimeRange};
 use crate::functions::{Registry, Value};
 use crate::json::{Json, Style};
 use crate::{Answer, Error, Expr, Limits, Result, Series, Store, attime};
 
 /// The formats this server renders.
 pub(crate) const FORMATS: &str = "json, csv";
-
-/// The last value of a parameter (Django's `QueryDict.__getitem__`).
-pub(crate) fn last<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    params
-        .iter()
-        .rev()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
-}
 
 fn has(params: &[(String, String)], name: &str) -> bool {
     params.iter().any(|(k, _)| k == name)

@@ -109,6 +109,9 @@
 //!   scripts; both features are default): the engine's store
 //!   (`SqliteSliceStore`, `RedisSliceStore`: every space, counters included)
 //!   and a store per other feature (tsdb and daily keep their own layouts).
+//! - `sqlite` (feature `sqlite`): the SQLite database handle (connections
+//!   and transactions) under the SQLite backend's stores and the buffers'
+//!   SQLite sink.
 //!
 //! Outside this crate: the `tally` binary (`src/`: the CLI, a thin shim over
 //! this library; `tally serve` runs the `server` module's HTTP API and statsd
@@ -140,6 +143,8 @@ pub mod requests;
 #[cfg(feature = "server")]
 pub mod server;
 pub mod sets;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
 pub mod stats;
 pub mod statsd;
 pub mod tsdb;

@@ -18,8 +18,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::process::require_binary;
 use crate::redis::{RedisOptions, RedisServer};
-use crate::require_binary;
 use crate::resp::{self, Reply};
 
 /// Cluster slots.

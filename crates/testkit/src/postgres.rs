@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 
-use crate::{free_port, stop_child, wait_until};
+use crate::process::{free_port, stop_child, wait_until};
 
 const INSTALL_HINT: &str = "Install PostgreSQL with `sudo apt-get install postgresql` (binaries in /usr/lib/postgresql/*/bin)";
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 
-use crate::{PATIENCE, free_port, require_binary, wait_until};
+use crate::process::{PATIENCE, free_port, require_binary, wait_until};
 
 const INSTALL_HINT: &str = "Install it with `sudo apt-get install redis-server`";
 

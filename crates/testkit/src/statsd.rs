@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::{free_port, require_binary};
+use crate::process::{free_port, require_binary};
 
 /// The version of the npm package `statsd` the harness runs.
 pub const STATSD_VERSION: &str = "0.9.0";

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::eval::{Evaluation, TimeRange};
+use self::eval::{Evaluation, TimeRange};
 use crate::grammar::Expr;
 use crate::pyfmt::{repr_f64, repr_str};
 use crate::{Error, Result, Series, Store};
@@ -17,6 +17,7 @@ use crate::{Error, Result, Series, Store};
 pub(crate) mod agg;
 pub(crate) mod alias;
 pub(crate) mod combine;
+pub(crate) mod eval;
 pub(crate) mod filter;
 pub(crate) mod group;
 pub(crate) mod moving;

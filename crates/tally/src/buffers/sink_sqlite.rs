@@ -29,8 +29,8 @@ use super::ident::Ident;
 use super::row::{BatchId, Claim, RowKey};
 use super::sink::{FLUSHED_BATCHES, Sink, SinkOutcome, StoredRow, by_table, key_value};
 use super::table::{TableSpec, Tables};
-use crate::backend::sqlite::Sqlite;
 use crate::error::{Error, Result};
+use crate::sqlite::Sqlite;
 
 /// Bound parameters per statement (SQLite's default limit is 32766).
 const MAX_PARAMS: usize = 30_000;

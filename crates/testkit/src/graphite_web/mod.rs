@@ -44,7 +44,7 @@ use std::time::Duration;
 use tempfile::TempDir;
 
 use crate::http::{self, Response};
-use crate::{free_port, stop_child, wait_until};
+use crate::process::{free_port, stop_child, wait_until};
 
 /// The path every route is served under, as Tally serves its Graphite routes
 /// (Grafana's data source URL is `http://HOST:PORT/graphite`).

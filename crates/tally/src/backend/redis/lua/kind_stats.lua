@@ -1,5 +1,5 @@
 -- The statistics kind's merge, prepended to the scripts that write
--- statistics (engine/kinds/stats.rs is its Rust twin and documents the
+-- statistics (engine/kinds/stats/ is its Rust twin and documents the
 -- blob). A blob is the MessagePack array
 --   [1, alpha, max_buckets, count, sum, sumsq, min, max, zeros,
 --    pos_first, {pos count differences}, neg_first, {neg count differences}]

@@ -6,7 +6,7 @@
 //!
 //! Owns the request-wide evaluation state (prefetched data by time range, the series count
 //! against the limit) and graphite-web's error decoration (`; targets: "..."; func: "..."`).
-//! Functions themselves live in `functions/`; output formats in `render`.
+//! Functions themselves live in the other files of `functions/`; output formats in `render`.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -1,0 +1,275 @@
+//! The SQLite database handle: [`Sqlite`] owns the connections and runs
+//! every call on tokio's blocking pool. Writes run in `BEGIN IMMEDIATE`
+//! transactions on one writer connection, so a write is all or nothing and
+//! several processes may share the file: SQLite's lock (with a busy
+//! timeout) serialises their writers, and WAL mode lets readers go on
+//! meanwhile. Commits are durable (`synchronous = FULL`): an acknowledged
+//! write survives a crash.
+//!
+//! It knows only connections and transactions. The backend's stores
+//! ([`crate::backend::sqlite`], which re-exports it) and the buffers' SQLite
+//! sink ([`crate::buffers::sink_sqlite`]) both open their tables through it.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+
+use crate::error::{Error, Result};
+
+/// How long a writer waits for another process's write lock.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Idle reader connections kept open.
+const MAX_IDLE_READERS: usize = 4;
+/// The file name inside a data directory.
+pub const DB_FILE: &str = "tally.sqlite3";
+
+/// A SQLite database shared by Tally's stores. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Sqlite {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    writer: Mutex<Connection>,
+    readers: Mutex<Vec<Connection>>,
+    /// `None` in memory: reads then use the writer connection.
+    path: Option<PathBuf>,
+}
+
+impl Sqlite {
+    /// Opens (creating if needed) `tally.sqlite3` in `dir`, creating `dir`.
+    pub fn open_dir(dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            Error::Config(format!(
+                "cannot create data directory {}: {e}",
+                dir.display()
+            ))
+        })?;
+        Self::open(&dir.join(DB_FILE))
+    }
+
+    /// Opens (creating if needed) the database file at `path`.
+    pub fn open(path: &Path) -> Result<Self> {
+        let writer = open_connection(path)?;
+        enable_wal(&writer)?;
+        Ok(Sqlite {
+            inner: Arc::new(Inner {
+                writer: Mutex::new(writer),
+                readers: Mutex::new(Vec::new()),
+                path: Some(path.to_owned()),
+            }),
+        })
+    }
+
+    /// A private in-memory database, gone when the last clone is dropped.
+    pub fn open_in_memory() -> Result<Self> {
+        let conn = Connection::open_in_memory()?;
+        Ok(Sqlite {
+            inner: Arc::new(Inner {
+                writer: Mutex::new(conn),
+                readers: Mutex::new(Vec::new()),
+                path: None,
+            }),
+        })
+    }
+
+    /// The database file, or `None` in memory.
+    pub fn path(&self) -> Option<&Path> {
+        self.inner.path.as_deref()
+    }
+
+    /// Runs `f` in an immediate (write-locking) transaction and commits it;
+    /// if `f` fails, the transaction is rolled back and nothing is written.
+    pub async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        blocking(move || {
+            let mut conn = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let value = f(&tx)?;
+            tx.commit()?;
+            Ok(value)
+        })
+        .await
+    }
+
+    /// Runs `f` on a reader connection (a consistent snapshot when `f` opens
+    /// a transaction).
+    pub async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        blocking(move || {
+            let Some(path) = &inner.path else {
+                let conn = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+                return f(&conn);
+            };
+            let idle = inner
+                .readers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pop();
+            let conn = match idle {
+                Some(conn) => conn,
+                None => open_connection(path)?,
+            };
+            let result = f(&conn);
+            let mut readers = inner.readers.lock().unwrap_or_else(|p| p.into_inner());
+            if readers.len() < MAX_IDLE_READERS {
+                readers.push(conn);
+            }
+            result
+        })
+        .await
+    }
+
+    /// Runs `f` on the writer connection outside a transaction (schema set-up).
+    pub async fn with_writer<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        blocking(move || {
+            let conn = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+            f(&conn)
+        })
+        .await
+    }
+}
+
+/// Puts the database in WAL mode, which is a property of the file: after
+/// the first open there is nothing to do. Converting a new file needs an
+/// exclusive lock and SQLite does not run the busy handler for it, so when
+/// several processes open a new file at once the losers retry here (within
+/// [`BUSY_TIMEOUT`]) until one of them has converted it.
+fn enable_wal(conn: &Connection) -> Result<()> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
+        if mode.eq_ignore_ascii_case("wal") {
+            return Ok(());
+        }
+        match conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0)) {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+            Ok(mode) => {
+                return Err(Error::Config(format!(
+                    "SQLite refused WAL mode (journal mode stays {mode:?})"
+                )));
+            }
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+fn open_connection(path: &Path) -> Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI,
+    )
+    .map_err(|e| {
+        Error::Config(format!(
+            "cannot open SQLite database {}: {e}",
+            path.display()
+        ))
+    })?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(conn)
+}
+
+async fn blocking<T, F>(f: F) -> Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Backend(format!("sqlite worker failed: {e}")))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Another process holding the write lock must not make an open fail:
+    /// `PRAGMA journal_mode = WAL` is not covered by the busy timeout.
+    #[test]
+    fn opening_while_another_connection_writes_waits_instead_of_failing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE);
+        let first = Sqlite::open(&path).unwrap();
+        first
+            .inner
+            .writer
+            .lock()
+            .unwrap()
+            .execute_batch("CREATE TABLE t (x INTEGER)")
+            .unwrap();
+        // A separate connection, as another process would have, holds the
+        // write lock for a while.
+        let holder = open_connection(&path).unwrap();
+        holder
+            .execute_batch("BEGIN IMMEDIATE; INSERT INTO t VALUES (1)")
+            .unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            holder.execute_batch("COMMIT").unwrap();
+        });
+        let second = Sqlite::open(&path);
+        release.join().unwrap();
+        let second = second.expect("open while another connection writes");
+        let n: i64 = second
+            .inner
+            .writer
+            .lock()
+            .unwrap()
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+
+    /// Processes started together (a cron job and a reader, `tally flush`
+    /// and a CLI call) open a new file at once; each must get it in WAL mode.
+    #[test]
+    fn concurrent_opens_of_a_new_file_all_succeed() {
+        for _ in 0..100 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join(DB_FILE);
+            let opens: Vec<_> = (0..4)
+                .map(|_| {
+                    let path = path.clone();
+                    std::thread::spawn(move || Sqlite::open(&path).map(|_| ()))
+                })
+                .collect();
+            for open in opens {
+                open.join().unwrap().expect("a concurrent open");
+            }
+            let conn = open_connection(&path).unwrap();
+            let mode: String = conn
+                .pragma_query_value(None, "journal_mode", |r| r.get(0))
+                .unwrap();
+            assert_eq!(mode, "wal");
+        }
+    }
+}
