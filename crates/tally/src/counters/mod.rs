@@ -10,7 +10,6 @@
 //! stores never validate.
 
 pub mod aggregate;
-mod cleaner;
 mod graphite;
 pub mod settings;
 pub mod slice;
@@ -20,12 +19,14 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::engine::cleaner::{Cleaner, PassObserver};
+pub use crate::engine::read::Sample;
+pub use crate::engine::series::Page;
 pub use aggregate::{Aggregator, AggregatorSettings, AggregatorStats, WhenFull};
-pub use cleaner::{Cleaner, PassObserver};
 pub use settings::{CleanerSettings, CounterSettings};
 pub use slice::{CounterWrite, SliceDelta, ValidIncrement};
 pub use store::{
-    Applied, CleanJob, CleanReport, CounterStore, Sample, SliceCounterStore, WriteBatch, WriteSeq,
+    Applied, CleanJob, CleanReport, CounterStore, SliceCounterStore, WriteBatch, WriteSeq,
 };
 
 use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
@@ -83,29 +84,6 @@ pub struct Series {
     pub precision: u64,
     /// Samples, oldest first.
     pub samples: Vec<Sample>,
-}
-
-/// A page of counter names.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Page {
-    /// Names in name order.
-    pub names: Vec<String>,
-    /// Pass this to get the next page; `None` on the last page.
-    pub next: Option<String>,
-}
-
-impl Page {
-    /// The page of `limit` names out of `names`, listed with one more than
-    /// `limit` asked for: when that one came, there is a next page.
-    pub fn of(mut names: Vec<String>, limit: usize) -> Self {
-        let next = if names.len() > limit {
-            names.truncate(limit);
-            names.last().cloned()
-        } else {
-            None
-        };
-        Page { names, next }
-    }
 }
 
 /// Named counters at several precisions. Cheap to clone.
@@ -365,6 +343,7 @@ impl Counters {
 
     /// A cleaner for these counters.
     pub fn cleaner(&self, settings: CleanerSettings) -> Result<Cleaner> {
-        Cleaner::new(self.clone(), settings)
+        Cleaner::new(self.clock().clone(), settings)?
+            .with_space(self.store().slice_store(), self.space().clone())
     }
 }

@@ -13,39 +13,15 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::counters::slice::CounterWrite;
+use crate::engine::read::Sample;
 use crate::engine::store::map_reads;
 use crate::engine::{Batch, BatchSink, SliceSel, SliceStore, Space};
 use crate::error::Result;
 use crate::name::Name;
 
 pub use crate::engine::store::{Applied, CleanJob, CleanReport, WriteSeq};
-
-/// One stored sample: the slice start and its count.
-///
-/// Serialized as a two-element array `[start, count]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Sample {
-    /// Slice start, Unix seconds.
-    pub start: u64,
-    /// The count in that slice.
-    pub count: i64,
-}
-
-impl Serialize for Sample {
-    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        (self.start, self.count).serialize(s)
-    }
-}
-
-impl<'de> Deserialize<'de> for Sample {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        let (start, count) = <(u64, i64)>::deserialize(d)?;
-        Ok(Sample { start, count })
-    }
-}
 
 /// A write handed to a store: merged deltas for one or more counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

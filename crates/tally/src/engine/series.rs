@@ -15,13 +15,14 @@
 use std::fmt;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
-use crate::counters::{AggregatorSettings, AggregatorStats, Page};
 use crate::engine::plan::{self, Item};
 use crate::engine::store::{Applied, Batch, BatchSink, SliceSel, SliceStore, Slices, Space};
+use crate::engine::writer::{AggregatorSettings, AggregatorStats};
 use crate::engine::{Kind, Value, Writer};
 use crate::error::Result;
-use crate::idempotency::{Answer, Claim, Idempotency};
 use crate::name::Name;
 
 /// The most operations accepted in one batch, for every kind.
@@ -29,6 +30,29 @@ pub const MAX_BATCH: usize = 10_000;
 
 /// The most names listed in one page, for every kind.
 pub const MAX_PAGE: usize = 10_000;
+
+/// A page of series names.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Page {
+    /// Names in name order.
+    pub names: Vec<String>,
+    /// Pass this to get the next page; `None` on the last page.
+    pub next: Option<String>,
+}
+
+impl Page {
+    /// The page of `limit` names out of `names`, listed with one more than
+    /// `limit` asked for: when that one came, there is a next page.
+    pub fn of(mut names: Vec<String>, limit: usize) -> Self {
+        let next = if names.len() > limit {
+            names.truncate(limit);
+            names.last().cloned()
+        } else {
+            None
+        };
+        Page { names, next }
+    }
+}
 
 /// What a kind of series adds to [`SeriesService`]: the operation callers
 /// state and how one becomes the kind's delta.
@@ -194,9 +218,9 @@ impl<R: Rules> SeriesService<R> {
     /// [`crate::Counters::incr_many_once`]; on a Redis Cluster each node's
     /// part carries the id, so each part is applied once.
     pub async fn write_once(&self, key: &str, ops: &[R::Op]) -> Result<Applied> {
-        crate::idempotency::check_key(key)?;
+        crate::engine::keyed::check_key(key)?;
         let mut batch = self.prepare(ops)?;
-        batch.seq = Some(crate::idempotency::write_seq(key));
+        batch.seq = Some(crate::engine::keyed::write_seq(key));
         self.inner.sink.apply_batch(&batch).await
     }
 
@@ -310,27 +334,7 @@ impl<R: Rules> SeriesWriter<R> {
         self.writer.add_many(&items).await
     }
 
-    /// [`SeriesWriter::take_many`] for a keyed request of `fingerprint`
-    /// whose answer, once recorded, is `answer` (the HTTP server's): the
-    /// key is claimed with the answer before the operations are handed
-    /// over ([`Idempotency::add_claimed`]), so a retry is answered from
-    /// the record and never taken twice.
-    pub async fn take_many_claimed(
-        &self,
-        idempotency: &Idempotency,
-        key: &str,
-        fingerprint: &str,
-        ops: &[R::Op],
-        answer: &Answer,
-    ) -> Result<Claim> {
-        let items = self.items(ops)?;
-        idempotency
-            .add_claimed(key, fingerprint, answer, &self.writer, items)
-            .await
-    }
-
     /// The engine's writer underneath (see [`crate::engine::writer::try_add_all`]).
-    #[cfg(feature = "server")]
     pub(crate) fn engine(&self) -> &Writer {
         &self.writer
     }
