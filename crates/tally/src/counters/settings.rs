@@ -91,7 +91,7 @@ impl CounterSettings {
     pub fn peak_samples(&self, interval: Duration) -> u64 {
         self.precisions
             .iter()
-            .map(|&p| crate::counters::slice::peak_samples(self.samples, p, interval.as_secs()))
+            .map(|&p| crate::engine::resolution::peak_slices(self.samples, p, interval.as_secs()))
             .max()
             .unwrap_or(self.samples)
     }

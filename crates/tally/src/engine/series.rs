@@ -90,8 +90,9 @@ pub struct SeriesService<R> {
 
 struct Inner<R> {
     store: Arc<dyn SliceStore>,
-    /// Where batches go: the store, or a kind's own way into it.
-    sink: Arc<dyn BatchSink>,
+    /// A kind's own way into the store, if it has one (else batches go
+    /// straight to the store).
+    sink: Option<Arc<dyn BatchSink>>,
     space: Arc<Space>,
     precisions: Vec<u64>,
     clock: SharedClock,
@@ -148,7 +149,7 @@ impl<R: Rules> SeriesService<R> {
     ) -> Self {
         SeriesService {
             inner: Arc::new(Inner {
-                sink: sink.unwrap_or_else(|| Arc::new(store.clone())),
+                sink,
                 store,
                 precisions: space.seconds(),
                 space: Arc::new(space),
@@ -209,7 +210,7 @@ impl<R: Rules> SeriesService<R> {
     /// cluster), all or nothing: if any is invalid, nothing is written.
     pub async fn write(&self, ops: &[R::Op]) -> Result<()> {
         let batch = self.prepare(ops)?;
-        self.inner.sink.apply_batch(&batch).await.map(|_| ())
+        self.apply(&batch).await.map(|_| ())
     }
 
     /// [`SeriesService::write`] with an idempotency key: the batch is
@@ -221,7 +222,7 @@ impl<R: Rules> SeriesService<R> {
         crate::engine::keyed::check_key(key)?;
         let mut batch = self.prepare(ops)?;
         batch.seq = Some(crate::engine::keyed::write_seq(key));
-        self.inner.sink.apply_batch(&batch).await
+        self.apply(&batch).await
     }
 
     /// Every slice of the series `name` at each of `precisions`, in that
@@ -261,9 +262,21 @@ impl<R: Rules> SeriesService<R> {
         self.inner.store.ping().await
     }
 
-    /// The way batches go into the store.
+    /// Applies `batch`: through the kind's own way in, else straight to
+    /// the store.
+    async fn apply(&self, batch: &Batch) -> Result<Applied> {
+        match &self.inner.sink {
+            Some(sink) => sink.apply_batch(batch).await,
+            None => self.inner.store.apply(batch).await,
+        }
+    }
+
+    /// The way batches go into the store (for the aggregating writer).
     fn sink(&self) -> Arc<dyn BatchSink> {
-        self.inner.sink.clone()
+        match &self.inner.sink {
+            Some(sink) => sink.clone(),
+            None => Arc::new(self.inner.store.clone()),
+        }
     }
 }
 

@@ -23,10 +23,9 @@ use crate::backend::redis::{Layout, ReplicationWait};
 use crate::backend::{Backend, BackendConfig};
 use crate::buffers::{BufferStore, Buffers, Tables};
 use crate::clock::{SharedClock, SystemClock};
-use crate::counters::{
-    Aggregator, AggregatorSettings, Cleaner, CleanerSettings, CounterSettings, Counters,
-};
+use crate::counters::{Aggregator, CounterSettings, Counters};
 use crate::daily::{DEFAULT_ENTITY_PREFIX, DailySettings, DailyStats};
+use crate::engine::{AggregatorSettings, Cleaner, CleanerSettings};
 use crate::error::{Error, Result};
 use crate::gauges::{Gauges, GaugesWriter};
 use crate::graphite::{Family, Namespace, Source};
