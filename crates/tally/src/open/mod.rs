@@ -13,7 +13,10 @@
 //! own beyond the services: each service behaves exactly as when built by
 //! hand from a [`Backend`].
 
+mod spaces;
 pub mod target;
+
+pub use spaces::{SPACES, SpaceEntry};
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -135,21 +138,15 @@ impl Tally {
             .clone()
     }
 
-    /// A cleaner of the counters with the configured settings, to run as
-    /// a task of the application (`tally.cleaner().spawn(shutdown)`); each
-    /// call makes a new one, which has run no pass yet.
+    /// A cleaner of every space ([`SPACES`]) with the configured settings,
+    /// to run as a task of the application (`tally.cleaner().spawn(shutdown)`);
+    /// each call makes a new one, which has run no pass yet.
     pub fn cleaner(&self) -> Cleaner {
-        let stats = &self.inner.stats;
-        self.counters()
-            .cleaner(self.inner.cleaner.clone())
-            .and_then(|c| c.with_space(stats.store().clone(), stats.space().clone()))
+        Cleaner::new(self.inner.clock.clone(), self.inner.cleaner.clone())
             .and_then(|c| {
-                let gauges = &self.inner.gauges;
-                c.with_space(gauges.store().clone(), gauges.space().clone())
-            })
-            .and_then(|c| {
-                let sets = &self.inner.sets;
-                c.with_space(sets.store().clone(), sets.space().clone())
+                SPACES
+                    .iter()
+                    .try_fold(c, |c, e| c.with_space((e.store)(self), (e.space)(self)))
             })
             .expect("the cleaner settings were validated when Tally was opened")
     }
@@ -260,36 +257,13 @@ impl Tally {
     /// source `tally serve` answers `/graphite/render` and
     /// `/graphite/metrics/find` from.
     pub fn graphite_source(&self, ns: Namespace, quantiles: &[f64]) -> Source {
-        let inner = &self.inner;
-        let store = inner.stats.store();
+        let mut entries: Vec<&SpaceEntry> = SPACES.iter().collect();
+        entries.sort_by_key(|e| e.graphite_rank);
         let mut families = Vec::new();
-        for shape in inner.counters.graphite_shapes(ns) {
-            families.push(Family::new(
-                inner.counters.space().clone(),
-                store.clone(),
-                shape,
-            ));
-        }
-        for shape in inner.gauges.graphite_shapes(ns) {
-            families.push(Family::new(
-                inner.gauges.space().clone(),
-                store.clone(),
-                shape,
-            ));
-        }
-        for shape in inner.sets.graphite_shapes(ns) {
-            families.push(Family::new(
-                inner.sets.space().clone(),
-                store.clone(),
-                shape,
-            ));
-        }
-        for shape in inner.stats.graphite_shapes(ns, quantiles) {
-            families.push(Family::new(
-                inner.stats.space().clone(),
-                store.clone(),
-                shape,
-            ));
+        for entry in entries {
+            for shape in (entry.shapes)(self, ns, quantiles) {
+                families.push(Family::new((entry.space)(self), (entry.store)(self), shape));
+            }
         }
         Source::new(families)
     }
@@ -315,17 +289,10 @@ impl Tally {
     /// Flushes the aggregating writers, those that were started, and
     /// stops them. The other services hold no buffered data.
     pub async fn shutdown(&self) {
-        if let Some(writer) = self.inner.writer.get() {
-            writer.shutdown().await;
-        }
-        if let Some(writer) = self.inner.stats_writer.get() {
-            writer.shutdown().await;
-        }
-        if let Some(writer) = self.inner.gauges_writer.get() {
-            writer.shutdown().await;
-        }
-        if let Some(writer) = self.inner.sets_writer.get() {
-            writer.shutdown().await;
+        for entry in SPACES {
+            if let Some(writer) = (entry.started_writer)(self) {
+                writer.shutdown().await;
+            }
         }
     }
 }
