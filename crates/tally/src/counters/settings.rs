@@ -85,7 +85,7 @@ impl CounterSettings {
     }
 
     /// The most samples any precision's hash holds between two cleaner
-    /// passes `interval` apart (see [`crate::counters::slice::peak_samples`]):
+    /// passes `interval` apart (see [`crate::engine::resolution::peak_slices`]):
     /// what Redis's `hash-max-listpack-entries` must allow for counters to
     /// stay in the compact encoding.
     pub fn peak_samples(&self, interval: Duration) -> u64 {

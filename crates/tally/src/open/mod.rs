@@ -12,11 +12,17 @@
 //! [`Tally::cleaner`], [`crate::buffers::Flusher`]), or hold state of its
 //! own beyond the services: each service behaves exactly as when built by
 //! hand from a [`Backend`].
+//!
+//! The registry of spaces ([`SPACES`]): every service of named series the
+//! slice engine carries for an opened [`Tally`] is listed once, beside the
+//! fields it reads. Opening builds each service with its own settings;
+//! from then on, whatever goes over every space iterates the list: the
+//! cleaner ([`Tally::cleaner`]), shutdown ([`Tally::shutdown`] flushes each
+//! started writer), the Graphite source ([`Tally::graphite_source`]) and
+//! `tally migrate` ([`crate::migrate`]). A new kind's service is its field
+//! and accessor on [`Tally`], built in opening, and one entry in the list.
 
-mod spaces;
 pub mod target;
-
-pub use spaces::{SPACES, SpaceEntry};
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -28,10 +34,10 @@ use crate::buffers::{BufferStore, Buffers, Tables};
 use crate::clock::{SharedClock, SystemClock};
 use crate::counters::{Aggregator, CounterSettings, Counters};
 use crate::daily::{DEFAULT_ENTITY_PREFIX, DailySettings, DailyStats};
-use crate::engine::{AggregatorSettings, Cleaner, CleanerSettings};
+use crate::engine::{AggregatorSettings, Cleaner, CleanerSettings, SliceStore, Space, Writer};
 use crate::error::{Error, Result};
 use crate::gauges::{Gauges, GaugesWriter};
-use crate::graphite::{Family, Namespace, Source};
+use crate::graphite::{Family, Namespace, Shape, Source};
 use crate::idempotency::{self, Idempotency};
 use crate::limits::Limiter;
 use crate::locks::Locks;
@@ -93,6 +99,77 @@ struct Inner {
     sets_writer: OnceLock<SetsWriter>,
     idempotency: Idempotency,
 }
+
+/// One space of an opened [`Tally`]: its service's store and space, its
+/// started writer, its place in the Graphite namespace and in a migration.
+pub struct SpaceEntry {
+    /// The space's id ([`Space::id`]): `counters`, `stats`, `gauges`, `sets`.
+    pub id: &'static str,
+    /// The lane of a migration's write ids for this space (stored in the
+    /// target's write-id records: never renumber an entry).
+    pub lane: u32,
+    /// Where its Graphite families come in the source (paths that meet
+    /// are answered by the lower rank first).
+    pub graphite_rank: u8,
+    /// The space of the service.
+    pub space: fn(&Tally) -> Arc<Space>,
+    /// The store it is kept in.
+    pub store: fn(&Tally) -> Arc<dyn SliceStore>,
+    /// Its Graphite shapes in a namespace (statistics: a leaf per quantile).
+    pub shapes: fn(&Tally, Namespace, &[f64]) -> Vec<Shape>,
+    /// Its aggregating writer's engine, if it was started.
+    pub started_writer: fn(&Tally) -> Option<Writer>,
+}
+
+impl std::fmt::Debug for SpaceEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpaceEntry")
+            .field("id", &self.id)
+            .field("lane", &self.lane)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every space, in the order a migration copies them and the cleaner
+/// trims them.
+pub const SPACES: &[SpaceEntry] = &[
+    SpaceEntry {
+        id: Space::COUNTERS,
+        lane: 0,
+        graphite_rank: 0,
+        space: |t| t.inner.counters.space().clone(),
+        store: |t| t.inner.counters.store().clone(),
+        shapes: |t, ns, _| t.inner.counters.graphite_shapes(ns),
+        started_writer: |t| t.inner.writer.get().map(|w| w.engine().clone()),
+    },
+    SpaceEntry {
+        id: crate::stats::SPACE,
+        lane: 1,
+        graphite_rank: 3,
+        space: |t| t.inner.stats.space().clone(),
+        store: |t| t.inner.stats.store().clone(),
+        shapes: |t, ns, quantiles| t.inner.stats.graphite_shapes(ns, quantiles),
+        started_writer: |t| t.inner.stats_writer.get().map(|w| w.engine().clone()),
+    },
+    SpaceEntry {
+        id: crate::gauges::SPACE,
+        lane: 2,
+        graphite_rank: 1,
+        space: |t| t.inner.gauges.space().clone(),
+        store: |t| t.inner.gauges.store().clone(),
+        shapes: |t, ns, _| t.inner.gauges.graphite_shapes(ns),
+        started_writer: |t| t.inner.gauges_writer.get().map(|w| w.engine().clone()),
+    },
+    SpaceEntry {
+        id: crate::sets::SPACE,
+        lane: 3,
+        graphite_rank: 2,
+        space: |t| t.inner.sets.space().clone(),
+        store: |t| t.inner.sets.store().clone(),
+        shapes: |t, ns, _| t.inner.sets.graphite_shapes(ns),
+        started_writer: |t| t.inner.sets_writer.get().map(|w| w.engine().clone()),
+    },
+];
 
 impl Tally {
     /// Opens `target` with every setting at its default: a Redis URL
@@ -648,4 +725,23 @@ struct Validated {
     tsdb: TsdbSettings,
     daily: DailySettings,
     stats: StatsSettings,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn entries_name_their_spaces_and_lanes_stay() {
+        let tally = Tally::open("sqlite::memory:").await.unwrap();
+        for entry in SPACES {
+            assert_eq!((entry.space)(&tally).id, entry.id);
+        }
+        // Lanes are in stored write ids: they never change.
+        let lanes: Vec<_> = SPACES.iter().map(|e| (e.id, e.lane)).collect();
+        assert_eq!(
+            lanes,
+            [("counters", 0), ("stats", 1), ("gauges", 2), ("sets", 3)]
+        );
+    }
 }
