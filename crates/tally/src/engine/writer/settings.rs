@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 
-/// What [`Writer::add`] does when the table is full.
+/// What [`Writer::add`](super::Writer::add) does when the table is full.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WhenFull {
