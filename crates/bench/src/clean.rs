@@ -25,7 +25,7 @@ use std::time::Instant;
 use anyhow::{Result, ensure};
 use redis::AsyncCommands;
 use tally::backend::redis::Layout;
-use tally::counters::store::CleanReport;
+use tally::engine::CleanReport;
 use tally::{
     Backend, BackendConfig, CleanerSettings, Clock, CounterSettings, Counters, SystemClock,
     Timestamp,

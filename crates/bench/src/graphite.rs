@@ -56,7 +56,7 @@ use anyhow::{Context, Result, bail, ensure};
 use serde::Serialize;
 use serde_json::Value as Json;
 use tally::Clock;
-use tally::counters::{CounterWrite, SliceDelta, WriteBatch};
+use tally::engine::{Batch, CellDelta, SeriesWrite, Value};
 use tally::engine::{SliceSel, SliceStore};
 use tally::graphite::{DEFAULT_QUANTILES, Namespace, Source};
 use tally::{BackendConfig, ManualClock, Name, Tally};
@@ -354,22 +354,23 @@ async fn write_render_data(tally: &Tally, names: &[String], now: u64) -> Result<
                     .iter()
                     .flat_map(|&p| {
                         let current = now / p * p;
-                        (0..SLICES).rev().map(move |k| SliceDelta {
-                            precision: p,
+                        (0..SLICES).rev().map(move |k| CellDelta {
+                            resolution: p,
                             slice: current - k * p,
-                            delta: value(i, p, current - k * p),
+                            delta: Value::Sum(value(i, p, current - k * p)),
                         })
                     })
                     .collect();
-                Ok(CounterWrite {
+                Ok(SeriesWrite {
                     name: Name::new(name.as_str())?,
-                    deltas,
+                    cells: deltas,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         store
-            .apply(&WriteBatch {
-                counters: writes,
+            .apply(&Batch {
+                space: counters.space().clone(),
+                writes,
                 seq: None,
             })
             .await?;
@@ -381,10 +382,10 @@ async fn write_render_data(tally: &Tally, names: &[String], now: u64) -> Result<
 /// 4 calls at once: enough for the registry.
 async fn write_find_names(tally: &Tally, names: &[String], now: u64) -> Result<()> {
     let counters = tally.counters();
-    let deltas = [SliceDelta {
-        precision: STEP,
+    let deltas = [CellDelta {
+        resolution: STEP,
         slice: now / STEP * STEP,
-        delta: 1,
+        delta: Value::Sum(1),
     }];
     crate::server::write_deltas(&counters, names, &deltas, 1000, 4).await
 }

@@ -2,20 +2,18 @@
 //! smoke check of the harness; nothing is stored).
 
 use anyhow::Result;
-use tally::counters::slice::{ValidIncrement, plan};
+use tally::engine::plan::plan;
+use tally::engine::{Space, Value};
 
 /// Plans `increments` increments over `precisions` and prints the rate.
 pub fn run(increments: u64, json: bool, precisions: &[u64]) -> Result<()> {
     let name = tally::Name::new("bench")?;
+    let space = Space::counters(precisions, 1);
     let started = std::time::Instant::now();
     let mut total = 0usize;
     for i in 0..increments {
-        let inc = ValidIncrement {
-            name: name.clone(),
-            count: 1,
-            at: tally::Timestamp::from_secs(1_700_000_000 + i % 3600)?,
-        };
-        total += plan(std::slice::from_ref(&inc), precisions)?.len();
+        let at = tally::Timestamp::from_secs(1_700_000_000 + i % 3600)?;
+        total += plan(&space, [(&name, at, Value::Sum(1))])?.len();
     }
     let secs = started.elapsed().as_secs_f64();
     let rate = increments as f64 / secs;

@@ -44,9 +44,9 @@ use anyhow::{Context, Result, bail, ensure};
 use redis::AsyncCommands;
 use tally::backend::redis::Layout;
 use tally::backend::redis::layout::DEFAULT_PREFIX;
-use tally::counters::SliceDelta;
 use tally::counters::settings::DEFAULT_CLEAN_INTERVAL;
 use tally::engine::resolution::is_due;
+use tally::engine::{CellDelta, Value};
 use tally::{Clock, CounterSettings, ManualClock, SystemClock};
 
 use crate::clean::{FirstPass, PassArgs, SteadyPass, counters_on, first_pass, timed_pass};
@@ -577,11 +577,11 @@ async fn expire(
     let layout = LayoutName::Expiring.layout()?;
     let counters = counters_on(&server, layout.clone(), settings, Arc::new(clock.clone())).await?;
     let keys = layout.space_keys(counters.space());
-    let chunk: Vec<SliceDelta> = (0..samples)
-        .map(|k| SliceDelta {
-            precision: p1,
+    let chunk: Vec<CellDelta> = (0..samples)
+        .map(|k| CellDelta {
+            resolution: p1,
             slice: b + k * p1,
-            delta: 1,
+            delta: Value::Sum(1),
         })
         .collect();
     let started = Instant::now();
@@ -603,11 +603,11 @@ async fn expire(
     // keys live `span` s longer and stay through the measure).
     let set_at = Instant::now();
     let both = [
-        chunk[samples as usize - 1],
-        SliceDelta {
-            precision: p1,
+        chunk[samples as usize - 1].clone(),
+        CellDelta {
+            resolution: p1,
             slice: b + span,
-            delta: 1,
+            delta: Value::Sum(1),
         },
     ];
     write_deltas(&counters, names, &both, PER_CALL, conc).await?;

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail, ensure};
 use tally::backend::redis::Layout;
+use tally::engine::{Batch, CellDelta, SeriesWrite, Space, Value};
 use tally::{Backend, BackendConfig, Clock, CounterSettings, Counters};
 use tally_testkit::{RedisOptions, RedisServer, require_binary};
 
@@ -272,17 +273,15 @@ pub async fn fill(
     concurrency: usize,
 ) -> Result<u64> {
     let precisions = counters.settings().precisions.clone();
-    let deltas: Vec<tally::counters::SliceDelta> = precisions
+    let deltas: Vec<CellDelta> = precisions
         .iter()
         .flat_map(|&p| {
             let current = now / p * p;
-            slices
-                .of(p, current)
-                .map(move |slice| tally::counters::SliceDelta {
-                    precision: p,
-                    slice,
-                    delta: fill_count(p, slice),
-                })
+            slices.of(p, current).map(move |slice| CellDelta {
+                resolution: p,
+                slice,
+                delta: Value::Sum(fill_count(p, slice)),
+            })
         })
         .collect();
     write_deltas(counters, names, &deltas, per_call, concurrency).await?;
@@ -295,30 +294,35 @@ pub async fn fill(
 pub async fn write_deltas(
     counters: &Counters,
     names: &[String],
-    deltas: &[tally::counters::SliceDelta],
+    deltas: &[CellDelta],
     per_call: usize,
     concurrency: usize,
 ) -> Result<()> {
     use futures::StreamExt;
-    use tally::counters::{CounterWrite, WriteBatch};
     let store = counters.store().clone();
+    // The counters' space over the precisions the deltas write.
+    let mut precisions: Vec<u64> = deltas.iter().map(|d| d.resolution).collect();
+    precisions.sort_unstable();
+    precisions.dedup();
+    let space = Arc::new(Space::counters(&precisions, counters.settings().samples));
     let results: Vec<Result<()>> = futures::stream::iter(names.chunks(per_call.max(1)))
         .map(|chunk| {
-            let store = store.clone();
+            let (store, space) = (store.clone(), space.clone());
             let mut chunk: Vec<&String> = chunk.iter().collect();
             chunk.sort_unstable();
             let counters = chunk
                 .into_iter()
                 .map(|name| {
-                    Ok(CounterWrite {
+                    Ok(SeriesWrite {
                         name: tally::Name::new(name.as_str())?,
-                        deltas: deltas.to_vec(),
+                        cells: deltas.to_vec(),
                     })
                 })
                 .collect::<Result<Vec<_>>>();
             async move {
-                let batch = WriteBatch {
-                    counters: counters?,
+                let batch = Batch {
+                    space,
+                    writes: counters?,
                     seq: None,
                 };
                 store.apply(&batch).await?;

@@ -51,12 +51,13 @@
 //!   ([`engine::writer`]: in-process merging, exactly-once flushes), range
 //!   reads ([`engine::read`]), the [`engine::SliceStore`] trait that each
 //!   store implements once per key layout, and the one service of named
-//!   series every kind but counters is ([`engine::series`]: statistics,
-//!   gauges and sets are `SeriesService<their rules>` with their own reads).
-//! - [`counters`]: the counter service over the engine's counters space:
-//!   validation, settings, the cleaner, the aggregator (the engine's writer
-//!   with counters' types) and the `CounterStore` contract tests and tools
-//!   use (one implementation, over the engine's store).
+//!   series every kind is ([`engine::series`]: counters, statistics,
+//!   gauges and sets are `SeriesService<their rules>` with their own reads),
+//!   the cleaner ([`engine::cleaner`]) and keyed write ids
+//!   ([`engine::keyed`]).
+//! - [`counters`]: counters, the engine's sum kind: their rules, settings,
+//!   fast paths (the exact increment, plain sum reads) and the aggregator
+//!   (the engine's writer over the counters' space).
 //! - [`stats`]: statistics over the engine's `stats` space: count, sum,
 //!   min, max, mean, standard deviation and quantiles per slice, ranges,
 //!   merged stats, rankings; settings, the pure read views
@@ -152,11 +153,9 @@ pub mod tsdb;
 pub use backend::{Backend, BackendConfig, ReplicationWait};
 pub use buffers::{Buffers, Flusher, FlusherSettings, Update};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
-pub use counters::{
-    Aggregator, AggregatorSettings, Cleaner, CleanerSettings, CounterSettings, CounterStore,
-    Counters, Increment, Page, Sample, Series,
-};
+pub use counters::{Aggregator, CounterSettings, Counters, Increment, Series};
 pub use daily::{DailySettings, DailyStats, DailyStore, Day, DayCount, View};
+pub use engine::{AggregatorSettings, Cleaner, CleanerSettings, Page, Sample};
 pub use error::{Error, Result};
 pub use gauges::{GaugeOp, Gauges, GaugesWriter};
 pub use idempotency::Idempotency;

@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tally::backend::redis::{Layout, layout};
-use tally::counters::{Applied, WriteBatch, WriteSeq};
+use tally::counters::{Applied, WriteSeq};
+use tally::engine::Batch;
 use tally::tsdb::rollup::vshard_of;
 use tally::{
     Backend, BackendConfig, Clock, CounterSettings, Counters, DailySettings, DailyStats, Increment,
@@ -78,7 +79,7 @@ fn spawn_counter_writer(
         let mut seq = 0u64;
         while !stop.load(Ordering::SeqCst) {
             seq += 1;
-            let mut batch: WriteBatch = c.prepare(&incs).unwrap();
+            let mut batch: Batch = c.prepare(&incs).unwrap();
             batch.seq = Some(WriteSeq {
                 writer,
                 lane: 0,

@@ -32,7 +32,6 @@ use crate::buffers::BufferStore;
 use crate::clock::SharedClock;
 #[cfg(feature = "redis")]
 use crate::counters::CounterSettings;
-use crate::counters::{CounterStore, SliceCounterStore};
 use crate::daily::DailyStore;
 use crate::engine::SliceStore;
 use crate::error::Result;
@@ -184,12 +183,10 @@ impl Backend {
         })
     }
 
-    /// The counter store on this backend: the counters' space of
-    /// [`Backend::slice_store`].
-    pub async fn counter_store(&self, clock: SharedClock) -> Result<Arc<dyn CounterStore>> {
-        Ok(Arc::new(SliceCounterStore::new(
-            self.slice_store(clock).await?,
-        )))
+    /// The store counters are kept in: [`Backend::slice_store`] (counters
+    /// are the engine's sum kind; [`crate::Counters::new`] takes it).
+    pub async fn counter_store(&self, clock: SharedClock) -> Result<Arc<dyn SliceStore>> {
+        self.slice_store(clock).await
     }
 
     /// On Redis, checks that counter hashes written with `settings` and

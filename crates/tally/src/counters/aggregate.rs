@@ -2,8 +2,8 @@
 //! batches, each exactly once.
 //!
 //! [`Aggregator`] is the slice engine's aggregating writer
-//! ([`crate::engine::writer`]) over the counters' space, with counters'
-//! types: `add(name, count, at)` merges a sum into the pending
+//! ([`crate::engine::series::SeriesWriter`]) over the counters' space;
+//! counters add their own entry points to it: `add(name, count, at)` merges a sum into the pending
 //! (counter, second) entry, and flushes write one delta per (counter,
 //! precision, slice), `chunk_counters` counters per call, on `lanes`
 //! concurrent lanes, each chunk with its own write id so a retried chunk is
@@ -18,13 +18,9 @@
 //! replaced (see docs/bench-log/ingest.md, the slice engine's before and
 //! after).
 
-use std::sync::Arc;
-
-use crate::counters::store::CounterSink;
-use crate::counters::{Applied, Counters, Increment};
+use crate::counters::{Applied, CounterRules, Counters, Increment};
 use crate::engine::Value;
-use crate::engine::plan::Item;
-use crate::engine::writer::Writer;
+use crate::engine::series::SeriesWriter;
 use crate::error::{Error, Result};
 use crate::idempotency::{self, Answer, Claim, Idempotency};
 
@@ -53,75 +49,25 @@ pub use crate::engine::writer::{AggregatorSettings, AggregatorStats, SHUTDOWN_GR
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone)]
-pub struct Aggregator {
-    counters: Counters,
-    writer: Writer,
-}
+pub type Aggregator = SeriesWriter<CounterRules>;
 
-impl std::fmt::Debug for Aggregator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Aggregator")
-            .field("settings", self.writer.settings())
-            .field("stats", &self.stats())
-            .finish()
-    }
-}
-
-impl Aggregator {
-    /// Starts an aggregator writing into `counters`' store; spawns its flusher
-    /// on the current tokio runtime.
-    pub fn start(counters: Counters, settings: AggregatorSettings) -> Result<Self> {
-        let writer = Writer::start(
-            Arc::new(CounterSink(counters.store().clone())),
-            counters.space().clone(),
-            counters.clock().clone(),
-            settings,
-        )?;
-        Ok(Aggregator { counters, writer })
-    }
-
+impl SeriesWriter<CounterRules> {
     /// The counters written to.
     pub fn counters(&self) -> &Counters {
-        &self.counters
+        self.service()
     }
 
     /// Adds `count` to `name` at `at` (default now), waiting for room when
     /// full and so configured.
     pub async fn add(&self, name: &str, count: i64, at: Option<f64>) -> Result<()> {
-        self.writer.add(name, Value::Sum(count), at).await
+        self.engine().add(name, Value::Sum(count), at).await
     }
 
     /// Adds a batch, all or nothing: every increment is validated, and room
     /// for the whole batch is taken, before any is added; if one would
     /// overflow its pending total, none is added.
     pub async fn add_many(&self, increments: &[Increment]) -> Result<()> {
-        let items = self.items(increments)?;
-        self.writer.add_many(&items).await
-    }
-
-    /// The engine's writer underneath (the statsd listener merges a line's
-    /// items into several writers at once with
-    /// [`crate::engine::writer::try_add_all`]).
-    #[cfg(feature = "server")]
-    pub(crate) fn engine(&self) -> &Writer {
-        &self.writer
-    }
-
-    /// Validates increments into the writer's items.
-    pub(crate) fn items(&self, increments: &[Increment]) -> Result<Vec<Item>> {
-        let now = self.counters.clock().now();
-        increments
-            .iter()
-            .map(|inc| {
-                let valid = self.counters.validate(inc, now)?;
-                Ok(Item {
-                    name: valid.name,
-                    at: valid.at,
-                    delta: Value::Sum(valid.count),
-                })
-            })
-            .collect()
+        self.take_many(increments).await
     }
 
     /// [`Aggregator::add_many`] with an idempotency key: the batch is added
@@ -189,9 +135,7 @@ impl Aggregator {
         increments: &[Increment],
         answer: &Answer,
     ) -> Result<Claim> {
-        let items = self.items(increments)?;
-        idempotency
-            .add_claimed(key, fingerprint, answer, &self.writer, items)
+        self.take_many_claimed(idempotency, key, fingerprint, increments, answer)
             .await
     }
 
@@ -199,28 +143,11 @@ impl Aggregator {
     /// when full.
     #[inline]
     pub fn try_add(&self, name: &str, count: i64, at: Option<f64>) -> Result<()> {
-        self.writer.try_add(name, Value::Sum(count), at)
-    }
-
-    /// Flushes now and waits until everything added before this call is
-    /// written (or dropped as refused).
-    pub async fn flush(&self) -> Result<()> {
-        self.writer.flush().await
-    }
-
-    /// Stops taking increments, flushes what is pending (retrying an
-    /// unavailable backend for up to [`SHUTDOWN_GRACE`]) and stops the flusher.
-    pub async fn shutdown(&self) {
-        self.writer.shutdown().await
+        self.engine().try_add(name, Value::Sum(count), at)
     }
 
     /// How long the flushes that wrote something took.
     pub fn flush_latency(&self) -> crate::metrics::HistogramSnapshot {
-        self.writer.flush_latency()
-    }
-
-    /// Running figures.
-    pub fn stats(&self) -> AggregatorStats {
-        self.writer.stats()
+        self.engine().flush_latency()
     }
 }

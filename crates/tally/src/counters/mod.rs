@@ -1,43 +1,46 @@
 //! Multi-precision counters with retention ("Redis in Action" 5.2).
 //!
-//! [`Counters`] is the service over the slice engine's counters space (sums
-//! at each precision): it validates input (names, counts, times,
-//! precisions), merges a call's increments into one delta per slice with
-//! the engine's plan ([`crate::engine::plan`]) and hands them to a
-//! [`CounterStore`] in one round trip. [`Aggregator`] is the engine's
-//! aggregating writer over the same space; [`Cleaner`] trims old slices
-//! with the book's cadence. The service never talks to a backend directly;
-//! stores never validate.
+//! Counters are the engine's sum kind: [`Counters`] is the engine's
+//! series service ([`crate::engine::series::SeriesService`]) over the
+//! counters' space (sums at each precision) with the counters' rules
+//! ([`CounterRules`]: an [`Increment`] is a checked sum), and
+//! [`Aggregator`] is the engine's aggregating writer over the same space.
+//! What counters add are their fast paths, as methods of those types: the
+//! exact increment ([`Counters::incr`], one plan and one store call),
+//! reads of plain sums ([`Counters::get_many`] over
+//! [`crate::engine::SliceStore::read_sums`]) and the writer's
+//! `add(name, count, at)`. The cleaner ([`crate::engine::Cleaner`]) trims
+//! them with the book's cadence. The service never talks to a backend
+//! directly; stores never validate.
 
 pub mod aggregate;
-mod cleaner;
 mod graphite;
 pub mod settings;
-pub mod slice;
-pub mod store;
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use aggregate::{Aggregator, AggregatorSettings, AggregatorStats, WhenFull};
-pub use cleaner::{Cleaner, PassObserver};
+pub use crate::engine::cleaner::{Cleaner, PassObserver};
+pub use crate::engine::read::Sample;
+pub use crate::engine::series::Page;
+pub use crate::engine::store::{Applied, CleanJob, CleanReport, WriteSeq};
+pub use crate::engine::writer::{AggregatorSettings, AggregatorStats, WhenFull};
+pub use aggregate::Aggregator;
 pub use settings::{CleanerSettings, CounterSettings};
-pub use slice::{CounterWrite, SliceDelta, ValidIncrement};
-pub use store::{
-    Applied, CleanJob, CleanReport, CounterStore, Sample, SliceCounterStore, WriteBatch, WriteSeq,
-};
 
-use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
-use crate::engine::plan::{check_batch, plan, time};
-use crate::engine::{Batch, Space, Value};
+use crate::clock::{Clock, SystemClock};
+use crate::engine::kinds::sum;
+use crate::engine::series::{Rules, SeriesService};
+use crate::engine::store::map_reads;
+use crate::engine::{SliceSel, SliceStore, Space, Value};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
 /// The most increments accepted in one batch.
-pub const MAX_BATCH: usize = 10_000;
+pub const MAX_BATCH: usize = crate::engine::series::MAX_BATCH;
 /// The most names listed in one page.
-pub const MAX_PAGE: usize = 10_000;
+pub const MAX_PAGE: usize = crate::engine::series::MAX_PAGE;
 /// The most counters read in one call.
 pub const MAX_READ: usize = 1_000;
 
@@ -85,26 +88,28 @@ pub struct Series {
     pub samples: Vec<Sample>,
 }
 
-/// A page of counter names.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Page {
-    /// Names in name order.
-    pub names: Vec<String>,
-    /// Pass this to get the next page; `None` on the last page.
-    pub next: Option<String>,
+/// What counters add to the engine's series service: an [`Increment`]
+/// is a sum (never `i64::MIN`), and the settings in force.
+#[derive(Clone, Debug)]
+pub struct CounterRules {
+    settings: CounterSettings,
 }
 
-impl Page {
-    /// The page of `limit` names out of `names`, listed with one more than
-    /// `limit` asked for: when that one came, there is a next page.
-    pub fn of(mut names: Vec<String>, limit: usize) -> Self {
-        let next = if names.len() > limit {
-            names.truncate(limit);
-            names.last().cloned()
-        } else {
-            None
-        };
-        Page { names, next }
+impl Rules for CounterRules {
+    type Op = Increment;
+    const OP: &'static str = "increment";
+    const WRITER: &'static str = "Aggregator";
+
+    fn name(op: &Increment) -> &str {
+        &op.name
+    }
+
+    fn at(op: &Increment) -> Option<f64> {
+        op.at
+    }
+
+    fn delta(&self, op: &Increment) -> Result<Value> {
+        sum::check(op.count).map(Value::Sum)
     }
 }
 
@@ -129,77 +134,50 @@ impl Page {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone, Debug)]
-pub struct Counters {
-    inner: Arc<Inner>,
-}
+pub type Counters = SeriesService<CounterRules>;
 
-#[derive(Debug)]
-struct Inner {
-    store: Arc<dyn CounterStore>,
-    settings: CounterSettings,
-    space: Arc<Space>,
-    clock: SharedClock,
-}
-
-impl Counters {
+impl SeriesService<CounterRules> {
     /// Counters on `store` with validated `settings`, on the system clock.
-    pub fn new(store: Arc<dyn CounterStore>, settings: CounterSettings) -> Result<Self> {
+    pub fn new(store: Arc<dyn SliceStore>, settings: CounterSettings) -> Result<Self> {
         Self::with_clock(store, settings, Arc::new(SystemClock))
     }
 
     /// Counters on `store`, reading time from `clock`.
     pub fn with_clock(
-        store: Arc<dyn CounterStore>,
+        store: Arc<dyn SliceStore>,
         settings: CounterSettings,
         clock: Arc<dyn Clock>,
     ) -> Result<Self> {
         let settings = settings.validate()?;
-        Ok(Counters {
-            inner: Arc::new(Inner {
-                store: store.keeping(settings.samples),
-                space: Arc::new(Space::counters(&settings.precisions, settings.samples)),
-                settings,
-                clock,
-            }),
-        })
+        let space = Space::counters(&settings.precisions, settings.samples);
+        Ok(Self::from_parts(
+            store,
+            None,
+            space,
+            clock,
+            CounterRules { settings },
+        ))
     }
 
     /// The settings in force.
     pub fn settings(&self) -> &CounterSettings {
-        &self.inner.settings
-    }
-
-    /// The engine's space these counters are: sums at each precision.
-    pub fn space(&self) -> &Arc<Space> {
-        &self.inner.space
-    }
-
-    /// The clock in use.
-    pub fn clock(&self) -> &SharedClock {
-        &self.inner.clock
-    }
-
-    /// The store underneath.
-    pub fn store(&self) -> &Arc<dyn CounterStore> {
-        &self.inner.store
+        &self.rules().settings
     }
 
     /// Adds `count` to `name` now, at every precision, all or nothing.
     pub async fn incr(&self, name: &str, count: i64) -> Result<()> {
-        self.incr_many(&[Increment::new(name, count)]).await
+        self.write(&[Increment::new(name, count)]).await
     }
 
     /// Adds `count` to `name` at `at` Unix seconds.
     pub async fn incr_at(&self, name: &str, count: i64, at: f64) -> Result<()> {
-        self.incr_many(&[Increment::new(name, count).at(at)]).await
+        self.write(&[Increment::new(name, count).at(at)]).await
     }
 
     /// Adds a batch of increments over any counters in one round trip, all or
     /// nothing: if any is invalid or would overflow, nothing is written.
     pub async fn incr_many(&self, increments: &[Increment]) -> Result<()> {
-        let batch = self.plan(increments)?;
-        self.inner.store.apply_batch(&batch).await.map(|_| ())
+        self.write(increments).await
     }
 
     /// [`Counters::incr_many`] with an idempotency key: the batch is written
@@ -230,10 +208,7 @@ impl Counters {
     /// # }
     /// ```
     pub async fn incr_many_once(&self, key: &str, increments: &[Increment]) -> Result<Applied> {
-        crate::idempotency::check_key(key)?;
-        let mut batch = self.plan(increments)?;
-        batch.seq = Some(crate::idempotency::write_seq(key));
-        self.inner.store.apply_batch(&batch).await
+        self.write_once(key, increments).await
     }
 
     /// [`Counters::incr`] with an idempotency key (see
@@ -243,52 +218,11 @@ impl Counters {
             .await
     }
 
-    /// Validates and merges increments into a store batch without writing it.
-    pub fn prepare(&self, increments: &[Increment]) -> Result<WriteBatch> {
-        Ok(WriteBatch {
-            counters: self
-                .plan(increments)?
-                .writes
-                .into_iter()
-                .map(CounterWrite::from_series)
-                .collect::<Result<_>>()?,
-            seq: None,
-        })
-    }
-
-    /// Validates increments and plans them into the engine's batch.
-    fn plan(&self, increments: &[Increment]) -> Result<Batch> {
-        check_batch(increments.len(), MAX_BATCH, "increment")?;
-        let now = self.inner.clock.now();
-        let valid = increments
-            .iter()
-            .map(|inc| self.validate(inc, now))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Batch {
-            writes: plan(
-                &self.inner.space,
-                valid.iter().map(|v| (&v.name, v.at, Value::Sum(v.count))),
-            )?,
-            space: self.inner.space.clone(),
-            seq: None,
-        })
-    }
-
-    /// Validates one increment (name, count, time), `now` standing in for a
-    /// missing time.
-    pub fn validate(&self, inc: &Increment, now: Timestamp) -> Result<ValidIncrement> {
-        Ok(ValidIncrement {
-            name: Name::new(inc.name.as_str())?,
-            count: slice::check_count(inc.count)?,
-            at: time(inc.at, now)?,
-        })
-    }
-
     /// The samples of one precision, oldest first.
     pub async fn get(&self, name: &str, precision: u64) -> Result<Vec<Sample>> {
         let name = Name::new(name)?;
-        self.inner.settings.check_precision(precision)?;
-        let mut all = self.inner.store.samples(&[name], &[precision]).await?;
+        self.settings().check_precision(precision)?;
+        let mut all = self.samples(&[name], &[precision]).await?;
         Ok(all.pop().and_then(|mut per| per.pop()).unwrap_or_default())
     }
 
@@ -318,12 +252,12 @@ impl Counters {
             .collect::<Result<Vec<_>>>()?;
         let precisions = match precision {
             Some(p) => {
-                self.inner.settings.check_precision(p)?;
+                self.settings().check_precision(p)?;
                 vec![p]
             }
-            None => self.inner.settings.precisions.clone(),
+            None => self.settings().precisions.clone(),
         };
-        let all = self.inner.store.samples(&names, &precisions).await?;
+        let all = self.samples(&names, &precisions).await?;
         Ok(all
             .into_iter()
             .map(|per| {
@@ -336,35 +270,26 @@ impl Counters {
             .collect())
     }
 
+    /// The samples of each named counter at each precision, oldest first:
+    /// `result[i][j]` belongs to `names[i]` at `precisions[j]`. One round
+    /// trip, reading plain sums.
+    async fn samples(&self, names: &[Name], precisions: &[u64]) -> Result<Vec<Vec<Vec<Sample>>>> {
+        let all = self
+            .store()
+            .read_sums(self.space(), names, precisions, SliceSel::All)
+            .await?;
+        Ok(map_reads(all, |start, count| Some(Sample { start, count })))
+    }
+
     /// Up to `limit` counters after the cursor `after`, in name order.
     pub async fn list(&self, after: Option<&str>, limit: usize) -> Result<Page> {
         self.search("", after, limit).await
     }
 
-    /// Up to `limit` counters whose names start with `prefix`, after the
-    /// cursor `after`, in name order.
-    pub async fn search(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Page> {
-        crate::name::check_search(prefix, limit, MAX_PAGE)?;
-        let names = self.inner.store.list(prefix, after, limit + 1).await?;
-        Ok(Page::of(names, limit))
-    }
-
-    /// Deletes every precision of a counter; true if it held anything.
-    pub async fn delete(&self, name: &str) -> Result<bool> {
-        let name = Name::new(name)?;
-        self.inner
-            .store
-            .delete(&name, &self.inner.settings.precisions)
-            .await
-    }
-
-    /// Checks that the backend answers.
-    pub async fn ping(&self) -> Result<()> {
-        self.inner.store.ping().await
-    }
-
-    /// A cleaner for these counters.
+    /// A cleaner of these counters (and of the spaces added to it with
+    /// [`Cleaner::with_space`]).
     pub fn cleaner(&self, settings: CleanerSettings) -> Result<Cleaner> {
-        Cleaner::new(self.clone(), settings)
+        Cleaner::new(self.clock().clone(), settings)?
+            .with_space(self.store().clone(), self.space().clone())
     }
 }

@@ -9,17 +9,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::store::FULL_PASS_EVERY;
+pub use crate::engine::cleaner::{CleanerSettings, DEFAULT_CLEAN_BATCH, DEFAULT_CLEAN_INTERVAL};
 use crate::error::{Error, Result};
 
 /// The book's precisions: 1 s, 5 s, 1 min, 5 min, 1 h, 5 h, 1 day.
 pub const DEFAULT_PRECISIONS: [u64; 7] = [1, 5, 60, 300, 3600, 18000, 86400];
 /// The book's sample count per precision.
 pub const DEFAULT_SAMPLES: u64 = 120;
-/// The book's cleaner pass interval.
-pub const DEFAULT_CLEAN_INTERVAL: Duration = Duration::from_secs(60);
-/// Counters handled per cleaner round trip.
-pub const DEFAULT_CLEAN_BATCH: usize = 500;
 
 const MAX_PRECISIONS: usize = 32;
 const MAX_PRECISION_SECS: u64 = 366 * 86_400;
@@ -89,13 +85,13 @@ impl CounterSettings {
     }
 
     /// The most samples any precision's hash holds between two cleaner
-    /// passes `interval` apart (see [`crate::counters::slice::peak_samples`]):
+    /// passes `interval` apart (see [`crate::engine::resolution::peak_slices`]):
     /// what Redis's `hash-max-listpack-entries` must allow for counters to
     /// stay in the compact encoding.
     pub fn peak_samples(&self, interval: Duration) -> u64 {
         self.precisions
             .iter()
-            .map(|&p| crate::counters::slice::peak_samples(self.samples, p, interval.as_secs()))
+            .map(|&p| crate::engine::resolution::peak_slices(self.samples, p, interval.as_secs()))
             .max()
             .unwrap_or(self.samples)
     }
@@ -125,56 +121,6 @@ fn list(precisions: &[u64]) -> String {
         .map(u64::to_string)
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// How the cleaner runs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CleanerSettings {
-    /// Time between the starts of two passes (the book: 60 s).
-    pub interval: Duration,
-    /// Counters handled per round trip.
-    pub batch: usize,
-    /// One pass in this many reads every slice of every due precision
-    /// (the first pass always does); the others remove by name exactly the
-    /// slices that passed the cutoff since the cleaner's last visit, at a
-    /// cost proportional to what they remove. A slice written late, dated
-    /// before an earlier pass's cutoff, waits for the next full pass. 1:
-    /// every pass reads everything (the book's cleaner). Default
-    /// [`FULL_PASS_EVERY`] (an hour at the default interval).
-    pub full_pass_every: u64,
-}
-
-impl Default for CleanerSettings {
-    fn default() -> Self {
-        CleanerSettings {
-            interval: DEFAULT_CLEAN_INTERVAL,
-            batch: DEFAULT_CLEAN_BATCH,
-            full_pass_every: FULL_PASS_EVERY,
-        }
-    }
-}
-
-impl CleanerSettings {
-    /// Checks the settings.
-    pub fn validate(self) -> Result<Self> {
-        if self.interval < Duration::from_secs(1) {
-            return Err(Error::Config(
-                "the clean interval must be at least 1 s".into(),
-            ));
-        }
-        if self.batch == 0 || self.batch > 10_000 {
-            return Err(Error::Config(format!(
-                "the clean batch must be between 1 and 10000 counters, got {}",
-                self.batch
-            )));
-        }
-        if self.full_pass_every == 0 {
-            return Err(Error::Config(
-                "a full clean pass every 0 passes: give 1 (every pass) or more".into(),
-            ));
-        }
-        Ok(self)
-    }
 }
 
 #[cfg(test)]

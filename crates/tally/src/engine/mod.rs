@@ -21,12 +21,18 @@
 //!   (`backend::sqlite::engine`, `backend::redis::engine`);
 //! - [`writer`]: the aggregating writer (in-process merging, exactly-once
 //!   flushes), generic over the kind;
-//! - [`read`]: range reads merging slices, and series merged into one.
+//! - [`read`]: range reads merging slices, and series merged into one;
+//! - [`series`]: the service and the writer every kind of named series
+//!   shares, and a [`Page`] of names;
+//! - [`cleaner`]: trims old slices of every space the cleaner keeps;
+//! - [`keyed`]: the write id an idempotency key stands for.
 //!
 //! Services (counters, statistics, gauges and sets) are thin: their own
 //! validation and view of a value over these.
 
 pub mod aggregate;
+pub mod cleaner;
+pub mod keyed;
 pub mod kinds;
 pub mod plan;
 pub mod read;
@@ -36,9 +42,12 @@ pub mod store;
 pub mod writer;
 
 pub use aggregate::{Aggregate, Codec, Kind, Undo, Value};
+pub use cleaner::{Cleaner, CleanerSettings, PassObserver};
+pub use read::Sample;
 pub use resolution::Resolution;
+pub use series::Page;
 pub use store::{
     Applied, Batch, BatchSink, CellDelta, CleanJob, CleanReport, Due, Reads, Retention,
     SeriesWrite, SliceSel, SliceStore, Slices, Space, WriteSeq, contains_by_listing,
 };
-pub use writer::Writer;
+pub use writer::{AggregatorSettings, AggregatorStats, WhenFull, Writer};

@@ -10,6 +10,8 @@
 //! statistic's quantiles) is the service's business: this module returns
 //! values.
 
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
 use crate::clock::Timestamp;
 use crate::engine::aggregate::{Kind, Value};
 use crate::engine::resolution::{self, Resolution};
@@ -89,6 +91,30 @@ pub async fn read_all(
     resolutions: &[u64],
 ) -> Result<Vec<Vec<Slices>>> {
     store.read(space, names, resolutions, SliceSel::All).await
+}
+
+/// One stored sample: the slice start and its count.
+///
+/// Serialized as a two-element array `[start, count]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Sample {
+    /// Slice start, Unix seconds.
+    pub start: u64,
+    /// The count in that slice.
+    pub count: i64,
+}
+
+impl Serialize for Sample {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        (self.start, self.count).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Sample {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let (start, count) = <(u64, i64)>::deserialize(d)?;
+        Ok(Sample { start, count })
+    }
 }
 
 #[cfg(test)]

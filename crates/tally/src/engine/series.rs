@@ -15,13 +15,14 @@
 use std::fmt;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
-use crate::counters::{AggregatorSettings, AggregatorStats, Page};
 use crate::engine::plan::{self, Item};
 use crate::engine::store::{Applied, Batch, BatchSink, SliceSel, SliceStore, Slices, Space};
+use crate::engine::writer::{AggregatorSettings, AggregatorStats};
 use crate::engine::{Kind, Value, Writer};
 use crate::error::Result;
-use crate::idempotency::{Answer, Claim, Idempotency};
 use crate::name::Name;
 
 /// The most operations accepted in one batch, for every kind.
@@ -29,6 +30,29 @@ pub const MAX_BATCH: usize = 10_000;
 
 /// The most names listed in one page, for every kind.
 pub const MAX_PAGE: usize = 10_000;
+
+/// A page of series names.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Page {
+    /// Names in name order.
+    pub names: Vec<String>,
+    /// Pass this to get the next page; `None` on the last page.
+    pub next: Option<String>,
+}
+
+impl Page {
+    /// The page of `limit` names out of `names`, listed with one more than
+    /// `limit` asked for: when that one came, there is a next page.
+    pub fn of(mut names: Vec<String>, limit: usize) -> Self {
+        let next = if names.len() > limit {
+            names.truncate(limit);
+            names.last().cloned()
+        } else {
+            None
+        };
+        Page { names, next }
+    }
+}
 
 /// What a kind of series adds to [`SeriesService`]: the operation callers
 /// state and how one becomes the kind's delta.
@@ -66,8 +90,9 @@ pub struct SeriesService<R> {
 
 struct Inner<R> {
     store: Arc<dyn SliceStore>,
-    /// Where batches go: the store, or a kind's own way into it.
-    sink: Arc<dyn BatchSink>,
+    /// A kind's own way into the store, if it has one (else batches go
+    /// straight to the store).
+    sink: Option<Arc<dyn BatchSink>>,
     space: Arc<Space>,
     precisions: Vec<u64>,
     clock: SharedClock,
@@ -124,7 +149,7 @@ impl<R: Rules> SeriesService<R> {
     ) -> Self {
         SeriesService {
             inner: Arc::new(Inner {
-                sink: sink.unwrap_or_else(|| Arc::new(store.clone())),
+                sink,
                 store,
                 precisions: space.seconds(),
                 space: Arc::new(space),
@@ -185,7 +210,7 @@ impl<R: Rules> SeriesService<R> {
     /// cluster), all or nothing: if any is invalid, nothing is written.
     pub async fn write(&self, ops: &[R::Op]) -> Result<()> {
         let batch = self.prepare(ops)?;
-        self.inner.sink.apply_batch(&batch).await.map(|_| ())
+        self.apply(&batch).await.map(|_| ())
     }
 
     /// [`SeriesService::write`] with an idempotency key: the batch is
@@ -194,10 +219,10 @@ impl<R: Rules> SeriesService<R> {
     /// [`crate::Counters::incr_many_once`]; on a Redis Cluster each node's
     /// part carries the id, so each part is applied once.
     pub async fn write_once(&self, key: &str, ops: &[R::Op]) -> Result<Applied> {
-        crate::idempotency::check_key(key)?;
+        crate::engine::keyed::check_key(key)?;
         let mut batch = self.prepare(ops)?;
-        batch.seq = Some(crate::idempotency::write_seq(key));
-        self.inner.sink.apply_batch(&batch).await
+        batch.seq = Some(crate::engine::keyed::write_seq(key));
+        self.apply(&batch).await
     }
 
     /// Every slice of the series `name` at each of `precisions`, in that
@@ -237,9 +262,21 @@ impl<R: Rules> SeriesService<R> {
         self.inner.store.ping().await
     }
 
-    /// The way batches go into the store.
+    /// Applies `batch`: through the kind's own way in, else straight to
+    /// the store.
+    async fn apply(&self, batch: &Batch) -> Result<Applied> {
+        match &self.inner.sink {
+            Some(sink) => sink.apply_batch(batch).await,
+            None => self.inner.store.apply(batch).await,
+        }
+    }
+
+    /// The way batches go into the store (for the aggregating writer).
     fn sink(&self) -> Arc<dyn BatchSink> {
-        self.inner.sink.clone()
+        match &self.inner.sink {
+            Some(sink) => sink.clone(),
+            None => Arc::new(self.inner.store.clone()),
+        }
     }
 }
 
@@ -310,27 +347,7 @@ impl<R: Rules> SeriesWriter<R> {
         self.writer.add_many(&items).await
     }
 
-    /// [`SeriesWriter::take_many`] for a keyed request of `fingerprint`
-    /// whose answer, once recorded, is `answer` (the HTTP server's): the
-    /// key is claimed with the answer before the operations are handed
-    /// over ([`Idempotency::add_claimed`]), so a retry is answered from
-    /// the record and never taken twice.
-    pub async fn take_many_claimed(
-        &self,
-        idempotency: &Idempotency,
-        key: &str,
-        fingerprint: &str,
-        ops: &[R::Op],
-        answer: &Answer,
-    ) -> Result<Claim> {
-        let items = self.items(ops)?;
-        idempotency
-            .add_claimed(key, fingerprint, answer, &self.writer, items)
-            .await
-    }
-
     /// The engine's writer underneath (see [`crate::engine::writer::try_add_all`]).
-    #[cfg(feature = "server")]
     pub(crate) fn engine(&self) -> &Writer {
         &self.writer
     }

@@ -506,9 +506,8 @@ pub trait SliceStore: Send + Sync + fmt::Debug + 'static {
     async fn ping(&self) -> Result<()>;
 }
 
-/// Where a batch goes: a [`SliceStore`], or a store that speaks another
-/// contract and takes engine batches too (counters' `CounterStore`). The
-/// aggregating writer writes through one.
+/// Where a batch goes: a [`SliceStore`], or a kind's own way into one
+/// (statistics'). The aggregating writer writes through one.
 #[async_trait]
 pub trait BatchSink: Send + Sync + 'static {
     /// Applies `batch` as [`SliceStore::apply`] does.

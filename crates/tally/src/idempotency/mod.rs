@@ -67,8 +67,8 @@ use sha2::{Digest, Sha256};
 pub use store::{ClaimRequest, IdempotencyStore};
 
 use crate::clock::SharedClock;
-use crate::engine::WriteSeq;
 use crate::engine::plan::Item;
+use crate::engine::series::{Rules, SeriesWriter};
 use crate::engine::writer::Writer;
 use crate::error::{Error, Result};
 
@@ -80,45 +80,7 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 3600);
 pub const MAX_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// The shortest retention.
 pub const MIN_RETENTION: Duration = Duration::from_secs(1);
-/// The longest key, in characters.
-pub const MAX_KEY_LEN: usize = 255;
-/// The writer lane of keyed writes ([`write_seq`]); aggregators number
-/// their lanes from 0, so the two never meet.
-pub const KEYED_LANE: u32 = u32::MAX;
-
-/// Checks an idempotency key: 1 to 255 visible ASCII characters
-/// (`!` to `~`, no spaces).
-pub fn check_key(key: &str) -> Result<()> {
-    if key.is_empty() || key.len() > MAX_KEY_LEN {
-        return Err(Error::InvalidInput(format!(
-            "an idempotency key is 1 to {MAX_KEY_LEN} characters, got {}",
-            key.len()
-        )));
-    }
-    if let Some(c) = key.chars().find(|c| !c.is_ascii_graphic()) {
-        return Err(Error::InvalidInput(format!(
-            "an idempotency key is visible ASCII characters (`!` to `~`), not {c:?}"
-        )));
-    }
-    Ok(())
-}
-
-/// The write id a keyed write carries: a writer id hashed from the key, the
-/// keyed lane, number 1. A store that already applied it applies it no
-/// more (the store remembers it for [`MAX_RETENTION`]).
-pub fn write_seq(key: &str) -> WriteSeq {
-    let digest = Sha256::new()
-        .chain_update(b"tally idempotency key\0")
-        .chain_update(key.as_bytes())
-        .finalize();
-    let mut writer = [0u8; 8];
-    writer.copy_from_slice(&digest[..8]);
-    WriteSeq {
-        writer: u64::from_be_bytes(writer),
-        lane: KEYED_LANE,
-        seq: 1,
-    }
-}
+pub use crate::engine::keyed::{KEYED_LANE, MAX_KEY_LEN, check_key, write_seq};
 
 /// The mark a keyed write hands its store with the write, for the stores
 /// outside the slice engine (time series, daily statistics, buffers): the
@@ -491,6 +453,27 @@ pub(crate) fn reused(key: &str) -> Error {
     Error::InvalidInput(format!(
         "the idempotency key {key:?} was used for another request; use a new key for a new request"
     ))
+}
+
+impl<R: Rules> SeriesWriter<R> {
+    /// [`SeriesWriter::take_many`] for a keyed request of `fingerprint`
+    /// whose answer, once recorded, is `answer` (the HTTP server's): the
+    /// key is claimed with the answer before the operations are handed
+    /// over ([`Idempotency::add_claimed`]), so a retry is answered from
+    /// the record and never taken twice.
+    pub async fn take_many_claimed(
+        &self,
+        idempotency: &Idempotency,
+        key: &str,
+        fingerprint: &str,
+        ops: &[R::Op],
+        answer: &Answer,
+    ) -> Result<Claim> {
+        let items = self.items(ops)?;
+        idempotency
+            .add_claimed(key, fingerprint, answer, self.engine(), items)
+            .await
+    }
 }
 
 #[cfg(test)]

@@ -54,6 +54,7 @@ use crate::engine::{
 use crate::error::{Error, Result};
 use crate::idempotency::Mark;
 use crate::name::Name;
+use crate::open::SPACES;
 
 /// The most names copied in one batch.
 pub const MAX_NAMES_PER_BATCH: usize = 10_000;
@@ -210,16 +211,6 @@ fn page_done(
     });
 }
 
-/// The spaces a migration copies, with their lanes, on one side.
-fn spaces(tally: &Tally) -> [(u32, std::sync::Arc<Space>); 4] {
-    [
-        (0, tally.counters().space().clone()),
-        (1, tally.stats().space().clone()),
-        (2, tally.gauges().space().clone()),
-        (3, tally.sets().space().clone()),
-    ]
-}
-
 /// Copies every series of every engine space, the daily statistics and the
 /// time series of `from` into `to` (see the module docs), calling
 /// `progress` after each batch. Stops at the first
@@ -258,14 +249,14 @@ pub async fn migrate(
         id: settings.id.clone(),
         ..MigrateReport::default()
     };
-    for ((lane, from_space), (_, to_space)) in spaces(from).into_iter().zip(spaces(to)) {
+    for entry in SPACES {
         let space = copy_space(
             &*source,
-            &from_space,
+            &(entry.space)(from),
             &*target,
-            &to_space,
+            &(entry.space)(to),
             settings,
-            lane,
+            entry.lane,
             &mut progress,
         )
         .await?;

@@ -12,6 +12,15 @@
 //! [`Tally::cleaner`], [`crate::buffers::Flusher`]), or hold state of its
 //! own beyond the services: each service behaves exactly as when built by
 //! hand from a [`Backend`].
+//!
+//! The registry of spaces ([`SPACES`]): every service of named series the
+//! slice engine carries for an opened [`Tally`] is listed once, beside the
+//! fields it reads. Opening builds each service with its own settings;
+//! from then on, whatever goes over every space iterates the list: the
+//! cleaner ([`Tally::cleaner`]), shutdown ([`Tally::shutdown`] flushes each
+//! started writer), the Graphite source ([`Tally::graphite_source`]) and
+//! `tally migrate` ([`crate::migrate`]). A new kind's service is its field
+//! and accessor on [`Tally`], built in opening, and one entry in the list.
 
 pub mod target;
 
@@ -23,13 +32,12 @@ use crate::backend::redis::{Layout, ReplicationWait};
 use crate::backend::{Backend, BackendConfig};
 use crate::buffers::{BufferStore, Buffers, Tables};
 use crate::clock::{SharedClock, SystemClock};
-use crate::counters::{
-    Aggregator, AggregatorSettings, Cleaner, CleanerSettings, CounterSettings, Counters,
-};
+use crate::counters::{Aggregator, CounterSettings, Counters};
 use crate::daily::{DEFAULT_ENTITY_PREFIX, DailySettings, DailyStats};
+use crate::engine::{AggregatorSettings, Cleaner, CleanerSettings, SliceStore, Space, Writer};
 use crate::error::{Error, Result};
 use crate::gauges::{Gauges, GaugesWriter};
-use crate::graphite::{Family, Namespace, Source};
+use crate::graphite::{Family, Namespace, Shape, Source};
 use crate::idempotency::{self, Idempotency};
 use crate::limits::Limiter;
 use crate::locks::Locks;
@@ -92,6 +100,77 @@ struct Inner {
     idempotency: Idempotency,
 }
 
+/// One space of an opened [`Tally`]: its service's store and space, its
+/// started writer, its place in the Graphite namespace and in a migration.
+pub struct SpaceEntry {
+    /// The space's id ([`Space::id`]): `counters`, `stats`, `gauges`, `sets`.
+    pub id: &'static str,
+    /// The lane of a migration's write ids for this space (stored in the
+    /// target's write-id records: never renumber an entry).
+    pub lane: u32,
+    /// Where its Graphite families come in the source (paths that meet
+    /// are answered by the lower rank first).
+    pub graphite_rank: u8,
+    /// The space of the service.
+    pub space: fn(&Tally) -> Arc<Space>,
+    /// The store it is kept in.
+    pub store: fn(&Tally) -> Arc<dyn SliceStore>,
+    /// Its Graphite shapes in a namespace (statistics: a leaf per quantile).
+    pub shapes: fn(&Tally, Namespace, &[f64]) -> Vec<Shape>,
+    /// Its aggregating writer's engine, if it was started.
+    pub started_writer: fn(&Tally) -> Option<Writer>,
+}
+
+impl std::fmt::Debug for SpaceEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpaceEntry")
+            .field("id", &self.id)
+            .field("lane", &self.lane)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every space, in the order a migration copies them and the cleaner
+/// trims them.
+pub const SPACES: &[SpaceEntry] = &[
+    SpaceEntry {
+        id: Space::COUNTERS,
+        lane: 0,
+        graphite_rank: 0,
+        space: |t| t.inner.counters.space().clone(),
+        store: |t| t.inner.counters.store().clone(),
+        shapes: |t, ns, _| t.inner.counters.graphite_shapes(ns),
+        started_writer: |t| t.inner.writer.get().map(|w| w.engine().clone()),
+    },
+    SpaceEntry {
+        id: crate::stats::SPACE,
+        lane: 1,
+        graphite_rank: 3,
+        space: |t| t.inner.stats.space().clone(),
+        store: |t| t.inner.stats.store().clone(),
+        shapes: |t, ns, quantiles| t.inner.stats.graphite_shapes(ns, quantiles),
+        started_writer: |t| t.inner.stats_writer.get().map(|w| w.engine().clone()),
+    },
+    SpaceEntry {
+        id: crate::gauges::SPACE,
+        lane: 2,
+        graphite_rank: 1,
+        space: |t| t.inner.gauges.space().clone(),
+        store: |t| t.inner.gauges.store().clone(),
+        shapes: |t, ns, _| t.inner.gauges.graphite_shapes(ns),
+        started_writer: |t| t.inner.gauges_writer.get().map(|w| w.engine().clone()),
+    },
+    SpaceEntry {
+        id: crate::sets::SPACE,
+        lane: 3,
+        graphite_rank: 2,
+        space: |t| t.inner.sets.space().clone(),
+        store: |t| t.inner.sets.store().clone(),
+        shapes: |t, ns, _| t.inner.sets.graphite_shapes(ns),
+        started_writer: |t| t.inner.sets_writer.get().map(|w| w.engine().clone()),
+    },
+];
+
 impl Tally {
     /// Opens `target` with every setting at its default: a Redis URL
     /// (`redis://`, `rediss://`), a cluster (`redis+cluster://h1:p1,h2:p2`),
@@ -136,21 +215,15 @@ impl Tally {
             .clone()
     }
 
-    /// A cleaner of the counters with the configured settings, to run as
-    /// a task of the application (`tally.cleaner().spawn(shutdown)`); each
-    /// call makes a new one, which has run no pass yet.
+    /// A cleaner of every space ([`SPACES`]) with the configured settings,
+    /// to run as a task of the application (`tally.cleaner().spawn(shutdown)`);
+    /// each call makes a new one, which has run no pass yet.
     pub fn cleaner(&self) -> Cleaner {
-        let stats = &self.inner.stats;
-        self.counters()
-            .cleaner(self.inner.cleaner.clone())
-            .and_then(|c| c.with_space(stats.store().clone(), stats.space().clone()))
+        Cleaner::new(self.inner.clock.clone(), self.inner.cleaner.clone())
             .and_then(|c| {
-                let gauges = &self.inner.gauges;
-                c.with_space(gauges.store().clone(), gauges.space().clone())
-            })
-            .and_then(|c| {
-                let sets = &self.inner.sets;
-                c.with_space(sets.store().clone(), sets.space().clone())
+                SPACES
+                    .iter()
+                    .try_fold(c, |c, e| c.with_space((e.store)(self), (e.space)(self)))
             })
             .expect("the cleaner settings were validated when Tally was opened")
     }
@@ -261,36 +334,13 @@ impl Tally {
     /// source `tally serve` answers `/graphite/render` and
     /// `/graphite/metrics/find` from.
     pub fn graphite_source(&self, ns: Namespace, quantiles: &[f64]) -> Source {
-        let inner = &self.inner;
-        let store = inner.stats.store();
+        let mut entries: Vec<&SpaceEntry> = SPACES.iter().collect();
+        entries.sort_by_key(|e| e.graphite_rank);
         let mut families = Vec::new();
-        for shape in inner.counters.graphite_shapes(ns) {
-            families.push(Family::new(
-                inner.counters.space().clone(),
-                store.clone(),
-                shape,
-            ));
-        }
-        for shape in inner.gauges.graphite_shapes(ns) {
-            families.push(Family::new(
-                inner.gauges.space().clone(),
-                store.clone(),
-                shape,
-            ));
-        }
-        for shape in inner.sets.graphite_shapes(ns) {
-            families.push(Family::new(
-                inner.sets.space().clone(),
-                store.clone(),
-                shape,
-            ));
-        }
-        for shape in inner.stats.graphite_shapes(ns, quantiles) {
-            families.push(Family::new(
-                inner.stats.space().clone(),
-                store.clone(),
-                shape,
-            ));
+        for entry in entries {
+            for shape in (entry.shapes)(self, ns, quantiles) {
+                families.push(Family::new((entry.space)(self), (entry.store)(self), shape));
+            }
         }
         Source::new(families)
     }
@@ -316,17 +366,10 @@ impl Tally {
     /// Flushes the aggregating writers, those that were started, and
     /// stops them. The other services hold no buffered data.
     pub async fn shutdown(&self) {
-        if let Some(writer) = self.inner.writer.get() {
-            writer.shutdown().await;
-        }
-        if let Some(writer) = self.inner.stats_writer.get() {
-            writer.shutdown().await;
-        }
-        if let Some(writer) = self.inner.gauges_writer.get() {
-            writer.shutdown().await;
-        }
-        if let Some(writer) = self.inner.sets_writer.get() {
-            writer.shutdown().await;
+        for entry in SPACES {
+            if let Some(writer) = (entry.started_writer)(self) {
+                writer.shutdown().await;
+            }
         }
     }
 }
@@ -682,4 +725,23 @@ struct Validated {
     tsdb: TsdbSettings,
     daily: DailySettings,
     stats: StatsSettings,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn entries_name_their_spaces_and_lanes_stay() {
+        let tally = Tally::open("sqlite::memory:").await.unwrap();
+        for entry in SPACES {
+            assert_eq!((entry.space)(&tally).id, entry.id);
+        }
+        // Lanes are in stored write ids: they never change.
+        let lanes: Vec<_> = SPACES.iter().map(|e| (e.id, e.lane)).collect();
+        assert_eq!(
+            lanes,
+            [("counters", 0), ("stats", 1), ("gauges", 2), ("sets", 3)]
+        );
+    }
 }

@@ -191,9 +191,9 @@ async fn write(
             let counters = &services.counters;
             match keyed {
                 Some(Extension(KeyedWrite(key))) => {
-                    counters.incr_many_once(&key, increments).await.map(|_| ())
+                    counters.write_once(&key, increments).await.map(|_| ())
                 }
-                None => counters.incr_many(increments).await,
+                None => counters.write(increments).await,
             }
             .map_err(state.refused())?;
             (

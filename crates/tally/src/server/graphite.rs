@@ -125,7 +125,7 @@ impl GraphiteApi {
             (Some(s), _, _) => s.store().clone(),
             (None, Some(g), _) => g.store().clone(),
             (None, None, Some(s)) => s.store().clone(),
-            (None, None, None) => counters.store().slice_store(),
+            (None, None, None) => counters.store().clone(),
         };
         let ns = settings.namespace;
         let mut families = Vec::new();

@@ -24,7 +24,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::AppState;
 use super::udp::{self, SocketInfo};
-use crate::counters::CleanReport;
+use crate::engine::CleanReport;
 use crate::error::{Error, Result};
 use crate::metrics::{Exposition, Histogram};
 
@@ -183,7 +183,7 @@ impl Metrics {
     }
 
     /// A cleaner observer recording pass durations and what they removed.
-    pub fn cleaner_observer(&self) -> crate::counters::PassObserver {
+    pub fn cleaner_observer(&self) -> crate::engine::PassObserver {
         let metrics = self.clone();
         Arc::new(move |result: &Result<CleanReport>, took: Duration| {
             let m = &metrics.inner;

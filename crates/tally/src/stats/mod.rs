@@ -36,7 +36,7 @@ pub use summary::{Figure, RangeSummary, Ranked, SliceSummary, StatSeries, Summar
 pub use writer::StatsWriter;
 
 use crate::clock::{Clock, SystemClock};
-use crate::counters::Page;
+use crate::engine::Page;
 use crate::engine::kinds::{SketchSettings, StatsValue};
 use crate::engine::resolution::{self, Resolution};
 use crate::engine::series::{Rules, SeriesService};

@@ -32,7 +32,7 @@ pub use store::{Cell, CellAdd, Held, Merge, Span, TsdbStore, Window};
 pub use topn::ItemCount;
 
 use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
-use crate::counters::Sample;
+use crate::engine::Sample;
 use crate::engine::kinds::distinct::SET_CAP;
 use crate::engine::kinds::{DistinctValue, TopValue};
 use crate::engine::{Applied, Kind, Resolution, Retention, Space, Value, plan, read};

@@ -1,6 +1,6 @@
 -- Prelude of engine_apply.lua, after the kinds' own files (kind_*.lua):
 -- the merge function of each kind kept as a blob, by kind code (the codes
--- of `Kind::code` in engine/aggregate.rs).
+-- of `Kind::code` in engine/kinds/mod.rs).
 --
 -- A merge function takes the slice's stored blob (false when the slice
 -- holds nothing) and a delta's blob, and returns the new blob, or an error

@@ -1,35 +1,89 @@
-//! The cleaner: trims old slices on the book's cadence.
+//! The cleaner: trims old slices on the book's cadence, for every space
+//! whose retention is the cleaner's.
 //!
 //! A pass runs every `interval` (default 60 s); precision `p` is visited every
 //! `max(1, p / interval)` passes; slices starting at or before
-//! `now − samples·p` are removed. The store does the work in batches, so a
-//! pass over N counters costs O(N / batch) round trips. Several cleaners may
+//! `now − keep·p` are removed. The store does the work in batches, so a
+//! pass over N series costs O(N / batch) round trips. Several cleaners may
 //! run at once: every step is atomic in the store. A failed pass is logged and
 //! retried at the next interval with the same pass number, so no precision
 //! misses its turn.
 //!
-//! Besides the counters, a cleaner trims every other space it is given
-//! whose retention is the cleaner's ([`Cleaner::with_space`]: statistics,
-//! gauges, sets), in the same pass, with the same cadence and each resolution's
-//! own `keep`; [`crate::Tally::cleaner`] gives it all of them.
+//! A cleaner trims every space it is given ([`Cleaner::with_space`]:
+//! counters, statistics, gauges, sets), in the same pass, with the same
+//! cadence and each resolution's own `keep`; [`crate::Tally::cleaner`]
+//! gives it all of them.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::clock::Timestamp;
-use crate::counters::Counters;
-use crate::counters::settings::CleanerSettings;
-use crate::counters::store::{CleanJob, CleanReport};
+use crate::clock::{SharedClock, Timestamp};
 use crate::engine::resolution::is_due;
+use crate::engine::store::{CleanJob, CleanReport, FULL_PASS_EVERY};
 use crate::engine::{Retention, SliceStore, Space};
 use crate::error::{Error, Result};
+
+/// The book's cleaner pass interval.
+pub const DEFAULT_CLEAN_INTERVAL: Duration = Duration::from_secs(60);
+/// Series handled per cleaner round trip.
+pub const DEFAULT_CLEAN_BATCH: usize = 500;
+
+/// How the cleaner runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CleanerSettings {
+    /// Time between the starts of two passes (the book: 60 s).
+    pub interval: Duration,
+    /// Counters handled per round trip.
+    pub batch: usize,
+    /// One pass in this many reads every slice of every due precision
+    /// (the first pass always does); the others remove by name exactly the
+    /// slices that passed the cutoff since the cleaner's last visit, at a
+    /// cost proportional to what they remove. A slice written late, dated
+    /// before an earlier pass's cutoff, waits for the next full pass. 1:
+    /// every pass reads everything (the book's cleaner). Default
+    /// [`FULL_PASS_EVERY`] (an hour at the default interval).
+    pub full_pass_every: u64,
+}
+
+impl Default for CleanerSettings {
+    fn default() -> Self {
+        CleanerSettings {
+            interval: DEFAULT_CLEAN_INTERVAL,
+            batch: DEFAULT_CLEAN_BATCH,
+            full_pass_every: FULL_PASS_EVERY,
+        }
+    }
+}
+
+impl CleanerSettings {
+    /// Checks the settings.
+    pub fn validate(self) -> Result<Self> {
+        if self.interval < Duration::from_secs(1) {
+            return Err(Error::Config(
+                "the clean interval must be at least 1 s".into(),
+            ));
+        }
+        if self.batch == 0 || self.batch > 10_000 {
+            return Err(Error::Config(format!(
+                "the clean batch must be between 1 and 10000 counters, got {}",
+                self.batch
+            )));
+        }
+        if self.full_pass_every == 0 {
+            return Err(Error::Config(
+                "a full clean pass every 0 passes: give 1 (every pass) or more".into(),
+            ));
+        }
+        Ok(self)
+    }
+}
 
 /// Called after every pass with its report (or error) and duration.
 pub type PassObserver = Arc<dyn Fn(&Result<CleanReport>, Duration) + Send + Sync>;
 
-/// Runs cleaning passes over a [`Counters`]' store.
+/// Runs cleaning passes over the spaces it is given.
 ///
 /// # Example
 ///
@@ -63,11 +117,11 @@ pub type PassObserver = Arc<dyn Fn(&Result<CleanReport>, Duration) + Send + Sync
 /// # }
 /// ```
 pub struct Cleaner {
-    counters: Counters,
+    clock: SharedClock,
     settings: CleanerSettings,
     passes: u64,
     observer: Option<PassObserver>,
-    /// Other spaces trimmed in each pass, after the counters.
+    /// The spaces trimmed in each pass, in order.
     spaces: Vec<(Arc<dyn SliceStore>, Arc<Space>)>,
     /// When each resolution (seconds) was last visited by a pass that
     /// succeeded: the next pass removes only what passed the cutoff since.
@@ -88,11 +142,13 @@ impl std::fmt::Debug for Cleaner {
 }
 
 impl Cleaner {
-    /// A cleaner that has run no pass yet (its first pass visits every
-    /// precision).
-    pub fn new(counters: Counters, settings: CleanerSettings) -> Result<Self> {
+    /// A cleaner of no space yet, reading time from `clock`, that has run
+    /// no pass yet (its first pass visits every precision). Spaces are
+    /// added with [`Cleaner::with_space`] ([`crate::Counters::cleaner`]
+    /// starts one with the counters).
+    pub fn new(clock: SharedClock, settings: CleanerSettings) -> Result<Self> {
         Ok(Cleaner {
-            counters,
+            clock,
             settings: settings.validate()?,
             passes: 0,
             observer: None,
@@ -101,7 +157,8 @@ impl Cleaner {
         })
     }
 
-    /// Also trims `space` in `store` in every pass (after the counters,
+    /// Also trims `space` in `store` in every pass (after the spaces given
+    /// before,
     /// each resolution keeping its own `keep` slices). Refused for a space
     /// whose slices do not go by the cleaner.
     pub fn with_space(mut self, store: Arc<dyn SliceStore>, space: Arc<Space>) -> Result<Self> {
@@ -126,9 +183,9 @@ impl Cleaner {
         self.passes
     }
 
-    /// Runs one pass now (by the counters' clock).
+    /// Runs one pass now (by the cleaner's clock).
     pub async fn pass(&mut self) -> Result<CleanReport> {
-        let now = self.counters.clock().now();
+        let now = self.clock.now();
         self.pass_at(now).await
     }
 
@@ -150,19 +207,21 @@ impl Cleaner {
         let job = CleanJob {
             pass: self.passes,
             now,
-            samples: self.counters.settings().samples,
+            samples: 0,
             interval_secs: self.settings.interval.as_secs(),
             batch: self.settings.batch,
             last_visits,
         };
         let started = Instant::now();
-        let mut result = self
-            .counters
-            .store()
-            .clean(&job, &self.counters.settings().precisions)
-            .await;
+        let mut result = Ok(CleanReport::default());
         for (store, space) in &self.spaces {
             let Ok(total) = &mut result else { break };
+            // The book's layout of counters reads `samples` (its registry
+            // may name precisions the space does not list).
+            let job = CleanJob {
+                samples: space.resolutions.first().map_or(0, |r| r.keep),
+                ..job.clone()
+            };
             match store.clean(space, &job).await {
                 Ok(report) => total.add(&report),
                 Err(e) => result = Err(e),
@@ -172,11 +231,10 @@ impl Cleaner {
             observer(&result, started.elapsed());
         }
         let report = result?;
-        let resolutions = self.counters.settings().precisions.iter().copied().chain(
-            self.spaces
-                .iter()
-                .flat_map(|(_, space)| space.resolutions.iter().map(|r| r.seconds)),
-        );
+        let resolutions = self
+            .spaces
+            .iter()
+            .flat_map(|(_, space)| space.resolutions.iter().map(|r| r.seconds));
         for seconds in resolutions {
             if is_due(job.pass, seconds, job.interval_secs) {
                 self.visits.insert(seconds, now);
