@@ -38,7 +38,9 @@ async fn interrupted_merge_is_finished_by_the_next_one(kind: Kind) {
     let bucket = now / 10 * 10;
     let label = format!("10:{bucket}");
     let mut raw = f.raw_any().await;
-    let take = redis::Script::new(include_str!("../../src/backend/redis/lua/ts_merge_take.lua"));
+    let take = redis::Script::new(include_str!(
+        "../../src/backend/redis/lua/ts_merge_take.lua"
+    ));
     let mut invocation = take.prepare_invoke();
     invocation
         .key(&journal)

@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 
 use tally_testkit::RedisServer;
 
-mod support;
+use crate::support;
 use support::tally;
 
 fn run(cmd: &mut Command) -> (Option<i32>, String, String) {

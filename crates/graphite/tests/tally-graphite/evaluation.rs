@@ -2,7 +2,7 @@
 //! an embedder's function re-reading another range, limits, refused formats, store
 //! failures and graphite-web's error texts, and no panic on any request.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

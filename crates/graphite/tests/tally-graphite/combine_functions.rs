@@ -3,7 +3,7 @@
 //! aggregating function offered and called as a `groupByNode` callback, and no panic and
 //! no answer but a 200 or a 400 for any arguments.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -13,7 +13,7 @@ use tally::buffers::{Buffers, RowKey, Sink, TableConfig, Tables, Update, open_si
 use tally::{Backend, BackendConfig, SystemClock};
 use tally_testkit::{PostgresServer, RedisServer};
 
-mod support;
+use crate::support;
 use support::{ok, sqlite_sink, tally};
 
 const ROWS: usize = 20;

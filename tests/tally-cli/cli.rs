@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-mod support;
+use crate::support;
 
 use redis::Commands;
 use support::{ok, run, tally};

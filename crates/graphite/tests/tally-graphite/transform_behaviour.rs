@@ -3,14 +3,14 @@
 //! bucket counts past the point limit, intervals of zero or less; and no panic on any
 //! arguments.
 
-mod common;
+use crate::common;
 
 use common::MemStore;
 use common::fixture::store_of;
 use serde_json::Value as J;
 use tally_graphite::{Answer, Graphite, Limits};
 
-const DATA: &str = include_str!("fixtures/transform_data.json");
+const DATA: &str = include_str!("../fixtures/transform_data.json");
 const NOW: i64 = 1_700_000_000;
 
 /// The fixtures' data in the in-memory store, read once.

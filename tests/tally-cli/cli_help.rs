@@ -2,7 +2,7 @@
 //! arguments before the shared store options, grouped under headings, and
 //! `tally completions` prints completions a shell accepts.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 

@@ -5,32 +5,38 @@
 //! reference virtual environment `scripts/test` installs; without it the harness panics
 //! saying how to install it.
 
-mod common;
+use crate::common;
 
 use common::fixture::DATA;
 use common::replay::compare_live;
 
 const FIXTURES: &[(&str, &str)] = &[
-    ("render_basics", include_str!("fixtures/render_basics.json")),
+    (
+        "render_basics",
+        include_str!("../fixtures/render_basics.json"),
+    ),
     (
         "render_max_data_points",
-        include_str!("fixtures/render_max_data_points.json"),
+        include_str!("../fixtures/render_max_data_points.json"),
     ),
     (
         "functions_phase2",
-        include_str!("fixtures/functions_phase2.json"),
+        include_str!("../fixtures/functions_phase2.json"),
     ),
-    ("render_errors", include_str!("fixtures/render_errors.json")),
-    ("find", include_str!("fixtures/find.json")),
-    ("functions", include_str!("fixtures/functions.json")),
-    ("grafana", include_str!("fixtures/grafana.json")),
+    (
+        "render_errors",
+        include_str!("../fixtures/render_errors.json"),
+    ),
+    ("find", include_str!("../fixtures/find.json")),
+    ("functions", include_str!("../fixtures/functions.json")),
+    ("grafana", include_str!("../fixtures/grafana.json")),
     (
         "functions_combine",
-        include_str!("fixtures/functions_combine.json"),
+        include_str!("../fixtures/functions_combine.json"),
     ),
     (
         "functions_filter",
-        include_str!("fixtures/functions_filter.json"),
+        include_str!("../fixtures/functions_filter.json"),
     ),
 ];
 

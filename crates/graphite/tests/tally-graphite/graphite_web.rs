@@ -5,7 +5,7 @@
 //! `Graphite`, compared as `common::fixture::compare` says. `live_graphite_web.rs` does the
 //! same against a running graphite-web.
 
-mod common;
+use crate::common;
 
 use common::fixture::DATA;
 
@@ -19,7 +19,7 @@ macro_rules! fixture {
         async fn $name() {
             replay(
                 stringify!($name),
-                include_str!(concat!("fixtures/", stringify!($name), ".json")),
+                include_str!(concat!("../fixtures/", stringify!($name), ".json")),
             )
             .await;
         }

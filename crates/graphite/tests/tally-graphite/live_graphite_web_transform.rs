@@ -5,34 +5,34 @@
 //! virtual environment `scripts/test` installs; without it the harness panics saying how to
 //! install it.
 
-mod common;
+use crate::common;
 
 use common::replay::compare_live;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn transforms_answer_as_a_running_graphite_web_does() {
     compare_live(
-        include_str!("fixtures/transform_data.json"),
+        include_str!("../fixtures/transform_data.json"),
         &[
             (
                 "transform_points",
-                include_str!("fixtures/transform_points.json"),
+                include_str!("../fixtures/transform_points.json"),
             ),
             (
                 "transform_moving",
-                include_str!("fixtures/transform_moving.json"),
+                include_str!("../fixtures/transform_moving.json"),
             ),
             (
                 "transform_time",
-                include_str!("fixtures/transform_time.json"),
+                include_str!("../fixtures/transform_time.json"),
             ),
             (
                 "transform_errors",
-                include_str!("fixtures/transform_errors.json"),
+                include_str!("../fixtures/transform_errors.json"),
             ),
             (
                 "transform_mixed",
-                include_str!("fixtures/transform_mixed.json"),
+                include_str!("../fixtures/transform_mixed.json"),
             ),
         ],
     )

@@ -11,7 +11,7 @@
 //! `dashboard/` (`scripts/test` sees to all of them). A missing piece fails the test with
 //! the command that installs it; nothing is skipped.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};

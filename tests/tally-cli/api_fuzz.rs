@@ -17,7 +17,7 @@
 //! `scripts/test` installs it into `<target dir>/fuzz-venv`. Without it the
 //! tests fail and say how to install it (they are never skipped).
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

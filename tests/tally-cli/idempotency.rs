@@ -11,7 +11,7 @@
 //!   killed (SIGKILL in exact mode; SIGTERM in aggregated mode, which keeps
 //!   in memory what it has not flushed) and restarted. The totals are exact.
 
-mod support;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

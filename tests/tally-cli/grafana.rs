@@ -6,7 +6,7 @@
 //! binary on its embedded store, after counters, gauges, sets and
 //! statistics were written through the JSON API.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -2,7 +2,7 @@
 //! run to the end and report that its exactness check passed. No speed is
 //! asserted here (the machine is shared; figures live in BENCHMARKS.md).
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::{ok, tally};

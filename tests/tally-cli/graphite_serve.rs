@@ -6,7 +6,7 @@
 //! token rules: open with `--token` alone, behind the bearer token with
 //! `--protect-reads`. The real binary on a free port, on SQLite.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -12,7 +12,7 @@ use tally_graphite::{Answer, Graphite, Limits, parse_form};
 use super::MemStore;
 
 /// The data every fixture's requests read: `now`, the whisper files and bare directories.
-pub const DATA: &str = include_str!("../fixtures/data.json");
+pub const DATA: &str = include_str!("../../fixtures/data.json");
 
 pub fn store_of(fixture: &J) -> MemStore {
     let mut store = MemStore::default();

@@ -5,7 +5,7 @@
 //! a carbon connection closed before it included), and taking its statsd
 //! receive buffer from the flag, the config file or the default.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -4,11 +4,11 @@
 //! recorded them; `live_graphite_web_transform.rs` sends the same requests to a running
 //! graphite-web.
 
-mod common;
+use crate::common;
 
 use common::replay::replay;
 
-const DATA: &str = include_str!("fixtures/transform_data.json");
+const DATA: &str = include_str!("../fixtures/transform_data.json");
 
 macro_rules! fixture {
     ($name:ident) => {
@@ -16,7 +16,7 @@ macro_rules! fixture {
         async fn $name() {
             replay(
                 stringify!($name),
-                include_str!(concat!("fixtures/", stringify!($name), ".json")),
+                include_str!(concat!("../fixtures/", stringify!($name), ".json")),
                 DATA,
             )
             .await;
