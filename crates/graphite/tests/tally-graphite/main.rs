@@ -1,8 +1,9 @@
 //! The crate's integration tests, one test binary (`cargo nextest run -p
-//! tally-graphite -E 'test(/^graphite_web::/)'` runs one module): its answers
-//! against graphite-web 1.1.10's, recorded (`../fixtures/`, made by
-//! `../oracle/`) and live, and its own behaviour beyond them. `common` is the
-//! in-memory whisper store and the fixtures' replay.
+//! tally-graphite --test tally-graphite -E 'test(/^graphite_web::/)'` runs
+//! one module): its answers against graphite-web 1.1.10's, recorded
+//! (`../fixtures/`, made by `../oracle/`) and live, and its own behaviour
+//! beyond them. `common` is the in-memory whisper store and the fixtures'
+//! replay.
 
 mod common;
 

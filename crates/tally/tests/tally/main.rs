@@ -1,7 +1,7 @@
 //! The library's integration tests, one test binary (`cargo nextest run -p
-//! tally --all-features -E 'test(/^counters::/)'` runs one module): the
-//! behaviour suites on every backend (`common`, `backends` and the
-//! [`per_backend!`] macro), the HTTP server (`server`), and the Redis
+//! tally --all-features --test tally -E 'test(/^counters::/)'` runs one
+//! module): the behaviour suites on every backend (`common`, `backends` and
+//! the [`per_backend!`] macro), the HTTP server (`server`), and the Redis
 //! store's own checks. The modules behind the `server` or `middleware`
 //! feature are built with it.
 
