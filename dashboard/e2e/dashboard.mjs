@@ -1,5 +1,5 @@
 // End-to-end check of the dashboard in headless Chromium, driven by
-// tests/dashboard.rs (which starts `tally serve`, feeds it known data and
+// tests/tally-cli/dashboard.rs (which starts `tally serve`, feeds it known data and
 // checks the API holds it, then runs this script):
 //
 //   node e2e/dashboard.mjs SPEC.json

@@ -1,6 +1,6 @@
 """The evaluation scenarios: data and requests, answered by graphite-web 1.1.10
 (graphite_web.py) into ../fixtures/<name>.json (the data in ../fixtures/data.json), which
-tests/graphite_web.rs replays against
+tests/tally-graphite/graphite_web.rs replays against
 this crate over its in-memory store. Run: python3 scenarios.py (with the environment
 graphite_web.py needs); the fixtures are committed."""
 import json, os, subprocess, sys

@@ -1,9 +1,9 @@
 """The transform, moving-window and time functions' scenarios: their own data
 (../fixtures/transform_data.json: gauges with gaps, counters with resets and wraps, runs of
 nulls, several steps, many hosts) and requests, answered by graphite-web 1.1.10
-(graphite_web.py) into ../fixtures/transform_*.json, which tests/graphite_web_transform.rs
-replays against this crate and tests/live_graphite_web_transform.rs sends to a running
-graphite-web. scenarios.py runs main(); run alone: python3 scenarios_transform.py (with the
+(graphite_web.py) into ../fixtures/transform_*.json, which
+tests/tally-graphite/graphite_web_transform.rs replays against this crate and
+tests/tally-graphite/live_graphite_web_transform.rs sends to a running graphite-web. scenarios.py runs main(); run alone: python3 scenarios_transform.py (with the
 environment graphite_web.py needs, see README.md). A request marked `differs` is one where
 graphite-web fails (or uses a value its own validation refused) and this crate answers 400;
 the body kept of graphite-web's 500 page is its exception's last line."""

@@ -5,8 +5,8 @@
 //! start: the configured precisions, rollups and policy names (as enums),
 //! the largest batch, and which operations need a token. So the document a
 //! client reads states every constraint this very server enforces, and a
-//! schema-driven fuzzer (`tests/api_fuzz.rs`) can check that the server
-//! accepts what it allows and refuses what it refuses. A test also walks
+//! schema-driven fuzzer (`tests/tally-cli/api_fuzz.rs`) can check that the
+//! server accepts what it allows and refuses what it refuses. A test also walks
 //! every operation's `x-example` against the router and validates the
 //! answers against the declared schemas.
 //!

@@ -32,7 +32,7 @@
 //! the statistic's moments and sketch hold), so all its leaves estimate
 //! every event: `count` and `count_ps` agree with statsd's where `1/rate`
 //! is whole, `lower` and `upper` always, the others are over the weighted
-//! values (`tests/graphite.rs` checks both against statsd itself).
+//! values (`tests/tally/graphite.rs` checks both against statsd itself).
 
 use crate::engine::Value;
 use crate::engine::kinds::StatsValue;

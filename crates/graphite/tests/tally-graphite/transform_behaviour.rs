@@ -1,0 +1,253 @@
+//! The transform, moving-window and time functions where this crate chooses its own answer
+//! (graphite-web's cannot be had or is a failure): piped calls, timeShift's DST keyword,
+//! bucket counts past the point limit, intervals of zero or less; and no panic on any
+//! arguments.
+
+use crate::common;
+
+use common::MemStore;
+use common::fixture::store_of;
+use serde_json::Value as J;
+use tally_graphite::{Answer, Graphite, Limits};
+
+const DATA: &str = include_str!("../fixtures/transform_data.json");
+const NOW: i64 = 1_700_000_000;
+
+/// The fixtures' data in the in-memory store, read once.
+fn store() -> &'static MemStore {
+    static STORE: std::sync::OnceLock<MemStore> = std::sync::OnceLock::new();
+    STORE.get_or_init(|| store_of(&serde_json::from_str(DATA).unwrap()))
+}
+
+async fn render_with(store: &MemStore, target: &str, from: &str, limits: &Limits) -> Answer {
+    let params: Vec<(String, String)> = [
+        ("target", target),
+        ("from", from),
+        ("now", "1700000000"),
+        ("format", "json"),
+    ]
+    .iter()
+    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+    .collect();
+    Graphite::new().render(store, &params, NOW, limits).await
+}
+
+async fn render(target: &str, from: &str) -> Answer {
+    render_with(store(), target, from, &Limits::default()).await
+}
+
+fn json(answer: &Answer) -> J {
+    assert_eq!(
+        answer.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&answer.body)
+    );
+    serde_json::from_slice(&answer.body).unwrap()
+}
+
+fn text(answer: &Answer) -> String {
+    String::from_utf8_lossy(&answer.body).into_owned()
+}
+
+/// A piped call is the nested call here, for the functions that evaluate their argument
+/// again too (graphite-web re-evaluates only the first expression of the pipe there, having
+/// consumed the piped calls: `a|scale(2)|movingAverage(3)` averages `a` unscaled).
+#[tokio::test]
+async fn a_pipe_into_a_re_evaluating_function_is_the_nested_call() {
+    for (piped, nested) in [
+        (
+            "tx.gauge.a|scale(2)|movingAverage(3)",
+            "movingAverage(scale(tx.gauge.a,2),3)",
+        ),
+        (
+            "tx.gauge.a|offset(1)|timeShift(\"1min\")",
+            "timeShift(offset(tx.gauge.a,1),\"1min\")",
+        ),
+        (
+            "tx.gauge.a|absolute()|hitcount(\"1min\", true)",
+            "hitcount(absolute(tx.gauge.a),\"1min\",true)",
+        ),
+    ] {
+        let (a, b) = (render(piped, "-5min").await, render(nested, "-5min").await);
+        assert_eq!(json(&a), json(&b), "{piped} vs {nested}");
+    }
+    let scaled = json(&render("tx.gauge.a|scale(2)|movingAverage(3)", "-5min").await);
+    assert_eq!(scaled[0]["target"], "movingAverage(scale(tx.gauge.a,2),3)");
+}
+
+/// `/functions` names timeShift's last parameter `alignDst` (graphite-web's list; its Python
+/// takes `alignDST` and fails on `alignDst=`): that keyword is the one taken here, with no
+/// effect in UTC; `alignDST=` is an unexpected keyword.
+#[tokio::test]
+async fn time_shift_takes_align_dst_by_its_listed_name() {
+    let plain = json(&render("timeShift(tx.gauge.a, \"1h\")", "-10min").await);
+    let keyed = json(&render("timeShift(tx.gauge.a, \"1h\", alignDst=true)", "-10min").await);
+    assert_eq!(plain, keyed);
+    let python_name = render("timeShift(tx.gauge.a, \"1h\", alignDST=true)", "-10min").await;
+    assert_eq!(python_name.status, 400);
+    assert!(
+        text(&python_name).contains("Unexpected key word arguments: alignDST"),
+        "{}",
+        text(&python_name)
+    );
+}
+
+/// summarize and hitcount refuse, before allocating them, more buckets than an answer may
+/// hold points.
+#[tokio::test]
+async fn buckets_past_the_point_limit_are_refused() {
+    let limits = Limits {
+        max_points: 100,
+        ..Limits::default()
+    };
+    let store = store();
+    for target in [
+        "summarize(tx.gauge.a, \"1s\")",
+        "hitcount(tx.gauge.a, \"1s\")",
+    ] {
+        let answer = render_with(store, target, "-1h", &limits).await;
+        assert_eq!(answer.status, 400, "{target}: {}", text(&answer));
+        assert!(
+            text(&answer).contains("point limit"),
+            "{target}: {}",
+            text(&answer)
+        );
+    }
+    let fine = render_with(store, "summarize(tx.gauge.a, \"1min\")", "-1h", &limits).await;
+    assert_eq!(fine.status, 200, "{}", text(&fine));
+}
+
+/// Intervals of zero or less: graphite-web divides by zero (a 500) or, summarizing by a
+/// negative interval, never returns; here a 400 naming the interval, once there is a series.
+#[tokio::test]
+async fn intervals_of_zero_or_less_are_refused() {
+    for target in [
+        "summarize(tx.gauge.a, \"-1h\")",
+        "summarize(tx.gauge.a, \"0min\", \"avg\", true)",
+        "hitcount(tx.gauge.a, \"-5min\")",
+        "hitcount(tx.gauge.a, \"0s\", true)",
+    ] {
+        let answer = render(target, "-10min").await;
+        assert_eq!(answer.status, 400, "{target}: {}", text(&answer));
+        assert!(
+            text(&answer).contains("interval longer than zero"),
+            "{target}: {}",
+            text(&answer)
+        );
+    }
+    assert_eq!(
+        json(&render("summarize(nope.*, \"-1h\")", "-10min").await),
+        J::Array(vec![])
+    );
+}
+
+/// Errors that graphite-web meets as Python exceptions are 400s naming the problem.
+#[tokio::test]
+async fn failures_name_the_problem() {
+    for (target, words) in [
+        ("movingAverage(tx.gauge.a, \"abc\")", "invalid windowSize"),
+        ("movingAverage(tx.gauge.a, 1e300)", "windowSize"),
+        ("movingSum(tx.gauge.a, 999999999999999)", "years 1 to 9999"),
+        ("timeShift(tx.gauge.a, \"\")", "non-empty time shift"),
+        ("timeShift(tx.gauge.a, \"900000000d\")", "years 1 to 9999"),
+        (
+            "nonNegativeDerivative(tx.counter.a, 999)",
+            "null value of tx.counter.a",
+        ),
+        ("transformNull(tx.sparse, None)", "default"),
+        ("keepLastValue(tx.sparse, None)", "limit"),
+        (
+            "scaleToSeconds(tx.gauge.a, inf)",
+            "finite number of seconds",
+        ),
+    ] {
+        let answer = render(target, "-10min").await;
+        assert_eq!(answer.status, 400, "{target}: {}", text(&answer));
+        assert!(text(&answer).contains(words), "{target}: {}", text(&answer));
+    }
+}
+
+const FUNCTIONS: &[&str] = &[
+    "scaleToSeconds",
+    "offset",
+    "absolute",
+    "perSecond",
+    "nonNegativeDerivative",
+    "derivative",
+    "integral",
+    "summarize",
+    "hitcount",
+    "movingAverage",
+    "movingSum",
+    "movingMax",
+    "movingMin",
+    "timeShift",
+    "keepLastValue",
+    "transformNull",
+];
+
+const ARGS: &[&str] = &[
+    "0",
+    "1",
+    "-1",
+    "5",
+    "-7",
+    "2.5",
+    "-0.5",
+    "1e300",
+    "-1e300",
+    "inf",
+    "true",
+    "false",
+    "None",
+    "\"\"",
+    "\"1min\"",
+    "\"-1h\"",
+    "\"0s\"",
+    "\"7s\"",
+    "\"+5min\"",
+    "\"5\"",
+    "\"abc\"",
+    "\"sum\"",
+    "\"median\"",
+    "\"999999999d\"",
+    "\"1y2mon\"",
+    "tx.gauge.a",
+    "tx.*.*",
+    "nope.*",
+    "99999999999999",
+    "-99999999999999",
+];
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(600))]
+    #[test]
+    fn no_arguments_panic(
+        func in proptest::sample::select(FUNCTIONS),
+        series in proptest::sample::select(vec!["tx.gauge.a", "tx.*.*", "tx.sparse", "nope.*", "app.host0[1-3].requests", "tx.big"]),
+        args in proptest::collection::vec(proptest::sample::select(ARGS), 0..4),
+        from in proptest::sample::select(vec!["-5min", "-1h", "-2d", "-30d", "-20y", "1", "now-1s"]),
+        nested in proptest::sample::select(vec!["", "movingAverage", "timeShift", "summarize", "hitcount"]),
+    ) {
+        let mut call = std::iter::once(series.to_owned())
+            .chain(args.iter().map(|a| (*a).to_owned()))
+            .collect::<Vec<_>>()
+            .join(",");
+        call = format!("{func}({call})");
+        let target = match nested {
+            "" => call,
+            "movingAverage" => format!("movingAverage({call},3)"),
+            "timeShift" => format!("timeShift({call},\"1h\")"),
+            other => format!("{other}({call},\"5min\")"),
+        };
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let answer = rt.block_on(render(&target, from));
+        proptest::prop_assert!(
+            matches!(answer.status, 200 | 400),
+            "{target}: {} {}",
+            answer.status,
+            text(&answer)
+        );
+    }
+}

@@ -1,0 +1,54 @@
+//! Backends for the buffers, limits and locks suites: each on a real store
+//! (SQLite in memory or in a file, a redis-server, a three-node Redis
+//! Cluster), with the servers kept alive as long as the handle.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+
+use tally::BackendConfig;
+use tally_testkit::{RedisCluster, RedisServer};
+
+/// Where a suite's state lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    SqliteMemory,
+    SqliteFile,
+    Redis,
+    RedisCluster,
+}
+
+/// The servers behind a backend, stopped on drop.
+#[derive(Default)]
+pub struct Servers {
+    pub redis: Option<RedisServer>,
+    pub cluster: Option<RedisCluster>,
+}
+
+/// Starts what `kind` needs; SQLite files go under `dir`.
+pub fn start(kind: Kind, dir: &Path) -> (BackendConfig, Servers) {
+    let mut servers = Servers::default();
+    let config = match kind {
+        Kind::SqliteMemory => BackendConfig::SqliteMemory,
+        Kind::SqliteFile => BackendConfig::SqliteDir(dir.to_owned()),
+        Kind::Redis => {
+            let server = RedisServer::start();
+            let url = server.url();
+            servers.redis = Some(server);
+            BackendConfig::Redis {
+                url,
+                layout: Default::default(),
+            }
+        }
+        Kind::RedisCluster => {
+            let cluster = RedisCluster::start();
+            let urls = cluster.urls();
+            servers.cluster = Some(cluster);
+            BackendConfig::RedisCluster {
+                urls,
+                layout: Default::default(),
+            }
+        }
+    };
+    (config, servers)
+}

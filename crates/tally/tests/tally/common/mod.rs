@@ -1,0 +1,378 @@
+//! Fixtures shared by the behaviour suites: one per backend, each on a real
+//! server or file, with a manual clock.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use tally::backend::redis::Layout;
+use tally::{Backend, BackendConfig, Clock, CounterSettings, Counters, ManualClock};
+use tally_testkit::{RedisCluster, RedisOptions, RedisServer};
+use tempfile::TempDir;
+
+/// The backends every behaviour test runs against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    SqliteMemory,
+    SqliteFile,
+    RedisTagged,
+    RedisRia,
+    /// The default layout on a real Redis Cluster: 3 masters, 3 replicas.
+    RedisCluster,
+    /// The expiring layout (retention by Redis's expiry) on a standalone
+    /// redis-server.
+    RedisExpiring,
+    /// The expiring layout on a real Redis Cluster.
+    RedisClusterExpiring,
+}
+
+impl Kind {
+    pub fn is_redis(self) -> bool {
+        matches!(
+            self,
+            Kind::RedisTagged
+                | Kind::RedisRia
+                | Kind::RedisCluster
+                | Kind::RedisExpiring
+                | Kind::RedisClusterExpiring
+        )
+    }
+
+    /// True for the expiring layout (no cleaner: Redis's expiry trims).
+    pub fn is_expiring(self) -> bool {
+        matches!(self, Kind::RedisExpiring | Kind::RedisClusterExpiring)
+    }
+
+    /// True for SQLite, whose writes trim each (series, resolution) to the
+    /// `keep` slices ending with its newest, so a cleaner finds less.
+    pub fn trims_on_write(self) -> bool {
+        !self.is_redis()
+    }
+
+    /// True on a Redis Cluster.
+    pub fn is_cluster(self) -> bool {
+        matches!(self, Kind::RedisCluster | Kind::RedisClusterExpiring)
+    }
+
+    /// The Redis key layout of this backend (the default one for SQLite).
+    pub fn layout(self) -> Layout {
+        match self {
+            Kind::RedisRia => Layout::Ria,
+            Kind::RedisExpiring | Kind::RedisClusterExpiring => {
+                Layout::parse("expiring", "tally").unwrap()
+            }
+            _ => Layout::default(),
+        }
+    }
+}
+
+/// A backend opened for one test, with its server or directory kept alive.
+pub struct Fixture {
+    pub kind: Kind,
+    pub clock: ManualClock,
+    pub config: BackendConfig,
+    pub backend: Backend,
+    pub counters: Counters,
+    pub server: Option<RedisServer>,
+    pub cluster: Option<RedisCluster>,
+    pub dir: Option<TempDir>,
+}
+
+pub const T0: f64 = 1_336_376_415.5;
+
+impl Fixture {
+    pub async fn new(kind: Kind) -> Self {
+        Self::with_settings(kind, CounterSettings::default()).await
+    }
+
+    pub async fn with_settings(kind: Kind, settings: CounterSettings) -> Self {
+        Self::build(kind, settings, RedisOptions::default()).await
+    }
+
+    pub async fn build(kind: Kind, settings: CounterSettings, options: RedisOptions) -> Self {
+        Self::build_at(kind, settings, options, T0).await
+    }
+
+    /// A fixture whose clock starts at the wall clock's minute, for features
+    /// whose Redis keys expire by the server's own clock.
+    pub async fn near_now(kind: Kind) -> Self {
+        let minute = tally::SystemClock.now().whole_secs() / 60 * 60;
+        Self::build_at(
+            kind,
+            CounterSettings::default(),
+            RedisOptions::default(),
+            minute as f64,
+        )
+        .await
+    }
+
+    /// The time-series store on this fixture's backend and clock.
+    pub async fn tsdb(&self, settings: tally::TsdbSettings) -> tally::Tsdb {
+        let store = self
+            .backend
+            .tsdb_store(Arc::new(self.clock.clone()))
+            .await
+            .unwrap();
+        tally::Tsdb::with_clock(store, settings, Arc::new(self.clock.clone())).unwrap()
+    }
+
+    /// Statistics on this fixture's backend and clock.
+    pub async fn stats(&self, settings: tally::StatsSettings) -> tally::Stats {
+        let store = self
+            .backend
+            .slice_store(Arc::new(self.clock.clone()))
+            .await
+            .unwrap();
+        tally::Stats::with_clock(store, settings, Arc::new(self.clock.clone())).unwrap()
+    }
+
+    /// Gauges on this fixture's backend and clock, through a new client
+    /// when `second` (as another process would have; the same one for a
+    /// private in-memory database).
+    pub async fn gauges(&self, precisions: &[u64], samples: u64, second: bool) -> tally::Gauges {
+        let clock = Arc::new(self.clock.clone());
+        let store = if second && self.kind != Kind::SqliteMemory {
+            let backend = Backend::open(&self.config).await.unwrap();
+            backend.slice_store(clock.clone()).await.unwrap()
+        } else {
+            self.backend.slice_store(clock.clone()).await.unwrap()
+        };
+        tally::Gauges::with_clock(store, precisions, samples, clock).unwrap()
+    }
+
+    /// Sets on this fixture's backend and clock.
+    pub async fn sets(&self, precisions: &[u64], samples: u64) -> tally::Sets {
+        let clock = Arc::new(self.clock.clone());
+        let store = self.backend.slice_store(clock.clone()).await.unwrap();
+        tally::Sets::with_clock(store, precisions, samples, clock).unwrap()
+    }
+
+    /// Statistics through a second, independent client (as another
+    /// process would have; the same one for a private in-memory database).
+    pub async fn stats_second_client(&self, settings: tally::StatsSettings) -> tally::Stats {
+        if self.kind == Kind::SqliteMemory {
+            return self.stats(settings).await;
+        }
+        let backend = Backend::open(&self.config).await.unwrap();
+        let store = backend
+            .slice_store(Arc::new(self.clock.clone()))
+            .await
+            .unwrap();
+        tally::Stats::with_clock(store, settings, Arc::new(self.clock.clone())).unwrap()
+    }
+
+    /// Daily statistics on this fixture's backend and clock.
+    pub async fn daily(&self, settings: tally::DailySettings) -> tally::DailyStats {
+        let store = self.backend.daily_store("advert").await.unwrap();
+        tally::DailyStats::with_clock(store, settings, Arc::new(self.clock.clone())).unwrap()
+    }
+
+    pub async fn build_at(
+        kind: Kind,
+        settings: CounterSettings,
+        options: RedisOptions,
+        now: f64,
+    ) -> Self {
+        let clock = ManualClock::at(now);
+        let mut cluster = None;
+        let (config, server, dir) = match kind {
+            Kind::SqliteMemory => (BackendConfig::SqliteMemory, None, None),
+            Kind::RedisCluster | Kind::RedisClusterExpiring => {
+                let c = RedisCluster::start();
+                let config = BackendConfig::RedisCluster {
+                    urls: c.urls(),
+                    layout: kind.layout(),
+                };
+                cluster = Some(c);
+                (config, None, None)
+            }
+            Kind::SqliteFile => {
+                let dir = tempfile::tempdir().unwrap();
+                (
+                    BackendConfig::SqliteDir(dir.path().to_owned()),
+                    None,
+                    Some(dir),
+                )
+            }
+            Kind::RedisTagged | Kind::RedisRia | Kind::RedisExpiring => {
+                let server = RedisServer::start_with(options);
+                (
+                    BackendConfig::Redis {
+                        url: server.url(),
+                        layout: kind.layout(),
+                    },
+                    Some(server),
+                    None,
+                )
+            }
+        };
+        let backend = Backend::open(&config).await.expect("open backend");
+        let store = backend
+            .counter_store(Arc::new(clock.clone()))
+            .await
+            .unwrap();
+        let counters = Counters::with_clock(store, settings, Arc::new(clock.clone())).unwrap();
+        Fixture {
+            kind,
+            clock,
+            config,
+            backend,
+            counters,
+            server,
+            cluster,
+            dir,
+        }
+    }
+
+    /// A second, independent client on the same data (another connection or
+    /// SQLite connection set), as another process would have.
+    pub async fn second_client(&self) -> Counters {
+        if self.kind == Kind::SqliteMemory {
+            // A private in-memory database cannot be opened twice.
+            return self.counters.clone();
+        }
+        let backend = Backend::open(&self.config).await.unwrap();
+        let store = backend
+            .counter_store(Arc::new(self.clock.clone()))
+            .await
+            .unwrap();
+        Counters::with_clock(
+            store,
+            self.counters.settings().clone(),
+            Arc::new(self.clock.clone()),
+        )
+        .unwrap()
+    }
+
+    /// A raw redis-rs connection to the fixture's server or cluster.
+    pub async fn raw_any(&self) -> RawConn {
+        if let Some(cluster) = &self.cluster {
+            let client = redis::cluster::ClusterClient::new(cluster.urls()).unwrap();
+            return RawConn::Cluster(client.get_async_connection().await.unwrap());
+        }
+        RawConn::Single(self.raw().await)
+    }
+
+    /// A raw redis-rs connection to the fixture's standalone server.
+    pub async fn raw(&self) -> redis::aio::MultiplexedConnection {
+        let server = self.server.as_ref().expect("a standalone Redis fixture");
+        redis::Client::open(server.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    }
+
+    /// Every counter name, walking all pages.
+    pub async fn all_names(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.counters.list(cursor.as_deref(), 1000).await.unwrap();
+            names.extend(page.names);
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => return names,
+            }
+        }
+    }
+}
+
+/// A raw connection to either kind of Redis fixture (clones share it).
+#[derive(Clone)]
+pub enum RawConn {
+    Single(redis::aio::MultiplexedConnection),
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl RawConn {
+    pub async fn query<T: redis::FromRedisValue>(&mut self, cmd: &redis::Cmd) -> T {
+        match self {
+            RawConn::Single(c) => cmd.query_async(c).await.unwrap(),
+            RawConn::Cluster(c) => cmd.query_async(c).await.unwrap(),
+        }
+    }
+}
+
+/// Runs a suite of tests once per backend: the one way the tests here
+/// instantiate `async fn <test>(<backend>)` functions.
+///
+/// `per_backend!(<module>(<args>), ...: <test>, ...)` declares, for each
+/// `<module>(<args>)`, a `mod <module>` holding one
+/// `#[tokio::test] async fn <test>()` per test that calls
+/// `super::<test>(<args>)`; the arguments are read in the including module
+/// (`Kind::SqliteFile`, `SinkKind::Sqlite`). The backends most suites run
+/// on are named sets:
+///
+/// - `layouts`: SQLite (memory and file), a standalone redis-server in both
+///   cleaned key layouts, and a Redis Cluster ([`Kind`]). The expiring
+///   layout keeps only the window at the clock's now, so tests at fixed
+///   historic times run on it where that holds: see `expiring`.
+/// - `expiring`: the expiring layout, standalone and on a cluster.
+/// - `features`: for features that have no book layout: SQLite (memory and
+///   file), a standalone redis-server and a Redis Cluster.
+/// - `stores`: the same four for the suites on
+///   [`backends::Kind`](crate::backends::Kind) (buffers, limits, locks).
+/// - `server`: the HTTP server's suites, on SQLite in memory and a
+///   redis-server.
+#[macro_export]
+macro_rules! per_backend {
+    (layouts: $($test:ident),* $(,)?) => {
+        $crate::per_backend!(
+            sqlite_memory($crate::common::Kind::SqliteMemory),
+            sqlite_file($crate::common::Kind::SqliteFile),
+            redis_default_layout($crate::common::Kind::RedisTagged),
+            redis_ria_layout($crate::common::Kind::RedisRia),
+            redis_cluster($crate::common::Kind::RedisCluster):
+            $($test),*
+        );
+    };
+    (expiring: $($test:ident),* $(,)?) => {
+        $crate::per_backend!(
+            redis_expiring_layout($crate::common::Kind::RedisExpiring),
+            redis_cluster_expiring($crate::common::Kind::RedisClusterExpiring):
+            $($test),*
+        );
+    };
+    (features: $($test:ident),* $(,)?) => {
+        $crate::per_backend!(
+            sqlite_memory($crate::common::Kind::SqliteMemory),
+            sqlite_file($crate::common::Kind::SqliteFile),
+            redis_standalone($crate::common::Kind::RedisTagged),
+            redis_cluster($crate::common::Kind::RedisCluster):
+            $($test),*
+        );
+    };
+    (stores: $($test:ident),* $(,)?) => {
+        $crate::per_backend!(
+            sqlite_memory($crate::backends::Kind::SqliteMemory),
+            sqlite_file($crate::backends::Kind::SqliteFile),
+            redis($crate::backends::Kind::Redis),
+            redis_cluster($crate::backends::Kind::RedisCluster):
+            $($test),*
+        );
+    };
+    (server: $($test:ident),* $(,)?) => {
+        $crate::per_backend!(
+            sqlite($crate::common::Kind::SqliteMemory),
+            redis($crate::common::Kind::RedisTagged):
+            $($test),*
+        );
+    };
+    ($($module:ident $args:tt),+ : $($test:ident),* $(,)?) => {
+        $crate::per_backend!(@each [$($test),*] $($module $args),+);
+    };
+    // One module at a time, so the tests repeat inside each.
+    (@each $tests:tt $module:ident $args:tt $(, $($rest:tt)*)?) => {
+        $crate::per_backend!(@module $module $args $tests);
+        $( $crate::per_backend!(@each $tests $($rest)*); )?
+    };
+    (@module $module:ident $args:tt [$($test:ident),*]) => {
+        mod $module {
+            #[allow(unused_imports)]
+            use super::*;
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $test() { super::$test $args .await } )*
+        }
+    };
+}

@@ -1,0 +1,785 @@
+//! The daily-statistics behaviour suite: every test runs on SQLite (memory
+//! and file), a real redis-server and a real Redis Cluster.
+
+use crate::common;
+
+use common::{Fixture, Kind, RawConn};
+use tally::daily::{DailySettings, Day, DayCount};
+use tally::{Clock, Error};
+
+per_backend!(features:
+    counts_views_per_day_and_keeps_a_running_total,
+    last_days_come_in_order_with_missing_days_as_zero,
+    retention_drops_old_days_without_a_cleaner,
+    views_dated_before_the_window_only_count_toward_the_total,
+    utc_offset_moves_the_day_boundary,
+    bad_input_changes_nothing,
+    overflow_changes_nothing,
+    concurrent_views_are_exact,
+    batches_span_many_entities,
+    redis_keys_follow_the_seed,
+    a_keyed_batch_counts_every_view_of_an_entity,
+);
+
+fn settings(retention_days: u32) -> DailySettings {
+    DailySettings {
+        retention_days,
+        utc_offset_minutes: 0,
+    }
+}
+
+fn today(f: &Fixture) -> Day {
+    Day::of(f.clock.now(), 0)
+}
+
+async fn counts_views_per_day_and_keeps_a_running_total(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(30)).await;
+    let now = f.clock.now().as_secs_f64();
+    for _ in 0..3 {
+        d.incr("314").await.unwrap();
+    }
+    let counted = d.incr_by("314", 2, Some(now - 86_400.0)).await.unwrap();
+    assert_eq!(counted.day, today(&f).plus(-1));
+    assert_eq!((counted.day_count, counted.total), (2, 5));
+    assert_eq!(
+        d.today_count("314").await.unwrap(),
+        DayCount {
+            day: today(&f),
+            count: 3
+        }
+    );
+    assert_eq!(d.day("314", today(&f).plus(-1)).await.unwrap(), 2);
+    assert_eq!(d.day("314", today(&f).plus(-2)).await.unwrap(), 0);
+    assert_eq!(d.total("314").await.unwrap(), 5);
+    assert_eq!(d.total("unknown").await.unwrap(), 0);
+}
+
+async fn last_days_come_in_order_with_missing_days_as_zero(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(30)).await;
+    let now = f.clock.now().as_secs_f64();
+    for (ago, views) in [(0, 1), (2, 3), (6, 2)] {
+        d.incr_by("ad", views, Some(now - ago as f64 * 86_400.0))
+            .await
+            .unwrap();
+    }
+    let last = d.last("ad", 7).await.unwrap();
+    let t = today(&f);
+    let expected: Vec<DayCount> = [2, 0, 0, 0, 3, 0, 1]
+        .iter()
+        .enumerate()
+        .map(|(i, &count)| DayCount {
+            day: t.plus(i as i32 - 6),
+            count,
+        })
+        .collect();
+    assert_eq!(last, expected);
+    // Any days, in the order asked.
+    let some = d.days("ad", &[t, t.plus(-6), t.plus(-1)]).await.unwrap();
+    assert_eq!(
+        some.iter().map(|x| x.count).collect::<Vec<_>>(),
+        vec![1, 2, 0]
+    );
+    assert!(d.last("ad", 0).await.unwrap_err().is_bad_input());
+}
+
+async fn retention_drops_old_days_without_a_cleaner(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(3)).await;
+    let now = f.clock.now().as_secs_f64();
+    for ago in 0..3 {
+        d.incr_by("e", 10 + ago, Some(now - ago as f64 * 86_400.0))
+            .await
+            .unwrap();
+    }
+    let t0 = today(&f);
+    assert_eq!(
+        d.last("e", 3)
+            .await
+            .unwrap()
+            .iter()
+            .map(|x| x.count)
+            .collect::<Vec<_>>(),
+        vec![12, 11, 10]
+    );
+    // Two days later, only today's window remains: t0 is the oldest kept.
+    f.clock.advance(2.0 * 86_400.0);
+    let shown: Vec<i64> = d
+        .days("e", &[t0.plus(-2), t0.plus(-1), t0])
+        .await
+        .unwrap()
+        .iter()
+        .map(|x| x.count)
+        .collect();
+    assert_eq!(shown, vec![0, 0, 10], "days out of the window read as 0");
+    // The next write drops the old days physically, for this entity only.
+    d.incr("e").await.unwrap();
+    let store = f.backend.daily_store("advert").await.unwrap();
+    let entity = tally::Name::new("e").unwrap();
+    let raw = store
+        .days(&entity, &[t0.plus(-2), t0.plus(-1), t0, t0.plus(2)])
+        .await
+        .unwrap();
+    assert_eq!(raw, vec![0, 0, 10, 1]);
+    // The all-time total keeps everything.
+    assert_eq!(d.total("e").await.unwrap(), 10 + 11 + 12 + 1);
+}
+
+async fn views_dated_before_the_window_only_count_toward_the_total(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(2)).await;
+    let now = f.clock.now().as_secs_f64();
+    let counted = d
+        .incr_by("old", 4, Some(now - 5.0 * 86_400.0))
+        .await
+        .unwrap();
+    assert_eq!((counted.day_count, counted.total), (0, 4));
+    assert_eq!(d.day("old", today(&f).plus(-5)).await.unwrap(), 0);
+    assert_eq!(d.total("old").await.unwrap(), 4);
+}
+
+async fn utc_offset_moves_the_day_boundary(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f
+        .daily(DailySettings {
+            retention_days: 10,
+            utc_offset_minutes: 60,
+        })
+        .await;
+    // 23:30 UTC yesterday is already today in UTC+01:00.
+    let utc_today = today(&f);
+    let at = utc_today.start_secs(0) as f64 - 1800.0;
+    let counted = d.incr_by("tz", 1, Some(at)).await.unwrap();
+    assert_eq!(counted.day, utc_today);
+    assert_eq!(
+        Day::of(tally::Timestamp::from_secs_f64(at).unwrap(), 0),
+        utc_today.plus(-1)
+    );
+}
+
+async fn bad_input_changes_nothing(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(30)).await;
+    for (entity, count, at, message) in [
+        ("{advert:1}", 1, None, "must not contain `{`"),
+        ("", 1, None, "must not be empty"),
+        ("a\nb", 1, None, "control characters"),
+        ("ok", 0, None, "from 1 up"),
+        ("ok", -3, None, "from 1 up"),
+        ("ok", 1, Some(f64::NAN), "not a finite"),
+        ("ok", 1, Some(-1.0), "before the Unix epoch"),
+    ] {
+        let err = d.incr_by(entity, count, at).await.unwrap_err();
+        assert!(err.is_bad_input(), "{entity:?}: {err}");
+        assert!(err.to_string().contains(message), "{entity:?}: {err}");
+    }
+    // A batch with one bad view writes nothing at all.
+    let batch = vec![
+        tally::View {
+            entity: "ok".into(),
+            count: 1,
+            at: None,
+        },
+        tally::View {
+            entity: "bad}".into(),
+            count: 1,
+            at: None,
+        },
+    ];
+    assert!(d.incr_many(&batch).await.unwrap_err().is_bad_input());
+    assert_eq!(d.total("ok").await.unwrap(), 0);
+    assert_eq!(d.today_count("ok").await.unwrap().count, 0);
+    assert!(d.incr_many(&[]).await.unwrap_err().is_bad_input());
+    // Bad settings are refused at start.
+    let store = f.backend.daily_store("advert").await.unwrap();
+    let bad = tally::DailyStats::new(store, settings(0)).unwrap_err();
+    assert!(matches!(bad, Error::Config(_)), "{bad}");
+}
+
+async fn overflow_changes_nothing(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(30)).await;
+    d.incr_by("big", i64::MAX, None).await.unwrap();
+    let err = d.incr_by("big", 1, None).await.unwrap_err();
+    assert!(err.is_bad_input(), "{err}");
+    assert!(err.to_string().contains("overflow"), "{err}");
+    assert_eq!(d.total("big").await.unwrap(), i64::MAX);
+    assert_eq!(d.today_count("big").await.unwrap().count, i64::MAX);
+    // The day alone can overflow too (the total was reset by nothing else):
+    // a view on another day still fits neither.
+    let yesterday = f.clock.now().as_secs_f64() - 86_400.0;
+    assert!(d.incr_by("big", 1, Some(yesterday)).await.is_err());
+    assert_eq!(d.day("big", today(&f).plus(-1)).await.unwrap(), 0);
+}
+
+async fn concurrent_views_are_exact(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(30)).await;
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let d = d.clone();
+            tokio::spawn(async move {
+                for _ in 0..100 {
+                    d.incr("hot").await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(d.total("hot").await.unwrap(), 400);
+    assert_eq!(d.today_count("hot").await.unwrap().count, 400);
+}
+
+async fn batches_span_many_entities(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(30)).await;
+    let views: Vec<tally::View> = (0..200)
+        .map(|i| tally::View {
+            entity: format!("{}", i % 50),
+            count: 1 + i % 3,
+            at: None,
+        })
+        .collect();
+    let counted = d.incr_many(&views).await.unwrap();
+    assert_eq!(counted.len(), 200);
+    let mut expected = [0i64; 50];
+    for i in 0..200i64 {
+        expected[(i % 50) as usize] += 1 + i % 3;
+    }
+    for (e, &want) in expected.iter().enumerate() {
+        assert_eq!(d.total(&e.to_string()).await.unwrap(), want, "entity {e}");
+    }
+}
+
+/// Regression: on Redis each view of a keyed batch was its own call checking
+/// the entity's mark, so an entity's second view in the batch was taken
+/// for a repeat and dropped.
+async fn a_keyed_batch_counts_every_view_of_an_entity(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(30)).await;
+    let now = f.clock.now().as_secs_f64();
+    let view = |entity: &str, count: i64, days_ago: f64| tally::View {
+        entity: entity.into(),
+        count,
+        at: Some(now - days_ago * 86_400.0),
+    };
+    let views = [
+        view("7", 2, 0.0),
+        view("8", 1, 0.0),
+        view("7", 3, 1.0),
+        view("7", 4, 0.0),
+        view("7", 5, 40.0),
+    ];
+    let (applied, counted) = d.incr_many_once("k-1", &views).await.unwrap();
+    assert_eq!(applied, tally::engine::Applied::Written);
+    let answers: Vec<(i64, i64)> = counted.iter().map(|c| (c.day_count, c.total)).collect();
+    assert_eq!(answers, [(2, 2), (1, 1), (3, 5), (6, 9), (0, 14)]);
+    let (applied, _) = d.incr_many_once("k-1", &views).await.unwrap();
+    assert_eq!(applied, tally::engine::Applied::Duplicate);
+    assert_eq!(d.total("7").await.unwrap(), 14);
+    assert_eq!(d.today_count("7").await.unwrap().count, 6);
+    assert_eq!(d.day("7", today(&f).plus(-1)).await.unwrap(), 3);
+}
+
+async fn redis_keys_follow_the_seed(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    if !kind.is_redis() {
+        return; // the key layout only exists on Redis
+    }
+    let d = f.daily(settings(30)).await;
+    let at = f.clock.now().as_secs_f64();
+    d.incr_by("314", 2, Some(at)).await.unwrap();
+    let day = today(&f).yyyymmdd().to_string();
+    let mut raw = f.raw_any().await;
+    // The seed's own commands read what Tally wrote.
+    let views: Vec<Option<i64>> = raw
+        .query(
+            redis::cmd("HMGET")
+                .arg("{advert:314}:views")
+                .arg(&day)
+                .arg("19700101"),
+        )
+        .await;
+    assert_eq!(views, vec![Some(2), None]);
+    assert_eq!(seed::total(&mut raw, "314").await, 2);
+    // The seed's hash is the whole state: no second key, no expiry (the
+    // all-time total lives in it).
+    let fields: Vec<(String, i64)> = raw
+        .query(redis::cmd("HGETALL").arg("{advert:314}:views"))
+        .await;
+    assert_eq!(fields, vec![(day, 2)]);
+    let ttl: i64 = raw.query(redis::cmd("TTL").arg("{advert:314}:views")).await;
+    assert_eq!(ttl, -1);
+    let stats: i64 = raw
+        .query(redis::cmd("EXISTS").arg("{advert:314}:stats"))
+        .await;
+    assert_eq!(stats, 0);
+}
+
+// ---------------------------------------------------------------------------
+// The seed's own code and Tally on the same entities (Redis only: the seed's
+// code is Redis commands). Regression suite for "daily statistics read the
+// seed article's data both ways": `tally daily total` said 0 where the
+// article's own total said 9.
+
+per_backend!(
+    seed_code_on_redis_standalone(Kind::RedisTagged):
+    seed_writes_first_then_tally_reads_and_writes,
+    tally_writes_first_then_the_seed_reads_and_writes,
+    alternating_writers_agree_after_every_write,
+    a_retention_drop_keeps_the_seeds_total,
+    concurrent_writers_of_both_kinds_agree,
+    data_of_earlier_tally_versions_reads_right_and_migrates,
+    values_that_are_not_counts_are_reported,
+    sums_stay_exact_beyond_what_doubles_hold
+);
+per_backend!(
+    seed_code_on_redis_cluster(Kind::RedisCluster):
+    seed_writes_first_then_tally_reads_and_writes,
+    tally_writes_first_then_the_seed_reads_and_writes,
+    alternating_writers_agree_after_every_write,
+    a_retention_drop_keeps_the_seeds_total,
+    concurrent_writers_of_both_kinds_agree,
+    data_of_earlier_tally_versions_reads_right_and_migrates,
+    values_that_are_not_counts_are_reported,
+    sums_stay_exact_beyond_what_doubles_hold
+);
+
+/// Seed 004's `ViewStatsRepository`, command for command.
+mod seed {
+    use super::common::RawConn;
+    use tally::daily::Day;
+
+    /// The article's total script, verbatim.
+    pub const TOTAL_SCRIPT: &str = "local totalView = 0
+local dayViews = redis.call('hvals', KEYS[1])
+for _, dayView in ipairs(dayViews) do
+    totalView = totalView + tonumber(dayView)
+end
+return totalView";
+
+    /// Its `VIEW_STATS_DAYS`.
+    pub const STATS_DAYS: u32 = 30;
+
+    pub fn key(entity: &str) -> String {
+        format!("{{advert:{entity}}}:views")
+    }
+
+    /// `incrementViewsCount`: HINCRBY of the day.
+    pub async fn incr(raw: &mut RawConn, entity: &str, day: Day, by: i64) -> i64 {
+        raw.query(
+            redis::cmd("HINCRBY")
+                .arg(key(entity))
+                .arg(day.yyyymmdd().to_string())
+                .arg(by),
+        )
+        .await
+    }
+
+    /// `getViewStats`: one HMGET of the last `n` dates, oldest first,
+    /// missing days as 0 (`intval`).
+    pub async fn stats(raw: &mut RawConn, entity: &str, today: Day, n: u32) -> Vec<i64> {
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(key(entity));
+        for i in (0..n as i32).rev() {
+            cmd.arg(today.plus(-i).yyyymmdd().to_string());
+        }
+        let values: Vec<Option<i64>> = raw.query(&cmd).await;
+        values.into_iter().map(|v| v.unwrap_or(0)).collect()
+    }
+
+    /// `getViewsCountByDate` (and `getTodayViewsCount`): HGET of the day.
+    pub async fn day(raw: &mut RawConn, entity: &str, day: Day) -> i64 {
+        let v: Option<i64> = raw
+            .query(
+                redis::cmd("HGET")
+                    .arg(key(entity))
+                    .arg(day.yyyymmdd().to_string()),
+            )
+            .await;
+        v.unwrap_or(0)
+    }
+
+    /// `getTotalViewsCount`: its EVAL.
+    pub async fn total(raw: &mut RawConn, entity: &str) -> i64 {
+        raw.query(redis::cmd("EVAL").arg(TOTAL_SCRIPT).arg(1).arg(key(entity)))
+            .await
+    }
+}
+
+/// Every view written to one entity, by either writer: the expected figures.
+#[derive(Default)]
+struct Written(std::collections::BTreeMap<Day, i64>);
+
+impl Written {
+    fn add(&mut self, day: Day, n: i64) {
+        *self.0.entry(day).or_default() += n;
+    }
+
+    fn total(&self) -> i64 {
+        self.0.values().sum()
+    }
+}
+
+/// Tally's reads (the last `n` days, each of them, today, the total) equal
+/// the seed's own reads and the expected figures: every view written on
+/// days from `floor` on, and all of them in the total.
+async fn assert_both_read(
+    d: &tally::DailyStats,
+    raw: &mut RawConn,
+    entity: &str,
+    n: u32,
+    written: &Written,
+) {
+    let today = d.today();
+    let want: Vec<i64> = (0..n as i32)
+        .rev()
+        .map(|i| written.0.get(&today.plus(-i)).copied().unwrap_or(0))
+        .collect();
+    let tally: Vec<i64> = d
+        .last(entity, n)
+        .await
+        .unwrap()
+        .iter()
+        .map(|x| x.count)
+        .collect();
+    assert_eq!(tally, want, "Tally's last {n} days");
+    assert_eq!(
+        seed::stats(raw, entity, today, n).await,
+        want,
+        "the seed's last {n} days"
+    );
+    for i in 0..n as i32 {
+        let day = today.plus(-i);
+        let want = written.0.get(&day).copied().unwrap_or(0);
+        assert_eq!(d.day(entity, day).await.unwrap(), want, "Tally, {day}");
+        assert_eq!(seed::day(raw, entity, day).await, want, "the seed, {day}");
+    }
+    let today_count = d.today_count(entity).await.unwrap();
+    assert_eq!(today_count.day, today);
+    assert_eq!(
+        today_count.count,
+        seed::day(raw, entity, today).await,
+        "today"
+    );
+    assert_eq!(
+        d.total(entity).await.unwrap(),
+        written.total(),
+        "Tally's total"
+    );
+    assert_eq!(
+        seed::total(raw, entity).await,
+        written.total(),
+        "the seed's total"
+    );
+}
+
+/// The issue's own case: 9 views written by the seed's code, then Tally.
+async fn seed_writes_first_then_tally_reads_and_writes(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(90)).await;
+    let mut raw = f.raw_any().await;
+    let (t, mut written) = (today(&f), Written::default());
+    for (ago, n) in [(0, 4), (1, 3), (5, 2)] {
+        seed::incr(&mut raw, "314", t.plus(-ago), n).await;
+        written.add(t.plus(-ago), n);
+    }
+    assert_eq!(written.total(), 9);
+    assert_both_read(&d, &mut raw, "314", seed::STATS_DAYS, &written).await;
+    let counted = d.incr("314").await.unwrap();
+    written.add(t, 1);
+    assert_eq!((counted.day_count, counted.total), (5, 10));
+    assert_both_read(&d, &mut raw, "314", seed::STATS_DAYS, &written).await;
+    // And the seed's next write lands on Tally's day count.
+    assert_eq!(seed::incr(&mut raw, "314", t, 1).await, 6);
+    written.add(t, 1);
+    assert_both_read(&d, &mut raw, "314", seed::STATS_DAYS, &written).await;
+}
+
+async fn tally_writes_first_then_the_seed_reads_and_writes(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(90)).await;
+    let mut raw = f.raw_any().await;
+    let now = f.clock.now().as_secs_f64();
+    let (t, mut written) = (today(&f), Written::default());
+    for (ago, n) in [(0, 2), (2, 7), (29, 1)] {
+        d.incr_by("ad", n, Some(now - ago as f64 * 86_400.0))
+            .await
+            .unwrap();
+        written.add(t.plus(-ago), n);
+    }
+    assert_both_read(&d, &mut raw, "ad", seed::STATS_DAYS, &written).await;
+    assert_eq!(seed::incr(&mut raw, "ad", t.plus(-2), 3).await, 10);
+    written.add(t.plus(-2), 3);
+    assert_both_read(&d, &mut raw, "ad", seed::STATS_DAYS, &written).await;
+    let counted = d
+        .incr_by("ad", 1, Some(now - 2.0 * 86_400.0))
+        .await
+        .unwrap();
+    written.add(t.plus(-2), 1);
+    assert_eq!((counted.day_count, counted.total), (11, written.total()));
+    assert_both_read(&d, &mut raw, "ad", seed::STATS_DAYS, &written).await;
+}
+
+async fn alternating_writers_agree_after_every_write(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(30)).await;
+    let mut raw = f.raw_any().await;
+    let now = f.clock.now().as_secs_f64();
+    let (t, mut written) = (today(&f), Written::default());
+    for i in 0..24i64 {
+        let ago = (i * 7 % 30) as i32;
+        let n = 1 + i % 4;
+        if i % 2 == 0 {
+            seed::incr(&mut raw, "alt", t.plus(-ago), n).await;
+        } else {
+            let counted = d
+                .incr_by("alt", n, Some(now - f64::from(ago) * 86_400.0))
+                .await
+                .unwrap();
+            assert_eq!(counted.total, written.total() + n, "write {i}");
+        }
+        written.add(t.plus(-ago), n);
+        assert_both_read(&d, &mut raw, "alt", seed::STATS_DAYS, &written).await;
+    }
+}
+
+async fn a_retention_drop_keeps_the_seeds_total(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(3)).await;
+    let mut raw = f.raw_any().await;
+    let t0 = today(&f);
+    let mut written = Written::default();
+    for (ago, n) in [(0, 10), (1, 11), (2, 12)] {
+        seed::incr(&mut raw, "e", t0.plus(-ago), n).await;
+        written.add(t0.plus(-ago), n);
+    }
+    d.incr("e").await.unwrap();
+    written.add(t0, 1);
+    assert_both_read(&d, &mut raw, "e", 3, &written).await;
+    // Two days later t0 is the oldest day kept: the two before it read as 0
+    // in Tally; the seed still sees them until Tally's next write.
+    f.clock.advance(2.0 * 86_400.0);
+    assert_eq!(d.day("e", t0.plus(-1)).await.unwrap(), 0);
+    assert_eq!(seed::day(&mut raw, "e", t0.plus(-1)).await, 11);
+    assert_both_read(&d, &mut raw, "e", 3, &written).await;
+    // Tally's next write folds them into `before`: gone from the seed's
+    // HMGET, still in both totals.
+    d.incr("e").await.unwrap();
+    written.add(t0.plus(2), 1);
+    assert_eq!(
+        seed::stats(&mut raw, "e", t0.plus(2), 5).await,
+        vec![0, 0, 11, 0, 1]
+    );
+    let before: i64 = raw
+        .query(redis::cmd("HGET").arg(seed::key("e")).arg("before"))
+        .await;
+    assert_eq!(before, 11 + 12);
+    assert_both_read(&d, &mut raw, "e", 3, &written).await;
+    // The seed may still write a day that left the window: both totals
+    // count it at once, and Tally's next write folds it in as well.
+    seed::incr(&mut raw, "e", t0.plus(-5), 4).await;
+    written.add(t0.plus(-5), 4);
+    assert_both_read(&d, &mut raw, "e", 3, &written).await;
+    let counted = d.incr("e").await.unwrap();
+    written.add(t0.plus(2), 1);
+    assert_eq!(counted.total, written.total());
+    assert_eq!(seed::day(&mut raw, "e", t0.plus(-5)).await, 0);
+    assert_both_read(&d, &mut raw, "e", 3, &written).await;
+    // Views Tally is given for a day before the window go to `before` too.
+    let at = f.clock.now().as_secs_f64() - 10.0 * 86_400.0;
+    let counted = d.incr_by("e", 5, Some(at)).await.unwrap();
+    written.add(t0.plus(-8), 5);
+    assert_eq!((counted.day_count, counted.total), (0, written.total()));
+    assert_both_read(&d, &mut raw, "e", 3, &written).await;
+}
+
+/// Several tasks of each writer at once, while the clock crosses days (so
+/// Tally folds old days while the seed's code writes them).
+async fn concurrent_writers_of_both_kinds_agree(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(3)).await;
+    let raw = f.raw_any().await;
+    let t0 = today(&f);
+    let seeds: Vec<_> = (0..4i64)
+        .map(|task| {
+            let mut raw = raw.clone();
+            tokio::spawn(async move {
+                let mut mine = Written::default();
+                for i in 0..60i64 {
+                    let day = t0.plus(((task + i) % 6) as i32 - 2);
+                    seed::incr(&mut raw, "hot", day, 1 + i % 3).await;
+                    mine.add(day, 1 + i % 3);
+                }
+                mine
+            })
+        })
+        .collect();
+    let tallies: Vec<_> = (0..4i64)
+        .map(|task| {
+            let (d, clock) = (d.clone(), f.clock.clone());
+            tokio::spawn(async move {
+                let mut mine = Written::default();
+                for i in 0..60i64 {
+                    let counted = d.incr_by("hot", 1 + i % 2, None).await.unwrap();
+                    mine.add(counted.day, 1 + i % 2);
+                    if task == 0 && i % 20 == 19 {
+                        clock.advance(86_400.0); // three new days, mid-flight
+                    }
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut written = Written::default();
+    for task in seeds.into_iter().chain(tallies) {
+        for (day, n) in task.await.unwrap().0 {
+            written.add(day, n);
+        }
+    }
+    assert_eq!(written.total(), 4 * 120 + 4 * 90);
+    let mut raw = raw;
+    assert_both_read(&d, &mut raw, "hot", 3, &written).await;
+    // One more write of each folds whatever is left behind; still exact.
+    seed::incr(&mut raw, "hot", t0, 1).await;
+    written.add(t0, 1);
+    let counted = d.incr("hot").await.unwrap();
+    written.add(counted.day, 1);
+    assert_eq!(counted.total, written.total());
+    assert_both_read(&d, &mut raw, "hot", 3, &written).await;
+}
+
+/// Earlier Tally versions kept a running total in `{advert:<id>}:stats`
+/// and dropped old days from the views hash (which had a TTL) without
+/// keeping their sum. Such data reads right as it is, and the next write
+/// migrates it: the missing part goes to `before`.
+async fn data_of_earlier_tally_versions_reads_right_and_migrates(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(30)).await;
+    let mut raw = f.raw_any().await;
+    let t = today(&f);
+    let expire = t.plus(31).start_secs(0);
+    // 20 views in all, 13 of them on days an earlier version dropped.
+    let _: () = raw
+        .query(
+            redis::cmd("HSET")
+                .arg(seed::key("old"))
+                .arg(t.yyyymmdd().to_string())
+                .arg(5)
+                .arg(t.plus(-1).yyyymmdd().to_string())
+                .arg(2),
+        )
+        .await;
+    let _: () = raw
+        .query(redis::cmd("EXPIREAT").arg(seed::key("old")).arg(expire))
+        .await;
+    let _: () = raw
+        .query(
+            redis::cmd("HSET")
+                .arg("{advert:old}:stats")
+                .arg("total")
+                .arg(20)
+                .arg("first")
+                .arg(t.plus(-1).yyyymmdd().to_string()),
+        )
+        .await;
+    // An entity whose day data expired: only the running total is left.
+    let _: () = raw
+        .query(
+            redis::cmd("HSET")
+                .arg("{advert:idle}:stats")
+                .arg("total")
+                .arg(7),
+        )
+        .await;
+    assert_eq!(d.total("old").await.unwrap(), 20);
+    assert_eq!(d.total("idle").await.unwrap(), 7);
+    assert_eq!(d.day("old", t.plus(-1)).await.unwrap(), 2);
+
+    let mut written = Written::default();
+    written.add(t, 5);
+    written.add(t.plus(-1), 2);
+    written.add(t.plus(-100), 13);
+    let counted = d.incr("old").await.unwrap();
+    written.add(t, 1);
+    assert_eq!((counted.day_count, counted.total), (6, 21));
+    assert_both_read(&d, &mut raw, "old", seed::STATS_DAYS, &written).await;
+    let before: i64 = raw
+        .query(redis::cmd("HGET").arg(seed::key("old")).arg("before"))
+        .await;
+    assert_eq!(before, 13);
+    let ttl: i64 = raw.query(redis::cmd("TTL").arg(seed::key("old"))).await;
+    assert_eq!(ttl, -1, "the views hash holds the total now: no expiry");
+    let stats: i64 = raw
+        .query(redis::cmd("EXISTS").arg("{advert:old}:stats"))
+        .await;
+    assert_eq!(stats, 0);
+
+    assert_eq!(d.incr("idle").await.unwrap().total, 8);
+    assert_eq!(seed::total(&mut raw, "idle").await, 8);
+    assert_eq!(d.total("idle").await.unwrap(), 8);
+}
+
+/// A value in the views hash that is not a count (written by something
+/// else) is a fault naming the field, and Tally writes nothing over it.
+async fn values_that_are_not_counts_are_reported(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(30)).await;
+    let mut raw = f.raw_any().await;
+    let _: () = raw
+        .query(
+            redis::cmd("HSET")
+                .arg(seed::key("odd"))
+                .arg("note")
+                .arg("hello"),
+        )
+        .await;
+    let err = d.total("odd").await.unwrap_err();
+    assert!(matches!(err, Error::Corrupt(_)), "{err}");
+    assert!(err.to_string().contains("note"), "{err}");
+    let err = d.incr("odd").await.unwrap_err();
+    assert!(matches!(err, Error::Corrupt(_)), "{err}");
+    assert_eq!(seed::day(&mut raw, "odd", today(&f)).await, 0);
+}
+
+/// Totals are exact 64-bit sums although Lua numbers are doubles (the
+/// seed's own script rounds above 2^53; Tally's does not).
+async fn sums_stay_exact_beyond_what_doubles_hold(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(30)).await;
+    let mut raw = f.raw_any().await;
+    let t = today(&f);
+    let big = (1i64 << 53) + 1;
+    seed::incr(&mut raw, "big", t.plus(-40), big).await;
+    seed::incr(&mut raw, "big", t, 1).await;
+    assert_eq!(d.total("big").await.unwrap(), big + 1);
+    // The fold of the old day carries all 54 bits into `before`, and a
+    // negative value the seed's code may write folds as well.
+    seed::incr(&mut raw, "big", t.plus(-41), -5).await;
+    assert_eq!(d.incr("big").await.unwrap().total, big + 2 - 5);
+    let before: i64 = raw
+        .query(redis::cmd("HGET").arg(seed::key("big")).arg("before"))
+        .await;
+    assert_eq!(before, big - 5);
+    assert_eq!(d.total("big").await.unwrap(), big + 2 - 5);
+
+    // At the 64-bit limit: a Tally write that would pass it writes nothing.
+    seed::incr(&mut raw, "max", t.plus(-1), i64::MAX - 10).await;
+    seed::incr(&mut raw, "max", t, 10).await;
+    assert_eq!(d.total("max").await.unwrap(), i64::MAX);
+    let err = d.incr("max").await.unwrap_err();
+    assert!(
+        err.is_bad_input() && err.to_string().contains("overflow"),
+        "{err}"
+    );
+    assert_eq!(seed::day(&mut raw, "max", t).await, 10);
+    // The seed's code can pass it (its own total is a rounded double then):
+    // Tally says so rather than answer a wrong total.
+    seed::incr(&mut raw, "max", t, 1).await;
+    let err = d.total("max").await.unwrap_err();
+    assert!(matches!(err, Error::Corrupt(_)), "{err}");
+    assert!(err.to_string().contains("beyond 64 bits"), "{err}");
+}
