@@ -6,7 +6,7 @@ use rusqlite::{OptionalExtension, Transaction, params};
 use super::tables::{Stored, Tables, stored};
 use crate::engine::kinds::{GaugeValue, sum};
 use crate::engine::plan::locate;
-use crate::engine::{Applied, Batch, Kind, Space, Value};
+use crate::engine::{Applied, Batch, Space, Value};
 use crate::error::{Error, Result};
 
 /// `old` (if any) with `delta` merged by the kind's rule; a stored sum adds
@@ -50,9 +50,9 @@ pub(super) fn apply_in(
         )?
         .execute(params![seq.lane_id(), seq.seq as i64, now_secs])?;
     }
-    let kind = batch.space.kind;
+    let kind = sql.kind;
     let mut trim = Trim::new(tx, sql, &batch.space)?;
-    if kind == Kind::Gauge {
+    if kind.current {
         return apply_gauges(tx, sql, batch, &mut trim);
     }
     let mut read = tx.prepare_cached(&sql.read_cell)?;
@@ -140,7 +140,7 @@ fn apply_gauges(
             let (res, slice) = (c.resolution as i64, c.slice as i64);
             let old = read
                 .query_row(params![id, res, slice], |r| {
-                    Ok(stored(Kind::Gauge, r.get_ref(0)?))
+                    Ok(stored(sql.kind, r.get_ref(0)?))
                 })
                 .optional()?
                 .transpose()?;

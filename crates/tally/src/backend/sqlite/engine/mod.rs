@@ -43,7 +43,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Sqlite;
 use crate::clock::SharedClock;
-use crate::engine::store::{Reads, check_stored, not_sums};
+use crate::engine::store::{Reads, not_sums};
 use crate::engine::{
     Applied, Batch, CleanJob, CleanReport, Kind, SliceSel, SliceStore, Slices, Space,
 };
@@ -51,7 +51,7 @@ use crate::error::{Error, Result};
 use crate::name::Name;
 
 use apply::apply_in;
-use tables::{Tables, stored};
+use tables::{Tables, kind_table, stored};
 
 /// How long a writer lane's last sequence number is remembered after its
 /// last write.
@@ -87,11 +87,11 @@ impl SqliteSliceStore {
 
     /// The SQL of `space`, creating its tables on first use.
     async fn tables(&self, space: &Space) -> Result<Arc<Tables>> {
-        check_stored(space.kind)?;
+        let kind = kind_table(space.kind)?;
         if let Some(t) = self.lock().get(space.id) {
             return Ok(t.clone());
         }
-        let tables = Arc::new(Tables::of(space));
+        let tables = Arc::new(Tables::of(space, kind));
         let schema = tables.schema.clone();
         self.db
             .with_writer(move |conn| Ok(conn.execute_batch(&schema)?))
@@ -191,7 +191,7 @@ impl SliceStore for SqliteSliceStore {
         resolutions: &[u64],
         slices: SliceSel,
     ) -> Result<Vec<Vec<Slices>>> {
-        let kind = space.kind;
+        let kind = kind_table(space.kind)?;
         self.read_with(space, names, resolutions, slices, move |v| stored(kind, v))
             .await
     }
@@ -265,7 +265,6 @@ impl SliceStore for SqliteSliceStore {
 
     async fn delete(&self, space: &Space, name: &Name) -> Result<bool> {
         let sql = self.tables(space).await?;
-        let space_kind = space.kind;
         let name = name.clone();
         self.db
             .write(move |tx| {
@@ -276,7 +275,7 @@ impl SliceStore for SqliteSliceStore {
                 let Some(id) = id else { return Ok(false) };
                 let cells = tx.prepare_cached(&sql.delete_cells)?.execute([id])?;
                 tx.prepare_cached(&sql.delete_series)?.execute([id])?;
-                if space_kind == Kind::Gauge {
+                if sql.kind.current {
                     tx.prepare_cached(&sql.delete_current)?.execute([id])?;
                 }
                 Ok(cells > 0)
@@ -455,7 +454,7 @@ mod tests {
     #[test]
     fn listings_seek_the_name_index_at_both_ends() {
         let conn = rusqlite::Connection::open_in_memory().unwrap();
-        let tables = Tables::of(&space());
+        let tables = Tables::of(&space(), kind_table(Kind::Sum).unwrap());
         conn.execute_batch(&tables.schema).unwrap();
         for (i, by_lower) in tables.list.iter().enumerate() {
             for (j, sql) in by_lower.iter().enumerate() {

@@ -1,9 +1,11 @@
 //! The SQL of one space, made once from the template (see [`super`]), and
-//! how a kind's value is kept in a cell.
+//! the SQLite store's table of kinds: how each kind's value is kept in a
+//! cell and what else its series keep ([`KINDS`]).
 
 use rusqlite::ToSql;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 
+use crate::engine::store::check_stored;
 use crate::engine::{Kind, Space, Value};
 use crate::error::{Error, Result};
 
@@ -16,9 +18,59 @@ CREATE TABLE IF NOT EXISTS tally_writer (
 ) WITHOUT ROWID;
 ";
 
+/// How one kind is kept in SQLite.
+#[derive(Debug)]
+pub(super) struct KindTable {
+    /// The kind.
+    pub kind: Kind,
+    /// True when a cell holds an INTEGER (sums, added as `HINCRBY` does);
+    /// else a BLOB of the kind's encoding, merged in Rust by its rule.
+    pub integer: bool,
+    /// True when each series keeps its current value (gauges:
+    /// `tally_<space>_current`, which a write's adjustments start from and
+    /// a delete removes).
+    pub current: bool,
+}
+
+/// Every kind this store keeps. Adding a kind to this store is one entry.
+pub(super) const KINDS: [KindTable; 4] = [
+    KindTable {
+        kind: Kind::Sum,
+        integer: true,
+        current: false,
+    },
+    KindTable {
+        kind: Kind::Stats,
+        integer: false,
+        current: false,
+    },
+    KindTable {
+        kind: Kind::Gauge,
+        integer: false,
+        current: true,
+    },
+    KindTable {
+        kind: Kind::Distinct,
+        integer: false,
+        current: false,
+    },
+];
+
+/// The entry of `kind`, or the error of a kind this store does not keep.
+pub(super) fn kind_table(kind: Kind) -> Result<&'static KindTable> {
+    check_stored(kind)?;
+    KINDS.iter().find(|k| k.kind == kind).ok_or_else(|| {
+        Error::Backend(format!(
+            "internal error: the SQLite store has no entry for {kind} values"
+        ))
+    })
+}
+
 /// The SQL of one space, made once from the template.
 #[derive(Debug)]
 pub(super) struct Tables {
+    /// How the space's kind is kept.
+    pub(super) kind: &'static KindTable,
     pub(super) schema: String,
     pub(super) series_id: String,
     pub(super) insert_series: String,
@@ -42,7 +94,7 @@ pub(super) struct Tables {
 }
 
 impl Tables {
-    pub(super) fn of(space: &Space) -> Self {
+    pub(super) fn of(space: &Space, kind: &'static KindTable) -> Self {
         // Counters keep their historic names; other spaces follow the template.
         let (series, cell, fk, res, value, value_type) = if space.is_counters() {
             (
@@ -54,11 +106,7 @@ impl Tables {
                 "INTEGER",
             )
         } else {
-            let value_type = if space.kind == Kind::Sum {
-                "INTEGER"
-            } else {
-                "BLOB"
-            };
+            let value_type = if kind.integer { "INTEGER" } else { "BLOB" };
             (
                 format!("tally_{}_series", space.id),
                 format!("tally_{}_cell", space.id),
@@ -69,7 +117,7 @@ impl Tables {
             )
         };
         let current = format!("tally_{}_current", space.id);
-        let current_schema = if space.kind == Kind::Gauge {
+        let current_schema = if kind.current {
             format!(
                 "CREATE TABLE IF NOT EXISTS {current} (
                     series_id INTEGER PRIMARY KEY,
@@ -80,6 +128,7 @@ impl Tables {
             String::new()
         };
         Tables {
+            kind,
             schema: format!(
                 "CREATE TABLE IF NOT EXISTS {series} (
                     id INTEGER PRIMARY KEY,
@@ -155,12 +204,13 @@ impl ToSql for Stored<'_> {
 }
 
 /// Reads a stored value of `kind` back.
-pub(super) fn stored(kind: Kind, v: ValueRef<'_>) -> Result<Value> {
-    match (kind, v) {
-        (Kind::Sum, ValueRef::Integer(i)) => Ok(Value::Sum(i)),
-        (kind, ValueRef::Blob(b)) if kind != Kind::Sum => kind.decode(b),
-        (kind, other) => Err(Error::Corrupt(format!(
-            "a {kind} cell holds {:?}",
+pub(super) fn stored(kind: &KindTable, v: ValueRef<'_>) -> Result<Value> {
+    match (kind.integer, v) {
+        (true, ValueRef::Integer(i)) => Ok(Value::Sum(i)),
+        (false, ValueRef::Blob(b)) => kind.kind.decode(b),
+        (_, other) => Err(Error::Corrupt(format!(
+            "a {} cell holds {:?}",
+            kind.kind,
             other.data_type()
         ))),
     }
