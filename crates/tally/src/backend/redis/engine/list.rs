@@ -7,6 +7,7 @@ use redis::Value as Reply;
 use super::super::expiring;
 use super::super::layout::{self, SpaceKeys};
 use super::RedisSliceStore;
+use super::keys::Listing;
 use crate::engine::Space;
 use crate::error::Result;
 use crate::name::Name;
@@ -20,22 +21,21 @@ impl RedisSliceStore {
         limit: usize,
     ) -> Result<Vec<String>> {
         let keys = self.layout.space_keys(space);
-        if keys.is_expiring() {
-            return self.list_expiring(keys, search, after, limit).await;
-        }
-        let queries: Vec<(String, String)> = if keys.is_book() {
+        let queries: Vec<(String, String)> = match keys.listing() {
+            Listing::Pruning => return self.list_expiring(keys, search, after, limit).await,
             // The book's known: holds `<p>:<name>`: one range per precision
             // that may hold counters, merged.
-            self.ria_prefixes()
+            Listing::BookPrecisions => self
+                .ria_prefixes()
                 .await?
                 .into_iter()
                 .map(|p| (layout::RIA_KNOWN.to_owned(), p))
-                .collect()
-        } else {
-            keys.registries()
+                .collect(),
+            Listing::Shards => keys
+                .registries()
                 .into_iter()
                 .map(|r| (r, String::new()))
-                .collect()
+                .collect(),
         };
         // One page of the merged ranges: a few more than `limit / ranges`
         // names from each range per round trip, then more only from the
@@ -76,9 +76,7 @@ impl RedisSliceStore {
 
     pub(super) async fn contains_names(&self, space: &Space, names: &[Name]) -> Result<Vec<bool>> {
         let keys = self.layout.space_keys(space);
-        if keys.is_book() || keys.is_expiring() {
-            // The book's registry holds a member per precision; the expiring
-            // one is pruned by its listing.
+        if !keys.scores_names() {
             return crate::engine::contains_by_listing(self, space, names).await;
         }
         let groups = names

@@ -8,7 +8,8 @@
 //! `engine_kinds.lua`), taken back by restoring the values they held.
 //! Distinct values are kept as Redis's own HyperLogLog strings, merged by
 //! PFADD and PFMERGE in two scratch keys of the call's slot
-//! (`kind_distinct.lua`) and read back into [`Hll`] in Rust. On a
+//! (`kind_distinct.lua`) and read back into [`crate::engine::kinds::Hll`]
+//! in Rust. On a
 //! cluster, a batch is split into one call per registry shard (one slot
 //! each), sent concurrently; each call is atomic and carries the batch's
 //! sequence number, recorded per writer lane in a key of the same slot, so
@@ -38,11 +39,23 @@
 //! `dump.rs`), picks the old ones in Rust, and removes those of entries
 //! that keep a field with one pipeline of HDEL, the rest through the
 //! script. Deleting is one `engine_delete.lua` call.
+//!
+//! Files, one per operation: `apply.rs`, `revert.rs`, `read.rs`, `list.rs`,
+//! `clean.rs`, `delete.rs`. What differs between layouts is answered by
+//! the layout (`keys.rs`: the keys of a write, the registry members, what
+//! to delete, how to read, list and clean); what differs between kinds is
+//! one entry each in `kinds.rs` (Lua merge, extra keys, encoding, whether
+//! it can be taken back); the `KEYS`/`ARGV` of the write calls are built
+//! in `protocol.rs` and read by the protocol part of `engine_apply.lua`.
 
 mod apply;
 mod clean;
 mod delete;
+mod keys;
+mod kinds;
 mod list;
+mod old_fields;
+mod protocol;
 mod read;
 mod revert;
 
@@ -64,15 +77,10 @@ use crate::name::Name;
 pub struct RedisSliceStore {
     redis: Redis,
     layout: Layout,
-    /// `engine_apply.lua` for sums: no kind's merge prepended, so an exact
-    /// increment runs no more Lua than counters always did.
-    apply: Script,
-    /// `engine_apply.lua` with the statistics' merge (`kind_stats.lua`).
-    apply_stats: Script,
-    /// `engine_apply.lua` with the gauges' merge (`kind_gauge.lua`).
-    apply_gauge: Script,
-    /// `engine_apply.lua` with the sets' merge (`kind_distinct.lua`).
-    apply_distinct: Script,
+    /// `engine_apply.lua` of each kind of [`kinds::KINDS`], in its order:
+    /// with the kind's merge prepended (none for sums, so an exact
+    /// increment runs no more Lua than counters always did).
+    apply: [Script; kinds::KINDS.len()],
     revert: Script,
     clean: Script,
     delete: Script,
@@ -99,32 +107,7 @@ impl RedisSliceStore {
         Ok(RedisSliceStore {
             redis,
             layout,
-            apply: Script::new(concat!(
-                include_str!("../lua/engine_undo.lua"),
-                include_str!("../lua/engine_kinds.lua"),
-                include_str!("../lua/engine_apply.lua")
-            )),
-            apply_stats: Script::new(concat!(
-                include_str!("../lua/engine_undo.lua"),
-                include_str!("../lua/kind_stats.lua"),
-                include_str!("../lua/engine_kinds.lua"),
-                "KIND_MERGE[4] = merge_stats\n",
-                include_str!("../lua/engine_apply.lua")
-            )),
-            apply_gauge: Script::new(concat!(
-                include_str!("../lua/engine_undo.lua"),
-                include_str!("../lua/kind_gauge.lua"),
-                include_str!("../lua/engine_kinds.lua"),
-                "KIND_MERGE[5] = merge_gauge\n",
-                include_str!("../lua/engine_apply.lua")
-            )),
-            apply_distinct: Script::new(concat!(
-                include_str!("../lua/engine_undo.lua"),
-                include_str!("../lua/kind_distinct.lua"),
-                include_str!("../lua/engine_kinds.lua"),
-                "KIND_MERGE[2] = merge_distinct\n",
-                include_str!("../lua/engine_apply.lua")
-            )),
+            apply: std::array::from_fn(|i| Script::new(&kinds::KINDS[i].apply_lua())),
             revert: Script::new(concat!(
                 include_str!("../lua/engine_undo.lua"),
                 include_str!("../lua/engine_revert.lua")
@@ -141,15 +124,10 @@ impl RedisSliceStore {
         &self.layout
     }
 
-    /// The apply script of `kind`: `engine_apply.lua` with the kind's merge
-    /// prepended (none for sums).
-    fn apply_script(&self, kind: Kind) -> &Script {
-        match kind {
-            Kind::Stats => &self.apply_stats,
-            Kind::Gauge => &self.apply_gauge,
-            Kind::Distinct => &self.apply_distinct,
-            _ => &self.apply,
-        }
+    /// The apply script of `kind` and its entry in the table of kinds.
+    fn apply_script(&self, kind: Kind) -> Result<(&Script, &'static kinds::KindStore)> {
+        let i = kinds::index(kind)?;
+        Ok((&self.apply[i], &kinds::KINDS[i]))
     }
 }
 
@@ -207,70 +185,5 @@ impl SliceStore for RedisSliceStore {
     }
 }
 
-/// What the store's tests share.
 #[cfg(test)]
-mod testing {
-    use super::*;
-
-    /// A connection to `url` and a store on it in the default layout.
-    pub(super) async fn default_store(url: &str) -> (Redis, RedisSliceStore) {
-        let redis = Redis::connect(url).await.unwrap();
-        let clock: SharedClock = std::sync::Arc::new(crate::clock::ManualClock::at(0.0));
-        let store = RedisSliceStore::new(redis.clone(), Layout::default(), clock).unwrap();
-        (redis, store)
-    }
-
-    /// Texts that take every listpack entry encoding (integers of each
-    /// width and their edges, numbers a listpack keeps as strings, short,
-    /// 12-bit and 32-bit string lengths): the DUMP parser's cases.
-    pub(super) fn listpack_edge_texts() -> Vec<String> {
-        [
-            "0",
-            "7",
-            "127",
-            "128",
-            "-1",
-            "-4096",
-            "4095",
-            "4096",
-            "-32768",
-            "32767",
-            "40000",
-            "-8388608",
-            "8388607",
-            "9000000",
-            "2147483647",
-            "-2147483648",
-            "2147483648",
-            "1700000000",
-            "9223372036854775807",
-            "-9223372036854775808",
-            "18446744073709551616",
-            "007",
-            "",
-            "abc",
-            "12x",
-            "1e3",
-        ]
-        .iter()
-        .map(|t| t.to_string())
-        .chain(["x".repeat(100), "y".repeat(5000)])
-        .collect()
-    }
-
-    /// Up to 512 entries of up to 10,000 bytes stay in a hash's listpack.
-    pub(super) async fn keep_long_values_in_listpacks(conn: &mut impl redis::aio::ConnectionLike) {
-        for (setting, value) in [
-            ("hash-max-listpack-entries", "512"),
-            ("hash-max-listpack-value", "10000"),
-        ] {
-            let _: () = redis::cmd("CONFIG")
-                .arg("SET")
-                .arg(setting)
-                .arg(value)
-                .query_async(conn)
-                .await
-                .unwrap();
-        }
-    }
-}
+mod testing;

@@ -5,11 +5,11 @@
 
 use redis::Value as Reply;
 
-use super::super::{dump, expiring};
+use super::super::dump;
 use super::RedisSliceStore;
-use crate::engine::kinds::{DistinctValue, Hll};
+use super::kinds;
 use crate::engine::store::{Reads, check_stored, not_sums};
-use crate::engine::{Kind, SliceSel, Slices, Space, Value};
+use crate::engine::{Kind, SliceSel, Slices, Space};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -21,8 +21,9 @@ impl RedisSliceStore {
         resolutions: &[u64],
         slices: SliceSel,
     ) -> Result<Vec<Vec<Slices>>> {
+        let parse = kinds::of(space.kind)?.parse;
         self.read_with(space, names, resolutions, slices, |reply, sel| {
-            parse_slices(reply, space.kind, sel)
+            parse_hash(reply, sel, parse)
         })
         .await
     }
@@ -60,33 +61,10 @@ impl RedisSliceStore {
     ) -> Result<Reads<T>> {
         check_stored(space.kind)?;
         let keys = self.layout.space_keys(space);
-        let expiring = keys.is_expiring();
-        // Per resolution: its chunks (one stand-in for a single hash) and
-        // the slices kept.
-        let plan: Vec<(Vec<u64>, SliceSel)> = if expiring {
-            let now = self.clock.now();
-            let (from, to) = match sel {
-                SliceSel::All => (0, u64::MAX),
-                SliceSel::Range { from, to } => (from, to),
-            };
-            resolutions
-                .iter()
-                .map(|&r| {
-                    let m = expiring::math(space, r)?;
-                    let from = from.max(m.resolution.oldest_kept(now));
-                    Ok((m.chunks(now, from, to), SliceSel::Range { from, to }))
-                })
-                .collect::<Result<_>>()?
-        } else {
-            resolutions.iter().map(|_| (vec![0], sel)).collect()
-        };
-        let key = |r: u64, chunk: u64, name: &str| {
-            if expiring {
-                keys.chunk(r, chunk, name)
-            } else {
-                keys.hash(r, name)
-            }
-        };
+        // Per resolution: its hashes (chunks, or one stand-in for a single
+        // hash) and the slices kept.
+        let plan = keys.read_plan(space, resolutions, sel, || self.clock.now())?;
+        let key = |r: u64, chunk: u64, name: &str| keys.read_key(r, chunk, name);
         // A hash of sums is asked for its DUMP: it is one listpack (the
         // server's limits are checked against the peak at start), one string
         // to send and parse instead of a reply per field and value (a read
@@ -122,7 +100,7 @@ impl RedisSliceStore {
                 })
                 .collect()
         };
-        let dumped = if space.kind == Kind::Sum {
+        let dumped = if kinds::of(space.kind)?.dump {
             match self.redis.run_pipelines(pipes("DUMP", &|_, _| true)).await {
                 Ok(dumped) => Some(dumped),
                 Err(e) => {
@@ -206,7 +184,7 @@ impl RedisSliceStore {
     }
 }
 
-fn reply_bytes<'v>(v: &'v Reply, what: &str) -> std::result::Result<&'v [u8], String> {
+pub(super) fn reply_bytes<'v>(v: &'v Reply, what: &str) -> std::result::Result<&'v [u8], String> {
     match v {
         Reply::BulkString(b) => Ok(b),
         Reply::SimpleString(s) => Ok(s.as_bytes()),
@@ -214,7 +192,7 @@ fn reply_bytes<'v>(v: &'v Reply, what: &str) -> std::result::Result<&'v [u8], St
     }
 }
 
-fn reply_number<T: std::str::FromStr + TryFrom<i64>>(
+pub(super) fn reply_number<T: std::str::FromStr + TryFrom<i64>>(
     v: &Reply,
     what: &str,
 ) -> std::result::Result<T, String> {
@@ -230,7 +208,7 @@ fn reply_number<T: std::str::FromStr + TryFrom<i64>>(
 }
 
 /// A sum field's value.
-fn sum_of(v: &Reply) -> std::result::Result<i64, String> {
+pub(super) fn sum_of(v: &Reply) -> std::result::Result<i64, String> {
     reply_number(v, "an integer count")
 }
 
@@ -284,27 +262,22 @@ fn dump_as_hgetall(payload: &[u8]) -> Option<Reply> {
     ))
 }
 
-/// A hash of `kind`'s slices.
-fn parse_slices(reply: &Reply, kind: Kind, sel: SliceSel) -> std::result::Result<Slices, String> {
-    match kind {
-        Kind::Sum => parse_hash(reply, sel, |v| sum_of(v).map(Value::Sum)),
-        // Redis's own HyperLogLog strings (kind_distinct.lua).
-        Kind::Distinct => parse_hash(reply, sel, |v| {
-            Hll::from_redis(reply_bytes(v, "a value")?)
-                .map(|h| Value::Distinct(Box::new(DistinctValue::Registers(Box::new(h)))))
-                .map_err(|e| e.to_string())
-        }),
-        kind => parse_hash(reply, sel, |v| {
-            kind.decode(reply_bytes(v, "a value")?)
-                .map_err(|e| e.to_string())
-        }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
     use super::*;
+    use crate::engine::Value;
+
+    /// A hash of `kind`'s slices, each read by its entry in the table of
+    /// kinds.
+    fn parse_slices(
+        reply: &Reply,
+        kind: Kind,
+        sel: SliceSel,
+    ) -> std::result::Result<Slices, String> {
+        let parse = kinds::of(kind).map_err(|e| e.to_string())?.parse;
+        parse_hash(reply, sel, parse)
+    }
 
     #[test]
     fn hash_replies_parse_in_either_protocol_and_name_what_is_wrong() {
