@@ -91,7 +91,7 @@ impl RedisSliceStore {
             .collect()
     }
 
-    async fn run_apply(&self, call: &ApplyCall<'_>) -> Result<Applied> {
+    pub(super) async fn run_apply(&self, call: &ApplyCall<'_>) -> Result<Applied> {
         match self
             .redis
             .eval_cmd(self.apply_script(call.kind)?.0, &call.cmd)
