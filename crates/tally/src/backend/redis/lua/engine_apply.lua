@@ -1,10 +1,18 @@
--- Merges slice deltas of one space into its series' hashes and registers
--- the series, all or nothing. Every space and both key layouts use it.
+-- engine_apply.lua: merges slice deltas of one space into its series'
+-- hashes and registers the series, all or nothing. Every space and every
+-- key layout uses it.
 --
--- KEYS: the writer lane's record (when ARGV[1] is '1' or '3'), then the h
+-- Its first part, up to the line "-- End of the protocol.", reads the
+-- call's KEYS and ARGV, which engine/protocol.rs writes (the one place
+-- that does; its tests run this part, cut from this file, against what it
+-- builds).
+--
+-- KEYS: the writer lane's record (when the header says so), then the h
 -- series hashes (one per series and resolution; per series, resolution and
 -- chunk in the expiring layout), then the registries (in the expiring
--- layout each followed by its `ends@e`), each in the order ARGV lists them.
+-- layout each followed by its `ends@e`), each in the order ARGV lists
+-- them; then gauges' current-value keys, one per series; then a kind's
+-- scratch keys (sets: two), last.
 -- ARGV[1]  '1' when KEYS[1] is the writer lane's record, else '0'; '3' and
 --          '2' say the same for the expiring layout
 -- ARGV[2]  the write's sequence number in its lane
@@ -14,20 +22,88 @@
 -- then per registry to the end: m, then m members.
 -- Gauges (kind '5') put three more before each hash's m: the KEYS index of
 -- the gauge's current-value key (after the registries), the hash's
--- resolution, and the seconds that key lives (0: for ever). Each
--- resolution's cells run, in slice order, from the current value as the
--- call found it (a slice holding something runs from its own last value:
--- merge_gauge); once everything merged, the key is set to the value after
--- the gauge's last operation (it is not taken back: it is written last).
+-- resolution, and the seconds that key lives (0: for ever).
 -- The expiring layout instead has, after the hashes: the `ends@e` score
 -- below which a series has expired (for pruning), then per registry to the
 -- end: n, then per series its name, end score, '1' if it must set its
 -- chunks' expiry (else '0'), k, and k quads of hash KEYS index, seconds
 -- to live, and the marks of the finest chunks the hash's chunk holds (the
--- first, modulo NO_MARK, and how many; 0 0 when marks cannot tell). A
--- series whose stored end score equals this write's (and no must) wrote
--- only into chunks that a write with the same score created and gave
--- their expiry: nothing more to do, one ZSCORE as the other layouts' ZADD.
+-- first, modulo NO_MARK, and how many; 0 0 when marks cannot tell).
+--
+-- No table or closure is made here: this runs for every exact increment.
+
+-- A count of pairs or members (usually '1').
+local function count(s)
+  if s == '1' then return 1 end
+  return tonumber(s)
+end
+
+-- The header: 1 when KEYS[1] is the writer lane's record (else 0), true in
+-- the expiring layout, the sequence number and the kind's code (texts), h,
+-- and the ARGV index of the first hash.
+local function apply_header()
+  local flag = ARGV[1]
+  return (flag == '1' or flag == '3') and 1 or 0, flag == '2' or flag == '3',
+    ARGV[2], ARGV[3], tonumber(ARGV[4]), 5
+end
+
+-- The hash whose ARGV start at `at`: for gauges, its current-value key's
+-- KEYS index, its run (that index and the resolution, as one text) and
+-- the seconds that key lives (nils otherwise); then m, and the index of
+-- its first (field, delta) pair (pair j at first + 2j).
+local function apply_hash(at, gauge)
+  if gauge then
+    return tonumber(ARGV[at]), ARGV[at] .. ' ' .. ARGV[at + 1], tonumber(ARGV[at + 2]),
+      count(ARGV[at + 3]), at + 4
+  end
+  return nil, nil, nil, count(ARGV[at]), at + 1
+end
+
+-- The registry whose ARGV start at `at` (layouts without `ends@e`): m, the
+-- index of its first member, and the index after its members.
+local function apply_members(at)
+  local m = tonumber(ARGV[at])
+  return m, at + 1, at + 1 + m
+end
+
+-- The expiring layout's tail at `at`: the score below which a series has
+-- expired (text and number), and the index of its first registry.
+local function apply_below(at)
+  return ARGV[at], tonumber(ARGV[at]), at + 1
+end
+
+-- The expiring layout's registry whose ARGV start at `at`: n, its number
+-- of series, and the index of its first (apply_series).
+local function apply_registry(at)
+  return tonumber(ARGV[at]), at + 1
+end
+
+-- The expiring layout's series whose ARGV start at `at`: its name, end
+-- score (text and number), whether it must set its chunks' expiry, k, the
+-- index of its first quad (quad j at first + 4j: apply_chunk), and the
+-- index after it.
+local function apply_series(at)
+  local k = tonumber(ARGV[at + 3])
+  return ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 1]), ARGV[at + 2] == '1', k,
+    at + 4, at + 4 + 4 * k
+end
+
+-- The quad at `q`: the hash's KEYS index, its seconds to live (text), the
+-- first mark and how many.
+local function apply_chunk(q)
+  return tonumber(ARGV[q]), ARGV[q + 1], tonumber(ARGV[q + 2]), tonumber(ARGV[q + 3])
+end
+-- End of the protocol.
+
+-- Gauges (kind '5'): each resolution's cells run, in slice order, from
+-- the current value as the call found it (a slice holding something runs
+-- from its own last value: merge_gauge); once everything merged, the key
+-- is set to the value after the gauge's last operation (it is not taken
+-- back: it is written last).
+-- In the expiring layout, a series whose stored end score equals this
+-- write's (and no must) wrote only into chunks that a write with the same
+-- score created and gave their expiry: nothing more to do, one ZSCORE as
+-- the other layouts' ZADD.
 -- Otherwise its chunks get their expiry, except (no must) those the stored
 -- score vouches for (its data has not all expired and its mark is one of the
 -- chunk's finest chunks: the write that stored it wrote the chunk and
@@ -48,27 +124,20 @@
 -- kind), every merge already done is taken back (sums by subtraction,
 -- blobs by restoring the value they held) and the error
 -- "TALLY_OVERFLOW <op> ..." or "TALLY_FAILED <op> <message>" is returned.
-local marker = (ARGV[1] == '1' or ARGV[1] == '3') and 1 or 0
-local expiring = ARGV[1] == '2' or ARGV[1] == '3'
+local marker, expiring, seq, kind, h, first = apply_header()
 if marker == 1 then
   local last = tonumber(redis.call('GET', KEYS[1]) or '0')
-  if tonumber(ARGV[2]) <= last then
+  if tonumber(seq) <= last then
     return 0
   end
 end
 
-local function count(s)
-  if s == '1' then return 1 end
-  return tonumber(s)
-end
-
-local h = tonumber(ARGV[4])
-local gauge = ARGV[3] == '5'
+local gauge = kind == '5'
 local merge = nil
-if ARGV[3] ~= '1' then
-  merge = KIND_MERGE[tonumber(ARGV[3])]
+if kind ~= '1' then
+  merge = KIND_MERGE[tonumber(kind)]
   if not merge then
-    return redis.error_reply('TALLY_FAILED 0 no merge function for kind ' .. ARGV[3])
+    return redis.error_reply('TALLY_FAILED 0 no merge function for kind ' .. kind)
   end
 end
 
@@ -77,12 +146,12 @@ end
 local failed, err = nil, nil
 -- Blob kinds: the value each operation found (false: none), to restore.
 local saved = nil
-local at, op = 5, 0
+local at, op = first, 0
 if not merge then
   for k = 1, h do
     local key = KEYS[marker + k]
-    local m = count(ARGV[at])
-    at = at + 1
+    local _, _, _, m, pairs_at = apply_hash(at, false)
+    at = pairs_at
     for _ = 1, m do
       local r = redis.pcall('HINCRBY', key, ARGV[at], ARGV[at + 1])
       if type(r) == 'table' and r.err then
@@ -101,21 +170,17 @@ else
   local starts, finals, lives, run, cur = {}, {}, {}, nil, nil
   for k = 1, h do
     local key = KEYS[marker + k]
-    local ck = nil
-    if gauge then
-      ck = tonumber(ARGV[at])
+    local ck, this, life, m, pairs_at = apply_hash(at, gauge)
+    if ck then
       if starts[ck] == nil then
         starts[ck] = tonumber(redis.call('GET', KEYS[ck]) or '0') or 0
       end
-      local this = ARGV[at] .. ' ' .. ARGV[at + 1]
       if this ~= run then
         run, cur = this, starts[ck]
       end
-      lives[ck] = math.max(lives[ck] or 0, tonumber(ARGV[at + 2]))
-      at = at + 3
+      lives[ck] = math.max(lives[ck] or 0, life)
     end
-    local m = count(ARGV[at])
-    at = at + 1
+    at = pairs_at
     for _ = 1, m do
       local old = redis.pcall('HGET', key, ARGV[at])
       local new, last = old, nil
@@ -152,12 +217,11 @@ end
 if failed then
   -- Take back the operations before the failed one: sums by subtraction,
   -- blobs by restoring what they held.
-  local at, op = 5, 0
+  local at, op = first, 0
   for k = 1, h do
     local key = KEYS[marker + k]
-    if gauge then at = at + 3 end
-    local m = count(ARGV[at])
-    at = at + 1
+    local _, _, _, m, pairs_at = apply_hash(at, gauge)
+    at = pairs_at
     for _ = 1, m do
       if op >= failed then break end
       if not merge then
@@ -189,34 +253,33 @@ local reg = marker + h
 if expiring then
   -- layout.rs's ENDS_SCALE and NO_MARK.
   local ENDS_SCALE, NO_MARK = 524288, 524287
-  local below_text = ARGV[at]
-  local below = tonumber(below_text)
-  at = at + 1
+  local below_text, below
+  below_text, below, at = apply_below(at)
   while at <= #ARGV do
     local names, ends = KEYS[reg + 1], KEYS[reg + 2]
     reg = reg + 2
-    local n = tonumber(ARGV[at])
-    at = at + 1
+    local n
+    n, at = apply_registry(at)
     local changed = false
     for _ = 1, n do
-      local name, score, k = ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 3])
+      local name, score_text, score, must, k, quads, after = apply_series(at)
       local old = redis.call('ZSCORE', ends, name)
-      if ARGV[at + 2] == '1' or not old or tonumber(old) ~= score then
+      if must or not old or tonumber(old) ~= score then
         -- The stored write's mark, when it vouches for chunks (a write
         -- that must set its chunks' expiry sets them all).
         local mark = nil
-        if ARGV[at + 2] ~= '1' and old and tonumber(old) >= below then
+        if not must and old and tonumber(old) >= below then
           mark = tonumber(old) % ENDS_SCALE
           if mark == NO_MARK then mark = nil end
         end
         for j = 0, k - 1 do
-          local q = at + 4 + 4 * j
-          if not (mark and (mark - tonumber(ARGV[q + 2])) % NO_MARK < tonumber(ARGV[q + 3])) then
-            redis.call('EXPIRE', KEYS[tonumber(ARGV[q])], ARGV[q + 1])
+          local key, ttl, first_mark, marks = apply_chunk(quads + 4 * j)
+          if not (mark and (mark - first_mark) % NO_MARK < marks) then
+            redis.call('EXPIRE', KEYS[key], ttl)
           end
         end
         if not old or score > tonumber(old) then
-          redis.call('ZADD', ends, ARGV[at + 1], name)
+          redis.call('ZADD', ends, score_text, name)
         end
         -- A name in `ends@e` is in the registry (they gain and lose names
         -- together): only a series new, or back after its data expired,
@@ -227,7 +290,7 @@ if expiring then
           changed = true
         end
       end
-      at = at + 4 + 4 * k
+      at = after
     end
     if changed then
       local gone = redis.call('ZRANGEBYSCORE', ends, '-inf', '(' .. below_text, 'LIMIT', 0, 100)
@@ -241,20 +304,20 @@ else
   while at <= #ARGV do
     reg = reg + 1
     local key = KEYS[reg]
-    local m = tonumber(ARGV[at])
+    local m, members, after = apply_members(at)
     local args = {}
     for k = 1, m do
       args[#args + 1] = '0'
-      args[#args + 1] = ARGV[at + k]
+      args[#args + 1] = ARGV[members + k - 1]
       if #args == 1000 or k == m then
         redis.call('ZADD', key, unpack(args))
         args = {}
       end
     end
-    at = at + 1 + m
+    at = after
   end
 end
 if marker == 1 then
-  redis.call('SET', KEYS[1], ARGV[2], 'EX', 604800)
+  redis.call('SET', KEYS[1], seq, 'EX', 604800)
 end
 return 1

@@ -9,8 +9,9 @@
 --   "TALLY_FAILED <what> <why>"     anything else (a blob of another kind)
 -- Sums (code 1) are not listed: engine_apply.lua adds them with HINCRBY.
 -- A kind joins by its file being prepended before this one and one line
--- after it (the store composes each kind's script: sums get no kind file,
--- so an exact increment runs no more Lua than it must), e.g. for
+-- after it (the store composes each kind's script from its entry in
+-- engine/kinds.rs: sums get no kind file, so an exact increment runs no
+-- more Lua than it must), e.g. for
 -- statistics (code 4, kind_stats.lua):
 --   KIND_MERGE[4] = merge_stats
 local KIND_MERGE = {}

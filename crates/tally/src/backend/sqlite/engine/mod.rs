@@ -31,158 +31,31 @@
 //! per series too) still removes what writes leave: the last slices of a
 //! series nobody writes any more, emptied series, idle writer lanes.
 
+mod apply;
+mod tables;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use rusqlite::types::{ToSqlOutput, ValueRef};
-use rusqlite::{Connection, OptionalExtension, ToSql, Transaction, params};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Sqlite;
 use crate::clock::SharedClock;
-use crate::engine::kinds::{GaugeValue, sum};
-use crate::engine::plan::locate;
-use crate::engine::store::{Reads, check_stored, not_sums};
+use crate::engine::store::{Reads, not_sums};
 use crate::engine::{
-    Applied, Batch, CleanJob, CleanReport, Kind, SliceSel, SliceStore, Slices, Space, Value,
+    Applied, Batch, CleanJob, CleanReport, Kind, SliceSel, SliceStore, Slices, Space,
 };
 use crate::error::{Error, Result};
 use crate::name::Name;
 
-/// The lanes of every writer, shared by all spaces.
-const WRITERS: &str = "
-CREATE TABLE IF NOT EXISTS tally_writer (
-    lane TEXT PRIMARY KEY,
-    seq INTEGER NOT NULL,
-    at INTEGER NOT NULL
-) WITHOUT ROWID;
-";
+use apply::apply_in;
+use tables::{Tables, kind_table, stored};
 
 /// How long a writer lane's last sequence number is remembered after its
 /// last write.
 pub const WRITER_TTL_SECS: u64 = 7 * 24 * 3600;
-
-/// The SQL of one space, made once from the template.
-#[derive(Debug)]
-struct Tables {
-    schema: String,
-    series_id: String,
-    insert_series: String,
-    read_cell: String,
-    upsert_cell: String,
-    read_all: String,
-    read_range: String,
-    /// Names in a range, one query per kind of bounds, so that SQLite
-    /// seeks the name index at both ends: `[lower` or `(lower`, then
-    /// `upper)` or no upper bound (`list[after as usize][has upper]`).
-    list: [[String; 2]; 2],
-    delete_cells: String,
-    delete_series: String,
-    series_after: String,
-    trim: String,
-    drop_empty: String,
-    /// Gauges only: each gauge's current value.
-    read_current: String,
-    write_current: String,
-    delete_current: String,
-}
-
-impl Tables {
-    fn of(space: &Space) -> Self {
-        // Counters keep their historic names; other spaces follow the template.
-        let (series, cell, fk, res, value, value_type) = if space.is_counters() {
-            (
-                "tally_counter".to_owned(),
-                "tally_sample".to_owned(),
-                "counter_id",
-                "precision",
-                "count",
-                "INTEGER",
-            )
-        } else {
-            let value_type = if space.kind == Kind::Sum {
-                "INTEGER"
-            } else {
-                "BLOB"
-            };
-            (
-                format!("tally_{}_series", space.id),
-                format!("tally_{}_cell", space.id),
-                "series_id",
-                "resolution",
-                "value",
-                value_type,
-            )
-        };
-        let current = format!("tally_{}_current", space.id);
-        let current_schema = if space.kind == Kind::Gauge {
-            format!(
-                "CREATE TABLE IF NOT EXISTS {current} (
-                    series_id INTEGER PRIMARY KEY,
-                    value REAL NOT NULL
-                );"
-            )
-        } else {
-            String::new()
-        };
-        Tables {
-            schema: format!(
-                "CREATE TABLE IF NOT EXISTS {series} (
-                    id INTEGER PRIMARY KEY,
-                    name TEXT NOT NULL UNIQUE
-                );
-                CREATE TABLE IF NOT EXISTS {cell} (
-                    {fk} INTEGER NOT NULL,
-                    {res} INTEGER NOT NULL,
-                    slice INTEGER NOT NULL,
-                    {value} {value_type} NOT NULL,
-                    PRIMARY KEY ({fk}, {res}, slice)
-                ) WITHOUT ROWID;
-                {current_schema}
-                {WRITERS}"
-            ),
-            series_id: format!("SELECT id FROM {series} WHERE name = ?1"),
-            insert_series: format!("INSERT INTO {series} (name) VALUES (?1)"),
-            read_cell: format!(
-                "SELECT {value} FROM {cell} WHERE {fk} = ?1 AND {res} = ?2 AND slice = ?3"
-            ),
-            upsert_cell: format!(
-                "INSERT INTO {cell} ({fk}, {res}, slice, {value}) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT ({fk}, {res}, slice) DO UPDATE SET {value} = excluded.{value}"
-            ),
-            read_all: format!(
-                "SELECT slice, {value} FROM {cell} WHERE {fk} = ?1 AND {res} = ?2 ORDER BY slice"
-            ),
-            read_range: format!(
-                "SELECT slice, {value} FROM {cell}
-                 WHERE {fk} = ?1 AND {res} = ?2 AND slice BETWEEN ?3 AND ?4 ORDER BY slice"
-            ),
-            list: [">=", ">"].map(|op| {
-                [
-                    format!("SELECT name FROM {series} WHERE name {op} ?1 ORDER BY name LIMIT ?2"),
-                    format!(
-                        "SELECT name FROM {series} WHERE name {op} ?1 AND name < ?3
-                         ORDER BY name LIMIT ?2"
-                    ),
-                ]
-            }),
-            delete_cells: format!("DELETE FROM {cell} WHERE {fk} = ?1"),
-            delete_series: format!("DELETE FROM {series} WHERE id = ?1"),
-            series_after: format!("SELECT id FROM {series} WHERE id > ?1 ORDER BY id LIMIT ?2"),
-            trim: format!("DELETE FROM {cell} WHERE {fk} = ?1 AND {res} = ?2 AND slice <= ?3"),
-            drop_empty: format!(
-                "DELETE FROM {series} WHERE id = ?1
-                 AND NOT EXISTS (SELECT 1 FROM {cell} WHERE {fk} = ?1)"
-            ),
-            read_current: format!("SELECT value FROM {current} WHERE series_id = ?1"),
-            write_current: format!(
-                "INSERT INTO {current} (series_id, value) VALUES (?1, ?2)
-                 ON CONFLICT (series_id) DO UPDATE SET value = excluded.value"
-            ),
-            delete_current: format!("DELETE FROM {current} WHERE series_id = ?1"),
-        }
-    }
-}
 
 /// Every space's values in a [`Sqlite`] database.
 #[derive(Clone, Debug)]
@@ -214,11 +87,11 @@ impl SqliteSliceStore {
 
     /// The SQL of `space`, creating its tables on first use.
     async fn tables(&self, space: &Space) -> Result<Arc<Tables>> {
-        check_stored(space.kind)?;
+        let kind = kind_table(space.kind)?;
         if let Some(t) = self.lock().get(space.id) {
             return Ok(t.clone());
         }
-        let tables = Arc::new(Tables::of(space));
+        let tables = Arc::new(Tables::of(space, kind));
         let schema = tables.schema.clone();
         self.db
             .with_writer(move |conn| Ok(conn.execute_batch(&schema)?))
@@ -252,195 +125,6 @@ impl SqliteSliceStore {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<&'static str, Arc<Tables>>> {
         self.tables.lock().unwrap_or_else(|p| p.into_inner())
     }
-}
-
-/// A value as SQLite keeps it: sums as INTEGER, other kinds as a BLOB.
-struct Stored<'a>(&'a Value);
-
-impl ToSql for Stored<'_> {
-    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Ok(match self.0.as_sum() {
-            Some(s) => ToSqlOutput::from(s),
-            None => {
-                let mut bytes = Vec::new();
-                self.0.encode(&mut bytes);
-                ToSqlOutput::from(bytes)
-            }
-        })
-    }
-}
-
-/// Reads a stored value of `kind` back.
-fn stored(kind: Kind, v: ValueRef<'_>) -> Result<Value> {
-    match (kind, v) {
-        (Kind::Sum, ValueRef::Integer(i)) => Ok(Value::Sum(i)),
-        (kind, ValueRef::Blob(b)) if kind != Kind::Sum => kind.decode(b),
-        (kind, other) => Err(Error::Corrupt(format!(
-            "a {kind} cell holds {:?}",
-            other.data_type()
-        ))),
-    }
-}
-
-/// `old` (if any) with `delta` merged by the kind's rule; a stored sum adds
-/// as `HINCRBY` does ([`sum::add_stored`]).
-fn merged(old: Option<Value>, delta: &Value) -> Result<Value> {
-    match (old, delta) {
-        (None, delta) => Ok(delta.clone()),
-        (Some(Value::Sum(total)), Value::Sum(d)) => sum::add_stored(total, *d)
-            .map(Value::Sum)
-            .ok_or_else(|| sum::overflow(*d)),
-        (Some(mut old), delta) => old.merge(delta).map(|()| old),
-    }
-}
-
-fn series_id(tx: &Transaction<'_>, sql: &Tables, name: &str) -> Result<i64> {
-    let mut select = tx.prepare_cached(&sql.series_id)?;
-    if let Some(id) = select.query_row([name], |r| r.get(0)).optional()? {
-        return Ok(id);
-    }
-    tx.prepare_cached(&sql.insert_series)?.execute([name])?;
-    Ok(tx.last_insert_rowid())
-}
-
-fn apply_in(tx: &Transaction<'_>, sql: &Tables, batch: &Batch, now_secs: i64) -> Result<Applied> {
-    if let Some(seq) = batch.seq {
-        let last: Option<i64> = tx
-            .prepare_cached("SELECT seq FROM tally_writer WHERE lane = ?1")?
-            .query_row([seq.lane_id()], |r| r.get(0))
-            .optional()?;
-        if last.is_some_and(|last| seq.seq as i64 <= last) {
-            return Ok(Applied::Duplicate);
-        }
-        tx.prepare_cached(
-            "INSERT INTO tally_writer (lane, seq, at) VALUES (?1, ?2, ?3)
-             ON CONFLICT (lane) DO UPDATE SET seq = excluded.seq, at = excluded.at",
-        )?
-        .execute(params![seq.lane_id(), seq.seq as i64, now_secs])?;
-    }
-    let kind = batch.space.kind;
-    let mut trim = Trim::new(tx, sql, &batch.space)?;
-    if kind == Kind::Gauge {
-        return apply_gauges(tx, sql, batch, &mut trim);
-    }
-    let mut read = tx.prepare_cached(&sql.read_cell)?;
-    let mut upsert = tx.prepare_cached(&sql.upsert_cell)?;
-    for write in &batch.writes {
-        let id = series_id(tx, sql, write.name.as_str())?;
-        for c in &write.cells {
-            let (res, slice) = (c.resolution as i64, c.slice as i64);
-            let old = read
-                .query_row(params![id, res, slice], |r| Ok(stored(kind, r.get_ref(0)?)))
-                .optional()?
-                .transpose()?;
-            if old.is_none() {
-                trim.opened(id, c.resolution, c.slice)?;
-            }
-            let new = merged(old, &c.delta)
-                .map_err(|e| locate(e, &batch.space, write.name.as_str(), c.resolution, c.slice))?;
-            upsert.execute(params![id, res, slice, Stored(&new)])?;
-        }
-    }
-    Ok(Applied::Written)
-}
-
-/// Trimming on write (see the module docs): each resolution's `keep`.
-struct Trim<'t> {
-    trim: rusqlite::CachedStatement<'t>,
-    /// (resolution seconds, slices kept) of each resolution of the space.
-    keep: Vec<(u64, u64)>,
-}
-
-impl<'t> Trim<'t> {
-    fn new(tx: &'t Transaction<'_>, sql: &Tables, space: &Space) -> Result<Self> {
-        Ok(Trim {
-            trim: tx.prepare_cached(&sql.trim)?,
-            keep: space
-                .resolutions
-                .iter()
-                .map(|r| (r.seconds, r.keep))
-                .collect(),
-        })
-    }
-
-    /// A write opens `slice` of (`id`, `resolution`): removes that pair's
-    /// slices older than the `keep` slices that end with it. A write dated
-    /// in the past trims against its own slice, so it never removes a
-    /// newer one.
-    fn opened(&mut self, id: i64, resolution: u64, slice: u64) -> Result<()> {
-        if let Some(&(r, keep)) = self.keep.iter().find(|(r, _)| *r == resolution) {
-            let span = keep.saturating_mul(r);
-            if let Some(cutoff) = slice.checked_sub(span) {
-                self.trim
-                    .execute(params![id, r as i64, cutoff.min(i64::MAX as u64) as i64])?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// [`apply_in`] for gauges: each resolution's cells, in slice order, run
-/// from the gauge's current value as the batch found it (a slice that
-/// holds something runs from its own last value); the current value
-/// becomes the value after the gauge's last operation.
-fn apply_gauges(
-    tx: &Transaction<'_>,
-    sql: &Tables,
-    batch: &Batch,
-    trim: &mut Trim<'_>,
-) -> Result<Applied> {
-    let mut read = tx.prepare_cached(&sql.read_cell)?;
-    let mut upsert = tx.prepare_cached(&sql.upsert_cell)?;
-    let mut read_current = tx.prepare_cached(&sql.read_current)?;
-    let mut write_current = tx.prepare_cached(&sql.write_current)?;
-    for write in &batch.writes {
-        let id = series_id(tx, sql, write.name.as_str())?;
-        let start: f64 = read_current
-            .query_row([id], |r| r.get(0))
-            .optional()?
-            .unwrap_or(0.0);
-        let (mut current, mut after, mut resolution) = (start, start, None);
-        for c in &write.cells {
-            if resolution != Some(c.resolution) {
-                resolution = Some(c.resolution);
-                current = start;
-            }
-            let (res, slice) = (c.resolution as i64, c.slice as i64);
-            let old = read
-                .query_row(params![id, res, slice], |r| {
-                    Ok(stored(Kind::Gauge, r.get_ref(0)?))
-                })
-                .optional()?
-                .transpose()?;
-            if old.is_none() {
-                trim.opened(id, c.resolution, c.slice)?;
-            }
-            let (Value::Gauge(delta), old) = (&c.delta, old) else {
-                return Err(Error::Backend(
-                    "internal error: a gauge write without a gauge".into(),
-                ));
-            };
-            let old = match old {
-                Some(Value::Gauge(g)) => Some(g),
-                Some(_) => return Err(Error::Corrupt("a gauge cell holds another kind".into())),
-                None => None,
-            };
-            let new = GaugeValue::fold_into(old.as_deref(), delta, current)
-                .map_err(|e| locate(e, &batch.space, write.name.as_str(), c.resolution, c.slice))?;
-            if let Some((new, last)) = new {
-                upsert.execute(params![
-                    id,
-                    res,
-                    slice,
-                    Stored(&Value::Gauge(Box::new(new)))
-                ])?;
-                current = last;
-                after = last;
-            }
-        }
-        write_current.execute(params![id, after])?;
-    }
-    Ok(Applied::Written)
 }
 
 /// Every selected slice of each (series, resolution), each value read by
@@ -507,7 +191,7 @@ impl SliceStore for SqliteSliceStore {
         resolutions: &[u64],
         slices: SliceSel,
     ) -> Result<Vec<Vec<Slices>>> {
-        let kind = space.kind;
+        let kind = kind_table(space.kind)?;
         self.read_with(space, names, resolutions, slices, move |v| stored(kind, v))
             .await
     }
@@ -581,7 +265,6 @@ impl SliceStore for SqliteSliceStore {
 
     async fn delete(&self, space: &Space, name: &Name) -> Result<bool> {
         let sql = self.tables(space).await?;
-        let space_kind = space.kind;
         let name = name.clone();
         self.db
             .write(move |tx| {
@@ -592,7 +275,7 @@ impl SliceStore for SqliteSliceStore {
                 let Some(id) = id else { return Ok(false) };
                 let cells = tx.prepare_cached(&sql.delete_cells)?.execute([id])?;
                 tx.prepare_cached(&sql.delete_series)?.execute([id])?;
-                if space_kind == Kind::Gauge {
+                if sql.kind.current {
                     tx.prepare_cached(&sql.delete_current)?.execute([id])?;
                 }
                 Ok(cells > 0)
@@ -662,7 +345,7 @@ impl SliceStore for SqliteSliceStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{CellDelta, Resolution, Retention, SeriesWrite};
+    use crate::engine::{CellDelta, Resolution, Retention, SeriesWrite, Value};
 
     fn space() -> Arc<Space> {
         Arc::new(
@@ -771,7 +454,7 @@ mod tests {
     #[test]
     fn listings_seek_the_name_index_at_both_ends() {
         let conn = rusqlite::Connection::open_in_memory().unwrap();
-        let tables = Tables::of(&space());
+        let tables = Tables::of(&space(), kind_table(Kind::Sum).unwrap());
         conn.execute_batch(&tables.schema).unwrap();
         for (i, by_lower) in tables.list.iter().enumerate() {
             for (j, sql) in by_lower.iter().enumerate() {

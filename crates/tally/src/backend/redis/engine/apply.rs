@@ -1,0 +1,142 @@
+//! Applying a batch: one `engine_apply.lua` call per registry shard (one
+//! for everything on a standalone server), sent concurrently; when one
+//! shard refuses its part, the others are taken back ([`super::revert`]).
+
+use std::collections::BTreeMap;
+
+use futures::future::join_all;
+use redis::{RedisError, Value as Reply};
+
+use super::super::WriteFailure;
+use super::super::layout::SpaceKeys;
+use super::RedisSliceStore;
+use super::protocol::{ApplyCall, apply_call};
+use crate::engine::store::check_stored;
+use crate::engine::{Applied, Batch, SeriesWrite};
+use crate::error::{Error, Result};
+
+impl RedisSliceStore {
+    pub(super) async fn apply_batch(&self, batch: &Batch) -> Result<Applied> {
+        check_stored(batch.space.kind)?;
+        if batch.writes.is_empty() {
+            return Ok(Applied::Written);
+        }
+        let keys = self.layout.space_keys(&batch.space);
+        let calls = self.apply_calls(keys, batch)?;
+        let results = join_all(calls.iter().map(|call| self.run_apply(call))).await;
+        if let Some(failed) = results.iter().position(Result::is_err) {
+            let refused = results
+                .iter()
+                .any(|r| matches!(r, Err(e) if e.is_bad_input()));
+            if !refused {
+                // Outcome unknown (unreachable, not replicated): keep what
+                // was written; a retry with the same write id completes
+                // the batch exactly once.
+                return Err(results
+                    .into_iter()
+                    .nth(failed)
+                    .and_then(Result::err)
+                    .expect("an error"));
+            }
+            // A shard refused its part and wrote nothing: take back the
+            // shards that were written, so nothing of the batch remains.
+            let undo = calls
+                .iter()
+                .zip(&results)
+                .filter(|(_, r)| matches!(r, Ok(Applied::Written)))
+                .map(|(call, _)| self.run_revert(keys, &batch.space, call));
+            for undone in join_all(undo).await {
+                if let Err(e) = undone {
+                    tracing::error!(error = %e, "could not take back part of a failed batch");
+                }
+            }
+            let refusal = results
+                .into_iter()
+                .find(|r| matches!(r, Err(e) if e.is_bad_input()))
+                .and_then(Result::err);
+            return Err(refusal.expect("a refusal"));
+        }
+        Ok(
+            if results.iter().any(|r| matches!(r, Ok(Applied::Written))) {
+                Applied::Written
+            } else {
+                Applied::Duplicate
+            },
+        )
+    }
+
+    /// Groups a batch's series into calls: one for everything on a
+    /// standalone server, one per registry shard on a cluster.
+    pub(super) fn apply_calls<'a>(
+        &self,
+        keys: SpaceKeys<'_>,
+        batch: &'a Batch,
+    ) -> Result<Vec<ApplyCall<'a>>> {
+        let now = self.clock.now();
+        let (script, kind) = self.apply_script(batch.space.kind)?;
+        if keys.one_call(self.redis.is_cluster()) {
+            let all: Vec<&SeriesWrite> = batch.writes.iter().collect();
+            return Ok(vec![apply_call(script, keys, kind, &all, batch, now)?]);
+        }
+        let mut groups: BTreeMap<u32, Vec<&'a SeriesWrite>> = BTreeMap::new();
+        for write in &batch.writes {
+            groups
+                .entry(keys.shard(write.name.as_str()))
+                .or_default()
+                .push(write);
+        }
+        groups
+            .into_values()
+            .map(|writes| apply_call(script, keys, kind, &writes, batch, now))
+            .collect()
+    }
+
+    pub(super) async fn run_apply(&self, call: &ApplyCall<'_>) -> Result<Applied> {
+        match self
+            .redis
+            .eval_cmd(self.apply_script(call.kind)?.0, &call.cmd)
+            .await
+        {
+            Ok(Reply::Int(1)) => Ok(Applied::Written),
+            Ok(Reply::Int(_)) => Ok(Applied::Duplicate),
+            Ok(other) => Err(Error::Backend(format!(
+                "engine_apply.lua answered {other:?}"
+            ))),
+            Err(WriteFailure::Redis(e)) => Err(call.error(e)),
+            Err(WriteFailure::Tally(e)) => Err(e),
+        }
+    }
+}
+
+impl ApplyCall<'_> {
+    fn error(&self, e: RedisError) -> Error {
+        let op = e
+            .detail()
+            .and_then(|d| d.split_whitespace().next())
+            .and_then(|i| i.parse::<usize>().ok())
+            .and_then(|i| self.ops.get(i));
+        match (e.code(), op) {
+            (Some("TALLY_OVERFLOW"), Some((name, c))) => match c.delta.as_sum() {
+                Some(delta) => Error::Overflow {
+                    kind: self.noun,
+                    name: name.to_string(),
+                    precision: c.resolution,
+                    slice: c.slice,
+                    delta,
+                },
+                None => Error::InvalidCount(format!(
+                    "merging into {} {name:?} at its {} s slice starting at {} would leave \
+                     the range of its values; nothing was written",
+                    self.noun, c.resolution, c.slice
+                )),
+            },
+            (Some("TALLY_FAILED"), Some((name, c))) => Error::Backend(format!(
+                "redis refused to merge into {} {name:?} at resolution {} s: {}",
+                self.noun,
+                c.resolution,
+                e.detail().unwrap_or_default()
+            )),
+            _ => Error::from(e),
+        }
+    }
+}

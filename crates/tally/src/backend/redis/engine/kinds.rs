@@ -1,0 +1,153 @@
+//! The Redis store's table of kinds: for each kind a space can keep here,
+//! its Lua merge, the extra keys its writes carry, how a delta is sent and
+//! a stored value read back, and whether a shard's applied part can be
+//! taken back. Adding a kind to this store is one entry in [`KINDS`].
+
+use redis::Value as Reply;
+
+use super::read::{reply_bytes, sum_of};
+use crate::engine::kinds::{DistinctValue, Hll};
+use crate::engine::store::check_stored;
+use crate::engine::{Kind, Value};
+use crate::error::{Error, Result};
+
+/// How one kind is kept in Redis.
+pub(super) struct KindStore {
+    /// The kind.
+    pub kind: Kind,
+    /// Its Lua merge (`kind_*.lua`) and the function the file defines,
+    /// prepended to `engine_apply.lua` and registered in `KIND_MERGE` under
+    /// the kind's code. `None` for sums, which `engine_apply.lua` adds with
+    /// HINCRBY (an exact increment runs no more Lua than it must).
+    pub merge: Option<(&'static str, &'static str)>,
+    /// True when each series of the call has a current-value key (gauges:
+    /// after the registries, each hash's ARGV naming it), deleted with the
+    /// series.
+    pub current: bool,
+    /// Scratch keys the merge works in, the call's last KEYS (sets: two).
+    pub scratch: usize,
+    /// True when its hashes are read with DUMP (a listpack of integers),
+    /// else with HGETALL.
+    pub dump: bool,
+    /// True when a shard's applied part can be taken back on a cluster
+    /// (`engine_revert.lua`, by subtraction).
+    pub revert: bool,
+    /// Appends a delta's bytes as the apply call sends them (sums go as
+    /// integers and never come here).
+    pub encode: fn(&Value, &mut Vec<u8>),
+    /// A stored value from a hash field's reply.
+    pub parse: fn(&Reply) -> std::result::Result<Value, String>,
+}
+
+/// Every kind this store keeps.
+pub(super) const KINDS: [KindStore; 4] = [
+    KindStore {
+        kind: Kind::Sum,
+        merge: None,
+        current: false,
+        scratch: 0,
+        dump: true,
+        revert: true,
+        encode: Value::encode,
+        parse: |v| sum_of(v).map(Value::Sum),
+    },
+    KindStore {
+        kind: Kind::Stats,
+        merge: Some((include_str!("../lua/kind_stats.lua"), "merge_stats")),
+        current: false,
+        scratch: 0,
+        dump: false,
+        revert: false,
+        encode: Value::encode,
+        parse: |v| parse_blob(Kind::Stats, v),
+    },
+    KindStore {
+        kind: Kind::Gauge,
+        merge: Some((include_str!("../lua/kind_gauge.lua"), "merge_gauge")),
+        current: true,
+        scratch: 0,
+        dump: false,
+        revert: false,
+        encode: Value::encode,
+        parse: |v| parse_blob(Kind::Gauge, v),
+    },
+    // Registers go as Redis's own HyperLogLog, for PFMERGE, and are kept
+    // as Redis's own HyperLogLog strings.
+    KindStore {
+        kind: Kind::Distinct,
+        merge: Some((include_str!("../lua/kind_distinct.lua"), "merge_distinct")),
+        current: false,
+        scratch: 2,
+        dump: false,
+        revert: false,
+        encode: |value, out| match value {
+            Value::Distinct(d) => d.encode_for_redis(out),
+            other => other.encode(out),
+        },
+        parse: |v| {
+            Hll::from_redis(reply_bytes(v, "a value")?)
+                .map(|h| Value::Distinct(Box::new(DistinctValue::Registers(Box::new(h)))))
+                .map_err(|e| e.to_string())
+        },
+    },
+];
+
+/// A kept blob of `kind`, decoded by its codec.
+fn parse_blob(kind: Kind, v: &Reply) -> std::result::Result<Value, String> {
+    kind.decode(reply_bytes(v, "a value")?)
+        .map_err(|e| e.to_string())
+}
+
+/// The position of `kind` in [`KINDS`], or the error of a kind this store
+/// does not keep.
+pub(super) fn index(kind: Kind) -> Result<usize> {
+    check_stored(kind)?;
+    KINDS.iter().position(|k| k.kind == kind).ok_or_else(|| {
+        Error::Backend(format!(
+            "internal error: the Redis store has no entry for {kind} values"
+        ))
+    })
+}
+
+/// The entry of `kind` ([`index`]).
+pub(super) fn of(kind: Kind) -> Result<&'static KindStore> {
+    index(kind).map(|i| &KINDS[i])
+}
+
+impl KindStore {
+    /// The apply script's text for this kind: `engine_apply.lua` after the
+    /// undo prelude, the kind's merge and its line in `KIND_MERGE`.
+    pub fn apply_lua(&self) -> String {
+        let (merge, line) = match self.merge {
+            Some((file, function)) => (
+                file,
+                format!("KIND_MERGE[{}] = {function}\n", self.kind.code()),
+            ),
+            None => ("", String::new()),
+        };
+        [
+            include_str!("../lua/engine_undo.lua"),
+            merge,
+            include_str!("../lua/engine_kinds.lua"),
+            &line,
+            super::protocol::APPLY_LUA,
+        ]
+        .concat()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_kept_is_in_the_table_once() {
+        for kind in [Kind::Sum, Kind::Stats, Kind::Gauge, Kind::Distinct] {
+            assert_eq!(of(kind).unwrap().kind, kind);
+            assert_eq!(KINDS.iter().filter(|k| k.kind == kind).count(), 1);
+        }
+        assert!(of(Kind::Top).is_err());
+        // Only what subtraction undoes is taken back.
+        assert!(KINDS.iter().all(|k| !k.revert || k.kind.has_undo()));
+    }
+}

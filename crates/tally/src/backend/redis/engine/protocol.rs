@@ -1,0 +1,248 @@
+//! The `KEYS`/`ARGV` protocol of the store's write calls, built in one
+//! place: `engine_apply.lua`'s (read in one place too: the protocol part
+//! at the top of that script, which documents it) and
+//! `engine_revert.lua`'s, which refers to an applied call's hashes by the
+//! same indices. The tests run that protocol part, cut from the script, on
+//! a real server against what is built here.
+
+use std::collections::BTreeMap;
+
+use redis::Script;
+
+use super::super::expiring;
+use super::super::layout::SpaceKeys;
+use super::kinds::KindStore;
+use crate::clock::Timestamp;
+use crate::engine::{Batch, CellDelta, Kind, SeriesWrite, Space};
+use crate::error::Result;
+use crate::name::Name;
+
+/// `engine_apply.lua`: its protocol part, then the merge.
+pub(super) const APPLY_LUA: &str = include_str!("../lua/engine_apply.lua");
+
+/// The line that ends the protocol part of [`APPLY_LUA`].
+#[cfg(test)]
+const END_OF_PROTOCOL: &str = "-- End of the protocol.\n";
+
+/// One `engine_apply.lua` call, ready to send, and the op each merge
+/// stands for (to name the series in an overflow error, and to take the
+/// call back on a cluster).
+pub(super) struct ApplyCall<'a> {
+    pub cmd: redis::Cmd,
+    pub kind: Kind,
+    /// What a series of the space is called in messages
+    /// ([`crate::engine::store::Space::noun`]).
+    pub noun: &'static str,
+    /// Whether KEYS[1] is the writer lane's record.
+    pub marker: bool,
+    /// The KEYS index of each op's hash.
+    pub op_keys: Vec<usize>,
+    pub ops: Vec<(&'a Name, &'a CellDelta)>,
+}
+
+/// Builds the EVALSHA of `script` (`engine_apply.lua` for `kind`) for
+/// `writes` directly into one command buffer (no string per argument):
+/// KEYS are the writer lane's record (if any), the hashes the layout
+/// groups the writes into, then the registries (each with its `ends@e`
+/// where the layout keeps one), then the kind's extra keys; ARGV refers to
+/// them by index (the protocol part of `lua/engine_apply.lua`).
+pub(super) fn apply_call<'a>(
+    script: &Script,
+    keys: SpaceKeys<'_>,
+    kind: &KindStore,
+    writes: &[&'a SeriesWrite],
+    batch: &Batch,
+    now: Timestamp,
+) -> Result<ApplyCall<'a>> {
+    let shards: Vec<u32> = writes.iter().map(|w| keys.shard(w.name.as_str())).collect();
+    let groups = keys.groups(&batch.space, writes, now)?;
+    // Registries and the series each lists, in key order, and how many
+    // members each registry gets.
+    let mut registries: BTreeMap<u32, (Vec<usize>, usize)> = BTreeMap::new();
+    for (i, &shard) in shards.iter().enumerate() {
+        let hashes = groups.of_series(i).count();
+        if hashes > 0 {
+            let (series, members) = registries.entry(shard).or_default();
+            series.push(i);
+            *members += keys.members_of(hashes);
+        }
+    }
+    let hashes = groups.list.len();
+    let marker = batch.seq.is_some();
+    let ends = keys.keeps_ends();
+    let per_registry = 1 + usize::from(ends);
+    let currents = if kind.current { writes.len() } else { 0 };
+    let first_current = usize::from(marker) + hashes + per_registry * registries.len() + 1;
+    let nkeys = first_current - 1 + currents + kind.scratch;
+    let mut cmd = super::super::evalsha(script, nkeys);
+    let mut buf = String::new();
+    // KEYS.
+    if let Some(seq) = batch.seq {
+        cmd.arg(keys.writer(&seq, shards[0]));
+    }
+    for g in &groups.list {
+        let name = writes[g.series].name.as_str();
+        keys.write_group(
+            &mut buf,
+            g.cells[0].resolution,
+            g.chunk,
+            name,
+            shards[g.series],
+        );
+        cmd.arg(buf.as_str());
+    }
+    for &shard in registries.keys() {
+        let (registry, ends) = keys.registry_keys(shard);
+        cmd.arg(registry);
+        if let Some(ends) = ends {
+            cmd.arg(ends);
+        }
+    }
+    for (w, &shard) in writes.iter().zip(&shards).take(currents) {
+        keys.write_current(&mut buf, w.name.as_str(), shard);
+        cmd.arg(buf.as_str());
+    }
+    for n in 1..=kind.scratch {
+        cmd.arg(keys.scratch(shards[0], n));
+    }
+    // ARGV: the header, then per hash its (slice, delta) pairs.
+    cmd.arg(match (ends, marker) {
+        (false, false) => "0",
+        (false, true) => "1",
+        (true, false) => "2",
+        (true, true) => "3",
+    })
+    .arg(batch.seq.map_or(0, |s| s.seq))
+    .arg(kind.kind.code())
+    .arg(hashes);
+    let mut ops = Vec::with_capacity(groups.list.iter().map(|g| g.cells.len()).sum());
+    let mut op_keys = Vec::with_capacity(ops.capacity());
+    let mut blob = Vec::new();
+    for (k, g) in groups.list.iter().enumerate() {
+        if kind.current {
+            cmd.arg(first_current + g.series)
+                .arg(g.cells[0].resolution)
+                .arg(g.ttl);
+        }
+        cmd.arg(g.cells.len());
+        for c in g.cells {
+            cmd.arg(c.slice);
+            match c.delta.as_sum() {
+                Some(d) => cmd.arg(d),
+                None => {
+                    blob.clear();
+                    (kind.encode)(&c.delta, &mut blob);
+                    cmd.arg(blob.as_slice())
+                }
+            };
+            op_keys.push(usize::from(marker) + k + 1);
+            ops.push((&writes[g.series].name, c));
+        }
+    }
+    if ends {
+        // Then the `ends@e` score below which a series' data has all
+        // expired; per registry its series, each with its end score,
+        // whether it must set its chunks' expiry, and its hashes (KEYS
+        // index, seconds to live, the finest chunks' marks it holds).
+        cmd.arg(expiring::prune_below(now));
+        for (series, _) in registries.values() {
+            cmd.arg(series.len());
+            for &i in series {
+                let end = &groups.ends[i];
+                cmd.arg(writes[i].name.as_str())
+                    .arg(end.score)
+                    .arg(if end.must { "1" } else { "0" })
+                    .arg(groups.of_series(i).count());
+                for (k, g) in groups.of_series(i) {
+                    cmd.arg(usize::from(marker) + k + 1)
+                        .arg(g.ttl)
+                        .arg(g.marks.0)
+                        .arg(g.marks.1);
+                }
+            }
+        }
+    } else {
+        // Then per registry its members.
+        for (series, members) in registries.values() {
+            cmd.arg(*members);
+            for &i in series {
+                let name = writes[i].name.as_str();
+                let hashes = groups.of_series(i).count();
+                for (_, g) in groups.of_series(i).take(keys.members_of(hashes)) {
+                    keys.write_member(&mut buf, g.cells[0].resolution, name);
+                    cmd.arg(buf.as_str());
+                }
+            }
+        }
+    }
+    Ok(ApplyCall {
+        cmd,
+        kind: kind.kind,
+        noun: batch.space.noun(),
+        marker,
+        op_keys,
+        ops,
+    })
+}
+
+/// The `engine_revert.lua` call that takes back `call` (see that script):
+/// KEYS are the shard's registry (and `ends@e`), then the call's hashes,
+/// its lane record (if any) standing in at the first so that the ops'
+/// indices still match, shifted for the registry keys placed first.
+/// `None` when the call merged nothing.
+pub(super) fn revert_call<'s>(
+    script: &'s Script,
+    keys: SpaceKeys<'_>,
+    space: &Space,
+    call: &ApplyCall<'_>,
+) -> Result<Option<redis::ScriptInvocation<'s>>> {
+    let Some((first, _)) = call.ops.first() else {
+        return Ok(None);
+    };
+    let shard = keys.shard(first.as_str());
+    let (registry, ends) = keys.registry_keys(shard);
+    let mut invocation = script.prepare_invoke();
+    invocation.key(&registry);
+    let shift = 1 + usize::from(ends.is_some());
+    if let Some(ends) = ends {
+        invocation.key(ends);
+    }
+    let mut hash_keys: Vec<String> = Vec::new();
+    if call.marker {
+        hash_keys.push(registry.clone());
+    }
+    for (i, (name, c)) in call.ops.iter().enumerate() {
+        if hash_keys.len() < call.op_keys[i] {
+            hash_keys.push(keys.cell_hash(space, c.resolution, c.slice, name.as_str())?);
+        }
+    }
+    for key in &hash_keys {
+        invocation.key(key);
+    }
+    // The writer lane's record keeps the reverted number: the writer's
+    // next numbers are above it, so they still apply.
+    invocation.arg(keys.ends_scale()).arg(call.ops.len());
+    let mut series: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, (name, c)) in call.ops.iter().enumerate() {
+        let key_index = call.op_keys[i] + shift;
+        invocation
+            .arg(key_index)
+            .arg(c.slice)
+            .arg(c.delta.as_sum().unwrap_or_default());
+        let list = series.entry(name.as_str()).or_default();
+        if !list.contains(&key_index) {
+            list.push(key_index);
+        }
+    }
+    for (name, list) in series {
+        invocation.arg(name).arg(list.len());
+        for i in list {
+            invocation.arg(i);
+        }
+    }
+    Ok(Some(invocation))
+}
+
+#[cfg(test)]
+#[path = "protocol_tests.rs"]
+mod tests;

@@ -1,0 +1,412 @@
+//! The write calls' protocol against the Lua side, on a real redis-server.
+
+use std::sync::Arc;
+
+use super::super::super::layout::Layout;
+use super::super::kinds;
+use super::*;
+use crate::engine::store::WriteSeq;
+use crate::engine::{Resolution, Retention, Value};
+
+/// After the apply script's protocol part: a walk of the call as the
+/// apply script walks it, answering what it read, one line per item,
+/// keys by name.
+const ECHO: &str = r#"
+local out = {}
+local marker, expiring, seq, kind, h, at = apply_header()
+out[#out + 1] = 'header ' .. marker .. ' ' .. tostring(expiring) .. ' ' .. seq .. ' ' .. kind
+if marker == 1 then out[#out + 1] = 'lane ' .. KEYS[1] end
+local gauge = kind == '5'
+for k = 1, h do
+  local ck, run, life, m, first = apply_hash(at, gauge)
+  local line = 'hash ' .. KEYS[marker + k]
+  if ck then line = line .. ' current ' .. KEYS[ck] .. ' run ' .. run .. ' life ' .. life end
+  out[#out + 1] = line
+  for j = 0, m - 1 do
+out[#out + 1] = 'cell ' .. ARGV[first + 2 * j] .. ' ' .. ARGV[first + 2 * j + 1]
+  end
+  at = first + 2 * m
+end
+local reg = marker + h
+if expiring then
+  local below, _
+  below, _, at = apply_below(at)
+  out[#out + 1] = 'below ' .. below
+  while at <= #ARGV do
+out[#out + 1] = 'registry ' .. KEYS[reg + 1] .. ' ' .. KEYS[reg + 2]
+reg = reg + 2
+local n
+n, at = apply_registry(at)
+for _ = 1, n do
+  local name, score, _, must, k, quads, after = apply_series(at)
+  out[#out + 1] = 'series ' .. name .. ' ' .. score .. ' ' .. tostring(must)
+  for j = 0, k - 1 do
+    local key, ttl, mark, marks = apply_chunk(quads + 4 * j)
+    out[#out + 1] = 'chunk ' .. KEYS[key] .. ' ' .. ttl .. ' ' .. mark .. ' ' .. marks
+  end
+  at = after
+end
+  end
+else
+  while at <= #ARGV do
+reg = reg + 1
+out[#out + 1] = 'registry ' .. KEYS[reg]
+local m, members, after = apply_members(at)
+for k = 0, m - 1 do out[#out + 1] = 'member ' .. ARGV[members + k] end
+at = after
+  end
+end
+out[#out + 1] = 'keys ' .. #KEYS
+return out
+"#;
+
+/// What the echo reads of `call`: the call sent as EVAL of the echo,
+/// with the same KEYS and ARGV.
+async fn echo(conn: &mut redis::aio::MultiplexedConnection, call: &ApplyCall<'_>) -> Vec<String> {
+    let mut cmd = redis::cmd("EVAL");
+    let (protocol, _) = APPLY_LUA
+        .split_once(END_OF_PROTOCOL)
+        .expect("engine_apply.lua marks the end of its protocol part");
+    cmd.arg([protocol, ECHO].concat());
+    for arg in call.cmd.args_iter().skip(2) {
+        match arg {
+            redis::Arg::Simple(bytes) => cmd.arg(bytes),
+            _ => unreachable!("only plain arguments"),
+        };
+    }
+    let lines: Vec<Vec<u8>> = cmd.query_async(conn).await.unwrap();
+    lines
+        .into_iter()
+        .map(|l| String::from_utf8_lossy(&l).into_owned())
+        .collect()
+}
+
+/// The lines the echo must read of `batch` in one call, from what the
+/// batch means: its series' keys by name, its cells, its registries.
+fn expected(keys: SpaceKeys<'_>, batch: &Batch, now: Timestamp) -> Vec<String> {
+    let kind = kinds::of(batch.space.kind).unwrap();
+    let writes: Vec<&SeriesWrite> = batch.writes.iter().collect();
+    let groups = keys.groups(&batch.space, &writes, now).unwrap();
+    let ends = keys.keeps_ends();
+    let mut out = vec![format!(
+        "header {} {ends} {} {}",
+        u8::from(batch.seq.is_some()),
+        batch.seq.map_or(0, |s| s.seq),
+        batch.space.kind.code()
+    )];
+    let mut nkeys = 0;
+    if let Some(seq) = batch.seq {
+        let shard = keys.shard(writes[0].name.as_str());
+        out.push(format!("lane {}", keys.writer(&seq, shard)));
+        nkeys += 1;
+    }
+    let delta = |v: &Value| match v.as_sum() {
+        Some(d) => d.to_string(),
+        None => {
+            let mut blob = Vec::new();
+            (kind.encode)(v, &mut blob);
+            String::from_utf8_lossy(&blob).into_owned()
+        }
+    };
+    let hash = |g: &expiring::Group<'_>| {
+        let name = writes[g.series].name.as_str();
+        let res = g.cells[0].resolution;
+        if ends {
+            keys.chunk(res, g.chunk, name)
+        } else {
+            keys.hash(res, name)
+        }
+    };
+    for g in &groups.list {
+        let name = writes[g.series].name.as_str();
+        let mut line = format!("hash {}", hash(g));
+        if kind.current {
+            let current = keys.current(name);
+            line += &format!(" current {current} run ");
+            // The run names the current key by its index: resolved
+            // here as the Lua side reads it, by position after the
+            // registries.
+            line += &format!("@ {} life {}", g.cells[0].resolution, g.ttl);
+        }
+        out.push(line);
+        for c in g.cells {
+            out.push(format!("cell {} {}", c.slice, delta(&c.delta)));
+        }
+        nkeys += 1;
+    }
+    let mut shards: Vec<u32> = writes.iter().map(|w| keys.shard(w.name.as_str())).collect();
+    shards.sort_unstable();
+    shards.dedup();
+    if ends {
+        out.push(format!("below {}", expiring::prune_below(now)));
+    }
+    for shard in shards {
+        let (registry, e) = keys.registry_keys(shard);
+        nkeys += 1 + usize::from(e.is_some());
+        match e {
+            Some(e) => out.push(format!("registry {registry} {e}")),
+            None => out.push(format!("registry {registry}")),
+        }
+        for (i, w) in writes.iter().enumerate() {
+            if keys.shard(w.name.as_str()) != shard {
+                continue;
+            }
+            if ends {
+                let end = groups.ends[i];
+                out.push(format!("series {} {} {}", w.name, end.score, end.must));
+                for (_, g) in groups.of_series(i) {
+                    out.push(format!(
+                        "chunk {} {} {} {}",
+                        hash(g),
+                        g.ttl,
+                        g.marks.0,
+                        g.marks.1
+                    ));
+                }
+            } else if keys.is_book() {
+                for (_, g) in groups.of_series(i) {
+                    out.push(format!("member {}:{}", g.cells[0].resolution, w.name));
+                }
+            } else {
+                out.push(format!("member {}", w.name));
+            }
+        }
+    }
+    if kind.current {
+        nkeys += writes.len();
+    }
+    out.push(format!("keys {}", nkeys + kind.scratch));
+    out
+}
+
+fn write(name: &str, cells: &[(u64, u64)], delta: &Value) -> SeriesWrite {
+    SeriesWrite {
+        name: Name::new(name).unwrap(),
+        cells: cells
+            .iter()
+            .map(|&(resolution, slice)| CellDelta {
+                resolution,
+                slice,
+                delta: delta.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// What Rust builds for `engine_apply.lua` is what its prelude reads,
+/// in every layout, with and without a writer lane, for sums, blobs,
+/// gauges' current-value keys and sets' scratch keys.
+#[tokio::test]
+async fn the_apply_prelude_reads_what_rust_builds() {
+    let server = tally_testkit::RedisServer::start();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let now = Timestamp::from_secs(1_000_000).unwrap();
+    let seq = WriteSeq {
+        writer: 0xab,
+        lane: 3,
+        seq: 42,
+    };
+    let counters = Arc::new(Space::counters(&[1, 60], 10));
+    let space = |id: &'static str, kind: Kind| {
+        Arc::new(
+            Space::new(
+                id,
+                kind,
+                vec![Resolution::new(1, 10), Resolution::new(60, 10)],
+                Retention::Cleaner,
+            )
+            .unwrap(),
+        )
+    };
+    let cases = [
+        (
+            Layout::default(),
+            counters.clone(),
+            Value::Sum(-7),
+            Some(seq),
+        ),
+        (Layout::default(), counters.clone(), Value::Sum(1), None),
+        (Layout::Ria, counters.clone(), Value::Sum(3), Some(seq)),
+        (
+            Layout::parse("expiring", "app").unwrap(),
+            counters.clone(),
+            Value::Sum(2),
+            Some(seq),
+        ),
+        (
+            Layout::default(),
+            space("gauges", Kind::Gauge),
+            Kind::Gauge.identity(),
+            Some(seq),
+        ),
+        (
+            Layout::default(),
+            space("stats", Kind::Stats),
+            Kind::Stats.identity(),
+            None,
+        ),
+        (
+            Layout::default(),
+            space("sets", Kind::Distinct),
+            Kind::Distinct.identity(),
+            None,
+        ),
+    ];
+    for (layout, space, delta, seq) in cases {
+        let batch = Batch {
+            space: space.clone(),
+            writes: vec![
+                write("a", &[(1, 999_998), (1, 999_999), (60, 999_960)], &delta),
+                write("b.c", &[(60, 999_960)], &delta),
+                write("d", &[(1, 1_000_000)], &delta),
+            ],
+            seq,
+        };
+        let keys = layout.space_keys(&space);
+        let kind = kinds::of(space.kind).unwrap();
+        let writes: Vec<&SeriesWrite> = batch.writes.iter().collect();
+        let script = Script::new("return 0");
+        let call = apply_call(&script, keys, kind, &writes, &batch, now).unwrap();
+        let mut got = echo(&mut conn, &call).await;
+        // A gauge's run names its current-value key by KEYS index:
+        // checked as a key above, its index stood in for here.
+        for line in &mut got {
+            if let Some(at) = line.find(" run ") {
+                let rest: Vec<&str> = line[at + 5..].splitn(2, ' ').collect();
+                *line = format!("{} run @ {}", &line[..at], rest[1]);
+            }
+        }
+        let want = expected(keys, &batch, now);
+        assert_eq!(got, want, "{} layout, {}", layout.name(), space.kind);
+        // Each op's KEYS index is its hash's.
+        let hashes: Vec<String> = got
+            .iter()
+            .filter_map(|l| l.strip_prefix("hash "))
+            .map(|l| l.split(' ').next().unwrap().to_owned())
+            .collect();
+        let mut ops = call.ops.iter().zip(&call.op_keys);
+        for (k, g) in keys
+            .groups(&batch.space, &writes, now)
+            .unwrap()
+            .list
+            .iter()
+            .enumerate()
+        {
+            for c in g.cells {
+                let ((name, cell), &index) = ops.next().unwrap();
+                assert_eq!(*cell, c);
+                assert_eq!(name.as_str(), writes[g.series].name.as_str());
+                assert_eq!(index, usize::from(call.marker) + k + 1, "{}", hashes[k]);
+            }
+        }
+        assert!(ops.next().is_none());
+    }
+}
+
+/// A call taken back through the revert call built from it leaves what
+/// the call found, in both layouts that split batches: fields back to
+/// their values, a series that was new gone from its registry (and from
+/// `ends@e`), a series that stays with its end score's mark reset. (On a
+/// cluster, where reverts happen, each call holds one shard's series.)
+#[tokio::test]
+async fn a_reverted_call_leaves_what_it_found() {
+    use crate::clock::{ManualClock, SharedClock};
+    let server = tally_testkit::RedisServer::start();
+    let redis = super::super::super::Redis::connect(&server.url())
+        .await
+        .unwrap();
+    let now = 1_000_000u64;
+    let clock: SharedClock = Arc::new(ManualClock::at(now as f64));
+    let space = Arc::new(Space::counters(&[1, 60], 10));
+    // A revert takes back one shard's call: both series in a's shard.
+    let shard = super::super::super::layout::shard_of("a");
+    let b: &'static str = (0..)
+        .map(|i| format!("b{i}"))
+        .find(|n| super::super::super::layout::shard_of(n) == shard)
+        .map(|n| &*Box::leak(n.into_boxed_str()))
+        .unwrap();
+    for layout in [Layout::default(), Layout::parse("expiring", "app").unwrap()] {
+        let store =
+            super::super::RedisSliceStore::new(redis.clone(), layout.clone(), clock.clone())
+                .unwrap();
+        let keys = layout.space_keys(&space);
+        let cells = [(1, now - 1), (60, now / 60 * 60)];
+        let kept = Batch {
+            space: space.clone(),
+            writes: vec![write("a", &cells, &Value::Sum(5))],
+            seq: None,
+        };
+        store.apply_batch(&kept).await.unwrap();
+        let mut conn = redis.handle();
+        let ends = |name: &'static str| {
+            let key = keys.ends(keys.shard(name));
+            let mut conn = redis.handle();
+            async move {
+                let score: Option<u64> = redis::cmd("ZSCORE")
+                    .arg(key)
+                    .arg(name)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                score
+            }
+        };
+        let a_score = ends("a").await;
+        let batch = Batch {
+            space: space.clone(),
+            writes: vec![
+                write("a", &cells, &Value::Sum(3)),
+                write(b, &cells, &Value::Sum(2)),
+            ],
+            seq: Some(WriteSeq {
+                writer: 1,
+                lane: 0,
+                seq: 7,
+            }),
+        };
+        let calls = store.apply_calls(keys, &batch).unwrap();
+        assert_eq!(calls.len(), 1);
+        store.run_apply(&calls[0]).await.unwrap();
+        store.run_revert(keys, &space, &calls[0]).await.unwrap();
+        for (res, slice) in cells {
+            let field = |name: &str| {
+                let key = keys.cell_hash(&space, res, slice, name).unwrap();
+                let mut conn = redis.handle();
+                async move {
+                    let v: Option<i64> = redis::cmd("HGET")
+                        .arg(key)
+                        .arg(slice)
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap();
+                    v
+                }
+            };
+            assert_eq!(field("a").await, Some(5), "{}", layout.name());
+            assert_eq!(field(b).await, None, "{}", layout.name());
+        }
+        let registered = |name: &'static str| {
+            let key = keys.registry(keys.shard(name));
+            let mut conn = redis.handle();
+            async move {
+                let score: Option<f64> = redis::cmd("ZSCORE")
+                    .arg(key)
+                    .arg(name)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                score.is_some()
+            }
+        };
+        assert!(registered("a").await, "{}", layout.name());
+        assert!(!registered(b).await, "{}", layout.name());
+        if keys.keeps_ends() {
+            let scale = super::super::super::layout::ENDS_SCALE;
+            let reset = a_score.map(|s| s / scale * scale + scale - 1);
+            assert_eq!(ends("a").await, reset);
+            assert_eq!(ends(b).await, None);
+        }
+        let _: () = redis::cmd("FLUSHALL").query_async(&mut conn).await.unwrap();
+    }
+}
