@@ -30,7 +30,7 @@ pub use store::{
 
 use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
 use crate::engine::plan::{check_batch, plan, time};
-use crate::engine::{Batch, Space, Value};
+use crate::engine::{Batch, SliceSel, Space, Value};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -297,6 +297,22 @@ impl Counters {
         let name = Name::new(name)?;
         let mut all = self.get_many(&[name.into_string()], None).await?;
         Ok(all.pop().unwrap_or_default())
+    }
+
+    /// One counter's samples starting in `slices` at one precision (or
+    /// every one when `None`, finest first), in one round trip.
+    pub async fn read(
+        &self,
+        name: &str,
+        precision: Option<u64>,
+        slices: SliceSel,
+    ) -> Result<Vec<Series>> {
+        let mut all = self.get_many(&[name.to_owned()], precision).await?;
+        let mut series = all.pop().unwrap_or_default();
+        for s in &mut series {
+            s.samples.retain(|sample| slices.contains(sample.start));
+        }
+        Ok(series)
     }
 
     /// Several counters at one precision (or all when `None`), in one round
