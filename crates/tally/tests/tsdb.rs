@@ -60,7 +60,7 @@ async fn incr_writes_every_rollup_and_ranges_fill_missing_buckets(kind: Kind) {
     let b10 = now / 10 * 10;
     let range = ts
         .get_range(
-            &TsQuery::new("group", &keys(&["a", "b"]), (now - 30) as f64, now as f64)
+            &TsQuery::new("group", keys(&["a", "b"]), (now - 30) as f64, now as f64)
                 .rollup(Some(10)),
         )
         .await
@@ -76,7 +76,7 @@ async fn incr_writes_every_rollup_and_ranges_fill_missing_buckets(kind: Kind) {
     // write dated two hours ago (its bucket had expired).
     let hourly = ts
         .get_range(
-            &TsQuery::new("group", &keys(&["a"]), (now - 7200) as f64, now as f64)
+            &TsQuery::new("group", keys(&["a"]), (now - 7200) as f64, now as f64)
                 .rollup(Some(3600)),
         )
         .await
@@ -89,7 +89,7 @@ async fn incr_writes_every_rollup_and_ranges_fill_missing_buckets(kind: Kind) {
         .get_sums(
             &TsQuery::new(
                 "group",
-                &keys(&["a"]),
+                keys(&["a"]),
                 (now - 3 * 86_400) as f64,
                 now as f64,
             )
@@ -101,7 +101,7 @@ async fn incr_writes_every_rollup_and_ranges_fill_missing_buckets(kind: Kind) {
     let sums = ts
         .get_sums(&TsQuery::new(
             "group",
-            &keys(&["a"]),
+            keys(&["a"]),
             (now - 600) as f64,
             now as f64,
         ))
@@ -142,7 +142,7 @@ async fn integer_and_string_keys_are_the_same_key(kind: Kind) {
     ts.incr("project", "42", 1).await.unwrap();
     let now = f.clock.now().as_secs_f64();
     let sums = ts
-        .get_sums(&TsQuery::new("project", &keys(&["42"]), now - 60.0, now).rollup(Some(10)))
+        .get_sums(&TsQuery::new("project", keys(&["42"]), now - 60.0, now).rollup(Some(10)))
         .await
         .unwrap();
     assert_eq!(sums.totals[0].total, 4);
@@ -237,7 +237,7 @@ async fn distinct_counts_per_bucket_per_key_and_across_keys(kind: Kind) {
         .await
         .unwrap();
     let big = ts
-        .get_distinct_totals(&TsQuery::new("group", &keys(&["big"]), now, now).rollup(Some(10)))
+        .get_distinct_totals(&TsQuery::new("group", keys(&["big"]), now, now).rollup(Some(10)))
         .await
         .unwrap()
         .totals[0]

@@ -20,11 +20,10 @@ use serde::Deserialize;
 use super::check::{self, not_null, query_integer};
 use super::error::{JsonBody, PathParam};
 use super::idempotency::KeyedWrite;
-use super::series::{self, Exact, SeriesRoutes};
+use super::series::{self, Exact, ServedKind};
 use super::{ApiError, AppState, Services};
-use crate::counters::Page;
 use crate::error::Result;
-use crate::gauges::{GaugeOp, Gauges};
+use crate::gauges::{GaugeOp, GaugeRules, Gauges};
 
 pub(crate) fn routes() -> Router<AppState> {
     series::routes::<Gauges>().route("/gauges/{name}", post(write))
@@ -74,15 +73,14 @@ pub(crate) struct ReadQuery {
     precision: Option<u64>,
 }
 
-impl SeriesRoutes for Gauges {
+impl ServedKind for GaugeRules {
     const PLURAL: &'static str = "gauges";
     const FAMILY: &'static str = "gauges";
     const NOUN: &'static str = "gauge";
-    type Op = GaugeOp;
     type Writer = Exact;
     type Query = ReadQuery;
 
-    fn of(services: &Services) -> Option<&Self> {
+    fn of(services: &Services) -> Option<&Gauges> {
         services.gauges.as_ref()
     }
 
@@ -90,25 +88,14 @@ impl SeriesRoutes for Gauges {
         None
     }
 
-    async fn search(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Page> {
-        Gauges::search(self, prefix, after, limit).await
-    }
-
-    async fn delete(&self, name: &str) -> Result<bool> {
-        Gauges::delete(self, name).await
-    }
-
-    async fn write(&self, ops: &[GaugeOp]) -> Result<()> {
-        self.apply_many(ops).await
-    }
-
-    async fn write_once(&self, key: &str, ops: &[GaugeOp]) -> Result<()> {
-        self.apply_many_once(key, ops).await.map(|_| ())
-    }
-
-    async fn read(&self, _: &AppState, name: String, q: ReadQuery) -> Result<Response, ApiError> {
-        check::precision(self.precisions(), q.precision)?;
-        let all = Gauges::read(self, &name, q.precision).await?;
+    async fn read(
+        gauges: &Gauges,
+        _: &AppState,
+        name: String,
+        q: ReadQuery,
+    ) -> Result<Response, ApiError> {
+        check::precision(gauges.precisions(), q.precision)?;
+        let all = gauges.read(&name, q.precision).await?;
         // The newest slice of the finest precision read that has one.
         let current = all.iter().find_map(|s| s.slices.last()).map(|s| s.last);
         Ok(axum::Json(serde_json::json!({

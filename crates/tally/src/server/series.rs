@@ -33,7 +33,7 @@ use super::idempotency::{AggregatedKey, KeyedWrite, replay, unclaimed};
 use super::{ApiError, AppState, Metrics, Services};
 use crate::counters::{Aggregator, Increment, Page};
 use crate::engine::SliceSel;
-use crate::engine::series::{Rules, SeriesWriter};
+use crate::engine::series::{Rules, SeriesService, SeriesWriter};
 use crate::error::Result;
 use crate::idempotency::{Answer, Claim};
 
@@ -94,6 +94,80 @@ pub(crate) trait SeriesRoutes: Send + Sync + Sized + 'static {
     fn taken(_metrics: &Metrics, _n: usize) {}
 }
 
+/// A kind the engine's series service carries (statistics, gauges, sets):
+/// what its routes add to the service's own listing, delete and writes.
+pub(crate) trait ServedKind: Rules + Sized {
+    /// [`SeriesRoutes::PLURAL`].
+    const PLURAL: &'static str;
+    /// [`SeriesRoutes::FAMILY`].
+    const FAMILY: &'static str;
+    /// [`SeriesRoutes::NOUN`].
+    const NOUN: &'static str;
+    /// [`SeriesRoutes::Writer`].
+    type Writer: Aggregating<Self::Op> + 'static;
+    /// [`SeriesRoutes::Query`].
+    type Query: DeserializeOwned + Send + 'static;
+
+    /// [`SeriesRoutes::of`].
+    fn of(services: &Services) -> Option<&SeriesService<Self>>;
+
+    /// [`SeriesRoutes::writer`].
+    fn writer(services: &Services) -> Option<&Self::Writer>;
+
+    /// [`SeriesRoutes::read`].
+    fn read(
+        service: &SeriesService<Self>,
+        state: &AppState,
+        name: String,
+        query: Self::Query,
+    ) -> impl Future<Output = std::result::Result<Response, ApiError>> + Send;
+}
+
+impl<R: ServedKind> SeriesRoutes for SeriesService<R>
+where
+    R::Op: Send + Sync,
+{
+    const PLURAL: &'static str = R::PLURAL;
+    const FAMILY: &'static str = R::FAMILY;
+    const NOUN: &'static str = R::NOUN;
+    type Op = R::Op;
+    type Writer = R::Writer;
+    type Query = R::Query;
+
+    fn of(services: &Services) -> Option<&Self> {
+        R::of(services)
+    }
+
+    fn writer(services: &Services) -> Option<&R::Writer> {
+        R::writer(services)
+    }
+
+    async fn search(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Page> {
+        SeriesService::search(self, prefix, after, limit).await
+    }
+
+    async fn delete(&self, name: &str) -> Result<bool> {
+        SeriesService::delete(self, name).await
+    }
+
+    async fn write(&self, ops: &[R::Op]) -> Result<()> {
+        SeriesService::write(self, ops).await
+    }
+
+    async fn write_once(&self, key: &str, ops: &[R::Op]) -> Result<()> {
+        SeriesService::write_once(self, key, ops).await.map(|_| ())
+    }
+
+    fn read(
+        &self,
+        state: &AppState,
+        name: String,
+        query: R::Query,
+    ) -> impl Future<Output = std::result::Result<Response, ApiError>> + Send {
+        R::read(self, state, name, query)
+    }
+}
+
 /// An aggregating writer that HTTP writes go through.
 pub(crate) trait Aggregating<Op>: Send + Sync {
     /// Hands `ops` to the writer.
@@ -111,7 +185,7 @@ pub(crate) trait Aggregating<Op>: Send + Sync {
 
 impl<R: Rules> Aggregating<R::Op> for SeriesWriter<R>
 where
-    R::Op: Sync,
+    R::Op: Send + Sync,
 {
     fn take(&self, ops: &[R::Op]) -> impl Future<Output = Result<()>> + Send {
         self.take_many(ops)

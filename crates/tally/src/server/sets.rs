@@ -23,11 +23,10 @@ use serde::Deserialize;
 use super::check::{self, query_integer};
 use super::error::{JsonBody, PathParam};
 use super::idempotency::KeyedWrite;
-use super::series::{self, Exact, SeriesRoutes};
+use super::series::{self, Exact, ServedKind};
 use super::{ApiError, AppState, Services};
-use crate::counters::Page;
 use crate::error::Result;
-use crate::sets::{MAX_MEMBER_BYTES, MAX_MEMBERS, SetAdd, Sets};
+use crate::sets::{MAX_MEMBER_BYTES, MAX_MEMBERS, SetAdd, SetRules, Sets};
 
 pub(crate) fn routes() -> Router<AppState> {
     series::routes::<Sets>().route("/sets/{name}", post(write))
@@ -79,15 +78,14 @@ pub(crate) struct ReadQuery {
     to: Option<u64>,
 }
 
-impl SeriesRoutes for Sets {
+impl ServedKind for SetRules {
     const PLURAL: &'static str = "sets";
     const FAMILY: &'static str = "sets";
     const NOUN: &'static str = "set";
-    type Op = SetAdd;
     type Writer = Exact;
     type Query = ReadQuery;
 
-    fn of(services: &Services) -> Option<&Self> {
+    fn of(services: &Services) -> Option<&Sets> {
         services.sets.as_ref()
     }
 
@@ -95,24 +93,13 @@ impl SeriesRoutes for Sets {
         None
     }
 
-    async fn search(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Page> {
-        Sets::search(self, prefix, after, limit).await
-    }
-
-    async fn delete(&self, name: &str) -> Result<bool> {
-        Sets::delete(self, name).await
-    }
-
-    async fn write(&self, ops: &[SetAdd]) -> Result<()> {
-        self.add_many(ops).await
-    }
-
-    async fn write_once(&self, key: &str, ops: &[SetAdd]) -> Result<()> {
-        self.add_many_once(key, ops).await.map(|_| ())
-    }
-
-    async fn read(&self, _: &AppState, name: String, q: ReadQuery) -> Result<Response, ApiError> {
-        check::precision(self.precisions(), q.precision)?;
+    async fn read(
+        sets: &Sets,
+        _: &AppState,
+        name: String,
+        q: ReadQuery,
+    ) -> Result<Response, ApiError> {
+        check::precision(sets.precisions(), q.precision)?;
         // By default, everything stored: from 1970 to the latest time a
         // write may carry (read at the coarsest precision).
         let from = q.from.unwrap_or(0);
@@ -121,7 +108,7 @@ impl SeriesRoutes for Sets {
             check::time(field, Some(t as f64))?;
         }
         check::range_order("to", from as f64, to as f64)?;
-        let view = self.view(&name, from, to).await?;
+        let view = sets.view(&name, from, to).await?;
         if view.series.iter().all(|s| s.slices.is_empty()) && view.union.count == 0 {
             return Err(ApiError::not_found(format!(
                 "set {name:?} holds nothing in [{from}, {to}]"

@@ -33,13 +33,12 @@ use serde::{Deserialize, Serialize};
 use super::check::{self, not_null, query_integer};
 use super::error::{JsonBody, PathParam, QueryParams};
 use super::idempotency::{AggregatedKey, KeyedWrite};
-use super::series::{self, SeriesRoutes};
+use super::series::{self, ServedKind};
 use super::{ApiError, AppState, Services};
-use crate::counters::Page;
 use crate::error::Result;
 use crate::stats::{
-    DEFAULT_QUANTILES, Figure, MAX_BATCH, MAX_QUANTILES, Observation, RangeSummary, Ranked, Stats,
-    StatsWriter,
+    DEFAULT_QUANTILES, Figure, MAX_BATCH, MAX_QUANTILES, Observation, RangeSummary, Ranked,
+    StatRules, Stats, StatsWriter,
 };
 
 /// The most stats one `GET /v1/stats/top` returns.
@@ -160,15 +159,14 @@ async fn record_batch(
     series::write::<Stats>(&state, (keyed, aggregated), &observations, n).await
 }
 
-impl SeriesRoutes for Stats {
+impl ServedKind for StatRules {
     const PLURAL: &'static str = "stats";
     const FAMILY: &'static str = "statistics";
     const NOUN: &'static str = "statistic";
-    type Op = Observation;
     type Writer = StatsWriter;
     type Query = ReadQuery;
 
-    fn of(services: &Services) -> Option<&Self> {
+    fn of(services: &Services) -> Option<&Stats> {
         services.stats.as_ref()
     }
 
@@ -179,24 +177,8 @@ impl SeriesRoutes for Stats {
             .filter(|_| services.aggregates_observations())
     }
 
-    async fn search(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Page> {
-        Stats::search(self, prefix, after, limit).await
-    }
-
-    async fn delete(&self, name: &str) -> Result<bool> {
-        Stats::delete(self, name).await
-    }
-
-    async fn write(&self, ops: &[Observation]) -> Result<()> {
-        self.record_many(ops).await
-    }
-
-    async fn write_once(&self, key: &str, ops: &[Observation]) -> Result<()> {
-        self.record_many_once(key, ops).await.map(|_| ())
-    }
-
     async fn read(
-        &self,
+        stats: &Stats,
         state: &AppState,
         name: String,
         q: ReadQuery,
@@ -204,7 +186,7 @@ impl SeriesRoutes for Stats {
         check::time("from", q.from)?;
         check::time("to", q.to)?;
         let qs = quantiles(q.quantiles.as_deref())?;
-        check::precision(&self.settings().precisions, q.precision)?;
+        check::precision(&stats.settings().precisions, q.precision)?;
         // The range is checked before the read: a reversed one is refused
         // whether or not the statistic exists.
         let range = if q.from.is_some() || q.to.is_some() {
@@ -213,17 +195,17 @@ impl SeriesRoutes for Stats {
             None
         };
         let slices = series::slices(q.from, q.to);
-        let Some(read) = Stats::read(self, &name, q.precision, slices, &qs).await? else {
+        let Some(read) = stats.read(&name, q.precision, slices, &qs).await? else {
             // Nothing kept at any precision: never recorded, deleted, or
             // all of it past retention.
             return Err(ApiError::not_found(format!("no statistic named {name:?}")));
         };
         let summary = match range {
-            Some((from, to)) => Some(self.summary(&[name.as_str()], from, to, &qs).await?),
+            Some((from, to)) => Some(stats.summary(&[name.as_str()], from, to, &qs).await?),
             None => None,
         };
         Ok(axum::Json(ReadAnswer {
-            samples_kept: self.settings().samples,
+            samples_kept: stats.settings().samples,
             precisions: series::by_precision(read.into_iter().map(|s| (s.precision, s.slices))),
             name,
             summary,
