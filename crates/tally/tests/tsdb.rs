@@ -87,13 +87,8 @@ async fn incr_writes_every_rollup_and_ranges_fill_missing_buckets(kind: Kind) {
     assert_eq!(hourly.series[0].points.last().unwrap().start, h);
     let sums = ts
         .get_sums(
-            &TsQuery::new(
-                "group",
-                keys(&["a"]),
-                (now - 3 * 86_400) as f64,
-                now as f64,
-            )
-            .rollup(Some(86_400)),
+            &TsQuery::new("group", keys(&["a"]), (now - 3 * 86_400) as f64, now as f64)
+                .rollup(Some(86_400)),
         )
         .await
         .unwrap();

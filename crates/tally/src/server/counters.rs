@@ -18,7 +18,6 @@
 //! server dies before the answer is recorded); an aggregated one claims
 //! the key with its `202` answer before the aggregating writer takes it.
 
-use axum::Extension;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -27,9 +26,8 @@ use axum::routing::post;
 use serde::Deserialize;
 
 use super::check::{self, optional_integer, query_integer};
-use super::error::{PathParam, RawBody};
-use super::idempotency::{AggregatedKey, KeyedWrite};
-use super::series::{self, SeriesRoutes};
+use super::error::{JsonBody, PathParam, RawBody};
+use super::series::{self, Keys, SeriesRoutes};
 use super::{ApiError, AppState, Metrics, Services};
 use crate::counters::{Aggregator, Counters, Increment, MAX_BATCH, Page};
 use crate::error::Result;
@@ -117,8 +115,7 @@ pub(crate) fn optional_json<T: Default + serde::de::DeserializeOwned>(
 
 async fn incr_one(
     State(state): State<AppState>,
-    keyed: Option<Extension<KeyedWrite>>,
-    aggregated: Option<Extension<AggregatedKey>>,
+    keys: Keys,
     PathParam(name): PathParam<String>,
     headers: HeaderMap,
     RawBody(body): RawBody,
@@ -130,20 +127,16 @@ async fn incr_one(
         at: body.at,
     };
     check_increment("", &inc)?;
-    series::write::<Counters>(&state, (keyed, aggregated), std::slice::from_ref(&inc), 1).await
+    series::write::<Counters>(&state, keys, std::slice::from_ref(&inc), 1).await
 }
 
 async fn incr_batch(
     State(state): State<AppState>,
-    keyed: Option<Extension<KeyedWrite>>,
-    aggregated: Option<Extension<AggregatedKey>>,
-    super::error::JsonBody(body): super::error::JsonBody<BatchBody>,
+    keys: Keys,
+    JsonBody(body): JsonBody<BatchBody>,
 ) -> Result<Response, ApiError> {
-    let max = super::openapi::max_batch(state.settings(), MAX_BATCH);
-    let increments: Vec<Increment> =
-        check::batch("increments", body.increments, max, check_increment)?;
-    let n = increments.len();
-    series::write::<Counters>(&state, (keyed, aggregated), &increments, n).await
+    let batch = ("increments", body.increments, MAX_BATCH);
+    series::write_batch::<Counters, _>(&state, keys, batch, check_increment).await
 }
 
 impl SeriesRoutes for Counters {

@@ -12,15 +12,14 @@
 //! [`super::series`].
 
 use axum::Router;
-use axum::extract::{Extension, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde::Deserialize;
 
 use super::check::{self, not_null, query_integer};
 use super::error::{JsonBody, PathParam};
-use super::idempotency::KeyedWrite;
-use super::series::{self, Exact, ServedKind};
+use super::series::{self, Exact, Keys, ServedKind};
 use super::{ApiError, AppState, Services};
 use crate::error::Result;
 use crate::gauges::{GaugeOp, GaugeRules, Gauges};
@@ -42,7 +41,7 @@ struct WriteBody {
 async fn write(
     State(state): State<AppState>,
     PathParam(name): PathParam<String>,
-    keyed: Option<Extension<KeyedWrite>>,
+    keys: Keys,
     JsonBody(body): JsonBody<WriteBody>,
 ) -> Result<Response, ApiError> {
     series::service::<Gauges>(&state)?;
@@ -63,7 +62,7 @@ async fn write(
         Some(at) => op.at(at),
         None => op,
     };
-    series::write::<Gauges>(&state, (keyed, None), std::slice::from_ref(&op), 1).await
+    series::write::<Gauges>(&state, keys, std::slice::from_ref(&op), 1).await
 }
 
 #[derive(Debug, Deserialize)]

@@ -333,6 +333,24 @@ pub(crate) async fn write<S: SeriesRoutes>(
     Ok(response)
 }
 
+/// Writes a batch request's `field` (1 to the server's batch limit, at
+/// most `max`), each item converted into the kind's write and checked
+/// with `each` (given the prefix of its fields in messages, `field[3].`).
+pub(crate) async fn write_batch<S: SeriesRoutes, B>(
+    state: &AppState,
+    keys: Keys,
+    (field, items, max): (&str, Vec<B>, usize),
+    each: impl Fn(&str, &S::Op) -> std::result::Result<(), ApiError>,
+) -> std::result::Result<Response, ApiError>
+where
+    S::Op: From<B>,
+{
+    service::<S>(state)?;
+    let max = super::openapi::max_batch(state.settings(), max);
+    let ops: Vec<S::Op> = check::batch(field, items, max, each)?;
+    write::<S>(state, keys, &ops, ops.len()).await
+}
+
 /// The slices starting in `[from, to]` (Unix seconds, either end open).
 pub(crate) fn slices(from: Option<f64>, to: Option<f64>) -> SliceSel {
     if from.is_none() && to.is_none() {

@@ -15,15 +15,14 @@
 //! [`super::series`].
 
 use axum::Router;
-use axum::extract::{Extension, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde::Deserialize;
 
 use super::check::{self, query_integer};
 use super::error::{JsonBody, PathParam};
-use super::idempotency::KeyedWrite;
-use super::series::{self, Exact, ServedKind};
+use super::series::{self, Exact, Keys, ServedKind};
 use super::{ApiError, AppState, Services};
 use crate::error::Result;
 use crate::sets::{MAX_MEMBER_BYTES, MAX_MEMBERS, SetAdd, SetRules, Sets};
@@ -41,7 +40,7 @@ struct WriteBody {
 
 async fn write(
     State(state): State<AppState>,
-    keyed: Option<Extension<KeyedWrite>>,
+    keys: Keys,
     PathParam(name): PathParam<String>,
     JsonBody(body): JsonBody<WriteBody>,
 ) -> Result<Response, ApiError> {
@@ -64,7 +63,7 @@ async fn write(
     let n = body.members.len();
     let mut add = SetAdd::new(name, body.members);
     add.at = body.at;
-    series::write::<Sets>(&state, (keyed, None), std::slice::from_ref(&add), n).await
+    series::write::<Sets>(&state, keys, std::slice::from_ref(&add), n).await
 }
 
 #[derive(Debug, Deserialize)]

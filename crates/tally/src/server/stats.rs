@@ -25,15 +25,14 @@
 //! summaries of several stats (the library's [`crate::Stats::summary`]).
 
 use axum::Router;
-use axum::extract::{Extension, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 
 use super::check::{self, not_null, query_integer};
 use super::error::{JsonBody, PathParam, QueryParams};
-use super::idempotency::{AggregatedKey, KeyedWrite};
-use super::series::{self, ServedKind};
+use super::series::{self, Keys, ServedKind};
 use super::{ApiError, AppState, Services};
 use crate::error::Result;
 use crate::stats::{
@@ -105,8 +104,7 @@ fn check_observation(prefix: &str, o: &Observation) -> Result<(), ApiError> {
 
 async fn record_one(
     State(state): State<AppState>,
-    keyed: Option<Extension<KeyedWrite>>,
-    aggregated: Option<Extension<AggregatedKey>>,
+    keys: Keys,
     PathParam(name): PathParam<String>,
     JsonBody(body): JsonBody<RecordBody>,
 ) -> Result<Response, ApiError> {
@@ -142,21 +140,16 @@ async fn record_one(
         check_observation(&prefix, o)?;
     }
     let n = observations.len();
-    series::write::<Stats>(&state, (keyed, aggregated), &observations, n).await
+    series::write::<Stats>(&state, keys, &observations, n).await
 }
 
 async fn record_batch(
     State(state): State<AppState>,
-    keyed: Option<Extension<KeyedWrite>>,
-    aggregated: Option<Extension<AggregatedKey>>,
+    keys: Keys,
     JsonBody(body): JsonBody<BatchBody>,
 ) -> Result<Response, ApiError> {
-    series::service::<Stats>(&state)?;
-    let max = super::openapi::max_batch(state.settings(), MAX_BATCH);
-    let observations: Vec<Observation> =
-        check::batch("observations", body.observations, max, check_observation)?;
-    let n = observations.len();
-    series::write::<Stats>(&state, (keyed, aggregated), &observations, n).await
+    let batch = ("observations", body.observations, MAX_BATCH);
+    series::write_batch::<Stats, _>(&state, keys, batch, check_observation).await
 }
 
 impl ServedKind for StatRules {
