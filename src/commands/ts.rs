@@ -2,8 +2,8 @@
 
 use anyhow::{Result, bail};
 use clap::Subcommand;
-use tally::TsIncrement;
 use tally::tsdb::{RangeSeries, RangeTotals, TopItems};
+use tally::{TsIncrement, TsQuery};
 
 use crate::config::Config;
 use crate::context;
@@ -151,6 +151,19 @@ pub struct RangeArgs {
     rollup: Option<u64>,
 }
 
+impl RangeArgs {
+    /// The read of `keys` of `model` over this range, `now` being now.
+    fn query(
+        &self,
+        model: &str,
+        keys: impl IntoIterator<Item = String>,
+        now: f64,
+    ) -> Result<TsQuery> {
+        let (start, end) = (parse_time(&self.start, now)?, parse_time(&self.end, now)?);
+        Ok(TsQuery::new(model, keys, start, end).rollup(self.rollup))
+    }
+}
+
 /// Parses `now`, `-15m`-style offsets from `now`, or Unix seconds.
 pub fn parse_time(text: &str, now: f64) -> Result<f64> {
     let t = text.trim();
@@ -210,10 +223,7 @@ pub async fn run(command: TsCommand, config: &Config) -> Result<()> {
             range,
             json,
         }) => {
-            let (start, end) = (parse_time(&range.start, now)?, parse_time(&range.end, now)?);
-            let series = ts
-                .get_range(&model, &keys, start, end, range.rollup)
-                .await?;
+            let series = ts.get_range(&range.query(&model, keys, now)?).await?;
             print_series(&model, &series, json)?;
         }
         TsCommand::Sums(KeysOverRange {
@@ -221,8 +231,7 @@ pub async fn run(command: TsCommand, config: &Config) -> Result<()> {
             range,
             json,
         }) => {
-            let (start, end) = (parse_time(&range.start, now)?, parse_time(&range.end, now)?);
-            let totals = ts.get_sums(&model, &keys, start, end, range.rollup).await?;
+            let totals = ts.get_sums(&range.query(&model, keys, now)?).await?;
             print_totals(&totals, json)?;
         }
         TsCommand::Record {
@@ -238,25 +247,19 @@ pub async fn run(command: TsCommand, config: &Config) -> Result<()> {
             union,
             json,
         } => {
-            let (start, end) = (parse_time(&range.start, now)?, parse_time(&range.end, now)?);
+            let query = range.query(&model, keys, now)?;
             if series {
-                let s = ts
-                    .get_distinct_series(&model, &keys, start, end, range.rollup)
-                    .await?;
+                let s = ts.get_distinct_series(&query).await?;
                 print_series(&model, &s, json)?;
             } else if union {
-                let u = ts
-                    .get_distinct_union(&model, &keys, start, end, range.rollup)
-                    .await?;
+                let u = ts.get_distinct_union(&query).await?;
                 if json {
                     println!("{}", serde_json::json!({ "distinct": u.total }));
                 } else {
                     println!("{}", u.total);
                 }
             } else {
-                let t = ts
-                    .get_distinct_totals(&model, &keys, start, end, range.rollup)
-                    .await?;
+                let t = ts.get_distinct_totals(&query).await?;
                 print_totals(&t, json)?;
             }
         }
@@ -279,8 +282,7 @@ pub async fn run(command: TsCommand, config: &Config) -> Result<()> {
             range,
             json,
         } => {
-            let (start, end) = (parse_time(&range.start, now)?, parse_time(&range.end, now)?);
-            let top = ts.get_top(&model, key, start, end, n, range.rollup).await?;
+            let top = ts.get_top(&range.query(&model, [key], now)?, n).await?;
             print_top(&top, json)?;
         }
         TsCommand::Merge { model, into, from } => ts.merge(&model, into, from).await?,

@@ -165,4 +165,4 @@ pub use name::Name;
 pub use open::{Tally, TallyBuilder};
 pub use sets::{SetAdd, Sets, SetsWriter};
 pub use stats::{Observation, Stats, StatsSettings, StatsWriter};
-pub use tsdb::{TsIncrement, Tsdb, TsdbSettings, TsdbStore};
+pub use tsdb::{TsIncrement, TsQuery, Tsdb, TsdbSettings, TsdbStore};

@@ -222,7 +222,7 @@ impl SeriesService<CounterRules> {
     pub async fn get(&self, name: &str, precision: u64) -> Result<Vec<Sample>> {
         let name = Name::new(name)?;
         self.settings().check_precision(precision)?;
-        let mut all = self.samples(&[name], &[precision]).await?;
+        let mut all = self.samples(&[name], &[precision], SliceSel::All).await?;
         Ok(all.pop().and_then(|mut per| per.pop()).unwrap_or_default())
     }
 
@@ -233,12 +233,37 @@ impl SeriesService<CounterRules> {
         Ok(all.pop().unwrap_or_default())
     }
 
+    /// One counter's samples starting in `slices` at one precision (or
+    /// every one when `None`, finest first), in one round trip.
+    pub async fn read(
+        &self,
+        name: &str,
+        precision: Option<u64>,
+        slices: SliceSel,
+    ) -> Result<Vec<Series>> {
+        let mut all = self
+            .read_many(&[name.to_owned()], precision, slices)
+            .await?;
+        Ok(all.pop().unwrap_or_default())
+    }
+
     /// Several counters at one precision (or all when `None`), in one round
     /// trip; `result[i]` belongs to `names[i]`.
     pub async fn get_many(
         &self,
         names: &[String],
         precision: Option<u64>,
+    ) -> Result<Vec<Vec<Series>>> {
+        self.read_many(names, precision, SliceSel::All).await
+    }
+
+    /// [`Counters::get_many`] keeping the slices `slices` selects, selected
+    /// by the store.
+    async fn read_many(
+        &self,
+        names: &[String],
+        precision: Option<u64>,
+        slices: SliceSel,
     ) -> Result<Vec<Vec<Series>>> {
         if names.len() > MAX_READ {
             return Err(Error::InvalidInput(format!(
@@ -257,7 +282,7 @@ impl SeriesService<CounterRules> {
             }
             None => self.settings().precisions.clone(),
         };
-        let all = self.samples(&names, &precisions).await?;
+        let all = self.samples(&names, &precisions, slices).await?;
         Ok(all
             .into_iter()
             .map(|per| {
@@ -273,10 +298,15 @@ impl SeriesService<CounterRules> {
     /// The samples of each named counter at each precision, oldest first:
     /// `result[i][j]` belongs to `names[i]` at `precisions[j]`. One round
     /// trip, reading plain sums.
-    async fn samples(&self, names: &[Name], precisions: &[u64]) -> Result<Vec<Vec<Vec<Sample>>>> {
+    async fn samples(
+        &self,
+        names: &[Name],
+        precisions: &[u64],
+        slices: SliceSel,
+    ) -> Result<Vec<Vec<Vec<Sample>>>> {
         let all = self
             .store()
-            .read_sums(self.space(), names, precisions, SliceSel::All)
+            .read_sums(self.space(), names, precisions, slices)
             .await?;
         Ok(map_reads(all, |start, count| Some(Sample { start, count })))
     }

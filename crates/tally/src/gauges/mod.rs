@@ -223,6 +223,18 @@ impl SeriesService<GaugeRules> {
         self.read_all(name, self.precisions()).await
     }
 
+    /// Every slice of one precision (or of every one when `None`, finest
+    /// first), in one round trip.
+    pub async fn read(&self, name: &str, precision: Option<u64>) -> Result<Vec<GaugeSeries>> {
+        match precision {
+            Some(p) => {
+                check_precision_in(self.precisions(), p)?;
+                self.read_all(name, &[p]).await
+            }
+            None => self.get_all(name).await,
+        }
+    }
+
     /// The gauge's value after its latest operation that a kept slice
     /// holds (the newest slice's last value at the finest precision that
     /// has one); `None` for a gauge with no slice. One round trip.

@@ -76,8 +76,7 @@ async fn incr(
         // Buffered once, even when a server died before recording the answer.
         Some(Extension(KeyedWrite(key))) => buffers.incr_once(&key, &update).await.map(|_| ()),
         None => buffers.incr(&update).await,
-    }
-    .map_err(state.refused())?;
+    }?;
     Ok(axum::Json(serde_json::json!({ "buffered": true })))
 }
 
@@ -91,10 +90,7 @@ async fn row(
         ApiError::not_found("no SQL sink is configured on this server ([buffers] sink)")
     })?;
     let key: Vec<(&str, &str)> = key.iter().map(|(c, v)| (c.as_str(), v.as_str())).collect();
-    let row = buffers
-        .read(flusher.sink().as_ref(), &table, &key)
-        .await
-        .map_err(state.refused())?;
+    let row = buffers.read(flusher.sink().as_ref(), &table, &key).await?;
     Ok(axum::Json(row))
 }
 
@@ -102,6 +98,6 @@ async fn stats(State(state): State<AppState>) -> Result<axum::response::Response
     let (buffers, flusher) = buffers(&state)?;
     Ok(match flusher {
         Some(f) => axum::Json(f.metrics().await).into_response(),
-        None => axum::Json(buffers.stats().await.map_err(state.refused())?).into_response(),
+        None => axum::Json(buffers.stats().await?).into_response(),
     })
 }

@@ -183,6 +183,17 @@ impl ListQuery {
     }
 }
 
+/// An optional precision: one of `configured` (400 `unknown_precision`
+/// naming them otherwise).
+pub(crate) fn precision(configured: &[u64], precision: Option<u64>) -> Result<(), ApiError> {
+    match precision {
+        Some(p) => {
+            crate::counters::settings::check_precision_in(configured, p).map_err(ApiError::invalid)
+        }
+        None => Ok(()),
+    }
+}
+
 /// An optional time: Unix seconds from 1970 to the end of 9999.
 pub(crate) fn time(field: &str, value: Option<f64>) -> Result<(), ApiError> {
     match value {

@@ -10,33 +10,30 @@
 //!
 //! With an aggregating writer, an increment is answered `202 {"accepted": n}`
 //! once the aggregator holds it (written within a flush interval); without,
-//! `200 {"written": n}` once stored.
+//! `200 {"written": n}` once stored. Listing, reading, deleting and the
+//! write modes are the shared routes of [`super::series`].
 //!
 //! With an `Idempotency-Key` ([`super::idempotency`]), an exact increment
 //! is written with its key's write id (applied at most once, even if the
 //! server dies before the answer is recorded); an aggregated one claims
 //! the key with its `202` answer before the aggregating writer takes it.
 
-use axum::Extension;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use serde::{Deserialize, Serialize};
+use axum::routing::post;
+use serde::Deserialize;
 
 use super::check::{self, optional_integer, query_integer};
-use super::error::{PathParam, QueryParams, RawBody};
-use super::idempotency::{AggregatedKey, KeyedWrite, replay, unclaimed};
-use super::{ApiError, AppState};
-use crate::counters::{Increment, MAX_BATCH, Sample};
-use crate::idempotency::{Answer, Claim};
+use super::error::{JsonBody, PathParam, RawBody};
+use super::series::{self, Keys, ServedKind};
+use super::{ApiError, AppState, Metrics, Services};
+use crate::counters::{Aggregator, CounterRules, Counters, Increment, MAX_BATCH};
 
 pub(crate) fn routes() -> Router<AppState> {
-    Router::new()
+    series::routes::<Counters>()
         .route("/incr", post(incr_batch))
-        .route("/counters", get(list))
-        .route("/counters/{name}", get(read).delete(delete))
         .route("/counters/{name}/incr", post(incr_one))
 }
 
@@ -115,16 +112,9 @@ pub(crate) fn optional_json<T: Default + serde::de::DeserializeOwned>(
         .map_err(ApiError::from)
 }
 
-/// What a keyed request brings to [`write`]: its key, claimed or not.
-type Keys = (
-    Option<Extension<KeyedWrite>>,
-    Option<Extension<AggregatedKey>>,
-);
-
 async fn incr_one(
     State(state): State<AppState>,
-    keyed: Option<Extension<KeyedWrite>>,
-    aggregated: Option<Extension<AggregatedKey>>,
+    keys: Keys,
     PathParam(name): PathParam<String>,
     headers: HeaderMap,
     RawBody(body): RawBody,
@@ -136,162 +126,69 @@ async fn incr_one(
         at: body.at,
     };
     check_increment("", &inc)?;
-    write(&state, (keyed, aggregated), std::slice::from_ref(&inc)).await
+    series::write::<Counters>(&state, keys, std::slice::from_ref(&inc), 1).await
 }
 
 async fn incr_batch(
     State(state): State<AppState>,
-    keyed: Option<Extension<KeyedWrite>>,
-    aggregated: Option<Extension<AggregatedKey>>,
-    super::error::JsonBody(body): super::error::JsonBody<BatchBody>,
+    keys: Keys,
+    JsonBody(body): JsonBody<BatchBody>,
 ) -> Result<Response, ApiError> {
-    let max = super::openapi::max_batch(state.settings(), MAX_BATCH);
-    let increments: Vec<Increment> =
-        check::batch("increments", body.increments, max, check_increment)?;
-    write(&state, (keyed, aggregated), &increments).await
+    let batch = ("increments", body.increments, MAX_BATCH);
+    series::write_batch::<Counters, _>(&state, keys, batch, check_increment).await
 }
 
-/// Writes (or hands to the aggregator) all of `increments`, or none; with
-/// a key, at most once per key.
-async fn write(
-    state: &AppState,
-    (keyed, aggregated): Keys,
-    increments: &[Increment],
-) -> Result<Response, ApiError> {
-    let n = increments.len();
-    let services = state.services();
-    let aggregator = services
-        .aggregator
-        .as_ref()
-        .filter(|_| services.aggregates_increments());
-    let response = match (aggregator, aggregated) {
-        (Some(aggregator), Some(Extension(k))) => {
-            let answer = Answer::json(202, &serde_json::json!({ "accepted": n }));
-            let claim = aggregator
-                .add_many_claimed(&k.idempotency, &k.key, &k.fingerprint, increments, &answer)
-                .await
-                .map_err(state.refused())?;
-            match claim {
-                Claim::Claimed(_) => replay(&answer, false),
-                other => return Ok(unclaimed(other)),
-            }
-        }
-        (Some(aggregator), None) => {
-            aggregator
-                .add_many(increments)
-                .await
-                .map_err(state.refused())?;
-            (
-                StatusCode::ACCEPTED,
-                axum::Json(serde_json::json!({ "accepted": n })),
-            )
-                .into_response()
-        }
-        (None, _) => {
-            let counters = &services.counters;
-            match keyed {
-                Some(Extension(KeyedWrite(key))) => {
-                    counters.write_once(&key, increments).await.map(|_| ())
-                }
-                None => counters.write(increments).await,
-            }
-            .map_err(state.refused())?;
-            (
-                StatusCode::OK,
-                axum::Json(serde_json::json!({ "written": n })),
-            )
-                .into_response()
-        }
-    };
-    state.metrics().increments_accepted(n as u64);
-    Ok(response)
-}
+impl ServedKind for CounterRules {
+    const PLURAL: &'static str = "counters";
+    const FAMILY: &'static str = "counters";
+    const NOUN: &'static str = "counter";
+    type Writer = Aggregator;
+    type Query = ReadQuery;
 
-/// One page of counter names.
-#[derive(Debug, Serialize)]
-struct ListAnswer {
-    counters: Vec<String>,
-    next: Option<String>,
-}
+    fn of(services: &Services) -> Option<&Counters> {
+        Some(&services.counters)
+    }
 
-async fn list(
-    State(state): State<AppState>,
-    QueryParams(q): QueryParams<check::ListQuery>,
-) -> Result<impl IntoResponse, ApiError> {
-    let (prefix, cursor, limit) = q.checked(check::MAX_LIST)?;
-    let page = state
-        .services()
-        .counters
-        .search(prefix, cursor, limit)
-        .await
-        .map_err(state.refused())?;
-    Ok(axum::Json(ListAnswer {
-        counters: page.names,
-        next: page.next,
-    }))
+    fn writer(services: &Services) -> Option<&Aggregator> {
+        services
+            .aggregator
+            .as_ref()
+            .filter(|_| services.aggregates_increments())
+    }
+
+    async fn read(
+        counters: &Counters,
+        _: &AppState,
+        name: String,
+        q: ReadQuery,
+    ) -> Result<Response, ApiError> {
+        check::time("from", q.from)?;
+        check::time("to", q.to)?;
+        check::precision(&counters.settings().precisions, q.precision)?;
+        if let (Some(from), Some(to)) = (q.from, q.to) {
+            check::range_order("to", from, to)?;
+        }
+        let slices = series::slices(q.from, q.to);
+        let series = counters.read(&name, q.precision, slices).await?;
+        let precisions = series::by_precision(series.into_iter().map(|s| (s.precision, s.samples)));
+        Ok(axum::Json(serde_json::json!({
+            "name": name,
+            "samples_kept": counters.settings().samples,
+            "precisions": precisions,
+        }))
+        .into_response())
+    }
+
+    fn taken(metrics: &Metrics, n: usize) {
+        metrics.increments_accepted(n as u64);
+    }
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ReadQuery {
+pub(crate) struct ReadQuery {
     #[serde(default, deserialize_with = "query_integer")]
     precision: Option<u64>,
     from: Option<f64>,
     to: Option<f64>,
-}
-
-async fn read(
-    State(state): State<AppState>,
-    PathParam(name): PathParam<String>,
-    QueryParams(q): QueryParams<ReadQuery>,
-) -> Result<impl IntoResponse, ApiError> {
-    check::name("name", &name)?;
-    check::time("from", q.from)?;
-    check::time("to", q.to)?;
-    let counters = &state.services().counters;
-    if let Some(p) = q.precision {
-        counters.settings().check_precision(p)?;
-    }
-    if let (Some(from), Some(to)) = (q.from, q.to) {
-        check::range_order("to", from, to)?;
-    }
-    let keep = |s: &Sample| {
-        q.from.is_none_or(|from| s.start as f64 >= from)
-            && q.to.is_none_or(|to| s.start as f64 <= to)
-    };
-    let mut all = counters
-        .get_many(std::slice::from_ref(&name), q.precision)
-        .await
-        .map_err(state.refused())?;
-    let series = all.pop().unwrap_or_default();
-    let mut precisions = serde_json::Map::new();
-    for s in series {
-        let samples: Vec<Sample> = s.samples.into_iter().filter(keep).collect();
-        precisions.insert(
-            s.precision.to_string(),
-            serde_json::to_value(samples).unwrap_or_default(),
-        );
-    }
-    Ok(axum::Json(serde_json::json!({
-        "name": name,
-        "samples_kept": counters.settings().samples,
-        "precisions": precisions,
-    })))
-}
-
-async fn delete(
-    State(state): State<AppState>,
-    PathParam(name): PathParam<String>,
-) -> Result<impl IntoResponse, ApiError> {
-    check::name("name", &name)?;
-    let deleted = state
-        .services()
-        .counters
-        .delete(&name)
-        .await
-        .map_err(state.refused())?;
-    if !deleted {
-        return Err(ApiError::not_found(format!("no counter named {name:?}")));
-    }
-    Ok(axum::Json(serde_json::json!({ "deleted": true })))
 }

@@ -87,7 +87,7 @@ async fn incr_one(
         at: body.at,
     };
     check_view("", &view)?;
-    let mut counted = count(&state, daily, keyed, std::slice::from_ref(&view)).await?;
+    let mut counted = count(daily, keyed, std::slice::from_ref(&view)).await?;
     Ok(axum::Json(counted.pop().expect("one answer per view")))
 }
 
@@ -105,14 +105,13 @@ async fn incr_many(
     let daily = daily(&state)?;
     let max = super::openapi::max_batch(state.settings(), MAX_BATCH);
     let views: Vec<View> = check::batch("views", body.views, max, check_view)?;
-    let counted = count(&state, daily, keyed, &views).await?;
+    let counted = count(daily, keyed, &views).await?;
     Ok(axum::Json(serde_json::json!({ "counted": counted })))
 }
 
 /// Counts `views`; with a key, at most once (a repeat after a crash
 /// answers the counts as they are).
 async fn count(
-    state: &AppState,
     daily: &DailyStats,
     keyed: Option<Extension<KeyedWrite>>,
     views: &[View],
@@ -121,7 +120,7 @@ async fn count(
         Some(Extension(KeyedWrite(key))) => daily.incr_many_once(&key, views).await.map(|r| r.1),
         None => daily.incr_many(views).await,
     }
-    .map_err(state.refused())
+    .map_err(ApiError::from)
 }
 
 #[derive(Debug, Deserialize)]
@@ -140,8 +139,8 @@ async fn summary(
     check::plain_name("entity", &entity)?;
     let n = q.days.unwrap_or(30);
     check::within("days", "invalid_input", n, 1, MAX_RETENTION_DAYS)?;
-    let days = daily.last(&entity, n).await.map_err(state.refused())?;
-    let total = daily.total(&entity).await.map_err(state.refused())?;
+    let days = daily.last(&entity, n).await?;
+    let total = daily.total(&entity).await?;
     let today = days.last().copied();
     Ok(axum::Json(serde_json::json!({
         "entity": entity,
@@ -158,7 +157,7 @@ async fn one_day(
     let daily = daily(&state)?;
     check::plain_name("entity", &entity)?;
     let day = Day::parse(&day).map_err(|e| ApiError::field("day", "invalid_input", e))?;
-    let count = daily.day(&entity, day).await.map_err(state.refused())?;
+    let count = daily.day(&entity, day).await?;
     Ok(axum::Json(
         serde_json::json!({ "day": day, "count": count }),
     ))

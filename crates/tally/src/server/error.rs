@@ -7,9 +7,15 @@
 //! field by field, see [`super::check`]), 401 for a missing or wrong token,
 //! 404, 405, 409 for a count that would overflow, 413 for a body too large,
 //! 415 for a missing JSON content type, 422 for a well-formed request that a
-//! rule the document states only in words refuses ([`ApiError::refused`]),
-//! 503 when the backend is unreachable or the server overloaded. Server
-//! faults (500) are logged with their detail and answered without it.
+//! rule the document states only in words refuses, 503 when the backend is
+//! unreachable or the server overloaded. Server faults (500) are logged
+//! with their detail and answered without it.
+//!
+//! A library error becomes an answer in one place, `From<Error>`: a handler
+//! checks a request's fields first, so a plain `?` on a library call answers
+//! what the library still refuses (422, 409 for an overflow) or its fault
+//! (503, 500). An answer for a fault of the backend carries [`BackendFault`]
+//! in its extensions, and [`super::metrics::observe`] counts it.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -26,7 +32,13 @@ pub struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
+    /// The backend's fault (counted by the metrics), not the request's.
+    fault: bool,
 }
+
+/// In a response's extensions: the answer to a fault of the backend.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BackendFault;
 
 impl ApiError {
     /// An answer with this status, code and message.
@@ -35,6 +47,7 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            fault: false,
         }
     }
 
@@ -49,20 +62,14 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, code, format!("{field}: {problem}"))
     }
 
-    /// The answer to a library error of a request whose fields the handler
-    /// already checked against the document: what the library still refuses
-    /// breaks a rule the document states only in words (422, code
-    /// `unprocessable`), except an overflow (409, code `overflow`); faults
-    /// map as in `From<Error>`.
-    pub fn refused(e: Error) -> Self {
-        if e.is_bad_input() && !matches!(e, Error::Overflow { .. }) {
-            return Self::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "unprocessable",
-                e.to_string(),
-            );
+    /// 400 for bad input a library validator found while the handler
+    /// checked the request against the document (a precision that is not
+    /// configured...), with the error's own code and message.
+    pub fn invalid(e: Error) -> Self {
+        if !e.is_bad_input() {
+            return e.into();
         }
-        e.into()
+        Self::new(StatusCode::BAD_REQUEST, e.code(), e.to_string())
     }
 
     /// 404 with code `not_found`.
@@ -91,24 +98,38 @@ impl ApiError {
 }
 
 impl From<Error> for ApiError {
+    /// The answer to a library error of a request whose fields the handler
+    /// already checked against the document: what the library still
+    /// refuses breaks a rule the document states only in words (422, code
+    /// `unprocessable`), except an overflow (409, code `overflow`: the
+    /// request is well formed, the stored count cannot take it); an
+    /// unreachable backend is 503, a full queue 503 `overloaded`, any
+    /// other fault 500 without detail.
     fn from(e: Error) -> Self {
         if let Error::Overflow { .. } = e {
-            // The request is well formed; the stored count cannot take it.
             return Self::new(StatusCode::CONFLICT, e.code(), e.to_string());
         }
         if e.is_bad_input() {
-            return Self::new(StatusCode::BAD_REQUEST, e.code(), e.to_string());
+            return Self::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "unprocessable",
+                e.to_string(),
+            );
         }
-        match e {
+        let answer = match e {
+            Error::Overloaded(_) => return Self::overloaded(e.to_string()),
             Error::Unavailable(_) | Error::NotReplicated { .. } => {
                 tracing::warn!(error = %e, "backend unavailable");
                 Self::new(StatusCode::SERVICE_UNAVAILABLE, e.code(), e.to_string())
             }
-            Error::Overloaded(_) => Self::overloaded(e.to_string()),
             other => {
                 tracing::error!(error = %other, "request failed");
                 Self::internal()
             }
+        };
+        ApiError {
+            fault: true,
+            ..answer
         }
     }
 }
@@ -172,6 +193,9 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if self.fault {
+            response.extensions_mut().insert(BackendFault);
         }
         response
     }

@@ -7,32 +7,25 @@
 //!   every precision (or one), and the current value;
 //! - `GET /v1/gauges?prefix=&cursor=&limit=`: names, in order;
 //! - `DELETE /v1/gauges/{name}`.
+//!
+//! Listing, deleting and the write modes are the shared routes of
+//! [`super::series`].
 
-use axum::Extension;
 use axum::Router;
 use axum::extract::State;
-use axum::response::IntoResponse;
-use axum::routing::get;
-use serde::{Deserialize, Serialize};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde::Deserialize;
 
 use super::check::{self, not_null, query_integer};
-use super::error::{JsonBody, PathParam, QueryParams};
-use super::idempotency::KeyedWrite;
-use super::{ApiError, AppState};
-use crate::gauges::{GaugeOp, Gauges};
+use super::error::{JsonBody, PathParam};
+use super::series::{self, Exact, Keys, ServedKind};
+use super::{ApiError, AppState, Services};
+use crate::error::Result;
+use crate::gauges::{GaugeOp, GaugeRules, Gauges};
 
 pub(crate) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/gauges", get(list))
-        .route("/gauges/{name}", get(read).post(write).delete(delete))
-}
-
-fn gauges(state: &AppState) -> Result<&Gauges, ApiError> {
-    state
-        .services()
-        .gauges
-        .as_ref()
-        .ok_or_else(|| ApiError::not_found("gauges are not enabled on this server"))
+    series::routes::<Gauges>().route("/gauges/{name}", post(write))
 }
 
 #[derive(Debug, Deserialize)]
@@ -48,10 +41,10 @@ struct WriteBody {
 async fn write(
     State(state): State<AppState>,
     PathParam(name): PathParam<String>,
-    keyed: Option<Extension<KeyedWrite>>,
+    keys: Keys,
     JsonBody(body): JsonBody<WriteBody>,
-) -> Result<impl IntoResponse, ApiError> {
-    let gauges = gauges(&state)?;
+) -> Result<Response, ApiError> {
+    series::service::<Gauges>(&state)?;
     check::name("name", &name)?;
     check::time("at", body.at)?;
     let op = match (body.value, body.delta) {
@@ -69,87 +62,46 @@ async fn write(
         Some(at) => op.at(at),
         None => op,
     };
-    let ops = std::slice::from_ref(&op);
-    match keyed {
-        // Applied once, even when a server died before recording the answer.
-        Some(Extension(KeyedWrite(key))) => gauges.apply_many_once(&key, ops).await.map(|_| ()),
-        None => gauges.apply_many(ops).await,
-    }
-    .map_err(state.refused())?;
-    Ok(axum::Json(serde_json::json!({ "written": 1 })))
+    series::write::<Gauges>(&state, keys, std::slice::from_ref(&op), 1).await
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ReadQuery {
+pub(crate) struct ReadQuery {
     #[serde(default, deserialize_with = "query_integer")]
     precision: Option<u64>,
 }
 
-async fn read(
-    State(state): State<AppState>,
-    PathParam(name): PathParam<String>,
-    QueryParams(q): QueryParams<ReadQuery>,
-) -> Result<impl IntoResponse, ApiError> {
-    let gauges = gauges(&state)?;
-    check::name("name", &name)?;
-    let all = match q.precision {
-        Some(p) => {
-            crate::counters::settings::check_precision_in(gauges.precisions(), p)?;
-            let slices = gauges.get(&name, p).await.map_err(state.refused())?;
-            vec![crate::gauges::GaugeSeries {
-                precision: p,
-                slices,
-            }]
-        }
-        None => gauges.get_all(&name).await.map_err(state.refused())?,
-    };
-    // The newest slice of the finest precision read that has one.
-    let current = all.iter().find_map(|s| s.slices.last()).map(|s| s.last);
-    let mut precisions = serde_json::Map::new();
-    for s in all {
-        precisions.insert(
-            s.precision.to_string(),
-            serde_json::to_value(s.slices).unwrap_or_default(),
-        );
+impl ServedKind for GaugeRules {
+    const PLURAL: &'static str = "gauges";
+    const FAMILY: &'static str = "gauges";
+    const NOUN: &'static str = "gauge";
+    type Writer = Exact;
+    type Query = ReadQuery;
+
+    fn of(services: &Services) -> Option<&Gauges> {
+        services.gauges.as_ref()
     }
-    Ok(axum::Json(serde_json::json!({
-        "name": name,
-        "current": current,
-        "precisions": precisions,
-    })))
-}
 
-#[derive(Debug, Serialize)]
-struct ListAnswer {
-    gauges: Vec<String>,
-    next: Option<String>,
-}
-
-async fn list(
-    State(state): State<AppState>,
-    QueryParams(q): QueryParams<check::ListQuery>,
-) -> Result<impl IntoResponse, ApiError> {
-    let gauges = gauges(&state)?;
-    let (prefix, cursor, limit) = q.checked(check::MAX_LIST)?;
-    let page = gauges
-        .search(prefix, cursor, limit)
-        .await
-        .map_err(state.refused())?;
-    Ok(axum::Json(ListAnswer {
-        gauges: page.names,
-        next: page.next,
-    }))
-}
-
-async fn delete(
-    State(state): State<AppState>,
-    PathParam(name): PathParam<String>,
-) -> Result<impl IntoResponse, ApiError> {
-    let gauges = gauges(&state)?;
-    check::name("name", &name)?;
-    if !gauges.delete(&name).await.map_err(state.refused())? {
-        return Err(ApiError::not_found(format!("no gauge named {name:?}")));
+    fn writer(_: &Services) -> Option<&Exact> {
+        None
     }
-    Ok(axum::Json(serde_json::json!({ "deleted": true })))
+
+    async fn read(
+        gauges: &Gauges,
+        _: &AppState,
+        name: String,
+        q: ReadQuery,
+    ) -> Result<Response, ApiError> {
+        check::precision(gauges.precisions(), q.precision)?;
+        let all = gauges.read(&name, q.precision).await?;
+        // The newest slice of the finest precision read that has one.
+        let current = all.iter().find_map(|s| s.slices.last()).map(|s| s.last);
+        Ok(axum::Json(serde_json::json!({
+            "name": name,
+            "current": current,
+            "precisions": series::by_precision(all.into_iter().map(|s| (s.precision, s.slices))),
+        }))
+        .into_response())
+    }
 }

@@ -167,10 +167,7 @@ pub(crate) async fn layer(State(state): State<AppState>, req: Request, next: Nex
     let ticket = match idempotency.claim(&key, &fingerprint).await {
         Ok(Claim::Claimed(ticket)) => ticket,
         Ok(other) => return unclaimed(other),
-        Err(e) => {
-            state.metrics().backend_error_if(&e);
-            return ApiError::from(e).into_response();
-        }
+        Err(e) => return ApiError::from(e).into_response(),
     };
     req.extensions_mut().insert(KeyedWrite(key));
     // The handler runs to its end even if the client goes or the request

@@ -153,8 +153,7 @@ async fn check(
     let decision = match keyed {
         Some(Extension(KeyedWrite(idem))) => limiter.check_keyed(&idem, &key, &limit, cost).await,
         None => limiter.check(&key, &limit, cost).await,
-    }
-    .map_err(state.refused())?;
+    }?;
     let now_ms = limiter.clock().now().as_millis();
     let mut response = axum::Json(&decision).into_response();
     crate::limits::middleware::add_headers(response.headers_mut(), &decision, now_ms);

@@ -85,8 +85,7 @@ async fn acquire(
     let answer = match keyed {
         Some(Extension(KeyedWrite(key))) => locks.acquire_keyed(&key, &name, ttl, wait).await,
         None => locks.acquire_waiting(&name, ttl, wait).await,
-    }
-    .map_err(state.refused())?;
+    }?;
     let status = match answer {
         Acquisition::Acquired(_) => StatusCode::OK,
         Acquisition::Held { .. } => StatusCode::CONFLICT,
@@ -111,8 +110,7 @@ async fn extend(
     check_lock(&name, body.ttl_ms)?;
     let extended = locks
         .extend(&name, &body.token, Duration::from_millis(body.ttl_ms))
-        .await
-        .map_err(state.refused())?;
+        .await?;
     let status = if extended {
         StatusCode::OK
     } else {
@@ -138,10 +136,7 @@ async fn release(
 ) -> Result<Response, ApiError> {
     let locks = locks(&state)?;
     check::name("name", &name)?;
-    let released = locks
-        .release(&name, &body.token)
-        .await
-        .map_err(state.refused())?;
+    let released = locks.release(&name, &body.token).await?;
     let status = if released {
         StatusCode::OK
     } else {

@@ -23,6 +23,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::AppState;
+use super::error::BackendFault;
 use super::udp::{self, SocketInfo};
 use crate::engine::CleanReport;
 use crate::error::{Error, Result};
@@ -246,7 +247,9 @@ impl ByReason {
     }
 }
 
-/// Middleware: counts every request by method, matched route and status.
+/// Middleware: counts every request by method, matched route and status,
+/// and every answer to a fault of the backend ([`super::error::BackendFault`]:
+/// library errors become answers in one place, which marks them).
 pub(crate) async fn observe(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = req.method().to_string();
@@ -256,6 +259,13 @@ pub(crate) async fn observe(State(state): State<AppState>, req: Request, next: N
         .map(|p| p.as_str().to_owned())
         .unwrap_or_else(|| "unmatched".to_owned());
     let response = next.run(req).await;
+    if response.extensions().get::<BackendFault>().is_some() {
+        state
+            .metrics()
+            .inner
+            .backend_errors
+            .fetch_add(1, Ordering::Relaxed);
+    }
     state.metrics().request(
         &method,
         &route,

@@ -33,6 +33,7 @@ mod limits;
 mod locks;
 pub mod metrics;
 pub mod openapi;
+mod series;
 mod sets;
 mod stats;
 pub mod statsd;
@@ -219,15 +220,6 @@ impl AppState {
     pub fn document(&self) -> &str {
         &self.inner.document
     }
-
-    /// Maps the error of a library call made after the handler checked the
-    /// request's fields ([`ApiError::refused`]), counting backend faults.
-    pub(crate) fn refused(&self) -> impl Fn(crate::Error) -> ApiError + '_ {
-        |e| {
-            self.metrics().backend_error_if(&e);
-            ApiError::refused(e)
-        }
-    }
 }
 
 /// The whole application: API, health, metrics, OpenAPI and dashboard.
@@ -330,12 +322,7 @@ async fn healthz() -> impl IntoResponse {
 }
 
 async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
-    state
-        .services()
-        .counters
-        .ping()
-        .await
-        .map_err(ApiError::from)?;
+    state.services().counters.ping().await?;
     Ok(axum::Json(serde_json::json!({ "status": "ready" })))
 }
 

@@ -10,31 +10,25 @@
 //!   of the range's union; 404 for a set with nothing kept;
 //! - `GET /v1/sets?prefix=&cursor=&limit=`: names, in order;
 //! - `DELETE /v1/sets/{name}`.
+//!
+//! Listing, deleting and the write modes are the shared routes of
+//! [`super::series`].
 
 use axum::Router;
-use axum::extract::{Extension, State};
-use axum::response::IntoResponse;
-use axum::routing::get;
-use serde::{Deserialize, Serialize};
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde::Deserialize;
 
 use super::check::{self, query_integer};
-use super::error::{JsonBody, PathParam, QueryParams};
-use super::idempotency::KeyedWrite;
-use super::{ApiError, AppState};
-use crate::sets::{MAX_MEMBER_BYTES, MAX_MEMBERS, SetAdd, Sets};
+use super::error::{JsonBody, PathParam};
+use super::series::{self, Exact, Keys, ServedKind};
+use super::{ApiError, AppState, Services};
+use crate::error::Result;
+use crate::sets::{MAX_MEMBER_BYTES, MAX_MEMBERS, SetAdd, SetRules, Sets};
 
 pub(crate) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/sets", get(list))
-        .route("/sets/{name}", get(read).post(write).delete(delete))
-}
-
-fn sets(state: &AppState) -> Result<&Sets, ApiError> {
-    state
-        .services()
-        .sets
-        .as_ref()
-        .ok_or_else(|| ApiError::not_found("sets are not enabled on this server"))
+    series::routes::<Sets>().route("/sets/{name}", post(write))
 }
 
 #[derive(Debug, Deserialize)]
@@ -46,11 +40,11 @@ struct WriteBody {
 
 async fn write(
     State(state): State<AppState>,
-    keyed: Option<Extension<KeyedWrite>>,
+    keys: Keys,
     PathParam(name): PathParam<String>,
     JsonBody(body): JsonBody<WriteBody>,
-) -> Result<impl IntoResponse, ApiError> {
-    let sets = sets(&state)?;
+) -> Result<Response, ApiError> {
+    series::service::<Sets>(&state)?;
     check::name("name", &name)?;
     check::time("at", body.at)?;
     check::items("members", body.members.len(), 1, MAX_MEMBERS)?;
@@ -69,18 +63,12 @@ async fn write(
     let n = body.members.len();
     let mut add = SetAdd::new(name, body.members);
     add.at = body.at;
-    let adds = std::slice::from_ref(&add);
-    match keyed {
-        Some(Extension(KeyedWrite(key))) => sets.add_many_once(&key, adds).await.map(|_| ()),
-        None => sets.add_many(adds).await,
-    }
-    .map_err(state.refused())?;
-    Ok(axum::Json(serde_json::json!({ "written": n })))
+    series::write::<Sets>(&state, keys, std::slice::from_ref(&add), n).await
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ReadQuery {
+pub(crate) struct ReadQuery {
     #[serde(default, deserialize_with = "query_integer")]
     precision: Option<u64>,
     #[serde(default, deserialize_with = "query_integer")]
@@ -89,76 +77,51 @@ struct ReadQuery {
     to: Option<u64>,
 }
 
-async fn read(
-    State(state): State<AppState>,
-    PathParam(name): PathParam<String>,
-    QueryParams(q): QueryParams<ReadQuery>,
-) -> Result<impl IntoResponse, ApiError> {
-    let sets = sets(&state)?;
-    check::name("name", &name)?;
-    if let Some(p) = q.precision {
-        crate::counters::settings::check_precision_in(sets.precisions(), p)?;
+impl ServedKind for SetRules {
+    const PLURAL: &'static str = "sets";
+    const FAMILY: &'static str = "sets";
+    const NOUN: &'static str = "set";
+    type Writer = Exact;
+    type Query = ReadQuery;
+
+    fn of(services: &Services) -> Option<&Sets> {
+        services.sets.as_ref()
     }
-    // By default, everything stored: from 1970 to the latest time a write
-    // may carry (read at the coarsest precision).
-    let from = q.from.unwrap_or(0);
-    let to = q.to.unwrap_or(crate::clock::Timestamp::MAX_SECS as u64);
-    for (field, t) in [("from", from), ("to", to)] {
-        check::time(field, Some(t as f64))?;
+
+    fn writer(_: &Services) -> Option<&Exact> {
+        None
     }
-    check::range_order("to", from as f64, to as f64)?;
-    let view = sets.view(&name, from, to).await.map_err(state.refused())?;
-    if view.series.iter().all(|s| s.slices.is_empty()) && view.union.count == 0 {
-        return Err(ApiError::not_found(format!(
-            "set {name:?} holds nothing in [{from}, {to}]"
-        )));
-    }
-    let mut precisions = serde_json::Map::new();
-    for s in view.series {
-        if q.precision.is_none_or(|p| p == s.precision) {
-            precisions.insert(
-                s.precision.to_string(),
-                serde_json::to_value(s.slices).unwrap_or_default(),
-            );
+
+    async fn read(
+        sets: &Sets,
+        _: &AppState,
+        name: String,
+        q: ReadQuery,
+    ) -> Result<Response, ApiError> {
+        check::precision(sets.precisions(), q.precision)?;
+        // By default, everything stored: from 1970 to the latest time a
+        // write may carry (read at the coarsest precision).
+        let from = q.from.unwrap_or(0);
+        let to = q.to.unwrap_or(crate::clock::Timestamp::MAX_SECS as u64);
+        for (field, t) in [("from", from), ("to", to)] {
+            check::time(field, Some(t as f64))?;
         }
+        check::range_order("to", from as f64, to as f64)?;
+        let view = sets.view(&name, from, to).await?;
+        if view.series.iter().all(|s| s.slices.is_empty()) && view.union.count == 0 {
+            return Err(ApiError::not_found(format!(
+                "set {name:?} holds nothing in [{from}, {to}]"
+            )));
+        }
+        let read = view
+            .series
+            .into_iter()
+            .filter(|s| q.precision.is_none_or(|p| p == s.precision));
+        Ok(axum::Json(serde_json::json!({
+            "name": name,
+            "precisions": series::by_precision(read.map(|s| (s.precision, s.slices))),
+            "union": view.union,
+        }))
+        .into_response())
     }
-    Ok(axum::Json(serde_json::json!({
-        "name": name,
-        "precisions": precisions,
-        "union": view.union,
-    })))
-}
-
-#[derive(Debug, Serialize)]
-struct ListAnswer {
-    sets: Vec<String>,
-    next: Option<String>,
-}
-
-async fn list(
-    State(state): State<AppState>,
-    QueryParams(q): QueryParams<check::ListQuery>,
-) -> Result<impl IntoResponse, ApiError> {
-    let sets = sets(&state)?;
-    let (prefix, cursor, limit) = q.checked(check::MAX_LIST)?;
-    let page = sets
-        .search(prefix, cursor, limit)
-        .await
-        .map_err(state.refused())?;
-    Ok(axum::Json(ListAnswer {
-        sets: page.names,
-        next: page.next,
-    }))
-}
-
-async fn delete(
-    State(state): State<AppState>,
-    PathParam(name): PathParam<String>,
-) -> Result<impl IntoResponse, ApiError> {
-    let sets = sets(&state)?;
-    check::name("name", &name)?;
-    if !sets.delete(&name).await.map_err(state.refused())? {
-        return Err(ApiError::not_found(format!("no set named {name:?}")));
-    }
-    Ok(axum::Json(serde_json::json!({ "deleted": true })))
 }

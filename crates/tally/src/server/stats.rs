@@ -25,40 +25,29 @@
 //! summaries of several stats (the library's [`crate::Stats::summary`]).
 
 use axum::Router;
-use axum::extract::{Extension, State};
-use axum::http::StatusCode;
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 
 use super::check::{self, not_null, query_integer};
 use super::error::{JsonBody, PathParam, QueryParams};
-use super::idempotency::{AggregatedKey, KeyedWrite, replay, unclaimed};
-use super::{ApiError, AppState};
-use crate::idempotency::{Answer, Claim};
+use super::series::{self, Keys, ServedKind};
+use super::{ApiError, AppState, Services};
+use crate::error::Result;
 use crate::stats::{
     DEFAULT_QUANTILES, Figure, MAX_BATCH, MAX_QUANTILES, Observation, RangeSummary, Ranked,
-    SliceSummary, Stats,
+    StatRules, Stats, StatsWriter,
 };
 
 /// The most stats one `GET /v1/stats/top` returns.
 const MAX_TOP: usize = 1000;
 
 pub(crate) fn routes() -> Router<AppState> {
-    Router::new()
+    series::routes::<Stats>()
         .route("/record", post(record_batch))
-        .route("/stats", get(list))
         .route("/stats/top", get(top))
-        .route("/stats/{name}", get(read).delete(delete))
         .route("/stats/{name}/record", post(record_one))
-}
-
-fn stats(state: &AppState) -> Result<&Stats, ApiError> {
-    state
-        .services()
-        .stats
-        .as_ref()
-        .ok_or_else(|| ApiError::not_found("statistics are not enabled on this server"))
 }
 
 /// The body of `POST /v1/stats/{name}/record`: one value or several.
@@ -115,12 +104,11 @@ fn check_observation(prefix: &str, o: &Observation) -> Result<(), ApiError> {
 
 async fn record_one(
     State(state): State<AppState>,
-    keyed: Option<Extension<KeyedWrite>>,
-    aggregated: Option<Extension<AggregatedKey>>,
+    keys: Keys,
     PathParam(name): PathParam<String>,
     JsonBody(body): JsonBody<RecordBody>,
 ) -> Result<Response, ApiError> {
-    stats(&state)?;
+    series::service::<Stats>(&state)?;
     let max = super::openapi::max_batch(state.settings(), MAX_BATCH);
     let values = match (body.value, body.values) {
         (Some(v), None) => vec![v],
@@ -151,104 +139,72 @@ async fn record_one(
         };
         check_observation(&prefix, o)?;
     }
-    write(&state, keyed, aggregated, &observations).await
+    let n = observations.len();
+    series::write::<Stats>(&state, keys, &observations, n).await
 }
 
 async fn record_batch(
     State(state): State<AppState>,
-    keyed: Option<Extension<KeyedWrite>>,
-    aggregated: Option<Extension<AggregatedKey>>,
+    keys: Keys,
     JsonBody(body): JsonBody<BatchBody>,
 ) -> Result<Response, ApiError> {
-    stats(&state)?;
-    let max = super::openapi::max_batch(state.settings(), MAX_BATCH);
-    let observations: Vec<Observation> =
-        check::batch("observations", body.observations, max, check_observation)?;
-    write(&state, keyed, aggregated, &observations).await
+    let batch = ("observations", body.observations, MAX_BATCH);
+    series::write_batch::<Stats, _>(&state, keys, batch, check_observation).await
 }
 
-/// Writes (or hands to the aggregating writer) all of `observations`, or
-/// none; with a key, at most once per key.
-async fn write(
-    state: &AppState,
-    keyed: Option<Extension<KeyedWrite>>,
-    aggregated: Option<Extension<AggregatedKey>>,
-    observations: &[Observation],
-) -> Result<Response, ApiError> {
-    let n = observations.len();
-    let services = state.services();
-    let stats = stats(state)?;
-    let writer = services
-        .stats_writer
-        .as_ref()
-        .filter(|_| services.aggregates_observations());
-    match (writer, aggregated) {
-        (Some(writer), Some(Extension(k))) => {
-            let answer = Answer::json(202, &serde_json::json!({ "accepted": n }));
-            let claim = writer
-                .record_many_claimed(
-                    &k.idempotency,
-                    &k.key,
-                    &k.fingerprint,
-                    observations,
-                    &answer,
-                )
-                .await
-                .map_err(state.refused())?;
-            match claim {
-                Claim::Claimed(_) => Ok(replay(&answer, false)),
-                other => Ok(unclaimed(other)),
-            }
-        }
-        (Some(writer), None) => {
-            writer
-                .record_many(observations)
-                .await
-                .map_err(state.refused())?;
-            Ok((
-                StatusCode::ACCEPTED,
-                axum::Json(serde_json::json!({ "accepted": n })),
-            )
-                .into_response())
-        }
-        (None, _) => {
-            match keyed {
-                Some(Extension(KeyedWrite(key))) => {
-                    stats.record_many_once(&key, observations).await.map(|_| ())
-                }
-                None => stats.record_many(observations).await,
-            }
-            .map_err(state.refused())?;
-            Ok((
-                StatusCode::OK,
-                axum::Json(serde_json::json!({ "written": n })),
-            )
-                .into_response())
-        }
+impl ServedKind for StatRules {
+    const PLURAL: &'static str = "stats";
+    const FAMILY: &'static str = "statistics";
+    const NOUN: &'static str = "statistic";
+    type Writer = StatsWriter;
+    type Query = ReadQuery;
+
+    fn of(services: &Services) -> Option<&Stats> {
+        services.stats.as_ref()
     }
-}
 
-/// One page of stat names.
-#[derive(Debug, Serialize)]
-struct ListAnswer {
-    stats: Vec<String>,
-    next: Option<String>,
-}
+    fn writer(services: &Services) -> Option<&StatsWriter> {
+        services
+            .stats_writer
+            .as_ref()
+            .filter(|_| services.aggregates_observations())
+    }
 
-async fn list(
-    State(state): State<AppState>,
-    QueryParams(q): QueryParams<check::ListQuery>,
-) -> Result<impl IntoResponse, ApiError> {
-    let stats = stats(&state)?;
-    let (prefix, cursor, limit) = q.checked(check::MAX_LIST)?;
-    let page = stats
-        .search(prefix, cursor, limit)
-        .await
-        .map_err(state.refused())?;
-    Ok(axum::Json(ListAnswer {
-        stats: page.names,
-        next: page.next,
-    }))
+    async fn read(
+        stats: &Stats,
+        state: &AppState,
+        name: String,
+        q: ReadQuery,
+    ) -> Result<Response, ApiError> {
+        check::time("from", q.from)?;
+        check::time("to", q.to)?;
+        let qs = quantiles(q.quantiles.as_deref())?;
+        check::precision(&stats.settings().precisions, q.precision)?;
+        // The range is checked before the read: a reversed one is refused
+        // whether or not the statistic exists.
+        let range = if q.from.is_some() || q.to.is_some() {
+            Some(range(state, q.from, q.to)?)
+        } else {
+            None
+        };
+        let slices = series::slices(q.from, q.to);
+        let Some(read) = stats.read(&name, q.precision, slices, &qs).await? else {
+            // Nothing kept at any precision: never recorded, deleted, or
+            // all of it past retention.
+            return Err(ApiError::not_found(format!("no statistic named {name:?}")));
+        };
+        let summary = match range {
+            Some((from, to)) => Some(stats.summary(&[name.as_str()], from, to, &qs).await?),
+            None => None,
+        };
+        Ok(axum::Json(ReadAnswer {
+            samples_kept: stats.settings().samples,
+            precisions: series::by_precision(read.into_iter().map(|s| (s.precision, s.slices))),
+            name,
+            summary,
+        })
+        .into_response())
+    }
 }
 
 /// `quantiles=0.5,0.99`: 1 to [`MAX_QUANTILES`] numbers in `(0, 1]`;
@@ -275,7 +231,7 @@ fn quantiles(list: Option<&str>) -> Result<Vec<f64>, ApiError> {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ReadQuery {
+pub(crate) struct ReadQuery {
     #[serde(default, deserialize_with = "query_integer")]
     precision: Option<u64>,
     from: Option<f64>,
@@ -300,76 +256,11 @@ struct ReadAnswer {
 fn range(state: &AppState, from: Option<f64>, to: Option<f64>) -> Result<(u64, u64), ApiError> {
     check::time("from", from)?;
     check::time("to", to)?;
-    let now = stats(state)?.clock().now().as_secs_f64();
+    let now = series::service::<Stats>(state)?.clock().now().as_secs_f64();
     let to = to.unwrap_or(now);
     let from = from.unwrap_or((to - 3600.0).max(0.0));
     check::range_order("to", from, to)?;
     Ok((from.floor() as u64, to.floor() as u64))
-}
-
-async fn read(
-    State(state): State<AppState>,
-    PathParam(name): PathParam<String>,
-    QueryParams(q): QueryParams<ReadQuery>,
-) -> Result<impl IntoResponse, ApiError> {
-    let stats = stats(&state)?;
-    check::name("name", &name)?;
-    check::time("from", q.from)?;
-    check::time("to", q.to)?;
-    let qs = quantiles(q.quantiles.as_deref())?;
-    if let Some(p) = q.precision {
-        stats.settings().check_precision(p)?;
-    }
-    // The range is checked before the read: a reversed one is refused
-    // whether or not the statistic exists.
-    let range = if q.from.is_some() || q.to.is_some() {
-        Some(range(&state, q.from, q.to)?)
-    } else {
-        None
-    };
-    let series: Vec<(u64, Vec<SliceSummary>)> = match q.precision {
-        Some(p) => vec![(p, stats.get(&name, p, &qs).await.map_err(state.refused())?)],
-        None => stats
-            .get_all(&name, &qs)
-            .await
-            .map_err(state.refused())?
-            .into_iter()
-            .map(|s| (s.precision, s.slices))
-            .collect(),
-    };
-    if series.iter().all(|(_, slices)| slices.is_empty()) {
-        // Nothing kept at any precision: never recorded, deleted, or all
-        // of it past retention.
-        return Err(ApiError::not_found(format!("no statistic named {name:?}")));
-    }
-    let keep = |s: &SliceSummary| {
-        q.from.is_none_or(|from| s.start as f64 >= from)
-            && q.to.is_none_or(|to| s.start as f64 <= to)
-    };
-    let mut precisions = serde_json::Map::new();
-    for (precision, slices) in series {
-        let slices: Vec<SliceSummary> = slices.into_iter().filter(keep).collect();
-        precisions.insert(
-            precision.to_string(),
-            serde_json::to_value(slices).unwrap_or_default(),
-        );
-    }
-    let summary = if let Some((from, to)) = range {
-        Some(
-            stats
-                .summary(&[name.as_str()], from, to, &qs)
-                .await
-                .map_err(state.refused())?,
-        )
-    } else {
-        None
-    };
-    Ok(axum::Json(ReadAnswer {
-        name,
-        samples_kept: stats.settings().samples,
-        precisions,
-        summary,
-    }))
 }
 
 #[derive(Debug, Deserialize)]
@@ -399,7 +290,7 @@ async fn top(
     State(state): State<AppState>,
     QueryParams(q): QueryParams<TopQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let stats = stats(&state)?;
+    let stats = series::service::<Stats>(&state)?;
     let by = q.by.as_deref().unwrap_or("mean");
     if !BY.contains(&by) {
         return Err(ApiError::field(
@@ -411,33 +302,17 @@ async fn top(
             ),
         ));
     }
-    let figure: Figure = by.parse()?;
+    let figure: Figure = by.parse().map_err(ApiError::invalid)?;
     let limit = q.limit.unwrap_or(10);
     check::within("limit", "invalid_input", limit, 1, MAX_TOP)?;
     let prefix = q.prefix.as_deref().unwrap_or("");
     check::prefix("prefix", prefix)?;
     let (from, to) = range(&state, q.from, q.to)?;
-    let ranked = stats
-        .top(figure, prefix, from, to, limit)
-        .await
-        .map_err(state.refused())?;
+    let ranked = stats.top(figure, prefix, from, to, limit).await?;
     Ok(axum::Json(TopAnswer {
         by: by.to_owned(),
         from,
         to,
         stats: ranked,
     }))
-}
-
-async fn delete(
-    State(state): State<AppState>,
-    PathParam(name): PathParam<String>,
-) -> Result<impl IntoResponse, ApiError> {
-    let stats = stats(&state)?;
-    check::name("name", &name)?;
-    let deleted = stats.delete(&name).await.map_err(state.refused())?;
-    if !deleted {
-        return Err(ApiError::not_found(format!("no statistic named {name:?}")));
-    }
-    Ok(axum::Json(serde_json::json!({ "deleted": true })))
 }

@@ -26,7 +26,7 @@ use super::check::{self, optional_integer, query_integer};
 use super::error::{JsonBody, PathParam, QueryParams};
 use super::idempotency::KeyedWrite;
 use super::{ApiError, AppState};
-use crate::tsdb::{MAX_BATCH, MAX_COUNT, MAX_KEYS, MAX_VALUES, TsIncrement, Tsdb, topn};
+use crate::tsdb::{MAX_BATCH, MAX_COUNT, MAX_KEYS, MAX_VALUES, TsIncrement, TsQuery, Tsdb, topn};
 
 /// The most items a `top` read answers.
 const MAX_TOP: usize = 10_000;
@@ -98,7 +98,7 @@ async fn incr_many(
     let max = super::openapi::max_batch(state.settings(), MAX_BATCH);
     let increments: Vec<TsIncrement> =
         check::batch("increments", body.increments, max, check_increment)?;
-    incr(&state, ts, keyed, &increments).await?;
+    incr(ts, keyed, &increments).await?;
     Ok(axum::Json(
         serde_json::json!({ "written": increments.len() }),
     ))
@@ -128,14 +128,13 @@ async fn incr_one(
         at: body.at,
     };
     check_increment("", &inc)?;
-    incr(&state, ts, keyed, std::slice::from_ref(&inc)).await?;
+    incr(ts, keyed, std::slice::from_ref(&inc)).await?;
     Ok(axum::Json(serde_json::json!({ "written": 1 })))
 }
 
 /// Adds `increments`; with a key, at most once (even when a server died
 /// before recording the answer).
 async fn incr(
-    state: &AppState,
     ts: &Tsdb,
     keyed: Option<Extension<KeyedWrite>>,
     increments: &[TsIncrement],
@@ -143,8 +142,8 @@ async fn incr(
     match keyed {
         Some(Extension(KeyedWrite(key))) => ts.incr_multi_once(&key, increments).await.map(|_| ()),
         None => ts.incr_multi(increments).await,
-    }
-    .map_err(state.refused())
+    }?;
+    Ok(())
 }
 
 #[derive(Debug, Deserialize)]
@@ -169,9 +168,7 @@ async fn record_distinct(
         check::name(&format!("values[{i}]"), v)?;
     }
     check::time("at", body.at)?;
-    ts.record(&model, &body.key, &body.values, body.at)
-        .await
-        .map_err(state.refused())?;
+    ts.record(&model, &body.key, &body.values, body.at).await?;
     Ok(axum::Json(
         serde_json::json!({ "recorded": body.values.len() }),
     ))
@@ -216,8 +213,7 @@ async fn record_frequent(
             ts.record_frequency(&model, &body.key, &items, body.at)
                 .await
         }
-    }
-    .map_err(state.refused())?;
+    }?;
     Ok(axum::Json(serde_json::json!({ "recorded": items.len() })))
 }
 
@@ -237,9 +233,7 @@ async fn merge(
     check::plain_name("model", &model)?;
     check::plain_name("into", &body.into)?;
     check::plain_name("from", &body.from)?;
-    ts.merge(&model, &body.into, &body.from)
-        .await
-        .map_err(state.refused())?;
+    ts.merge(&model, &body.into, &body.from).await?;
     Ok(axum::Json(serde_json::json!({ "merged": true })))
 }
 
@@ -260,9 +254,7 @@ async fn delete(
     for (i, k) in body.keys.iter().enumerate() {
         check::plain_name(&format!("keys[{i}]"), k)?;
     }
-    ts.delete(&model, &body.keys)
-        .await
-        .map_err(state.refused())?;
+    ts.delete(&model, &body.keys).await?;
     Ok(axum::Json(
         serde_json::json!({ "deleted": body.keys.len() }),
     ))
@@ -279,24 +271,15 @@ struct Span {
     rollup: Option<u64>,
 }
 
-/// A checked read: the model, the keys and the span.
-struct Read {
-    model: String,
-    keys: Vec<String>,
-    start: f64,
-    end: f64,
-    rollup: Option<u64>,
-}
-
 impl Span {
     /// Checks the model, `keys` and the span; `(start, end)` defaults to the
     /// hour before now (never before the epoch).
-    fn read<'a>(
+    fn query<'a>(
         &self,
         state: &'a AppState,
         model: String,
         keys: Vec<String>,
-    ) -> Result<(&'a Tsdb, Read), ApiError> {
+    ) -> Result<(&'a Tsdb, TsQuery), ApiError> {
         let ts = tsdb(state)?;
         check::plain_name("model", &model)?;
         check::time("start", self.start)?;
@@ -323,14 +306,10 @@ impl Span {
         let end = self.end.unwrap_or(now);
         let start = self.start.unwrap_or((end - 3600.0).max(0.0));
         check::range_order("end", start, end)?;
-        let read = Read {
-            model,
-            keys,
-            start,
-            end,
-            rollup: self.rollup,
-        };
-        Ok((ts, read))
+        Ok((
+            ts,
+            TsQuery::new(model, keys, start, end).rollup(self.rollup),
+        ))
     }
 }
 
@@ -354,22 +333,25 @@ struct RangeQuery {
     rollup: Option<u64>,
 }
 
+impl RangeQuery {
+    /// The checked read of `model`.
+    fn query(self, state: &AppState, model: String) -> Result<(&Tsdb, TsQuery), ApiError> {
+        let span = Span {
+            start: self.start,
+            end: self.end,
+            rollup: self.rollup,
+        };
+        span.query(state, model, listed_keys(&self.keys)?)
+    }
+}
+
 async fn range(
     State(state): State<AppState>,
     PathParam(model): PathParam<String>,
     QueryParams(q): QueryParams<RangeQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let (ts, r) = Span {
-        start: q.start,
-        end: q.end,
-        rollup: q.rollup,
-    }
-    .read(&state, model, listed_keys(&q.keys)?)?;
-    let series = ts
-        .get_range(&r.model, &r.keys, r.start, r.end, r.rollup)
-        .await
-        .map_err(state.refused())?;
-    Ok(axum::Json(series))
+    let (ts, query) = q.query(&state, model)?;
+    Ok(axum::Json(ts.get_range(&query).await?))
 }
 
 async fn sums(
@@ -377,17 +359,8 @@ async fn sums(
     PathParam(model): PathParam<String>,
     QueryParams(q): QueryParams<RangeQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let (ts, r) = Span {
-        start: q.start,
-        end: q.end,
-        rollup: q.rollup,
-    }
-    .read(&state, model, listed_keys(&q.keys)?)?;
-    let totals = ts
-        .get_sums(&r.model, &r.keys, r.start, r.end, r.rollup)
-        .await
-        .map_err(state.refused())?;
-    Ok(axum::Json(totals))
+    let (ts, query) = q.query(&state, model)?;
+    Ok(axum::Json(ts.get_sums(&query).await?))
 }
 
 /// What a distinct read answers.
@@ -420,32 +393,16 @@ async fn distinct(
     PathParam(model): PathParam<String>,
     QueryParams(q): QueryParams<DistinctQuery>,
 ) -> Result<axum::response::Response, ApiError> {
-    let (ts, r) = Span {
+    let span = Span {
         start: q.start,
         end: q.end,
         rollup: q.rollup,
-    }
-    .read(&state, model, listed_keys(&q.keys)?)?;
-    let (model, keys) = (&r.model, &r.keys);
+    };
+    let (ts, query) = span.query(&state, model, listed_keys(&q.keys)?)?;
     Ok(match q.view {
-        View::Series => axum::Json(
-            ts.get_distinct_series(model, keys, r.start, r.end, r.rollup)
-                .await
-                .map_err(state.refused())?,
-        )
-        .into_response(),
-        View::Totals => axum::Json(
-            ts.get_distinct_totals(model, keys, r.start, r.end, r.rollup)
-                .await
-                .map_err(state.refused())?,
-        )
-        .into_response(),
-        View::Union => axum::Json(
-            ts.get_distinct_union(model, keys, r.start, r.end, r.rollup)
-                .await
-                .map_err(state.refused())?,
-        )
-        .into_response(),
+        View::Series => axum::Json(ts.get_distinct_series(&query).await?).into_response(),
+        View::Totals => axum::Json(ts.get_distinct_totals(&query).await?).into_response(),
+        View::Union => axum::Json(ts.get_distinct_union(&query).await?).into_response(),
     })
 }
 
@@ -469,15 +426,11 @@ async fn top(
     check::plain_name("key", &q.key)?;
     let n = q.n.unwrap_or(10);
     check::within("n", "invalid_input", n, 1, MAX_TOP)?;
-    let (ts, r) = Span {
+    let span = Span {
         start: q.start,
         end: q.end,
         rollup: q.rollup,
-    }
-    .read(&state, model, vec![q.key])?;
-    let items = ts
-        .get_top(&r.model, &r.keys[0], r.start, r.end, n, r.rollup)
-        .await
-        .map_err(state.refused())?;
-    Ok(axum::Json(items))
+    };
+    let (ts, query) = span.query(&state, model, vec![q.key])?;
+    Ok(axum::Json(ts.get_top(&query, n).await?))
 }

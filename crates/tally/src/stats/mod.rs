@@ -270,6 +270,36 @@ impl SeriesService<StatRules> {
         self.read_all(name, &precisions, qs).await
     }
 
+    /// One statistic's slices starting in `slices` at one precision (or
+    /// every one when `None`, finest first), each with the quantiles `qs`
+    /// (none where the precision keeps no sketch), in one round trip;
+    /// `None` when it keeps nothing at all at the precisions read (never
+    /// recorded, deleted, or all of it past retention), whatever `slices`.
+    pub async fn read(
+        &self,
+        name: &str,
+        precision: Option<u64>,
+        slices: SliceSel,
+        qs: &[f64],
+    ) -> Result<Option<Vec<StatSeries>>> {
+        let precisions = match precision {
+            Some(p) => {
+                self.rules().settings.check_precision(p)?;
+                vec![p]
+            }
+            None => self.rules().settings.precisions.clone(),
+        };
+        check_quantiles(qs)?;
+        let read = self.read_series(name, &precisions).await?;
+        if read.iter().all(|(_, kept)| kept.is_empty()) {
+            return Ok(None);
+        }
+        read.into_iter()
+            .map(|(precision, kept)| self.series(precision, &kept, slices, qs))
+            .collect::<Result<_>>()
+            .map(Some)
+    }
+
     async fn read_all(
         &self,
         name: &str,
@@ -280,25 +310,35 @@ impl SeriesService<StatRules> {
         self.read_series(name, precisions)
             .await?
             .into_iter()
-            .map(|(precision, slices)| {
-                let sketch = self.rules().settings.keeps_sketch(precision);
-                let qs = if sketch { qs } else { &[] };
-                let slices = slices
-                    .iter()
-                    .map(|(start, v)| {
-                        Ok(SliceSummary {
-                            start: *start,
-                            summary: Summary::of(stats_of(v)?, qs)?,
-                        })
-                    })
-                    .collect::<Result<_>>()?;
-                Ok(StatSeries {
-                    precision,
-                    sketch,
-                    slices,
+            .map(|(precision, kept)| self.series(precision, &kept, SliceSel::All, qs))
+            .collect()
+    }
+
+    /// The summaries of the slices of `kept` starting in `slices`.
+    fn series(
+        &self,
+        precision: u64,
+        kept: &[(u64, Value)],
+        slices: SliceSel,
+        qs: &[f64],
+    ) -> Result<StatSeries> {
+        let sketch = self.rules().settings.keeps_sketch(precision);
+        let qs = if sketch { qs } else { &[] };
+        let slices = kept
+            .iter()
+            .filter(|(start, _)| slices.contains(*start))
+            .map(|(start, v)| {
+                Ok(SliceSummary {
+                    start: *start,
+                    summary: Summary::of(stats_of(v)?, qs)?,
                 })
             })
-            .collect()
+            .collect::<Result<_>>()?;
+        Ok(StatSeries {
+            precision,
+            sketch,
+            slices,
+        })
     }
 
     /// The summary of the range `[from, to]` (Unix seconds) of one stat or

@@ -127,6 +127,57 @@ impl TsIncrement {
     }
 }
 
+/// What a time-series read asks for: keys of a model over the range
+/// `[start, end]` (Unix seconds, inclusive), at a rollup (by default the
+/// finest whose retention, counted back from now, reaches `start`:
+/// [`rollup::optimal`]).
+///
+/// ```
+/// use tally::tsdb::TsQuery;
+///
+/// let q = TsQuery::new("project", [42, 43], 1_700_000_000.0, 1_700_003_600.0).rollup(Some(10));
+/// assert_eq!((q.keys[1].as_str(), q.rollup), ("43", Some(10)));
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TsQuery {
+    /// The model (e.g. `group`).
+    pub model: String,
+    /// The keys, 1 to [`MAX_KEYS`] (an integer key is its decimal text).
+    pub keys: Vec<String>,
+    /// The range's start, Unix seconds.
+    pub start: f64,
+    /// The range's end, Unix seconds (inclusive).
+    pub end: f64,
+    /// The rollup to read, seconds; `None`: the default.
+    #[serde(default)]
+    pub rollup: Option<u64>,
+}
+
+impl TsQuery {
+    /// `keys` of `model` over `[start, end]`, at the default rollup.
+    pub fn new(
+        model: impl Into<String>,
+        keys: impl IntoIterator<Item = impl ToString>,
+        start: f64,
+        end: f64,
+    ) -> Self {
+        TsQuery {
+            model: model.into(),
+            keys: keys.into_iter().map(|k| k.to_string()).collect(),
+            start,
+            end,
+            rollup: None,
+        }
+    }
+
+    /// The same at the rollup of `seconds` (`None`: the default).
+    pub fn rollup(mut self, seconds: Option<u64>) -> Self {
+        self.rollup = seconds;
+        self
+    }
+}
+
 /// One key's series over a range.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeySeries {
@@ -187,6 +238,8 @@ fn plain(kind: &str, text: &str) -> Result<Name> {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> tally::Result<()> {
+/// use tally::tsdb::TsQuery;
+///
 /// let tally = tally::Tally::open("sqlite::memory:").await?;
 /// let ts = tally.tsdb();
 /// let now = tally.clock().now().as_secs_f64();
@@ -195,10 +248,10 @@ fn plain(kind: &str, text: &str) -> Result<Name> {
 /// let users = ["alice", "bob", "alice"].map(String::from);
 /// ts.record("project.users", 42, &users, None).await?; // distinct values
 ///
-/// let keys = ["42".to_owned()];
-/// let events = ts.get_sums("project", &keys, now - 3600.0, now + 60.0, None).await?;
+/// let hour = |model| TsQuery::new(model, [42], now - 3600.0, now + 60.0);
+/// let events = ts.get_sums(&hour("project")).await?;
 /// assert_eq!(events.totals[0].total, 5);
-/// let distinct = ts.get_distinct_totals("project.users", &keys, now - 3600.0, now + 60.0, None).await?;
+/// let distinct = ts.get_distinct_totals(&hour("project.users")).await?;
 /// assert_eq!(distinct.totals[0].total, 2);
 /// # Ok(())
 /// # }
@@ -422,18 +475,10 @@ impl Tsdb {
         Ok(adds)
     }
 
-    /// Per key, (bucket start, count) for every bucket from `start` to `end`
-    /// (inclusive), missing buckets as 0; `rollup` defaults to the finest
-    /// whose retention, counted back from now, reaches `start`.
-    pub async fn get_range(
-        &self,
-        model: &str,
-        keys: &[String],
-        start: f64,
-        end: f64,
-        rollup: Option<u64>,
-    ) -> Result<RangeSeries> {
-        let w = self.window(model, keys, start, end, rollup)?;
+    /// Per key, (bucket start, count) for every bucket of the query's range,
+    /// missing buckets as 0.
+    pub async fn get_range(&self, q: &TsQuery) -> Result<RangeSeries> {
+        let w = self.window(q)?;
         let counts = self.store.read(Kind::Sum, &w).await?;
         let counts = counts
             .into_iter()
@@ -443,15 +488,8 @@ impl Tsdb {
     }
 
     /// Per key, the sum of [`Tsdb::get_range`]'s series.
-    pub async fn get_sums(
-        &self,
-        model: &str,
-        keys: &[String],
-        start: f64,
-        end: f64,
-        rollup: Option<u64>,
-    ) -> Result<RangeTotals> {
-        let range = self.get_range(model, keys, start, end, rollup).await?;
+    pub async fn get_sums(&self, q: &TsQuery) -> Result<RangeTotals> {
+        let range = self.get_range(q).await?;
         Ok(RangeTotals {
             rollup: range.rollup,
             totals: range
@@ -466,15 +504,8 @@ impl Tsdb {
     }
 
     /// Per key, the estimated distinct values in each bucket of the range.
-    pub async fn get_distinct_series(
-        &self,
-        model: &str,
-        keys: &[String],
-        start: f64,
-        end: f64,
-        rollup: Option<u64>,
-    ) -> Result<RangeSeries> {
-        let w = self.window(model, keys, start, end, rollup)?;
+    pub async fn get_distinct_series(&self, q: &TsQuery) -> Result<RangeSeries> {
+        let w = self.window(q)?;
         let counts = self.store.distinct_counts(&w).await?;
         let counts = counts
             .into_iter()
@@ -484,15 +515,8 @@ impl Tsdb {
     }
 
     /// Per key, the estimated distinct values over the whole range.
-    pub async fn get_distinct_totals(
-        &self,
-        model: &str,
-        keys: &[String],
-        start: f64,
-        end: f64,
-        rollup: Option<u64>,
-    ) -> Result<RangeTotals> {
-        let w = self.window(model, keys, start, end, rollup)?;
+    pub async fn get_distinct_totals(&self, q: &TsQuery) -> Result<RangeTotals> {
+        let w = self.window(q)?;
         let totals = self.store.distinct_totals(&w).await?;
         Ok(RangeTotals {
             rollup: w.rollup,
@@ -509,39 +533,24 @@ impl Tsdb {
     }
 
     /// The estimated distinct values over the range across all `keys`.
-    pub async fn get_distinct_union(
-        &self,
-        model: &str,
-        keys: &[String],
-        start: f64,
-        end: f64,
-        rollup: Option<u64>,
-    ) -> Result<KeyTotal> {
-        let w = self.window(model, keys, start, end, rollup)?;
+    pub async fn get_distinct_union(&self, q: &TsQuery) -> Result<KeyTotal> {
+        let w = self.window(q)?;
         let total = self.store.distinct_union(&w).await?;
         Ok(KeyTotal {
-            key: keys.join(","),
+            key: q.keys.join(","),
             total: total as i64,
         })
     }
 
-    /// The `n` most frequent items of `key` over the range.
-    pub async fn get_top(
-        &self,
-        model: &str,
-        key: impl ToString,
-        start: f64,
-        end: f64,
-        n: usize,
-        rollup: Option<u64>,
-    ) -> Result<TopItems> {
+    /// The `n` (1 to 10,000) most frequent items over the query's range,
+    /// of its key (or of its keys together, named `a,b` in the answer).
+    pub async fn get_top(&self, q: &TsQuery, n: usize) -> Result<TopItems> {
         if n == 0 || n > 10_000 {
             return Err(Error::InvalidInput(format!(
                 "ask for 1 to 10000 items, got {n}"
             )));
         }
-        let key = key.to_string();
-        let w = self.window(model, std::slice::from_ref(&key), start, end, rollup)?;
+        let w = self.window(q)?;
         let read = self.store.read(Kind::Top, &w).await?;
         let merged = read::merge_values(Kind::Top, read.iter().flatten())?;
         let items = match merged {
@@ -550,7 +559,7 @@ impl Tsdb {
         };
         Ok(TopItems {
             rollup: w.rollup,
-            key,
+            key: q.keys.join(","),
             items,
         })
     }
@@ -685,19 +694,12 @@ impl Tsdb {
             .collect())
     }
 
-    fn window(
-        &self,
-        model: &str,
-        keys: &[String],
-        start: f64,
-        end: f64,
-        rollup: Option<u64>,
-    ) -> Result<Window> {
-        let model = plain("model", model)?;
-        let keys = self.keys(keys)?;
+    fn window(&self, q: &TsQuery) -> Result<Window> {
+        let model = plain("model", &q.model)?;
+        let keys = self.keys(&q.keys)?;
         let (start, end) = (
-            Timestamp::from_secs_f64(start)?.whole_secs(),
-            Timestamp::from_secs_f64(end)?.whole_secs(),
+            Timestamp::from_secs_f64(q.start)?.whole_secs(),
+            Timestamp::from_secs_f64(q.end)?.whole_secs(),
         );
         if end < start {
             return Err(Error::InvalidInput(format!(
@@ -705,7 +707,7 @@ impl Tsdb {
             )));
         }
         let now = self.clock.now().whole_secs();
-        let rollup = match rollup {
+        let rollup = match q.rollup {
             Some(seconds) => *self
                 .settings
                 .rollups

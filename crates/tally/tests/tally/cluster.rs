@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use tally::TsQuery;
 use tally::backend::redis::{Layout, layout};
 use tally::counters::{Applied, WriteSeq};
 use tally::engine::Batch;
@@ -330,7 +331,7 @@ async fn slot_migration(layout: Layout) {
     let now = clock.now().as_secs_f64();
     for rollup in [3600, 86_400] {
         let sums = ts
-            .get_sums(&model, &["k".to_owned()], now, now, Some(rollup))
+            .get_sums(&TsQuery::new(&model, &["k".to_owned()], now, now).rollup(Some(rollup)))
             .await
             .unwrap();
         assert_eq!(

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Fixture, Kind};
+use tally::TsQuery;
 use tally::counters::{Aggregator, AggregatorSettings, Applied, WhenFull};
 use tally::idempotency::{Answer, Claim, fingerprint};
 use tally::tsdb::TsIncrement;
@@ -313,7 +314,7 @@ async fn keyed_kinds_apply_once(kind: Kind) {
         assert_eq!(applied, expect);
     }
     let top = ts
-        .get_top("m", "k0", now - 60.0, now, 5, None)
+        .get_top(&TsQuery::new("m", ["k0"], now - 60.0, now), 5)
         .await
         .unwrap();
     let top: Vec<(String, i64)> = top.items.into_iter().map(|i| (i.item, i.count)).collect();
@@ -345,7 +346,7 @@ async fn keyed_kinds_apply_once(kind: Kind) {
     }
     let want = if kind.is_redis() { 13 } else { 3 };
     let sums = ts
-        .get_sums("m", &keys, now - 60.0, now, None)
+        .get_sums(&TsQuery::new("m", &keys, now - 60.0, now))
         .await
         .unwrap();
     for t in &sums.totals {

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
+use tally::TsQuery;
 use tally::engine::{Kind, SliceSel, Space, Value};
 use tally::migrate::{MigrateReport, MigrateSettings, Progress, migrate};
 use tally::stats::Observation;
@@ -337,22 +338,20 @@ async fn same_answers(a: &Tally, b: &Tally) {
     for rollup in [10, 3_600, 86_400] {
         let span = if rollup == 10 { 3_000.0 } else { 80_000.0 };
         let (start, end, r) = (t - span, t + 10.0, Some(rollup));
-        same!(a, b, |x| x.tsdb().get_sums("project", &keys, start, end, r));
+        same!(a, b, |x| x.tsdb().get_sums(
+            &TsQuery::new("project", &keys, start, end).rollup(r)
+        ));
         let users = "project.users";
-        same!(a, b, |x| x
-            .tsdb()
-            .get_distinct_series(users, &keys, start, end, r));
-        same!(a, b, |x| x
-            .tsdb()
-            .get_distinct_union(users, &keys, start, end, r));
+        same!(a, b, |x| x.tsdb().get_distinct_series(
+            &TsQuery::new(users, &keys, start, end).rollup(r)
+        ));
+        same!(a, b, |x| x.tsdb().get_distinct_union(
+            &TsQuery::new(users, &keys, start, end).rollup(r)
+        ));
         for key in 0..5 {
             same!(a, b, |x| x.tsdb().get_top(
-                "project.top",
-                key,
-                start,
-                end,
-                20,
-                r
+                &TsQuery::new("project.top", [key], start, end).rollup(r),
+                20
             ));
         }
     }
@@ -441,11 +440,8 @@ async fn sqlite_to_redis_to_cluster_keeps_every_slice() {
     let big = sqlite
         .tsdb()
         .get_distinct_totals(
-            "project.users",
-            &["0".into()],
-            now() - 3_600.0,
-            now(),
-            Some(3_600),
+            &TsQuery::new("project.users", &["0".to_owned()], now() - 3_600.0, now())
+                .rollup(Some(3_600)),
         )
         .await
         .unwrap();
@@ -613,7 +609,7 @@ async fn a_series_expiring_between_runs_shifts_nothing() {
     let copied = ["k01".to_owned(), "k03".to_owned()];
     let first = target.tsdb();
     let first = first
-        .get_sums("m", &copied, now() - 600.0, now(), None)
+        .get_sums(&TsQuery::new("m", &copied, now() - 600.0, now()))
         .await
         .unwrap();
     let first: Vec<i64> = first.totals.iter().map(|k| k.total).collect();
@@ -626,7 +622,11 @@ async fn a_series_expiring_between_runs_shifts_nothing() {
     let sums = |tally: &Tally| {
         let tsdb = tally.tsdb();
         let keys = keys.clone();
-        async move { tsdb.get_sums("m", &keys, t - 600.0, t, None).await.unwrap() }
+        async move {
+            tsdb.get_sums(&TsQuery::new("m", &keys, t - 600.0, t))
+                .await
+                .unwrap()
+        }
     };
     let want = sums(&source).await;
     assert_eq!(

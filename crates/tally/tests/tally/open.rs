@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tally::TsQuery;
 use tally::backend::redis::Layout;
 use tally::backend::redis::ReplicationWait;
 use tally::buffers::{Flusher, FlusherSettings, TableConfig, Tables, Update, open_sink};
@@ -61,7 +62,12 @@ async fn use_every_service(tally: &Tally, sink_dir: &Path) {
     tally.tsdb().incr("page", 7, 4).await.unwrap();
     let sums = tally
         .tsdb()
-        .get_sums("page", &["7".into()], now - 60.0, now + 60.0, None)
+        .get_sums(&TsQuery::new(
+            "page",
+            &["7".to_owned()],
+            now - 60.0,
+            now + 60.0,
+        ))
         .await
         .unwrap();
     assert_eq!(sums.totals[0].total, 4);

@@ -4,6 +4,7 @@
 use crate::common;
 
 use common::{Fixture, Kind};
+use tally::TsQuery;
 use tally::counters::Sample;
 use tally::tsdb::rollup::vshard_of;
 use tally::tsdb::topn::{self, Summary};
@@ -59,11 +60,8 @@ async fn incr_writes_every_rollup_and_ranges_fill_missing_buckets(kind: Kind) {
     let b10 = now / 10 * 10;
     let range = ts
         .get_range(
-            "group",
-            &keys(&["a", "b"]),
-            (now - 30) as f64,
-            now as f64,
-            Some(10),
+            &TsQuery::new("group", keys(&["a", "b"]), (now - 30) as f64, now as f64)
+                .rollup(Some(10)),
         )
         .await
         .unwrap();
@@ -78,11 +76,8 @@ async fn incr_writes_every_rollup_and_ranges_fill_missing_buckets(kind: Kind) {
     // write dated two hours ago (its bucket had expired).
     let hourly = ts
         .get_range(
-            "group",
-            &keys(&["a"]),
-            (now - 7200) as f64,
-            now as f64,
-            Some(3600),
+            &TsQuery::new("group", keys(&["a"]), (now - 7200) as f64, now as f64)
+                .rollup(Some(3600)),
         )
         .await
         .unwrap();
@@ -92,17 +87,19 @@ async fn incr_writes_every_rollup_and_ranges_fill_missing_buckets(kind: Kind) {
     assert_eq!(hourly.series[0].points.last().unwrap().start, h);
     let sums = ts
         .get_sums(
-            "group",
-            &keys(&["a"]),
-            (now - 3 * 86_400) as f64,
-            now as f64,
-            Some(86_400),
+            &TsQuery::new("group", keys(&["a"]), (now - 3 * 86_400) as f64, now as f64)
+                .rollup(Some(86_400)),
         )
         .await
         .unwrap();
     assert_eq!(sums.totals[0].total, 8);
     let sums = ts
-        .get_sums("group", &keys(&["a"]), (now - 600) as f64, now as f64, None)
+        .get_sums(&TsQuery::new(
+            "group",
+            keys(&["a"]),
+            (now - 600) as f64,
+            now as f64,
+        ))
         .await
         .unwrap();
     assert_eq!((sums.rollup, sums.totals[0].total), (10, 3));
@@ -117,7 +114,7 @@ async fn the_rollup_is_chosen_back_from_now(kind: Kind) {
         let ts = ts.clone();
         let k = k.clone();
         async move {
-            ts.get_range("m", &k, start, end, None)
+            ts.get_range(&TsQuery::new("m", &k, start, end))
                 .await
                 .unwrap()
                 .rollup
@@ -140,7 +137,7 @@ async fn integer_and_string_keys_are_the_same_key(kind: Kind) {
     ts.incr("project", "42", 1).await.unwrap();
     let now = f.clock.now().as_secs_f64();
     let sums = ts
-        .get_sums("project", &keys(&["42"]), now - 60.0, now, Some(10))
+        .get_sums(&TsQuery::new("project", keys(&["42"]), now - 60.0, now).rollup(Some(10)))
         .await
         .unwrap();
     assert_eq!(sums.totals[0].total, 4);
@@ -156,7 +153,7 @@ async fn batches_merge_duplicates_and_span_shards(kind: Kind) {
     let all: Vec<String> = (0..60).map(|i| i.to_string()).collect();
     let now = f.clock.now().as_secs_f64();
     let sums = ts
-        .get_sums("group", &all, now, now, Some(10))
+        .get_sums(&TsQuery::new("group", &all, now, now).rollup(Some(10)))
         .await
         .unwrap();
     for (i, t) in sums.totals.iter().enumerate() {
@@ -169,7 +166,7 @@ async fn batches_merge_duplicates_and_span_shards(kind: Kind) {
     // Every rollup got the same counts.
     for rollup in [3600, 86_400] {
         let sums = ts
-            .get_sums("group", &all, now, now, Some(rollup))
+            .get_sums(&TsQuery::new("group", &all, now, now).rollup(Some(rollup)))
             .await
             .unwrap();
         assert_eq!(sums.totals.iter().map(|t| t.total).sum::<i64>(), 450);
@@ -201,7 +198,7 @@ async fn distinct_counts_per_bucket_per_key_and_across_keys(kind: Kind) {
         .unwrap();
     let pair = vec![a.clone(), b.clone()];
     let series = ts
-        .get_distinct_series("group", &pair, now - 10.0, now, Some(10))
+        .get_distinct_series(&TsQuery::new("group", &pair, now - 10.0, now).rollup(Some(10)))
         .await
         .unwrap();
     let b10 = (now as u64) / 10 * 10;
@@ -213,20 +210,20 @@ async fn distinct_counts_per_bucket_per_key_and_across_keys(kind: Kind) {
     assert_eq!(b_points[0], s(b10 - 10, 0));
     assert!(near(b_points[1].count, 210), "{b_points:?}");
     let totals = ts
-        .get_distinct_totals("group", &pair, now - 10.0, now, Some(10))
+        .get_distinct_totals(&TsQuery::new("group", &pair, now - 10.0, now).rollup(Some(10)))
         .await
         .unwrap();
     assert!(near(totals.totals[0].total, 150), "{totals:?}");
     assert!(near(totals.totals[1].total, 210), "{totals:?}");
     // Across keys (different shards, so different slots on a cluster).
     let union = ts
-        .get_distinct_union("group", &pair, now - 10.0, now, Some(10))
+        .get_distinct_union(&TsQuery::new("group", &pair, now - 10.0, now).rollup(Some(10)))
         .await
         .unwrap();
     assert!(near(union.total, 300), "{union:?}");
     // The hourly rollup saw every record in one bucket.
     let hourly = ts
-        .get_distinct_totals("group", &pair, now, now, Some(3600))
+        .get_distinct_totals(&TsQuery::new("group", &pair, now, now).rollup(Some(3600)))
         .await
         .unwrap();
     assert!(near(hourly.totals[0].total, 150), "{hourly:?}");
@@ -235,7 +232,7 @@ async fn distinct_counts_per_bucket_per_key_and_across_keys(kind: Kind) {
         .await
         .unwrap();
     let big = ts
-        .get_distinct_totals("group", &keys(&["big"]), now, now, Some(10))
+        .get_distinct_totals(&TsQuery::new("group", keys(&["big"]), now, now).rollup(Some(10)))
         .await
         .unwrap()
         .totals[0]
@@ -262,7 +259,7 @@ async fn most_frequent_items_are_exact_then_bounded(kind: Kind) {
     .await
     .unwrap();
     let top = ts
-        .get_top("release", 7, now, now, 10, Some(10))
+        .get_top(&TsQuery::new("release", [7], now, now).rollup(Some(10)), 10)
         .await
         .unwrap();
     let want = |v: &[(&str, i64)]| -> Vec<ItemCount> {
@@ -280,7 +277,7 @@ async fn most_frequent_items_are_exact_then_bounded(kind: Kind) {
         .await
         .unwrap();
     let top = ts
-        .get_top("release", 7, now, now, 2, Some(10))
+        .get_top(&TsQuery::new("release", [7], now, now).rollup(Some(10)), 2)
         .await
         .unwrap();
     assert_eq!(top.items, want(&[("d", 6), ("a", 5)]));
@@ -300,7 +297,7 @@ async fn most_frequent_items_are_exact_then_bounded(kind: Kind) {
     }
     let expected = topn::top(model.items().map(|(k, v)| (k.to_owned(), v)), 10);
     let top = ts
-        .get_top("release", 8, now, now, 10, Some(10))
+        .get_top(&TsQuery::new("release", [8], now, now).rollup(Some(10)), 10)
         .await
         .unwrap();
     assert_eq!(top.items, expected);
@@ -334,20 +331,23 @@ async fn merge_moves_everything_and_leaves_from_empty(kind: Kind) {
     let pair = vec![into.clone(), from.clone()];
     for rollup in [10, 3600, 86_400] {
         let sums = ts
-            .get_sums("group", &pair, now - 10.0, now, Some(rollup))
+            .get_sums(&TsQuery::new("group", &pair, now - 10.0, now).rollup(Some(rollup)))
             .await
             .unwrap();
         assert_eq!(sums.totals[0].total, 8, "rollup {rollup}");
         assert_eq!(sums.totals[1].total, 0, "rollup {rollup}");
         let distinct = ts
-            .get_distinct_totals("group", &pair, now, now, Some(rollup))
+            .get_distinct_totals(&TsQuery::new("group", &pair, now, now).rollup(Some(rollup)))
             .await
             .unwrap();
         assert_eq!(distinct.totals[0].total, 40, "rollup {rollup}");
         assert_eq!(distinct.totals[1].total, 0, "rollup {rollup}");
     }
     let top = ts
-        .get_top("group", &into, now, now, 5, Some(10))
+        .get_top(
+            &TsQuery::new("group", [&into], now, now).rollup(Some(10)),
+            5,
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -364,16 +364,19 @@ async fn merge_moves_everything_and_leaves_from_empty(kind: Kind) {
         ]
     );
     assert!(
-        ts.get_top("group", &from, now, now, 5, Some(10))
-            .await
-            .unwrap()
-            .items
-            .is_empty()
+        ts.get_top(
+            &TsQuery::new("group", [&from], now, now).rollup(Some(10)),
+            5
+        )
+        .await
+        .unwrap()
+        .items
+        .is_empty()
     );
     // Merging again finds nothing to move; merging a key into itself is refused.
     ts.merge("group", &into, &from).await.unwrap();
     let sums = ts
-        .get_sums("group", &pair, now, now, Some(10))
+        .get_sums(&TsQuery::new("group", &pair, now, now).rollup(Some(10)))
         .await
         .unwrap();
     assert_eq!(sums.totals[0].total, 7);
@@ -402,7 +405,7 @@ async fn delete_removes_every_rollup(kind: Kind) {
     let ab = keys(&["a", "b"]);
     for rollup in [10, 3600, 86_400] {
         let sums = ts
-            .get_sums("group", &ab, now, now, Some(rollup))
+            .get_sums(&TsQuery::new("group", &ab, now, now).rollup(Some(rollup)))
             .await
             .unwrap();
         assert_eq!(
@@ -410,7 +413,7 @@ async fn delete_removes_every_rollup(kind: Kind) {
             vec![0, 2]
         );
         let d = ts
-            .get_distinct_totals("group", &ab, now, now, Some(rollup))
+            .get_distinct_totals(&TsQuery::new("group", &ab, now, now).rollup(Some(rollup)))
             .await
             .unwrap();
         assert_eq!(
@@ -419,14 +422,14 @@ async fn delete_removes_every_rollup(kind: Kind) {
         );
     }
     assert!(
-        ts.get_top("group", "a", now, now, 5, None)
+        ts.get_top(&TsQuery::new("group", ["a"], now, now), 5)
             .await
             .unwrap()
             .items
             .is_empty()
     );
     assert_eq!(
-        ts.get_top("group", "b", now, now, 5, None)
+        ts.get_top(&TsQuery::new("group", ["b"], now, now), 5)
             .await
             .unwrap()
             .items
@@ -457,7 +460,12 @@ async fn data_expires_with_its_bucket(kind: Kind) {
             let m = format!("m{run}");
             let now = f.clock.now().whole_secs() as f64;
             ts.incr(&m, "k", 1).await.unwrap();
-            let total = ts.get_sums(&m, k, now, now, None).await.unwrap().totals[0].total;
+            let total = ts
+                .get_sums(&TsQuery::new(&m, k, now, now))
+                .await
+                .unwrap()
+                .totals[0]
+                .total;
             (m, now, total)
         }
     })
@@ -466,7 +474,11 @@ async fn data_expires_with_its_bucket(kind: Kind) {
     tokio::time::sleep(std::time::Duration::from_millis(2600)).await;
     f.clock.advance(2.6);
     assert_eq!(
-        ts.get_sums(&m, &k, now, now, None).await.unwrap().totals[0].total,
+        ts.get_sums(&TsQuery::new(&m, &k, now, now))
+            .await
+            .unwrap()
+            .totals[0]
+            .total,
         0
     );
     // A write dated in an expired bucket is dropped, not stored.
@@ -474,7 +486,7 @@ async fn data_expires_with_its_bucket(kind: Kind) {
         .await
         .unwrap();
     assert_eq!(
-        ts.get_sums(&m, &k, now - 10.0, now - 10.0, None)
+        ts.get_sums(&TsQuery::new(&m, &k, now - 10.0, now - 10.0))
             .await
             .unwrap()
             .totals[0]
@@ -514,20 +526,23 @@ async fn bad_input_writes_nothing(kind: Kind) {
         assert!(err.to_string().contains(message), "{batch:?}: {err}");
     }
     let k = keys(&["ok", "a"]);
-    let sums = ts.get_sums("group", &k, now, now, Some(10)).await.unwrap();
+    let sums = ts
+        .get_sums(&TsQuery::new("group", &k, now, now).rollup(Some(10)))
+        .await
+        .unwrap();
     assert!(sums.totals.iter().all(|t| t.total == 0));
     let err = ts
-        .get_range("group", &k, now, now - 1.0, None)
+        .get_range(&TsQuery::new("group", &k, now, now - 1.0))
         .await
         .unwrap_err();
     assert!(err.to_string().contains("ends"), "{err}");
     let err = ts
-        .get_range("group", &k, now, now, Some(7))
+        .get_range(&TsQuery::new("group", &k, now, now).rollup(Some(7)))
         .await
         .unwrap_err();
     assert!(matches!(err, Error::UnknownPrecision { .. }), "{err}");
     let err = ts
-        .get_range("group", &k, 0.0, now, Some(10))
+        .get_range(&TsQuery::new("group", &k, 0.0, now).rollup(Some(10)))
         .await
         .unwrap_err();
     assert!(err.to_string().contains("at most 10000"), "{err}");
@@ -560,11 +575,7 @@ async fn every_redis_key_has_a_ttl(kind: Kind) {
     ts.merge("group", &a, &b).await.unwrap();
     let now = f.clock.now().as_secs_f64();
     ts.get_distinct_union(
-        "group",
-        &[a.clone(), b.clone()],
-        now - 86_400.0,
-        now,
-        Some(86_400),
+        &TsQuery::new("group", &[a.clone(), b.clone()], now - 86_400.0, now).rollup(Some(86_400)),
     )
     .await
     .unwrap();
@@ -613,13 +624,13 @@ async fn overflowing_counts_are_refused_and_change_nothing(kind: Kind) {
         let mut sums = Vec::new();
         for rollup in [10, 3600, 86_400] {
             let s = ts
-                .get_sums("group", &k, now, now, Some(rollup))
+                .get_sums(&TsQuery::new("group", &k, now, now).rollup(Some(rollup)))
                 .await
                 .unwrap();
             sums.push(s.totals[0].total);
         }
         let top = ts
-            .get_top("group", key, now, now, 10, Some(10))
+            .get_top(&TsQuery::new("group", [key], now, now).rollup(Some(10)), 10)
             .await
             .unwrap();
         (sums, top.items)

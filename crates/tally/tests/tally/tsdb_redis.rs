@@ -6,6 +6,7 @@ use crate::common;
 
 use common::{Fixture, Kind};
 use tally::Clock;
+use tally::TsQuery;
 use tally::tsdb::TsdbSettings;
 use tally::tsdb::rollup::vshard_of;
 
@@ -60,7 +61,10 @@ async fn interrupted_merge_is_finished_by_the_next_one(kind: Kind) {
     assert_eq!(state, 1);
     let k = vec![into.clone(), from.clone()];
     let t = now as f64;
-    let sums = ts.get_sums("group", &k, t, t, Some(10)).await.unwrap();
+    let sums = ts
+        .get_sums(&TsQuery::new("group", &k, t, t).rollup(Some(10)))
+        .await
+        .unwrap();
     // Moved, not lost: it is in the journal, which has a TTL.
     assert_eq!(
         sums.totals.iter().map(|x| x.total).collect::<Vec<_>>(),
@@ -72,14 +76,17 @@ async fn interrupted_merge_is_finished_by_the_next_one(kind: Kind) {
     // The next merge finishes the interrupted one, then merges the rest.
     ts.merge("group", &into, &from).await.unwrap();
     for rollup in [10, 3600, 86_400] {
-        let sums = ts.get_sums("group", &k, t, t, Some(rollup)).await.unwrap();
+        let sums = ts
+            .get_sums(&TsQuery::new("group", &k, t, t).rollup(Some(rollup)))
+            .await
+            .unwrap();
         assert_eq!(
             sums.totals.iter().map(|x| x.total).collect::<Vec<_>>(),
             vec![7, 0],
             "rollup {rollup}"
         );
         let d = ts
-            .get_distinct_totals("group", &k, t, t, Some(rollup))
+            .get_distinct_totals(&TsQuery::new("group", &k, t, t).rollup(Some(rollup)))
             .await
             .unwrap();
         assert_eq!(d.totals[0].total, 2, "rollup {rollup}");
