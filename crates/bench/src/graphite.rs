@@ -1135,12 +1135,12 @@ async fn bare_pipeline(
     prefix: &str,
     iterations: usize,
 ) -> Result<BarePipeline> {
-    use tally::backend::redis::layout::{DEFAULT_PREFIX, SHARDS, tagged_registry};
+    use tally::backend::redis::layout::{DEFAULT_PREFIX, SHARDS, default_registry};
     let upper = tally::name::prefix_upper(prefix).context("a prefix with an upper bound")?;
     let mut pipe = redis::pipe();
     for shard in 0..SHARDS {
         pipe.cmd("ZRANGEBYLEX")
-            .arg(tagged_registry(DEFAULT_PREFIX, shard))
+            .arg(default_registry(DEFAULT_PREFIX, shard))
             .arg(format!("[{prefix}"))
             .arg(format!("({upper}"));
     }

@@ -82,7 +82,7 @@ const EXPIRE_WAIT: Duration = Duration::from_secs(60);
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LayoutName {
-    /// The default (tagged) layout, cleaned by the cleaner.
+    /// The default layout, cleaned by the cleaner.
     Default,
     /// The book's keys, cleaned by the cleaner.
     Ria,

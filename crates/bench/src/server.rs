@@ -364,7 +364,7 @@ pub async fn incr_each(
 pub fn hash_key(layout: &Layout, p: u64, name: &str) -> Result<Option<String>> {
     Ok(match layout {
         Layout::Ria => Some(tally::backend::redis::layout::ria_hash(p, name)),
-        Layout::Tagged { prefix } => Some(tally::backend::redis::layout::tagged_hash(
+        Layout::Default { prefix } => Some(tally::backend::redis::layout::default_hash(
             prefix,
             p,
             &tally::Name::new(name)?,

@@ -64,7 +64,7 @@ pub enum BackendConfig {
     RedisCluster {
         /// Seed node URLs.
         urls: Vec<String>,
-        /// Key layout of counters (must be the tagged one).
+        /// Key layout of counters (`default` or `expiring`: `ria` needs a standalone server).
         layout: Layout,
     },
 }
@@ -284,7 +284,7 @@ impl Backend {
     }
 
     /// The idempotency records' store on this backend; on Redis, records go
-    /// under the tagged layout's prefix (`{<prefix>:idem:<key hash>}`).
+    /// under the default layout's prefix (`{<prefix>:idem:<key hash>}`).
     pub async fn idempotency_store(&self) -> Result<Arc<dyn IdempotencyStore>> {
         Ok(match self {
             #[cfg(not(any(feature = "redis", feature = "sqlite")))]

@@ -3,7 +3,7 @@
 //! slices, list and delete series, run one cleaning pass.
 //!
 //! A [`SliceStore`] is implemented once per store and key layout (SQLite;
-//! Redis standalone and Cluster, in the tagged layout and the book's) and
+//! Redis standalone and Cluster, in the default layout and the book's) and
 //! serves every [`Space`]: a space says which kind of value its slices hold,
 //! at which resolutions, and how old slices go. Validation happened before a
 //! store is called: names are valid, deltas are in range and merged to one

@@ -435,7 +435,7 @@ impl Default for TallyBuilder {
 }
 
 impl TallyBuilder {
-    /// The Redis key layout (default: [`Layout::Tagged`] under `tally`).
+    /// The Redis key layout (default: [`Layout::Default`] under `tally`).
     /// [`Layout::Ria`] needs a standalone Redis server.
     pub fn layout(mut self, layout: Layout) -> Self {
         self.layout = Some(layout);
@@ -445,7 +445,7 @@ impl TallyBuilder {
     /// The default Redis layout under `prefix` (1 to 64 printable
     /// characters without braces): keys `{<prefix>:<shard>}:...`.
     pub fn prefix(self, prefix: impl Into<String>) -> Self {
-        self.layout(Layout::Tagged {
+        self.layout(Layout::Default {
             prefix: prefix.into(),
         })
     }
@@ -670,7 +670,7 @@ impl TallyBuilder {
             }
         };
         match layout {
-            Some(Layout::Tagged { prefix }) => check_prefix("key prefix", prefix)?,
+            Some(Layout::Default { prefix }) => check_prefix("key prefix", prefix)?,
             Some(Layout::Expiring { .. }) if sqlite => {
                 return Err(Error::Config(
                     "the `expiring` layout is a Redis key layout (Redis's expiry does the \

@@ -176,7 +176,7 @@ mod tests {
 
     #[test]
     fn a_cluster_target_lists_its_seed_nodes() {
-        let tagged = Layout::tagged("app").unwrap();
+        let tagged = Layout::default_under("app").unwrap();
         assert_eq!(
             parse(
                 "redis+cluster://10.0.0.1:7000,10.0.0.2:7001/",

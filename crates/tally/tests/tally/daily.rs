@@ -326,7 +326,7 @@ async fn redis_keys_follow_the_seed(kind: Kind) {
 // article's own total said 9.
 
 per_backend!(
-    seed_code_on_redis_standalone(Kind::RedisTagged):
+    seed_code_on_redis_standalone(Kind::RedisDefault):
     seed_writes_first_then_tally_reads_and_writes,
     tally_writes_first_then_the_seed_reads_and_writes,
     alternating_writers_agree_after_every_write,

@@ -437,7 +437,7 @@ async fn the_writer_serves_any_space(kind: Kind) {
 }
 
 /// On a server in the book's layout, counters keep the book's keys and
-/// every other space lives in the tagged layout under the default prefix.
+/// every other space lives in the default layout under the default prefix.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spaces_on_a_book_layout_server_use_tagged_keys() {
     use redis::AsyncCommands;

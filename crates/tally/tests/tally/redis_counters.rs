@@ -245,7 +245,7 @@ async fn ria_clean_leaves_what_the_books_first_pass_leaves() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconnects_after_redis_restarts() {
-    for kind in [Kind::RedisTagged, Kind::RedisRia] {
+    for kind in [Kind::RedisDefault, Kind::RedisRia] {
         let mut f = Fixture::build(
             kind,
             CounterSettings::default(),
@@ -295,7 +295,7 @@ async fn reconnects_after_redis_restarts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aggregator_refuses_when_full_while_redis_is_down() {
     let mut f = Fixture::build(
-        Kind::RedisTagged,
+        Kind::RedisDefault,
         CounterSettings {
             precisions: vec![1],
             samples: 100,
@@ -437,7 +437,7 @@ async fn hash_of(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> St
 /// non-empty.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn first_pass_leaves_fields_that_are_not_slices() {
-    for kind in [Kind::RedisTagged, Kind::RedisRia] {
+    for kind in [Kind::RedisDefault, Kind::RedisRia] {
         let f = one_second_keeping_3(kind).await;
         let mut raw = f.raw().await;
         f.counters.incr_at("x", 1, 100.0).await.unwrap();

@@ -12,7 +12,7 @@ use tally::tsdb::rollup::vshard_of;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupted_merge_is_finished_by_the_next_one_standalone() {
-    interrupted_merge_is_finished_by_the_next_one(Kind::RedisTagged).await;
+    interrupted_merge_is_finished_by_the_next_one(Kind::RedisDefault).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -48,7 +48,7 @@ pub struct RedisBufferStore {
 }
 
 impl RedisBufferStore {
-    /// A store on `redis`; keys use the tagged layout's prefix (`tally` for
+    /// A store on `redis`; keys use the default layout's prefix (`tally` for
     /// the book's layout, which has no buffer keys of its own).
     pub fn new(redis: Redis, layout: &Layout) -> Self {
         let prefix = layout.prefix().to_owned();

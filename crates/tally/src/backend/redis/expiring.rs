@@ -57,7 +57,7 @@ pub(crate) struct Groups<'a> {
 }
 
 impl<'a> Groups<'a> {
-    /// The tagged and book layouts: one hash per (series, resolution).
+    /// The default and ria layouts: one hash per (series, resolution).
     pub fn by_resolution(writes: &[&'a SeriesWrite]) -> Self {
         let mut groups = Groups::default();
         for (i, w) in writes.iter().enumerate() {

@@ -24,7 +24,7 @@ pub struct RedisIdempotencyStore {
 }
 
 impl RedisIdempotencyStore {
-    /// A store on `redis`, keys under the tagged layout's prefix.
+    /// A store on `redis`, keys under the default layout's prefix.
     pub fn new(redis: Redis, layout: &Layout) -> Self {
         let prefix = layout.prefix().to_owned();
         RedisIdempotencyStore {

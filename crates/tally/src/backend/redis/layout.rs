@@ -5,7 +5,7 @@
 //!   start (decimal integer text) to count. Data written by the book's Python
 //!   or Java code is read and cleaned as is. One `known:` key is touched by
 //!   every write, so this layout is for a standalone server.
-//! - [`Layout::Tagged`] (the default): ready for Redis Cluster. A counter
+//! - [`Layout::Default`] (the default): ready for Redis Cluster. A counter
 //!   lives in one of [`SHARDS`] registry shards chosen by a stable hash of its
 //!   name; every key of the counter and its shard's registry share the hash
 //!   tag `{<prefix>:<shard>}`, so one counter's write is one single-slot Lua
@@ -13,7 +13,7 @@
 //!   `{<prefix>:<shard>}:<p>:<name>` (hash, as in the book). No key is touched
 //!   by every write.
 //!
-//! - [`Layout::Expiring`]: the tagged layout's shards and hash tags, with
+//! - [`Layout::Expiring`]: the default layout's shards and hash tags, with
 //!   retention by Redis's own expiry (the book's "ambitious" redesign), so no
 //!   cleaner is needed. A resolution's slices are cut into chunks of `keep`
 //!   slices (a chunk starts at a multiple of `keep * p`); each chunk is a
@@ -30,8 +30,8 @@
 //! The first two layouts were made for counters, and counters keep them
 //! exactly.
 //! Every other space of the slice engine ([`crate::engine::Space`]) lives
-//! in the tagged layout with its id after the tag
-//! ([`SpaceKeys::Tagged`]): `{<prefix>:<shard>}:<space>:<p>:<name>` and
+//! in the default layout with its id after the tag
+//! ([`SpaceKeys::Default`]): `{<prefix>:<shard>}:<space>:<p>:<name>` and
 //! `{<prefix>:<shard>}:<space>:names`; on a server in the book's layout,
 //! under the default prefix (as time series are). A counter's keys continue
 //! with a digit after the tag, another space's with its id (a letter), so
@@ -44,10 +44,10 @@ use crate::engine::{Resolution, Space};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
-/// Registry shards of the tagged layout. Fixed: changing it would orphan data.
+/// Registry shards of the default layout. Fixed: changing it would orphan data.
 pub const SHARDS: u32 = 64;
 
-/// The default key prefix of the tagged layout.
+/// The default key prefix of the default layout.
 pub const DEFAULT_PREFIX: &str = "tally";
 
 /// How counters map onto Redis keys.
@@ -55,8 +55,8 @@ pub const DEFAULT_PREFIX: &str = "tally";
 pub enum Layout {
     /// The book's keys, for compatibility with its code.
     Ria,
-    /// Cluster-ready keys under a prefix.
-    Tagged {
+    /// Cluster-ready keys under a prefix (the `default` layout).
+    Default {
         /// Prepended to every key (inside the hash tag).
         prefix: String,
     },
@@ -70,18 +70,18 @@ pub enum Layout {
 
 impl Default for Layout {
     fn default() -> Self {
-        Layout::Tagged {
+        Layout::Default {
             prefix: DEFAULT_PREFIX.to_owned(),
         }
     }
 }
 
 impl Layout {
-    /// The tagged layout under `prefix`, which must be 1 to 64 printable
+    /// The default layout under `prefix`, which must be 1 to 64 printable
     /// characters without braces.
-    pub fn tagged(prefix: &str) -> Result<Self> {
+    pub fn default_under(prefix: &str) -> Result<Self> {
         check_prefix("key prefix", prefix)?;
-        Ok(Layout::Tagged {
+        Ok(Layout::Default {
             prefix: prefix.to_owned(),
         })
     }
@@ -91,7 +91,7 @@ impl Layout {
     pub fn parse(name: &str, prefix: &str) -> Result<Self> {
         match name {
             "ria" => Ok(Layout::Ria),
-            "default" | "tagged" => Layout::tagged(prefix),
+            "default" | "tagged" => Layout::default_under(prefix),
             "expiring" => {
                 check_prefix("key prefix", prefix)?;
                 Ok(Layout::Expiring {
@@ -108,7 +108,7 @@ impl Layout {
     pub fn name(&self) -> &'static str {
         match self {
             Layout::Ria => "ria",
-            Layout::Tagged { .. } => "default",
+            Layout::Default { .. } => "default",
             Layout::Expiring { .. } => "expiring",
         }
     }
@@ -118,7 +118,7 @@ impl Layout {
     pub fn prefix(&self) -> &str {
         match self {
             Layout::Ria => DEFAULT_PREFIX,
-            Layout::Tagged { prefix } | Layout::Expiring { prefix } => prefix,
+            Layout::Default { prefix } | Layout::Expiring { prefix } => prefix,
         }
     }
 
@@ -179,13 +179,13 @@ pub fn tag(prefix: &str, shard: u32) -> String {
     format!("{{{prefix}:{shard}}}")
 }
 
-/// The registry key of a shard in the tagged layout.
-pub fn tagged_registry(prefix: &str, shard: u32) -> String {
+/// The registry key of a shard in the default layout.
+pub fn default_registry(prefix: &str, shard: u32) -> String {
     format!("{}:names", tag(prefix, shard))
 }
 
-/// The hash key of one precision of a counter in the tagged layout.
-pub fn tagged_hash(prefix: &str, precision: u64, name: &Name) -> String {
+/// The hash key of one precision of a counter in the default layout.
+pub fn default_hash(prefix: &str, precision: u64, name: &Name) -> String {
     format!(
         "{}:{precision}:{name}",
         tag(prefix, shard_of(name.as_str()))
@@ -200,13 +200,13 @@ pub enum SpaceKeys<'a> {
     Book,
     /// Registry shards by name under a prefix; `space` is `None` for
     /// counters (their historic keys), else the space's id.
-    Tagged {
+    Default {
         /// The key prefix (inside the hash tag).
         prefix: &'a str,
         /// The space's id, for every space but counters.
         space: Option<&'a str>,
     },
-    /// The expiring layout: as `Tagged`, with a hash per chunk of slices and
+    /// The expiring layout: as `Default`, with a hash per chunk of slices and
     /// the `@e` registries.
     Expiring {
         /// The key prefix (inside the hash tag).
@@ -222,11 +222,11 @@ impl Layout {
         let own = (!space.is_counters()).then_some(space.id);
         match self {
             Layout::Ria if own.is_none() => SpaceKeys::Book,
-            Layout::Ria => SpaceKeys::Tagged {
+            Layout::Ria => SpaceKeys::Default {
                 prefix: DEFAULT_PREFIX,
                 space: own,
             },
-            Layout::Tagged { prefix } => SpaceKeys::Tagged { prefix, space: own },
+            Layout::Default { prefix } => SpaceKeys::Default { prefix, space: own },
             Layout::Expiring { prefix } => SpaceKeys::Expiring { prefix, space: own },
         }
     }
@@ -247,14 +247,14 @@ impl SpaceKeys<'_> {
     pub fn shard(&self, name: &str) -> u32 {
         match self {
             SpaceKeys::Book => 0,
-            SpaceKeys::Tagged { .. } | SpaceKeys::Expiring { .. } => shard_of(name),
+            SpaceKeys::Default { .. } | SpaceKeys::Expiring { .. } => shard_of(name),
         }
     }
 
     /// `{<prefix>:<shard>}` or `{<prefix>:<shard>}:<space>`: what every
     /// key of a shard starts with (not for the book's keys).
     fn write_base(&self, buf: &mut String, shard: u32) {
-        let (SpaceKeys::Tagged { prefix, space } | SpaceKeys::Expiring { prefix, space }) = self
+        let (SpaceKeys::Default { prefix, space } | SpaceKeys::Expiring { prefix, space }) = self
         else {
             return;
         };
@@ -321,11 +321,11 @@ impl SpaceKeys<'_> {
         buf.clear();
         let _ = match self {
             SpaceKeys::Book => write!(buf, "count:{res}:{name}"),
-            SpaceKeys::Tagged {
+            SpaceKeys::Default {
                 prefix,
                 space: None,
             } => write!(buf, "{{{prefix}:{shard}}}:{res}:{name}"),
-            SpaceKeys::Tagged {
+            SpaceKeys::Default {
                 prefix,
                 space: Some(space),
             } => write!(buf, "{{{prefix}:{shard}}}:{space}:{res}:{name}"),
@@ -349,11 +349,11 @@ impl SpaceKeys<'_> {
     pub fn registry(&self, shard: u32) -> String {
         match self {
             SpaceKeys::Book => RIA_KNOWN.to_owned(),
-            SpaceKeys::Tagged {
+            SpaceKeys::Default {
                 prefix,
                 space: None,
-            } => tagged_registry(prefix, shard),
-            SpaceKeys::Tagged {
+            } => default_registry(prefix, shard),
+            SpaceKeys::Default {
                 prefix,
                 space: Some(space),
             } => format!("{}:{space}:names", tag(prefix, shard)),
@@ -370,7 +370,7 @@ impl SpaceKeys<'_> {
     pub fn registries(&self) -> Vec<String> {
         match self {
             SpaceKeys::Book => vec![RIA_KNOWN.to_owned()],
-            SpaceKeys::Tagged { .. } | SpaceKeys::Expiring { .. } => {
+            SpaceKeys::Default { .. } | SpaceKeys::Expiring { .. } => {
                 (0..SHARDS).map(|s| self.registry(s)).collect()
             }
         }
@@ -380,7 +380,7 @@ impl SpaceKeys<'_> {
     pub fn writer(&self, seq: &WriteSeq, shard: u32) -> String {
         match self {
             SpaceKeys::Book => format!("tally-writer:{}", seq.lane_id()),
-            SpaceKeys::Tagged { prefix, .. } | SpaceKeys::Expiring { prefix, .. } => {
+            SpaceKeys::Default { prefix, .. } | SpaceKeys::Expiring { prefix, .. } => {
                 format!("{}:writer:{}", tag(prefix, shard), seq.lane_id())
             }
         }
@@ -500,12 +500,12 @@ mod tests {
     }
 
     #[test]
-    fn tagged_keys_share_a_tag_per_counter() {
+    fn default_keys_share_a_tag_per_counter() {
         let name = Name::new("hits").unwrap();
         let shard = shard_of("hits");
         assert!(shard < SHARDS);
-        let reg = tagged_registry("tally", shard);
-        let h = tagged_hash("tally", 60, &name);
+        let reg = default_registry("tally", shard);
+        let h = default_hash("tally", 60, &name);
         assert_eq!(h, format!("{{tally:{shard}}}:60:hits"));
         assert!(reg.starts_with(&format!("{{tally:{shard}}}")));
     }
@@ -531,18 +531,18 @@ mod tests {
         assert_eq!(book.hash(60, "hits"), "count:60:hits");
         assert_eq!(book.registry(0), "known:");
         assert_eq!(book.writer(&seq, 0), "tally-writer:00000000000000ab:2");
-        let tagged = Layout::default();
-        let keys = tagged.space_keys(&counters);
+        let default = Layout::default();
+        let keys = default.space_keys(&counters);
         assert_eq!(
             keys.hash(60, "hits"),
-            tagged_hash("tally", 60, &Name::new("hits").unwrap())
+            default_hash("tally", 60, &Name::new("hits").unwrap())
         );
-        assert_eq!(keys.registry(shard), tagged_registry("tally", shard));
+        assert_eq!(keys.registry(shard), default_registry("tally", shard));
         assert_eq!(
             keys.writer(&seq, shard),
             format!("{{tally:{shard}}}:writer:00000000000000ab:2")
         );
-        let own = tagged.space_keys(&stats);
+        let own = default.space_keys(&stats);
         assert_eq!(
             own.hash(60, "hits"),
             format!("{{tally:{shard}}}:stats:60:hits")
@@ -568,7 +568,7 @@ mod tests {
     }
 
     #[test]
-    fn expiring_keys_never_meet_the_tagged_ones() {
+    fn expiring_keys_never_meet_the_default_ones() {
         use crate::engine::{Kind, Resolution, Retention};
         let counters = Space::counters(&[60], 10);
         let stats = Space::new(
@@ -639,9 +639,9 @@ mod tests {
 
     #[test]
     fn prefixes_are_checked() {
-        assert!(Layout::tagged("ok:prefix").is_ok());
-        assert!(Layout::tagged("").is_err());
-        assert!(Layout::tagged("a{b").is_err());
+        assert!(Layout::default_under("ok:prefix").is_ok());
+        assert!(Layout::default_under("").is_err());
+        assert!(Layout::default_under("a{b").is_err());
         assert!(Layout::parse("nope", "tally").is_err());
         assert_eq!(Layout::parse("ria", "x").unwrap(), Layout::Ria);
     }

@@ -31,7 +31,7 @@ pub struct RedisLimiterStore {
 }
 
 impl RedisLimiterStore {
-    /// A store on `redis`, keys under the tagged layout's prefix.
+    /// A store on `redis`, keys under the default layout's prefix.
     pub fn new(redis: Redis, layout: &Layout) -> Self {
         let prefix = layout.prefix().to_owned();
         RedisLimiterStore {

@@ -26,7 +26,7 @@ pub struct RedisLockStore {
 }
 
 impl RedisLockStore {
-    /// A store on `redis`, keys under the tagged layout's prefix.
+    /// A store on `redis`, keys under the default layout's prefix.
     pub fn new(redis: Redis, layout: &Layout) -> Self {
         let prefix = layout.prefix().to_owned();
         RedisLockStore {

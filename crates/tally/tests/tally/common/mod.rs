@@ -15,7 +15,7 @@ use tempfile::TempDir;
 pub enum Kind {
     SqliteMemory,
     SqliteFile,
-    RedisTagged,
+    RedisDefault,
     RedisRia,
     /// The default layout on a real Redis Cluster: 3 masters, 3 replicas.
     RedisCluster,
@@ -30,7 +30,7 @@ impl Kind {
     pub fn is_redis(self) -> bool {
         matches!(
             self,
-            Kind::RedisTagged
+            Kind::RedisDefault
                 | Kind::RedisRia
                 | Kind::RedisCluster
                 | Kind::RedisExpiring
@@ -194,7 +194,7 @@ impl Fixture {
                     Some(dir),
                 )
             }
-            Kind::RedisTagged | Kind::RedisRia | Kind::RedisExpiring => {
+            Kind::RedisDefault | Kind::RedisRia | Kind::RedisExpiring => {
                 let server = RedisServer::start_with(options);
                 (
                     BackendConfig::Redis {
@@ -321,7 +321,7 @@ macro_rules! per_backend {
         $crate::per_backend!(
             sqlite_memory($crate::common::Kind::SqliteMemory),
             sqlite_file($crate::common::Kind::SqliteFile),
-            redis_default_layout($crate::common::Kind::RedisTagged),
+            redis_default_layout($crate::common::Kind::RedisDefault),
             redis_ria_layout($crate::common::Kind::RedisRia),
             redis_cluster($crate::common::Kind::RedisCluster):
             $($test),*
@@ -338,7 +338,7 @@ macro_rules! per_backend {
         $crate::per_backend!(
             sqlite_memory($crate::common::Kind::SqliteMemory),
             sqlite_file($crate::common::Kind::SqliteFile),
-            redis_standalone($crate::common::Kind::RedisTagged),
+            redis_standalone($crate::common::Kind::RedisDefault),
             redis_cluster($crate::common::Kind::RedisCluster):
             $($test),*
         );
@@ -355,7 +355,7 @@ macro_rules! per_backend {
     (server: $($test:ident),* $(,)?) => {
         $crate::per_backend!(
             sqlite($crate::common::Kind::SqliteMemory),
-            redis($crate::common::Kind::RedisTagged):
+            redis($crate::common::Kind::RedisDefault):
             $($test),*
         );
     };

@@ -4,7 +4,7 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statsd_packets_over_udp() {
-    let s = server(Kind::RedisTagged, ServerSettings::default(), false).await;
+    let s = server(Kind::RedisDefault, ServerSettings::default(), false).await;
     let listener = Listener::start(&s).await;
     let addr = listener.addr;
     let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
@@ -243,7 +243,7 @@ async fn issue_21_statsd_lines_write_only_under_their_name() {
 /// in the order sent; a negative value is set with `0|g` then `-5|g`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statsd_gauges_set_and_adjust_in_order() {
-    let s = server(Kind::RedisTagged, ServerSettings::default(), false).await;
+    let s = server(Kind::RedisDefault, ServerSettings::default(), false).await;
     let listener = Listener::start(&s).await;
     let addr = listener.addr;
     let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
@@ -276,7 +276,7 @@ async fn statsd_gauges_set_and_adjust_in_order() {
 /// rejected as invalid and writes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statsd_sets_count_distinct_members() {
-    let s = server(Kind::RedisTagged, ServerSettings::default(), false).await;
+    let s = server(Kind::RedisDefault, ServerSettings::default(), false).await;
     let listener = Listener::start(&s).await;
     let addr = listener.addr;
     let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();

@@ -39,7 +39,7 @@ impl RedisSliceStore {
     }
 
     /// One `engine_clean.lua` call over `entries`; `shared` holds what is
-    /// due at each hash position when every entry has the same (the tagged
+    /// due at each hash position when every entry has the same (the default
     /// layout's windows), sent once instead of once per entry. Every hash
     /// due here names its slices or fields ([`Trim::Upto`] was read first,
     /// by [`RedisSliceStore::read_old`]).
@@ -192,7 +192,7 @@ impl RedisSliceStore {
         Ok(report)
     }
 
-    /// Cleans one registry shard of a tagged layout.
+    /// Cleans one registry shard of the default or expiring layout.
     async fn clean_shard(
         &self,
         keys: SpaceKeys<'_>,

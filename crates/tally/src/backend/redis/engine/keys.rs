@@ -6,7 +6,7 @@
 //! - the book's (`ria`): one `known:` registry of `<p>:<name>` members, so
 //!   a batch is one call, listed one precision's range at a time, cleaned
 //!   by the book's rule; nothing to take back.
-//! - the default (tagged): a hash per (series, resolution), registry
+//! - the default: a hash per (series, resolution), registry
 //!   shards of names, cleaned shard by shard.
 //! - the expiring: a hash per (series, resolution, chunk) that expires by
 //!   itself, each shard's registry with its `ends@e`; listing prunes what
@@ -190,7 +190,7 @@ impl SpaceKeys<'_> {
     pub(super) fn listing(&self) -> Listing {
         match self {
             SpaceKeys::Book => Listing::BookPrecisions,
-            SpaceKeys::Tagged { .. } => Listing::Shards,
+            SpaceKeys::Default { .. } => Listing::Shards,
             SpaceKeys::Expiring { .. } => Listing::Pruning,
         }
     }
@@ -199,14 +199,14 @@ impl SpaceKeys<'_> {
     /// (ZSCORE); the book's registry holds a member per precision, and the
     /// expiring one is pruned by its listing, so those list instead.
     pub(super) fn scores_names(&self) -> bool {
-        matches!(self, SpaceKeys::Tagged { .. })
+        matches!(self, SpaceKeys::Default { .. })
     }
 
     /// How the layout cleans.
     pub(super) fn cleaning(&self) -> Cleaning {
         match self {
             SpaceKeys::Book => Cleaning::Book,
-            SpaceKeys::Tagged { .. } => Cleaning::Shards,
+            SpaceKeys::Default { .. } => Cleaning::Shards,
             SpaceKeys::Expiring { .. } => Cleaning::Nothing,
         }
     }

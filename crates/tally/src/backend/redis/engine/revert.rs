@@ -11,7 +11,7 @@ use crate::engine::Space;
 use crate::error::{Error, Result};
 
 impl RedisSliceStore {
-    /// Takes back a call that was applied (tagged layouts, cluster only).
+    /// Takes back a call that was applied (the default and expiring layouts, cluster only).
     pub(super) async fn run_revert(
         &self,
         keys: SpaceKeys<'_>,
