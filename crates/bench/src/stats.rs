@@ -646,7 +646,7 @@ async fn fill_busy(redis: &BenchRedis, stats: &Stats) -> Result<(i64, u64)> {
             let value = busy_slice(&settings, &mut rng, BUSY_RATE * p as f64)?;
             held += value.count();
             cells.push(CellDelta {
-                resolution: p,
+                precision: p,
                 slice,
                 delta: Value::Stats(Box::new(value)),
             });

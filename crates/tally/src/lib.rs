@@ -41,12 +41,12 @@
 //! - [`clock`]: time; the only module that reads the system clock.
 //! - [`error`]: the crate's one error type.
 //! - [`name`]: validated names.
-//! - [`engine`]: the slice engine every value kept per (series, resolution,
+//! - [`engine`]: the slice engine every value kept per (series, precision,
 //!   slice) runs on: the kinds of value ([`engine::kinds`]: sums, distinct
 //!   values with the one HyperLogLog, most frequent items with the one
 //!   Space-Saving summary, statistics with a quantile sketch, gauges) and
 //!   the [`engine::Value`] enum over them, slice math
-//!   ([`engine::resolution`]), the write path ([`engine::plan`]: validation,
+//!   ([`engine::precision`]), the write path ([`engine::plan`]: validation,
 //!   one merged delta per slice, all or nothing), the aggregating writer
 //!   ([`engine::writer`]: in-process merging, exactly-once flushes), range
 //!   reads ([`engine::read`]), the [`engine::SliceStore`] trait that each

@@ -1,6 +1,6 @@
 //! The service every kind of named series over one engine space shares:
 //! [`SeriesService`] (validated batches written all or nothing or once per
-//! idempotency key, one series read at several resolutions, names listed by
+//! idempotency key, one series read at several precisions, names listed by
 //! prefix a page at a time, delete) and [`SeriesWriter`] (the engine's
 //! aggregating writer over the same space).
 //!

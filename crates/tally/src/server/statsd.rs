@@ -160,7 +160,7 @@ impl Targets {
                 }
                 Reading::Member(_) => (self.sets.service().space(), self.sets.service().clock()),
             };
-            check_time(at, clock.now(), &space.resolutions)?;
+            check_time(at, clock.now(), &space.precisions)?;
         }
         Ok(())
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::{Fixture, Kind, RawConn};
 use tally::counters::{Aggregator, AggregatorSettings, Applied, WriteSeq};
 use tally::engine::plan::plan;
-use tally::engine::{Batch, Kind as ValueKind, Resolution, Retention, SliceSel, Space, Value};
+use tally::engine::{Batch, Kind as ValueKind, Precision, Retention, SliceSel, Space, Value};
 use tally::{CleanerSettings, Clock, CounterSettings, Error, Increment, Name, SystemClock};
 use tally_testkit::RedisOptions;
 
@@ -325,7 +325,7 @@ async fn another_space_expires_too(kind: Kind) {
         Space::new(
             "visits",
             ValueKind::Sum,
-            vec![Resolution::new(1, 5), Resolution::new(10, 5)],
+            vec![Precision::new(1, 5), Precision::new(10, 5)],
             Retention::Expire,
         )
         .unwrap(),
@@ -338,7 +338,7 @@ async fn another_space_expires_too(kind: Kind) {
         writes,
         seq: None,
     };
-    // Redis ends the 1 s resolution's chunk by its own clock, as soon as 5 s
+    // Redis ends the 1 s precision's chunk by its own clock, as soon as 5 s
     // after the write: written and read back within 4 s (a late run's series
     // is deleted before the next run writes it again).
     let (got, listed) = tally_testkit::in_time(Duration::from_secs(4), |run| {

@@ -569,7 +569,7 @@ async fn the_cleaner_trims_stats(kind: Kind) {
     let expiring = tally::engine::Space::new(
         "sets",
         tally::engine::Kind::Distinct,
-        vec![tally::engine::Resolution::new(60, 10)],
+        vec![tally::engine::Precision::new(60, 10)],
         tally::engine::Retention::Expire,
     )
     .unwrap();

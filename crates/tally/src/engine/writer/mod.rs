@@ -2,11 +2,11 @@
 //! batches, each exactly once.
 //!
 //! [`Writer::try_add`] validates a delta and merges it into an in-memory
-//! table keyed by (series, whole second): every resolution is a whole number
+//! table keyed by (series, whole second): every precision is a whole number
 //! of seconds, so merging by second loses nothing, and one hash update per
 //! delta is all the hot path does. A background flusher takes the table
 //! every `flush_interval` (or as soon as it holds `flush_entries` entries),
-//! folds each series' seconds into one delta per (resolution, slice),
+//! folds each series' seconds into one delta per (precision, slice),
 //! sorts the series by name and writes them in chunks of `chunk_counters`
 //! series and at most [`MAX_CHUNK_CELLS`] cells (a series with more is a
 //! chunk of its own: a series' cells are never split), so that no single

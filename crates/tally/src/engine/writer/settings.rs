@@ -99,7 +99,7 @@ pub struct AggregatorStats {
     pub flush_micros: u64,
 }
 
-/// The most (series, resolution, slice) cells in one chunk (one store
+/// The most (series, precision, slice) cells in one chunk (one store
 /// call), unless one series alone has more. A flush that follows a burst
 /// of timestamped writes (carbon lines, many seconds per series) would
 /// otherwise send chunks of `chunk_counters` series of hundreds of cells

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use super::flush::chunk;
 use super::*;
 use crate::clock::ManualClock;
-use crate::engine::{Kind, Resolution, Retention};
+use crate::engine::{Kind, Precision, Retention};
 
 /// A sink keeping what it applied (per write id, once), failing as told.
 #[derive(Default)]
@@ -17,7 +17,7 @@ struct Recorder {
 
 #[derive(Default)]
 struct RecorderState {
-    /// (series, resolution, slice) -> total applied.
+    /// (series, precision, slice) -> total applied.
     totals: BTreeMap<(String, u64, u64), i64>,
     /// Last sequence number per lane.
     lanes: HashMap<(u64, u32), u64>,
@@ -58,7 +58,7 @@ impl BatchSink for Recorder {
         for w in &batch.writes {
             for c in &w.cells {
                 *s.totals
-                    .entry((w.name.to_string(), c.resolution, c.slice))
+                    .entry((w.name.to_string(), c.precision, c.slice))
                     .or_default() += c.delta.as_sum().unwrap();
             }
         }
@@ -72,7 +72,7 @@ fn space() -> Arc<Space> {
         Space::new(
             "visits",
             Kind::Sum,
-            vec![Resolution::new(1, 100), Resolution::new(10, 100)],
+            vec![Precision::new(1, 100), Precision::new(10, 100)],
             Retention::Cleaner,
         )
         .unwrap(),
@@ -135,7 +135,7 @@ fn chunks_are_bounded_in_series_and_in_cells() {
                 name: Name::new(name).unwrap(),
                 cells: (0..cells)
                     .map(|slice| CellDelta {
-                        resolution: 1,
+                        precision: 1,
                         slice,
                         delta: Value::Sum(1),
                     })
