@@ -50,4 +50,4 @@ pub use store::{
     Applied, Batch, BatchSink, CellDelta, CleanJob, CleanReport, Due, Reads, Retention,
     SeriesWrite, SliceSel, SliceStore, Slices, Space, WriteSeq, contains_by_listing,
 };
-pub use writer::{AggregatorSettings, AggregatorStats, WhenFull, Writer};
+pub use writer::{WhenFull, Writer, WriterSettings, WriterStats};

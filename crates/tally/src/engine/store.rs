@@ -192,7 +192,7 @@ pub struct Batch {
 /// The place of a write in one writer's ordered stream, for exactly-once
 /// retries.
 ///
-/// A writer (e.g. one aggregator in one process) draws a random `writer` id
+/// A writer (e.g. one writer in one process) draws a random `writer` id
 /// and numbers the writes of each `lane` 1, 2, 3...; a lane never sends write
 /// n + 1 before write n was acknowledged. The store keeps, per (writer, lane),
 /// the last number applied (per registry shard on a cluster), so its memory

@@ -12,7 +12,7 @@ use common::{Fixture, Kind};
 use tally::engine::kinds::{StatsValue, TopValue};
 use tally::engine::plan::{Item, plan};
 use tally::engine::read::{merge_values, read_range};
-use tally::engine::writer::{AggregatorSettings, Writer};
+use tally::engine::writer::{Writer, WriterSettings};
 use tally::engine::{
     Applied, Batch, CleanJob, Kind as ValueKind, Precision, Retention, SliceSel, SliceStore, Space,
     Value, WriteSeq,
@@ -381,11 +381,11 @@ async fn the_writer_serves_any_space(kind: Kind) {
         Arc::new(s.clone()),
         space.clone(),
         Arc::new(f.clock.clone()),
-        AggregatorSettings {
+        WriterSettings {
             flush_interval: Duration::from_millis(10),
             chunk_counters: 3,
             lanes: 2,
-            ..AggregatorSettings::default()
+            ..WriterSettings::default()
         },
     )
     .unwrap();

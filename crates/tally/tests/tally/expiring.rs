@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Fixture, Kind, RawConn};
-use tally::counters::{Aggregator, AggregatorSettings, Applied, WriteSeq};
+use tally::counters::{Applied, CounterWriter, WriteSeq, WriterSettings};
 use tally::engine::plan::plan;
 use tally::engine::{Batch, Kind as ValueKind, Precision, Retention, SliceSel, Space, Value};
 use tally::{CleanerSettings, Clock, CounterSettings, Error, Increment, Name, SystemClock};
@@ -256,7 +256,7 @@ async fn sequenced_writes_apply_once(kind: Kind) {
 
 async fn aggregated_writes_are_exact(kind: Kind) {
     let (f, now) = fixture(kind, &[1, 5, 60], 120).await;
-    let agg = Aggregator::start(f.counters.clone(), AggregatorSettings::default()).unwrap();
+    let agg = CounterWriter::start(f.counters.clone(), WriterSettings::default()).unwrap();
     for second in 0..5u64 {
         for i in 0..200u64 {
             agg.add(&format!("c{}", i % 25), 1, Some((now - second) as f64))

@@ -42,7 +42,7 @@ pub(super) async fn flusher(inner: Arc<Inner>, mut control: mpsc::UnboundedRecei
                     }
                 }
             }
-            tracing::debug!(space = inner.space.id, "aggregator flusher stopped");
+            tracing::debug!(space = inner.space.id, "writer flusher stopped");
             return;
         }
     }
