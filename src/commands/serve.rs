@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use clap::Args;
 use tally::buffers::{Flusher, open_sink};
-use tally::counters::{AggregatorSettings, WhenFull};
+use tally::counters::{WhenFull, WriterSettings};
 use tally::server::carbon::CarbonSettings;
 use tally::server::graphite::{GraphiteApi, GraphiteSettings};
 use tally::server::{AppState, Metrics, ServerSettings, Services};
@@ -286,17 +286,17 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
     let graphite = args.graphite(config)?;
     let tally = context::builder(config)
         .idempotency_retention(idempotency_retention)
-        .aggregator_settings(AggregatorSettings {
+        .writer_settings(WriterSettings {
             flush_interval: Duration::from_millis(args.flush_interval_ms),
             when_full: WhenFull::Wait,
-            ..AggregatorSettings::default()
+            ..WriterSettings::default()
         })
         .open_backend(config.backend.clone())
         .await?;
-    let aggregator = tally.writer();
+    let writer = tally.writer();
     let services = Services {
         counters: tally.counters(),
-        aggregator: Some(aggregator.clone()),
+        counter_writer: Some(writer.clone()),
         exact_writes: args.write_mode == "exact",
         limiter: Some((tally.limiter(), config.policies.clone())),
         locks: Some(tally.locks()),
@@ -409,7 +409,7 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
         }
     }
     tally.shutdown().await;
-    let stats = aggregator.stats();
+    let stats = writer.stats();
     tracing::info!(
         accepted = stats.accepted,
         written = stats.written,

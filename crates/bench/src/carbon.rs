@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use serde::Serialize;
-use tally::counters::{AggregatorSettings, WhenFull};
+use tally::counters::{WhenFull, WriterSettings};
 use tally::gauges::{GaugeOp, GaugesWriter};
 use tally::{BackendConfig, Tally};
 
@@ -195,11 +195,11 @@ impl Lines {
 
 /// `tally serve`'s writer settings (its default flush interval, waiting
 /// when full).
-fn serve_settings() -> AggregatorSettings {
-    AggregatorSettings {
+fn serve_settings() -> WriterSettings {
+    WriterSettings {
         flush_interval: Duration::from_millis(200),
         when_full: WhenFull::Wait,
-        ..AggregatorSettings::default()
+        ..WriterSettings::default()
     }
 }
 
@@ -288,7 +288,7 @@ async fn writer_once(kind: Kind, redis: Option<&BenchRedis>, lines: &Arc<Lines>)
     let on_redis = redis.filter(|_| kind == Kind::Redis);
     let (config, dir) = fresh(kind, redis).await?;
     let tally = Tally::builder()
-        .aggregator_settings(serve_settings())
+        .writer_settings(serve_settings())
         .open_backend(config)
         .await?;
     let cpu_before = redis_cpu(on_redis).await?;

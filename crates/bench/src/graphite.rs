@@ -355,7 +355,7 @@ async fn write_render_data(tally: &Tally, names: &[String], now: u64) -> Result<
                     .flat_map(|&p| {
                         let current = now / p * p;
                         (0..SLICES).rev().map(move |k| CellDelta {
-                            resolution: p,
+                            precision: p,
                             slice: current - k * p,
                             delta: Value::Sum(value(i, p, current - k * p)),
                         })
@@ -383,7 +383,7 @@ async fn write_render_data(tally: &Tally, names: &[String], now: u64) -> Result<
 async fn write_find_names(tally: &Tally, names: &[String], now: u64) -> Result<()> {
     let counters = tally.counters();
     let deltas = [CellDelta {
-        resolution: STEP,
+        precision: STEP,
         slice: now / STEP * STEP,
         delta: Value::Sum(1),
     }];
@@ -947,7 +947,7 @@ async fn library_read(
     let space = counters.space().clone();
     let slices: Arc<dyn SliceStore> = tally.backend().slice_store(tally.clock().clone()).await?;
     let archives: Vec<Archive> = space
-        .resolutions
+        .precisions
         .iter()
         .map(|r| Archive {
             step: r.seconds as i64,

@@ -12,7 +12,7 @@
 //! Modes: `exact` (one increment per `incr_many` call, `writers` callers at
 //! once: one round trip per increment), `exact-batch` (`batch` increments
 //! per call, merged per slice, one round trip per call) and `aggregated`
-//! (`Aggregator::add` from `adders` tasks; the time runs until the final
+//! (`CounterWriter::add` from `adders` tasks; the time runs until the final
 //! flush is acknowledged, so it includes writing everything). Each run starts
 //! on an empty store and ends with a check that every precision of every
 //! counter sums to exactly what was acknowledged.
@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, ensure};
-use tally::counters::{Aggregator, AggregatorSettings};
+use tally::counters::{CounterWriter, WriterSettings};
 use tally::{Clock, CounterSettings, Counters, Increment, SystemClock};
 
 use crate::book;
@@ -54,7 +54,7 @@ pub struct IngestArgs {
     /// Increments per call in `exact-batch`.
     #[arg(long, default_value_t = 100)]
     pub batch: usize,
-    /// Tasks adding to the aggregator.
+    /// Tasks adding to the writer.
     #[arg(long, default_value_t = 2)]
     pub adders: usize,
     /// Connections of the book's algorithm.
@@ -316,10 +316,10 @@ async fn exact(
     ))
 }
 
-/// `adders` tasks calling `Aggregator::add` for `seconds`, then a flush; the
+/// `adders` tasks calling `CounterWriter::add` for `seconds`, then a flush; the
 /// time includes the flush.
 async fn aggregated(counters: &Counters, distinct: u64, args: &IngestArgs) -> Result<(u64, f64)> {
-    let agg = Aggregator::start(counters.clone(), AggregatorSettings::default())?;
+    let agg = CounterWriter::start(counters.clone(), WriterSettings::default())?;
     let names: Arc<Vec<String>> = Arc::new((0..distinct).map(name).collect());
     let sent = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
@@ -357,7 +357,7 @@ async fn aggregated(counters: &Counters, distinct: u64, args: &IngestArgs) -> Re
     let stats = agg.stats();
     agg.shutdown().await;
     let sent = sent.load(Ordering::Relaxed);
-    all_written(&stats, sent, "the aggregator", "increments")?;
+    all_written(&stats, sent, "the writer", "increments")?;
     Ok((sent, seconds))
 }
 
@@ -386,7 +386,7 @@ async fn listed_totals(counters: &Counters) -> Result<Vec<i64>> {
 /// Checks that an aggregating writer took and wrote every one of the
 /// `sent` items and refused none.
 pub(crate) fn all_written(
-    figures: &tally::counters::AggregatorStats,
+    figures: &tally::counters::WriterStats,
     sent: u64,
     writer: &str,
     items: &str,

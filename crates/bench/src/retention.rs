@@ -45,7 +45,7 @@ use redis::AsyncCommands;
 use tally::backend::redis::Layout;
 use tally::backend::redis::layout::DEFAULT_PREFIX;
 use tally::counters::settings::DEFAULT_CLEAN_INTERVAL;
-use tally::engine::resolution::is_due;
+use tally::engine::precision::is_due;
 use tally::engine::{CellDelta, Value};
 use tally::{Clock, CounterSettings, ManualClock, SystemClock};
 
@@ -579,7 +579,7 @@ async fn expire(
     let keys = layout.space_keys(counters.space());
     let chunk: Vec<CellDelta> = (0..samples)
         .map(|k| CellDelta {
-            resolution: p1,
+            precision: p1,
             slice: b + k * p1,
             delta: Value::Sum(1),
         })
@@ -605,7 +605,7 @@ async fn expire(
     let both = [
         chunk[samples as usize - 1].clone(),
         CellDelta {
-            resolution: p1,
+            precision: p1,
             slice: b + span,
             delta: Value::Sum(1),
         },

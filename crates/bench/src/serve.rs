@@ -204,7 +204,7 @@ impl Served {
         check_totals(what, &stored_totals(&api, names).await?, accepted)
     }
 
-    /// SIGTERM, which flushes the aggregator; waits for a clean exit and
+    /// SIGTERM, which flushes the writer; waits for a clean exit and
     /// hands back the SQLite directory (deleted when dropped).
     pub(crate) fn stop(mut self) -> Result<Option<tempfile::TempDir>> {
         let status = Command::new("kill")

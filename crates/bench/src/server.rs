@@ -278,7 +278,7 @@ pub async fn fill(
         .flat_map(|&p| {
             let current = now / p * p;
             slices.of(p, current).map(move |slice| CellDelta {
-                resolution: p,
+                precision: p,
                 slice,
                 delta: Value::Sum(fill_count(p, slice)),
             })
@@ -301,7 +301,7 @@ pub async fn write_deltas(
     use futures::StreamExt;
     let store = counters.store().clone();
     // The counters' space over the precisions the deltas write.
-    let mut precisions: Vec<u64> = deltas.iter().map(|d| d.resolution).collect();
+    let mut precisions: Vec<u64> = deltas.iter().map(|d| d.precision).collect();
     precisions.sort_unstable();
     precisions.dedup();
     let space = Arc::new(Space::counters(&precisions, counters.settings().samples));

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use tally::counters::AggregatorSettings;
+use tally::counters::WriterSettings;
 use tally::engine::kinds::StatsValue;
 use tally::engine::{Batch, CellDelta, SeriesWrite, Value};
 use tally::stats::{DEFAULT_QUANTILES, Observation};
@@ -470,7 +470,7 @@ async fn aggregated(
     values: &Arc<Vec<f64>>,
     args: &StatsArgs,
 ) -> Result<(u64, f64)> {
-    let writer = StatsWriter::start(stats.clone(), AggregatorSettings::default())?;
+    let writer = StatsWriter::start(stats.clone(), WriterSettings::default())?;
     let sent = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(args.seconds);
@@ -646,7 +646,7 @@ async fn fill_busy(redis: &BenchRedis, stats: &Stats) -> Result<(i64, u64)> {
             let value = busy_slice(&settings, &mut rng, BUSY_RATE * p as f64)?;
             held += value.count();
             cells.push(CellDelta {
-                resolution: p,
+                precision: p,
                 slice,
                 delta: Value::Stats(Box::new(value)),
             });

@@ -4,7 +4,7 @@
 //! http://127.0.0.1:3000/, then `tally get http:requests` (same data
 //! directory) or `tally counters`.
 //!
-//! Three counters per request, written in batches by the aggregator (no
+//! Three counters per request, written in batches by the writer (no
 //! round trip to the backend on the request path): `http:requests`,
 //! `http:route:GET /users/{id}` and `http:status:2xx`; and each request's
 //! duration in milliseconds into two statistics, `http:latency` and
@@ -14,19 +14,19 @@ use axum::Router;
 use axum::extract::Path;
 use axum::routing::get;
 use tally::Tally;
-use tally::counters::Aggregator;
+use tally::counters::CounterWriter;
 use tally::requests::CountRequestsLayer;
 use tally::stats::StatsWriter;
 
 /// The app: two routes, counted.
-fn app(aggregator: Aggregator, durations: StatsWriter) -> Router {
+fn app(writer: CounterWriter, durations: StatsWriter) -> Router {
     Router::new()
         .route("/", get(|| async { "hello" }))
         .route(
             "/users/{id}",
             get(|Path(id): Path<u32>| async move { format!("user {id}") }),
         )
-        .layer(CountRequestsLayer::new(aggregator).record_durations(durations))
+        .layer(CountRequestsLayer::new(writer).record_durations(durations))
 }
 
 #[tokio::main]
@@ -55,9 +55,9 @@ mod tests {
     #[tokio::test]
     async fn every_request_is_counted_by_route_and_status() {
         let tally = Tally::open("sqlite::memory:").await.unwrap();
-        let (counters, aggregator) = (tally.counters(), tally.writer());
+        let (counters, writer) = (tally.counters(), tally.writer());
         let durations = tally.stats_writer();
-        let app = app(aggregator.clone(), durations.clone());
+        let app = app(writer.clone(), durations.clone());
         for uri in ["/", "/users/1", "/users/2", "/users/x", "/missing"] {
             let res = app
                 .clone()
@@ -66,7 +66,7 @@ mod tests {
                 .unwrap();
             assert_ne!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
         }
-        aggregator.flush().await.unwrap();
+        writer.flush().await.unwrap();
         let total = |name: &str| {
             let counters = counters.clone();
             let name = name.to_owned();

@@ -48,7 +48,7 @@
 //! panics and does not allocate for a line of ASCII digits.
 
 use crate::clock::Timestamp;
-use crate::engine::resolution::Resolution;
+use crate::engine::precision::Precision;
 use crate::name::Name;
 
 /// How far ahead of now a timestamp may be (clock skew), seconds: statsd's
@@ -117,7 +117,7 @@ pub struct Point<'a> {
 
 /// The timestamps accepted at one moment: those whose second lands in a
 /// slice some precision of the gauges still keeps
-/// ([`resolution::kept`](crate::engine::resolution::kept)), up to
+/// ([`precision::kept`](crate::engine::precision::kept)), up to
 /// [`MAX_AHEAD_SECS`] after now's second, both bounds included: statsd's
 /// rule for its `T` times ([`crate::statsd::check_time`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -128,10 +128,10 @@ pub struct Window {
 }
 
 impl Window {
-    /// The window at `now` of a space with `resolutions`: from the start of
+    /// The window at `now` of a space with `precisions`: from the start of
     /// the oldest slice any of them keeps.
-    pub fn new(now: Timestamp, resolutions: &[Resolution]) -> Self {
-        let oldest = resolutions
+    pub fn new(now: Timestamp, precisions: &[Precision]) -> Self {
+        let oldest = precisions
             .iter()
             .map(|r| r.oldest_kept(now))
             .min()
@@ -583,7 +583,7 @@ mod tests {
     #[test]
     fn the_window_starts_at_the_oldest_slice_kept() {
         let now = Timestamp::from_secs_f64(NOW + 30.5).unwrap();
-        let w = Window::new(now, &[Resolution::new(1, 120), Resolution::new(60, 1440)]);
+        let w = Window::new(now, &[Precision::new(1, 120), Precision::new(60, 1440)]);
         // The minute slice holding now starts 20 s before NOW; 1,439 more
         // are kept.
         assert_eq!(w.oldest(), NOW as u64 - 20 - 1439 * 60);
@@ -681,7 +681,7 @@ mod tests {
             keep in 1u64..200,
         ) {
             let now = Timestamp::from_secs_f64(now).unwrap();
-            let rs: Vec<Resolution> = precisions.iter().map(|&p| Resolution::new(p, keep)).collect();
+            let rs: Vec<Precision> = precisions.iter().map(|&p| Precision::new(p, keep)).collect();
             let statsd = crate::statsd::check_time(second, now, &rs).is_ok();
             prop_assert_eq!(Window::new(now, &rs).contains(second as f64), statsd);
             prop_assert_eq!(Window::new(now, &rs).contains(second as f64 + 0.5), statsd);

@@ -21,7 +21,7 @@
 //! The same line opens a cluster (`redis+cluster://h1:7000,h2:7001`), a data
 //! directory (`/var/lib/app/tally`) or memory (`sqlite::memory:`): see
 //! [`open::target`]. [`Tally`] hands out every service with defaults:
-//! [`Tally::counters`], [`Tally::writer`] (the [`Aggregator`]),
+//! [`Tally::counters`], [`Tally::writer`] (the [`CounterWriter`]),
 //! [`Tally::cleaner`], [`Tally::stats`], [`Tally::stats_writer`],
 //! [`Tally::gauges`], [`Tally::gauges_writer`],
 //! [`Tally::sets`], [`Tally::sets_writer`],
@@ -41,12 +41,12 @@
 //! - [`clock`]: time; the only module that reads the system clock.
 //! - [`error`]: the crate's one error type.
 //! - [`name`]: validated names.
-//! - [`engine`]: the slice engine every value kept per (series, resolution,
+//! - [`engine`]: the slice engine every value kept per (series, precision,
 //!   slice) runs on: the kinds of value ([`engine::kinds`]: sums, distinct
 //!   values with the one HyperLogLog, most frequent items with the one
 //!   Space-Saving summary, statistics with a quantile sketch, gauges) and
 //!   the [`engine::Value`] enum over them, slice math
-//!   ([`engine::resolution`]), the write path ([`engine::plan`]: validation,
+//!   ([`engine::precision`]), the write path ([`engine::plan`]: validation,
 //!   one merged delta per slice, all or nothing), the aggregating writer
 //!   ([`engine::writer`]: in-process merging, exactly-once flushes), range
 //!   reads ([`engine::read`]), the [`engine::SliceStore`] trait that each
@@ -56,7 +56,7 @@
 //!   the cleaner ([`engine::cleaner`]) and keyed write ids
 //!   ([`engine::keyed`]).
 //! - [`counters`]: counters, the engine's sum kind: their rules, settings,
-//!   fast paths (the exact increment, plain sum reads) and the aggregator
+//!   fast paths (the exact increment, plain sum reads) and the writer
 //!   (the engine's writer over the counters' space).
 //! - [`stats`]: statistics over the engine's `stats` space: count, sum,
 //!   min, max, mean, standard deviation and quantiles per slice, ranges,
@@ -153,9 +153,9 @@ pub mod tsdb;
 pub use backend::{Backend, BackendConfig, ReplicationWait};
 pub use buffers::{Buffers, Flusher, FlusherSettings, Update};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
-pub use counters::{Aggregator, CounterSettings, Counters, Increment, Series};
+pub use counters::{CounterSettings, CounterWriter, Counters, Increment, Series};
 pub use daily::{DailySettings, DailyStats, DailyStore, Day, DayCount, View};
-pub use engine::{AggregatorSettings, Cleaner, CleanerSettings, Page, Sample};
+pub use engine::{Cleaner, CleanerSettings, Page, Sample, WriterSettings};
 pub use error::{Error, Result};
 pub use gauges::{GaugeOp, Gauges, GaugesWriter};
 pub use idempotency::Idempotency;

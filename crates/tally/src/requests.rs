@@ -7,8 +7,8 @@
 //! <matched route>` (axum's [`MatchedPath`], e.g. `GET /users/{id}`, or
 //! `unmatched`), and `<prefix>status:<class>` (`2xx`, `4xx`...). It adds no
 //! backend round trip to a request: the increments are handed to an
-//! [`Aggregator`] (in memory; written in batches by its flusher). When the
-//! aggregator is full the increments are dropped and counted in
+//! [`CounterWriter`] (in memory; written in batches by its flusher). When the
+//! writer is full the increments are dropped and counted in
 //! [`CountRequestsLayer::dropped`], never delaying the request.
 //!
 //! With [`CountRequestsLayer::record_durations`] it also records each
@@ -30,23 +30,23 @@ use axum::extract::MatchedPath;
 use http::{Request, Response};
 use tower::{Layer, Service};
 
-use crate::counters::Aggregator;
+use crate::counters::CounterWriter;
 use crate::stats::StatsWriter;
 
-/// Counts requests into an aggregator. Cheap to clone.
+/// Counts requests into a writer. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct CountRequestsLayer {
-    aggregator: Aggregator,
+    counter_writer: CounterWriter,
     durations: Option<StatsWriter>,
     prefix: Arc<str>,
     dropped: Arc<AtomicU64>,
 }
 
 impl CountRequestsLayer {
-    /// Counts into `aggregator` under the prefix `http:`.
-    pub fn new(aggregator: Aggregator) -> Self {
+    /// Counts into `counter_writer` under the prefix `http:`.
+    pub fn new(counter_writer: CounterWriter) -> Self {
         CountRequestsLayer {
-            aggregator,
+            counter_writer,
             durations: None,
             prefix: Arc::from("http:"),
             dropped: Arc::new(AtomicU64::new(0)),
@@ -66,7 +66,7 @@ impl CountRequestsLayer {
         self
     }
 
-    /// Increments (and durations) dropped because the aggregator was full or refused them.
+    /// Increments (and durations) dropped because the writer was full or refused them.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
@@ -127,7 +127,7 @@ where
             );
             let total = format!("{}requests", layer.prefix);
             for name in [total.as_str(), route.as_str(), class.as_str()] {
-                if let Err(e) = layer.aggregator.try_add(name, 1, None) {
+                if let Err(e) = layer.counter_writer.try_add(name, 1, None) {
                     layer.dropped.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(error = %e, counter = name, "request not counted");
                 }

@@ -1,7 +1,7 @@
 //! Counters' aggregating writer: increments merged in process, written in
 //! batches, each exactly once.
 //!
-//! [`Aggregator`] is the slice engine's aggregating writer
+//! [`CounterWriter`] is the slice engine's aggregating writer
 //! ([`crate::engine::series::SeriesWriter`]) over the counters' space;
 //! counters add their own entry points to it: `add(name, count, at)` merges a sum into the pending
 //! (counter, second) entry, and flushes write one delta per (counter,
@@ -24,10 +24,10 @@ use crate::engine::series::SeriesWriter;
 use crate::error::{Error, Result};
 use crate::idempotency::{self, Answer, Claim, Idempotency};
 
-pub use crate::engine::writer::{AggregatorSettings, AggregatorStats, SHUTDOWN_GRACE, WhenFull};
+pub use crate::engine::writer::{SHUTDOWN_GRACE, WhenFull, WriterSettings, WriterStats};
 
 /// A handle on an aggregating writer of counters. Cheap to clone; the
-/// flusher stops (after a final flush) when [`Aggregator::shutdown`] is
+/// flusher stops (after a final flush) when [`CounterWriter::shutdown`] is
 /// called or the last handle is dropped.
 ///
 /// # Example
@@ -49,7 +49,7 @@ pub use crate::engine::writer::{AggregatorSettings, AggregatorStats, SHUTDOWN_GR
 /// # Ok(())
 /// # }
 /// ```
-pub type Aggregator = SeriesWriter<CounterRules>;
+pub type CounterWriter = SeriesWriter<CounterRules>;
 
 impl SeriesWriter<CounterRules> {
     /// The counters written to.
@@ -70,7 +70,7 @@ impl SeriesWriter<CounterRules> {
         self.take_many(increments).await
     }
 
-    /// [`Aggregator::add_many`] with an idempotency key: the batch is added
+    /// [`CounterWriter::add_many`] with an idempotency key: the batch is added
     /// at most once per key within `idempotency`'s retention, in this
     /// process or any other sharing the store, before or after a flush.
     /// The key is claimed in the store with its answer first (one round
@@ -107,6 +107,7 @@ impl SeriesWriter<CounterRules> {
     ) -> Result<Applied> {
         let body = serde_json::to_vec(increments)
             .map_err(|e| Error::InvalidInput(format!("increments: {e}")))?;
+        // The type's old name: stored fingerprints must not change.
         let fingerprint = idempotency::fingerprint(&[b"Aggregator::add_many_once", &body]);
         let answer = Answer::json(202, &serde_json::json!({ "accepted": increments.len() }));
         match self
@@ -122,7 +123,7 @@ impl SeriesWriter<CounterRules> {
         }
     }
 
-    /// The steps of [`Aggregator::add_many_once`] for a request of any
+    /// The steps of [`CounterWriter::add_many_once`] for a request of any
     /// `fingerprint` whose answer, once added, is `answer` (the HTTP
     /// server's): validates every increment, claims the key with the
     /// answer, adds the batch if the claim is this call's (giving the key

@@ -4,7 +4,7 @@
 //! series service ([`crate::engine::series::SeriesService`]) over the
 //! counters' space (sums at each precision) with the counters' rules
 //! ([`CounterRules`]: an [`Increment`] is a checked sum), and
-//! [`Aggregator`] is the engine's aggregating writer over the same space.
+//! [`CounterWriter`] is the engine's aggregating writer over the same space.
 //! What counters add are their fast paths, as methods of those types: the
 //! exact increment ([`Counters::incr`], one plan and one store call),
 //! reads of plain sums ([`Counters::get_many`] over
@@ -25,8 +25,8 @@ pub use crate::engine::cleaner::{Cleaner, PassObserver};
 pub use crate::engine::read::Sample;
 pub use crate::engine::series::Page;
 pub use crate::engine::store::{Applied, CleanJob, CleanReport, WriteSeq};
-pub use crate::engine::writer::{AggregatorSettings, AggregatorStats, WhenFull};
-pub use aggregate::Aggregator;
+pub use crate::engine::writer::{WhenFull, WriterSettings, WriterStats};
+pub use aggregate::CounterWriter;
 pub use settings::{CleanerSettings, CounterSettings};
 
 use crate::clock::{Clock, SystemClock};
@@ -98,7 +98,7 @@ pub struct CounterRules {
 impl Rules for CounterRules {
     type Op = Increment;
     const OP: &'static str = "increment";
-    const WRITER: &'static str = "Aggregator";
+    const WRITER: &'static str = "CounterWriter";
 
     fn name(op: &Increment) -> &str {
         &op.name

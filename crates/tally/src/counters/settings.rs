@@ -85,13 +85,13 @@ impl CounterSettings {
     }
 
     /// The most samples any precision's hash holds between two cleaner
-    /// passes `interval` apart (see [`crate::engine::resolution::peak_slices`]):
+    /// passes `interval` apart (see [`crate::engine::precision::peak_slices`]):
     /// what Redis's `hash-max-listpack-entries` must allow for counters to
     /// stay in the compact encoding.
     pub fn peak_samples(&self, interval: Duration) -> u64 {
         self.precisions
             .iter()
-            .map(|&p| crate::engine::resolution::peak_slices(self.samples, p, interval.as_secs()))
+            .map(|&p| crate::engine::precision::peak_slices(self.samples, p, interval.as_secs()))
             .max()
             .unwrap_or(self.samples)
     }

@@ -11,7 +11,7 @@
 //!
 //! A cleaner trims every space it is given ([`Cleaner::with_space`]:
 //! counters, statistics, gauges, sets), in the same pass, with the same
-//! cadence and each resolution's own `keep`; [`crate::Tally::cleaner`]
+//! cadence and each precision's own `keep`; [`crate::Tally::cleaner`]
 //! gives it all of them.
 
 use std::collections::HashMap;
@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::clock::{SharedClock, Timestamp};
-use crate::engine::resolution::is_due;
+use crate::engine::precision::is_due;
 use crate::engine::store::{CleanJob, CleanReport, FULL_PASS_EVERY};
 use crate::engine::{Retention, SliceStore, Space};
 use crate::error::{Error, Result};
@@ -123,7 +123,7 @@ pub struct Cleaner {
     observer: Option<PassObserver>,
     /// The spaces trimmed in each pass, in order.
     spaces: Vec<(Arc<dyn SliceStore>, Arc<Space>)>,
-    /// When each resolution (seconds) was last visited by a pass that
+    /// When each precision (seconds) was last visited by a pass that
     /// succeeded: the next pass removes only what passed the cutoff since.
     visits: HashMap<u64, Timestamp>,
 }
@@ -159,7 +159,7 @@ impl Cleaner {
 
     /// Also trims `space` in `store` in every pass (after the spaces given
     /// before,
-    /// each resolution keeping its own `keep` slices). Refused for a space
+    /// each precision keeping its own `keep` slices). Refused for a space
     /// whose slices do not go by the cleaner.
     pub fn with_space(mut self, store: Arc<dyn SliceStore>, space: Arc<Space>) -> Result<Self> {
         if space.retention != Retention::Cleaner {
@@ -191,9 +191,9 @@ impl Cleaner {
 
     /// Runs one pass with cutoffs measured from `now`.
     ///
-    /// A pass removes from each (series, resolution) exactly the slices
+    /// A pass removes from each (series, precision) exactly the slices
     /// that passed the cutoff since this cleaner's last visit of the
-    /// resolution ([`Due::Slices`](crate::engine::Due)), at a cost
+    /// precision ([`Due::Slices`](crate::engine::Due)), at a cost
     /// proportional to what it removes; its first pass, and one in every
     /// [`CleanerSettings::full_pass_every`] after, reads every slice
     /// instead (catching slices written late, dated before an earlier
@@ -219,7 +219,7 @@ impl Cleaner {
             // The book's layout of counters reads `samples` (its registry
             // may name precisions the space does not list).
             let job = CleanJob {
-                samples: space.resolutions.first().map_or(0, |r| r.keep),
+                samples: space.precisions.first().map_or(0, |r| r.keep),
                 ..job.clone()
             };
             match store.clean(space, &job).await {
@@ -231,11 +231,11 @@ impl Cleaner {
             observer(&result, started.elapsed());
         }
         let report = result?;
-        let resolutions = self
+        let precisions = self
             .spaces
             .iter()
-            .flat_map(|(_, space)| space.resolutions.iter().map(|r| r.seconds));
-        for seconds in resolutions {
+            .flat_map(|(_, space)| space.precisions.iter().map(|r| r.seconds));
+        for seconds in precisions {
             if is_due(job.pass, seconds, job.interval_secs) {
                 self.visits.insert(seconds, now);
             }

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 
 /// The longest key, in characters.
 pub const MAX_KEY_LEN: usize = 255;
-/// The writer lane of keyed writes ([`write_seq`]); aggregators number
+/// The writer lane of keyed writes ([`write_seq`]); writers number
 /// their lanes from 0, so the two never meet.
 pub const KEYED_LANE: u32 = u32::MAX;
 

@@ -1,5 +1,5 @@
 //! The slice engine: one write path, one read path and one aggregating
-//! writer for every value Tally keeps per (series, resolution, slice).
+//! writer for every value Tally keeps per (series, precision, slice).
 //!
 //! A counter's slice holds a sum; a time-series bucket a sum, a HyperLogLog
 //! or a top-N table; a statistic's slice its moments and a quantile sketch; a
@@ -7,15 +7,15 @@
 //! *kind*: a mergeable value ([`Aggregate`]) with a pure byte encoding
 //! ([`Codec`]). Kinds live in [`kinds`], one small module each, holding only
 //! their math, their merge rule and their encoding; validation, slice
-//! resolution, duplicate merging, batching, exactly-once flushes, range
+//! precision, duplicate merging, batching, exactly-once flushes, range
 //! reads and storage are written once, for every kind:
 //!
 //! - [`aggregate`]: the kind traits, the [`Kind`] tag and the [`Value`] enum
 //!   that dispatches to each kind;
-//! - [`resolution`]: slice math (slice starts, cutoffs, the cleaner's
-//!   cadence, which resolution a range is read at);
+//! - [`precision`]: slice math (slice starts, cutoffs, the cleaner's
+//!   cadence, which precision a range is read at);
 //! - [`plan`]: the write path's pure half: a write's items resolved into one
-//!   merged delta per (series, resolution, slice), all or nothing;
+//!   merged delta per (series, precision, slice), all or nothing;
 //! - [`store`]: what a [`Space`] is, the batch a store applies, and the
 //!   [`SliceStore`] trait each store implements once per key layout
 //!   (`backend::sqlite::engine`, `backend::redis::engine`);
@@ -35,19 +35,19 @@ pub mod cleaner;
 pub mod keyed;
 pub mod kinds;
 pub mod plan;
+pub mod precision;
 pub mod read;
-pub mod resolution;
 pub mod series;
 pub mod store;
 pub mod writer;
 
 pub use aggregate::{Aggregate, Codec, Kind, Undo, Value};
 pub use cleaner::{Cleaner, CleanerSettings, PassObserver};
+pub use precision::Precision;
 pub use read::Sample;
-pub use resolution::Resolution;
 pub use series::Page;
 pub use store::{
     Applied, Batch, BatchSink, CellDelta, CleanJob, CleanReport, Due, Reads, Retention,
     SeriesWrite, SliceSel, SliceStore, Slices, Space, WriteSeq, contains_by_listing,
 };
-pub use writer::{AggregatorSettings, AggregatorStats, WhenFull, Writer};
+pub use writer::{WhenFull, Writer, WriterSettings, WriterStats};

@@ -1,13 +1,13 @@
 //! The write path's pure half: validation of a write's times and size, and
-//! its resolution into one merged delta per (series, resolution, slice).
+//! its precision into one merged delta per (series, precision, slice).
 //!
 //! Every service hands its validated items (a name, an instant, a delta of
 //! its space's kind) to [`plan`], which puts each item into its slice at
-//! every resolution of the space and merges the deltas that land in the
+//! every precision of the space and merges the deltas that land in the
 //! same slice with the kind's merge. A merge that leaves the kind's range
 //! fails the whole plan, so nothing of the write reaches a store: writes
 //! are all or nothing from here on. Series come out in name order, each
-//! once, with their cells ordered by resolution then slice: the order
+//! once, with their cells ordered by precision then slice: the order
 //! stores write in (and lock in, for SQLite).
 //!
 //! Names are validated by [`crate::name::Name`] before they get here; each
@@ -70,14 +70,14 @@ pub fn check_batch_len(len: usize, max: usize, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// Names the series (of `space`), resolution and slice in an error of a
+/// Names the series (of `space`), precision and slice in an error of a
 /// kind's merge (which knows none of them); other errors pass unchanged.
-pub fn locate(e: Error, space: &Space, name: &str, resolution: u64, slice: u64) -> Error {
+pub fn locate(e: Error, space: &Space, name: &str, precision: u64, slice: u64) -> Error {
     match e {
         Error::Overflow { delta, .. } => Error::Overflow {
             kind: space.noun(),
             name: name.to_owned(),
-            precision: resolution,
+            precision,
             slice,
             delta,
         },
@@ -110,28 +110,28 @@ pub fn prepare<T>(
 }
 
 /// Resolves `items` (series, instant, delta) into one merged delta per
-/// (series, resolution, slice) at every resolution of `space`.
+/// (series, precision, slice) at every precision of `space`.
 ///
 /// Fails when a merged delta leaves its kind's range (for sums,
-/// [`Error::Overflow`] naming the series, resolution and slice, and the
+/// [`Error::Overflow`] naming the series, precision and slice, and the
 /// item's delta that did not fit); then nothing may be written.
 pub fn plan<'a>(
     space: &Space,
     items: impl IntoIterator<Item = (&'a Name, Timestamp, Value)>,
 ) -> Result<Vec<SeriesWrite>> {
-    let resolutions = &space.resolutions;
+    let precisions = &space.precisions;
     let mut items = items.into_iter();
     let Some(first) = items.next() else {
         return Ok(Vec::new());
     };
     let Some(second) = items.next() else {
-        // One item (an exact increment): one cell per resolution, already in
+        // One item (an exact increment): one cell per precision, already in
         // order, nothing to merge.
         let (name, at, delta) = first;
-        let mut cells = Vec::with_capacity(resolutions.len());
-        for r in resolutions {
+        let mut cells = Vec::with_capacity(precisions.len());
+        for r in precisions {
             cells.push(CellDelta {
-                resolution: r.seconds,
+                precision: r.seconds,
                 slice: r.slice_start(at),
                 delta: delta.clone(),
             });
@@ -141,28 +141,28 @@ pub fn plan<'a>(
             cells,
         }]);
     };
-    // Every (series, resolution, slice) cell of every item, sorted stably
+    // Every (series, precision, slice) cell of every item, sorted stably
     // (items of the same cell keep their order: a gauge's meaning is its
     // order), then merged run by run.
     let (low, _) = items.size_hint();
-    let mut all: Vec<(&Name, u64, u64, Value)> = Vec::with_capacity((low + 2) * resolutions.len());
+    let mut all: Vec<(&Name, u64, u64, Value)> = Vec::with_capacity((low + 2) * precisions.len());
     for (name, at, delta) in [first, second].into_iter().chain(items) {
-        for r in resolutions {
+        for r in precisions {
             all.push((name, r.seconds, r.slice_start(at), delta.clone()));
         }
     }
     all.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
     let mut writes: Vec<SeriesWrite> = Vec::new();
     let mut cells = all.into_iter();
-    let Some((mut name, resolution, slice, delta)) = cells.next() else {
+    let Some((mut name, precision, slice, delta)) = cells.next() else {
         return Ok(writes);
     };
     let mut current = vec![CellDelta {
-        resolution,
+        precision,
         slice,
         delta,
     }];
-    for (n, resolution, slice, delta) in cells {
+    for (n, precision, slice, delta) in cells {
         if n != name {
             writes.push(SeriesWrite {
                 name: name.clone(),
@@ -171,12 +171,12 @@ pub fn plan<'a>(
             name = n;
         }
         match current.last_mut() {
-            Some(c) if c.resolution == resolution && c.slice == slice => c
+            Some(c) if c.precision == precision && c.slice == slice => c
                 .delta
                 .merge(&delta)
-                .map_err(|e| locate(e, space, name.as_str(), resolution, slice))?,
+                .map_err(|e| locate(e, space, name.as_str(), precision, slice))?,
             _ => current.push(CellDelta {
-                resolution,
+                precision,
                 slice,
                 delta,
             }),
@@ -203,9 +203,9 @@ mod tests {
         Name::new(n).unwrap()
     }
 
-    fn cell(resolution: u64, slice: u64, sum: i64) -> CellDelta {
+    fn cell(precision: u64, slice: u64, sum: i64) -> CellDelta {
         CellDelta {
-            resolution,
+            precision,
             slice,
             delta: Value::Sum(sum),
         }
@@ -306,7 +306,7 @@ mod tests {
 
     proptest! {
         /// Whatever the order and grouping of the items, the plan holds per
-        /// (series, resolution, slice) the sum of the items that fall in it.
+        /// (series, precision, slice) the sum of the items that fall in it.
         #[test]
         fn plan_holds_the_sum_of_each_slice(items in prop::collection::vec((0usize..4, 0u64..400, -1000i64..1000), 1..60)) {
             let names: Vec<Name> = ["a", "b", "c", "d"].iter().map(|n| name(n)).collect();
@@ -325,10 +325,10 @@ mod tests {
                 last_name = Some(&w.name);
                 let n = names.iter().position(|x| x == &w.name).unwrap();
                 for pair in w.cells.windows(2) {
-                    prop_assert!((pair[0].resolution, pair[0].slice) < (pair[1].resolution, pair[1].slice));
+                    prop_assert!((pair[0].precision, pair[0].slice) < (pair[1].precision, pair[1].slice));
                 }
                 for c in &w.cells {
-                    got.insert((n, c.resolution, c.slice), c.delta.as_sum().unwrap());
+                    got.insert((n, c.precision, c.slice), c.delta.as_sum().unwrap());
                 }
             }
             prop_assert_eq!(got, want);

@@ -1,9 +1,9 @@
-//! The read path: one series' slices at every resolution, or a range
+//! The read path: one series' slices at every precision, or a range
 //! `[from, to]` merged into one value per series, or several series merged
 //! into one.
 //!
-//! A range is read at the finest resolution whose kept slices, measured
-//! back from now, still reach `from` ([`resolution::choose`]); the slices
+//! A range is read at the finest precision whose kept slices, measured
+//! back from now, still reach `from` ([`precision::choose`]); the slices
 //! overlapping the range (those starting in `[slice_start(from), to]`) are
 //! merged with the kind's merge. The store is asked once, in one round trip
 //! for every series. What a service shows of a value (a count, a
@@ -14,16 +14,16 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::clock::Timestamp;
 use crate::engine::aggregate::{Kind, Value};
-use crate::engine::resolution::{self, Resolution};
+use crate::engine::precision::{self, Precision};
 use crate::engine::store::{SliceSel, SliceStore, Slices, Space};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
-/// Where a range read looks: one resolution and the slices it selects.
+/// Where a range read looks: one precision and the slices it selects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RangeRead {
-    /// The resolution read.
-    pub resolution: Resolution,
+    /// The precision read.
+    pub precision: Precision,
     /// The slices merged.
     pub slices: SliceSel,
 }
@@ -34,9 +34,9 @@ pub fn range(space: &Space, now: Timestamp, from: u64, to: u64) -> Option<RangeR
     if to < from {
         return None;
     }
-    let r = *resolution::choose(&space.resolutions, now, from)?;
+    let r = *precision::choose(&space.precisions, now, from)?;
     Some(RangeRead {
-        resolution: r,
+        precision: r,
         slices: SliceSel::Range {
             from: r.slice_of_second(from),
             to,
@@ -75,22 +75,22 @@ pub async fn read_range(
         Error::InvalidTime(format!("a range's end ({to}) is before its start ({from})"))
     })?;
     let per = store
-        .read(space, names, &[plan.resolution.seconds], plan.slices)
+        .read(space, names, &[plan.precision.seconds], plan.slices)
         .await?;
     per.into_iter()
         .map(|mut rs| merge_slices(space, &rs.pop().unwrap_or_default()))
         .collect()
 }
 
-/// Every stored slice of each series at each of `resolutions`, oldest
-/// first (`result[i][j]`: `names[i]` at `resolutions[j]`); one round trip.
+/// Every stored slice of each series at each of `precisions`, oldest
+/// first (`result[i][j]`: `names[i]` at `precisions[j]`); one round trip.
 pub async fn read_all(
     store: &dyn SliceStore,
     space: &Space,
     names: &[Name],
-    resolutions: &[u64],
+    precisions: &[u64],
 ) -> Result<Vec<Vec<Slices>>> {
-    store.read(space, names, resolutions, SliceSel::All).await
+    store.read(space, names, precisions, SliceSel::All).await
 }
 
 /// One stored sample: the slice start and its count.
@@ -130,7 +130,7 @@ mod tests {
         let space = Space::counters(&[1, 60, 3600], 120);
         let now = ts(1_000_000.0);
         let r = range(&space, now, 999_990, 1_000_000).unwrap();
-        assert_eq!(r.resolution.seconds, 1);
+        assert_eq!(r.precision.seconds, 1);
         assert_eq!(
             r.slices,
             SliceSel::Range {
@@ -140,7 +140,7 @@ mod tests {
         );
         // Two hours back: beyond 1 s x 120, within 60 s x 120.
         let r = range(&space, now, 1_000_000 - 7_000, 1_000_000).unwrap();
-        assert_eq!(r.resolution.seconds, 60);
+        assert_eq!(r.precision.seconds, 60);
         assert_eq!(
             r.slices,
             SliceSel::Range {

@@ -1,6 +1,6 @@
 //! The service every kind of named series over one engine space shares:
 //! [`SeriesService`] (validated batches written all or nothing or once per
-//! idempotency key, one series read at several resolutions, names listed by
+//! idempotency key, one series read at several precisions, names listed by
 //! prefix a page at a time, delete) and [`SeriesWriter`] (the engine's
 //! aggregating writer over the same space).
 //!
@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
 use crate::engine::plan::{self, Item};
 use crate::engine::store::{Applied, Batch, BatchSink, SliceSel, SliceStore, Slices, Space};
-use crate::engine::writer::{AggregatorSettings, AggregatorStats};
+use crate::engine::writer::{WriterSettings, WriterStats};
 use crate::engine::{Kind, Value, Writer};
 use crate::error::Result;
 use crate::name::Name;
@@ -311,7 +311,7 @@ impl<R: Rules> fmt::Debug for SeriesWriter<R> {
 impl<R: Rules> SeriesWriter<R> {
     /// Starts a writer into `service`'s store; spawns its flusher on the
     /// current tokio runtime.
-    pub fn start(service: SeriesService<R>, settings: AggregatorSettings) -> Result<Self> {
+    pub fn start(service: SeriesService<R>, settings: WriterSettings) -> Result<Self> {
         let writer = Writer::start(
             service.sink(),
             service.space().clone(),
@@ -376,7 +376,7 @@ impl<R: Rules> SeriesWriter<R> {
     }
 
     /// Running figures (`accepted` and `written` count operations).
-    pub fn stats(&self) -> AggregatorStats {
+    pub fn stats(&self) -> WriterStats {
         self.writer.stats()
     }
 }

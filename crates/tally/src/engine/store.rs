@@ -5,9 +5,9 @@
 //! A [`SliceStore`] is implemented once per store and key layout (SQLite;
 //! Redis standalone and Cluster, in the default layout and the book's) and
 //! serves every [`Space`]: a space says which kind of value its slices hold,
-//! at which resolutions, and how old slices go. Validation happened before a
+//! at which precisions, and how old slices go. Validation happened before a
 //! store is called: names are valid, deltas are in range and merged to one
-//! per (series, resolution, slice), series are in name order.
+//! per (series, precision, slice), series are in name order.
 
 use std::fmt;
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use crate::clock::Timestamp;
 use crate::engine::aggregate::{Kind, Value};
-use crate::engine::resolution::{Resolution, check_lengths, cutoff, is_due};
+use crate::engine::precision::{Precision, check_lengths, cutoff, is_due};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -35,15 +35,15 @@ pub enum Retention {
 }
 
 /// A family of series of one kind: its name in stores, its kind, its
-/// resolutions (finest first) and how its old slices go.
+/// precisions (finest first) and how its old slices go.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Space {
     /// The space's name in keys and table names: `counters`, `stats`, ...
     pub id: &'static str,
     /// The kind of value every slice holds.
     pub kind: Kind,
-    /// The resolutions, finest first.
-    pub resolutions: Vec<Resolution>,
+    /// The precisions, finest first.
+    pub precisions: Vec<Precision>,
     /// How old slices go.
     pub retention: Retention,
 }
@@ -67,12 +67,12 @@ impl Space {
 
     /// A space, checked: the id is 1 to 32 characters of `a-z`, `0-9` and
     /// `_`, starting with a letter (it goes into keys and table names); 1 to
-    /// 32 resolutions, distinct, each of 1 s to a year, keeping 1 to 100,000
-    /// slices. Resolutions are sorted finest first.
+    /// 32 precisions, distinct, each of 1 s to a year, keeping 1 to 100,000
+    /// slices. Precisions are sorted finest first.
     pub fn new(
         id: &'static str,
         kind: Kind,
-        mut resolutions: Vec<Resolution>,
+        mut precisions: Vec<Precision>,
         retention: Retention,
     ) -> Result<Self> {
         let id_ok = (1..=32).contains(&id.len())
@@ -85,18 +85,18 @@ impl Space {
                 "space id {id:?} must be 1 to 32 characters of a-z, 0-9 and _, starting with a letter"
             )));
         }
-        if resolutions.is_empty() || resolutions.len() > 32 {
+        if precisions.is_empty() || precisions.len() > 32 {
             return Err(Error::Config(format!(
                 "space {id} needs 1 to 32 resolutions, got {}",
-                resolutions.len()
+                precisions.len()
             )));
         }
-        resolutions.sort_unstable_by_key(|r| r.seconds);
+        precisions.sort_unstable_by_key(|r| r.seconds);
         check_lengths(
             &format!("space {id}: resolution"),
-            resolutions.iter().map(|r| r.seconds),
+            precisions.iter().map(|r| r.seconds),
         )?;
-        for r in &resolutions {
+        for r in &precisions {
             if r.keep == 0 || r.keep > 100_000 {
                 return Err(Error::Config(format!(
                     "space {id}: resolution {} s must keep 1 to 100000 slices, not {}",
@@ -107,21 +107,21 @@ impl Space {
         Ok(Space {
             id,
             kind,
-            resolutions,
+            precisions,
             retention,
         })
     }
 
-    /// A space cleaned by the cleaner whose every resolution keeps the same
+    /// A space cleaned by the cleaner whose every precision keeps the same
     /// number of slices: `kind` values at `precisions` (seconds), each
     /// keeping `samples` slices, checked as [`Space::new`] checks them
     /// (gauges, sets).
-    pub fn cleaned(id: &'static str, kind: Kind, precisions: &[u64], samples: u64) -> Result<Self> {
-        let resolutions = precisions
+    pub fn cleaned(id: &'static str, kind: Kind, seconds: &[u64], samples: u64) -> Result<Self> {
+        let precisions = seconds
             .iter()
-            .map(|&p| Resolution::new(p, samples))
+            .map(|&p| Precision::new(p, samples))
             .collect();
-        Self::new(id, kind, resolutions, Retention::Cleaner)
+        Self::new(id, kind, precisions, Retention::Cleaner)
     }
 
     /// The counters' space: sums at `precisions` (already validated by
@@ -131,9 +131,9 @@ impl Space {
         Space {
             id: Self::COUNTERS,
             kind: Kind::Sum,
-            resolutions: precisions
+            precisions: precisions
                 .iter()
-                .map(|&p| Resolution::new(p, keep))
+                .map(|&p| Precision::new(p, keep))
                 .collect(),
             retention: Retention::Cleaner,
         }
@@ -144,22 +144,22 @@ impl Space {
         self.id == Self::COUNTERS
     }
 
-    /// The resolution of `seconds`, if the space has it.
-    pub fn resolution(&self, seconds: u64) -> Option<&Resolution> {
-        self.resolutions.iter().find(|r| r.seconds == seconds)
+    /// The precision of `seconds`, if the space has it.
+    pub fn precision(&self, seconds: u64) -> Option<&Precision> {
+        self.precisions.iter().find(|r| r.seconds == seconds)
     }
 
     /// The slice lengths, finest first.
     pub fn seconds(&self) -> Vec<u64> {
-        self.resolutions.iter().map(|r| r.seconds).collect()
+        self.precisions.iter().map(|r| r.seconds).collect()
     }
 }
 
-/// One (resolution, slice) delta of one series.
+/// One (precision, slice) delta of one series.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CellDelta {
     /// Slice length in seconds.
-    pub resolution: u64,
+    pub precision: u64,
     /// Slice start, Unix seconds.
     pub slice: u64,
     /// What to merge into the slice.
@@ -171,7 +171,7 @@ pub struct CellDelta {
 pub struct SeriesWrite {
     /// The series.
     pub name: Name,
-    /// Deltas ordered by resolution, then slice; one per (resolution, slice).
+    /// Deltas ordered by precision, then slice; one per (precision, slice).
     pub cells: Vec<CellDelta>,
 }
 
@@ -192,7 +192,7 @@ pub struct Batch {
 /// The place of a write in one writer's ordered stream, for exactly-once
 /// retries.
 ///
-/// A writer (e.g. one aggregator in one process) draws a random `writer` id
+/// A writer (e.g. one writer in one process) draws a random `writer` id
 /// and numbers the writes of each `lane` 1, 2, 3...; a lane never sends write
 /// n + 1 before write n was acknowledged. The store keeps, per (writer, lane),
 /// the last number applied (per registry shard on a cluster), so its memory
@@ -254,14 +254,14 @@ impl SliceSel {
     }
 }
 
-/// One resolution's stored slices of one series, oldest first.
+/// One precision's stored slices of one series, oldest first.
 pub type Slices = Vec<(u64, Value)>;
 
-/// A read's answer: per series, per resolution, its slices oldest first,
+/// A read's answer: per series, per precision, its slices oldest first,
 /// each (slice start, `T`).
 pub type Reads<T> = Vec<Vec<Vec<(u64, T)>>>;
 
-/// Every slice of `reads` through `f` (per series, per resolution, in
+/// Every slice of `reads` through `f` (per series, per precision, in
 /// order), keeping the slices for which it returns `Some`.
 pub fn map_reads<T, U>(reads: Reads<T>, f: impl Fn(u64, T) -> Option<U>) -> Vec<Vec<Vec<U>>> {
     reads
@@ -274,11 +274,11 @@ pub fn map_reads<T, U>(reads: Reads<T>, f: impl Fn(u64, T) -> Option<U>) -> Vec<
         .collect()
 }
 
-/// One cleaning pass's parameters: the pass number (which resolutions are
+/// One cleaning pass's parameters: the pass number (which precisions are
 /// due) and the instant cutoffs are measured from.
 #[derive(Clone, Debug)]
 pub struct CleanJob {
-    /// Pass number, counted from 0 (the first pass visits every resolution).
+    /// Pass number, counted from 0 (the first pass visits every precision).
     pub pass: u64,
     /// The instant the cutoffs are measured from.
     pub now: Timestamp,
@@ -290,7 +290,7 @@ pub struct CleanJob {
     pub interval_secs: u64,
     /// Series per round trip.
     pub batch: usize,
-    /// When this cleaner last visited each resolution (seconds, the pass's
+    /// When this cleaner last visited each precision (seconds, the pass's
     /// `now`), if it remembers: a store then removes exactly the slices
     /// that passed the cutoff since ([`Due::Slices`]) instead of reading
     /// every slice to find them. Empty on a cleaner's first pass and every
@@ -304,11 +304,11 @@ pub struct CleanJob {
 /// default 60 s interval).
 pub const FULL_PASS_EVERY: u64 = 60;
 
-/// The most slices a pass removes by name from one (series, resolution);
+/// The most slices a pass removes by name from one (series, precision);
 /// past it (a cleaner that stopped for long) the pass reads the slices.
 pub const MAX_WINDOW: u64 = 1024;
 
-/// What a cleaning pass removes from one (series, resolution).
+/// What a cleaning pass removes from one (series, precision).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Due {
     /// Every slice that starts at or before this cutoff: the store reads
@@ -327,10 +327,10 @@ impl CleanJob {
         self.due(precision, self.samples)
     }
 
-    /// What is due at `resolution` (its own `keep`), if it is due in this
+    /// What is due at `precision` (its own `keep`), if it is due in this
     /// pass.
-    pub fn due_of(&self, resolution: &Resolution) -> Option<Due> {
-        self.due(resolution.seconds, resolution.keep)
+    pub fn due_of(&self, precision: &Precision) -> Option<Due> {
+        self.due(precision.seconds, precision.keep)
     }
 
     fn due(&self, seconds: u64, keep: u64) -> Option<Due> {
@@ -369,11 +369,10 @@ impl CleanJob {
             .then(|| cutoff(self.now, self.samples, precision))
     }
 
-    /// The cutoff for `resolution` (its own `keep`), if it is due in this
+    /// The cutoff for `precision` (its own `keep`), if it is due in this
     /// pass, else `None`.
-    pub fn cutoff_of(&self, resolution: &Resolution) -> Option<i64> {
-        is_due(self.pass, resolution.seconds, self.interval_secs)
-            .then(|| resolution.cutoff(self.now))
+    pub fn cutoff_of(&self, precision: &Precision) -> Option<i64> {
+        is_due(self.pass, precision.seconds, self.interval_secs).then(|| precision.cutoff(self.now))
     }
 }
 
@@ -446,14 +445,14 @@ pub trait SliceStore: Send + Sync + fmt::Debug + 'static {
     /// ([`Error::Overflow`] for sums).
     async fn apply(&self, batch: &Batch) -> Result<Applied>;
 
-    /// The slices of each series at each resolution, oldest first:
-    /// `result[i][j]` belongs to `names[i]` at `resolutions[j]`. One round
+    /// The slices of each series at each precision, oldest first:
+    /// `result[i][j]` belongs to `names[i]` at `precisions[j]`. One round
     /// trip.
     async fn read(
         &self,
         space: &Space,
         names: &[Name],
-        resolutions: &[u64],
+        precisions: &[u64],
         slices: SliceSel,
     ) -> Result<Vec<Vec<Slices>>>;
 
@@ -465,13 +464,13 @@ pub trait SliceStore: Send + Sync + fmt::Debug + 'static {
         &self,
         space: &Space,
         names: &[Name],
-        resolutions: &[u64],
+        precisions: &[u64],
         slices: SliceSel,
     ) -> Result<Reads<i64>> {
         if space.kind != Kind::Sum {
             return Err(not_sums(space));
         }
-        let all = self.read(space, names, resolutions, slices).await?;
+        let all = self.read(space, names, precisions, slices).await?;
         Ok(map_reads(all, |s, v| v.as_sum().map(|c| (s, c))))
     }
 
@@ -493,7 +492,7 @@ pub trait SliceStore: Send + Sync + fmt::Debug + 'static {
         contains_by_listing(self, space, names).await
     }
 
-    /// Deletes every resolution of a series; true if it held anything.
+    /// Deletes every precision of a series; true if it held anything.
     async fn delete(&self, space: &Space, name: &Name) -> Result<bool>;
 
     /// Runs one cleaning pass over every registered series of the space.
@@ -527,7 +526,7 @@ mod tests {
 
     #[test]
     fn spaces_are_checked_and_sorted_finest_first() {
-        let r = Resolution::new;
+        let r = Precision::new;
         let s = Space::new(
             "stats",
             Kind::Sum,
@@ -536,7 +535,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.seconds(), vec![1, 60]);
-        assert_eq!(s.resolution(60).unwrap().keep, 10);
+        assert_eq!(s.precision(60).unwrap().keep, 10);
         assert!(!s.is_counters());
         assert!(Space::counters(&[1], 3).is_counters());
         let bad = |id, rs| {
@@ -606,9 +605,9 @@ mod tests {
             last_visits: Vec::new(),
         };
         assert_eq!(job.cutoff_for(60), Some(10_000 - 180));
-        assert_eq!(job.cutoff_of(&Resolution::new(60, 10)), Some(10_000 - 600));
+        assert_eq!(job.cutoff_of(&Precision::new(60, 10)), Some(10_000 - 600));
         // 300 s is visited every 5th pass only.
-        assert_eq!(job.cutoff_of(&Resolution::new(300, 10)), None);
+        assert_eq!(job.cutoff_of(&Precision::new(300, 10)), None);
         assert!(SliceSel::Range { from: 5, to: 9 }.contains(9));
         assert!(!SliceSel::Range { from: 5, to: 9 }.contains(10));
         assert!(SliceSel::All.contains(0));

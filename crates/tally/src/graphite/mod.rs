@@ -213,7 +213,7 @@ impl Family {
             shape.root.split('.').map(str::to_owned).collect()
         };
         let archives = space
-            .resolutions
+            .precisions
             .iter()
             .map(|r| Archive {
                 step: r.seconds as i64,

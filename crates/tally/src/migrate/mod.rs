@@ -5,7 +5,7 @@
 //!
 //! How: per space, the source's names are listed in name order, a page of
 //! [`MigrateSettings::names_per_batch`] at a time; each page is read whole
-//! (every retained slice of every resolution both sides keep, one round
+//! (every retained slice of every precision both sides keep, one round
 //! trip) and merged into the target as one engine batch (one round trip
 //! per node), all or nothing. Each batch carries a write id: a writer id
 //! hashed from the migration's id ([`MigrateSettings::id`], by default made
@@ -67,7 +67,7 @@ pub struct MigrateSettings {
     /// the two stores and their layouts.
     pub id: String,
     /// Series per batch (1 to [`MAX_NAMES_PER_BATCH`], default 50): a
-    /// batch holds every retained slice of its series, up to resolutions ×
+    /// batch holds every retained slice of its series, up to precisions ×
     /// slices kept each (7 × 120 with the counters' defaults). Daily
     /// statistics: entities per batch (each up to its retention's days);
     /// time series: (model, key) pairs per batch (each up to kinds ×
@@ -152,7 +152,7 @@ pub struct SpaceReport {
     pub batches_written: u64,
     /// Batches the target had applied already (an earlier, interrupted run).
     pub batches_skipped: u64,
-    /// Resolutions (seconds) the source keeps and the target does not: not
+    /// Precisions (seconds) the source keeps and the target does not: not
     /// copied (time series: rollups).
     pub resolutions_not_copied: Vec<u64>,
 }
@@ -304,10 +304,10 @@ async fn copy_space(
         )));
     }
     let (common, not_copied): (Vec<u64>, Vec<u64>) = from
-        .resolutions
+        .precisions
         .iter()
         .map(|r| r.seconds)
-        .partition(|s| to.resolutions.iter().any(|r| r.seconds == *s));
+        .partition(|s| to.precisions.iter().any(|r| r.seconds == *s));
     let names = all_names(source, from).await?;
     let mut report = SpaceReport {
         space: from.id.to_owned(),
@@ -323,9 +323,9 @@ async fn copy_space(
             let cells: Vec<CellDelta> = common
                 .iter()
                 .zip(per)
-                .flat_map(|(&resolution, slices)| {
+                .flat_map(|(&precision, slices)| {
                     slices.into_iter().map(move |(slice, delta)| CellDelta {
-                        resolution,
+                        precision,
                         slice,
                         delta,
                     })

@@ -32,9 +32,9 @@ use crate::backend::redis::{Layout, ReplicationWait};
 use crate::backend::{Backend, BackendConfig};
 use crate::buffers::{BufferStore, Buffers, Tables};
 use crate::clock::{SharedClock, SystemClock};
-use crate::counters::{Aggregator, CounterSettings, Counters};
+use crate::counters::{CounterSettings, CounterWriter, Counters};
 use crate::daily::{DEFAULT_ENTITY_PREFIX, DailySettings, DailyStats};
-use crate::engine::{AggregatorSettings, Cleaner, CleanerSettings, SliceStore, Space, Writer};
+use crate::engine::{Cleaner, CleanerSettings, SliceStore, Space, Writer, WriterSettings};
 use crate::error::{Error, Result};
 use crate::gauges::{Gauges, GaugesWriter};
 use crate::graphite::{Family, Namespace, Shape, Source};
@@ -83,9 +83,9 @@ struct Inner {
     backend: Backend,
     clock: SharedClock,
     cleaner: CleanerSettings,
-    aggregator: AggregatorSettings,
+    writer_settings: WriterSettings,
     counters: Counters,
-    writer: OnceLock<Aggregator>,
+    writer: OnceLock<CounterWriter>,
     tsdb: Tsdb,
     daily: DailyStats,
     buffer_store: Arc<dyn BufferStore>,
@@ -205,12 +205,12 @@ impl Tally {
     ///
     /// When first called outside a Tokio runtime (it spawns its flusher).
     #[doc(alias = "aggregator")]
-    pub fn writer(&self) -> Aggregator {
+    pub fn writer(&self) -> CounterWriter {
         self.inner
             .writer
             .get_or_init(|| {
-                Aggregator::start(self.counters(), self.inner.aggregator.clone())
-                    .expect("the aggregator settings were validated when Tally was opened")
+                CounterWriter::start(self.counters(), self.inner.writer_settings.clone())
+                    .expect("the writer settings were validated when Tally was opened")
             })
             .clone()
     }
@@ -267,7 +267,7 @@ impl Tally {
 
     /// The aggregating writer over [`Tally::stats`], started on the
     /// current Tokio runtime the first time it is asked for (with the
-    /// aggregator settings); every later call returns the same writer.
+    /// writer settings); every later call returns the same writer.
     /// [`Tally::shutdown`] flushes and stops it.
     ///
     /// # Panics
@@ -277,8 +277,8 @@ impl Tally {
         self.inner
             .stats_writer
             .get_or_init(|| {
-                StatsWriter::start(self.stats(), self.inner.aggregator.clone())
-                    .expect("the aggregator settings were validated when Tally was opened")
+                StatsWriter::start(self.stats(), self.inner.writer_settings.clone())
+                    .expect("the writer settings were validated when Tally was opened")
             })
             .clone()
     }
@@ -299,8 +299,8 @@ impl Tally {
         self.inner
             .gauges_writer
             .get_or_init(|| {
-                GaugesWriter::start(self.gauges(), self.inner.aggregator.clone())
-                    .expect("the aggregator settings were validated when Tally was opened")
+                GaugesWriter::start(self.gauges(), self.inner.writer_settings.clone())
+                    .expect("the writer settings were validated when Tally was opened")
             })
             .clone()
     }
@@ -322,8 +322,8 @@ impl Tally {
         self.inner
             .sets_writer
             .get_or_init(|| {
-                SetsWriter::start(self.sets(), self.inner.aggregator.clone())
-                    .expect("the aggregator settings were validated when Tally was opened")
+                SetsWriter::start(self.sets(), self.inner.writer_settings.clone())
+                    .expect("the writer settings were validated when Tally was opened")
             })
             .clone()
     }
@@ -347,7 +347,7 @@ impl Tally {
 
     /// Idempotency records (the `Idempotency-Key` protocol), kept for the
     /// configured retention (default 24 h): pass it to
-    /// [`Aggregator::add_many_once`]; [`Counters::incr_many_once`] needs
+    /// [`CounterWriter::add_many_once`]; [`Counters::incr_many_once`] needs
     /// none.
     pub fn idempotency(&self) -> Idempotency {
         self.inner.idempotency.clone()
@@ -406,7 +406,7 @@ pub struct TallyBuilder {
     layout: Option<Layout>,
     counters: CounterSettings,
     cleaner: CleanerSettings,
-    aggregator: AggregatorSettings,
+    writer_settings: WriterSettings,
     tsdb: TsdbSettings,
     daily: DailySettings,
     stats: Option<StatsSettings>,
@@ -422,7 +422,7 @@ impl Default for TallyBuilder {
             layout: None,
             counters: CounterSettings::default(),
             cleaner: CleanerSettings::default(),
-            aggregator: AggregatorSettings::default(),
+            writer_settings: WriterSettings::default(),
             tsdb: TsdbSettings::default(),
             daily: DailySettings::default(),
             stats: None,
@@ -475,8 +475,8 @@ impl TallyBuilder {
     }
 
     /// The aggregating writer's settings ([`Tally::writer`]).
-    pub fn aggregator_settings(mut self, settings: AggregatorSettings) -> Self {
-        self.aggregator = settings;
+    pub fn writer_settings(mut self, settings: WriterSettings) -> Self {
+        self.writer_settings = settings;
         self
     }
 
@@ -631,7 +631,7 @@ impl TallyBuilder {
                 backend,
                 clock,
                 cleaner: settings.cleaner,
-                aggregator: settings.aggregator,
+                writer_settings: settings.writer_settings,
                 counters,
                 writer: OnceLock::new(),
                 tsdb,
@@ -710,7 +710,7 @@ impl TallyBuilder {
             stats: stats.validate()?,
             counters,
             cleaner: self.cleaner.clone().validate()?,
-            aggregator: self.aggregator.clone().validate()?,
+            writer_settings: self.writer_settings.clone().validate()?,
             tsdb: self.tsdb.clone().validate()?,
             daily: self.daily.clone().validate()?,
         })
@@ -721,7 +721,7 @@ impl TallyBuilder {
 struct Validated {
     counters: CounterSettings,
     cleaner: CleanerSettings,
-    aggregator: AggregatorSettings,
+    writer_settings: WriterSettings,
     tsdb: TsdbSettings,
     daily: DailySettings,
     stats: StatsSettings,

@@ -145,7 +145,7 @@ impl Shared {
     /// The timestamps accepted now.
     fn window(&self) -> Window {
         let service = self.writer.service();
-        Window::new(service.clock().now(), &service.space().resolutions)
+        Window::new(service.clock().now(), &service.space().precisions)
     }
 
     fn rejected(&self, reason: Reject) {

@@ -9,7 +9,7 @@
 //! - `DELETE /v1/counters/{name}`.
 //!
 //! With an aggregating writer, an increment is answered `202 {"accepted": n}`
-//! once the aggregator holds it (written within a flush interval); without,
+//! once the writer holds it (written within a flush interval); without,
 //! `200 {"written": n}` once stored. Listing, reading, deleting and the
 //! write modes are the shared routes of [`super::series`].
 //!
@@ -29,7 +29,7 @@ use super::check::{self, optional_integer, query_integer};
 use super::error::{JsonBody, PathParam, RawBody};
 use super::series::{self, Keys, ServedKind};
 use super::{ApiError, AppState, Metrics, Services};
-use crate::counters::{Aggregator, CounterRules, Counters, Increment, MAX_BATCH};
+use crate::counters::{CounterRules, CounterWriter, Counters, Increment, MAX_BATCH};
 
 pub(crate) fn routes() -> Router<AppState> {
     series::routes::<Counters>()
@@ -142,16 +142,16 @@ impl ServedKind for CounterRules {
     const PLURAL: &'static str = "counters";
     const FAMILY: &'static str = "counters";
     const NOUN: &'static str = "counter";
-    type Writer = Aggregator;
+    type Writer = CounterWriter;
     type Query = ReadQuery;
 
     fn of(services: &Services) -> Option<&Counters> {
         Some(&services.counters)
     }
 
-    fn writer(services: &Services) -> Option<&Aggregator> {
+    fn writer(services: &Services) -> Option<&CounterWriter> {
         services
-            .aggregator
+            .counter_writer
             .as_ref()
             .filter(|_| services.aggregates_increments())
     }

@@ -54,7 +54,7 @@
 //!
 //! An increment or an observation for an aggregating writer is claimed
 //! with its answer `202` already recorded, by the handler
-//! (`AggregatedKey`, [`crate::Aggregator::add_many_claimed`],
+//! (`AggregatedKey`, [`crate::CounterWriter::add_many_claimed`],
 //! [`crate::StatsWriter::record_many_claimed`]): one extra round trip; a
 //! retry is answered from the record and never handed over again.
 //!

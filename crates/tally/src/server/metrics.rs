@@ -1,7 +1,7 @@
 //! `GET /metrics`: the service's own figures in Prometheus's text format.
 //!
 //! [`Metrics`] is shared by the server, the statsd listener and the cleaner;
-//! the aggregator's and the limiter's figures are read from them at scrape
+//! the writer's and the limiter's figures are read from them at scrape
 //! time. Families (all prefixed `tally_`): HTTP requests by method, route and
 //! status, and their latency; increments accepted and written; write batches
 //! and flush latency; cleaner passes, their duration, samples and counters
@@ -322,8 +322,8 @@ pub async fn exposition(state: &AppState) -> String {
         "Increments accepted through the HTTP API and statsd.",
         load(&m.increments_accepted),
     );
-    if let Some(aggregator) = &state.services().aggregator {
-        let s = aggregator.stats();
+    if let Some(writer) = &state.services().counter_writer {
+        let s = writer.stats();
         e.counter1(
             "tally_aggregator_increments_accepted_total",
             "Increments the aggregating writer accepted.",
@@ -367,7 +367,7 @@ pub async fn exposition(state: &AppState) -> String {
         e.histogram(
             "tally_flush_duration_seconds",
             "Time one flush took to write everything it took.",
-            &aggregator.flush_latency(),
+            &writer.flush_latency(),
         );
     }
     e.counter1(

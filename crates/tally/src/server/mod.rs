@@ -57,7 +57,7 @@ pub use error::ApiError;
 pub use metrics::Metrics;
 
 use crate::buffers::{Buffers, Flusher};
-use crate::counters::{Aggregator, Counters, MAX_BATCH};
+use crate::counters::{CounterWriter, Counters, MAX_BATCH};
 use crate::daily::DailyStats;
 use crate::gauges::Gauges;
 use crate::idempotency::Idempotency;
@@ -107,9 +107,9 @@ pub struct Services {
     /// The aggregating writer: HTTP increments go through it (answered 202
     /// once accepted) unless `exact_writes`; the server counts its own
     /// requests into it.
-    pub aggregator: Option<Aggregator>,
+    pub counter_writer: Option<CounterWriter>,
     /// Write each HTTP increment before answering (200), even with an
-    /// aggregator.
+    /// writer.
     pub exact_writes: bool,
     /// Rate limiters, with the named policies of the configuration.
     pub limiter: Option<(Limiter, BTreeMap<String, Limit>)>,
@@ -143,7 +143,7 @@ pub struct Services {
 impl Services {
     /// True when HTTP increments go to the aggregating writer.
     pub fn aggregates_increments(&self) -> bool {
-        self.aggregator.is_some() && !self.exact_writes
+        self.counter_writer.is_some() && !self.exact_writes
     }
 
     /// True when HTTP observations go to the statistics' aggregating
@@ -274,9 +274,9 @@ pub fn app(state: AppState) -> Router {
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             error::panic_response,
         ));
-    if let Some(aggregator) = &state.services().aggregator {
+    if let Some(counter_writer) = &state.services().counter_writer {
         // Tally counts its own requests, as any app would with the layer.
-        let mut layer = CountRequestsLayer::new(aggregator.clone()).prefix("tally:http:");
+        let mut layer = CountRequestsLayer::new(counter_writer.clone()).prefix("tally:http:");
         if let Some(writer) = &state.services().stats_writer {
             // ...and the durations of its requests.
             layer = layer.record_durations(writer.clone());

@@ -3,7 +3,7 @@
 //! Each datagram is parsed with [`crate::statsd`]: a line is one name and
 //! one or more samples (`hits:1|c:2|c`, DogStatsD's packed `lat:1:2:3|ms`),
 //! every sample written under that name. Counter samples go to the
-//! counters' aggregator, timer, histogram and distribution samples to the
+//! counters' writer, timer, histogram and distribution samples to the
 //! statistics' writer (a sample rate weighs each value as `round(1/rate)`
 //! observations), gauge samples to the gauges' writer (`5` sets, `+5` /
 //! `-5` adjust, in the order received), set samples to the sets' writer
@@ -31,7 +31,7 @@ use tokio::net::UdpSocket;
 
 use super::Metrics;
 use super::udp::SocketInfo;
-use crate::counters::{Aggregator, Increment};
+use crate::counters::{CounterWriter, Increment};
 use crate::engine::plan::Item;
 use crate::engine::writer::{Writer, try_add_all};
 use crate::error::{Error, Result};
@@ -44,7 +44,7 @@ use crate::statsd::{Line, Reading, Reject, check_time, parse_packet};
 #[derive(Clone, Debug)]
 pub struct Targets {
     /// Counter lines (`c`).
-    pub counters: Aggregator,
+    pub counters: CounterWriter,
     /// Timer, histogram and distribution lines (`ms`, `h`, `d`).
     pub stats: StatsWriter,
     /// Gauge lines (`g`).
@@ -160,7 +160,7 @@ impl Targets {
                 }
                 Reading::Member(_) => (self.sets.service().space(), self.sets.service().clock()),
             };
-            check_time(at, clock.now(), &space.resolutions)?;
+            check_time(at, clock.now(), &space.precisions)?;
         }
         Ok(())
     }

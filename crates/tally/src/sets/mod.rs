@@ -308,7 +308,7 @@ impl SeriesService<SetRules> {
         })?;
         let per = self
             .store()
-            .read(space, &names, &[plan.resolution.seconds], plan.slices)
+            .read(space, &names, &[plan.precision.seconds], plan.slices)
             .await?;
         let union = merge_values(
             Kind::Distinct,
@@ -317,7 +317,7 @@ impl SeriesService<SetRules> {
         Ok(SetRange {
             from,
             to,
-            precision: plan.resolution.seconds,
+            precision: plan.precision.seconds,
             count: distinct_of(&union)?.estimate(),
         })
     }
@@ -339,7 +339,7 @@ impl SeriesService<SetRules> {
         let mut union = None;
         let mut series = Vec::with_capacity(per.len());
         for (&precision, slices) in self.precisions().iter().zip(&per) {
-            if precision == plan.resolution.seconds {
+            if precision == plan.precision.seconds {
                 let merged = merge_values(
                     Kind::Distinct,
                     slices
@@ -366,7 +366,7 @@ impl SeriesService<SetRules> {
             union: SetRange {
                 from,
                 to,
-                precision: plan.resolution.seconds,
+                precision: plan.precision.seconds,
                 count: union.unwrap_or(0),
             },
         })

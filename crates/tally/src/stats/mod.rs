@@ -38,7 +38,7 @@ pub use writer::StatsWriter;
 use crate::clock::{Clock, SystemClock};
 use crate::engine::Page;
 use crate::engine::kinds::{SketchSettings, StatsValue};
-use crate::engine::resolution::{self, Resolution};
+use crate::engine::precision::{self, Precision};
 use crate::engine::series::{Rules, SeriesService};
 use crate::engine::{
     Applied, Batch, BatchSink, Kind, Retention, SliceSel, SliceStore, Space, Value,
@@ -189,16 +189,16 @@ impl SeriesService<StatRules> {
     ) -> Result<Self> {
         let settings = settings.validate()?;
         let sketch = settings.sketch()?;
-        let resolutions: Vec<Resolution> = settings
+        let precisions: Vec<Precision> = settings
             .precisions
             .iter()
-            .map(|&p| Resolution::new(p, settings.samples))
+            .map(|&p| Precision::new(p, settings.samples))
             .collect();
-        let space = Space::new(SPACE, Kind::Stats, resolutions.clone(), Retention::Cleaner)?;
+        let space = Space::new(SPACE, Kind::Stats, precisions.clone(), Retention::Cleaner)?;
         let sketch_space = Space::new(
             SPACE,
             Kind::Stats,
-            resolutions
+            precisions
                 .into_iter()
                 .filter(|r| settings.keeps_sketch(r.seconds))
                 .collect(),
@@ -389,8 +389,8 @@ impl SeriesService<StatRules> {
             self.space()
         };
         let now = self.clock().now();
-        let r = *resolution::choose(&space.resolutions, now, from)
-            .expect("a space has at least one resolution");
+        let r = *precision::choose(&space.precisions, now, from)
+            .expect("a space has at least one precision");
         let sel = SliceSel::Range {
             from: r.slice_of_second(from),
             to,
@@ -516,7 +516,7 @@ impl BatchSink for StatsSink {
         for write in &mut batch.writes {
             for cell in &mut write.cells {
                 if let Value::Stats(s) = &mut cell.delta
-                    && self.without_sketch.contains(&cell.resolution)
+                    && self.without_sketch.contains(&cell.precision)
                 {
                     **s = s.without_sketch();
                 }

@@ -9,7 +9,7 @@
 //! precision, slice), one round trip per lane (per node on a cluster), each
 //! chunk with its own write id so a retried chunk is applied once. Its
 //! guarantees, bounds and settings are the engine writer's
-//! ([`AggregatorSettings`]); a process that dies loses what it had not
+//! ([`WriterSettings`]); a process that dies loses what it had not
 //! flushed, which is why [`super::Stats::record_many`] stays available.
 
 use crate::engine::series::SeriesWriter;

@@ -53,8 +53,8 @@
 //! are refused as [`Reject::EventOrServiceCheck`].
 //!
 //! A `T` time must also be one the store keeps ([`check_time`], given the
-//! listener's "now" and the resolutions of the sample's kind): not older
-//! than the longest-kept resolution keeps, and at most [`MAX_AHEAD_SECS`]
+//! listener's "now" and the precisions of the sample's kind): not older
+//! than the longest-kept precision keeps, and at most [`MAX_AHEAD_SECS`]
 //! ahead, else the line is refused as [`Reject::TimeNotKept`].
 //!
 //! What this module does not do: read a clock or write anything. Parsing
@@ -68,7 +68,7 @@ mod tests;
 
 use self::cursor::{Cursor, find2};
 use crate::clock::Timestamp;
-use crate::engine::resolution::{self, Resolution};
+use crate::engine::precision::{self, Precision};
 use crate::name::Name;
 
 /// The largest weight a sample rate may give an observation: 2^53, the most
@@ -99,7 +99,7 @@ pub enum Reject {
     /// A `T` field that is not whole Unix seconds from 1 to the end of 9999.
     BadTime,
     /// A `T` time outside what the store keeps: older than every
-    /// resolution of the metric's kind keeps, or more than
+    /// precision of the metric's kind keeps, or more than
     /// [`MAX_AHEAD_SECS`] ahead ([`check_time`]; the parser, which knows no
     /// "now", never gives it).
     TimeNotKept,
@@ -268,11 +268,10 @@ pub fn parse_line(line: &str) -> Result<Line<'_>, Reject> {
 }
 
 /// Checks a sample's `T` time (whole Unix seconds) against what a store of
-/// `resolutions` keeps at `now`: a slice some resolution still keeps, and
+/// `precisions` keeps at `now`: a slice some precision still keeps, and
 /// at most [`MAX_AHEAD_SECS`] after `now`.
-pub fn check_time(at: u64, now: Timestamp, resolutions: &[Resolution]) -> Result<(), Reject> {
-    if at > now.whole_secs().saturating_add(MAX_AHEAD_SECS)
-        || !resolution::kept(resolutions, now, at)
+pub fn check_time(at: u64, now: Timestamp, precisions: &[Precision]) -> Result<(), Reject> {
+    if at > now.whole_secs().saturating_add(MAX_AHEAD_SECS) || !precision::kept(precisions, now, at)
     {
         return Err(Reject::TimeNotKept);
     }

@@ -173,7 +173,7 @@ fn times_are_whole_unix_seconds() {
 
 #[test]
 fn a_time_must_be_one_the_store_keeps() {
-    let rs = [Resolution::new(60, 60), Resolution::new(3600, 24)];
+    let rs = [Precision::new(60, 60), Precision::new(3600, 24)];
     let now = Timestamp::from_secs(1_700_000_030).unwrap();
     assert_eq!(check_time(1_700_000_030, now, &rs), Ok(()));
     assert_eq!(check_time(1_700_000_030 - 60, now, &rs), Ok(()));

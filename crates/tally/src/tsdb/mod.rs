@@ -35,7 +35,7 @@ use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
 use crate::engine::Sample;
 use crate::engine::kinds::distinct::SET_CAP;
 use crate::engine::kinds::{DistinctValue, TopValue};
-use crate::engine::{Applied, Kind, Resolution, Retention, Space, Value, plan, read};
+use crate::engine::{Applied, Kind, Precision, Retention, Space, Value, plan, read};
 use crate::error::{Error, Result};
 use crate::idempotency::Mark;
 use crate::name::Name;
@@ -279,12 +279,12 @@ impl Tsdb {
         clock: Arc<dyn Clock>,
     ) -> Result<Self> {
         let settings = settings.validate()?;
-        let resolutions = settings
+        let precisions = settings
             .rollups
             .iter()
-            .map(|r| Resolution::new(r.seconds, r.samples))
+            .map(|r| Precision::new(r.seconds, r.samples))
             .collect();
-        let counts = Space::new("ts_count", Kind::Sum, resolutions, Retention::Expire)?;
+        let counts = Space::new("ts_count", Kind::Sum, precisions, Retention::Expire)?;
         Ok(Tsdb {
             store,
             settings,
@@ -361,7 +361,7 @@ impl Tsdb {
             })?;
             for w in writes {
                 for c in w.cells {
-                    if let Some(cell) = self.cell(model, &w.name, c.resolution, c.slice, now) {
+                    if let Some(cell) = self.cell(model, &w.name, c.precision, c.slice, now) {
                         adds.push(CellAdd {
                             cell,
                             delta: c.delta,

@@ -93,7 +93,7 @@ pub fn validate(mut rollups: Vec<Rollup>) -> Result<Vec<Rollup>> {
         )));
     }
     rollups.sort_unstable();
-    crate::engine::resolution::check_lengths("rollup", rollups.iter().map(|r| r.seconds))?;
+    crate::engine::precision::check_lengths("rollup", rollups.iter().map(|r| r.seconds))?;
     for r in &rollups {
         if r.samples == 0 || r.samples > 100_000 || r.retention() > 100 * 366 * 86_400 {
             return Err(Error::Config(format!(

@@ -18,14 +18,14 @@ use tally_testkit::graphite_web::{
 /// reference "now".
 fn window() -> Window {
     let s = CounterSettings::default();
-    let resolutions: Vec<tally::engine::Resolution> = s
+    let precisions: Vec<tally::engine::Precision> = s
         .precisions
         .iter()
-        .map(|&p| tally::engine::Resolution::new(p, s.samples))
+        .map(|&p| tally::engine::Precision::new(p, s.samples))
         .collect();
     Window::new(
         Timestamp::from_secs_f64(CARBON_REFERENCE_NOW).unwrap(),
-        &resolutions,
+        &precisions,
     )
 }
 

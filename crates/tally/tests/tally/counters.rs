@@ -7,7 +7,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::{Fixture, Kind, T0};
-use tally::counters::{Aggregator, AggregatorSettings, Applied, WhenFull, WriteSeq};
+use tally::counters::{Applied, CounterWriter, WhenFull, WriteSeq, WriterSettings};
 use tally::{CleanerSettings, CounterSettings, Error, Increment, Sample};
 
 fn s(start: u64, count: i64) -> Sample {
@@ -717,18 +717,18 @@ async fn sequenced_writes_apply_once(kind: Kind) {
     assert_eq!(store.apply(&ok).await.unwrap(), Applied::Written);
 }
 
-fn agg_settings() -> AggregatorSettings {
-    AggregatorSettings {
+fn agg_settings() -> WriterSettings {
+    WriterSettings {
         flush_interval: Duration::from_millis(20),
         chunk_counters: 7,
         lanes: 3,
-        ..AggregatorSettings::default()
+        ..WriterSettings::default()
     }
 }
 
 async fn aggregated_writes_are_exact(kind: Kind) {
     let f = Fixture::with_settings(kind, small(&[1, 5, 60], 1000)).await;
-    let agg = Aggregator::start(f.counters.clone(), agg_settings()).unwrap();
+    let agg = CounterWriter::start(f.counters.clone(), agg_settings()).unwrap();
     let mut tasks = Vec::new();
     for w in 0..6u64 {
         let agg = agg.clone();
@@ -781,14 +781,14 @@ async fn aggregator_applies_backpressure(kind: Kind) {
     let f = Fixture::with_settings(kind, small(&[1], 100)).await;
     // A table of 3 entries: adding 12 new ones must wait for flushes to make
     // room, and every one is written.
-    let settings = AggregatorSettings {
+    let settings = WriterSettings {
         flush_interval: Duration::from_millis(30),
         flush_entries: 3,
         max_entries: 3,
         when_full: WhenFull::Wait,
         ..agg_settings()
     };
-    let waiting = Aggregator::start(f.counters.clone(), settings).unwrap();
+    let waiting = CounterWriter::start(f.counters.clone(), settings).unwrap();
     for i in 0..12 {
         tokio::time::timeout(
             tally_testkit::PATIENCE,
@@ -806,11 +806,11 @@ async fn aggregator_applies_backpressure(kind: Kind) {
 
 async fn aggregator_flushes_on_shutdown_and_drop(kind: Kind) {
     let f = Fixture::with_settings(kind, small(&[1], 100)).await;
-    let long = AggregatorSettings {
+    let long = WriterSettings {
         flush_interval: Duration::from_secs(3600),
         ..agg_settings()
     };
-    let agg = Aggregator::start(f.counters.clone(), long.clone()).unwrap();
+    let agg = CounterWriter::start(f.counters.clone(), long.clone()).unwrap();
     agg.add("down", 3, Some(70.0)).await.unwrap();
     agg.shutdown().await;
     assert_eq!(f.counters.get("down", 1).await.unwrap(), vec![s(70, 3)]);
@@ -819,7 +819,7 @@ async fn aggregator_flushes_on_shutdown_and_drop(kind: Kind) {
         "a shut down aggregator takes nothing"
     );
     // Dropping the last handle flushes too.
-    let dropped = Aggregator::start(f.counters.clone(), long).unwrap();
+    let dropped = CounterWriter::start(f.counters.clone(), long).unwrap();
     dropped.add("dropped", 2, Some(70.0)).await.unwrap();
     drop(dropped);
     let flushed = tally_testkit::wait_until(tally_testkit::PATIENCE, || {
@@ -836,9 +836,9 @@ async fn aggregator_flushes_on_shutdown_and_drop(kind: Kind) {
 async fn aggregator_drops_only_a_refused_counter(kind: Kind) {
     let f = Fixture::with_settings(kind, small(&[1, 60], 100)).await;
     f.counters.incr_at("full", i64::MAX, 10.0).await.unwrap();
-    let agg = Aggregator::start(
+    let agg = CounterWriter::start(
         f.counters.clone(),
-        AggregatorSettings {
+        WriterSettings {
             chunk_counters: 100,
             ..agg_settings()
         },
@@ -870,9 +870,9 @@ async fn aggregator_rejects_bad_input(kind: Kind) {
     let f = Fixture::new(kind).await;
     // No timed flush: the overflow checks below are against totals still
     // waiting in the table, which a flush between two adds would empty.
-    let agg = Aggregator::start(
+    let agg = CounterWriter::start(
         f.counters.clone(),
-        AggregatorSettings {
+        WriterSettings {
             flush_interval: Duration::from_secs(3600),
             ..agg_settings()
         },
@@ -914,9 +914,9 @@ async fn aggregator_rejects_bad_input(kind: Kind) {
     assert_eq!(agg.stats().written, 1);
     assert_eq!(f.all_names().await, vec!["x"]);
     // A batch that does not fit in an Error-mode table adds nothing either.
-    let small = Aggregator::start(
+    let small = CounterWriter::start(
         f.counters.clone(),
-        AggregatorSettings {
+        WriterSettings {
             flush_interval: Duration::from_secs(3600),
             flush_entries: 3,
             max_entries: 3,

@@ -12,10 +12,10 @@ use common::{Fixture, Kind};
 use tally::engine::kinds::{StatsValue, TopValue};
 use tally::engine::plan::{Item, plan};
 use tally::engine::read::{merge_values, read_range};
-use tally::engine::writer::{AggregatorSettings, Writer};
+use tally::engine::writer::{Writer, WriterSettings};
 use tally::engine::{
-    Applied, Batch, CleanJob, Kind as ValueKind, Resolution, Retention, SliceSel, SliceStore,
-    Space, Value, WriteSeq,
+    Applied, Batch, CleanJob, Kind as ValueKind, Precision, Retention, SliceSel, SliceStore, Space,
+    Value, WriteSeq,
 };
 use tally::{Error, Increment, Name, Timestamp};
 
@@ -38,9 +38,9 @@ fn visits() -> Arc<Space> {
             "visits",
             ValueKind::Sum,
             vec![
-                Resolution::new(100, 10),
-                Resolution::new(1, 10),
-                Resolution::new(10, 10),
+                Precision::new(100, 10),
+                Precision::new(1, 10),
+                Precision::new(10, 10),
             ],
             Retention::Cleaner,
         )
@@ -287,7 +287,7 @@ async fn list_delete_and_clean(kind: Kind) {
             .unwrap(),
         [false, true]
     );
-    // At 2000.5, every resolution keeps 10 slices: the slices of 1000..=1003
+    // At 2000.5, every precision keeps 10 slices: the slices of 1000..=1003
     // go at 1 s and 10 s; at 100 s, 1000 is older than 2000 - 10 x 100 too.
     let job = CleanJob {
         pass: 0,
@@ -381,11 +381,11 @@ async fn the_writer_serves_any_space(kind: Kind) {
         Arc::new(s.clone()),
         space.clone(),
         Arc::new(f.clock.clone()),
-        AggregatorSettings {
+        WriterSettings {
             flush_interval: Duration::from_millis(10),
             chunk_counters: 3,
             lanes: 2,
-            ..AggregatorSettings::default()
+            ..WriterSettings::default()
         },
     )
     .unwrap();
@@ -576,7 +576,7 @@ async fn statistics_merge_in_the_store(kind: Kind) {
         Space::new(
             "latency",
             ValueKind::Stats,
-            vec![Resolution::new(1, 100), Resolution::new(60, 10)],
+            vec![Precision::new(1, 100), Precision::new(60, 10)],
             Retention::Cleaner,
         )
         .unwrap(),
@@ -645,7 +645,7 @@ async fn kinds_no_store_keeps_yet_are_refused(kind: Kind) {
         Space::new(
             "items",
             ValueKind::Top,
-            vec![Resolution::new(60, 10)],
+            vec![Precision::new(60, 10)],
             Retention::Cleaner,
         )
         .unwrap(),

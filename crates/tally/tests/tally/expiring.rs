@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Fixture, Kind, RawConn};
-use tally::counters::{Aggregator, AggregatorSettings, Applied, WriteSeq};
+use tally::counters::{Applied, CounterWriter, WriteSeq, WriterSettings};
 use tally::engine::plan::plan;
-use tally::engine::{Batch, Kind as ValueKind, Resolution, Retention, SliceSel, Space, Value};
+use tally::engine::{Batch, Kind as ValueKind, Precision, Retention, SliceSel, Space, Value};
 use tally::{CleanerSettings, Clock, CounterSettings, Error, Increment, Name, SystemClock};
 use tally_testkit::RedisOptions;
 
@@ -256,7 +256,7 @@ async fn sequenced_writes_apply_once(kind: Kind) {
 
 async fn aggregated_writes_are_exact(kind: Kind) {
     let (f, now) = fixture(kind, &[1, 5, 60], 120).await;
-    let agg = Aggregator::start(f.counters.clone(), AggregatorSettings::default()).unwrap();
+    let agg = CounterWriter::start(f.counters.clone(), WriterSettings::default()).unwrap();
     for second in 0..5u64 {
         for i in 0..200u64 {
             agg.add(&format!("c{}", i % 25), 1, Some((now - second) as f64))
@@ -325,7 +325,7 @@ async fn another_space_expires_too(kind: Kind) {
         Space::new(
             "visits",
             ValueKind::Sum,
-            vec![Resolution::new(1, 5), Resolution::new(10, 5)],
+            vec![Precision::new(1, 5), Precision::new(10, 5)],
             Retention::Expire,
         )
         .unwrap(),
@@ -338,7 +338,7 @@ async fn another_space_expires_too(kind: Kind) {
         writes,
         seq: None,
     };
-    // Redis ends the 1 s resolution's chunk by its own clock, as soon as 5 s
+    // Redis ends the 1 s precision's chunk by its own clock, as soon as 5 s
     // after the write: written and read back within 4 s (a late run's series
     // is deleted before the next run writes it again).
     let (got, listed) = tally_testkit::in_time(Duration::from_secs(4), |run| {

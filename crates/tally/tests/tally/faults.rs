@@ -1,6 +1,6 @@
 //! Fault test: sustained aggregated load while Redis connections are killed
 //! and the server is killed with SIGKILL and restarted, many times. Every
-//! increment the aggregator acknowledged must be stored exactly once, and
+//! increment the writer acknowledged must be stored exactly once, and
 //! every observation the statistics' aggregating writer acknowledged too
 //! (exact counts and sums at every precision).
 
@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{Fixture, Kind};
-use tally::counters::{Aggregator, AggregatorSettings};
+use tally::counters::{CounterWriter, WriterSettings};
 use tally::stats::StatsWriter;
 use tally::{CounterSettings, StatsSettings};
 use tally_testkit::RedisOptions;
@@ -40,13 +40,13 @@ async fn run(kind: Kind) {
     )
     .await;
     let server = Arc::new(Mutex::new(f.server.take().expect("a Redis fixture")));
-    let agg_settings = AggregatorSettings {
+    let agg_settings = WriterSettings {
         flush_interval: Duration::from_millis(5),
         chunk_counters: 8,
         lanes: 3,
-        ..AggregatorSettings::default()
+        ..WriterSettings::default()
     };
-    let agg = Aggregator::start(f.counters.clone(), agg_settings.clone()).unwrap();
+    let agg = CounterWriter::start(f.counters.clone(), agg_settings.clone()).unwrap();
     let stats = f
         .stats(StatsSettings {
             precisions: vec![1, 60, 86400],

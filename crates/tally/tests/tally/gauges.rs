@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::{Fixture, Kind, T0};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use tally::counters::AggregatorSettings;
+use tally::counters::WriterSettings;
 use tally::gauges::{GaugeOp, GaugeSlice, GaugesWriter};
 use tally::{CleanerSettings, Clock, Error};
 
@@ -279,9 +279,9 @@ async fn aggregated_writes_keep_order(kind: Kind) {
     let gauges = f.gauges(&[60], 10, false).await;
     let writer = GaugesWriter::start(
         gauges.clone(),
-        AggregatorSettings {
+        WriterSettings {
             flush_interval: Duration::from_secs(3600),
-            ..AggregatorSettings::default()
+            ..WriterSettings::default()
         },
     )
     .unwrap();

@@ -89,7 +89,7 @@ impl Server {
     async fn start(tally: &Tally, settings: &GraphiteSettings) -> Server {
         let services = Services {
             counters: tally.counters(),
-            aggregator: None,
+            counter_writer: None,
             exact_writes: true,
             limiter: None,
             locks: None,

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::{Fixture, Kind};
 use tally::TsQuery;
-use tally::counters::{Aggregator, AggregatorSettings, Applied, WhenFull};
+use tally::counters::{Applied, CounterWriter, WhenFull, WriterSettings};
 use tally::idempotency::{Answer, Claim, fingerprint};
 use tally::tsdb::TsIncrement;
 use tally::tsdb::rollup::vshard_of;
@@ -167,12 +167,12 @@ async fn keyed_writes_apply_once(kind: Kind) {
 
     // Two aggregating writers on one store, as two processes: a keyed batch
     // is added once, before and after the flush, whichever gets it.
-    let settings = AggregatorSettings {
+    let settings = WriterSettings {
         flush_interval: Duration::from_secs(3600),
-        ..AggregatorSettings::default()
+        ..WriterSettings::default()
     };
-    let a = Aggregator::start(counters.clone(), settings.clone()).unwrap();
-    let b = Aggregator::start(f.second_client().await, settings.clone()).unwrap();
+    let a = CounterWriter::start(counters.clone(), settings.clone()).unwrap();
+    let b = CounterWriter::start(f.second_client().await, settings.clone()).unwrap();
     let backend_b = if kind == Kind::SqliteMemory {
         f.backend.clone()
     } else {
@@ -219,9 +219,9 @@ async fn keyed_writes_apply_once(kind: Kind) {
             .unwrap_err()
             .is_bad_input()
     );
-    let full = Aggregator::start(
+    let full = CounterWriter::start(
         counters.clone(),
-        AggregatorSettings {
+        WriterSettings {
             max_entries: 1,
             flush_entries: 1,
             when_full: WhenFull::Error,

@@ -33,7 +33,7 @@ async fn open(target: &str) -> Tally {
 }
 
 /// Every slice of every series of every engine space, by (space, name,
-/// resolution).
+/// precision).
 type Snapshot = BTreeMap<(String, String, u64), Vec<(u64, Value)>>;
 
 async fn snapshot(tally: &Tally) -> Snapshot {
@@ -51,14 +51,14 @@ async fn snapshot(tally: &Tally) -> Snapshot {
     let mut all = Snapshot::new();
     for space in spaces {
         let names = store.list(&space, "", None, 100_000).await.unwrap();
-        let resolutions: Vec<u64> = space.resolutions.iter().map(|r| r.seconds).collect();
+        let precisions: Vec<u64> = space.precisions.iter().map(|r| r.seconds).collect();
         let parsed: Vec<Name> = names.iter().map(|n| Name::new(n).unwrap()).collect();
         let read = store
-            .read(&space, &parsed, &resolutions, SliceSel::All)
+            .read(&space, &parsed, &precisions, SliceSel::All)
             .await
             .unwrap();
         for (name, per) in names.iter().zip(read) {
-            for (&r, slices) in resolutions.iter().zip(per) {
+            for (&r, slices) in precisions.iter().zip(per) {
                 all.insert(
                     (space.id.to_owned(), name.clone(), r),
                     slices

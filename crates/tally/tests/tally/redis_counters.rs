@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::{Fixture, Kind};
 use redis::AsyncCommands;
-use tally::counters::{Aggregator, AggregatorSettings, WhenFull};
+use tally::counters::{CounterWriter, WhenFull, WriterSettings};
 use tally::{CleanerSettings, CounterSettings, Error, Sample, Timestamp};
 use tally_testkit::RedisOptions;
 
@@ -306,14 +306,14 @@ async fn aggregator_refuses_when_full_while_redis_is_down() {
         },
     )
     .await;
-    let agg = Aggregator::start(
+    let agg = CounterWriter::start(
         f.counters.clone(),
-        AggregatorSettings {
+        WriterSettings {
             flush_interval: Duration::from_millis(10),
             flush_entries: 3,
             max_entries: 3,
             when_full: WhenFull::Error,
-            ..AggregatorSettings::default()
+            ..WriterSettings::default()
         },
     )
     .unwrap();

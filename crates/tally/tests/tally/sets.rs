@@ -9,7 +9,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::{Fixture, Kind};
-use tally::counters::AggregatorSettings;
+use tally::counters::WriterSettings;
 use tally::engine::kinds::Hll;
 use tally::engine::{Applied, BatchSink, WriteSeq};
 use tally::sets::{SetAdd, SetSlice, SetsWriter};
@@ -273,9 +273,9 @@ async fn sequenced_and_aggregated_writes_apply_once(kind: Kind) {
 
     let writer = SetsWriter::start(
         sets.clone(),
-        AggregatorSettings {
+        WriterSettings {
             flush_interval: Duration::from_secs(3600),
-            ..AggregatorSettings::default()
+            ..WriterSettings::default()
         },
     )
     .unwrap();

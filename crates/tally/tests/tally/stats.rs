@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{Fixture, Kind, T0};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use tally::counters::{AggregatorSettings, WriteSeq};
+use tally::counters::{WriteSeq, WriterSettings};
 use tally::engine::{Applied, BatchSink};
 use tally::stats::{Figure, Observation, SliceSummary, StatsWriter};
 use tally::{CleanerSettings, Error, Stats, StatsSettings};
@@ -384,7 +384,7 @@ async fn precisions_without_a_sketch_report_no_quantiles(kind: Kind) {
         ])
         .await
         .unwrap();
-    let writer = StatsWriter::start(stats.clone(), AggregatorSettings::default()).unwrap();
+    let writer = StatsWriter::start(stats.clone(), WriterSettings::default()).unwrap();
     writer.record("s", 20.0, Some(BOOK)).await.unwrap();
     writer.flush().await.unwrap();
     let all = stats.get_all("s", &[0.5]).await.unwrap();
@@ -569,7 +569,7 @@ async fn the_cleaner_trims_stats(kind: Kind) {
     let expiring = tally::engine::Space::new(
         "sets",
         tally::engine::Kind::Distinct,
-        vec![tally::engine::Resolution::new(60, 10)],
+        vec![tally::engine::Precision::new(60, 10)],
         tally::engine::Retention::Expire,
     )
     .unwrap();
@@ -615,11 +615,11 @@ async fn aggregated_writes_are_exact(kind: Kind) {
     let stats = f.stats(settings(&[1, 60, 3600], 100)).await;
     let writer = StatsWriter::start(
         stats.clone(),
-        AggregatorSettings {
+        WriterSettings {
             flush_interval: Duration::from_millis(5),
             chunk_counters: 3,
             lanes: 2,
-            ..AggregatorSettings::default()
+            ..WriterSettings::default()
         },
     )
     .unwrap();

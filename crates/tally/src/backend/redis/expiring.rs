@@ -6,7 +6,7 @@
 //! the window at `now` is not written (a read would never return it, and
 //! Redis would drop it at once); a slice more than one chunk ahead of the
 //! current one is refused, since reads look no further. For the other
-//! layouts the same grouping is one hash per (series, resolution), so the
+//! layouts the same grouping is one hash per (series, precision), so the
 //! store builds every call from one plan.
 
 use crate::clock::Timestamp;
@@ -20,7 +20,7 @@ use super::layout::{ChunkMath, ENDS_SCALE, NO_MARK, end_score, spans_nest};
 pub(crate) struct Group<'a> {
     /// Index of the series in the call's writes.
     pub series: usize,
-    /// The cells, all of one resolution (and one chunk).
+    /// The cells, all of one precision (and one chunk).
     pub cells: &'a [CellDelta],
     /// The chunk's start (expiring layout; 0 otherwise).
     pub chunk: u64,
@@ -57,12 +57,12 @@ pub(crate) struct Groups<'a> {
 }
 
 impl<'a> Groups<'a> {
-    /// The default and ria layouts: one hash per (series, resolution).
-    pub fn by_resolution(writes: &[&'a SeriesWrite]) -> Self {
+    /// The default and ria layouts: one hash per (series, precision).
+    pub fn by_precision(writes: &[&'a SeriesWrite]) -> Self {
         let mut groups = Groups::default();
         for (i, w) in writes.iter().enumerate() {
             let first = groups.list.len();
-            for cells in w.cells.chunk_by(|a, b| a.resolution == b.resolution) {
+            for cells in w.cells.chunk_by(|a, b| a.precision == b.precision) {
                 groups.list.push(Group {
                     series: i,
                     cells,
@@ -83,20 +83,20 @@ impl<'a> Groups<'a> {
     }
 }
 
-/// The chunk math of `space` at `resolution`, or why the expiring layout
+/// The chunk math of `space` at `precision`, or why the expiring layout
 /// cannot keep it.
-pub(crate) fn math(space: &Space, resolution: u64) -> Result<ChunkMath> {
-    match space.resolution(resolution) {
+pub(crate) fn math(space: &Space, precision: u64) -> Result<ChunkMath> {
+    match space.precision(precision) {
         Some(r) if r.keep > 0 => Ok(ChunkMath::new(*r)),
         _ => Err(Error::Config(format!(
-            "the expiring layout needs how many slices space {} keeps at {resolution} s \
+            "the expiring layout needs how many slices space {} keeps at {precision} s \
              (its chunks and their expiry follow from it)",
             space.id
         ))),
     }
 }
 
-/// The expiring layout: one hash per (series, resolution, chunk), the
+/// The expiring layout: one hash per (series, precision, chunk), the
 /// chunks that already expired left out, each series' end score.
 pub(crate) fn groups<'a>(
     space: &Space,
@@ -104,12 +104,12 @@ pub(crate) fn groups<'a>(
     now: Timestamp,
 ) -> Result<Groups<'a>> {
     let maths = space
-        .resolutions
+        .precisions
         .iter()
         .map(|r| math(space, r.seconds))
         .collect::<Result<Vec<_>>>()?;
-    let nest = spans_nest(&space.resolutions);
-    let finest = maths.first().map(|m| m.resolution.seconds);
+    let nest = spans_nest(&space.precisions);
+    let finest = maths.first().map(|m| m.precision.seconds);
     let marks = |m: &ChunkMath, chunk: u64| match maths.first() {
         Some(f) if vouching_marks(&maths, nest) => {
             ((chunk / f.span()) % NO_MARK, m.span() / f.span())
@@ -123,12 +123,12 @@ pub(crate) fn groups<'a>(
         let mut end = 0u64;
         let mut dropped = false;
         let mut finest_chunks = Vec::new();
-        let mut resolutions = 0usize;
-        for run in w.cells.chunk_by(|a, b| a.resolution == b.resolution) {
-            let m = math(space, run[0].resolution)?;
-            resolutions += 1;
+        let mut precisions = 0usize;
+        for run in w.cells.chunk_by(|a, b| a.precision == b.precision) {
+            let m = math(space, run[0].precision)?;
+            precisions += 1;
             let ahead = m
-                .chunk_of(m.resolution.slice_start(now))
+                .chunk_of(m.precision.slice_start(now))
                 .saturating_add(m.span());
             for cells in run.chunk_by(|a, b| m.chunk_of(a.slice) == m.chunk_of(b.slice)) {
                 let chunk = m.chunk_of(cells[0].slice);
@@ -147,7 +147,7 @@ pub(crate) fn groups<'a>(
                     dropped = true;
                     continue;
                 }
-                if Some(m.resolution.seconds) == finest {
+                if Some(m.precision.seconds) == finest {
                     finest_chunks.push(chunk);
                 }
                 end = end.max(expiry);
@@ -161,9 +161,9 @@ pub(crate) fn groups<'a>(
             }
         }
         // The write proves its chunks exist with an expiry only when it
-        // wrote every resolution, dropped nothing, and its finest cells are
+        // wrote every precision, dropped nothing, and its finest cells are
         // in one chunk (see `end_score`).
-        let proof = (!dropped && resolutions == maths.len() && finest_chunks.len() == 1)
+        let proof = (!dropped && precisions == maths.len() && finest_chunks.len() == 1)
             .then(|| (maths[0], finest_chunks[0]));
         let (score, must) = end_score(end, proof, nest);
         groups.ends.push(End { score, must });
@@ -218,8 +218,8 @@ mod tests {
             name: Name::new(name).unwrap(),
             cells: cells
                 .iter()
-                .map(|&(resolution, slice)| CellDelta {
-                    resolution,
+                .map(|&(precision, slice)| CellDelta {
+                    precision,
                     slice,
                     delta: Value::Sum(1),
                 })
@@ -238,12 +238,12 @@ mod tests {
         let got: Vec<(u64, u64, u64)> = g
             .list
             .iter()
-            .map(|g| (g.cells[0].resolution, g.chunk, g.ttl))
+            .map(|g| (g.cells[0].precision, g.chunk, g.ttl))
             .collect();
         assert_eq!(got, vec![(1, 96, 1), (1, 99, 4), (10, 90, 40)]);
         // Two finest chunks: no proof.
         assert!(g.ends[0].must);
-        // One finest chunk and every resolution: a mark.
+        // One finest chunk and every precision: a mark.
         let w = write("a", &[(1, 99), (1, 100), (10, 90)]);
         let g = groups(&space, &[&w], now).unwrap();
         assert!(!g.ends[0].must);

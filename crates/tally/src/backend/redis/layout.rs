@@ -15,7 +15,7 @@
 //!
 //! - [`Layout::Expiring`]: the default layout's shards and hash tags, with
 //!   retention by Redis's own expiry (the book's "ambitious" redesign), so no
-//!   cleaner is needed. A resolution's slices are cut into chunks of `keep`
+//!   cleaner is needed. A precision's slices are cut into chunks of `keep`
 //!   slices (a chunk starts at a multiple of `keep * p`); each chunk is a
 //!   hash `{<prefix>:<shard>}:<p>@<chunk start>:<name>` that expires, set in
 //!   the same Lua call that creates it, when its newest slice leaves the
@@ -40,7 +40,7 @@
 use std::fmt::Write as _;
 
 use crate::engine::store::WriteSeq;
-use crate::engine::{Resolution, Space};
+use crate::engine::{Precision, Space};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -265,7 +265,7 @@ impl SpaceKeys<'_> {
     }
 
     /// Writes the key of the chunk starting at `chunk` of `name` at
-    /// resolution `res` (expiring layout) into `buf`, replacing what it
+    /// precision `res` (expiring layout) into `buf`, replacing what it
     /// held: `{<prefix>:<shard>}[:<space>]:<res>@<chunk>:<name>`.
     pub fn write_chunk(&self, buf: &mut String, res: u64, chunk: u64, name: &str, shard: u32) {
         buf.clear();
@@ -315,7 +315,7 @@ impl SpaceKeys<'_> {
         buf
     }
 
-    /// Writes the hash key of `name` at resolution `res` (in `shard`) into
+    /// Writes the hash key of `name` at precision `res` (in `shard`) into
     /// `buf`, replacing what it held.
     pub fn write_hash(&self, buf: &mut String, res: u64, name: &str, shard: u32) {
         buf.clear();
@@ -329,7 +329,7 @@ impl SpaceKeys<'_> {
                 prefix,
                 space: Some(space),
             } => write!(buf, "{{{prefix}:{shard}}}:{space}:{res}:{name}"),
-            // Not one hash per resolution: see `write_chunk`. The window's
+            // Not one hash per precision: see `write_chunk`. The window's
             // first chunk stands for it where a key is only named.
             SpaceKeys::Expiring { .. } => {
                 self.write_base(buf, shard);
@@ -338,7 +338,7 @@ impl SpaceKeys<'_> {
         };
     }
 
-    /// The hash key of `name` at resolution `res`.
+    /// The hash key of `name` at precision `res`.
     pub fn hash(&self, res: u64, name: &str) -> String {
         let mut buf = String::new();
         self.write_hash(&mut buf, res, name, self.shard(name));
@@ -395,23 +395,23 @@ pub const ENDS_SCALE: u64 = 1 << 19;
 /// next write of the series sets its chunks' expiry again.
 pub const NO_MARK: u64 = ENDS_SCALE - 1;
 
-/// Chunk math of the expiring layout for one resolution: a chunk holds
+/// Chunk math of the expiring layout for one precision: a chunk holds
 /// `keep` consecutive slices and starts at a multiple of `keep * seconds`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChunkMath {
-    /// The resolution.
-    pub resolution: Resolution,
+    /// The precision.
+    pub precision: Precision,
 }
 
 impl ChunkMath {
-    /// The chunk math of `resolution`.
-    pub fn new(resolution: Resolution) -> Self {
-        ChunkMath { resolution }
+    /// The chunk math of `precision`.
+    pub fn new(precision: Precision) -> Self {
+        ChunkMath { precision }
     }
 
     /// Seconds a chunk covers: `keep` slices.
     pub fn span(&self) -> u64 {
-        self.resolution.seconds.saturating_mul(self.resolution.keep)
+        self.precision.seconds.saturating_mul(self.precision.keep)
     }
 
     /// The start of the chunk holding the slice that starts at `slice`.
@@ -424,7 +424,7 @@ impl ChunkMath {
     /// `s` is kept while `now < s + keep * seconds`).
     pub fn expiry(&self, chunk: u64) -> u64 {
         let last = self
-            .resolution
+            .precision
             .slice_of_second(chunk.saturating_add(self.span() - 1));
         last.saturating_add(self.span())
     }
@@ -435,8 +435,8 @@ impl ChunkMath {
     /// current one (writes a little ahead of this clock), within the range.
     /// Empty when the range misses them all.
     pub fn chunks(&self, now: crate::clock::Timestamp, from: u64, to: u64) -> Vec<u64> {
-        let lo = from.max(self.resolution.oldest_kept(now));
-        let current = self.chunk_of(self.resolution.slice_start(now));
+        let lo = from.max(self.precision.oldest_kept(now));
+        let current = self.chunk_of(self.precision.slice_start(now));
         let hi = to.min(current.saturating_add(2 * self.span()).saturating_sub(1));
         if lo > hi {
             return Vec::new();
@@ -453,8 +453,8 @@ impl ChunkMath {
 /// written expires (`end`, seconds), and a mark that lets the next write
 /// of the same chunks skip setting their expiry again.
 ///
-/// The mark is the finest resolution's chunk number (modulo [`NO_MARK`])
-/// when the write covers every resolution of the space and its finest
+/// The mark is the finest precision's chunk number (modulo [`NO_MARK`])
+/// when the write covers every precision of the space and its finest
 /// cells are all in one chunk, and the space's chunks nest (every span is a
 /// multiple of the finest one, at most [`NO_MARK`] times it): then a later
 /// write with the very same score writes only into chunks this write
@@ -471,15 +471,15 @@ pub fn end_score(end: u64, finest: Option<(ChunkMath, u64)>, spans_nest: bool) -
     (end * ENDS_SCALE + mark, mark == NO_MARK)
 }
 
-/// True when every span of `resolutions` is a multiple of the finest's, at
+/// True when every span of `precisions` is a multiple of the finest's, at
 /// most [`NO_MARK`] times it (so a chunk of the finest lies in one chunk of
-/// each other resolution, and a run of equal `end`s covers fewer finest
+/// each other precision, and a run of equal `end`s covers fewer finest
 /// chunks than marks exist).
-pub fn spans_nest(resolutions: &[Resolution]) -> bool {
-    let Some(finest) = resolutions.iter().map(|r| ChunkMath::new(*r).span()).min() else {
+pub fn spans_nest(precisions: &[Precision]) -> bool {
+    let Some(finest) = precisions.iter().map(|r| ChunkMath::new(*r).span()).min() else {
         return false;
     };
-    resolutions.iter().all(|r| {
+    precisions.iter().all(|r| {
         let span = ChunkMath::new(*r).span();
         finest > 0 && span.is_multiple_of(finest) && span / finest < NO_MARK
     })
@@ -512,12 +512,12 @@ mod tests {
 
     #[test]
     fn counters_keep_their_keys_and_other_spaces_get_their_own() {
-        use crate::engine::{Kind, Resolution, Retention};
+        use crate::engine::{Kind, Precision, Retention};
         let counters = Space::counters(&[60], 10);
         let stats = Space::new(
             "stats",
             Kind::Sum,
-            vec![Resolution::new(60, 10)],
+            vec![Precision::new(60, 10)],
             Retention::Cleaner,
         )
         .unwrap();
@@ -569,12 +569,12 @@ mod tests {
 
     #[test]
     fn expiring_keys_never_meet_the_default_ones() {
-        use crate::engine::{Kind, Resolution, Retention};
+        use crate::engine::{Kind, Precision, Retention};
         let counters = Space::counters(&[60], 10);
         let stats = Space::new(
             "stats",
             Kind::Sum,
-            vec![Resolution::new(60, 10)],
+            vec![Precision::new(60, 10)],
             Retention::Cleaner,
         )
         .unwrap();
@@ -601,7 +601,7 @@ mod tests {
     #[test]
     fn chunks_hold_keep_slices_and_expire_when_their_last_leaves_the_window() {
         use crate::clock::Timestamp;
-        let m = ChunkMath::new(Resolution::new(60, 10));
+        let m = ChunkMath::new(Precision::new(60, 10));
         assert_eq!(m.span(), 600);
         assert_eq!(m.chunk_of(1_199), 600);
         assert_eq!(m.chunk_of(1_200), 1_200);
@@ -620,7 +620,7 @@ mod tests {
 
     #[test]
     fn end_scores_mark_only_writes_that_prove_their_chunks() {
-        let r = Resolution::new;
+        let r = Precision::new;
         assert!(spans_nest(&[r(1, 120), r(5, 120), r(86_400, 120)]));
         assert!(!spans_nest(&[r(2, 3), r(3, 3)]));
         let fine = ChunkMath::new(r(1, 120));

@@ -5,7 +5,7 @@
 //! delta can be negated (a write is taken back by adding its negation).
 //! Merging is checked addition: a result past the range, or equal to
 //! `i64::MIN`, is refused with [`Error::Overflow`] and changes nothing. The
-//! error carries no series, resolution or slice: the write path that knows
+//! error carries no series, precision or slice: the write path that knows
 //! them fills them in ([`crate::engine::plan::locate`]).
 //!
 //! The encoding is the decimal text Redis keeps in a hash field and

@@ -1,6 +1,6 @@
 //! The flusher: the aggregating writer's background task. Each flush
 //! takes the pending table, expands it into one delta per (series,
-//! resolution, slice), cuts it into chunks and writes each chunk on a lane
+//! precision, slice), cuts it into chunks and writes each chunk on a lane
 //! with its own write id, retrying an unavailable backend.
 
 use super::*;
@@ -42,7 +42,7 @@ pub(super) async fn flusher(inner: Arc<Inner>, mut control: mpsc::UnboundedRecei
                     }
                 }
             }
-            tracing::debug!(space = inner.space.id, "aggregator flusher stopped");
+            tracing::debug!(space = inner.space.id, "writer flusher stopped");
             return;
         }
     }
@@ -203,11 +203,11 @@ fn fold(into: &mut Value, delta: &Value) -> Result<()> {
     }
 }
 
-/// One series' waiting seconds as one delta per (resolution, slice).
+/// One series' waiting seconds as one delta per (precision, slice).
 fn expand(name: Box<str>, pending: Pending, space: &Space) -> Result<SeriesWrite> {
     let mut cells: Vec<CellDelta> =
-        Vec::with_capacity(pending.seconds.len() * space.resolutions.len());
-    for r in &space.resolutions {
+        Vec::with_capacity(pending.seconds.len() * space.precisions.len());
+    for r in &space.precisions {
         let start = cells.len();
         for slot in &pending.seconds {
             let slice = r.slice_of_second(slot.second);
@@ -215,7 +215,7 @@ fn expand(name: Box<str>, pending: Pending, space: &Space) -> Result<SeriesWrite
                 Some(c) => fold(&mut c.delta, &slot.delta)
                     .map_err(|e| locate(e, space, &name, r.seconds, slice))?,
                 None => cells.push(CellDelta {
-                    resolution: r.seconds,
+                    precision: r.seconds,
                     slice,
                     delta: slot.delta.clone(),
                 }),

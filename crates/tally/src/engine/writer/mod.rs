@@ -2,11 +2,11 @@
 //! batches, each exactly once.
 //!
 //! [`Writer::try_add`] validates a delta and merges it into an in-memory
-//! table keyed by (series, whole second): every resolution is a whole number
+//! table keyed by (series, whole second): every precision is a whole number
 //! of seconds, so merging by second loses nothing, and one hash update per
 //! delta is all the hot path does. A background flusher takes the table
 //! every `flush_interval` (or as soon as it holds `flush_entries` entries),
-//! folds each series' seconds into one delta per (resolution, slice),
+//! folds each series' seconds into one delta per (precision, slice),
 //! sorts the series by name and writes them in chunks of `chunk_counters`
 //! series and at most [`MAX_CHUNK_CELLS`] cells (a series with more is a
 //! chunk of its own: a series' cells are never split), so that no single
@@ -31,7 +31,7 @@
 //!
 //! A chunk the store refuses for good (a slice would leave its kind's range)
 //! is split and retried series by series; only the refusing series' deltas
-//! are dropped, logged and counted in [`AggregatorStats::rejected`].
+//! are dropped, logged and counted in [`WriterStats::rejected`].
 //!
 //! Speed: sums (counters) merge at over ten million deltas a second through
 //! this table. [`Value::merge`] of two sums is one match and one checked
@@ -60,9 +60,7 @@ mod settings;
 #[cfg(test)]
 mod tests;
 
-pub use settings::{
-    AggregatorSettings, AggregatorStats, MAX_CHUNK_CELLS, SHUTDOWN_GRACE, WhenFull,
-};
+pub use settings::{MAX_CHUNK_CELLS, SHUTDOWN_GRACE, WhenFull, WriterSettings, WriterStats};
 
 use flush::flusher;
 
@@ -97,7 +95,7 @@ struct Inner {
     sink: Arc<dyn BatchSink>,
     space: Arc<Space>,
     clock: SharedClock,
-    settings: AggregatorSettings,
+    settings: WriterSettings,
     shards: Box<[Mutex<Shard>]>,
     entries: AtomicUsize,
     flush_soon: Notify,
@@ -157,7 +155,7 @@ impl Writer {
         sink: Arc<dyn BatchSink>,
         space: Arc<Space>,
         clock: SharedClock,
-        settings: AggregatorSettings,
+        settings: WriterSettings,
     ) -> Result<Self> {
         let settings = settings.validate()?;
         let inner = Arc::new(Inner {
@@ -201,7 +199,7 @@ impl Writer {
     }
 
     /// The settings in force.
-    pub fn settings(&self) -> &AggregatorSettings {
+    pub fn settings(&self) -> &WriterSettings {
         &self.inner.settings
     }
 
@@ -243,10 +241,7 @@ impl Writer {
     ) -> std::result::Result<(), (Error, Option<Value>)> {
         let inner = &self.inner;
         if inner.closed.load(Ordering::Relaxed) {
-            return Err((
-                Error::Overloaded("the aggregator is shut down".into()),
-                None,
-            ));
+            return Err((Error::Overloaded("the writer is shut down".into()), None));
         }
         let checked = Name::check(name)
             .and_then(|()| delta.check())
@@ -432,7 +427,7 @@ impl Writer {
             .map(|_| ())
             .map_err(|_| {
                 Error::Overloaded(format!(
-                    "the aggregator holds its maximum of {max} pending (series, second) entries"
+                    "the writer holds its maximum of {max} pending (series, second) entries"
                 ))
             })
     }
@@ -444,9 +439,9 @@ impl Writer {
         self.control
             .tx
             .send(Control::Flush(done))
-            .map_err(|_| Error::Overloaded("the aggregator is shut down".into()))?;
+            .map_err(|_| Error::Overloaded("the writer is shut down".into()))?;
         wait.await
-            .map_err(|_| Error::Overloaded("the aggregator stopped".into()))
+            .map_err(|_| Error::Overloaded("the writer stopped".into()))
     }
 
     /// Stops taking deltas, flushes what is pending (retrying an
@@ -466,9 +461,9 @@ impl Writer {
     }
 
     /// Running figures.
-    pub fn stats(&self) -> AggregatorStats {
+    pub fn stats(&self) -> WriterStats {
         let i = &self.inner;
-        AggregatorStats {
+        WriterStats {
             accepted: i.accepted.load(Ordering::Relaxed),
             written: i.written.load(Ordering::Relaxed),
             rejected: i.rejected.load(Ordering::Relaxed),
@@ -505,7 +500,7 @@ pub fn try_add_all(parts: &mut [(&Writer, &[Item])]) -> Result<()> {
         .iter()
         .any(|(w, _)| w.inner.closed.load(Ordering::Relaxed))
     {
-        return Err(Error::Overloaded("the aggregator is shut down".into()));
+        return Err(Error::Overloaded("the writer is shut down".into()));
     }
     for (i, (w, items)) in parts.iter().enumerate() {
         if let Err(e) = w.reserve_n(items.len()) {

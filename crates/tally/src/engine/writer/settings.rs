@@ -18,7 +18,7 @@ pub enum WhenFull {
 
 /// How the aggregating writer buffers and flushes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AggregatorSettings {
+pub struct WriterSettings {
     /// Time between flushes.
     pub flush_interval: Duration,
     /// Flush early when this many (series, second) entries wait.
@@ -34,9 +34,9 @@ pub struct AggregatorSettings {
     pub lanes: usize,
 }
 
-impl Default for AggregatorSettings {
+impl Default for WriterSettings {
     fn default() -> Self {
-        AggregatorSettings {
+        WriterSettings {
             flush_interval: Duration::from_millis(200),
             flush_entries: 100_000,
             max_entries: 1_000_000,
@@ -47,7 +47,7 @@ impl Default for AggregatorSettings {
     }
 }
 
-impl AggregatorSettings {
+impl WriterSettings {
     /// Checks the settings.
     pub fn validate(self) -> Result<Self> {
         if self.flush_interval < Duration::from_millis(1)
@@ -78,7 +78,7 @@ impl AggregatorSettings {
 
 /// Running figures of an aggregating writer (monotonic unless noted).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct AggregatorStats {
+pub struct WriterStats {
     /// Deltas (increments) accepted by `add`.
     pub accepted: u64,
     /// Deltas written (acknowledged by the store).
@@ -99,7 +99,7 @@ pub struct AggregatorStats {
     pub flush_micros: u64,
 }
 
-/// The most (series, resolution, slice) cells in one chunk (one store
+/// The most (series, precision, slice) cells in one chunk (one store
 /// call), unless one series alone has more. A flush that follows a burst
 /// of timestamped writes (carbon lines, many seconds per series) would
 /// otherwise send chunks of `chunk_counters` series of hundreds of cells

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use super::flush::chunk;
 use super::*;
 use crate::clock::ManualClock;
-use crate::engine::{Kind, Resolution, Retention};
+use crate::engine::{Kind, Precision, Retention};
 
 /// A sink keeping what it applied (per write id, once), failing as told.
 #[derive(Default)]
@@ -17,7 +17,7 @@ struct Recorder {
 
 #[derive(Default)]
 struct RecorderState {
-    /// (series, resolution, slice) -> total applied.
+    /// (series, precision, slice) -> total applied.
     totals: BTreeMap<(String, u64, u64), i64>,
     /// Last sequence number per lane.
     lanes: HashMap<(u64, u32), u64>,
@@ -58,7 +58,7 @@ impl BatchSink for Recorder {
         for w in &batch.writes {
             for c in &w.cells {
                 *s.totals
-                    .entry((w.name.to_string(), c.resolution, c.slice))
+                    .entry((w.name.to_string(), c.precision, c.slice))
                     .or_default() += c.delta.as_sum().unwrap();
             }
         }
@@ -72,14 +72,14 @@ fn space() -> Arc<Space> {
         Space::new(
             "visits",
             Kind::Sum,
-            vec![Resolution::new(1, 100), Resolution::new(10, 100)],
+            vec![Precision::new(1, 100), Precision::new(10, 100)],
             Retention::Cleaner,
         )
         .unwrap(),
     )
 }
 
-fn start(sink: Arc<Recorder>, settings: AggregatorSettings) -> Writer {
+fn start(sink: Arc<Recorder>, settings: WriterSettings) -> Writer {
     Writer::start(sink, space(), Arc::new(ManualClock::at(1000.0)), settings).unwrap()
 }
 
@@ -94,7 +94,7 @@ fn item(name: &str, at: f64, sum: i64) -> Item {
 #[tokio::test]
 async fn deltas_are_merged_by_second_and_written_at_every_resolution() {
     let sink = Arc::new(Recorder::default());
-    let w = start(sink.clone(), AggregatorSettings::default());
+    let w = start(sink.clone(), WriterSettings::default());
     w.try_add("a", Value::Sum(2), Some(1001.5)).unwrap();
     w.try_add("a", Value::Sum(3), Some(1001.0)).unwrap();
     w.try_add("a", Value::Sum(4), Some(1009.0)).unwrap();
@@ -135,7 +135,7 @@ fn chunks_are_bounded_in_series_and_in_cells() {
                 name: Name::new(name).unwrap(),
                 cells: (0..cells)
                     .map(|slice| CellDelta {
-                        resolution: 1,
+                        precision: 1,
                         slice,
                         delta: Value::Sum(1),
                     })
@@ -168,7 +168,7 @@ fn chunks_are_bounded_in_series_and_in_cells() {
 #[tokio::test]
 async fn bad_input_is_refused_before_anything_is_merged() {
     let sink = Arc::new(Recorder::default());
-    let w = start(sink.clone(), AggregatorSettings::default());
+    let w = start(sink.clone(), WriterSettings::default());
     assert!(matches!(
         w.try_add("", Value::Sum(1), None),
         Err(Error::InvalidName { .. })
@@ -189,7 +189,7 @@ async fn bad_input_is_refused_before_anything_is_merged() {
 #[tokio::test]
 async fn a_refused_batch_puts_every_entry_back() {
     let sink = Arc::new(Recorder::default());
-    let w = start(sink.clone(), AggregatorSettings::default());
+    let w = start(sink.clone(), WriterSettings::default());
     w.try_add("a", Value::Sum(7), Some(1000.0)).unwrap();
     w.try_add("z", Value::Sum(i64::MAX - 1), Some(1000.0))
         .unwrap();
@@ -225,8 +225,8 @@ async fn a_refused_batch_puts_every_entry_back() {
 #[tokio::test]
 async fn adding_to_several_writers_is_all_or_nothing() {
     let (sink_a, sink_b) = (Arc::new(Recorder::default()), Arc::new(Recorder::default()));
-    let a = start(sink_a.clone(), AggregatorSettings::default());
-    let b = start(sink_b.clone(), AggregatorSettings::default());
+    let a = start(sink_a.clone(), WriterSettings::default());
+    let b = start(sink_b.clone(), WriterSettings::default());
     a.try_add("a", Value::Sum(7), Some(1000.0)).unwrap();
     b.try_add("z", Value::Sum(i64::MAX - 1), Some(1000.0))
         .unwrap();
@@ -249,12 +249,12 @@ async fn adding_to_several_writers_is_all_or_nothing() {
     // A writer with no room: nothing is merged anywhere.
     let full = start(
         Arc::new(Recorder::default()),
-        AggregatorSettings {
+        WriterSettings {
             max_entries: 1,
             flush_entries: 1,
             flush_interval: Duration::from_secs(3600),
             when_full: WhenFull::Error,
-            ..AggregatorSettings::default()
+            ..WriterSettings::default()
         },
     );
     full.try_add("f", Value::Sum(1), Some(1000.0)).unwrap();
@@ -289,10 +289,10 @@ async fn retried_chunks_are_written_once() {
     sink.state.lock().unwrap().fail_next = 3;
     let w = start(
         sink.clone(),
-        AggregatorSettings {
+        WriterSettings {
             chunk_counters: 2,
             lanes: 2,
-            ..AggregatorSettings::default()
+            ..WriterSettings::default()
         },
     );
     for i in 0..10 {
@@ -315,7 +315,7 @@ async fn retried_chunks_are_written_once() {
 async fn a_refused_chunk_loses_only_the_refused_series() {
     let sink = Arc::new(Recorder::default());
     sink.state.lock().unwrap().refuse = Some("bad".into());
-    let w = start(sink.clone(), AggregatorSettings::default());
+    let w = start(sink.clone(), WriterSettings::default());
     for name in ["a", "bad", "c"] {
         w.try_add(name, Value::Sum(1), Some(1000.0)).unwrap();
         w.try_add(name, Value::Sum(1), Some(1000.0)).unwrap();
@@ -332,12 +332,12 @@ async fn a_refused_chunk_loses_only_the_refused_series() {
 #[tokio::test]
 async fn a_full_table_refuses_or_waits() {
     let sink = Arc::new(Recorder::default());
-    let settings = AggregatorSettings {
+    let settings = WriterSettings {
         max_entries: 2,
         flush_entries: 2,
         flush_interval: Duration::from_secs(3600),
         when_full: WhenFull::Error,
-        ..AggregatorSettings::default()
+        ..WriterSettings::default()
     };
     let w = start(sink.clone(), settings.clone());
     w.try_add("a", Value::Sum(1), Some(1000.0)).unwrap();
@@ -355,7 +355,7 @@ async fn a_full_table_refuses_or_waits() {
     // Waiting: the add asks for a flush and goes in once it made room.
     let wait = start(
         sink.clone(),
-        AggregatorSettings {
+        WriterSettings {
             when_full: WhenFull::Wait,
             ..settings
         },

@@ -43,7 +43,7 @@ impl Kind {
         matches!(self, Kind::RedisExpiring | Kind::RedisClusterExpiring)
     }
 
-    /// True for SQLite, whose writes trim each (series, resolution) to the
+    /// True for SQLite, whose writes trim each (series, precision) to the
     /// `keep` slices ending with its newest, so a cleaner finds less.
     pub fn trims_on_write(self) -> bool {
         !self.is_redis()

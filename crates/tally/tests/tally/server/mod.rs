@@ -13,7 +13,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode};
 use common::{Fixture, Kind};
 use serde_json::{Value, json};
-use tally::counters::{Aggregator, AggregatorSettings};
+use tally::counters::{CounterWriter, WriterSettings};
 use tally::gauges::GaugesWriter;
 use tally::limits::{Algorithm, Limit, Limiter};
 use tally::server::statsd::Targets;
@@ -30,8 +30,8 @@ struct TestServer {
     f: Fixture,
     state: AppState,
     router: Router,
-    aggregator: Aggregator,
-    /// The statsd listener's writers (the counters' is `aggregator`).
+    counter_writer: CounterWriter,
+    /// The statsd listener's writers (the counters' is `counter_writer`).
     statsd: Targets,
 }
 
@@ -55,39 +55,39 @@ impl Drop for TestServer {
 async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer {
     let f = Fixture::near_now(kind).await;
     let clock = std::sync::Arc::new(f.clock.clone());
-    let aggregator = Aggregator::start(
+    let counter_writer = CounterWriter::start(
         f.counters.clone(),
-        AggregatorSettings {
+        WriterSettings {
             flush_interval: Duration::from_millis(20),
-            ..AggregatorSettings::default()
+            ..WriterSettings::default()
         },
     )
     .unwrap();
     let stats = f.stats(StatsSettings::default()).await;
     let stats_writer = StatsWriter::start(
         stats.clone(),
-        AggregatorSettings {
+        WriterSettings {
             flush_interval: Duration::from_millis(20),
-            ..AggregatorSettings::default()
+            ..WriterSettings::default()
         },
     )
     .unwrap();
     let statsd = Targets {
-        counters: aggregator.clone(),
+        counters: counter_writer.clone(),
         stats: stats_writer.clone(),
         gauges: GaugesWriter::start(
             f.gauges(&f.counters.settings().precisions, 10, false).await,
-            AggregatorSettings {
+            WriterSettings {
                 flush_interval: Duration::from_millis(20),
-                ..AggregatorSettings::default()
+                ..WriterSettings::default()
             },
         )
         .unwrap(),
         sets: SetsWriter::start(
             f.sets(&f.counters.settings().precisions, 10).await,
-            AggregatorSettings {
+            WriterSettings {
                 flush_interval: Duration::from_millis(20),
-                ..AggregatorSettings::default()
+                ..WriterSettings::default()
             },
         )
         .unwrap(),
@@ -96,7 +96,7 @@ async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer
     policies.insert("api".to_owned(), Limit::new(Algorithm::Fixed, 2, 60_000));
     let services = Services {
         counters: f.counters.clone(),
-        aggregator: Some(aggregator.clone()),
+        counter_writer: Some(counter_writer.clone()),
         exact_writes: exact,
         limiter: Some((
             Limiter::new(f.backend.limiter_store().await.unwrap(), clock.clone()),
@@ -136,7 +136,7 @@ async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer
         f,
         state,
         router,
-        aggregator,
+        counter_writer,
         statsd,
     }
 }
@@ -220,11 +220,11 @@ impl TestServer {
         self.statsd.stats.shutdown().await;
         self.statsd.gauges.shutdown().await;
         self.statsd.sets.shutdown().await;
-        self.aggregator.shutdown().await;
+        self.counter_writer.shutdown().await;
     }
 
     async fn flush(&self) {
-        self.aggregator.flush().await.unwrap();
+        self.counter_writer.flush().await.unwrap();
         self.statsd.stats.flush().await.unwrap();
         self.statsd.gauges.flush().await.unwrap();
         self.statsd.sets.flush().await.unwrap();

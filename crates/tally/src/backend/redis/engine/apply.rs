@@ -120,20 +120,20 @@ impl ApplyCall<'_> {
                 Some(delta) => Error::Overflow {
                     kind: self.noun,
                     name: name.to_string(),
-                    precision: c.resolution,
+                    precision: c.precision,
                     slice: c.slice,
                     delta,
                 },
                 None => Error::InvalidCount(format!(
                     "merging into {} {name:?} at its {} s slice starting at {} would leave \
                      the range of its values; nothing was written",
-                    self.noun, c.resolution, c.slice
+                    self.noun, c.precision, c.slice
                 )),
             },
             (Some("TALLY_FAILED"), Some((name, c))) => Error::Backend(format!(
-                "redis refused to merge into {} {name:?} at resolution {} s: {}",
+                "redis refused to merge into {} {name:?} at precision {} s: {}",
                 self.noun,
-                c.resolution,
+                c.precision,
                 e.detail().unwrap_or_default()
             )),
             _ => Error::from(e),

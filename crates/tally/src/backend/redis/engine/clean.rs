@@ -201,7 +201,7 @@ impl RedisSliceStore {
         job: &CleanJob,
     ) -> Result<CleanReport> {
         let cutoffs: Vec<Option<Trim>> = space
-            .resolutions
+            .precisions
             .iter()
             .map(|r| job.due_of(r).map(Trim::from))
             .collect();
@@ -212,7 +212,7 @@ impl RedisSliceStore {
                 .filter_map(|n| Name::new(n.as_str()).ok())
                 .map(|name| CleanEntry {
                     hashes: space
-                        .resolutions
+                        .precisions
                         .iter()
                         .zip(&cutoffs)
                         .map(|(r, c)| (keys.hash(r.seconds, name.as_str()), c.clone()))

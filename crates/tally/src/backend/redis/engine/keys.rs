@@ -6,9 +6,9 @@
 //! - the book's (`ria`): one `known:` registry of `<p>:<name>` members, so
 //!   a batch is one call, listed one precision's range at a time, cleaned
 //!   by the book's rule; nothing to take back.
-//! - the default: a hash per (series, resolution), registry
+//! - the default: a hash per (series, precision), registry
 //!   shards of names, cleaned shard by shard.
-//! - the expiring: a hash per (series, resolution, chunk) that expires by
+//! - the expiring: a hash per (series, precision, chunk) that expires by
 //!   itself, each shard's registry with its `ends@e`; listing prunes what
 //!   expired, and nothing is cleaned.
 
@@ -32,7 +32,7 @@ pub(super) enum Listing {
 pub(super) enum Cleaning {
     /// The book's `known:`, each member's precision from the member.
     Book,
-    /// Each registry shard, with the space's resolutions.
+    /// Each registry shard, with the space's precisions.
     Shards,
     /// Nothing: Redis's expiry does it.
     Nothing,
@@ -54,7 +54,7 @@ impl SpaceKeys<'_> {
     }
 
     /// The hashes a write touches, in KEYS order: one per (series,
-    /// resolution), or per (series, resolution, chunk) where chunks expire.
+    /// precision), or per (series, precision, chunk) where chunks expire.
     pub(super) fn groups<'a>(
         &self,
         space: &Space,
@@ -64,11 +64,11 @@ impl SpaceKeys<'_> {
         if self.is_expiring() {
             expiring::groups(space, writes, now)
         } else {
-            Ok(Groups::by_resolution(writes))
+            Ok(Groups::by_precision(writes))
         }
     }
 
-    /// Writes the key of a written hash (resolution `res`, chunk `chunk`
+    /// Writes the key of a written hash (precision `res`, chunk `chunk`
     /// as [`SpaceKeys::groups`] gave it) into `buf`.
     pub(super) fn write_group(
         &self,
@@ -148,29 +148,29 @@ impl SpaceKeys<'_> {
         }
     }
 
-    /// Per resolution: the hashes a read looks at (chunk starts; one
-    /// stand-in where a resolution is one hash) and the slices it keeps
+    /// Per precision: the hashes a read looks at (chunk starts; one
+    /// stand-in where a precision is one hash) and the slices it keeps
     /// (the window's only, where chunks expire).
     pub(super) fn read_plan(
         &self,
         space: &Space,
-        resolutions: &[u64],
+        precisions: &[u64],
         sel: SliceSel,
         now: impl FnOnce() -> Timestamp,
     ) -> Result<Vec<(Vec<u64>, SliceSel)>> {
         if !self.is_expiring() {
-            return Ok(resolutions.iter().map(|_| (vec![0], sel)).collect());
+            return Ok(precisions.iter().map(|_| (vec![0], sel)).collect());
         }
         let now = now();
         let (from, to) = match sel {
             SliceSel::All => (0, u64::MAX),
             SliceSel::Range { from, to } => (from, to),
         };
-        resolutions
+        precisions
             .iter()
             .map(|&r| {
                 let m = expiring::math(space, r)?;
-                let from = from.max(m.resolution.oldest_kept(now));
+                let from = from.max(m.precision.oldest_kept(now));
                 Ok((m.chunks(now, from, to), SliceSel::Range { from, to }))
             })
             .collect()
@@ -226,7 +226,7 @@ impl SpaceKeys<'_> {
         let mut hashes = Vec::new();
         let members = if self.is_expiring() {
             let now = now();
-            for r in &space.resolutions {
+            for r in &space.precisions {
                 let m = expiring::math(space, r.seconds)?;
                 for chunk in m.chunks(now, 0, u64::MAX) {
                     hashes.push(self.chunk(r.seconds, chunk, name));
@@ -234,12 +234,12 @@ impl SpaceKeys<'_> {
             }
             vec![name.to_owned()]
         } else {
-            for r in &space.resolutions {
+            for r in &space.precisions {
                 hashes.push(self.hash(r.seconds, name));
             }
             if self.is_book() {
                 space
-                    .resolutions
+                    .precisions
                     .iter()
                     .map(|r| layout::ria_member(r.seconds, name))
                     .collect()

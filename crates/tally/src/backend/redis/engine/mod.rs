@@ -27,7 +27,7 @@
 //! the window's chunks only; listing forgets expired series first
 //! (`expiring_list.lua`); cleaning does nothing.
 //!
-//! Reads are pipelines of one command per series and resolution (one
+//! Reads are pipelines of one command per series and precision (one
 //! pipeline per slot): DUMP for hashes of sums (a listpack, parsed in
 //! `dump.rs`; HGETALL again for a hash in another encoding), HGETALL for
 //! other kinds; listing is ZRANGEBYLEX per registry, merged a page at a
@@ -141,21 +141,20 @@ impl SliceStore for RedisSliceStore {
         &self,
         space: &Space,
         names: &[Name],
-        resolutions: &[u64],
+        precisions: &[u64],
         slices: SliceSel,
     ) -> Result<Vec<Vec<Slices>>> {
-        self.read_slices(space, names, resolutions, slices).await
+        self.read_slices(space, names, precisions, slices).await
     }
 
     async fn read_sums(
         &self,
         space: &Space,
         names: &[Name],
-        resolutions: &[u64],
+        precisions: &[u64],
         slices: SliceSel,
     ) -> Result<Reads<i64>> {
-        self.read_sum_slices(space, names, resolutions, slices)
-            .await
+        self.read_sum_slices(space, names, precisions, slices).await
     }
 
     async fn list(

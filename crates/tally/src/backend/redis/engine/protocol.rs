@@ -84,7 +84,7 @@ pub(super) fn apply_call<'a>(
         let name = writes[g.series].name.as_str();
         keys.write_group(
             &mut buf,
-            g.cells[0].resolution,
+            g.cells[0].precision,
             g.chunk,
             name,
             shards[g.series],
@@ -121,7 +121,7 @@ pub(super) fn apply_call<'a>(
     for (k, g) in groups.list.iter().enumerate() {
         if kind.current {
             cmd.arg(first_current + g.series)
-                .arg(g.cells[0].resolution)
+                .arg(g.cells[0].precision)
                 .arg(g.ttl);
         }
         cmd.arg(g.cells.len());
@@ -169,7 +169,7 @@ pub(super) fn apply_call<'a>(
                 let name = writes[i].name.as_str();
                 let hashes = groups.of_series(i).count();
                 for (_, g) in groups.of_series(i).take(keys.members_of(hashes)) {
-                    keys.write_member(&mut buf, g.cells[0].resolution, name);
+                    keys.write_member(&mut buf, g.cells[0].precision, name);
                     cmd.arg(buf.as_str());
                 }
             }
@@ -213,7 +213,7 @@ pub(super) fn revert_call<'s>(
     }
     for (i, (name, c)) in call.ops.iter().enumerate() {
         if hash_keys.len() < call.op_keys[i] {
-            hash_keys.push(keys.cell_hash(space, c.resolution, c.slice, name.as_str())?);
+            hash_keys.push(keys.cell_hash(space, c.precision, c.slice, name.as_str())?);
         }
     }
     for key in &hash_keys {

@@ -6,7 +6,7 @@ use super::super::super::layout::Layout;
 use super::super::kinds;
 use super::*;
 use crate::engine::store::WriteSeq;
-use crate::engine::{Resolution, Retention, Value};
+use crate::engine::{Precision, Retention, Value};
 
 /// After the apply script's protocol part: a walk of the call as the
 /// apply script walks it, answering what it read, one line per item,
@@ -110,7 +110,7 @@ fn expected(keys: SpaceKeys<'_>, batch: &Batch, now: Timestamp) -> Vec<String> {
     };
     let hash = |g: &expiring::Group<'_>| {
         let name = writes[g.series].name.as_str();
-        let res = g.cells[0].resolution;
+        let res = g.cells[0].precision;
         if ends {
             keys.chunk(res, g.chunk, name)
         } else {
@@ -126,7 +126,7 @@ fn expected(keys: SpaceKeys<'_>, batch: &Batch, now: Timestamp) -> Vec<String> {
             // The run names the current key by its index: resolved
             // here as the Lua side reads it, by position after the
             // registries.
-            line += &format!("@ {} life {}", g.cells[0].resolution, g.ttl);
+            line += &format!("@ {} life {}", g.cells[0].precision, g.ttl);
         }
         out.push(line);
         for c in g.cells {
@@ -165,7 +165,7 @@ fn expected(keys: SpaceKeys<'_>, batch: &Batch, now: Timestamp) -> Vec<String> {
                 }
             } else if keys.is_book() {
                 for (_, g) in groups.of_series(i) {
-                    out.push(format!("member {}:{}", g.cells[0].resolution, w.name));
+                    out.push(format!("member {}:{}", g.cells[0].precision, w.name));
                 }
             } else {
                 out.push(format!("member {}", w.name));
@@ -184,8 +184,8 @@ fn write(name: &str, cells: &[(u64, u64)], delta: &Value) -> SeriesWrite {
         name: Name::new(name).unwrap(),
         cells: cells
             .iter()
-            .map(|&(resolution, slice)| CellDelta {
-                resolution,
+            .map(|&(precision, slice)| CellDelta {
+                precision,
                 slice,
                 delta: delta.clone(),
             })
@@ -213,7 +213,7 @@ async fn the_apply_prelude_reads_what_rust_builds() {
             Space::new(
                 id,
                 kind,
-                vec![Resolution::new(1, 10), Resolution::new(60, 10)],
+                vec![Precision::new(1, 10), Precision::new(60, 10)],
                 Retention::Cleaner,
             )
             .unwrap(),

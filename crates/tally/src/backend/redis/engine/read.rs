@@ -1,4 +1,4 @@
-//! Reading: pipelines of one command per series and resolution (one
+//! Reading: pipelines of one command per series and precision (one
 //! pipeline per slot): DUMP for hashes of sums (a listpack, parsed in
 //! `dump.rs`; HGETALL again for a hash in another encoding), HGETALL for
 //! other kinds.
@@ -18,11 +18,11 @@ impl RedisSliceStore {
         &self,
         space: &Space,
         names: &[Name],
-        resolutions: &[u64],
+        precisions: &[u64],
         slices: SliceSel,
     ) -> Result<Vec<Vec<Slices>>> {
         let parse = kinds::of(space.kind)?.parse;
-        self.read_with(space, names, resolutions, slices, |reply, sel| {
+        self.read_with(space, names, precisions, slices, |reply, sel| {
             parse_hash(reply, sel, parse)
         })
         .await
@@ -32,21 +32,21 @@ impl RedisSliceStore {
         &self,
         space: &Space,
         names: &[Name],
-        resolutions: &[u64],
+        precisions: &[u64],
         slices: SliceSel,
     ) -> Result<Reads<i64>> {
         if space.kind != Kind::Sum {
             return Err(not_sums(space));
         }
-        self.read_with(space, names, resolutions, slices, |reply, sel| {
+        self.read_with(space, names, precisions, slices, |reply, sel| {
             parse_hash(reply, sel, sum_of)
         })
         .await
     }
 
-    /// Every (series, resolution)'s hash, one pipeline per slot (its DUMP
+    /// Every (series, precision)'s hash, one pipeline per slot (its DUMP
     /// or its HGETALL), each parsed by `parse` with the slices to keep;
-    /// `result[i][j]`: `names[i]` at `resolutions[j]`. In the expiring
+    /// `result[i][j]`: `names[i]` at `precisions[j]`. In the expiring
     /// layout, one hash per chunk that may hold a slice of the window at
     /// the clock's now,
     /// and only the window's slices kept (a chunk lingers until its last
@@ -55,15 +55,15 @@ impl RedisSliceStore {
         &self,
         space: &Space,
         names: &[Name],
-        resolutions: &[u64],
+        precisions: &[u64],
         sel: SliceSel,
         parse: impl Fn(&Reply, SliceSel) -> std::result::Result<Vec<(u64, T)>, String>,
     ) -> Result<Reads<T>> {
         check_stored(space.kind)?;
         let keys = self.layout.space_keys(space);
-        // Per resolution: its hashes (chunks, or one stand-in for a single
+        // Per precision: its hashes (chunks, or one stand-in for a single
         // hash) and the slices kept.
-        let plan = keys.read_plan(space, resolutions, sel, || self.clock.now())?;
+        let plan = keys.read_plan(space, precisions, sel, || self.clock.now())?;
         let key = |r: u64, chunk: u64, name: &str| keys.read_key(r, chunk, name);
         // A hash of sums is asked for its DUMP: it is one listpack (the
         // server's limits are checked against the peak at start), one string
@@ -76,7 +76,7 @@ impl RedisSliceStore {
         let hash_keys: Vec<Vec<String>> = names
             .iter()
             .map(|name| {
-                resolutions
+                precisions
                     .iter()
                     .zip(&plan)
                     .flat_map(|(&r, (chunks, _))| {
@@ -156,7 +156,7 @@ impl RedisSliceStore {
             .zip(values)
             .map(|(name, per)| {
                 let mut replies = per.iter();
-                resolutions
+                precisions
                     .iter()
                     .zip(&plan)
                     .map(|(&r, (chunks, sel))| {
@@ -215,7 +215,7 @@ pub(super) fn sum_of(v: &Reply) -> std::result::Result<i64, String> {
 /// A series hash's HGETALL reply as its slices selected by `sel`, each
 /// value read by `value`, oldest first, or what is wrong with it. Parses
 /// the reply's bytes in place (RESP2 flat array or RESP3 map), with no
-/// string or map per field: reads of every resolution are on the latency
+/// string or map per field: reads of every precision are on the latency
 /// path.
 fn parse_hash<T>(
     reply: &Reply,

@@ -8,7 +8,7 @@
 -- builds).
 --
 -- KEYS: the writer lane's record (when the header says so), then the h
--- series hashes (one per series and resolution; per series, resolution and
+-- series hashes (one per series and precision; per series, precision and
 -- chunk in the expiring layout), then the registries (in the expiring
 -- layout each followed by its `ends@e`), each in the order ARGV lists
 -- them; then gauges' current-value keys, one per series; then a kind's
@@ -22,7 +22,7 @@
 -- then per registry to the end: m, then m members.
 -- Gauges (kind '5') put three more before each hash's m: the KEYS index of
 -- the gauge's current-value key (after the registries), the hash's
--- resolution, and the seconds that key lives (0: for ever).
+-- precision, and the seconds that key lives (0: for ever).
 -- The expiring layout instead has, after the hashes: the `ends@e` score
 -- below which a series has expired (for pruning), then per registry to the
 -- end: n, then per series its name, end score, '1' if it must set its
@@ -48,7 +48,7 @@ local function apply_header()
 end
 
 -- The hash whose ARGV start at `at`: for gauges, its current-value key's
--- KEYS index, its run (that index and the resolution, as one text) and
+-- KEYS index, its run (that index and the precision, as one text) and
 -- the seconds that key lives (nils otherwise); then m, and the index of
 -- its first (field, delta) pair (pair j at first + 2j).
 local function apply_hash(at, gauge)
@@ -95,7 +95,7 @@ local function apply_chunk(q)
 end
 -- End of the protocol.
 
--- Gauges (kind '5'): each resolution's cells run, in slice order, from
+-- Gauges (kind '5'): each precision's cells run, in slice order, from
 -- the current value as the call found it (a slice holding something runs
 -- from its own last value: merge_gauge); once everything merged, the key
 -- is set to the value after the gauge's last operation (it is not taken
@@ -165,7 +165,7 @@ if not merge then
 else
   saved = {}
   -- Gauges: the current value each key held, the value after each gauge's
-  -- last operation, its key's time to live; the run (key and resolution)
+  -- last operation, its key's time to live; the run (key and precision)
   -- being merged and its value.
   local starts, finals, lives, run, cur = {}, {}, {}, nil, nil
   for k = 1, h do

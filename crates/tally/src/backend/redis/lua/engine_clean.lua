@@ -4,7 +4,7 @@
 --
 -- KEYS[1]: the registry (a shard's `names`, or the book's `known:`);
 --          then np hash keys per entry, in entry order.
--- ARGV[1]: np, hashes per entry (the tagged layout: one per resolution; the
+-- ARGV[1]: np, hashes per entry (the tagged layout: one per precision; the
 --          book's layout: 1, as each `known:` member names one hash).
 -- ARGV[2]: '1' for the book's rule (drop an entry only when this step removed
 --          its last sample), '0' to drop any entry whose hashes are all empty.

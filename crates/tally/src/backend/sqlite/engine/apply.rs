@@ -60,26 +60,26 @@ pub(super) fn apply_in(
     for write in &batch.writes {
         let id = series_id(tx, sql, write.name.as_str())?;
         for c in &write.cells {
-            let (res, slice) = (c.resolution as i64, c.slice as i64);
+            let (res, slice) = (c.precision as i64, c.slice as i64);
             let old = read
                 .query_row(params![id, res, slice], |r| Ok(stored(kind, r.get_ref(0)?)))
                 .optional()?
                 .transpose()?;
             if old.is_none() {
-                trim.opened(id, c.resolution, c.slice)?;
+                trim.opened(id, c.precision, c.slice)?;
             }
             let new = merged(old, &c.delta)
-                .map_err(|e| locate(e, &batch.space, write.name.as_str(), c.resolution, c.slice))?;
+                .map_err(|e| locate(e, &batch.space, write.name.as_str(), c.precision, c.slice))?;
             upsert.execute(params![id, res, slice, Stored(&new)])?;
         }
     }
     Ok(Applied::Written)
 }
 
-/// Trimming on write (see the module docs): each resolution's `keep`.
+/// Trimming on write (see the module docs): each precision's `keep`.
 struct Trim<'t> {
     trim: rusqlite::CachedStatement<'t>,
-    /// (resolution seconds, slices kept) of each resolution of the space.
+    /// (precision seconds, slices kept) of each precision of the space.
     keep: Vec<(u64, u64)>,
 }
 
@@ -88,19 +88,19 @@ impl<'t> Trim<'t> {
         Ok(Trim {
             trim: tx.prepare_cached(&sql.trim)?,
             keep: space
-                .resolutions
+                .precisions
                 .iter()
                 .map(|r| (r.seconds, r.keep))
                 .collect(),
         })
     }
 
-    /// A write opens `slice` of (`id`, `resolution`): removes that pair's
+    /// A write opens `slice` of (`id`, `precision`): removes that pair's
     /// slices older than the `keep` slices that end with it. A write dated
     /// in the past trims against its own slice, so it never removes a
     /// newer one.
-    fn opened(&mut self, id: i64, resolution: u64, slice: u64) -> Result<()> {
-        if let Some(&(r, keep)) = self.keep.iter().find(|(r, _)| *r == resolution) {
+    fn opened(&mut self, id: i64, precision: u64, slice: u64) -> Result<()> {
+        if let Some(&(r, keep)) = self.keep.iter().find(|(r, _)| *r == precision) {
             let span = keep.saturating_mul(r);
             if let Some(cutoff) = slice.checked_sub(span) {
                 self.trim
@@ -111,7 +111,7 @@ impl<'t> Trim<'t> {
     }
 }
 
-/// [`apply_in`] for gauges: each resolution's cells, in slice order, run
+/// [`apply_in`] for gauges: each precision's cells, in slice order, run
 /// from the gauge's current value as the batch found it (a slice that
 /// holds something runs from its own last value); the current value
 /// becomes the value after the gauge's last operation.
@@ -131,13 +131,13 @@ fn apply_gauges(
             .query_row([id], |r| r.get(0))
             .optional()?
             .unwrap_or(0.0);
-        let (mut current, mut after, mut resolution) = (start, start, None);
+        let (mut current, mut after, mut precision) = (start, start, None);
         for c in &write.cells {
-            if resolution != Some(c.resolution) {
-                resolution = Some(c.resolution);
+            if precision != Some(c.precision) {
+                precision = Some(c.precision);
                 current = start;
             }
-            let (res, slice) = (c.resolution as i64, c.slice as i64);
+            let (res, slice) = (c.precision as i64, c.slice as i64);
             let old = read
                 .query_row(params![id, res, slice], |r| {
                     Ok(stored(sql.kind, r.get_ref(0)?))
@@ -145,7 +145,7 @@ fn apply_gauges(
                 .optional()?
                 .transpose()?;
             if old.is_none() {
-                trim.opened(id, c.resolution, c.slice)?;
+                trim.opened(id, c.precision, c.slice)?;
             }
             let (Value::Gauge(delta), old) = (&c.delta, old) else {
                 return Err(Error::Backend(
@@ -158,7 +158,7 @@ fn apply_gauges(
                 None => None,
             };
             let new = GaugeValue::fold_into(old.as_deref(), delta, current)
-                .map_err(|e| locate(e, &batch.space, write.name.as_str(), c.resolution, c.slice))?;
+                .map_err(|e| locate(e, &batch.space, write.name.as_str(), c.precision, c.slice))?;
             if let Some((new, last)) = new {
                 upsert.execute(params![
                     id,

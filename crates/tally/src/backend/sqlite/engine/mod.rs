@@ -2,11 +2,11 @@
 //!
 //! Each space has a registry table (series id and name, names in binary
 //! order, the same order as Redis's lexicographic ranges) and a cell table
-//! keyed by (series, resolution, slice), made from one template. Counters
+//! keyed by (series, precision, slice), made from one template. Counters
 //! keep the tables they always had, so existing files keep working:
 //! `tally_counter(id, name)` and `tally_sample(counter_id, precision, slice,
 //! count)`; any other space gets `tally_<space>_series(id, name)` and
-//! `tally_<space>_cell(series_id, resolution, slice, value)`. Sums are
+//! `tally_<space>_cell(series_id, precision, slice, value)`. Sums are
 //! stored as INTEGER, every other kind as a BLOB of its encoding.
 //!
 //! A write is one `BEGIN IMMEDIATE` transaction: each cell's old value is
@@ -21,11 +21,11 @@
 //! every space.
 //!
 //! Retention holds without a cleaner: a write that opens a new slice of a
-//! (series, resolution) first removes that pair's slices older than the
+//! (series, precision) first removes that pair's slices older than the
 //! `keep` slices ending with the new one (for a write at the current time,
 //! exactly what the cleaner's cutoff removes), one range delete on the
 //! primary key, costing what it removes; a write to a slice that exists
-//! (the hot path) does not trim. So a (series, resolution) never holds
+//! (the hot path) does not trim. So a (series, precision) never holds
 //! more than `keep` slices below its newest, and a store that only ever
 //! sees `tally incr` from cron stays bounded. The cleaner (a range delete
 //! per series too) still removes what writes leave: the last slices of a
@@ -105,17 +105,17 @@ impl SqliteSliceStore {
         &self,
         space: &Space,
         names: &[Name],
-        resolutions: &[u64],
+        precisions: &[u64],
         slices: SliceSel,
         value: impl Fn(ValueRef<'_>) -> Result<T> + Send + 'static,
     ) -> Result<Reads<T>> {
         let sql = self.tables(space).await?;
         let names = names.to_vec();
-        let resolutions = resolutions.to_vec();
+        let precisions = precisions.to_vec();
         self.db
             .read(move |conn| {
                 conn.execute_batch("BEGIN")?;
-                let result = read_in(conn, &sql, &names, &resolutions, slices, value);
+                let result = read_in(conn, &sql, &names, &precisions, slices, value);
                 conn.execute_batch("COMMIT")?;
                 result
             })
@@ -127,13 +127,13 @@ impl SqliteSliceStore {
     }
 }
 
-/// Every selected slice of each (series, resolution), each value read by
+/// Every selected slice of each (series, precision), each value read by
 /// `value`, in one snapshot.
 fn read_in<T>(
     conn: &Connection,
     sql: &Tables,
     names: &[Name],
-    resolutions: &[u64],
+    precisions: &[u64],
     sel: SliceSel,
     value: impl Fn(ValueRef<'_>) -> Result<T>,
 ) -> Result<Reads<T>> {
@@ -145,8 +145,8 @@ fn read_in<T>(
     let mut out = Vec::with_capacity(names.len());
     for name in names {
         let id: Option<i64> = id_of.query_row([name.as_str()], |r| r.get(0)).optional()?;
-        let mut per = Vec::with_capacity(resolutions.len());
-        for &r in resolutions {
+        let mut per = Vec::with_capacity(precisions.len());
+        for &r in precisions {
             let Some(id) = id else {
                 per.push(Vec::new());
                 continue;
@@ -161,7 +161,7 @@ fn read_in<T>(
                 ])?,
             };
             // One pass over the rows, straight into the result: reads of
-            // every resolution are on the latency path.
+            // every precision are on the latency path.
             let mut slices = Vec::new();
             while let Some(row) = found.next()? {
                 slices.push((row.get::<_, i64>(0)? as u64, value(row.get_ref(1)?)?));
@@ -188,11 +188,11 @@ impl SliceStore for SqliteSliceStore {
         &self,
         space: &Space,
         names: &[Name],
-        resolutions: &[u64],
+        precisions: &[u64],
         slices: SliceSel,
     ) -> Result<Vec<Vec<Slices>>> {
         let kind = kind_table(space.kind)?;
-        self.read_with(space, names, resolutions, slices, move |v| stored(kind, v))
+        self.read_with(space, names, precisions, slices, move |v| stored(kind, v))
             .await
     }
 
@@ -200,13 +200,13 @@ impl SliceStore for SqliteSliceStore {
         &self,
         space: &Space,
         names: &[Name],
-        resolutions: &[u64],
+        precisions: &[u64],
         slices: SliceSel,
     ) -> Result<Reads<i64>> {
         if space.kind != Kind::Sum {
             return Err(not_sums(space));
         }
-        self.read_with(space, names, resolutions, slices, |v| match v {
+        self.read_with(space, names, precisions, slices, |v| match v {
             ValueRef::Integer(i) => Ok(i),
             other => Err(Error::Corrupt(format!(
                 "a sum cell holds {:?}",
@@ -286,7 +286,7 @@ impl SliceStore for SqliteSliceStore {
     async fn clean(&self, space: &Space, job: &CleanJob) -> Result<CleanReport> {
         let sql = self.tables(space).await?;
         let due: Vec<(i64, i64)> = space
-            .resolutions
+            .precisions
             .iter()
             .filter_map(|r| job.cutoff_of(r).map(|c| (r.seconds as i64, c)))
             .collect();
@@ -345,14 +345,14 @@ impl SliceStore for SqliteSliceStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{CellDelta, Resolution, Retention, SeriesWrite, Value};
+    use crate::engine::{CellDelta, Precision, Retention, SeriesWrite, Value};
 
     fn space() -> Arc<Space> {
         Arc::new(
             Space::new(
                 "visits",
                 Kind::Sum,
-                vec![Resolution::new(60, 10), Resolution::new(1, 10)],
+                vec![Precision::new(60, 10), Precision::new(1, 10)],
                 Retention::Cleaner,
             )
             .unwrap(),
@@ -364,8 +364,8 @@ mod tests {
             name: Name::new(name).unwrap(),
             cells: cells
                 .iter()
-                .map(|&(resolution, slice, d)| CellDelta {
-                    resolution,
+                .map(|&(precision, slice, d)| CellDelta {
+                    precision,
                     slice,
                     delta: Value::Sum(d),
                 })

@@ -250,7 +250,7 @@ impl StatsValue {
     /// counted in the sketch's zero count, so the count (and everything
     /// but the quantiles) reads the same from a blob of a few dozen bytes.
     /// Its quantiles mean nothing: a service keeps such values only at
-    /// resolutions it reads no quantiles from (and merges them only with
+    /// precisions it reads no quantiles from (and merges them only with
     /// their like, whose merge stays exact for count, sums, min and max).
     pub fn without_sketch(&self) -> StatsValue {
         let sketch = Sketch::from_parts(

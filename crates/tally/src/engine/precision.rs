@@ -1,14 +1,14 @@
 //! Slice math: pure functions over plain values, shared by every space and
 //! every store.
 //!
-//! A [`Resolution`] of `s` seconds divides time into slices
+//! A [`Precision`] of `s` seconds divides time into slices
 //! `[k·s − offset, (k+1)·s − offset)`; an instant `t` falls in the slice
 //! starting at `floor((t + offset) / s) · s − offset` (offset 0 for every
-//! space but local days). A resolution keeps its newest `keep` slices: the
+//! space but local days). A precision keeps its newest `keep` slices: the
 //! cleaner removes every slice starting at or before `floor(now) − keep·s`,
-//! and visits resolution `s` once every `max(1, s / interval)` passes (the
+//! and visits precision `s` once every `max(1, s / interval)` passes (the
 //! book's cadence, so daily slices are not trimmed every minute). A range
-//! read picks the finest resolution whose retention still covers the
+//! read picks the finest precision whose retention still covers the
 //! range's start ([`choose`]).
 //!
 //! Nothing here reads a clock or a store.
@@ -18,10 +18,10 @@ use serde::{Deserialize, Serialize};
 use crate::clock::Timestamp;
 use crate::error::{Error, Result};
 
-/// One resolution of a space: slice length, slices kept, and the offset of
+/// One precision of a space: slice length, slices kept, and the offset of
 /// its slice boundaries from the Unix epoch's multiples.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Resolution {
+pub struct Precision {
     /// Slice length in seconds (at least 1).
     pub seconds: u64,
     /// Slices kept.
@@ -31,10 +31,10 @@ pub struct Resolution {
     pub offset_secs: i64,
 }
 
-impl Resolution {
+impl Precision {
     /// `seconds`-long slices, `keep` of them kept, on the epoch's multiples.
     pub const fn new(seconds: u64, keep: u64) -> Self {
-        Resolution {
+        Precision {
             seconds,
             keep,
             offset_secs: 0,
@@ -84,7 +84,7 @@ pub fn cutoff(now: Timestamp, keep: u64, seconds: u64) -> i64 {
     now.whole_secs() as i64 - (keep * seconds) as i64
 }
 
-/// Whether resolution `seconds` is visited by pass number `pass` (counted
+/// Whether precision `seconds` is visited by pass number `pass` (counted
 /// from 0) when passes run every `interval_secs`: once every
 /// `max(1, seconds / interval)` passes, so daily slices are not trimmed
 /// every minute.
@@ -93,10 +93,10 @@ pub fn is_due(pass: u64, seconds: u64, interval_secs: u64) -> bool {
     pass.is_multiple_of(every)
 }
 
-/// The most slices one resolution holds just before the cleaner trims it:
+/// The most slices one precision holds just before the cleaner trims it:
 /// the `keep` kept after a pass, plus the slices written until the
-/// resolution's next visit (`max(1, s / interval)` passes later), plus one
-/// for a pass that starts late within its second. A 1 s resolution keeping
+/// precision's next visit (`max(1, s / interval)` passes later), plus one
+/// for a pass that starts late within its second. A 1 s precision keeping
 /// 120 slices, cleaned every 60 s, peaks at 181.
 pub fn peak_slices(keep: u64, seconds: u64, interval_secs: u64) -> u64 {
     let interval = interval_secs.max(1);
@@ -105,7 +105,7 @@ pub fn peak_slices(keep: u64, seconds: u64, interval_secs: u64) -> u64 {
 }
 
 /// Checks slice lengths given finest first: distinct, each of 1 s to a
-/// year; `what` names one in messages (`rollup`, `space stats: resolution`).
+/// year; `what` names one in messages (`rollup`, `space stats: precision`).
 pub fn check_lengths(what: &str, seconds: impl IntoIterator<Item = u64>) -> Result<()> {
     let mut last = None;
     for s in seconds {
@@ -123,23 +123,23 @@ pub fn check_lengths(what: &str, seconds: impl IntoIterator<Item = u64>) -> Resu
 }
 
 /// Whether a write at whole second `second` lands in a slice that some
-/// resolution (of `resolutions`) still keeps at `now`: false when it is
-/// older than even the longest-kept resolution keeps, so that a read would
+/// precision (of `precisions`) still keeps at `now`: false when it is
+/// older than even the longest-kept precision keeps, so that a read would
 /// never see it and the cleaner would only remove it.
-pub fn kept(resolutions: &[Resolution], now: Timestamp, second: u64) -> bool {
-    resolutions
+pub fn kept(precisions: &[Precision], now: Timestamp, second: u64) -> bool {
+    precisions
         .iter()
         .any(|r| r.oldest_kept(now) <= r.slice_of_second(second))
 }
 
-/// The resolution a range starting at `from` is read at: the finest (of
-/// `resolutions`, finest first) whose kept slices at `now` still reach back
+/// The precision a range starting at `from` is read at: the finest (of
+/// `precisions`, finest first) whose kept slices at `now` still reach back
 /// to `from`'s slice; the coarsest when none does (it holds the most).
-pub fn choose(resolutions: &[Resolution], now: Timestamp, from: u64) -> Option<&Resolution> {
-    resolutions
+pub fn choose(precisions: &[Precision], now: Timestamp, from: u64) -> Option<&Precision> {
+    precisions
         .iter()
         .find(|r| r.oldest_kept(now) <= r.slice_of_second(from))
-        .or_else(|| resolutions.iter().max_by_key(|r| r.seconds))
+        .or_else(|| precisions.iter().max_by_key(|r| r.seconds))
 }
 
 #[cfg(test)]
@@ -160,7 +160,7 @@ mod tests {
         assert_eq!(slice_start(ts(1336376415.5), 86400), 1336348800);
         assert_eq!(slice_start(ts(0.2), 1), 0);
         assert_eq!(
-            Resolution::new(5, 3).slice_start(ts(1336376399.9)),
+            Precision::new(5, 3).slice_start(ts(1336376399.9)),
             1336376395
         );
     }
@@ -168,7 +168,7 @@ mod tests {
     #[test]
     fn offsets_move_slice_boundaries() {
         // A local day at UTC+5:30 starts at 18:30 UTC the day before.
-        let ist = Resolution {
+        let ist = Precision {
             seconds: 86_400,
             keep: 30,
             offset_secs: 19_800,
@@ -184,7 +184,7 @@ mod tests {
             86_400 * 10 - 19_800
         );
         // West of UTC (UTC-8): the day starts at 08:00 UTC.
-        let pst = Resolution {
+        let pst = Precision {
             seconds: 86_400,
             keep: 30,
             offset_secs: -28_800,
@@ -205,8 +205,8 @@ mod tests {
         let kept: Vec<u64> = (0..=1000).step_by(5).filter(|&s| s as i64 > c).collect();
         assert_eq!(kept, vec![990, 995, 1000]);
         assert!(cutoff(ts(10.0), 120, 60) < 0);
-        assert_eq!(Resolution::new(5, 3).oldest_kept(ts(1000.7)), 990);
-        assert_eq!(Resolution::new(5, 3).cutoff(ts(1000.7)), 985);
+        assert_eq!(Precision::new(5, 3).oldest_kept(ts(1000.7)), 990);
+        assert_eq!(Precision::new(5, 3).cutoff(ts(1000.7)), 985);
     }
 
     #[test]
@@ -225,7 +225,7 @@ mod tests {
 
     #[test]
     fn peaks_follow_the_cadence() {
-        // The reference's figure: a 1 s resolution cleaned every 60 s peaks near 180.
+        // The reference's figure: a 1 s precision cleaned every 60 s peaks near 180.
         assert_eq!(peak_slices(120, 1, 60), 181);
         assert_eq!(peak_slices(120, 5, 60), 133);
         assert_eq!(peak_slices(120, 60, 60), 122);
@@ -254,9 +254,9 @@ mod tests {
     fn ranges_read_the_finest_resolution_that_covers_them() {
         // 1 s x 120 (2 min), 60 s x 120 (2 h), 1 h x 48 (2 days).
         let rs = [
-            Resolution::new(1, 120),
-            Resolution::new(60, 120),
-            Resolution::new(3600, 48),
+            Precision::new(1, 120),
+            Precision::new(60, 120),
+            Precision::new(3600, 48),
         ];
         let now = ts(1_000_000.5);
         assert_eq!(choose(&rs, now, 1_000_000 - 119).unwrap().seconds, 1);
@@ -272,7 +272,7 @@ mod tests {
 
     #[test]
     fn a_write_is_kept_while_its_slice_is_kept_at_some_resolution() {
-        let rs = [Resolution::new(1, 120), Resolution::new(3600, 48)];
+        let rs = [Precision::new(1, 120), Precision::new(3600, 48)];
         let now = ts(1_000_000.5);
         // The hourly slices kept start at 828_000 (47 hours before the
         // current one at 997_200).
@@ -292,12 +292,12 @@ mod tests {
             let s = slice_start(at, p);
             prop_assert_eq!(s % p, 0);
             prop_assert!(s <= at.whole_secs() && at.whole_secs() < s + p);
-            prop_assert_eq!(Resolution::new(p, 1).slice_start(at), s);
+            prop_assert_eq!(Precision::new(p, 1).slice_start(at), s);
         }
 
         #[test]
         fn offset_slices_contain_their_second(second in 200_000u64..4_000_000_000, p in 1u64..100_000, off in -50_000i64..50_000) {
-            let r = Resolution { seconds: p, keep: 1, offset_secs: off };
+            let r = Precision { seconds: p, keep: 1, offset_secs: off };
             let s = r.slice_of_second(second);
             prop_assert!(s <= second && second < s + p);
             prop_assert_eq!((s as i64 + off).rem_euclid(p as i64), 0);
@@ -320,13 +320,13 @@ mod tests {
             prop_assert!(oldest_kept > c);
             prop_assert!(oldest_kept - p as i64 <= c);
             if oldest_kept >= 0 {
-                prop_assert_eq!(Resolution::new(p, keep).oldest_kept(ts(now as f64)), oldest_kept as u64);
+                prop_assert_eq!(Precision::new(p, keep).oldest_kept(ts(now as f64)), oldest_kept as u64);
             }
         }
 
         #[test]
         fn the_chosen_resolution_covers_the_range_when_one_can(from_back in 0u64..1_000_000, now in 2_000_000u64..3_000_000) {
-            let rs = [Resolution::new(1, 120), Resolution::new(60, 120), Resolution::new(3600, 48)];
+            let rs = [Precision::new(1, 120), Precision::new(60, 120), Precision::new(3600, 48)];
             let at = ts(now as f64);
             let from = now - from_back;
             let r = choose(&rs, at, from).unwrap();
