@@ -422,6 +422,16 @@ pub fn not_sums(space: &Space) -> Error {
     ))
 }
 
+/// Refuses a read of plain sums ([`SliceStore::read_sums`]) from a space
+/// of another kind.
+pub fn check_sums(space: &Space) -> Result<()> {
+    if space.kind == Kind::Sum {
+        Ok(())
+    } else {
+        Err(not_sums(space))
+    }
+}
+
 /// [`SliceStore::contains`] by listing each name as a prefix.
 pub async fn contains_by_listing<S: SliceStore + ?Sized>(
     store: &S,
@@ -467,9 +477,7 @@ pub trait SliceStore: Send + Sync + fmt::Debug + 'static {
         precisions: &[u64],
         slices: SliceSel,
     ) -> Result<Reads<i64>> {
-        if space.kind != Kind::Sum {
-            return Err(not_sums(space));
-        }
+        check_sums(space)?;
         let all = self.read(space, names, precisions, slices).await?;
         Ok(map_reads(all, |s, v| v.as_sum().map(|c| (s, c))))
     }

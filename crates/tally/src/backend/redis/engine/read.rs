@@ -8,8 +8,8 @@ use redis::Value as Reply;
 use super::super::dump;
 use super::RedisSliceStore;
 use super::kinds;
-use crate::engine::store::{Reads, check_stored, not_sums};
-use crate::engine::{Kind, SliceSel, Slices, Space};
+use crate::engine::store::{Reads, check_stored, check_sums};
+use crate::engine::{SliceSel, Slices, Space};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -35,9 +35,7 @@ impl RedisSliceStore {
         precisions: &[u64],
         slices: SliceSel,
     ) -> Result<Reads<i64>> {
-        if space.kind != Kind::Sum {
-            return Err(not_sums(space));
-        }
+        check_sums(space)?;
         self.read_with(space, names, precisions, slices, |reply, sel| {
             parse_hash(reply, sel, sum_of)
         })
@@ -266,7 +264,7 @@ fn dump_as_hgetall(payload: &[u8]) -> Option<Reply> {
 mod tests {
     use super::super::testing::*;
     use super::*;
-    use crate::engine::Value;
+    use crate::engine::{Kind, Value};
 
     /// A hash of `kind`'s slices, each read by its entry in the table of
     /// kinds.

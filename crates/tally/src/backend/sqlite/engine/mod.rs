@@ -43,10 +43,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Sqlite;
 use crate::clock::SharedClock;
-use crate::engine::store::{Reads, not_sums};
-use crate::engine::{
-    Applied, Batch, CleanJob, CleanReport, Kind, SliceSel, SliceStore, Slices, Space,
-};
+use crate::engine::store::{Reads, check_sums};
+use crate::engine::{Applied, Batch, CleanJob, CleanReport, SliceSel, SliceStore, Slices, Space};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -203,9 +201,7 @@ impl SliceStore for SqliteSliceStore {
         precisions: &[u64],
         slices: SliceSel,
     ) -> Result<Reads<i64>> {
-        if space.kind != Kind::Sum {
-            return Err(not_sums(space));
-        }
+        check_sums(space)?;
         self.read_with(space, names, precisions, slices, |v| match v {
             ValueRef::Integer(i) => Ok(i),
             other => Err(Error::Corrupt(format!(
@@ -345,7 +341,7 @@ impl SliceStore for SqliteSliceStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{CellDelta, Precision, Retention, SeriesWrite, Value};
+    use crate::engine::{CellDelta, Kind, Precision, Retention, SeriesWrite, Value};
 
     fn space() -> Arc<Space> {
         Arc::new(
