@@ -8,14 +8,14 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Fixture, Kind};
+use common::{Fixture, Kind, apply_numbered};
 use tally::engine::kinds::{StatsValue, TopValue};
 use tally::engine::plan::{Item, plan};
 use tally::engine::read::{merge_values, read_range};
 use tally::engine::writer::{Writer, WriterSettings};
 use tally::engine::{
     Applied, Batch, CleanJob, Kind as ValueKind, Precision, Retention, SliceSel, SliceStore, Space,
-    Value, WriteSeq,
+    Value,
 };
 use tally::{Error, Increment, Name, Timestamp};
 
@@ -101,13 +101,9 @@ async fn writes_read_back_at_every_resolution(kind: Kind) {
     );
     assert_eq!(s.apply(&b).await.unwrap(), Applied::Written);
     s.apply(&b).await.unwrap();
+    let (names, precisions) = ([name("home"), name("none")], [1, 10, 100]);
     let got = s
-        .read(
-            &space,
-            &[name("home"), name("none")],
-            &[1, 10, 100],
-            SliceSel::All,
-        )
+        .read(&space, &names, &precisions, SliceSel::All)
         .await
         .unwrap();
     assert_eq!(sums(&got[0][0]), vec![(1002, 4), (1009, 6), (1011, -2)]);
@@ -116,12 +112,7 @@ async fn writes_read_back_at_every_resolution(kind: Kind) {
     assert!(got[1].iter().all(Vec::is_empty));
     // The sums' own read (counters' fast path) answers the same.
     let fast = s
-        .read_sums(
-            &space,
-            &[name("home"), name("none")],
-            &[1, 10, 100],
-            SliceSel::All,
-        )
+        .read_sums(&space, &names, &precisions, SliceSel::All)
         .await
         .unwrap();
     let slow: Vec<Vec<Vec<(u64, i64)>>> = got
@@ -231,18 +222,14 @@ async fn sequenced_batches_apply_once(kind: Kind) {
     let s = store(&f).await;
     let space = visits();
     let mut b = batch(&space, &[("x", 1000.0, 5), ("y", 1000.0, 1)]);
-    let seq = |lane, seq| WriteSeq {
-        writer: 0xbee,
-        lane,
-        seq,
-    };
-    b.seq = Some(seq(0, 1));
-    assert_eq!(s.apply(&b).await.unwrap(), Applied::Written);
-    assert_eq!(s.apply(&b).await.unwrap(), Applied::Duplicate);
-    b.seq = Some(seq(0, 2));
-    assert_eq!(s.apply(&b).await.unwrap(), Applied::Written);
-    b.seq = Some(seq(1, 1));
-    assert_eq!(s.apply(&b).await.unwrap(), Applied::Written);
+    let (written, duplicate) = (Applied::Written, Applied::Duplicate);
+    let steps = [
+        (0, 1, written),
+        (0, 1, duplicate),
+        (0, 2, written),
+        (1, 1, written),
+    ];
+    apply_numbered(s.as_ref(), &mut b, 0xbee, &steps).await;
     let got = s
         .read(&space, &[name("x")], &[100], SliceSel::All)
         .await

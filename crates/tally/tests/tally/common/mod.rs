@@ -5,9 +5,13 @@
 
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use tally::backend::redis::Layout;
+use tally::engine::writer::{WhenFull, WriterSettings};
+use tally::engine::{Applied, Batch, SliceStore, WriteSeq};
 use tally::{Backend, BackendConfig, Clock, CounterSettings, Counters, ManualClock};
-use tally_testkit::{RedisCluster, RedisOptions, RedisServer};
+use tally_testkit::{ClusterOptions, RedisCluster, RedisOptions, RedisServer};
 use tempfile::TempDir;
 
 /// The backends every behaviour test runs against.
@@ -276,6 +280,57 @@ impl Fixture {
             }
         }
     }
+}
+
+/// Applies `batch` once per step `(lane, seq, outcome)`, numbered as write
+/// `seq` of `lane` of the writer `writer`, and asserts each outcome.
+pub async fn apply_numbered(
+    store: &dyn SliceStore,
+    batch: &mut Batch,
+    writer: u64,
+    steps: &[(u32, u64, Applied)],
+) {
+    for &(lane, seq, outcome) in steps {
+        batch.seq = Some(WriteSeq { writer, lane, seq });
+        assert_eq!(
+            store.apply(batch).await.unwrap(),
+            outcome,
+            "lane {lane}, write {seq}"
+        );
+    }
+}
+
+/// `base` with a table of 3 entries, flushed every `flush_interval` or at
+/// 3 entries, that does `when_full` when full.
+pub fn table_of_3(
+    base: WriterSettings,
+    flush_interval: Duration,
+    when_full: WhenFull,
+) -> WriterSettings {
+    WriterSettings {
+        flush_interval,
+        flush_entries: 3,
+        max_entries: 3,
+        when_full,
+        ..base
+    }
+}
+
+/// A Redis Cluster of three masters without replicas, and the
+/// `redis+cluster://` target naming its nodes.
+pub fn three_masters() -> (RedisCluster, String) {
+    let cluster = RedisCluster::start_with(ClusterOptions {
+        masters: 3,
+        replicas_per_master: 0,
+        ..ClusterOptions::default()
+    });
+    let nodes: Vec<String> = cluster
+        .nodes()
+        .iter()
+        .map(|n| format!("127.0.0.1:{}", n.port()))
+        .collect();
+    let target = format!("redis+cluster://{}", nodes.join(","));
+    (cluster, target)
 }
 
 /// A raw connection to either kind of Redis fixture (clones share it).
