@@ -87,6 +87,20 @@ fn sums(slices: &[(u64, Value)]) -> Vec<(u64, i64)> {
         .collect()
 }
 
+/// One series' sums at each of `precisions`, slice by slice.
+async fn sums_of(
+    s: &dyn SliceStore,
+    space: &Arc<Space>,
+    series: &str,
+    precisions: &[u64],
+) -> Vec<Vec<(u64, i64)>> {
+    let got = s
+        .read(space, &[name(series)], precisions, SliceSel::All)
+        .await
+        .unwrap();
+    got[0].iter().map(|slices| sums(slices)).collect()
+}
+
 async fn writes_read_back_at_every_resolution(kind: Kind) {
     let f = Fixture::new(kind).await;
     let s = store(&f).await;
@@ -230,11 +244,8 @@ async fn sequenced_batches_apply_once(kind: Kind) {
         (1, 1, written),
     ];
     apply_numbered(s.as_ref(), &mut b, 0xbee, &steps).await;
-    let got = s
-        .read(&space, &[name("x")], &[100], SliceSel::All)
-        .await
-        .unwrap();
-    assert_eq!(sums(&got[0][0]), vec![(1000, 15)]);
+    let got = sums_of(s.as_ref(), &space, "x", &[100]).await;
+    assert_eq!(got[0], vec![(1000, 15)]);
 }
 
 async fn list_delete_and_clean(kind: Kind) {
@@ -291,13 +302,10 @@ async fn list_delete_and_clean(kind: Kind) {
     let expected = if kind.trims_on_write() { 0 } else { 9 };
     assert_eq!(report.samples_removed, expected);
     assert_eq!(report.counters_removed, 0);
-    let got = s
-        .read(&space, &[name("db:x")], &[1, 10, 100], SliceSel::All)
-        .await
-        .unwrap();
-    assert_eq!(sums(&got[0][0]), vec![(2000, 1)]);
-    assert_eq!(sums(&got[0][1]), vec![(2000, 1)]);
-    assert_eq!(sums(&got[0][2]), vec![(2000, 1)]);
+    let got = sums_of(s.as_ref(), &space, "db:x", &[1, 10, 100]).await;
+    assert_eq!(got[0], vec![(2000, 1)]);
+    assert_eq!(got[1], vec![(2000, 1)]);
+    assert_eq!(got[2], vec![(2000, 1)]);
     // A pass that remembers the last visit removes exactly what passed the
     // cutoff since (Redis deletes those slices by name): at 2012.5, the
     // three series' 1 s slice 2000, and nothing newer.
@@ -319,13 +327,10 @@ async fn list_delete_and_clean(kind: Kind) {
         ),
         (3, 3, 0)
     );
-    let got = s
-        .read(&space, &[name("db:x")], &[1, 10, 100], SliceSel::All)
-        .await
-        .unwrap();
-    assert_eq!(sums(&got[0][0]), vec![(2009, 1)]);
-    assert_eq!(sums(&got[0][1]), vec![(2000, 2)]);
-    assert_eq!(sums(&got[0][2]), vec![(2000, 2)]);
+    let got = sums_of(s.as_ref(), &space, "db:x", &[1, 10, 100]).await;
+    assert_eq!(got[0], vec![(2009, 1)]);
+    assert_eq!(got[1], vec![(2000, 2)]);
+    assert_eq!(got[2], vec![(2000, 2)]);
     // Later still, everything goes, and so do the emptied series.
     let later = CleanJob {
         now: ts(10_000.0),
@@ -350,11 +355,8 @@ async fn a_space_does_not_mix_with_counters(kind: Kind) {
         .await
         .unwrap();
     assert_eq!(f.counters.get("same", 60).await.unwrap()[0].count, 3);
-    let got = s
-        .read(&space, &[name("same")], &[10], SliceSel::All)
-        .await
-        .unwrap();
-    assert_eq!(sums(&got[0][0]), vec![(1000, 40)]);
+    let got = sums_of(s.as_ref(), &space, "same", &[10]).await;
+    assert_eq!(got[0], vec![(1000, 40)]);
     assert!(s.delete(&space, &name("same")).await.unwrap());
     assert_eq!(f.all_names().await, vec!["same"]);
     assert_eq!(f.counters.get("same", 60).await.unwrap()[0].count, 3);

@@ -300,6 +300,18 @@ pub async fn apply_numbered(
     }
 }
 
+/// Runs the keyed write `write` once per outcome in `expected`, asserting
+/// each in turn: a first try, then its repeats.
+pub async fn tries<F, Fut>(expected: &[Applied], mut write: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = tally::Result<Applied>>,
+{
+    for (i, &outcome) in expected.iter().enumerate() {
+        assert_eq!(write().await.unwrap(), outcome, "try {i}");
+    }
+}
+
 /// `base` with a table of 3 entries, flushed every `flush_interval` or at
 /// 3 entries, that does `when_full` when full.
 pub fn table_of_3(
