@@ -16,7 +16,7 @@ use tally_testkit::PostgresServer;
 use tempfile::TempDir;
 
 use crate::backends;
-use crate::common::tries;
+use crate::common::{ONCE, tries};
 use backends::{Kind, Servers};
 
 /// Buffer stores: SQLite file, redis-server, Redis Cluster.
@@ -645,8 +645,7 @@ async fn keyed_changes_apply_once(store: Store, sink: SinkKind) {
     let f = Fixture::new(store, sink).await;
     let other = f.other_buffers().await;
     let change = seen(42, 5, 100);
-    let once = [Applied::Written, Applied::Duplicate];
-    tries(&once, || f.buffers.incr_once("order-1", &change)).await;
+    tries(&ONCE, || f.buffers.incr_once("order-1", &change)).await;
     assert_eq!(
         other.incr_once("order-1", &change).await.unwrap(),
         Applied::Duplicate

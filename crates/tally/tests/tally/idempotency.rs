@@ -10,7 +10,7 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Fixture, Kind, tries};
+use common::{Fixture, Kind, ONCE, tries};
 use tally::TsQuery;
 use tally::counters::{Applied, CounterWriter, WhenFull, WriterSettings};
 use tally::idempotency::{Answer, Claim, fingerprint};
@@ -19,9 +19,6 @@ use tally::tsdb::rollup::vshard_of;
 use tally::{Backend, Clock, GaugeOp, Idempotency, Increment, View};
 
 per_backend!(features:keyed_writes_apply_once, keyed_kinds_apply_once);
-
-/// A keyed write applied, then its repeat found a duplicate.
-const ONCE: [Applied; 2] = [Applied::Written, Applied::Duplicate];
 
 async fn keyed_writes_apply_once(kind: Kind) {
     let f = Fixture::near_now(kind).await;

@@ -300,6 +300,10 @@ pub async fn apply_numbered(
     }
 }
 
+/// A keyed write applied, then its repeat found a duplicate: the outcomes
+/// [`tries`] expects of a write applied once.
+pub const ONCE: [Applied; 2] = [Applied::Written, Applied::Duplicate];
+
 /// Runs the keyed write `write` once per outcome in `expected`, asserting
 /// each in turn: a first try, then its repeats.
 pub async fn tries<F, Fut>(expected: &[Applied], mut write: F)
