@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{Fixture, Kind, distinct_totals, sum_totals};
+use common::{Fixture, Kind, Total, range_totals};
 use tally::TsQuery;
 use tally::counters::Sample;
 use tally::tsdb::rollup::vshard_of;
@@ -330,10 +330,10 @@ async fn merge_moves_everything_and_leaves_from_empty(kind: Kind) {
     ts.merge("group", &into, &from).await.unwrap();
     let pair = vec![into.clone(), from.clone()];
     for rollup in [10, 3600, 86_400] {
-        let sums = sum_totals(&ts, "group", &pair, now - 10.0, now, rollup).await;
+        let sums = range_totals(&ts, Total::Sum, "group", &pair, (now - 10.0, now), rollup).await;
         assert_eq!(sums[0], 8, "rollup {rollup}");
         assert_eq!(sums[1], 0, "rollup {rollup}");
-        let distinct = distinct_totals(&ts, "group", &pair, now, now, rollup).await;
+        let distinct = range_totals(&ts, Total::Distinct, "group", &pair, (now, now), rollup).await;
         assert_eq!(distinct[0], 40, "rollup {rollup}");
         assert_eq!(distinct[1], 0, "rollup {rollup}");
     }
@@ -369,7 +369,7 @@ async fn merge_moves_everything_and_leaves_from_empty(kind: Kind) {
     );
     // Merging again finds nothing to move; merging a key into itself is refused.
     ts.merge("group", &into, &from).await.unwrap();
-    let sums = sum_totals(&ts, "group", &pair, now, now, 10).await;
+    let sums = range_totals(&ts, Total::Sum, "group", &pair, (now, now), 10).await;
     assert_eq!(sums[0], 7);
     assert!(
         ts.merge("group", &into, &into)
@@ -395,9 +395,9 @@ async fn delete_removes_every_rollup(kind: Kind) {
     ts.delete("group", &keys(&["a"])).await.unwrap();
     let ab = keys(&["a", "b"]);
     for rollup in [10, 3600, 86_400] {
-        let sums = sum_totals(&ts, "group", &ab, now, now, rollup).await;
+        let sums = range_totals(&ts, Total::Sum, "group", &ab, (now, now), rollup).await;
         assert_eq!(sums, vec![0, 2]);
-        let d = distinct_totals(&ts, "group", &ab, now, now, rollup).await;
+        let d = range_totals(&ts, Total::Distinct, "group", &ab, (now, now), rollup).await;
         assert_eq!(d, vec![0, 2]);
     }
     assert!(

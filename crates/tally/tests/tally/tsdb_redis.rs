@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{Fixture, Kind, distinct_totals, sum_totals};
+use common::{Fixture, Kind, Total, range_totals};
 use tally::Clock;
 use tally::tsdb::TsdbSettings;
 use tally::tsdb::rollup::vshard_of;
@@ -60,7 +60,7 @@ async fn interrupted_merge_is_finished_by_the_next_one(kind: Kind) {
     assert_eq!(state, 1);
     let k = vec![into.clone(), from.clone()];
     let t = now as f64;
-    let sums = sum_totals(&ts, "group", &k, t, t, 10).await;
+    let sums = range_totals(&ts, Total::Sum, "group", &k, (t, t), 10).await;
     // Moved, not lost: it is in the journal, which has a TTL.
     assert_eq!(sums, vec![3, 0]);
     let ttl: i64 = raw.query(redis::cmd("TTL").arg(&journal)).await;
@@ -69,9 +69,9 @@ async fn interrupted_merge_is_finished_by_the_next_one(kind: Kind) {
     // The next merge finishes the interrupted one, then merges the rest.
     ts.merge("group", &into, &from).await.unwrap();
     for rollup in [10, 3600, 86_400] {
-        let sums = sum_totals(&ts, "group", &k, t, t, rollup).await;
+        let sums = range_totals(&ts, Total::Sum, "group", &k, (t, t), rollup).await;
         assert_eq!(sums, vec![7, 0], "rollup {rollup}");
-        let d = distinct_totals(&ts, "group", &k, t, t, rollup).await;
+        let d = range_totals(&ts, Total::Distinct, "group", &k, (t, t), rollup).await;
         assert_eq!(d[0], 2, "rollup {rollup}");
     }
     let exists: i64 = raw.query(redis::cmd("EXISTS").arg(&journal)).await;

@@ -300,36 +300,31 @@ pub async fn apply_numbered(
     }
 }
 
-/// Each key's sum of time series `model` from `from` to `to` at `rollup`,
-/// in the keys' order.
-pub async fn sum_totals(
+/// Which total of a time-series range [`range_totals`] reads.
+#[derive(Clone, Copy, Debug)]
+pub enum Total {
+    /// The sum of the counts.
+    Sum,
+    /// The count of distinct values.
+    Distinct,
+}
+
+/// Each key's `total` of time series `model` from `from` to `to` at
+/// `rollup`, in the keys' order.
+pub async fn range_totals(
     ts: &tally::Tsdb,
+    total: Total,
     model: &str,
     keys: &[String],
-    from: f64,
-    to: f64,
+    (from, to): (f64, f64),
     rollup: u64,
 ) -> Vec<i64> {
     let q = tally::TsQuery::new(model, keys, from, to).rollup(Some(rollup));
-    totals(ts.get_sums(&q).await.unwrap())
-}
-
-/// Each key's count of distinct values of time series `model` from `from`
-/// to `to` at `rollup`, in the keys' order.
-pub async fn distinct_totals(
-    ts: &tally::Tsdb,
-    model: &str,
-    keys: &[String],
-    from: f64,
-    to: f64,
-    rollup: u64,
-) -> Vec<i64> {
-    let q = tally::TsQuery::new(model, keys, from, to).rollup(Some(rollup));
-    totals(ts.get_distinct_totals(&q).await.unwrap())
-}
-
-fn totals(range: tally::tsdb::RangeTotals) -> Vec<i64> {
-    range.totals.iter().map(|t| t.total).collect()
+    let range = match total {
+        Total::Sum => ts.get_sums(&q).await,
+        Total::Distinct => ts.get_distinct_totals(&q).await,
+    };
+    range.unwrap().totals.iter().map(|t| t.total).collect()
 }
 
 /// A keyed write applied, then its repeat found a duplicate: the outcomes
