@@ -6,7 +6,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{Fixture, Kind, T0};
+use common::{Fixture, Kind, T0, apply_numbered, table_of_3};
 use tally::counters::{Applied, CounterWriter, WhenFull, WriteSeq, WriterSettings};
 use tally::{CleanerSettings, CounterSettings, Error, Increment, Sample};
 
@@ -677,25 +677,14 @@ async fn sequenced_writes_apply_once(kind: Kind) {
             Increment::new("t", 1).at(100.0),
         ])
         .unwrap();
-    let lane = |lane, seq| WriteSeq {
-        writer: 0xfeed,
-        lane,
-        seq,
-    };
-    batch.seq = Some(lane(0, 1));
-    assert_eq!(store.apply(&batch).await.unwrap(), Applied::Written);
-    // A retry of the same write, and a stale one, change nothing.
-    assert_eq!(store.apply(&batch).await.unwrap(), Applied::Duplicate);
-    batch.seq = Some(lane(0, 1));
-    assert_eq!(store.apply(&batch).await.unwrap(), Applied::Duplicate);
+    // The write, then a retry of it and a stale one: they change nothing.
+    let (written, duplicate) = (Applied::Written, Applied::Duplicate);
+    let steps = [(0, 1, written), (0, 1, duplicate), (0, 1, duplicate)];
+    apply_numbered(store.as_ref(), &mut batch, 0xfeed, &steps).await;
     assert_eq!(f.counters.get("s", 60).await.unwrap(), vec![s(60, 5)]);
     // The next number, and another lane, apply.
-    batch.seq = Some(lane(0, 2));
-    assert_eq!(store.apply(&batch).await.unwrap(), Applied::Written);
-    batch.seq = Some(lane(1, 1));
-    assert_eq!(store.apply(&batch).await.unwrap(), Applied::Written);
-    batch.seq = Some(lane(0, 2));
-    assert_eq!(store.apply(&batch).await.unwrap(), Applied::Duplicate);
+    let steps = [(0, 2, written), (1, 1, written), (0, 2, duplicate)];
+    apply_numbered(store.as_ref(), &mut batch, 0xfeed, &steps).await;
     assert_eq!(f.counters.get("s", 60).await.unwrap(), vec![s(60, 15)]);
     assert_eq!(f.counters.get("t", 1).await.unwrap(), vec![s(100, 3)]);
     // A refused write does not consume its number.
@@ -704,7 +693,11 @@ async fn sequenced_writes_apply_once(kind: Kind) {
         .counters
         .prepare(&[Increment::new("o", 1).at(100.0)])
         .unwrap();
-    over.seq = Some(lane(2, 1));
+    over.seq = Some(WriteSeq {
+        writer: 0xfeed,
+        lane: 2,
+        seq: 1,
+    });
     assert!(matches!(
         store.apply(&over).await,
         Err(Error::Overflow { .. })
@@ -713,8 +706,7 @@ async fn sequenced_writes_apply_once(kind: Kind) {
         .counters
         .prepare(&[Increment::new("s", 1).at(100.0)])
         .unwrap();
-    ok.seq = Some(lane(2, 1));
-    assert_eq!(store.apply(&ok).await.unwrap(), Applied::Written);
+    apply_numbered(store.as_ref(), &mut ok, 0xfeed, &[(2, 1, written)]).await;
 }
 
 fn agg_settings() -> WriterSettings {
@@ -781,13 +773,7 @@ async fn aggregator_applies_backpressure(kind: Kind) {
     let f = Fixture::with_settings(kind, small(&[1], 100)).await;
     // A table of 3 entries: adding 12 new ones must wait for flushes to make
     // room, and every one is written.
-    let settings = WriterSettings {
-        flush_interval: Duration::from_millis(30),
-        flush_entries: 3,
-        max_entries: 3,
-        when_full: WhenFull::Wait,
-        ..agg_settings()
-    };
+    let settings = table_of_3(agg_settings(), Duration::from_millis(30), WhenFull::Wait);
     let waiting = CounterWriter::start(f.counters.clone(), settings).unwrap();
     for i in 0..12 {
         tokio::time::timeout(
@@ -916,13 +902,7 @@ async fn aggregator_rejects_bad_input(kind: Kind) {
     // A batch that does not fit in an Error-mode table adds nothing either.
     let small = CounterWriter::start(
         f.counters.clone(),
-        WriterSettings {
-            flush_interval: Duration::from_secs(3600),
-            flush_entries: 3,
-            max_entries: 3,
-            when_full: WhenFull::Error,
-            ..agg_settings()
-        },
+        table_of_3(agg_settings(), Duration::from_secs(3600), WhenFull::Error),
     )
     .unwrap();
     small.add("p", 1, Some(9.0)).await.unwrap();

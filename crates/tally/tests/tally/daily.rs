@@ -326,17 +326,7 @@ async fn redis_keys_follow_the_seed(kind: Kind) {
 // article's own total said 9.
 
 per_backend!(
-    seed_code_on_redis_standalone(Kind::RedisDefault):
-    seed_writes_first_then_tally_reads_and_writes,
-    tally_writes_first_then_the_seed_reads_and_writes,
-    alternating_writers_agree_after_every_write,
-    a_retention_drop_keeps_the_seeds_total,
-    concurrent_writers_of_both_kinds_agree,
-    data_of_earlier_tally_versions_reads_right_and_migrates,
-    values_that_are_not_counts_are_reported,
-    sums_stay_exact_beyond_what_doubles_hold
-);
-per_backend!(
+    seed_code_on_redis_standalone(Kind::RedisDefault),
     seed_code_on_redis_cluster(Kind::RedisCluster):
     seed_writes_first_then_tally_reads_and_writes,
     tally_writes_first_then_the_seed_reads_and_writes,
@@ -410,6 +400,26 @@ return totalView";
     }
 }
 
+/// What the seed-code suite starts from: a fixture near now, Tally's daily
+/// statistics keeping `retention_days`, a raw connection for the seed's
+/// code, and today.
+struct Seeded {
+    f: Fixture,
+    d: tally::DailyStats,
+    raw: RawConn,
+    t: Day,
+}
+
+impl Seeded {
+    async fn new(kind: Kind, retention_days: u32) -> Self {
+        let f = Fixture::near_now(kind).await;
+        let d = f.daily(settings(retention_days)).await;
+        let raw = f.raw_any().await;
+        let t = today(&f);
+        Seeded { f, d, raw, t }
+    }
+}
+
 /// Every view written to one entity, by either writer: the expected figures.
 #[derive(Default)]
 struct Written(std::collections::BTreeMap<Day, i64>);
@@ -417,6 +427,13 @@ struct Written(std::collections::BTreeMap<Day, i64>);
 impl Written {
     fn add(&mut self, day: Day, n: i64) {
         *self.0.entry(day).or_default() += n;
+    }
+
+    /// The seed's code writes `n` views of `entity` on `day`, counted here
+    /// too; its answer (the day's count).
+    async fn seed(&mut self, raw: &mut RawConn, entity: &str, day: Day, n: i64) -> i64 {
+        self.add(day, n);
+        seed::incr(raw, entity, day, n).await
     }
 
     fn total(&self) -> i64 {
@@ -479,13 +496,15 @@ async fn assert_both_read(
 
 /// The issue's own case: 9 views written by the seed's code, then Tally.
 async fn seed_writes_first_then_tally_reads_and_writes(kind: Kind) {
-    let f = Fixture::near_now(kind).await;
-    let d = f.daily(settings(90)).await;
-    let mut raw = f.raw_any().await;
-    let (t, mut written) = (today(&f), Written::default());
+    let Seeded {
+        f: _f,
+        d,
+        mut raw,
+        t,
+    } = Seeded::new(kind, 90).await;
+    let mut written = Written::default();
     for (ago, n) in [(0, 4), (1, 3), (5, 2)] {
-        seed::incr(&mut raw, "314", t.plus(-ago), n).await;
-        written.add(t.plus(-ago), n);
+        written.seed(&mut raw, "314", t.plus(-ago), n).await;
     }
     assert_eq!(written.total(), 9);
     assert_both_read(&d, &mut raw, "314", seed::STATS_DAYS, &written).await;
@@ -494,17 +513,14 @@ async fn seed_writes_first_then_tally_reads_and_writes(kind: Kind) {
     assert_eq!((counted.day_count, counted.total), (5, 10));
     assert_both_read(&d, &mut raw, "314", seed::STATS_DAYS, &written).await;
     // And the seed's next write lands on Tally's day count.
-    assert_eq!(seed::incr(&mut raw, "314", t, 1).await, 6);
-    written.add(t, 1);
+    assert_eq!(written.seed(&mut raw, "314", t, 1).await, 6);
     assert_both_read(&d, &mut raw, "314", seed::STATS_DAYS, &written).await;
 }
 
 async fn tally_writes_first_then_the_seed_reads_and_writes(kind: Kind) {
-    let f = Fixture::near_now(kind).await;
-    let d = f.daily(settings(90)).await;
-    let mut raw = f.raw_any().await;
+    let Seeded { f, d, mut raw, t } = Seeded::new(kind, 90).await;
     let now = f.clock.now().as_secs_f64();
-    let (t, mut written) = (today(&f), Written::default());
+    let mut written = Written::default();
     for (ago, n) in [(0, 2), (2, 7), (29, 1)] {
         d.incr_by("ad", n, Some(now - ago as f64 * 86_400.0))
             .await
@@ -512,8 +528,7 @@ async fn tally_writes_first_then_the_seed_reads_and_writes(kind: Kind) {
         written.add(t.plus(-ago), n);
     }
     assert_both_read(&d, &mut raw, "ad", seed::STATS_DAYS, &written).await;
-    assert_eq!(seed::incr(&mut raw, "ad", t.plus(-2), 3).await, 10);
-    written.add(t.plus(-2), 3);
+    assert_eq!(written.seed(&mut raw, "ad", t.plus(-2), 3).await, 10);
     assert_both_read(&d, &mut raw, "ad", seed::STATS_DAYS, &written).await;
     let counted = d
         .incr_by("ad", 1, Some(now - 2.0 * 86_400.0))
@@ -525,37 +540,36 @@ async fn tally_writes_first_then_the_seed_reads_and_writes(kind: Kind) {
 }
 
 async fn alternating_writers_agree_after_every_write(kind: Kind) {
-    let f = Fixture::near_now(kind).await;
-    let d = f.daily(settings(30)).await;
-    let mut raw = f.raw_any().await;
+    let Seeded { f, d, mut raw, t } = Seeded::new(kind, 30).await;
     let now = f.clock.now().as_secs_f64();
-    let (t, mut written) = (today(&f), Written::default());
+    let mut written = Written::default();
     for i in 0..24i64 {
         let ago = (i * 7 % 30) as i32;
         let n = 1 + i % 4;
         if i % 2 == 0 {
-            seed::incr(&mut raw, "alt", t.plus(-ago), n).await;
+            written.seed(&mut raw, "alt", t.plus(-ago), n).await;
         } else {
             let counted = d
                 .incr_by("alt", n, Some(now - f64::from(ago) * 86_400.0))
                 .await
                 .unwrap();
             assert_eq!(counted.total, written.total() + n, "write {i}");
+            written.add(t.plus(-ago), n);
         }
-        written.add(t.plus(-ago), n);
         assert_both_read(&d, &mut raw, "alt", seed::STATS_DAYS, &written).await;
     }
 }
 
 async fn a_retention_drop_keeps_the_seeds_total(kind: Kind) {
-    let f = Fixture::near_now(kind).await;
-    let d = f.daily(settings(3)).await;
-    let mut raw = f.raw_any().await;
-    let t0 = today(&f);
+    let Seeded {
+        f,
+        d,
+        mut raw,
+        t: t0,
+    } = Seeded::new(kind, 3).await;
     let mut written = Written::default();
     for (ago, n) in [(0, 10), (1, 11), (2, 12)] {
-        seed::incr(&mut raw, "e", t0.plus(-ago), n).await;
-        written.add(t0.plus(-ago), n);
+        written.seed(&mut raw, "e", t0.plus(-ago), n).await;
     }
     d.incr("e").await.unwrap();
     written.add(t0, 1);
@@ -581,8 +595,7 @@ async fn a_retention_drop_keeps_the_seeds_total(kind: Kind) {
     assert_both_read(&d, &mut raw, "e", 3, &written).await;
     // The seed may still write a day that left the window: both totals
     // count it at once, and Tally's next write folds it in as well.
-    seed::incr(&mut raw, "e", t0.plus(-5), 4).await;
-    written.add(t0.plus(-5), 4);
+    written.seed(&mut raw, "e", t0.plus(-5), 4).await;
     assert_both_read(&d, &mut raw, "e", 3, &written).await;
     let counted = d.incr("e").await.unwrap();
     written.add(t0.plus(2), 1);
@@ -600,10 +613,7 @@ async fn a_retention_drop_keeps_the_seeds_total(kind: Kind) {
 /// Several tasks of each writer at once, while the clock crosses days (so
 /// Tally folds old days while the seed's code writes them).
 async fn concurrent_writers_of_both_kinds_agree(kind: Kind) {
-    let f = Fixture::near_now(kind).await;
-    let d = f.daily(settings(3)).await;
-    let raw = f.raw_any().await;
-    let t0 = today(&f);
+    let Seeded { f, d, raw, t: t0 } = Seeded::new(kind, 3).await;
     let seeds: Vec<_> = (0..4i64)
         .map(|task| {
             let mut raw = raw.clone();
@@ -611,8 +621,7 @@ async fn concurrent_writers_of_both_kinds_agree(kind: Kind) {
                 let mut mine = Written::default();
                 for i in 0..60i64 {
                     let day = t0.plus(((task + i) % 6) as i32 - 2);
-                    seed::incr(&mut raw, "hot", day, 1 + i % 3).await;
-                    mine.add(day, 1 + i % 3);
+                    mine.seed(&mut raw, "hot", day, 1 + i % 3).await;
                 }
                 mine
             })
@@ -644,8 +653,7 @@ async fn concurrent_writers_of_both_kinds_agree(kind: Kind) {
     let mut raw = raw;
     assert_both_read(&d, &mut raw, "hot", 3, &written).await;
     // One more write of each folds whatever is left behind; still exact.
-    seed::incr(&mut raw, "hot", t0, 1).await;
-    written.add(t0, 1);
+    written.seed(&mut raw, "hot", t0, 1).await;
     let counted = d.incr("hot").await.unwrap();
     written.add(counted.day, 1);
     assert_eq!(counted.total, written.total());
@@ -657,10 +665,12 @@ async fn concurrent_writers_of_both_kinds_agree(kind: Kind) {
 /// keeping their sum. Such data reads right as it is, and the next write
 /// migrates it: the missing part goes to `before`.
 async fn data_of_earlier_tally_versions_reads_right_and_migrates(kind: Kind) {
-    let f = Fixture::near_now(kind).await;
-    let d = f.daily(settings(30)).await;
-    let mut raw = f.raw_any().await;
-    let t = today(&f);
+    let Seeded {
+        f: _f,
+        d,
+        mut raw,
+        t,
+    } = Seeded::new(kind, 30).await;
     let expire = t.plus(31).start_secs(0);
     // 20 views in all, 13 of them on days an earlier version dropped.
     let _: () = raw
@@ -726,9 +736,12 @@ async fn data_of_earlier_tally_versions_reads_right_and_migrates(kind: Kind) {
 /// A value in the views hash that is not a count (written by something
 /// else) is a fault naming the field, and Tally writes nothing over it.
 async fn values_that_are_not_counts_are_reported(kind: Kind) {
-    let f = Fixture::near_now(kind).await;
-    let d = f.daily(settings(30)).await;
-    let mut raw = f.raw_any().await;
+    let Seeded {
+        f: _f,
+        d,
+        mut raw,
+        t,
+    } = Seeded::new(kind, 30).await;
     let _: () = raw
         .query(
             redis::cmd("HSET")
@@ -742,16 +755,18 @@ async fn values_that_are_not_counts_are_reported(kind: Kind) {
     assert!(err.to_string().contains("note"), "{err}");
     let err = d.incr("odd").await.unwrap_err();
     assert!(matches!(err, Error::Corrupt(_)), "{err}");
-    assert_eq!(seed::day(&mut raw, "odd", today(&f)).await, 0);
+    assert_eq!(seed::day(&mut raw, "odd", t).await, 0);
 }
 
 /// Totals are exact 64-bit sums although Lua numbers are doubles (the
 /// seed's own script rounds above 2^53; Tally's does not).
 async fn sums_stay_exact_beyond_what_doubles_hold(kind: Kind) {
-    let f = Fixture::near_now(kind).await;
-    let d = f.daily(settings(30)).await;
-    let mut raw = f.raw_any().await;
-    let t = today(&f);
+    let Seeded {
+        f: _f,
+        d,
+        mut raw,
+        t,
+    } = Seeded::new(kind, 30).await;
     let big = (1i64 << 53) + 1;
     seed::incr(&mut raw, "big", t.plus(-40), big).await;
     seed::incr(&mut raw, "big", t, 1).await;

@@ -8,14 +8,14 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Fixture, Kind};
+use common::{Fixture, Kind, apply_numbered};
 use tally::engine::kinds::{StatsValue, TopValue};
 use tally::engine::plan::{Item, plan};
 use tally::engine::read::{merge_values, read_range};
 use tally::engine::writer::{Writer, WriterSettings};
 use tally::engine::{
     Applied, Batch, CleanJob, Kind as ValueKind, Precision, Retention, SliceSel, SliceStore, Space,
-    Value, WriteSeq,
+    Value,
 };
 use tally::{Error, Increment, Name, Timestamp};
 
@@ -87,6 +87,20 @@ fn sums(slices: &[(u64, Value)]) -> Vec<(u64, i64)> {
         .collect()
 }
 
+/// One series' sums at each of `precisions`, slice by slice.
+async fn sums_of(
+    s: &dyn SliceStore,
+    space: &Arc<Space>,
+    series: &str,
+    precisions: &[u64],
+) -> Vec<Vec<(u64, i64)>> {
+    let got = s
+        .read(space, &[name(series)], precisions, SliceSel::All)
+        .await
+        .unwrap();
+    got[0].iter().map(|slices| sums(slices)).collect()
+}
+
 async fn writes_read_back_at_every_resolution(kind: Kind) {
     let f = Fixture::new(kind).await;
     let s = store(&f).await;
@@ -101,13 +115,9 @@ async fn writes_read_back_at_every_resolution(kind: Kind) {
     );
     assert_eq!(s.apply(&b).await.unwrap(), Applied::Written);
     s.apply(&b).await.unwrap();
+    let (names, precisions) = ([name("home"), name("none")], [1, 10, 100]);
     let got = s
-        .read(
-            &space,
-            &[name("home"), name("none")],
-            &[1, 10, 100],
-            SliceSel::All,
-        )
+        .read(&space, &names, &precisions, SliceSel::All)
         .await
         .unwrap();
     assert_eq!(sums(&got[0][0]), vec![(1002, 4), (1009, 6), (1011, -2)]);
@@ -116,12 +126,7 @@ async fn writes_read_back_at_every_resolution(kind: Kind) {
     assert!(got[1].iter().all(Vec::is_empty));
     // The sums' own read (counters' fast path) answers the same.
     let fast = s
-        .read_sums(
-            &space,
-            &[name("home"), name("none")],
-            &[1, 10, 100],
-            SliceSel::All,
-        )
+        .read_sums(&space, &names, &precisions, SliceSel::All)
         .await
         .unwrap();
     let slow: Vec<Vec<Vec<(u64, i64)>>> = got
@@ -231,23 +236,16 @@ async fn sequenced_batches_apply_once(kind: Kind) {
     let s = store(&f).await;
     let space = visits();
     let mut b = batch(&space, &[("x", 1000.0, 5), ("y", 1000.0, 1)]);
-    let seq = |lane, seq| WriteSeq {
-        writer: 0xbee,
-        lane,
-        seq,
-    };
-    b.seq = Some(seq(0, 1));
-    assert_eq!(s.apply(&b).await.unwrap(), Applied::Written);
-    assert_eq!(s.apply(&b).await.unwrap(), Applied::Duplicate);
-    b.seq = Some(seq(0, 2));
-    assert_eq!(s.apply(&b).await.unwrap(), Applied::Written);
-    b.seq = Some(seq(1, 1));
-    assert_eq!(s.apply(&b).await.unwrap(), Applied::Written);
-    let got = s
-        .read(&space, &[name("x")], &[100], SliceSel::All)
-        .await
-        .unwrap();
-    assert_eq!(sums(&got[0][0]), vec![(1000, 15)]);
+    let (written, duplicate) = (Applied::Written, Applied::Duplicate);
+    let steps = [
+        (0, 1, written),
+        (0, 1, duplicate),
+        (0, 2, written),
+        (1, 1, written),
+    ];
+    apply_numbered(s.as_ref(), &mut b, 0xbee, &steps).await;
+    let got = sums_of(s.as_ref(), &space, "x", &[100]).await;
+    assert_eq!(got[0], vec![(1000, 15)]);
 }
 
 async fn list_delete_and_clean(kind: Kind) {
@@ -304,13 +302,10 @@ async fn list_delete_and_clean(kind: Kind) {
     let expected = if kind.trims_on_write() { 0 } else { 9 };
     assert_eq!(report.samples_removed, expected);
     assert_eq!(report.counters_removed, 0);
-    let got = s
-        .read(&space, &[name("db:x")], &[1, 10, 100], SliceSel::All)
-        .await
-        .unwrap();
-    assert_eq!(sums(&got[0][0]), vec![(2000, 1)]);
-    assert_eq!(sums(&got[0][1]), vec![(2000, 1)]);
-    assert_eq!(sums(&got[0][2]), vec![(2000, 1)]);
+    let got = sums_of(s.as_ref(), &space, "db:x", &[1, 10, 100]).await;
+    assert_eq!(got[0], vec![(2000, 1)]);
+    assert_eq!(got[1], vec![(2000, 1)]);
+    assert_eq!(got[2], vec![(2000, 1)]);
     // A pass that remembers the last visit removes exactly what passed the
     // cutoff since (Redis deletes those slices by name): at 2012.5, the
     // three series' 1 s slice 2000, and nothing newer.
@@ -332,13 +327,10 @@ async fn list_delete_and_clean(kind: Kind) {
         ),
         (3, 3, 0)
     );
-    let got = s
-        .read(&space, &[name("db:x")], &[1, 10, 100], SliceSel::All)
-        .await
-        .unwrap();
-    assert_eq!(sums(&got[0][0]), vec![(2009, 1)]);
-    assert_eq!(sums(&got[0][1]), vec![(2000, 2)]);
-    assert_eq!(sums(&got[0][2]), vec![(2000, 2)]);
+    let got = sums_of(s.as_ref(), &space, "db:x", &[1, 10, 100]).await;
+    assert_eq!(got[0], vec![(2009, 1)]);
+    assert_eq!(got[1], vec![(2000, 2)]);
+    assert_eq!(got[2], vec![(2000, 2)]);
     // Later still, everything goes, and so do the emptied series.
     let later = CleanJob {
         now: ts(10_000.0),
@@ -363,11 +355,8 @@ async fn a_space_does_not_mix_with_counters(kind: Kind) {
         .await
         .unwrap();
     assert_eq!(f.counters.get("same", 60).await.unwrap()[0].count, 3);
-    let got = s
-        .read(&space, &[name("same")], &[10], SliceSel::All)
-        .await
-        .unwrap();
-    assert_eq!(sums(&got[0][0]), vec![(1000, 40)]);
+    let got = sums_of(s.as_ref(), &space, "same", &[10]).await;
+    assert_eq!(got[0], vec![(1000, 40)]);
     assert!(s.delete(&space, &name("same")).await.unwrap());
     assert_eq!(f.all_names().await, vec!["same"]);
     assert_eq!(f.counters.get("same", 60).await.unwrap()[0].count, 3);

@@ -8,7 +8,8 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Fixture, Kind, RawConn};
+use common::{Fixture, Kind, RawConn, apply_numbered};
+use redis::AsyncCommands;
 use tally::counters::{Applied, CounterWriter, WriteSeq, WriterSettings};
 use tally::engine::plan::plan;
 use tally::engine::{Batch, Kind as ValueKind, Precision, Retention, SliceSel, Space, Value};
@@ -61,18 +62,10 @@ async fn every_key_but_the_registries_expires(kind: Kind) {
     });
     f.counters.store().apply(&batch).await.unwrap();
     let mut raw = f.raw().await;
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg("*")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    let keys: Vec<String> = raw.keys("*").await.unwrap();
     let (mut chunks, mut registries, mut lanes) = (0, 0, 0);
     for key in &keys {
-        let ttl: i64 = redis::cmd("TTL")
-            .arg(key)
-            .query_async(&mut raw)
-            .await
-            .unwrap();
+        let ttl: i64 = raw.ttl(key).await.unwrap();
         if key.ends_with(":names@e") || key.ends_with(":ends@e") {
             registries += 1;
             assert_eq!(ttl, -1, "{key}");
@@ -140,20 +133,12 @@ async fn entering_a_chunk_expires_only_the_new_chunks(kind: Kind) {
     // A new series sets every chunk's expiry.
     f.counters.incr("b", 1).await.unwrap();
     assert_eq!(expire_calls(&mut raw).await, new_chunks + 3);
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg("*@*")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    let keys: Vec<String> = raw.keys("*@*").await.unwrap();
     // The chunks (the registries `names@e` and `ends@e` keep no TTL).
     let keys: Vec<String> = keys.into_iter().filter(|k| !k.ends_with("@e")).collect();
     assert!(keys.len() >= 3 + new_chunks as usize, "{keys:?}");
     for key in &keys {
-        let ttl: i64 = redis::cmd("TTL")
-            .arg(key)
-            .query_async(&mut raw)
-            .await
-            .unwrap();
+        let ttl: i64 = raw.ttl(key).await.unwrap();
         assert!(ttl > 0, "{key} has TTL {ttl}");
     }
     assert_eq!(total(&f.counters.get("a", 60).await.unwrap()), 3);
@@ -239,13 +224,8 @@ async fn sequenced_writes_apply_once(kind: Kind) {
         .map(|i| Increment::new(format!("n{i}"), 5))
         .collect();
     let mut batch = f.counters.prepare(&incs).unwrap();
-    batch.seq = Some(WriteSeq {
-        writer: 0xfeed,
-        lane: 1,
-        seq: 1,
-    });
-    assert_eq!(store.apply(&batch).await.unwrap(), Applied::Written);
-    assert_eq!(store.apply(&batch).await.unwrap(), Applied::Duplicate);
+    let steps = [(1, 1, Applied::Written), (1, 1, Applied::Duplicate)];
+    apply_numbered(store.as_ref(), &mut batch, 0xfeed, &steps).await;
     for i in 0..20 {
         assert_eq!(
             total(&f.counters.get(&format!("n{i}"), 60).await.unwrap()),

@@ -14,7 +14,7 @@ use tally::migrate::{MigrateReport, MigrateSettings, Progress, migrate};
 use tally::stats::Observation;
 use tally::tsdb::{TsIncrement, Window};
 use tally::{Clock, GaugeOp, Increment, ManualClock, Name, SystemClock, Tally, View};
-use tally_testkit::{ClusterOptions, RedisCluster, RedisServer};
+use tally_testkit::RedisServer;
 use tempfile::TempDir;
 
 /// The tests' now: the system's (whole seconds), held for the whole test,
@@ -80,16 +80,6 @@ fn comparable(v: Value) -> Value {
         Value::Distinct(d) => Value::Sum(d.estimate() as i64),
         other => other,
     }
-}
-
-/// Where two snapshots differ, for a readable failure.
-fn differences(got: &Snapshot, want: &Snapshot) -> Vec<String> {
-    let keys: std::collections::BTreeSet<_> = got.keys().chain(want.keys()).collect();
-    keys.into_iter()
-        .filter(|k| got.get(*k) != want.get(*k))
-        .take(5)
-        .map(|k| format!("{k:?}: {:?} != {:?}", got.get(k), want.get(k)))
-        .collect()
 }
 
 /// Counters, statistics, gauges and sets over the last two hours.
@@ -302,12 +292,13 @@ async fn everything(tally: &Tally) -> Everything {
 
 /// Where two stores differ, for a readable failure.
 fn all_differences(got: &Everything, want: &Everything) -> Vec<String> {
-    let mut out = differences(&got.slices, &want.slices);
+    let mut out = map_differences(&got.slices, &want.slices);
     out.extend(map_differences(&got.daily, &want.daily));
     out.extend(map_differences(&got.ts, &want.ts));
     out
 }
 
+/// Where two snapshots differ (the first five keys), for a readable failure.
 fn map_differences<K: Ord + std::fmt::Debug, V: PartialEq + std::fmt::Debug>(
     got: &BTreeMap<K, V>,
     want: &BTreeMap<K, V>,
@@ -514,17 +505,8 @@ async fn sqlite_to_redis_to_cluster_keeps_every_slice() {
 
     // Redis → Cluster, stopped in the counters, in the daily statistics and
     // in the time series (each after its first batch), then run again.
-    let cluster = RedisCluster::start_with(ClusterOptions {
-        masters: 3,
-        replicas_per_master: 0,
-        ..ClusterOptions::default()
-    });
-    let nodes: Vec<String> = cluster
-        .nodes()
-        .iter()
-        .map(|n| format!("127.0.0.1:{}", n.port()))
-        .collect();
-    let clustered = open(&format!("redis+cluster://{}", nodes.join(","))).await;
+    let (_cluster, target) = crate::common::three_masters();
+    let clustered = open(&target).await;
     let to_cluster = settings("to-cluster");
     stop_at(&redis, &clustered, &to_cluster, "counters").await;
     let partial = snapshot(&clustered).await;

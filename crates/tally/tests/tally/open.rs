@@ -13,7 +13,7 @@ use tally::backend::redis::ReplicationWait;
 use tally::buffers::{Flusher, FlusherSettings, TableConfig, Tables, Update, open_sink};
 use tally::open::target::FORMS;
 use tally::{Algorithm, BackendConfig, Clock, Error, Limit, ManualClock, SystemClock, Tally};
-use tally_testkit::{ClusterOptions, RedisCluster, RedisServer};
+use tally_testkit::RedisServer;
 use tempfile::TempDir;
 
 /// Uses every service of `tally` once and checks what each wrote; flushes
@@ -152,20 +152,9 @@ async fn a_redis_url_opens_every_service() {
 
 #[tokio::test]
 async fn a_cluster_target_opens_every_service() {
-    let cluster = RedisCluster::start_with(ClusterOptions {
-        masters: 3,
-        replicas_per_master: 0,
-        ..ClusterOptions::default()
-    });
-    let nodes: Vec<String> = cluster
-        .nodes()
-        .iter()
-        .map(|n| format!("127.0.0.1:{}", n.port()))
-        .collect();
+    let (_cluster, target) = crate::common::three_masters();
     let sink = TempDir::new().unwrap();
-    let tally = Tally::open(&format!("redis+cluster://{}", nodes.join(",")))
-        .await
-        .unwrap();
+    let tally = Tally::open(&target).await.unwrap();
     assert_eq!(tally.backend().describe(), "redis-cluster");
     use_every_service(&tally, sink.path()).await;
 }

@@ -5,7 +5,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{Fixture, Kind};
+use common::{Fixture, Kind, table_of_3};
 use redis::AsyncCommands;
 use tally::counters::{CounterWriter, WhenFull, WriterSettings};
 use tally::{CleanerSettings, CounterSettings, Error, Sample, Timestamp};
@@ -308,13 +308,11 @@ async fn aggregator_refuses_when_full_while_redis_is_down() {
     .await;
     let agg = CounterWriter::start(
         f.counters.clone(),
-        WriterSettings {
-            flush_interval: Duration::from_millis(10),
-            flush_entries: 3,
-            max_entries: 3,
-            when_full: WhenFull::Error,
-            ..WriterSettings::default()
-        },
+        table_of_3(
+            WriterSettings::default(),
+            Duration::from_millis(10),
+            WhenFull::Error,
+        ),
     )
     .unwrap();
     f.server.as_mut().unwrap().kill();
@@ -349,6 +347,16 @@ async fn aggregator_refuses_when_full_while_redis_is_down() {
     drop(server);
 }
 
+/// A backend on `server` in the default key layout.
+async fn open_default_layout(server: &tally_testkit::RedisServer) -> tally::Backend {
+    tally::Backend::open(&tally::BackendConfig::Redis {
+        url: server.url(),
+        layout: Default::default(),
+    })
+    .await
+    .unwrap()
+}
+
 /// Guards the start-up warning: hashes that outgrow `hash-max-listpack-entries`
 /// silently cost several times the memory, so the limit is checked at start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -357,12 +365,7 @@ async fn listpack_limits_are_checked_against_the_peak_of_a_hash() {
     let defaults = CounterSettings::default();
     // A default server (512 entries) holds the default counters (181 at peak).
     let server = tally_testkit::RedisServer::start();
-    let backend = tally::Backend::open(&tally::BackendConfig::Redis {
-        url: server.url(),
-        layout: Default::default(),
-    })
-    .await
-    .unwrap();
+    let backend = open_default_layout(&server).await;
     let check = backend
         .check_counter_encoding(&defaults, interval)
         .await
@@ -387,12 +390,7 @@ async fn listpack_limits_are_checked_against_the_peak_of_a_hash() {
         args: vec![("hash-max-listpack-entries".into(), "128".into())],
         ..RedisOptions::default()
     });
-    let backend = tally::Backend::open(&tally::BackendConfig::Redis {
-        url: small.url(),
-        layout: Default::default(),
-    })
-    .await
-    .unwrap();
+    let backend = open_default_layout(&small).await;
     let check = backend
         .check_counter_encoding(&defaults, interval)
         .await

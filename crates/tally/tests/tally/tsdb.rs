@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{Fixture, Kind};
+use common::{Fixture, Kind, Total, range_totals};
 use tally::TsQuery;
 use tally::counters::Sample;
 use tally::tsdb::rollup::vshard_of;
@@ -330,18 +330,12 @@ async fn merge_moves_everything_and_leaves_from_empty(kind: Kind) {
     ts.merge("group", &into, &from).await.unwrap();
     let pair = vec![into.clone(), from.clone()];
     for rollup in [10, 3600, 86_400] {
-        let sums = ts
-            .get_sums(&TsQuery::new("group", &pair, now - 10.0, now).rollup(Some(rollup)))
-            .await
-            .unwrap();
-        assert_eq!(sums.totals[0].total, 8, "rollup {rollup}");
-        assert_eq!(sums.totals[1].total, 0, "rollup {rollup}");
-        let distinct = ts
-            .get_distinct_totals(&TsQuery::new("group", &pair, now, now).rollup(Some(rollup)))
-            .await
-            .unwrap();
-        assert_eq!(distinct.totals[0].total, 40, "rollup {rollup}");
-        assert_eq!(distinct.totals[1].total, 0, "rollup {rollup}");
+        let sums = range_totals(&ts, Total::Sum, "group", &pair, (now - 10.0, now), rollup).await;
+        assert_eq!(sums[0], 8, "rollup {rollup}");
+        assert_eq!(sums[1], 0, "rollup {rollup}");
+        let distinct = range_totals(&ts, Total::Distinct, "group", &pair, (now, now), rollup).await;
+        assert_eq!(distinct[0], 40, "rollup {rollup}");
+        assert_eq!(distinct[1], 0, "rollup {rollup}");
     }
     let top = ts
         .get_top(
@@ -375,11 +369,8 @@ async fn merge_moves_everything_and_leaves_from_empty(kind: Kind) {
     );
     // Merging again finds nothing to move; merging a key into itself is refused.
     ts.merge("group", &into, &from).await.unwrap();
-    let sums = ts
-        .get_sums(&TsQuery::new("group", &pair, now, now).rollup(Some(10)))
-        .await
-        .unwrap();
-    assert_eq!(sums.totals[0].total, 7);
+    let sums = range_totals(&ts, Total::Sum, "group", &pair, (now, now), 10).await;
+    assert_eq!(sums[0], 7);
     assert!(
         ts.merge("group", &into, &into)
             .await
@@ -404,22 +395,10 @@ async fn delete_removes_every_rollup(kind: Kind) {
     ts.delete("group", &keys(&["a"])).await.unwrap();
     let ab = keys(&["a", "b"]);
     for rollup in [10, 3600, 86_400] {
-        let sums = ts
-            .get_sums(&TsQuery::new("group", &ab, now, now).rollup(Some(rollup)))
-            .await
-            .unwrap();
-        assert_eq!(
-            sums.totals.iter().map(|t| t.total).collect::<Vec<_>>(),
-            vec![0, 2]
-        );
-        let d = ts
-            .get_distinct_totals(&TsQuery::new("group", &ab, now, now).rollup(Some(rollup)))
-            .await
-            .unwrap();
-        assert_eq!(
-            d.totals.iter().map(|t| t.total).collect::<Vec<_>>(),
-            vec![0, 2]
-        );
+        let sums = range_totals(&ts, Total::Sum, "group", &ab, (now, now), rollup).await;
+        assert_eq!(sums, vec![0, 2]);
+        let d = range_totals(&ts, Total::Distinct, "group", &ab, (now, now), rollup).await;
+        assert_eq!(d, vec![0, 2]);
     }
     assert!(
         ts.get_top(&TsQuery::new("group", ["a"], now, now), 5)

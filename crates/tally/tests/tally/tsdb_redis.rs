@@ -4,9 +4,8 @@
 
 use crate::common;
 
-use common::{Fixture, Kind};
+use common::{Fixture, Kind, Total, range_totals};
 use tally::Clock;
-use tally::TsQuery;
 use tally::tsdb::TsdbSettings;
 use tally::tsdb::rollup::vshard_of;
 
@@ -61,35 +60,19 @@ async fn interrupted_merge_is_finished_by_the_next_one(kind: Kind) {
     assert_eq!(state, 1);
     let k = vec![into.clone(), from.clone()];
     let t = now as f64;
-    let sums = ts
-        .get_sums(&TsQuery::new("group", &k, t, t).rollup(Some(10)))
-        .await
-        .unwrap();
+    let sums = range_totals(&ts, Total::Sum, "group", &k, (t, t), 10).await;
     // Moved, not lost: it is in the journal, which has a TTL.
-    assert_eq!(
-        sums.totals.iter().map(|x| x.total).collect::<Vec<_>>(),
-        vec![3, 0]
-    );
+    assert_eq!(sums, vec![3, 0]);
     let ttl: i64 = raw.query(redis::cmd("TTL").arg(&journal)).await;
     assert!(ttl > 0, "{ttl}");
 
     // The next merge finishes the interrupted one, then merges the rest.
     ts.merge("group", &into, &from).await.unwrap();
     for rollup in [10, 3600, 86_400] {
-        let sums = ts
-            .get_sums(&TsQuery::new("group", &k, t, t).rollup(Some(rollup)))
-            .await
-            .unwrap();
-        assert_eq!(
-            sums.totals.iter().map(|x| x.total).collect::<Vec<_>>(),
-            vec![7, 0],
-            "rollup {rollup}"
-        );
-        let d = ts
-            .get_distinct_totals(&TsQuery::new("group", &k, t, t).rollup(Some(rollup)))
-            .await
-            .unwrap();
-        assert_eq!(d.totals[0].total, 2, "rollup {rollup}");
+        let sums = range_totals(&ts, Total::Sum, "group", &k, (t, t), rollup).await;
+        assert_eq!(sums, vec![7, 0], "rollup {rollup}");
+        let d = range_totals(&ts, Total::Distinct, "group", &k, (t, t), rollup).await;
+        assert_eq!(d[0], 2, "rollup {rollup}");
     }
     let exists: i64 = raw.query(redis::cmd("EXISTS").arg(&journal)).await;
     assert_eq!(exists, 0, "the journal is gone");

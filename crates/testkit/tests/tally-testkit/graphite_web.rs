@@ -77,6 +77,23 @@ fn expected_points(from: i64, until: i64, step: i64, values: &[(i64, f64)]) -> V
     Value::Array(points)
 }
 
+/// `/render?format=json` for `target` over the 20 s before `NOW`, as
+/// answered (whatever its status).
+fn render_last_20s(gw: &GraphiteWeb, target: &str) -> tally_testkit::http::Response {
+    gw.get(&format!(
+        "/render?target={target}&format=json&from=-20s&now={NOW}"
+    ))
+}
+
+/// The `target` of each series of a render's answer, in order.
+fn targets(got: &Value) -> Vec<&str> {
+    got.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["target"].as_str().unwrap())
+        .collect()
+}
+
 fn one_series(name: &str, datapoints: Value) -> Value {
     json!([{"target": name, "tags": {"name": name}, "datapoints": datapoints}])
 }
@@ -177,13 +194,7 @@ fn render_reads_the_archive_that_now_minus_from_picks_with_nulls_in_gaps() {
 
     // A wildcard: one series per match, in name order.
     let got = render(&gw, "app.*.requests", NOW - 20, NOW, NOW);
-    let names: Vec<&str> = got
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["target"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["app.api.requests", "app.db.requests"]);
+    assert_eq!(targets(&got), ["app.api.requests", "app.db.requests"]);
     assert_eq!(
         got[1]["datapoints"],
         expected_points(NOW - 20, NOW, 1, &[(NOW - 7, 7.0)])
@@ -295,13 +306,7 @@ fn find_functions_version_and_tags_answer_as_graphite_web_does() {
 
     // The leaf hidden from find still renders, and a wildcard's leaves do.
     let got = render(&gw, "app.*", NOW - 5, NOW, NOW);
-    let names: Vec<&str> = got
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["target"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["app.alpha", "app.api", "app.zeta"]);
+    assert_eq!(targets(&got), ["app.alpha", "app.api", "app.zeta"]);
 
     // expand: branches and leaves, sorted.
     assert_eq!(
@@ -382,20 +387,13 @@ fn errors_and_formats_answer_as_graphite_web_does() {
 
     // A target the grammar cannot take as a whole: the unparsed rest is
     // ignored, or nothing is matched, or the server fails with its HTML page.
-    let lenient = |target: &str| {
-        let r = gw.get(&format!(
-            "/render?target={target}&format=json&from=-20s&now={NOW}"
-        ));
-        json_body(&r)
-    };
+    let lenient = |target: &str| json_body(&render_last_20s(&gw, target));
     assert_eq!(
         lenient("app.api.requests)")[0]["target"],
         "app.api.requests"
     );
     assert_eq!(lenient("sumSeries(app.api.requests"), json!([]));
-    let r = gw.get(&format!(
-        "/render?target=%22app.api.requests%22&format=json&from=-20s&now={NOW}"
-    ));
+    let r = render_last_20s(&gw, "%22app.api.requests%22");
     assert_eq!(
         (r.status, r.content_type()),
         (500, "text/html; charset=utf-8")
@@ -405,9 +403,7 @@ fn errors_and_formats_answer_as_graphite_web_does() {
             .contains("Graphite encountered an unexpected error")
     );
     // Arguments a function cannot take: 500 as shipped (see the next test).
-    let r = gw.get(&format!(
-        "/render?target=scale(app.api.requests,%22x%22)&format=json&from=-20s&now={NOW}"
-    ));
+    let r = render_last_20s(&gw, "scale(app.api.requests,%22x%22)");
     assert_eq!(r.status, 500);
 
     // Without format (or with one it does not know): a PNG.
@@ -456,9 +452,7 @@ fn options_enforce_validation_take_utf8_paths_and_add_workers() {
         one_series("café.x", json!([[0.5, NOW - 1], [null, NOW]]))
     );
     assert!(gw.url().ends_with(URL_PREFIX));
-    let r = gw.get(&format!(
-        "/render?target=scale(app.api.requests,%22x%22)&format=json&from=-20s&now={NOW}"
-    ));
+    let r = render_last_20s(&gw, "scale(app.api.requests,%22x%22)");
     assert_eq!(
         (r.status, r.content_type()),
         (400, "text/html; charset=utf-8")

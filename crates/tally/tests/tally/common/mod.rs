@@ -5,9 +5,13 @@
 
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use tally::backend::redis::Layout;
+use tally::engine::writer::{WhenFull, WriterSettings};
+use tally::engine::{Applied, Batch, SliceStore, WriteSeq};
 use tally::{Backend, BackendConfig, Clock, CounterSettings, Counters, ManualClock};
-use tally_testkit::{RedisCluster, RedisOptions, RedisServer};
+use tally_testkit::{ClusterOptions, RedisCluster, RedisOptions, RedisServer};
 use tempfile::TempDir;
 
 /// The backends every behaviour test runs against.
@@ -276,6 +280,100 @@ impl Fixture {
             }
         }
     }
+}
+
+/// Applies `batch` once per step `(lane, seq, outcome)`, numbered as write
+/// `seq` of `lane` of the writer `writer`, and asserts each outcome.
+pub async fn apply_numbered(
+    store: &dyn SliceStore,
+    batch: &mut Batch,
+    writer: u64,
+    steps: &[(u32, u64, Applied)],
+) {
+    for &(lane, seq, outcome) in steps {
+        batch.seq = Some(WriteSeq { writer, lane, seq });
+        assert_eq!(
+            store.apply(batch).await.unwrap(),
+            outcome,
+            "lane {lane}, write {seq}"
+        );
+    }
+}
+
+/// Which total of a time-series range [`range_totals`] reads.
+#[derive(Clone, Copy, Debug)]
+pub enum Total {
+    /// The sum of the counts.
+    Sum,
+    /// The count of distinct values.
+    Distinct,
+}
+
+/// Each key's `total` of time series `model` from `from` to `to` at
+/// `rollup`, in the keys' order.
+pub async fn range_totals(
+    ts: &tally::Tsdb,
+    total: Total,
+    model: &str,
+    keys: &[String],
+    (from, to): (f64, f64),
+    rollup: u64,
+) -> Vec<i64> {
+    let q = tally::TsQuery::new(model, keys, from, to).rollup(Some(rollup));
+    let range = match total {
+        Total::Sum => ts.get_sums(&q).await,
+        Total::Distinct => ts.get_distinct_totals(&q).await,
+    };
+    range.unwrap().totals.iter().map(|t| t.total).collect()
+}
+
+/// A keyed write applied, then its repeat found a duplicate: the outcomes
+/// [`tries`] expects of a write applied once.
+pub const ONCE: [Applied; 2] = [Applied::Written, Applied::Duplicate];
+
+/// Runs the keyed write `write` once per outcome in `expected`, asserting
+/// each in turn: a first try, then its repeats.
+pub async fn tries<F, Fut>(expected: &[Applied], mut write: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = tally::Result<Applied>>,
+{
+    for (i, &outcome) in expected.iter().enumerate() {
+        assert_eq!(write().await.unwrap(), outcome, "try {i}");
+    }
+}
+
+/// `base` with a table of 3 entries, flushed every `flush_interval` or at
+/// 3 entries, that does `when_full` when full.
+pub fn table_of_3(
+    base: WriterSettings,
+    flush_interval: Duration,
+    when_full: WhenFull,
+) -> WriterSettings {
+    WriterSettings {
+        flush_interval,
+        flush_entries: 3,
+        max_entries: 3,
+        when_full,
+        ..base
+    }
+}
+
+/// A Redis Cluster of three masters without replicas, and the
+/// `redis+cluster://` target naming its nodes.
+pub fn three_masters() -> (RedisCluster, String) {
+    let cluster = RedisCluster::start_with(ClusterOptions {
+        masters: 3,
+        replicas_per_master: 0,
+        ..ClusterOptions::default()
+    });
+    let nodes: Vec<String> = cluster
+        .nodes()
+        .iter()
+        .map(|n| format!("127.0.0.1:{}", n.port()))
+        .collect();
+    let target = format!("redis+cluster://{}", nodes.join(","));
+    (cluster, target)
 }
 
 /// A raw connection to either kind of Redis fixture (clones share it).
