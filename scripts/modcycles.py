@@ -32,6 +32,7 @@ import sys
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 MOD_DECL = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(" + IDENT + r")\s*;")
 INLINE_MOD = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(" + IDENT + r")\s*\{")
+USE = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?use\s+(.*)")
 PATH = re.compile(r"(?<![A-Za-z0-9_:])(" + IDENT + r"(?:::" + IDENT + r")+)")
 
 
@@ -101,6 +102,63 @@ def expand_use(body):
     return [p.split(" as ")[0] for p in walk("", body)]
 
 
+def module_lines(modpath, file):
+    """The lines of module `modpath`'s `file`, comments left out, each with the module
+    path it is in (an inline `mod x { .. }` adding `x`)."""
+    # inline modules: (name, depth at which they close)
+    stack, depth, out = [], 0, []
+    for line in strip_comments(open(file, encoding="utf-8").read()):
+        m = INLINE_MOD.match(line)
+        if m:
+            stack.append((m.group(1), depth))
+        out.append((line, modpath + tuple(n for n, _ in stack)))
+        depth += line.count("{") - line.count("}")
+        while stack and depth <= stack[-1][1]:
+            stack.pop()
+    return out
+
+
+def statements(lines):
+    """Each of `lines` ((line, module) pairs) as (line, module, uses): `uses` the paths of
+    the `use` statement starting there (read to its `;`, its further lines then skipped), as
+    (segments, alias or "", glob), `a::{self}` as `a`; else None."""
+    i = 0
+    while i < len(lines):
+        line, here = lines[i]
+        m = USE.match(line)
+        uses = None
+        if m:
+            stmt = m.group(1)
+            while ";" not in stmt and i + 1 < len(lines):
+                i += 1
+                stmt += lines[i][0]
+            # `a::B as C` binds C: the alias is kept through expand_use as `B@C`
+            body = re.sub(r"\s+as\s+", "@", stmt.split(";")[0])
+            uses = []
+            for p in expand_use(body):
+                p, _, alias = p.partition("@")
+                segs = [s for s in p.split("::") if s]
+                glob = bool(segs) and segs[-1] == "*"
+                if glob:
+                    segs = segs[:-1]
+                if segs and segs[-1] == "self":
+                    segs = segs[:-1]
+                uses.append((segs, alias, glob))
+        yield line, here, uses
+        i += 1
+
+
+def named_paths(lines):
+    """(segments, module) of each path `lines` ((line, module) pairs) name: in `use`
+    statements (see statements()), and in code."""
+    for line, here, uses in statements(lines):
+        if uses is None:
+            for p in PATH.findall(line):
+                yield p.split("::"), here
+        for segs, _, _ in uses or []:
+            yield segs, here
+
+
 def resolve(segments, here, mods):
     """The module file a path reaches, from module `here`."""
     path = list(here)
@@ -129,21 +187,6 @@ def resolve(segments, here, mods):
 def edges(mods):
     out = {f: set() for f in mods.values()}
     for modpath, file in mods.items():
-        lines = strip_comments(open(file, encoding="utf-8").read())
-        # inline modules: (name, depth at which they close)
-        stack, depth = [], 0
-        text_lines = []
-        for line in lines:
-            m = INLINE_MOD.match(line)
-            here = modpath + tuple(n for n, _ in stack)
-            if m:
-                stack.append((m.group(1), depth))
-                here = modpath + tuple(n for n, _ in stack)
-            text_lines.append((line, here))
-            depth += line.count("{") - line.count("}")
-            while stack and depth <= stack[-1][1]:
-                stack.pop()
-        # `use` statements (possibly multi-line), then paths in code
         def add(segs, here):
             # crate::, super::, self::, or a path starting at a child module
             relative = segs and here + (segs[0],) in mods
@@ -152,23 +195,8 @@ def edges(mods):
                 if target != file:
                     out[file].add(target)
 
-        i = 0
-        while i < len(text_lines):
-            line, here = text_lines[i]
-            m = re.match(r"^\s*(?:pub(?:\([^)]*\))?\s+)?use\s+(.*)", line)
-            if m:
-                stmt = m.group(1)
-                while ";" not in stmt and i + 1 < len(text_lines):
-                    i += 1
-                    stmt += text_lines[i][0]
-                stmt = stmt.split(";")[0]
-                for p in expand_use(stmt):
-                    segs = [s for s in p.split("::") if s and s != "*"]
-                    add(segs, here)
-            else:
-                for p in PATH.findall(line):
-                    add(p.split("::"), here)
-            i += 1
+        for segs, here in named_paths(module_lines(modpath, file)):
+            add(segs, here)
     return out
 
 
@@ -209,7 +237,6 @@ ITEM = re.compile(
     r"(?:fn|struct|enum|trait|type|const|static|union|mod)\s+(" + IDENT + r")"
 )
 MACRO = re.compile(r"^\s*macro_rules!\s*(" + IDENT + r")")
-USE = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?use\s+(.*)")
 
 
 def absolute(segs, here, mods):
@@ -240,48 +267,19 @@ class Crate:
         self.globs = {}  # module path -> [absolute module path]
         self.lines = {}  # file -> [(line, module path)]
         for modpath, file in self.mods.items():
-            lines = strip_comments(open(file, encoding="utf-8").read())
-            stack, depth, out = [], 0, []
-            for line in lines:
-                m = INLINE_MOD.match(line)
-                if m:
-                    stack.append((m.group(1), depth))
-                here = modpath + tuple(n for n, _ in stack)
-                out.append((line, here))
-                depth += line.count("{") - line.count("}")
-                while stack and depth <= stack[-1][1]:
-                    stack.pop()
-            self.lines[file] = out
-            i = 0
-            while i < len(out):
-                line, here = out[i]
+            out = self.lines[file] = module_lines(modpath, file)
+            for line, here, uses in statements(out):
                 m = ITEM.match(line) or MACRO.match(line)
                 if m:
                     self.items.setdefault(here, set()).add(m.group(1))
-                m = USE.match(line)
-                if m:
-                    stmt = m.group(1)
-                    while ";" not in stmt and i + 1 < len(out):
-                        i += 1
-                        stmt += out[i][0]
-                    # `a::B as C` binds C: the alias is kept through expand_use as `B@C`
-                    body = re.sub(r"\s+as\s+", "@", stmt.split(";")[0])
-                    for p in expand_use(body):
-                        p, _, alias = p.partition("@")
-                        segs = [s for s in p.split("::") if s]
-                        glob = segs and segs[-1] == "*"
-                        if glob:
-                            segs = segs[:-1]
-                        if segs and segs[-1] == "self":
-                            segs = segs[:-1]
-                        full = absolute(segs, here, self.mods)
-                        if full is None:
-                            continue
-                        if glob:
-                            self.globs.setdefault(here, []).append(full)
-                        elif full:
-                            self.binds.setdefault(here, {})[alias or full[-1]] = full
-                i += 1
+                for segs, alias, glob in uses or []:
+                    full = absolute(segs, here, self.mods)
+                    if full is None:
+                        continue
+                    if glob:
+                        self.globs.setdefault(here, []).append(full)
+                    elif full:
+                        self.binds.setdefault(here, {})[alias or full[-1]] = full
 
     def file_of(self, modpath):
         modpath = tuple(modpath)
@@ -332,25 +330,8 @@ class Crate:
                 if target != file:
                     out[file].setdefault(target, "::".join(segs))
 
-            i = 0
-            while i < len(lines):
-                line, here = lines[i]
-                m = USE.match(line)
-                if m:
-                    stmt = m.group(1)
-                    while ";" not in stmt and i + 1 < len(lines):
-                        i += 1
-                        stmt += lines[i][0]
-                    body = re.sub(r"\s+as\s+", "@", stmt.split(";")[0])
-                    for p in expand_use(body):
-                        segs = [s for s in p.partition("@")[0].split("::") if s and s != "*"]
-                        if segs and segs[-1] == "self":
-                            segs = segs[:-1]
-                        add(segs, here)
-                else:
-                    for p in PATH.findall(line):
-                        add(p.split("::"), here)
-                i += 1
+            for segs, here in named_paths(lines):
+                add(segs, here)
         return out
 
 

@@ -61,7 +61,7 @@ use tally::engine::{SliceSel, SliceStore};
 use tally::graphite::{DEFAULT_QUANTILES, Namespace, Source};
 use tally::{BackendConfig, ManualClock, Name, Tally};
 use tally_graphite::Store as _;
-use tally_graphite::{Archive, Glob, Graphite, Limits};
+use tally_graphite::{Glob, Graphite, Limits};
 use tally_testkit::{GraphiteWeb, GraphiteWebOptions, WhisperData, WhisperSeries};
 
 use crate::serve::{Load, Served, WrkRun, run_wrk};
@@ -946,14 +946,7 @@ async fn library_read(
     let counters = tally.counters();
     let space = counters.space().clone();
     let slices: Arc<dyn SliceStore> = tally.backend().slice_store(tally.clock().clone()).await?;
-    let archives: Vec<Archive> = space
-        .precisions
-        .iter()
-        .map(|r| Archive {
-            step: r.seconds as i64,
-            points: r.keep as i64,
-        })
-        .collect();
+    let archives = tally::graphite::archives(&space);
     let from = now - 7200;
     let window = tally_graphite::window(&archives, from, now, now).context("no window")?;
     ensure!(

@@ -26,6 +26,11 @@ impl Answer {
         }
     }
 
+    /// The answer of a request's handling: its own, or [`Answer::error`]'s.
+    pub(crate) fn of(result: crate::Result<Answer>) -> Answer {
+        result.unwrap_or_else(|e| Answer::error(&e))
+    }
+
     /// graphite-web's answer to an error: a 400 `text/html` body with the message (its
     /// `HttpResponseBadRequest`); a store failure is logged and answered with a 500 that
     /// does not show it.

@@ -90,10 +90,7 @@ impl Graphite {
         now: i64,
         limits: &Limits,
     ) -> Answer {
-        match render::render(&self.registry, store, params, now, limits).await {
-            Ok(answer) => answer,
-            Err(e) => Answer::error(&e),
-        }
+        Answer::of(render::render(&self.registry, store, params, now, limits).await)
     }
 
     /// `/metrics/find` as graphite-web answers a client sending `Accept: application/json`
@@ -118,10 +115,7 @@ impl Graphite {
         accept: Option<&str>,
         limits: &Limits,
     ) -> Answer {
-        match find::find(store, params, accept, limits).await {
-            Ok(answer) => answer,
-            Err(e) => Answer::error(&e),
-        }
+        Answer::of(find::find(store, params, accept, limits).await)
     }
 
     /// `/metrics/expand` (`Accept` absent; see [`Graphite::expand_accepting`]).
@@ -142,10 +136,7 @@ impl Graphite {
         accept: Option<&str>,
         limits: &Limits,
     ) -> Answer {
-        match find::expand(store, params, accept, limits).await {
-            Ok(answer) => answer,
-            Err(e) => Answer::error(&e),
-        }
+        Answer::of(find::expand(store, params, accept, limits).await)
     }
 
     /// `/functions`: every registered function in graphite-web's shape (`group=`,

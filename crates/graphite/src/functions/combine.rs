@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::agg::{
-    AggFunc, Span, common_tags, lcm, made, normalize, path_expressions, rows, safe_div, xff_row,
-    zip_longest,
+    AggFunc, Normalized, Span, common_tags, lcm, made, normalize, path_expressions, rows, safe_div,
+    xff_row, zip_longest,
 };
 use super::{Alias, Args, Builtin, Context, Function, Param, ParamType, Signature, Value};
 use crate::pyfmt::format_g;
@@ -125,184 +125,150 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
             Param::new("seriesListSecondPos", ParamType::SeriesList).required(),
         ]
     };
-    let with_positions = || {
-        vec![
-            Param::new("seriesList", ParamType::SeriesList).required(),
-            Param::new("position", ParamType::Node).multiple(),
-        ]
+    let series_list = || Param::new("seriesList", ParamType::SeriesList).required();
+    let agg_func = || Param::new("func", ParamType::AggFunc).required();
+    let x_files_factor = || Param::new("xFilesFactor", ParamType::Float);
+    let position = || Param::new("position", ParamType::Node).multiple();
+    let combine = |name: &str, function: &str, description: &str, params: Vec<Param>| {
+        Signature::new(name, function, "Combine", description).params(params)
     };
     let mut out: Vec<Arc<dyn Function>> = Vec::new();
-    for &(name, func, description) in AGGREGATORS {
-        let f: Arc<dyn Function> = Arc::new(Fixed {
-            signature: Signature::new(
+    let fixed = [
+        (AGGREGATORS, Shape::Lists, "*seriesLists", series_lists()),
+        (
+            LIST_AGGREGATORS,
+            Shape::Pairs,
+            "seriesListFirstPos, seriesListSecondPos",
+            two_lists(),
+        ),
+        (
+            WILDCARD_AGGREGATORS,
+            Shape::Wildcards,
+            "seriesList, *position",
+            vec![series_list(), position()],
+        ),
+    ];
+    for (aggregators, shape, args, params) in fixed {
+        for &(name, func, description) in aggregators {
+            let signature = combine(
                 name,
-                &format!("{name}(*seriesLists)"),
-                "Combine",
+                &format!("{name}({args})"),
                 description,
-            )
-            .params(series_lists())
-            .aggregator(),
-            func,
-            shape: Shape::Lists,
-        });
-        match name {
-            "sumSeries" => out.push(Alias::arc("sum", &f)),
-            "averageSeries" => out.push(Alias::arc("avg", &f)),
-            _ => {}
+                params.clone(),
+            );
+            let f: Arc<dyn Function> = Arc::new(Fixed {
+                signature: signature.aggregator(),
+                func,
+                shape,
+            });
+            match name {
+                "sumSeries" => out.push(Alias::arc("sum", &f)),
+                "averageSeries" => out.push(Alias::arc("avg", &f)),
+                _ => {}
+            }
+            out.push(f);
         }
-        out.push(f);
-    }
-    for &(name, func, description) in LIST_AGGREGATORS {
-        out.push(Arc::new(Fixed {
-            signature: Signature::new(
-                name,
-                &format!("{name}(seriesListFirstPos, seriesListSecondPos)"),
-                "Combine",
-                description,
-            )
-            .params(two_lists())
-            .aggregator(),
-            func,
-            shape: Shape::Pairs,
-        }));
-    }
-    for &(name, func, description) in WILDCARD_AGGREGATORS {
-        out.push(Arc::new(Fixed {
-            signature: Signature::new(
-                name,
-                &format!("{name}(seriesList, *position)"),
-                "Combine",
-                description,
-            )
-            .params(with_positions())
-            .aggregator(),
-            func,
-            shape: Shape::Wildcards,
-        }));
     }
     out.extend([
         Builtin::arc(
-            Signature::new(
+            combine(
                 "aggregate",
                 "aggregate(seriesList, func, xFilesFactor=None)",
-                "Combine",
                 "Merges the series into one by an aggregation function applied at each point \
                  (sum, average, median, min, max, diff, stddev, count, range, multiply, \
                  last, ...), after consolidating them to a common step. A point is null \
                  unless at least xFilesFactor of its values are non-null.",
-            )
-            .params(vec![
-                Param::new("seriesList", ParamType::SeriesList).required(),
-                Param::new("func", ParamType::AggFunc).required(),
-                Param::new("xFilesFactor", ParamType::Float),
-            ]),
+                vec![series_list(), agg_func(), x_files_factor()],
+            ),
             aggregate_fn,
         ),
         Builtin::arc(
-            Signature::new(
+            combine(
                 "aggregateSeriesLists",
                 "aggregateSeriesLists(seriesListFirstPos, seriesListSecondPos, func, \
                  xFilesFactor=None)",
-                "Combine",
                 "Merges the two lists' series pairwise by position with an aggregation \
                  function; the lists must be as long as each other.",
-            )
-            .params(vec![
-                Param::new("seriesListFirstPos", ParamType::SeriesList).required(),
-                Param::new("seriesListSecondPos", ParamType::SeriesList).required(),
-                Param::new("func", ParamType::AggFunc).required(),
-                Param::new("xFilesFactor", ParamType::Float),
-            ]),
+                [two_lists(), vec![agg_func(), x_files_factor()]].concat(),
+            ),
             aggregate_series_lists_fn,
         ),
         Builtin::arc(
-            Signature::new(
+            combine(
                 "aggregateWithWildcards",
                 "aggregateWithWildcards(seriesList, func, *positions)",
-                "Combine",
                 "Groups the series by their names without the given node positions and \
                  merges each group with an aggregation function; each result is named by \
                  its group's remaining nodes.",
-            )
-            .params(vec![
-                Param::new("seriesList", ParamType::SeriesList).required(),
-                Param::new("func", ParamType::AggFunc).required(),
-                Param::new("position", ParamType::Node).multiple(),
-            ]),
+                vec![series_list(), agg_func(), position()],
+            ),
             aggregate_with_wildcards_fn,
         ),
         Builtin::arc(
-            Signature::new(
+            combine(
                 "multiplySeries",
                 "multiplySeries(*seriesLists)",
-                "Combine",
                 "Multiplies the series together point by point (null where any is null), \
                  after consolidating them to a common step; a single series comes back \
                  unchanged. To multiply by a constant use scale.",
+                series_lists(),
             )
-            .params(series_lists())
             .aggregator(),
             multiply_series,
         ),
         Builtin::arc(
-            Signature::new(
+            combine(
                 "divideSeries",
                 "divideSeries(dividendSeriesList, divisorSeries)",
-                "Combine",
                 "Divides each series of the first list by the one divisor series point by \
                  point (null where either is null or the divisor is zero). With no divisor \
                  series, each dividend comes back renamed with MISSING and all nulls.",
-            )
-            .params(vec![
-                Param::new("dividendSeriesList", ParamType::SeriesList).required(),
-                Param::new("divisorSeries", ParamType::SeriesList).required(),
-            ]),
+                vec![
+                    Param::new("dividendSeriesList", ParamType::SeriesList).required(),
+                    Param::new("divisorSeries", ParamType::SeriesList).required(),
+                ],
+            ),
             divide_series,
         ),
         Builtin::arc(
-            Signature::new(
+            combine(
                 "countSeries",
                 "countSeries(*seriesLists)",
-                "Combine",
                 "A line at the number of series given (at their common step); with no \
                  argument at all, a line at zero across the time range.",
+                vec![Param::new("seriesLists", ParamType::SeriesList).multiple()],
             )
-            .params(vec![
-                Param::new("seriesLists", ParamType::SeriesList).multiple(),
-            ])
             .aggregator(),
             count_series,
         ),
         Builtin::arc(
-            Signature::new(
+            combine(
                 "percentileOfSeries",
                 "percentileOfSeries(seriesList, n, interpolate=False)",
-                "Combine",
                 "The n-th percentile of the series' non-null values at each point (nearest \
                  rank: one of the values, unless interpolate is true), after consolidating \
                  them to a common step.",
-            )
-            .params(vec![
-                Param::new("seriesList", ParamType::SeriesList).required(),
-                Param::new("n", ParamType::Float).required(),
-                Param::new("interpolate", ParamType::Boolean).default(Value::Bool(false)),
-            ]),
+                vec![
+                    series_list(),
+                    Param::new("n", ParamType::Float).required(),
+                    Param::new("interpolate", ParamType::Boolean).default(Value::Bool(false)),
+                ],
+            ),
             percentile_of_series,
         ),
         Builtin::arc(
-            Signature::new(
+            combine(
                 "powSeries",
                 "powSeries(*seriesLists)",
-                "Combine",
                 "Raises the first series to the power of the second, that to the power of \
                  the third, and so on, point by point (null where a value is null or the \
                  power is undefined or overflows).",
+                vec![
+                    Param::new("seriesList", ParamType::SeriesList)
+                        .required()
+                        .multiple(),
+                ],
             )
-            .params(vec![
-                Param::new("seriesList", ParamType::SeriesList)
-                    .required()
-                    .multiple(),
-            ])
             .aggregator(),
             pow_series,
         ),
@@ -632,13 +598,19 @@ fn percentile_of_series(cx: &Context<'_>, mut args: Args) -> Result<Value> {
         .iter()
         .map(|row| percentile(row, n, interpolate))
         .collect::<Result<Vec<_>>>()?;
-    let span = normalized.span();
-    Ok(Value::Series(vec![made(
-        &name,
-        span,
-        values,
-        cx.x_files_factor(),
-    )]))
+    one_series(cx, &name, &normalized, values)
+}
+
+/// The answer of a function making one series: `values`, named `name`, over the span of
+/// the series it was made of.
+fn one_series(
+    cx: &Context<'_>,
+    name: &str,
+    normalized: &Normalized,
+    values: Vec<Option<f64>>,
+) -> Result<Value> {
+    let series = made(name, normalized.span(), values, cx.x_files_factor());
+    Ok(Value::Series(vec![series]))
 }
 
 /// `_getPercentile(points, n, interpolate)`: the NIST nearest-rank percentile of the
@@ -695,13 +667,7 @@ fn pow_series(cx: &Context<'_>, mut args: Args) -> Result<Value> {
             rest.iter().fold(*first, |acc, v| safe_pow(acc, *v))
         })
         .collect();
-    let span = normalized.span();
-    Ok(Value::Series(vec![made(
-        &name,
-        span,
-        values,
-        cx.x_files_factor(),
-    )]))
+    one_series(cx, &name, &normalized, values)
 }
 
 /// `safePow(a, b)`: `math.pow`, null for a null operand and where Python raises (a result

@@ -1,9 +1,11 @@
-"""The evaluation scenarios: data and requests, answered by graphite-web 1.1.10
+"""The evaluation scenarios: data and requests (the render requests in the tables
+scenarios.txt and scenarios_combine.txt, read by table()), answered by graphite-web 1.1.10
 (graphite_web.py) into ../fixtures/<name>.json (the data in ../fixtures/data.json), which
 tests/tally-graphite/graphite_web.rs replays against
 this crate over its in-memory store. Run: python3 scenarios.py (with the environment
 graphite_web.py needs); the fixtures are committed."""
-import json, os, subprocess, sys
+import json, os, re, subprocess, sys
+from urllib.parse import quote, urlencode
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = os.environ.get('GRAPHITE_PYTHON', sys.executable)
@@ -56,115 +58,80 @@ def render(target, frm='-1h', until=None, fmt='json', **extra):
     return {'path': '/render/', 'params': params}
 
 
-SCENARIOS = {
-    'render_basics': [
-        render('app.web1.requests'),
-        render('app.web1.requests', frm='-10min', until='-5min'),
-        render('app.*.requests', frm='-30min'),
-        render(['app.{web1,db}.requests', 'app.web2.requests'], frm='-15min'),
-        render('app.web1.requests', frm='-2h'),
-        render('app.web1.requests', frm='-3d', until='-2d'),
-        render('app.db.requests', frm='-30d'),
-        render('app.web1.requests', frm='-20min', until='+1h'),
-        render('nope.*'),
-        render('app.empty.requests', frm='-5min'),
-        render('app.web1.requests', frm=str(NOW - 600), until=str(NOW - 300)),
-        render('app.web1.requests', frm=str(NOW - 601), until=str(NOW - 299)),
-        render('app.web1.requests', frm='-5min', until='now'),
-        render('app.web1.requests', frm='21:00_20231114', until='22:00_20231114'),
-        render('app.web1.requests', frm='20231113', until='20231114'),
-        render('app.web1.requests', frm='yesterday', until='noon'),
-        render('app.web1.requests', frm='-10min', noNullPoints=1),
-        render('app.empty.requests', frm='-5min', noNullPoints=1),
-        render('app.web1.requests', frm='-10min', fmt='csv'),
-        render(['app.*.requests', 'sumSeries(app.*.requests)'], frm='-3min', fmt='csv'),
-        render('app.web1.requests', frm='-10min', pretty=1),
-        render('app.web1.requests', frm='-5min', until='-10min'),
-        render('  '),
-        render('app.web1.requests', frm='-5min', xFilesFactor='0.5', maxDataPoints=10),
-    ],
-    'render_max_data_points': [
-        render('app.web1.requests', frm='-1d', maxDataPoints=100),
-        render('app.web1.requests', frm='-1d', maxDataPoints=1),
-        render('app.web1.requests', frm='-1h', maxDataPoints=7),
-        render('app.web1.requests', frm='-1h', maxDataPoints=360),
-        render('app.web1.requests', frm='-1h', maxDataPoints=359),
-        render(['app.web1.requests', 'app.db.requests'], frm='-7d', maxDataPoints=50),
-        render(['app.mixed.fine', 'app.mixed.coarse'], frm='-2h', maxDataPoints=30),
-        render('consolidateBy(app.web1.requests, "sum")', frm='-1h', maxDataPoints=13),
-        render('consolidateBy(app.web1.requests, "max")', frm='-1h', maxDataPoints=13),
-        render('consolidateBy(app.web1.requests, "min")', frm='-1h', maxDataPoints=13),
-        render('consolidateBy(app.web1.requests, "first")', frm='-1h', maxDataPoints=13),
-        render('consolidateBy(app.web1.requests, "last")', frm='-1h', maxDataPoints=13),
-        render('consolidateBy(app.web2.requests, "avg_zero")', frm='-1h', maxDataPoints=13),
-        render('consolidateBy(app.web2.requests, "avg")', frm='-1h', maxDataPoints=13),
-        render('app.web2.requests', frm='-1h', maxDataPoints=13, xFilesFactor='0.7'),
-        render('app.web1.requests', frm='-1h', maxDataPoints=13, noNullPoints=1),
-        render('app.web1.requests', frm='-1h', maxDataPoints='abc'),
-    ],
-    'functions_phase2': [
-        render('sumSeries(app.*.requests)', frm='-10min'),
-        render('sum(app.*.requests)', frm='-10min'),
-        render('sumSeries(app.web1.requests, app.db.requests)', frm='-10min'),
-        render('sumSeries(app.web1.requests)', frm='-10min'),
-        render('sumSeries(app.mixed.*)', frm='-20min'),
-        render('sumSeries(app.mixed.fine, app.web1.requests)', frm='-2h'),
-        render('sumSeries(nope.*)', frm='-10min'),
-        render('sumSeries(app.empty.requests)', frm='-5min'),
-        render('sumSeries(app.web2.requests, app.db.requests)', frm='-10min', xFilesFactor='0.6'),
-        render('alias(app.web1.requests, "front door")', frm='-5min'),
-        render('alias(app.*.requests, \'all\')', frm='-5min'),
-        render('aliasByNode(app.*.requests, 1)', frm='-5min'),
-        render('aliasByNode(app.*.requests, 1, -1)', frm='-5min'),
-        render('aliasByNode(app.*.requests, 7)', frm='-5min'),
-        render('aliasByNode(app.*.requests, "name")', frm='-5min'),
-        render('aliasByNode(sumSeries(app.*.requests), 0, 2)', frm='-5min'),
-        render('aliasByNode(scale(sumSeries(app.*.requests), 2), 0)', frm='-5min'),
-        render('aliasSub(app.*.requests, "(^.*$)", "\\1 A")', frm='-5min'),
-        render('aliasSub(app.*.requests, "^app\\.([^.]*)\\..*", "\\1")', frm='-5min'),
-        render('aliasSub(sumSeries(app.*.requests), "Series", "")', frm='-5min'),
-        render('aliasSub(app.web1.requests, "e", "\\g<0>\\g<0>")', frm='-5min'),
-        render('scale(app.web1.requests, 10)', frm='-5min'),
-        render('scale(app.web1.requests, 0.5)', frm='-5min'),
-        render('scale(app.web1.requests, -1.5e3)', frm='-5min'),
-        render('scale(app.*.requests, "2")', frm='-5min'),
-        render('scale(sumSeries(app.*.requests), 1234567)', frm='-5min'),
-        render('constantLine(100)', frm='-1h'),
-        render('constantLine(1.5)', frm='-1h', until='-59min'),
-        render('constantLine(-2e-7)', frm=str(NOW - 3601), until=str(NOW)),
-        render('aliasSub(constantLine(100), "(^.*$)", "\\1 A")', frm='-1h'),
-        render('consolidateBy(app.web1.requests, "sum")', frm='-5min'),
-        render('app.web1.requests|scale(2)|alias("piped")', frm='-5min'),
-        render('template(app.$host.requests, host="web1")', frm='-5min'),
-        render('template(scale(app.$host.requests, $f), host="db", f=3)', frm='-5min'),
-        render('template(app.$1.requests, "web2")', frm='-5min'),
-        render('aliasByNode(app.both, 1)', frm='-5min'),
-        render('alias(app.web1.requests, "h\u00e9llo, \\"w\\"")', frm='-2min'),
-        render('alias(app.web1.requests, "h\u00e9llo, \\"w\\"")', frm='-2min', fmt='csv'),
-        render('alias(app.web1.requests, "NaN, Infinity,")', frm='-2min'),
-        render('aliasByNode(aliasSub(app.*.requests, "app", "x.y"), 1, 0)', frm='-2min'),
-        render('scale(scale(sumSeries(app.web1.requests, app.web2.requests), 2), 0.25)', frm='-2min'),
-        render('sumSeries(sumSeries(app.web1.requests), scale(app.db.requests, -1))', frm='-2min'),
-        render('consolidateBy(sumSeries(app.*.requests), "max")', frm='-2h', maxDataPoints=17),
-        render('aliasByNode(app.*.requests, 1)', frm='-2h', maxDataPoints=17, fmt='csv'),
-        render('app.both.*', frm='-5min'),
-        {'path': '/render/', 'params': [['target', 'template(app.$host.requests, host="web1")'], ['template[host]', 'db'], ['from', '-5min'], ['now', str(NOW)], ['format', 'json']]},
-    ],
-    'render_errors': [
-        render('foo(app.web1.requests)'),
-        render(['app.web1.requests', 'nosuch(app.*)']),
-        render('app.web1.requests', frm='-5m'),
-        render('app.web1.requests', frm='garbage'),
-        render('app.web1.requests', frm='-1h', until='-1h'),
-        render('app.web1.requests', frm='now', until='now'),
-        render('template(app.x, b.c)'),
-        dict(render('sumSeries(app.*.requests, xFilesFactor=0.5)'), differs='graphite-web logs the unexpected keyword and fails calling the function (500)'),
-        render('app.web1.requests', frm='-5min', noCache=1),
-        render('app.web1.requests', frm='-5min', cacheTimeout=0),
-        render('app.web1.requests', frm='-5min', cacheTimeout=300),
-        render('app.web1.requests', xFilesFactor='abc'),
-        render('app.web1.requests', cacheTimeout='x'),
-    ],
+def grafana(request):
+    """`request` as Grafana 11 posts a panel's query: its parameters as a form body, each
+    percent-encoded."""
+    body = urlencode([tuple(p) for p in request['params']], quote_via=quote)
+    return {'path': '/render/', 'method': 'POST', 'params': [], 'body': body}
+
+
+def table(name):
+    """The requests of the scenario table `name` (a file beside this one), by fixture.
+
+    A line is a comment (`#`), a fixture's start (`[name]`, then `@ key=value ...`: the
+    defaults of its requests), `let NAME = text`, `! reason` (the request above is one
+    graphite-web fails, or answers leniently, where this crate answers 400 on purpose: marked
+    `differs` with the reason), or a request: `target ;; target ... @ key=value ...`, made by
+    render() with `from`, `until` and `format` as its arguments and any other key a parameter
+    after them in order; the word `post` sends it as Grafana does (grafana()). In a line,
+    `{NAME}` stands for a `let`'s text and `{each NAME}` for each of its words in turn (a
+    request each); a value `NOW-600` is that many seconds before NOW; a target written as a
+    JSON string is that string (one of spaces only, say)."""
+    fixtures, names, defaults, requests = {}, {}, [], None
+    with open(os.path.join(HERE, name), encoding='utf-8') as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith('#'):
+                continue
+            if line.startswith('let '):
+                key, text = line[4:].split('=', 1)
+                names[key.strip()] = text.strip()
+            elif line.startswith('!'):
+                requests[-1] = dict(requests[-1], differs=expand(line[1:].strip(), names)[0])
+            elif line.startswith('['):
+                head, _, rest = line.partition(' @ ')
+                requests = fixtures[head.strip()[1:-1]] = []
+                defaults = rest.split()
+            else:
+                requests.extend(table_request(line, names, defaults))
+    return fixtures
+
+
+def expand(line, names):
+    """`line` with its `{NAME}`s replaced, once for each word of an `{each NAME}`."""
+    each = re.search(r'\{each (\w+)\}', line)
+    if each:
+        return [l for word in names[each.group(1)].split()
+                for l in expand(line.replace(each.group(0), word, 1), names)]
+    return [re.sub(r'\{(\w+)\}', lambda m: names.get(m.group(1), m.group(0)), line)]
+
+
+def table_request(line, names, defaults):
+    """The requests of a table's request line (more than one for an `{each NAME}`)."""
+    out = []
+    for line in expand(line, names):
+        targets, _, rest = line.partition(' @ ')
+        targets = [json.loads(t) if t.startswith('"') else t
+                   for t in (t.strip() for t in targets.split(' ;; '))]
+        args, post = {}, False
+        for word in defaults + rest.split():
+            if word == 'post':
+                post = True
+                continue
+            key, value = word.split('=', 1)
+            now = re.fullmatch(r'NOW([+-]\d+)?', value)
+            args['fmt' if key == 'format' else 'frm' if key == 'from' else key] = \
+                str(NOW + int(now.group(1) or 0)) if now else value
+        request = render(targets if len(targets) > 1 else targets[0], **args)
+        out.append(grafana(request) if post else request)
+    return out
+
+
+SCENARIOS = table('scenarios.txt')
+# Its `template[host]` parameter stands before `from`, as render() puts none.
+SCENARIOS['functions_phase2'].append(
+    {'path': '/render/', 'params': [['target', 'template(app.$host.requests, host="web1")'], ['template[host]', 'db'], ['from', '-5min'], ['now', str(NOW)], ['format', 'json']]})
+SCENARIOS.update({
     'find': [
         {'path': '/metrics/find/', 'params': [['query', 'app.*']]},
         {'path': '/metrics/find/', 'params': [['query', '*']]},
@@ -210,25 +177,34 @@ SCENARIOS = {
         {'path': '/render/', 'method': 'POST', 'params': [], 'body': 'target=constantLine(100)&from=-1h&until=now&now=1700000000&format=json'},
         {'path': '/render/', 'method': 'POST', 'params': [], 'body': 'target=app.web1.requests&from=-6h&until=now&now=1700000000&format=json&maxDataPoints=500'},
     ],
-}
+})
+SCENARIOS.update(table('scenarios_combine.txt'))
 
-SCENARIOS.update(__import__('scenarios_combine').scenarios(render))
 
-
-def main():
-    # The data every fixture's requests read, once.
-    with open(os.path.join(HERE, '..', 'fixtures', 'data.json'), 'w') as f:
-        json.dump({'now': NOW, 'files': FILES, 'dirs': DIRS}, f, separators=(',', ':'))
-    for name, requests in SCENARIOS.items():
-        spec = {'files': FILES, 'dirs': DIRS, 'requests': requests}
+def record(data, files, dirs, scenarios, keep=None):
+    """Writes `files` and `dirs` into ../fixtures/<data>, then each of `scenarios` (fixture
+    name: requests) with graphite-web's answers into ../fixtures/<name>.json; `keep(request,
+    answer)`, if given, sees each pair before it is written."""
+    fixtures = os.path.join(HERE, '..', 'fixtures')
+    with open(os.path.join(fixtures, data), 'w') as f:
+        json.dump({'now': NOW, 'files': files, 'dirs': dirs}, f, separators=(',', ':'))
+    for name, requests in scenarios.items():
+        spec = {'files': files, 'dirs': dirs, 'requests': requests}
         out = subprocess.run([PY, os.path.join(HERE, 'graphite_web.py')], input=json.dumps(spec),
                              capture_output=True, text=True, check=True).stdout
         answers = json.loads(out.strip().splitlines()[-1])
         for r, a in zip(requests, answers):
+            if keep:
+                keep(r, a)
             r['expected'] = a
-        with open(os.path.join(HERE, '..', 'fixtures', name + '.json'), 'w') as f:
+        with open(os.path.join(fixtures, name + '.json'), 'w') as f:
             json.dump({'requests': requests}, f, indent=1)
         print(name, len(requests), 'requests', sum(1 for a in answers if a['status'] != 200), 'non-200')
+
+
+def main():
+    # The data every fixture's requests read, once.
+    record('data.json', FILES, DIRS, SCENARIOS)
     import scenarios_transform
     scenarios_transform.main()
 

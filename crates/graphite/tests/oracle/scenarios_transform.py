@@ -1,16 +1,16 @@
 """The transform, moving-window and time functions' scenarios: their own data
 (../fixtures/transform_data.json: gauges with gaps, counters with resets and wraps, runs of
-nulls, several steps, many hosts) and requests, answered by graphite-web 1.1.10
+nulls, several steps, many hosts) and requests (the table scenarios_transform.txt, and
+mixed()), answered by graphite-web 1.1.10
 (graphite_web.py) into ../fixtures/transform_*.json, which
 tests/tally-graphite/graphite_web_transform.rs replays against this crate and
 tests/tally-graphite/live_graphite_web_transform.rs sends to a running graphite-web. scenarios.py runs main(); run alone: python3 scenarios_transform.py (with the
 environment graphite_web.py needs, see README.md). A request marked `differs` is one where
 graphite-web fails (or uses a value its own validation refused) and this crate answers 400;
 the body kept of graphite-web's 500 page is its exception's last line."""
-import html, json, os, random, re, subprocess
-from urllib.parse import quote, urlencode
+import html, random, re
 
-from scenarios import HERE, NOW, PY, render
+from scenarios import NOW, record, render, table
 
 A3 = [[10, 360], [60, 1440], [600, 1008]]
 
@@ -103,21 +103,6 @@ for n in range(1, 21):
 DIRS = []
 
 
-def grafana(target, frm, until, max_data_points):
-    """A panel's query as Grafana 11 posts it: a form body, the target percent-encoded."""
-    body = urlencode([('target', target), ('from', str(frm)), ('until', str(until)),
-                      ('now', str(NOW)), ('format', 'json'),
-                      ('maxDataPoints', str(max_data_points))], quote_via=quote)
-    return {'path': '/render/', 'method': 'POST', 'params': [], 'body': body}
-
-
-def differs(request, reason):
-    return dict(request, differs=reason)
-
-
-FAILS = 'graphite-web fails on it (500); a 400 here'
-USES_REFUSED = 'graphite-web logs that its validation refuses the value and uses it anyway; a 400 here'
-
 def mixed(seed, count):
     """`count` random nestings of these functions (two deep at most, odd parameters among
     them) over short ranges, the same for a seed; graphite-web's 500s among them marked
@@ -171,204 +156,8 @@ def mixed(seed, count):
     return requests
 
 
-SCENARIOS = {
-    'transform_points': [
-        render('scaleToSeconds(tx.gauge.a, 60)', frm='-10min'),
-        render('scaleToSeconds(tx.gauge.*, 1)', frm='-2h'),
-        render('scaleToSeconds(tx.counter.a, 2.5)', frm='-5min'),
-        render('scaleToSeconds(tx.big, 7)', frm='-5min'),
-        render('scaleToSeconds(tx.gauge.b, -30)', frm='-3min'),
-        render('offset(tx.gauge.a, 10)', frm='-5min'),
-        render('offset(tx.gauge.*, -2.5)', frm='-5min'),
-        render('offset(tx.gauge.b, "1e3")', frm='-5min'),
-        render('offset(tx.gauge.a, 0.1)', frm='-3min'),
-        render('absolute(tx.gauge.*)', frm='-5min'),
-        render('absolute(offset(tx.gauge.a, -10))', frm='-5min'),
-        render('derivative(tx.gauge.a)', frm='-10min'),
-        render('derivative(tx.counter.a)', frm='-2h'),
-        render('integral(tx.gauge.b)', frm='-10min'),
-        render('integral(tx.counter.a)', frm='-12h'),
-        render('derivative(integral(tx.gauge.a))', frm='-10min'),
-        render('perSecond(tx.counter.a)', frm='-30min'),
-        render('perSecond(tx.counter.*)', frm='-3h'),
-        render('perSecond(tx.counter.b, 999)', frm='-20min'),
-        render('perSecond(tx.counter.c, 999, 100)', frm='-10min'),
-        render('perSecond(tx.counter.c, minValue=100)', frm='-10min'),
-        render('perSecond(tx.big)', frm='-5min'),
-        render('nonNegativeDerivative(tx.counter.a)', frm='-1h'),
-        render('nonNegativeDerivative(tx.counter.b, 999)', frm='-30min'),
-        render('nonNegativeDerivative(tx.counter.c, maxValue=999, minValue=100)', frm='-20min'),
-        render('nonNegativeDerivative(tx.counter.b, minValue=50)', frm='-20min'),
-        render('nonNegativeDerivative(tx.gauge.c)', frm='-10min'),
-        render('nonNegativeDerivative(tx.counter.*)', frm='-2d'),
-        render('keepLastValue(tx.sparse)', frm='-20min'),
-        render('keepLastValue(tx.sparse, 2)', frm='-20min'),
-        render('keepLastValue(tx.sparse, 0)', frm='-20min'),
-        render('keepLastValue(tx.sparse, inf)', frm='-20min'),
-        render('keepLastValue(tx.sparse, -1)', frm='-20min'),
-        render('keepLastValue(tx.sparse, "3")', frm='-20min'),
-        render('keepLastValue(tx.sparse, limit=4)', frm='-3h'),
-        render('keepLastValue(tx.gauge.*, 1)', frm='-10min'),
-        render('transformNull(tx.sparse)', frm='-20min'),
-        render('transformNull(tx.sparse, -1)', frm='-20min'),
-        render('transformNull(tx.gauge.b, 0)', frm='-10min'),
-        render('transformNull(tx.sparse, 5, tx.gauge.a)', frm='-20min'),
-        render('transformNull(tx.sparse, 5, referenceSeries=tx.gauge.a)', frm='-20min'),
-        render('transformNull(tx.gauge.b, 1.5, tx.sparse)', frm='-20min'),
-        render('transformNull(tx.coarse, 0, tx.gauge.a)', frm='-30min'),
-        render('transformNull(tx.gauge.a, 7, tx.coarse)', frm='-10min'),
-        render('transformNull(tx.sparse, 2, nope.*)', frm='-10min'),
-        render('transformNull(nope.*, 1)', frm='-10min'),
-        render('scaleToSeconds(perSecond(tx.counter.a), 60)', frm='-10min'),
-        render('aliasByNode(perSecond(tx.counter.*), 1)', frm='-10min'),
-        render('sumSeries(perSecond(tx.counter.*))', frm='-10min'),
-        render('perSecond(sumSeries(tx.counter.*))', frm='-10min'),
-        render('perSecond(tx.counter.a)', frm='-1h', maxDataPoints=50),
-        render('keepLastValue(tx.sparse)', frm='-1h', maxDataPoints=40, xFilesFactor='0.5'),
-        render('absolute(nope.*)', frm='-10min'),
-    ],
-    'transform_moving': [
-        render('movingAverage(tx.gauge.a, 5)', frm='-10min'),
-        render('movingAverage(tx.gauge.a, "1min")', frm='-10min'),
-        render('movingSum(tx.gauge.b, 10)', frm='-15min'),
-        render('movingSum(tx.gauge.b, "5min")', frm='-30min'),
-        render('movingMin(tx.gauge.*, 3)', frm='-5min'),
-        render('movingMax(tx.gauge.*, "2min")', frm='-5min'),
-        render('movingAverage(tx.gauge.b, 6, 0.5)', frm='-10min'),
-        render('movingAverage(tx.gauge.b, "1min", xFilesFactor=0.9)', frm='-10min'),
-        render('movingAverage(tx.gauge.b, 4)', frm='-10min', xFilesFactor='0.7'),
-        render('movingAverage(tx.gauge.a, 10)', frm='-59min'),
-        render('movingAverage(tx.gauge.a, "30min")', frm='-40min'),
-        render('movingAverage(tx.gauge.a, 5)', frm='-2h'),
-        render('movingSum(tx.coarse, "5min")', frm='-30min'),
-        render('movingMax(tx.coarse, 2)', frm='-10min'),
-        render('movingMin(tx.sparse, "1min")', frm='-3h'),
-        render('movingAverage(app.*.requests, 5)', frm='-5min'),
-        render('movingAverage(tx.gauge.a, 0)', frm='-5min'),
-        render('movingAverage(tx.gauge.a, "5s")', frm='-5min'),
-        render('movingAverage(tx.gauge.a, 2.5)', frm='-5min'),
-        render('movingAverage(tx.gauge.a, true)', frm='-5min'),
-        render('movingAverage(tx.gauge.a, -2)', frm='-5min'),
-        render('movingAverage(tx.gauge.a, "-1min")', frm='-5min'),
-        render('movingAverage(nope.*, 5)', frm='-5min'),
-        render('movingAverage(timeShift(tx.gauge.a, "1h"), 5)', frm='-10min'),
-        render('movingAverage(scale(tx.gauge.a, 2), "1min")', frm='-10min'),
-        render('sumSeries(movingAverage(tx.gauge.*, 3))', frm='-10min'),
-        render('movingAverage(sumSeries(tx.gauge.*), 3)', frm='-10min'),
-        render('movingMax(perSecond(tx.counter.a), 4)', frm='-10min'),
-        render('aliasByNode(movingSum(app.*.requests, "1min"), 1)', frm='-5min'),
-        render('movingAverage(movingAverage(tx.gauge.a, 3), 3)', frm='-10min'),
-        render('movingSum(transformNull(tx.sparse), 3)', frm='-10min'),
-        render('template(movingAverage(tx.gauge.$x, 3), x="a")', frm='-10min'),
-        render('movingAverage(tx.gauge.a, 5)', frm='-1h', maxDataPoints=20),
-        render(['movingAverage(tx.gauge.a, 3)', 'tx.gauge.a'], frm='-5min'),
-        render('movingAverage(consolidateBy(tx.gauge.a, "max"), 5)', frm='-1h', maxDataPoints=30),
-        grafana('aliasSub(movingAverage(tx.gauge.a, "5min"), "(^.*$)", "\\1 A")', NOW - 3601, NOW + 1, 100),
-        grafana('aliasSub(movingMax(app.*.requests, 10), "(^.*$)", "\\1 B")', NOW - 1801, NOW + 1, 50),
-    ],
-    'transform_time': [
-        render('timeShift(tx.gauge.a, "5min")', frm='-10min'),
-        render('timeShift(tx.gauge.a, "-5min")', frm='-10min'),
-        render('timeShift(tx.gauge.a, "+5min")', frm='-30min', until='-20min'),
-        render('timeShift(tx.gauge.a, "1h")', frm='-30min'),
-        render('timeShift(tx.gauge.a, "1d")', frm='-1h'),
-        render('timeShift(tx.gauge.a, "2h")', frm='-10min'),
-        render('timeShift(tx.gauge.a, "5min", false)', frm='-10min'),
-        render('timeShift(tx.gauge.*, "10min", resetEnd=false)', frm='-5min'),
-        render('timeShift(tx.gauge.a, "1h", false)', frm='-30min'),
-        render('timeShift(tx.gauge.a, "1h", true, true)', frm='-10min'),
-        render('timeShift(tx.gauge.a, "1h")', frm='-10min', until='+1h'),
-        render('timeShift(tx.gauge.a, "1h", false)', frm='-10min', until='+1h'),
-        render('timeShift(nope.*, "1h")', frm='-10min'),
-        render('timeShift(tx.gauge.a, "30d")', frm='-10min'),
-        render('aliasByNode(timeShift(app.*.requests, "10min"), 1)', frm='-3min'),
-        render('summarize(tx.gauge.a, "1min")', frm='-10min'),
-        render('summarize(tx.gauge.a, "1min", "avg")', frm='-10min'),
-        render('summarize(tx.gauge.b, "1min", "average")', frm='-10min'),
-        render('summarize(tx.gauge.b, "1min", "max")', frm='-10min'),
-        render('summarize(tx.gauge.b, "1min", "min")', frm='-10min'),
-        render('summarize(tx.gauge.b, "1min", "last")', frm='-10min'),
-        render('summarize(tx.gauge.b, "1min", "current")', frm='-10min'),
-        render('summarize(tx.gauge.b, "1min", "count")', frm='-10min'),
-        render('summarize(tx.gauge.b, "2min", "median")', frm='-10min'),
-        render('summarize(tx.gauge.b, "2min", "stddev")', frm='-10min'),
-        render('summarize(tx.gauge.b, "2min", "range")', frm='-10min'),
-        render('summarize(tx.gauge.b, "2min", "rangeOf")', frm='-10min'),
-        render('summarize(tx.gauge.b, "2min", "diff")', frm='-10min'),
-        render('summarize(tx.gauge.c, "1min", "multiply")', frm='-10min'),
-        render('summarize(tx.gauge.b, "1min", "multiply")', frm='-10min'),
-        render('summarize(tx.gauge.b, "2min", "avg_zero")', frm='-10min'),
-        render('summarize(tx.gauge.b, "2min", "total")', frm='-10min'),
-        render('summarize(tx.gauge.a, "5min", "sum", true)', frm='-17min'),
-        render('summarize(tx.gauge.b, "2min", "average", true)', frm='-13min'),
-        render('summarize(tx.gauge.b, "2min", alignToFrom=true)', frm='-13min'),
-        render('summarize(tx.gauge.*, "1h")', frm='-1d'),
-        render('summarize(tx.counter.a, "1d", "max")', frm='-7d'),
-        render('summarize(tx.gauge.b, "1min", "sum")', frm='-10min', xFilesFactor='0.5'),
-        render('summarize(tx.gauge.b, "1min", "sum")', frm='-10min', xFilesFactor='1'),
-        render('summarize(tx.gauge.a, "7s")', frm='-2min'),
-        render('summarize(tx.gauge.a, "90s", "avg", true)', frm='-10min'),
-        render('summarize(tx.coarse, "10min", "avg")', frm='-2h'),
-        render('summarize(perSecond(tx.counter.a), "5min", "sum")', frm='-1h'),
-        render('aliasByNode(summarize(app.*.requests, "5min", "sum"), 1)', frm='-1h'),
-        render('aliasByNode(summarize(app.*.requests, "30min", "avg"), 1)', frm='-6h'),
-        render('summarize(nope.*, "1h")', frm='-10min'),
-        render('summarize(tx.gauge.a, "1min")', frm='-1h', maxDataPoints=25),
-        render('sumSeries(summarize(tx.gauge.*, "2min", "max"))', frm='-20min'),
-        render('hitcount(tx.gauge.c, "1min")', frm='-10min'),
-        render('hitcount(tx.gauge.a, "5min")', frm='-1h'),
-        render('hitcount(tx.gauge.a, "7s")', frm='-2min'),
-        render('hitcount(tx.gauge.a, "1h")', frm='-1d'),
-        render('hitcount(tx.gauge.a, "1min", true)', frm='-10min'),
-        render('hitcount(tx.gauge.a, "1h", true)', frm='-3h'),
-        render('hitcount(tx.gauge.a, "1d", true)', frm='-2d'),
-        render('hitcount(tx.gauge.a, "30s", true)', frm='-5min'),
-        render('hitcount(tx.gauge.a, "2min", alignToInterval=true)', frm=str(NOW - 1007)),
-        render('hitcount(tx.coarse, "5min")', frm='-1h'),
-        render('hitcount(perSecond(tx.counter.a), "10min")', frm='-2h'),
-        render('hitcount(nope.*, "1h")', frm='-10min'),
-        render('hitcount(tx.gauge.b, "1min")', frm=str(NOW - 607), until=str(NOW - 13)),
-        grafana('aliasSub(summarize(perSecond(tx.counter.a), "5min", "sum"), "(^.*$)", "\\1 A")', NOW - 86401, NOW + 1, 300),
-        grafana('aliasSub(timeShift(tx.gauge.c, "1d"), "(^.*$)", "\\1 A")', '-6h', 'now', 500),
-        grafana('aliasSub(hitcount(tx.counter.b, "1h"), "(^.*$)", "\\1 A")', '-1d', 'now', 1000),
-    ],
-    'transform_errors': [
-        differs(render('summarize(tx.gauge.a, "1x")'), FAILS),
-        differs(render('summarize(tx.gauge.a, "0s")'), FAILS),
-        differs(render('summarize(tx.gauge.a)'), FAILS),
-        differs(render('summarize(tx.gauge.a, 5)'), FAILS),
-        differs(render('summarize(tx.gauge.a, "1h", "foo")'), 'graphite-web answers 400 too, with the message of the function rather than of its validation'),
-        differs(render('hitcount(tx.gauge.a, "0min")'), FAILS),
-        differs(render('hitcount(tx.gauge.a, "bad")'), FAILS),
-        differs(render('movingAverage(tx.gauge.a, "abc")'), FAILS),
-        differs(render('movingAverage(tx.gauge.a, "5")'), FAILS),
-        differs(render('movingAverage(tx.gauge.a, tx.gauge.b)'), FAILS),
-        differs(render('movingAverage(tx.gauge.a)'), FAILS),
-        differs(render('movingAverage(tx.gauge.a, 5, "x")'), FAILS),
-        differs(render('movingAverage(tx.gauge.a, 1000000000000)'), FAILS),
-        differs(render('timeShift(tx.gauge.a, "")'), FAILS),
-        differs(render('timeShift(tx.gauge.a, "1x")'), FAILS),
-        differs(render('timeShift(tx.gauge.a, 5)'), FAILS),
-        differs(render('timeShift(tx.gauge.a, "900000000d")'), FAILS),
-        differs(render('scaleToSeconds(tx.gauge.a, "x")'), FAILS),
-        differs(render('offset(tx.gauge.a, "x")'), FAILS),
-        differs(render('offset(tx.gauge.a)'), FAILS),
-        differs(render('absolute(tx.gauge.a, 1)'), FAILS),
-        differs(render('keepLastValue(tx.sparse, "x")'), FAILS),
-        differs(render('keepLastValue(tx.sparse, 2.5)'), USES_REFUSED),
-        differs(render('transformNull(tx.sparse, "x")'), FAILS),
-        differs(render('transformNull(tx.sparse, None)'), FAILS),
-        differs(render('nonNegativeDerivative(tx.counter.a, 999)'), FAILS),
-        differs(render('perSecond(tx.counter.a, minValue=0)'), FAILS),
-        differs(render('perSecond(tx.counter.a, "x")'), FAILS),
-        render('summarize(nope.*, "0s")'),
-        render('movingAverage(nope.*, "abc")'),
-        render('keepLastValue(tx.gauge.c, None)', frm='-5min'),
-        differs(render('timeShift(tx.coarse, "1d")', frm='-1d', maxDataPoints=20),
-                'graphite-web fails (500) consolidating the shifted series, shorter than the values its first bucket drops; a 400 here'),
-    ],
-    'transform_mixed': mixed(1, 100),
-}
+SCENARIOS = table('scenarios_transform.txt')
+SCENARIOS['transform_mixed'] = mixed(1, 100)
 
 
 def exception_of(page):
@@ -377,23 +166,15 @@ def exception_of(page):
     return html.unescape('%s: %s' % found[-1]) if found else page[:200]
 
 
+def keep_exception(request, answer):
+    """Of a 500, only its exception, and the request marked `differs` with it."""
+    if answer['status'] == 500:
+        answer['body'] = exception_of(answer['body'])
+        request.setdefault('differs', 'graphite-web fails: ' + answer['body'])
+
+
 def main():
-    fixtures = os.path.join(HERE, '..', 'fixtures')
-    with open(os.path.join(fixtures, 'transform_data.json'), 'w') as f:
-        json.dump({'now': NOW, 'files': FILES, 'dirs': DIRS}, f, separators=(',', ':'))
-    for name, requests in SCENARIOS.items():
-        spec = {'files': FILES, 'dirs': DIRS, 'requests': requests}
-        out = subprocess.run([PY, os.path.join(HERE, 'graphite_web.py')], input=json.dumps(spec),
-                             capture_output=True, text=True, check=True).stdout
-        answers = json.loads(out.strip().splitlines()[-1])
-        for r, a in zip(requests, answers):
-            if a['status'] == 500:
-                a['body'] = exception_of(a['body'])
-                r.setdefault('differs', 'graphite-web fails: ' + a['body'])
-            r['expected'] = a
-        with open(os.path.join(fixtures, name + '.json'), 'w') as f:
-            json.dump({'requests': requests}, f, indent=1)
-        print(name, len(requests), 'requests', sum(1 for a in answers if a['status'] != 200), 'non-200')
+    record('transform_data.json', FILES, DIRS, SCENARIOS, keep_exception)
 
 
 if __name__ == '__main__':

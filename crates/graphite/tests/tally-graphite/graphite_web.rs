@@ -8,30 +8,17 @@
 use crate::common;
 
 use common::fixture::DATA;
+use common::replay::fixture_tests;
 
-async fn replay(name: &str, text: &str) {
-    common::replay::replay(name, text, DATA).await;
-}
-
-macro_rules! fixture {
-    ($name:ident) => {
-        #[tokio::test]
-        async fn $name() {
-            replay(
-                stringify!($name),
-                include_str!(concat!("../fixtures/", stringify!($name), ".json")),
-            )
-            .await;
-        }
-    };
-}
-
-fixture!(render_basics);
-fixture!(render_max_data_points);
-fixture!(functions_phase2);
-fixture!(render_errors);
-fixture!(find);
-fixture!(grafana);
-fixture!(functions);
-fixture!(functions_combine);
-fixture!(functions_filter);
+fixture_tests!(
+    DATA;
+    render_basics,
+    render_max_data_points,
+    functions_phase2,
+    render_errors,
+    find,
+    grafana,
+    functions,
+    functions_combine,
+    functions_filter,
+);

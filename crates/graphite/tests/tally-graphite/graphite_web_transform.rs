@@ -6,26 +6,15 @@
 
 use crate::common;
 
-use common::replay::replay;
+use common::replay::fixture_tests;
 
 const DATA: &str = include_str!("../fixtures/transform_data.json");
 
-macro_rules! fixture {
-    ($name:ident) => {
-        #[tokio::test]
-        async fn $name() {
-            replay(
-                stringify!($name),
-                include_str!(concat!("../fixtures/", stringify!($name), ".json")),
-                DATA,
-            )
-            .await;
-        }
-    };
-}
-
-fixture!(transform_points);
-fixture!(transform_moving);
-fixture!(transform_time);
-fixture!(transform_errors);
-fixture!(transform_mixed);
+fixture_tests!(
+    DATA;
+    transform_points,
+    transform_moving,
+    transform_time,
+    transform_errors,
+    transform_mixed,
+);

@@ -204,6 +204,19 @@ impl fmt::Debug for Family {
     }
 }
 
+/// The archives of `space` as whisper's would be: one per precision (its
+/// slice length as the step, the slices kept as the points), in its order.
+pub fn archives(space: &Space) -> Vec<Archive> {
+    space
+        .precisions
+        .iter()
+        .map(|r| Archive {
+            step: r.seconds as i64,
+            points: r.keep as i64,
+        })
+        .collect()
+}
+
 impl Family {
     /// The series of `space` in `store`, shown as `shape` says.
     pub fn new(space: Arc<Space>, store: Arc<dyn SliceStore>, shape: Shape) -> Self {
@@ -212,14 +225,7 @@ impl Family {
         } else {
             shape.root.split('.').map(str::to_owned).collect()
         };
-        let archives = space
-            .precisions
-            .iter()
-            .map(|r| Archive {
-                step: r.seconds as i64,
-                points: r.keep as i64,
-            })
-            .collect();
+        let archives = archives(&space);
         Family {
             space,
             store,

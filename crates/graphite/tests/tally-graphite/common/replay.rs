@@ -14,6 +14,25 @@ use tally_testkit::{GraphiteWeb, WhisperData, WhisperSeries, http};
 
 use super::fixture::{answer, compare, compare_functions, request_params, store_of};
 
+/// One test per fixture named: `fixtures/<name>.json` replayed ([`replay`]) over `$data`
+/// (a `fixtures/*data.json` text).
+macro_rules! fixture_tests {
+    ($data:expr; $($name:ident),+ $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                $crate::common::replay::replay(
+                    stringify!($name),
+                    include_str!(concat!("../fixtures/", stringify!($name), ".json")),
+                    $data,
+                )
+                .await;
+            }
+        )+
+    };
+}
+pub(crate) use fixture_tests;
+
 /// Replays fixture `name` (its JSON `text`) over `data` (a `fixtures/*data.json` text) and
 /// fails listing every request whose answer differs from graphite-web's.
 pub async fn replay(name: &str, text: &str, data: &str) {
