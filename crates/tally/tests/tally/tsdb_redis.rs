@@ -8,7 +8,7 @@ use common::{Fixture, Kind};
 use tally::Clock;
 use tally::TsQuery;
 use tally::tsdb::TsdbSettings;
-use tally::tsdb::rollup::vshard_of;
+use tally::tsdb::precision::vshard_of;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupted_merge_is_finished_by_the_next_one_standalone() {
@@ -62,7 +62,7 @@ async fn interrupted_merge_is_finished_by_the_next_one(kind: Kind) {
     let k = vec![into.clone(), from.clone()];
     let t = now as f64;
     let sums = ts
-        .get_sums(&TsQuery::new("group", &k, t, t).rollup(Some(10)))
+        .get_sums(&TsQuery::new("group", &k, t, t).precision(Some(10)))
         .await
         .unwrap();
     // Moved, not lost: it is in the journal, which has a TTL.
@@ -77,7 +77,7 @@ async fn interrupted_merge_is_finished_by_the_next_one(kind: Kind) {
     ts.merge("group", &into, &from).await.unwrap();
     for rollup in [10, 3600, 86_400] {
         let sums = ts
-            .get_sums(&TsQuery::new("group", &k, t, t).rollup(Some(rollup)))
+            .get_sums(&TsQuery::new("group", &k, t, t).precision(Some(rollup)))
             .await
             .unwrap();
         assert_eq!(
@@ -86,7 +86,7 @@ async fn interrupted_merge_is_finished_by_the_next_one(kind: Kind) {
             "rollup {rollup}"
         );
         let d = ts
-            .get_distinct_totals(&TsQuery::new("group", &k, t, t).rollup(Some(rollup)))
+            .get_distinct_totals(&TsQuery::new("group", &k, t, t).precision(Some(rollup)))
             .await
             .unwrap();
         assert_eq!(d.totals[0].total, 2, "rollup {rollup}");

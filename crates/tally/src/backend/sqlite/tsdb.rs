@@ -28,6 +28,7 @@ use crate::engine::{Applied, Kind, Value};
 use crate::error::{Error, Result};
 use crate::idempotency::Mark;
 use crate::name::Name;
+use crate::tsdb::precision;
 use crate::tsdb::store::{Cell, CellAdd, Held, Merge, Span, TsdbStore, Window, sort_held};
 
 const SCHEMA: &str = "
@@ -304,11 +305,11 @@ impl TsdbStore for SqliteTsdbStore {
         } = job.clone();
         self.write(move |tx, now| {
             for span in &spans {
-                let r = span.rollup;
+                let r = span.precision;
                 for &b in &span.buckets {
                     let src = cell(&model, &from, r.seconds, b);
                     let dst = Cell {
-                        expires: r.expires(b),
+                        expires: precision::expires(r, b),
                         ..cell(&model, &into, r.seconds, b)
                     };
                     // Counts first: an overflow is refused before anything
