@@ -472,9 +472,9 @@ impl Config {
         };
         let tsdb_defaults = TsdbSettings::default();
         let tsdb = TsdbSettings {
-            rollups: match args.rollups.clone().or(file.rollups) {
-                Some(text) => tally::tsdb::rollup::parse(&text)?,
-                None => tsdb_defaults.rollups,
+            precisions: match args.rollups.clone().or(file.rollups) {
+                Some(text) => tally::tsdb::precision::parse(&text)?,
+                None => tsdb_defaults.precisions,
             },
             top_capacity: args
                 .top_capacity

@@ -160,7 +160,7 @@ impl RangeArgs {
         now: f64,
     ) -> Result<TsQuery> {
         let (start, end) = (parse_time(&self.start, now)?, parse_time(&self.end, now)?);
-        Ok(TsQuery::new(model, keys, start, end).rollup(self.rollup))
+        Ok(TsQuery::new(model, keys, start, end).precision(self.rollup))
     }
 }
 

@@ -118,6 +118,21 @@ impl Error {
         )
     }
 
+    /// An [`Error::Overflow`]'s kind, series, precision, slice and delta;
+    /// `None` for any other error.
+    pub fn overflow(&self) -> Option<(&'static str, &str, u64, u64, i64)> {
+        match self {
+            Error::Overflow {
+                kind,
+                name,
+                precision,
+                slice,
+                delta,
+            } => Some((kind, name, *precision, *slice, *delta)),
+            _ => None,
+        }
+    }
+
     /// True when the backend could not be reached; the operation may be
     /// retried.
     pub fn is_unavailable(&self) -> bool {

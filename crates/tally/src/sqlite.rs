@@ -99,6 +99,12 @@ impl Sqlite {
         .await
     }
 
+    /// Checks that the database answers: `SELECT 1` on a reader connection
+    /// (what every SQLite store's `ping` is).
+    pub async fn ping(&self) -> Result<()> {
+        self.read(|conn| Ok(conn.execute_batch("SELECT 1")?)).await
+    }
+
     /// Runs `f` on a reader connection (a consistent snapshot when `f` opens
     /// a transaction).
     pub async fn read<T, F>(&self, f: F) -> Result<T>

@@ -247,19 +247,10 @@ mod tests {
             ],
         )
         .unwrap_err();
-        match err {
-            Error::Overflow {
-                kind,
-                name,
-                precision,
-                slice,
-                delta,
-            } => assert_eq!(
-                (kind, name.as_str(), precision, slice, delta),
-                ("counter", "y", 5, 5, 1)
-            ),
-            other => panic!("{other}"),
-        }
+        assert_eq!(
+            err.overflow().unwrap_or_else(|| panic!("{err}")),
+            ("counter", "y", 5, 5, 1)
+        );
         // i64::MIN is out of range too.
         let err = plan(
             &space,

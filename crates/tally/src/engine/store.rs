@@ -87,19 +87,19 @@ impl Space {
         }
         if precisions.is_empty() || precisions.len() > 32 {
             return Err(Error::Config(format!(
-                "space {id} needs 1 to 32 resolutions, got {}",
+                "space {id} needs 1 to 32 precisions, got {}",
                 precisions.len()
             )));
         }
         precisions.sort_unstable_by_key(|r| r.seconds);
         check_lengths(
-            &format!("space {id}: resolution"),
+            &format!("space {id}: precision"),
             precisions.iter().map(|r| r.seconds),
         )?;
         for r in &precisions {
             if r.keep == 0 || r.keep > 100_000 {
                 return Err(Error::Config(format!(
-                    "space {id}: resolution {} s must keep 1 to 100000 slices, not {}",
+                    "space {id}: precision {} s must keep 1 to 100000 slices, not {}",
                     r.seconds, r.keep
                 )));
             }
@@ -553,9 +553,9 @@ mod tests {
         };
         assert!(bad("Stats", vec![r(1, 1)]).contains("space id \"Stats\" must be"));
         assert!(bad("a-b", vec![r(1, 1)]).contains("a-z, 0-9 and _"));
-        assert!(bad("s", vec![]).contains("needs 1 to 32 resolutions, got 0"));
+        assert!(bad("s", vec![]).contains("needs 1 to 32 precisions, got 0"));
         assert!(
-            bad("s", vec![r(5, 1), r(5, 2)]).contains("space s: resolution 5 s is listed twice")
+            bad("s", vec![r(5, 1), r(5, 2)]).contains("space s: precision 5 s is listed twice")
         );
         assert!(bad("s", vec![r(0, 1)]).contains("out of range"));
         assert!(bad("s", vec![r(5, 0)]).contains("must keep 1 to 100000 slices, not 0"));
@@ -603,7 +603,7 @@ mod tests {
     }
 
     #[test]
-    fn cutoffs_follow_the_cadence_and_each_resolution_s_keep() {
+    fn cutoffs_follow_the_cadence_and_each_precision_s_keep() {
         let job = CleanJob {
             pass: 1,
             now: Timestamp::from_secs(10_000).unwrap(),

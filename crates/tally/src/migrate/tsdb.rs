@@ -33,7 +33,8 @@ use crate::Tally;
 use crate::engine::Kind;
 use crate::error::Result;
 use crate::name::Name;
-use crate::tsdb::{Cell, CellAdd, Held, Rollup, Window};
+use crate::tsdb::precision::{self, Precision};
+use crate::tsdb::{Cell, CellAdd, Held, Window};
 
 /// Copies `from`'s time series into `to` (see the module docs).
 pub(super) async fn copy(
@@ -46,15 +47,15 @@ pub(super) async fn copy(
     let now = from.clock().now().whole_secs();
     let target_now = to.clock().now().whole_secs();
     let held = source.store().list(now).await?;
-    // The source's rollups the target keeps too, by bucket length.
-    let copied: BTreeMap<u64, Rollup> = source
+    // The source's precisions the target keeps too, by bucket length.
+    let copied: BTreeMap<u64, Precision> = source
         .settings()
-        .rollups
+        .precisions
         .iter()
         .filter(|r| {
             target
                 .settings()
-                .rollups
+                .precisions
                 .iter()
                 .any(|t| t.seconds == r.seconds)
         })
@@ -62,7 +63,7 @@ pub(super) async fn copy(
         .collect();
     let mut not_copied: Vec<u64> = source
         .settings()
-        .rollups
+        .precisions
         .iter()
         .map(|r| r.seconds)
         .chain(held.iter().map(|h| h.rollup))
@@ -102,7 +103,7 @@ pub(super) async fn copy(
                 model: model.clone(),
                 keys: keys.clone(),
                 rollup: *seconds,
-                buckets: copied[seconds].live_buckets(now),
+                buckets: precision::live_buckets(copied[seconds], now),
                 now,
             };
             async move {
@@ -114,10 +115,10 @@ pub(super) async fn copy(
         // Each (model, key)'s cells, with the mark of its copy.
         let mut adds: BTreeMap<(Name, Name), Vec<CellAdd>> = BTreeMap::new();
         for (window, values) in values {
-            let rollup = copied[&window.rollup];
+            let p = copied[&window.rollup];
             for (key, per) in window.keys.iter().zip(values) {
                 for (&bucket, delta) in window.buckets.iter().zip(per) {
-                    let expires = rollup.expires(bucket);
+                    let expires = precision::expires(p, bucket);
                     if delta.is_identity() || expires <= target_now {
                         continue;
                     }
@@ -126,7 +127,7 @@ pub(super) async fn copy(
                         cell: Cell {
                             model: window.model.clone(),
                             key: key.clone(),
-                            rollup: rollup.seconds,
+                            rollup: p.seconds,
                             bucket,
                             expires,
                         },

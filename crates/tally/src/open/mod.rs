@@ -34,7 +34,9 @@ use crate::buffers::{BufferStore, Buffers, Tables};
 use crate::clock::{SharedClock, SystemClock};
 use crate::counters::{CounterSettings, CounterWriter, Counters};
 use crate::daily::{DEFAULT_ENTITY_PREFIX, DailySettings, DailyStats};
-use crate::engine::{Cleaner, CleanerSettings, SliceStore, Space, Writer, WriterSettings};
+use crate::engine::{
+    Cleaner, CleanerSettings, Precision, SliceStore, Space, Writer, WriterSettings,
+};
 use crate::error::{Error, Result};
 use crate::gauges::{Gauges, GaugesWriter};
 use crate::graphite::{Family, Namespace, Shape, Source};
@@ -43,7 +45,6 @@ use crate::limits::Limiter;
 use crate::locks::Locks;
 use crate::sets::{Sets, SetsWriter};
 use crate::stats::{Stats, StatsSettings, StatsWriter};
-use crate::tsdb::rollup::Rollup;
 use crate::tsdb::{Tsdb, TsdbSettings};
 
 /// The longest accepted [`ReplicationWait::timeout`] (each write may wait
@@ -387,7 +388,7 @@ impl Tally {
 ///     .prefix("shop") // Redis keys {shop:...}; .layout(Layout::Ria) for the book's
 ///     .precisions([1, 60, 3600])
 ///     .samples(240)
-///     .rollups(tally::tsdb::rollup::parse("60:1440,3600:720")?)
+///     .tsdb_precisions(tally::tsdb::precision::parse("60:1440,3600:720")?)
 ///     .daily_retention(30)
 ///     .utc_offset_minutes(60)
 ///     .clock(Arc::new(clock.clone())) // tests
@@ -486,9 +487,10 @@ impl TallyBuilder {
         self
     }
 
-    /// The time-series rollups (default: 10 s × 360, 1 h × 168, 1 day × 90).
-    pub fn rollups(mut self, rollups: impl IntoIterator<Item = Rollup>) -> Self {
-        self.tsdb.rollups = rollups.into_iter().collect();
+    /// The time-series store's precisions (`--rollups`; default: 10 s × 360,
+    /// 1 h × 168, 1 day × 90).
+    pub fn tsdb_precisions(mut self, precisions: impl IntoIterator<Item = Precision>) -> Self {
+        self.tsdb.precisions = precisions.into_iter().collect();
         self
     }
 

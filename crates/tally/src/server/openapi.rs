@@ -40,7 +40,12 @@ pub fn render(services: &Services, settings: &ServerSettings) -> String {
     let schemas = &mut doc["components"]["schemas"];
     schemas["Precision"]["enum"] = json!(services.counters.settings().precisions);
     if let Some(tsdb) = &services.tsdb {
-        let rollups: Vec<u64> = tsdb.settings().rollups.iter().map(|r| r.seconds).collect();
+        let rollups: Vec<u64> = tsdb
+            .settings()
+            .precisions
+            .iter()
+            .map(|p| p.seconds)
+            .collect();
         schemas["Rollup"]["enum"] = json!(rollups);
     }
     let policies: Vec<&String> = services

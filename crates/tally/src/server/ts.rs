@@ -285,11 +285,11 @@ impl Span {
         check::time("start", self.start)?;
         check::time("end", self.end)?;
         if let Some(r) = self.rollup
-            && !ts.settings().rollups.iter().any(|c| c.seconds == r)
+            && !ts.settings().precisions.iter().any(|c| c.seconds == r)
         {
             let configured: Vec<String> = ts
                 .settings()
-                .rollups
+                .precisions
                 .iter()
                 .map(|c| c.seconds.to_string())
                 .collect();
@@ -308,7 +308,7 @@ impl Span {
         check::range_order("end", start, end)?;
         Ok((
             ts,
-            TsQuery::new(model, keys, start, end).rollup(self.rollup),
+            TsQuery::new(model, keys, start, end).precision(self.rollup),
         ))
     }
 }

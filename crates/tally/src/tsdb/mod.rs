@@ -1,20 +1,20 @@
-//! A time-series store with rollups (Sentry's tsdb, docs/reference.md):
-//! counts, distinct counts and most frequent items per (model, key), at
-//! several rollups at once, expiring by themselves.
+//! A time-series store (Sentry's tsdb, docs/reference.md): counts,
+//! distinct counts and most frequent items per (model, key), at several
+//! precisions at once (Sentry's rollups), expiring by themselves.
 //!
 //! [`Tsdb`] is the service over the slice engine: a bucket's count is the
 //! engine's sum kind, its distinct values the distinct kind (HyperLogLog),
 //! its most frequent items the top kind (Space-Saving), each a [`Value`].
 //! The service validates models, keys, values and times, resolves each
-//! write into one bucket per rollup with its expiry (so the store sets the
+//! write into one bucket per precision with its expiry (so the store sets the
 //! expiry in the same atomic step and nothing needs a cleaner), merges
 //! duplicate increments with the engine's write path ([`plan::plan`]), and
-//! picks the rollup of a read (Sentry's rule: [`rollup::optimal`]). The
+//! picks the precision of a read (Sentry's rule: [`precision::optimal`]). The
 //! store ([`TsdbStore`]) only stores, one write path and one read for every
 //! kind, in Sentry's layout. Keys may be integers or strings: an integer
 //! key is its decimal text (42 and "42" are the same key).
 
-pub mod rollup;
+pub mod precision;
 pub mod store;
 
 /// HyperLogLog, register-compatible with Redis: the engine's distinct kind.
@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use rollup::{DEFAULT_ROLLUPS, Rollup, VSHARDS};
+pub use precision::{DEFAULT_PRECISIONS, VSHARDS};
 pub use store::{Cell, CellAdd, Held, Merge, Span, TsdbStore, Window};
 pub use topn::ItemCount;
 
@@ -53,8 +53,8 @@ pub const MAX_COUNT: i64 = 1 << 53;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TsdbSettings {
-    /// Rollups, finest first after validation.
-    pub rollups: Vec<Rollup>,
+    /// Precisions (`--rollups`), finest first after validation.
+    pub precisions: Vec<Precision>,
     /// Items kept per key and bucket by the most-frequent summaries.
     pub top_capacity: usize,
 }
@@ -62,16 +62,16 @@ pub struct TsdbSettings {
 impl Default for TsdbSettings {
     fn default() -> Self {
         TsdbSettings {
-            rollups: DEFAULT_ROLLUPS.to_vec(),
+            precisions: DEFAULT_PRECISIONS.to_vec(),
             top_capacity: topn::DEFAULT_CAPACITY,
         }
     }
 }
 
 impl TsdbSettings {
-    /// Checks the settings and sorts the rollups finest first.
+    /// Checks the settings and sorts the precisions finest first.
     pub fn validate(mut self) -> Result<Self> {
-        self.rollups = rollup::validate(self.rollups)?;
+        self.precisions = precision::validate(self.precisions)?;
         if self.top_capacity == 0 || self.top_capacity > 10_000 {
             return Err(Error::Config(format!(
                 "top capacity must be 1 to 10000 items, got {}",
@@ -128,15 +128,15 @@ impl TsIncrement {
 }
 
 /// What a time-series read asks for: keys of a model over the range
-/// `[start, end]` (Unix seconds, inclusive), at a rollup (by default the
-/// finest whose retention, counted back from now, reaches `start`:
-/// [`rollup::optimal`]).
+/// `[start, end]` (Unix seconds, inclusive), at a precision (by default
+/// the finest whose retention, counted back from now, reaches `start`:
+/// [`precision::optimal`]).
 ///
 /// ```
 /// use tally::tsdb::TsQuery;
 ///
-/// let q = TsQuery::new("project", [42, 43], 1_700_000_000.0, 1_700_003_600.0).rollup(Some(10));
-/// assert_eq!((q.keys[1].as_str(), q.rollup), ("43", Some(10)));
+/// let q = TsQuery::new("project", [42, 43], 1_700_000_000.0, 1_700_003_600.0).precision(Some(10));
+/// assert_eq!((q.keys[1].as_str(), q.precision), ("43", Some(10)));
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -149,13 +149,14 @@ pub struct TsQuery {
     pub start: f64,
     /// The range's end, Unix seconds (inclusive).
     pub end: f64,
-    /// The rollup to read, seconds; `None`: the default.
-    #[serde(default)]
-    pub rollup: Option<u64>,
+    /// The precision to read, seconds; `None`: the default. Serialized as
+    /// `rollup`, the query parameter's name.
+    #[serde(default, rename = "rollup")]
+    pub precision: Option<u64>,
 }
 
 impl TsQuery {
-    /// `keys` of `model` over `[start, end]`, at the default rollup.
+    /// `keys` of `model` over `[start, end]`, at the default precision.
     pub fn new(
         model: impl Into<String>,
         keys: impl IntoIterator<Item = impl ToString>,
@@ -167,13 +168,13 @@ impl TsQuery {
             keys: keys.into_iter().map(|k| k.to_string()).collect(),
             start,
             end,
-            rollup: None,
+            precision: None,
         }
     }
 
-    /// The same at the rollup of `seconds` (`None`: the default).
-    pub fn rollup(mut self, seconds: Option<u64>) -> Self {
-        self.rollup = seconds;
+    /// The same at the precision of `seconds` (`None`: the default).
+    pub fn precision(mut self, seconds: Option<u64>) -> Self {
+        self.precision = seconds;
         self
     }
 }
@@ -190,7 +191,7 @@ pub struct KeySeries {
 /// Series of several keys over a range.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RangeSeries {
-    /// The rollup used, seconds.
+    /// The precision used, seconds (the JSON field `rollup`).
     pub rollup: u64,
     /// One per key, in the order asked.
     pub series: Vec<KeySeries>,
@@ -208,7 +209,7 @@ pub struct KeyTotal {
 /// Totals of several keys over a range.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RangeTotals {
-    /// The rollup used, seconds.
+    /// The precision used, seconds (the JSON field `rollup`).
     pub rollup: u64,
     /// One per key, in the order asked.
     pub totals: Vec<KeyTotal>,
@@ -217,7 +218,7 @@ pub struct RangeTotals {
 /// The most frequent items of a key over a range.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopItems {
-    /// The rollup used, seconds.
+    /// The precision used, seconds (the JSON field `rollup`).
     pub rollup: u64,
     /// The key.
     pub key: String,
@@ -244,7 +245,7 @@ fn plain(kind: &str, text: &str) -> Result<Name> {
 /// let ts = tally.tsdb();
 /// let now = tally.clock().now().as_secs_f64();
 ///
-/// ts.incr("project", 42, 5).await?; // events of project 42, in every rollup
+/// ts.incr("project", 42, 5).await?; // events of project 42, in every precision
 /// let users = ["alice", "bob", "alice"].map(String::from);
 /// ts.record("project.users", 42, &users, None).await?; // distinct values
 ///
@@ -261,7 +262,7 @@ pub struct Tsdb {
     store: Arc<dyn TsdbStore>,
     settings: TsdbSettings,
     clock: SharedClock,
-    /// The counts' space (sums at every rollup, expiring), for the engine's
+    /// The counts' space (sums at every precision, expiring), for the engine's
     /// write path.
     counts: Arc<Space>,
 }
@@ -279,12 +280,12 @@ impl Tsdb {
         clock: Arc<dyn Clock>,
     ) -> Result<Self> {
         let settings = settings.validate()?;
-        let precisions = settings
-            .rollups
-            .iter()
-            .map(|r| Precision::new(r.seconds, r.samples))
-            .collect();
-        let counts = Space::new("ts_count", Kind::Sum, precisions, Retention::Expire)?;
+        let counts = Space::new(
+            "ts_count",
+            Kind::Sum,
+            settings.precisions.clone(),
+            Retention::Expire,
+        )?;
         Ok(Tsdb {
             store,
             settings,
@@ -309,7 +310,7 @@ impl Tsdb {
             .await
     }
 
-    /// Adds a batch of increments: duplicates merged, every rollup written,
+    /// Adds a batch of increments: duplicates merged, every precision written,
     /// one atomic call per (model, virtual shard), all sent at once. Every
     /// increment is validated before anything is written.
     pub async fn incr_multi(&self, increments: &[TsIncrement]) -> Result<()> {
@@ -564,7 +565,7 @@ impl Tsdb {
         })
     }
 
-    /// Moves all data of `from` into `into` (every rollup, counts, distinct
+    /// Moves all data of `from` into `into` (every precision, counts, distinct
     /// sets and summaries); `from` is left empty. No crash at any point
     /// loses data: on Redis a half-done merge is finished by the next merge
     /// of the same keys.
@@ -589,7 +590,7 @@ impl Tsdb {
             .await
     }
 
-    /// Deletes every rollup's data of `keys`.
+    /// Deletes every precision's data of `keys`.
     pub async fn delete(&self, model: &str, keys: &[String]) -> Result<()> {
         let model = plain("model", model)?;
         let keys = self.keys(keys)?;
@@ -604,11 +605,11 @@ impl Tsdb {
 
     fn spans(&self, now: u64) -> Vec<Span> {
         self.settings
-            .rollups
+            .precisions
             .iter()
-            .map(|&rollup| Span {
-                rollup,
-                buckets: rollup.live_buckets(now),
+            .map(|&precision| Span {
+                precision,
+                buckets: precision::live_buckets(precision, now),
             })
             .collect()
     }
@@ -635,7 +636,7 @@ impl Tsdb {
     }
 
     /// A write's model, key and instant, validated: names without braces,
-    /// a valid time at most [`rollup::MAX_FUTURE_SECS`] after now.
+    /// a valid time at most [`precision::MAX_FUTURE_SECS`] after now.
     fn point(
         &self,
         model: &str,
@@ -647,16 +648,16 @@ impl Tsdb {
         let key = plain("key", key)?;
         let at = plan::time(at, now)?;
         let (t, now) = (at.whole_secs(), now.whole_secs());
-        if t > now + rollup::MAX_FUTURE_SECS {
+        if t > now + precision::MAX_FUTURE_SECS {
             return Err(Error::InvalidTime(format!(
                 "{t} is more than {} s after now ({now})",
-                rollup::MAX_FUTURE_SECS
+                precision::MAX_FUTURE_SECS
             )));
         }
         Ok((model, key, at))
     }
 
-    /// The cell of `key`'s bucket `bucket` of the rollup of `seconds`, with
+    /// The cell of `key`'s bucket `bucket` of the precision of `seconds`, with
     /// its expiry; `None` when that bucket has expired already.
     fn cell(
         &self,
@@ -666,21 +667,22 @@ impl Tsdb {
         bucket: u64,
         now: Timestamp,
     ) -> Option<Cell> {
-        let r = self
+        let p = self
             .settings
-            .rollups
+            .precisions
             .iter()
-            .find(|r| r.seconds == seconds)?;
-        (r.expires(bucket) > now.whole_secs()).then(|| Cell {
+            .find(|p| p.seconds == seconds)?;
+        let expires = precision::expires(*p, bucket);
+        (expires > now.whole_secs()).then(|| Cell {
             model: model.clone(),
             key: key.clone(),
             rollup: seconds,
             bucket,
-            expires: r.expires(bucket),
+            expires,
         })
     }
 
-    /// One cell per rollup for a write at `at` (default now), skipping
+    /// One cell per precision for a write at `at` (default now), skipping
     /// buckets already expired; errors for bad names and times.
     fn cells(&self, model: &str, key: &str, at: Option<f64>) -> Result<Vec<Cell>> {
         let now = self.clock.now();
@@ -688,9 +690,9 @@ impl Tsdb {
         let t = at.whole_secs();
         Ok(self
             .settings
-            .rollups
+            .precisions
             .iter()
-            .filter_map(|r| self.cell(&model, &key, r.seconds, r.bucket(t), now))
+            .filter_map(|p| self.cell(&model, &key, p.seconds, p.slice_of_second(t), now))
             .collect())
     }
 
@@ -707,37 +709,37 @@ impl Tsdb {
             )));
         }
         let now = self.clock.now().whole_secs();
-        let rollup = match q.rollup {
+        let p = match q.precision {
             Some(seconds) => *self
                 .settings
-                .rollups
+                .precisions
                 .iter()
-                .find(|r| r.seconds == seconds)
+                .find(|p| p.seconds == seconds)
                 .ok_or_else(|| Error::UnknownPrecision {
                     precision: seconds,
                     configured: self
                         .settings
-                        .rollups
+                        .precisions
                         .iter()
-                        .map(|r| r.seconds.to_string())
+                        .map(|p| p.seconds.to_string())
                         .collect::<Vec<_>>()
                         .join(", "),
                 })?,
-            None => rollup::optimal(&self.settings.rollups, start, now),
+            None => precision::optimal(&self.settings.precisions, start, now),
         };
-        let points = (rollup.bucket(end) - rollup.bucket(start)) / rollup.seconds + 1;
-        if points > rollup::MAX_POINTS {
+        let points = (p.slice_of_second(end) - p.slice_of_second(start)) / p.seconds + 1;
+        if points > precision::MAX_POINTS {
             return Err(Error::InvalidInput(format!(
                 "the range covers {points} buckets of {} s; at most {} per read",
-                rollup.seconds,
-                rollup::MAX_POINTS
+                p.seconds,
+                precision::MAX_POINTS
             )));
         }
         Ok(Window {
             model,
             keys,
-            rollup: rollup.seconds,
-            buckets: rollup.buckets(start, end),
+            rollup: p.seconds,
+            buckets: precision::buckets(p, start, end),
             now,
         })
     }

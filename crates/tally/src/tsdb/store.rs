@@ -16,11 +16,11 @@ use std::fmt;
 
 use async_trait::async_trait;
 
+use crate::engine::Precision;
 use crate::engine::{Applied, Kind, Value, read};
 use crate::error::Result;
 use crate::idempotency::Mark;
 use crate::name::Name;
-use crate::tsdb::rollup::Rollup;
 
 /// Where one write lands: a key's bucket of one rollup.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -69,11 +69,11 @@ pub struct Window {
     pub now: u64,
 }
 
-/// Buckets of one rollup, for a merge or a delete.
+/// Buckets of one precision, for a merge or a delete.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Span {
-    /// The rollup.
-    pub rollup: Rollup,
+    /// The precision.
+    pub precision: Precision,
     /// Every bucket that may hold data.
     pub buckets: Vec<u64>,
 }
@@ -87,7 +87,7 @@ pub struct Merge {
     pub into: Name,
     /// The key merged away (left empty).
     pub from: Name,
-    /// Every rollup's buckets that may hold data.
+    /// Every precision's buckets that may hold data.
     pub spans: Vec<Span>,
     /// Items a merged summary keeps.
     pub capacity: usize,

@@ -15,7 +15,7 @@ use tally::TsQuery;
 use tally::backend::redis::{Layout, layout};
 use tally::counters::{Applied, WriteSeq};
 use tally::engine::Batch;
-use tally::tsdb::rollup::vshard_of;
+use tally::tsdb::precision::vshard_of;
 use tally::{
     Backend, BackendConfig, Clock, CounterSettings, Counters, DailySettings, DailyStats, Increment,
     ManualClock, ReplicationWait, SystemClock, Tsdb, TsdbSettings,
@@ -331,7 +331,7 @@ async fn slot_migration(layout: Layout) {
     let now = clock.now().as_secs_f64();
     for rollup in [3600, 86_400] {
         let sums = ts
-            .get_sums(&TsQuery::new(&model, &["k".to_owned()], now, now).rollup(Some(rollup)))
+            .get_sums(&TsQuery::new(&model, &["k".to_owned()], now, now).precision(Some(rollup)))
             .await
             .unwrap();
         assert_eq!(

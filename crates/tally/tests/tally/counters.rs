@@ -221,21 +221,11 @@ async fn overflow_writes_nothing(kind: Kind) {
     // At t = 100 the 1 s, 5 s and 60 s slices are new; only the 300 s slice
     // (starting at 0) would overflow. Nothing may be written anywhere.
     let err = f.counters.incr_at("big", 2, 100.0).await.unwrap_err();
-    match &err {
-        Error::Overflow {
-            kind,
-            name,
-            precision,
-            slice,
-            delta,
-        } => {
-            assert_eq!(
-                (*kind, name.as_str(), *precision, *slice, *delta),
-                ("counter", "big", 300, 0, 2)
-            );
-        }
-        other => panic!("expected an overflow, got {other}"),
-    }
+    assert_eq!(
+        err.overflow()
+            .unwrap_or_else(|| panic!("expected an overflow, got {err}")),
+        ("counter", "big", 300, 0, 2)
+    );
     assert!(err.to_string().contains("would overflow"), "{err}");
     // The message names the kind, with its verb.
     assert!(

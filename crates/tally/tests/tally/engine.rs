@@ -207,21 +207,11 @@ async fn overflow_anywhere_writes_nothing(kind: Kind) {
     items.push(("full".into(), 1000.0, 1));
     let items: Vec<(&str, f64, i64)> = items.iter().map(|(n, a, d)| (n.as_str(), *a, *d)).collect();
     let err = s.apply(&batch(&space, &items)).await.unwrap_err();
-    match err {
-        Error::Overflow {
-            kind,
-            name,
-            precision,
-            slice,
-            delta,
-        } => {
-            assert_eq!(kind, "counter");
-            assert_eq!(name, "full");
-            assert_eq!(slice, 1000 / precision * precision);
-            assert_eq!(delta, 1);
-        }
-        other => panic!("{other}"),
-    }
+    let (kind, series, precision, slice, delta) = err.overflow().unwrap_or_else(|| panic!("{err}"));
+    assert_eq!(kind, "counter");
+    assert_eq!(series, "full");
+    assert_eq!(slice, 1000 / precision * precision);
+    assert_eq!(delta, 1);
     let names: Vec<Name> = (0..40).map(|i| name(&format!("s{i}"))).collect();
     let got = s
         .read(&space, &names, &[1, 10, 100], SliceSel::All)

@@ -15,7 +15,7 @@ use tally::TsQuery;
 use tally::counters::{Applied, CounterWriter, WhenFull, WriterSettings};
 use tally::idempotency::{Answer, Claim, fingerprint};
 use tally::tsdb::TsIncrement;
-use tally::tsdb::rollup::vshard_of;
+use tally::tsdb::precision::vshard_of;
 use tally::{Backend, Clock, GaugeOp, Idempotency, Increment, View};
 
 per_backend!(features:keyed_writes_apply_once, keyed_kinds_apply_once);

@@ -230,15 +230,18 @@ async fn ts_snapshot(tally: &Tally) -> TsSnapshot {
         .await
         .unwrap();
     let now = now() as u64;
-    let rollups = tally.tsdb().settings().rollups.clone();
+    let precisions = tally.tsdb().settings().precisions.clone();
     let mut all = TsSnapshot::new();
     for held in store.list(now).await.unwrap() {
-        let rollup = rollups.iter().find(|r| r.seconds == held.rollup).unwrap();
+        let p = precisions
+            .iter()
+            .find(|p| p.seconds == held.rollup)
+            .unwrap();
         let window = Window {
             model: held.model.clone(),
             keys: vec![held.key.clone()],
             rollup: held.rollup,
-            buckets: rollup.live_buckets(now),
+            buckets: tally::tsdb::precision::live_buckets(*p, now),
             now,
         };
         let read = store.read(held.kind, &window).await.unwrap();
@@ -330,18 +333,18 @@ async fn same_answers(a: &Tally, b: &Tally) {
         let span = if rollup == 10 { 3_000.0 } else { 80_000.0 };
         let (start, end, r) = (t - span, t + 10.0, Some(rollup));
         same!(a, b, |x| x.tsdb().get_sums(
-            &TsQuery::new("project", &keys, start, end).rollup(r)
+            &TsQuery::new("project", &keys, start, end).precision(r)
         ));
         let users = "project.users";
         same!(a, b, |x| x.tsdb().get_distinct_series(
-            &TsQuery::new(users, &keys, start, end).rollup(r)
+            &TsQuery::new(users, &keys, start, end).precision(r)
         ));
         same!(a, b, |x| x.tsdb().get_distinct_union(
-            &TsQuery::new(users, &keys, start, end).rollup(r)
+            &TsQuery::new(users, &keys, start, end).precision(r)
         ));
         for key in 0..5 {
             same!(a, b, |x| x.tsdb().get_top(
-                &TsQuery::new("project.top", [key], start, end).rollup(r),
+                &TsQuery::new("project.top", [key], start, end).precision(r),
                 20
             ));
         }
@@ -432,7 +435,7 @@ async fn sqlite_to_redis_to_cluster_keeps_every_slice() {
         .tsdb()
         .get_distinct_totals(
             &TsQuery::new("project.users", &["0".to_owned()], now() - 3_600.0, now())
-                .rollup(Some(3_600)),
+                .precision(Some(3_600)),
         )
         .await
         .unwrap();
@@ -560,10 +563,7 @@ async fn a_series_expiring_between_runs_shifts_nothing() {
     let clock = Arc::new(ManualClock::at(now()));
     let open_at = |name: &str| {
         let settings = tally::TsdbSettings {
-            rollups: vec![tally::tsdb::Rollup {
-                seconds: 10,
-                samples: 360,
-            }],
+            precisions: vec![tally::tsdb::precision::Precision::new(10, 360)],
             ..tally::TsdbSettings::default()
         };
         let path = dir.path().join(name).to_str().unwrap().to_owned();

@@ -6,9 +6,10 @@ use crate::common;
 use common::{Fixture, Kind, Total, range_totals};
 use tally::TsQuery;
 use tally::counters::Sample;
-use tally::tsdb::rollup::vshard_of;
+use tally::tsdb::precision::Precision;
+use tally::tsdb::precision::vshard_of;
 use tally::tsdb::topn::{self, Summary};
-use tally::tsdb::{ItemCount, Rollup, TsIncrement, TsdbSettings};
+use tally::tsdb::{ItemCount, TsIncrement, TsdbSettings};
 use tally::{Clock, Error, SystemClock};
 
 per_backend!(features:
@@ -61,7 +62,7 @@ async fn incr_writes_every_rollup_and_ranges_fill_missing_buckets(kind: Kind) {
     let range = ts
         .get_range(
             &TsQuery::new("group", keys(&["a", "b"]), (now - 30) as f64, now as f64)
-                .rollup(Some(10)),
+                .precision(Some(10)),
         )
         .await
         .unwrap();
@@ -77,7 +78,7 @@ async fn incr_writes_every_rollup_and_ranges_fill_missing_buckets(kind: Kind) {
     let hourly = ts
         .get_range(
             &TsQuery::new("group", keys(&["a"]), (now - 7200) as f64, now as f64)
-                .rollup(Some(3600)),
+                .precision(Some(3600)),
         )
         .await
         .unwrap();
@@ -88,7 +89,7 @@ async fn incr_writes_every_rollup_and_ranges_fill_missing_buckets(kind: Kind) {
     let sums = ts
         .get_sums(
             &TsQuery::new("group", keys(&["a"]), (now - 3 * 86_400) as f64, now as f64)
-                .rollup(Some(86_400)),
+                .precision(Some(86_400)),
         )
         .await
         .unwrap();
@@ -137,7 +138,7 @@ async fn integer_and_string_keys_are_the_same_key(kind: Kind) {
     ts.incr("project", "42", 1).await.unwrap();
     let now = f.clock.now().as_secs_f64();
     let sums = ts
-        .get_sums(&TsQuery::new("project", keys(&["42"]), now - 60.0, now).rollup(Some(10)))
+        .get_sums(&TsQuery::new("project", keys(&["42"]), now - 60.0, now).precision(Some(10)))
         .await
         .unwrap();
     assert_eq!(sums.totals[0].total, 4);
@@ -153,7 +154,7 @@ async fn batches_merge_duplicates_and_span_shards(kind: Kind) {
     let all: Vec<String> = (0..60).map(|i| i.to_string()).collect();
     let now = f.clock.now().as_secs_f64();
     let sums = ts
-        .get_sums(&TsQuery::new("group", &all, now, now).rollup(Some(10)))
+        .get_sums(&TsQuery::new("group", &all, now, now).precision(Some(10)))
         .await
         .unwrap();
     for (i, t) in sums.totals.iter().enumerate() {
@@ -166,7 +167,7 @@ async fn batches_merge_duplicates_and_span_shards(kind: Kind) {
     // Every rollup got the same counts.
     for rollup in [3600, 86_400] {
         let sums = ts
-            .get_sums(&TsQuery::new("group", &all, now, now).rollup(Some(rollup)))
+            .get_sums(&TsQuery::new("group", &all, now, now).precision(Some(rollup)))
             .await
             .unwrap();
         assert_eq!(sums.totals.iter().map(|t| t.total).sum::<i64>(), 450);
@@ -198,7 +199,7 @@ async fn distinct_counts_per_bucket_per_key_and_across_keys(kind: Kind) {
         .unwrap();
     let pair = vec![a.clone(), b.clone()];
     let series = ts
-        .get_distinct_series(&TsQuery::new("group", &pair, now - 10.0, now).rollup(Some(10)))
+        .get_distinct_series(&TsQuery::new("group", &pair, now - 10.0, now).precision(Some(10)))
         .await
         .unwrap();
     let b10 = (now as u64) / 10 * 10;
@@ -210,20 +211,20 @@ async fn distinct_counts_per_bucket_per_key_and_across_keys(kind: Kind) {
     assert_eq!(b_points[0], s(b10 - 10, 0));
     assert!(near(b_points[1].count, 210), "{b_points:?}");
     let totals = ts
-        .get_distinct_totals(&TsQuery::new("group", &pair, now - 10.0, now).rollup(Some(10)))
+        .get_distinct_totals(&TsQuery::new("group", &pair, now - 10.0, now).precision(Some(10)))
         .await
         .unwrap();
     assert!(near(totals.totals[0].total, 150), "{totals:?}");
     assert!(near(totals.totals[1].total, 210), "{totals:?}");
     // Across keys (different shards, so different slots on a cluster).
     let union = ts
-        .get_distinct_union(&TsQuery::new("group", &pair, now - 10.0, now).rollup(Some(10)))
+        .get_distinct_union(&TsQuery::new("group", &pair, now - 10.0, now).precision(Some(10)))
         .await
         .unwrap();
     assert!(near(union.total, 300), "{union:?}");
     // The hourly rollup saw every record in one bucket.
     let hourly = ts
-        .get_distinct_totals(&TsQuery::new("group", &pair, now, now).rollup(Some(3600)))
+        .get_distinct_totals(&TsQuery::new("group", &pair, now, now).precision(Some(3600)))
         .await
         .unwrap();
     assert!(near(hourly.totals[0].total, 150), "{hourly:?}");
@@ -232,7 +233,7 @@ async fn distinct_counts_per_bucket_per_key_and_across_keys(kind: Kind) {
         .await
         .unwrap();
     let big = ts
-        .get_distinct_totals(&TsQuery::new("group", keys(&["big"]), now, now).rollup(Some(10)))
+        .get_distinct_totals(&TsQuery::new("group", keys(&["big"]), now, now).precision(Some(10)))
         .await
         .unwrap()
         .totals[0]
@@ -259,7 +260,10 @@ async fn most_frequent_items_are_exact_then_bounded(kind: Kind) {
     .await
     .unwrap();
     let top = ts
-        .get_top(&TsQuery::new("release", [7], now, now).rollup(Some(10)), 10)
+        .get_top(
+            &TsQuery::new("release", [7], now, now).precision(Some(10)),
+            10,
+        )
         .await
         .unwrap();
     let want = |v: &[(&str, i64)]| -> Vec<ItemCount> {
@@ -277,7 +281,10 @@ async fn most_frequent_items_are_exact_then_bounded(kind: Kind) {
         .await
         .unwrap();
     let top = ts
-        .get_top(&TsQuery::new("release", [7], now, now).rollup(Some(10)), 2)
+        .get_top(
+            &TsQuery::new("release", [7], now, now).precision(Some(10)),
+            2,
+        )
         .await
         .unwrap();
     assert_eq!(top.items, want(&[("d", 6), ("a", 5)]));
@@ -297,7 +304,10 @@ async fn most_frequent_items_are_exact_then_bounded(kind: Kind) {
     }
     let expected = topn::top(model.items().map(|(k, v)| (k.to_owned(), v)), 10);
     let top = ts
-        .get_top(&TsQuery::new("release", [8], now, now).rollup(Some(10)), 10)
+        .get_top(
+            &TsQuery::new("release", [8], now, now).precision(Some(10)),
+            10,
+        )
         .await
         .unwrap();
     assert_eq!(top.items, expected);
@@ -339,7 +349,7 @@ async fn merge_moves_everything_and_leaves_from_empty(kind: Kind) {
     }
     let top = ts
         .get_top(
-            &TsQuery::new("group", [&into], now, now).rollup(Some(10)),
+            &TsQuery::new("group", [&into], now, now).precision(Some(10)),
             5,
         )
         .await
@@ -359,7 +369,7 @@ async fn merge_moves_everything_and_leaves_from_empty(kind: Kind) {
     );
     assert!(
         ts.get_top(
-            &TsQuery::new("group", [&from], now, now).rollup(Some(10)),
+            &TsQuery::new("group", [&from], now, now).precision(Some(10)),
             5
         )
         .await
@@ -421,10 +431,7 @@ async fn data_expires_with_its_bucket(kind: Kind) {
     let f = Fixture::near_now(kind).await;
     let ts = f
         .tsdb(TsdbSettings {
-            rollups: vec![Rollup {
-                seconds: 1,
-                samples: 2,
-            }],
+            precisions: vec![Precision::new(1, 2)],
             top_capacity: 10,
         })
         .await;
@@ -506,7 +513,7 @@ async fn bad_input_writes_nothing(kind: Kind) {
     }
     let k = keys(&["ok", "a"]);
     let sums = ts
-        .get_sums(&TsQuery::new("group", &k, now, now).rollup(Some(10)))
+        .get_sums(&TsQuery::new("group", &k, now, now).precision(Some(10)))
         .await
         .unwrap();
     assert!(sums.totals.iter().all(|t| t.total == 0));
@@ -516,12 +523,12 @@ async fn bad_input_writes_nothing(kind: Kind) {
         .unwrap_err();
     assert!(err.to_string().contains("ends"), "{err}");
     let err = ts
-        .get_range(&TsQuery::new("group", &k, now, now).rollup(Some(7)))
+        .get_range(&TsQuery::new("group", &k, now, now).precision(Some(7)))
         .await
         .unwrap_err();
     assert!(matches!(err, Error::UnknownPrecision { .. }), "{err}");
     let err = ts
-        .get_range(&TsQuery::new("group", &k, 0.0, now).rollup(Some(10)))
+        .get_range(&TsQuery::new("group", &k, 0.0, now).precision(Some(10)))
         .await
         .unwrap_err();
     assert!(err.to_string().contains("at most 10000"), "{err}");
@@ -554,7 +561,8 @@ async fn every_redis_key_has_a_ttl(kind: Kind) {
     ts.merge("group", &a, &b).await.unwrap();
     let now = f.clock.now().as_secs_f64();
     ts.get_distinct_union(
-        &TsQuery::new("group", &[a.clone(), b.clone()], now - 86_400.0, now).rollup(Some(86_400)),
+        &TsQuery::new("group", &[a.clone(), b.clone()], now - 86_400.0, now)
+            .precision(Some(86_400)),
     )
     .await
     .unwrap();
@@ -603,13 +611,16 @@ async fn overflowing_counts_are_refused_and_change_nothing(kind: Kind) {
         let mut sums = Vec::new();
         for rollup in [10, 3600, 86_400] {
             let s = ts
-                .get_sums(&TsQuery::new("group", &k, now, now).rollup(Some(rollup)))
+                .get_sums(&TsQuery::new("group", &k, now, now).precision(Some(rollup)))
                 .await
                 .unwrap();
             sums.push(s.totals[0].total);
         }
         let top = ts
-            .get_top(&TsQuery::new("group", [key], now, now).rollup(Some(10)), 10)
+            .get_top(
+                &TsQuery::new("group", [key], now, now).precision(Some(10)),
+                10,
+            )
             .await
             .unwrap();
         (sums, top.items)

@@ -7,7 +7,7 @@ use crate::common;
 use common::{Fixture, Kind, Total, range_totals};
 use tally::Clock;
 use tally::tsdb::TsdbSettings;
-use tally::tsdb::rollup::vshard_of;
+use tally::tsdb::precision::vshard_of;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupted_merge_is_finished_by_the_next_one_standalone() {

@@ -44,7 +44,7 @@ use crate::engine::{Applied, Kind, Value as Delta};
 use crate::error::{Error, Result};
 use crate::idempotency::Mark;
 use crate::name::Name;
-use crate::tsdb::rollup::{Rollup, vshard_of};
+use crate::tsdb::precision::{self, Precision, vshard_of};
 use crate::tsdb::store::{Cell, CellAdd, Held, Merge, Span, TsdbStore, Window, sort_held};
 
 /// Keys deleted per call (each key's deletion stays atomic).
@@ -523,17 +523,17 @@ impl TsdbStore for RedisTsdbStore {
         let from_tag = self.tag(model, from);
         let into_tag = self.tag(model, into);
         let journal = format!("{from_tag}:mj:{into}");
-        let entries: Vec<(Rollup, u64)> = spans
+        let entries: Vec<(Precision, u64)> = spans
             .iter()
-            .flat_map(|s| s.buckets.iter().map(move |&b| (s.rollup, b)))
+            .flat_map(|s| s.buckets.iter().map(move |&b| (s.precision, b)))
             .collect();
-        let expiry: HashMap<String, (Rollup, u64)> = entries
+        let expiry: HashMap<String, (Precision, u64)> = entries
             .iter()
             .map(|&(r, b)| (format!("{}:{b}", r.seconds), (r, b)))
             .collect();
         let journal_expire = entries
             .iter()
-            .map(|&(r, b)| r.expires(b))
+            .map(|&(r, b)| precision::expires(r, b))
             .max()
             .unwrap_or(0);
         let j_key = |kind: &str, label: &str| format!("{journal}:{kind}:{label}");
@@ -615,8 +615,11 @@ impl TsdbStore for RedisTsdbStore {
                         // Redis's own HyperLogLog bytes, as they are
                         // (binary-safe), PFMERGEd in `into`'s slot.
                         let k = give.key(Self::distinct_key(&into_tag, r.seconds, b, into));
-                        give.args
-                            .extend(["2h".into(), k.to_string(), r.expires(b).to_string()]);
+                        give.args.extend([
+                            "2h".into(),
+                            k.to_string(),
+                            precision::expires(r, b).to_string(),
+                        ]);
                         give.args.push(String::new());
                         give.blobs_at.push((give.args.len() - 1, blob.clone()));
                         continue;
@@ -634,7 +637,7 @@ impl TsdbStore for RedisTsdbStore {
                     key: into.clone(),
                     rollup: r.seconds,
                     bucket: b,
-                    expires: r.expires(b),
+                    expires: precision::expires(r, b),
                 };
                 push_op(&mut give, &into_tag, &CellAdd { cell, delta })?;
             }
@@ -663,15 +666,15 @@ impl TsdbStore for RedisTsdbStore {
                 let mut call = Call::default();
                 for s in spans {
                     for &b in &s.buckets {
-                        call.key(Self::count_key(tag, s.rollup.seconds, b));
+                        call.key(Self::count_key(tag, s.precision.seconds, b));
                     }
                 }
                 let nc = call.keys.len();
                 for &i in chunk {
                     for s in spans {
                         for &b in &s.buckets {
-                            call.key(Self::distinct_key(tag, s.rollup.seconds, b, &keys[i]));
-                            call.key(Self::freq_key(tag, s.rollup.seconds, b, &keys[i]));
+                            call.key(Self::distinct_key(tag, s.precision.seconds, b, &keys[i]));
+                            call.key(Self::freq_key(tag, s.precision.seconds, b, &keys[i]));
                         }
                     }
                 }

@@ -228,8 +228,6 @@ impl DailyStore for SqliteDailyStore {
     }
 
     async fn ping(&self) -> Result<()> {
-        self.db
-            .read(|conn| Ok(conn.execute_batch("SELECT 1")?))
-            .await
+        self.db.ping().await
     }
 }

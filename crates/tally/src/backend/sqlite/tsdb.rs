@@ -28,38 +28,58 @@ use crate::engine::{Applied, Kind, Value};
 use crate::error::{Error, Result};
 use crate::idempotency::Mark;
 use crate::name::Name;
+use crate::tsdb::precision;
 use crate::tsdb::store::{Cell, CellAdd, Held, Merge, Span, TsdbStore, Window, sort_held};
 
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS tally_ts_count (
+/// One table of the store: its name, the columns of a cell's value, and
+/// its primary key. Every table also has the cell's `model`, `key`,
+/// `rollup` (the precision, seconds) and `bucket`, and `expires`, indexed.
+struct Table {
+    name: &'static str,
+    values: &'static str,
+    primary_key: &'static str,
+}
+
+/// Sums, HyperLogLogs and item counts (one row per item), in that order.
+const TABLES: [Table; 3] = [
+    Table {
+        name: "tally_ts_count",
+        values: "count INTEGER NOT NULL",
+        primary_key: "model, key, rollup, bucket",
+    },
+    Table {
+        name: "tally_ts_distinct",
+        values: "registers BLOB NOT NULL",
+        primary_key: "model, key, rollup, bucket",
+    },
+    Table {
+        name: "tally_ts_freq",
+        values: "item TEXT NOT NULL, count INTEGER NOT NULL",
+        primary_key: "model, key, rollup, bucket, item",
+    },
+];
+
+/// The statements creating every table and its index of expiry.
+fn schema() -> String {
+    TABLES
+        .iter()
+        .map(|t| {
+            let (name, values, pk) = (t.name, t.values, t.primary_key);
+            format!(
+                "
+CREATE TABLE IF NOT EXISTS {name} (
     model TEXT NOT NULL, key TEXT NOT NULL, rollup INTEGER NOT NULL, bucket INTEGER NOT NULL,
-    count INTEGER NOT NULL, expires INTEGER NOT NULL,
-    PRIMARY KEY (model, key, rollup, bucket)
+    {values}, expires INTEGER NOT NULL,
+    PRIMARY KEY ({pk})
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS tally_ts_count_expires ON tally_ts_count (expires);
-CREATE TABLE IF NOT EXISTS tally_ts_distinct (
-    model TEXT NOT NULL, key TEXT NOT NULL, rollup INTEGER NOT NULL, bucket INTEGER NOT NULL,
-    registers BLOB NOT NULL, expires INTEGER NOT NULL,
-    PRIMARY KEY (model, key, rollup, bucket)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS tally_ts_distinct_expires ON tally_ts_distinct (expires);
-CREATE TABLE IF NOT EXISTS tally_ts_freq (
-    model TEXT NOT NULL, key TEXT NOT NULL, rollup INTEGER NOT NULL, bucket INTEGER NOT NULL,
-    item TEXT NOT NULL, count INTEGER NOT NULL, expires INTEGER NOT NULL,
-    PRIMARY KEY (model, key, rollup, bucket, item)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS tally_ts_freq_expires ON tally_ts_freq (expires);
-";
+CREATE INDEX IF NOT EXISTS {name}_expires ON {name} (expires);"
+            )
+        })
+        .collect()
+}
 
 /// Expired rows deleted per table per write transaction, at most.
 pub const SWEEP: i64 = 500;
-
-const TABLES: [&str; 3] = ["tally_ts_count", "tally_ts_distinct", "tally_ts_freq"];
-const PRIMARY_KEYS: [&str; 3] = [
-    "model, key, rollup, bucket",
-    "model, key, rollup, bucket",
-    "model, key, rollup, bucket, item",
-];
 
 /// The time-series store in a [`Sqlite`] database.
 #[derive(Clone, Debug)]
@@ -72,7 +92,7 @@ impl SqliteTsdbStore {
     /// Creates the tables if needed; `clock` decides what has expired.
     pub async fn new(db: Sqlite, clock: SharedClock) -> Result<Self> {
         db.with_writer(|conn| {
-            conn.execute_batch(SCHEMA)?;
+            conn.execute_batch(&schema())?;
             once::create(conn)
         })
         .await?;
@@ -88,7 +108,12 @@ impl SqliteTsdbStore {
         self.db
             .write(move |tx| {
                 let value = f(tx, now)?;
-                for (table, pk) in TABLES.iter().zip(PRIMARY_KEYS) {
+                for Table {
+                    name: table,
+                    primary_key: pk,
+                    ..
+                } in &TABLES
+                {
                     tx.prepare_cached(&format!(
                         "DELETE FROM {table} WHERE ({pk}) IN
                          (SELECT {pk} FROM {table} WHERE expires <= ?1 LIMIT ?2)"
@@ -104,9 +129,9 @@ impl SqliteTsdbStore {
 /// The table keeping the cells of `kind`.
 fn table(kind: Kind) -> Result<&'static str> {
     match kind {
-        Kind::Sum => Ok(TABLES[0]),
-        Kind::Distinct => Ok(TABLES[1]),
-        Kind::Top => Ok(TABLES[2]),
+        Kind::Sum => Ok(TABLES[0].name),
+        Kind::Distinct => Ok(TABLES[1].name),
+        Kind::Top => Ok(TABLES[2].name),
         other => Err(Error::Backend(format!(
             "internal error: the time-series store keeps no {other} values"
         ))),
@@ -304,11 +329,11 @@ impl TsdbStore for SqliteTsdbStore {
         } = job.clone();
         self.write(move |tx, now| {
             for span in &spans {
-                let r = span.rollup;
+                let r = span.precision;
                 for &b in &span.buckets {
                     let src = cell(&model, &from, r.seconds, b);
                     let dst = Cell {
-                        expires: r.expires(b),
+                        expires: precision::expires(r, b),
                         ..cell(&model, &into, r.seconds, b)
                     };
                     // Counts first: an overflow is refused before anything
@@ -357,16 +382,15 @@ impl TsdbStore for SqliteTsdbStore {
     }
 
     async fn ping(&self) -> Result<()> {
-        self.db
-            .read(|conn| Ok(conn.execute_batch("SELECT 1")?))
-            .await
+        self.db.ping().await
     }
 }
 
 fn delete_keys(tx: &Transaction<'_>, model: &Name, keys: &[Name]) -> Result<()> {
-    for table in TABLES {
+    for table in &TABLES {
         let mut stmt = tx.prepare_cached(&format!(
-            "DELETE FROM {table} WHERE model = ?1 AND key = ?2"
+            "DELETE FROM {} WHERE model = ?1 AND key = ?2",
+            table.name
         ))?;
         for key in keys {
             stmt.execute(params![model.as_str(), key.as_str()])?;

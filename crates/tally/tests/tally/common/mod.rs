@@ -319,7 +319,7 @@ pub async fn range_totals(
     (from, to): (f64, f64),
     rollup: u64,
 ) -> Vec<i64> {
-    let q = tally::TsQuery::new(model, keys, from, to).rollup(Some(rollup));
+    let q = tally::TsQuery::new(model, keys, from, to).precision(Some(rollup));
     let range = match total {
         Total::Sum => ts.get_sums(&q).await,
         Total::Distinct => ts.get_distinct_totals(&q).await,
