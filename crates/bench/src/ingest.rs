@@ -18,14 +18,13 @@
 //! counter sums to exactly what was acknowledged.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use anyhow::{Result, ensure};
 use tally::counters::{CounterWriter, WriterSettings};
 use tally::{Clock, CounterSettings, Counters, Increment, SystemClock};
 
 use crate::book;
+use crate::pace::{ROUND, Timed, another_round};
 use crate::server::{BenchRedis, Kind, Opened, Which, check_totals, stored_totals};
 
 /// The bench's parameters.
@@ -283,16 +282,15 @@ async fn exact(
     batch: usize,
 ) -> Result<(u64, f64)> {
     let names: Arc<Vec<String>> = Arc::new((0..distinct).map(name).collect());
-    let sent = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs_f64(args.seconds);
-    let tasks: Vec<_> = (0..args.writers as u64)
-        .map(|w| {
-            let (c, names, sent) = (counters.clone(), names.clone(), sent.clone());
-            tokio::spawn(async move {
+    let timed = Timed::start(args.seconds);
+    let deadline = timed.deadline;
+    let sent = timed
+        .join((0..args.writers as u64).map(|w| {
+            let (c, names) = (counters.clone(), names.clone());
+            async move {
                 let mut step = 0u64;
                 let start = w * 7919;
-                let mut passes = 0u64;
+                let (mut passes, mut sent) = (0u64, 0u64);
                 while crate::pace::go_on(deadline, &mut passes) {
                     let increments: Vec<Increment> = (0..batch)
                         .map(|_| {
@@ -301,19 +299,13 @@ async fn exact(
                         })
                         .collect();
                     c.incr_many(&increments).await?;
-                    sent.fetch_add(batch as u64, Ordering::Relaxed);
+                    sent += batch as u64;
                 }
-                anyhow::Ok(())
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await??;
-    }
-    Ok((
-        sent.load(Ordering::Relaxed),
-        started.elapsed().as_secs_f64(),
-    ))
+                Ok(sent)
+            }
+        }))
+        .await?;
+    Ok((sent, timed.seconds()))
 }
 
 /// `adders` tasks calling `CounterWriter::add` for `seconds`, then a flush; the
@@ -321,42 +313,32 @@ async fn exact(
 async fn aggregated(counters: &Counters, distinct: u64, args: &IngestArgs) -> Result<(u64, f64)> {
     let agg = CounterWriter::start(counters.clone(), WriterSettings::default())?;
     let names: Arc<Vec<String>> = Arc::new((0..distinct).map(name).collect());
-    let sent = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs_f64(args.seconds);
-    let tasks: Vec<_> = (0..args.adders as u64)
-        .map(|w| {
-            let (agg, names, sent) = (agg.clone(), names.clone(), sent.clone());
-            tokio::spawn(async move {
+    let timed = Timed::start(args.seconds);
+    let deadline = timed.deadline;
+    let sent = timed
+        .join((0..args.adders as u64).map(|w| {
+            let (agg, names) = (agg.clone(), names.clone());
+            async move {
                 let mut step = 0u64;
                 let start = w * 7919;
-                let mut n = 0u64;
+                let mut sent = 0u64;
                 loop {
-                    for _ in 0..1024 {
+                    for _ in 0..ROUND {
                         step += 1;
                         agg.add(&names[pick(start, step, distinct)], 1, None)
                             .await?;
                     }
-                    n += 1024;
-                    if Instant::now() >= deadline {
-                        break;
+                    if !another_round(deadline, &mut sent).await {
+                        break Ok(sent);
                     }
-                    // Let the flusher run on this worker too.
-                    tokio::task::yield_now().await;
                 }
-                sent.fetch_add(n, Ordering::Relaxed);
-                anyhow::Ok(())
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await??;
-    }
+            }
+        }))
+        .await?;
     agg.flush().await?;
-    let seconds = started.elapsed().as_secs_f64();
+    let seconds = timed.seconds();
     let stats = agg.stats();
     agg.shutdown().await;
-    let sent = sent.load(Ordering::Relaxed);
     all_written(&stats, sent, "the writer", "increments")?;
     Ok((sent, seconds))
 }
