@@ -165,22 +165,7 @@ fn curl_and_nc_feed_a_counter_that_reads_back() {
 
 /// Sends `tally serve` SIGTERM and waits until it has exited cleanly.
 fn terminate(s: &mut Serve) {
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &s.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let deadline = Instant::now() + tally_testkit::PATIENCE;
-    let status = loop {
-        if let Some(status) = s.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "tally serve ignored SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(status.success(), "{status}");
+    support::terminate(&mut s.child, "tally serve");
 }
 
 /// A `/metrics` figure without labels (`0` when absent).
@@ -281,31 +266,21 @@ fn a_token_server_refuses_unauthenticated_writes() {
         &["--token", "correct-horse", "--write-mode", "exact"],
     );
     let url = format!("{}/v1/counters/guarded/incr", s.base);
+    let incr_as = |token: &str| {
+        let auth = format!("Authorization: Bearer {token}");
+        curl(&["-X", "POST", "-H", &auth, &url]).0
+    };
     let (code, body) = curl(&["-X", "POST", &url]);
     assert_eq!(code, 401, "{body}");
     assert!(body.contains(r#""code":"unauthorized""#), "{body}");
-    let (code, _) = curl(&[
-        "-X",
-        "POST",
-        "-H",
-        "Authorization: Bearer wrong-horse",
-        &url,
-    ]);
-    assert_eq!(code, 401);
+    assert_eq!(incr_as("wrong-horse"), 401);
     assert_eq!(day_total(&s.base, "guarded"), 0);
     let (code, list) = curl(&[&format!("{}/v1/counters?prefix=guarded", s.base)]);
     assert_eq!(
         (code, list.as_str()),
         (200, r#"{"counters":[],"next":null}"#)
     );
-    let (code, _) = curl(&[
-        "-X",
-        "POST",
-        "-H",
-        "Authorization: Bearer correct-horse",
-        &url,
-    ]);
-    assert_eq!(code, 200);
+    assert_eq!(incr_as("correct-horse"), 200);
     assert_eq!(day_total(&s.base, "guarded"), 1);
 }
 
