@@ -52,6 +52,19 @@ fn curl(args: &[&str]) -> (u16, String) {
     (code.trim().parse().unwrap_or(0), body.to_owned())
 }
 
+/// `curl -X POST` of the JSON `body` to `url`: the status and the body.
+fn post_json(url: &str, body: &str) -> (u16, String) {
+    curl(&[
+        "-X",
+        "POST",
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        body,
+        url,
+    ])
+}
+
 /// Sends `payload` as one datagram with `nc -u WAIT 127.0.0.1 PORT`, its
 /// standard input a file holding the payload: with `-w0`, nc gives up as
 /// soon as a poll of its input finds nothing to read, so a pipe written
@@ -81,15 +94,10 @@ fn curl_and_nc_feed_a_counter_that_reads_back() {
     let s = serve(dir.path(), Some(statsd), &[]);
     let (code, body) = curl(&["-X", "POST", &format!("{}/v1/counters/e2e/incr", s.base)]);
     assert_eq!((code, body.as_str()), (202, r#"{"accepted":1}"#));
-    let (code, _) = curl(&[
-        "-X",
-        "POST",
-        "-H",
-        "Content-Type: application/json",
-        "-d",
-        r#"{"count": 4}"#,
+    let (code, _) = post_json(
         &format!("{}/v1/counters/e2e/incr", s.base),
-    ]);
+        r#"{"count": 4}"#,
+    );
     assert_eq!(code, 202);
     nc_udp(
         "-w1",
@@ -289,15 +297,7 @@ fn sigterm_flushes_what_was_accepted() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = serve(dir.path(), None, &["--flush-interval-ms", "60000"]);
     let body = r#"{"increments": [{"name": "late", "count": 7}, {"name": "late"}]}"#;
-    let (code, _) = curl(&[
-        "-X",
-        "POST",
-        "-H",
-        "Content-Type: application/json",
-        "-d",
-        body,
-        &format!("{}/v1/incr", s.base),
-    ]);
+    let (code, _) = post_json(&format!("{}/v1/incr", s.base), body);
     assert_eq!(code, 202);
     // The flush interval is a minute: only the shutdown flush can write it.
     terminate(&mut s);

@@ -268,10 +268,31 @@ fn name(i: u64) -> String {
     format!("c{i}")
 }
 
-/// Spreads a writer's picks over the counters: a stride prime to any size
-/// used here, from a different start per writer.
-fn pick(start: u64, step: u64, distinct: u64) -> usize {
-    (start.wrapping_add(step.wrapping_mul(1_000_003)) % distinct) as usize
+/// A writer's picks, spread over the counters' names: a stride prime to
+/// any size used here, from a different start per writer.
+struct Picks {
+    names: Arc<Vec<String>>,
+    start: u64,
+    step: u64,
+}
+
+impl Picks {
+    /// The picks of writer `w`.
+    fn new(names: &Arc<Vec<String>>, w: u64) -> Self {
+        Picks {
+            names: names.clone(),
+            start: w * 7919,
+            step: 0,
+        }
+    }
+
+    /// The next name.
+    fn next(&mut self) -> &str {
+        self.step += 1;
+        let distinct = self.names.len() as u64;
+        &self.names
+            [(self.start.wrapping_add(self.step.wrapping_mul(1_000_003)) % distinct) as usize]
+    }
 }
 
 /// `writers` callers sending `batch` increments per call for `seconds`.
@@ -286,17 +307,12 @@ async fn exact(
     let deadline = timed.deadline;
     let sent = timed
         .join((0..args.writers as u64).map(|w| {
-            let (c, names) = (counters.clone(), names.clone());
+            let (c, mut picks) = (counters.clone(), Picks::new(&names, w));
             async move {
-                let mut step = 0u64;
-                let start = w * 7919;
                 let (mut passes, mut sent) = (0u64, 0u64);
                 while crate::pace::go_on(deadline, &mut passes) {
                     let increments: Vec<Increment> = (0..batch)
-                        .map(|_| {
-                            step += 1;
-                            Increment::new(names[pick(start, step, distinct)].as_str(), 1)
-                        })
+                        .map(|_| Increment::new(picks.next(), 1))
                         .collect();
                     c.incr_many(&increments).await?;
                     sent += batch as u64;
@@ -317,16 +333,12 @@ async fn aggregated(counters: &Counters, distinct: u64, args: &IngestArgs) -> Re
     let deadline = timed.deadline;
     let sent = timed
         .join((0..args.adders as u64).map(|w| {
-            let (agg, names) = (agg.clone(), names.clone());
+            let (agg, mut picks) = (agg.clone(), Picks::new(&names, w));
             async move {
-                let mut step = 0u64;
-                let start = w * 7919;
                 let mut sent = 0u64;
                 loop {
                     for _ in 0..ROUND {
-                        step += 1;
-                        agg.add(&names[pick(start, step, distinct)], 1, None)
-                            .await?;
+                        agg.add(picks.next(), 1, None).await?;
                     }
                     if !another_round(deadline, &mut sent).await {
                         break Ok(sent);
