@@ -8,6 +8,7 @@ use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use tally::Timestamp;
 
+use super::{DeleteArgs, Series, print_deleted};
 use crate::config::Config;
 use crate::context::{self, shutdown_signal};
 use crate::output;
@@ -18,10 +19,12 @@ pub enum CounterCommand {
     /// Add COUNT (default 1, may be negative) to a counter at every precision.
     Incr(IncrArgs),
     /// Show a counter's slices: every precision, or one.
+    #[command(mut_arg("name", |a| a.help("The counter")))]
     Get(GetArgs),
     /// List counters in name order.
     Counters(ListArgs),
     /// Delete a counter (all its precisions).
+    #[command(mut_arg("name", |a| a.help("The counter")))]
     Delete(DeleteArgs),
     /// Trim old slices: passes every --clean-interval until SIGTERM or Ctrl-C.
     Clean(CleanArgs),
@@ -43,11 +46,8 @@ pub struct IncrArgs {
 /// `tally get`.
 #[derive(Args, Debug)]
 pub struct GetArgs {
-    /// The counter.
-    name: String,
-    /// Only this precision, in seconds.
-    #[arg(long, value_name = "SECONDS")]
-    precision: Option<u64>,
+    #[command(flatten)]
+    series: Series,
     /// Print JSON: `[[slice_start, count], ...]` for one precision, or an
     /// object keyed by precision for all.
     #[arg(long)]
@@ -66,16 +66,6 @@ pub struct ListArgs {
     /// At most this many names [default: all].
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
-}
-
-/// `tally delete`.
-#[derive(Args, Debug)]
-pub struct DeleteArgs {
-    /// The counter.
-    name: String,
-    /// Print `{"deleted": true|false}`.
-    #[arg(long)]
-    json: bool,
 }
 
 /// `tally clean`.
@@ -118,8 +108,10 @@ pub async fn run(command: CounterCommand, config: &Config) -> Result<()> {
             None => counters.incr(&name, count).await?,
         },
         CounterCommand::Get(GetArgs {
-            name,
-            precision: Some(p),
+            series: Series {
+                name,
+                precision: Some(p),
+            },
             json,
         }) => {
             let samples = counters.get(&name, p).await?;
@@ -128,8 +120,10 @@ pub async fn run(command: CounterCommand, config: &Config) -> Result<()> {
             })?;
         }
         CounterCommand::Get(GetArgs {
-            name,
-            precision: None,
+            series: Series {
+                name,
+                precision: None,
+            },
             json,
         }) => {
             let series = counters.get_all(&name).await?;
@@ -158,14 +152,7 @@ pub async fn run(command: CounterCommand, config: &Config) -> Result<()> {
             })?;
         }
         CounterCommand::Delete(DeleteArgs { name, json }) => {
-            let deleted = counters.delete(&name).await?;
-            output::print(&serde_json::json!({ "deleted": deleted }), json, |_| {
-                if deleted {
-                    println!("deleted {name}");
-                } else {
-                    println!("{name}: no such counter");
-                }
-            })?;
+            print_deleted(&name, counters.delete(&name).await?, json, "counter")?;
         }
         CounterCommand::Clean(CleanArgs { once, now, json }) => {
             let mut cleaner = tally.cleaner();

@@ -9,6 +9,7 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use tally::sets::SetAdd;
 
+use super::{DeleteArgs, Series, print_deleted};
 use crate::config::Config;
 use crate::context;
 use crate::output;
@@ -21,8 +22,10 @@ pub enum SetsCommand {
     Add(AddArgs),
     /// Show a set's slices with their distinct counts (every precision, or
     /// one) and the distinct members of everything stored.
+    #[command(mut_arg("name", |a| a.help("The set")))]
     Get(GetArgs),
     /// Delete a set (all its precisions).
+    #[command(mut_arg("name", |a| a.help("The set")))]
     Delete(DeleteArgs),
 }
 
@@ -42,23 +45,10 @@ pub struct AddArgs {
 /// `tally sets get`.
 #[derive(Args, Debug)]
 pub struct GetArgs {
-    /// The set.
-    name: String,
-    /// Only this precision, in seconds.
-    #[arg(long, value_name = "SECONDS")]
-    precision: Option<u64>,
+    #[command(flatten)]
+    series: Series,
     /// Print JSON: `{"name", "precisions": {"60": [{"start", "count"}]},
     /// "union": {"from", "to", "precision", "count"}}`.
-    #[arg(long)]
-    json: bool,
-}
-
-/// `tally sets delete`.
-#[derive(Args, Debug)]
-pub struct DeleteArgs {
-    /// The set.
-    name: String,
-    /// Print `{"deleted": true|false}`.
     #[arg(long)]
     json: bool,
 }
@@ -73,8 +63,7 @@ pub async fn run(command: SetsCommand, config: &Config) -> Result<()> {
             sets.add_many(&[add]).await?;
         }
         SetsCommand::Get(GetArgs {
-            name,
-            precision,
+            series: Series { name, precision },
             json,
         }) => {
             if let Some(p) = precision {
@@ -122,14 +111,7 @@ pub async fn run(command: SetsCommand, config: &Config) -> Result<()> {
             }
         }
         SetsCommand::Delete(DeleteArgs { name, json }) => {
-            let deleted = sets.delete(&name).await?;
-            output::print(&serde_json::json!({ "deleted": deleted }), json, |_| {
-                if deleted {
-                    println!("deleted {name}");
-                } else {
-                    println!("{name}: no such set");
-                }
-            })?;
+            print_deleted(&name, sets.delete(&name).await?, json, "set")?;
         }
     }
     Ok(())

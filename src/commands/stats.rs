@@ -9,6 +9,7 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use tally::stats::{DEFAULT_QUANTILES, Figure, Observation};
 
+use super::{DeleteArgs, Series, print_deleted};
 use crate::config::Config;
 use crate::context;
 use crate::output;
@@ -20,10 +21,12 @@ pub enum StatsCommand {
     Record(RecordArgs),
     /// Show a statistic's slices (count, sum, min, max, mean, stddev,
     /// quantiles): every precision, or one.
+    #[command(mut_arg("name", |a| a.help("The statistic")))]
     Get(GetArgs),
     /// Rank statistics by a figure over a range (the slowest pages).
     Top(TopArgs),
     /// Delete a statistic (all its precisions).
+    #[command(mut_arg("name", |a| a.help("The statistic")))]
     Delete(DeleteArgs),
 }
 
@@ -43,11 +46,8 @@ pub struct RecordArgs {
 /// `tally stats get`.
 #[derive(Args, Debug)]
 pub struct GetArgs {
-    /// The statistic.
-    name: String,
-    /// Only this precision, in seconds.
-    #[arg(long, value_name = "SECONDS")]
-    precision: Option<u64>,
+    #[command(flatten)]
+    series: Series,
     /// Only slices starting at or after this instant (Unix seconds).
     #[arg(long, value_name = "UNIX_SECONDS")]
     from: Option<u64>,
@@ -86,16 +86,6 @@ pub struct TopArgs {
     json: bool,
 }
 
-/// `tally stats delete`.
-#[derive(Args, Debug)]
-pub struct DeleteArgs {
-    /// The statistic.
-    name: String,
-    /// Print `{"deleted": true|false}`.
-    #[arg(long)]
-    json: bool,
-}
-
 pub async fn run(command: StatsCommand, config: &Config) -> Result<()> {
     let tally = context::open(config).await?;
     let stats = tally.stats();
@@ -113,8 +103,7 @@ pub async fn run(command: StatsCommand, config: &Config) -> Result<()> {
             stats.record_many(&observations).await?;
         }
         StatsCommand::Get(GetArgs {
-            name,
-            precision,
+            series: Series { name, precision },
             from,
             to,
             quantiles,
@@ -211,14 +200,7 @@ pub async fn run(command: StatsCommand, config: &Config) -> Result<()> {
             })?;
         }
         StatsCommand::Delete(DeleteArgs { name, json }) => {
-            let deleted = stats.delete(&name).await?;
-            output::print(&serde_json::json!({ "deleted": deleted }), json, |_| {
-                if deleted {
-                    println!("deleted {name}");
-                } else {
-                    println!("{name}: no such statistic");
-                }
-            })?;
+            print_deleted(&name, stats.delete(&name).await?, json, "statistic")?;
         }
     }
     Ok(())

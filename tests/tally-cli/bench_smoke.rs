@@ -15,31 +15,41 @@ fn bench(args: &[&str]) -> Value {
     serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
+/// The short, light load of the `ingest` and `stats` runs.
+const LIGHT_LOAD: [&str; 8] = [
+    "--seconds",
+    "0.2",
+    "--writers",
+    "4",
+    "--batch",
+    "10",
+    "--book-connections",
+    "2",
+];
+
+/// Every run of `runs` says `exact` is true and sent some `items`.
+fn each_exact_and_sent(runs: &[Value], exact: &str, items: &str) {
+    for run in runs {
+        assert_eq!(run[exact], true, "{run}");
+        assert!(run[items].as_u64().unwrap() > 0, "{run}");
+    }
+}
+
 #[test]
 fn ingest_checks_its_totals_on_both_backends() {
-    let r = bench(&[
-        "ingest",
-        "--counters",
-        "1,10",
-        "--seconds",
-        "0.2",
-        "--writers",
-        "4",
-        "--batch",
-        "10",
-        "--book-connections",
-        "2",
-        "--benchmark-requests",
-        "20000",
-    ]);
+    let r = bench(
+        &[
+            &["ingest", "--counters", "1,10"][..],
+            &LIGHT_LOAD,
+            &["--benchmark-requests", "20000"],
+        ]
+        .concat(),
+    );
     assert_eq!(r["bench"], "ingest");
     let runs = r["runs"].as_array().unwrap();
     // 2 backends x 2 sizes x 3 modes, each checked exact.
     assert_eq!(runs.len(), 12, "{r}");
-    for run in runs {
-        assert_eq!(run["totals_exact"], true, "{run}");
-        assert!(run["increments"].as_u64().unwrap() > 0, "{run}");
-    }
+    each_exact_and_sent(runs, "totals_exact", "increments");
     let redis = &r["redis"];
     assert!(redis["hincrby_ops_per_second"][0].as_f64().unwrap() > 0.0);
     assert_eq!(redis["book"]["totals_exact"], true);
@@ -92,32 +102,27 @@ fn memory_checks_the_samples_and_their_encoding() {
 
 #[test]
 fn stats_checks_its_counts_quantiles_and_busy_stat() {
-    let r = bench(&[
-        "stats",
-        "--stats",
-        "1,10",
-        "--seconds",
-        "0.2",
-        "--writers",
-        "4",
-        "--batch",
-        "10",
-        "--book-connections",
-        "2",
-        "--quantile-values",
-        "2000",
-        "--iterations",
-        "2",
-        "--accuracies",
-        "0.005,0.02",
-    ]);
+    let r = bench(
+        &[
+            &["stats", "--stats", "1,10"][..],
+            &LIGHT_LOAD,
+            &[
+                "--quantile-values",
+                "2000",
+                "--iterations",
+                "2",
+                "--accuracies",
+                "0.005,0.02",
+            ],
+        ]
+        .concat(),
+    );
     assert_eq!(r["bench"], "stats");
     let runs = r["runs"].as_array().unwrap();
     // 2 sizes x (book, exact, aggregated), each count checked exact.
     assert_eq!(runs.len(), 6, "{r}");
+    each_exact_and_sent(runs, "counts_exact", "observations");
     for run in runs {
-        assert_eq!(run["counts_exact"], true, "{run}");
-        assert!(run["observations"].as_u64().unwrap() > 0, "{run}");
         assert!(run["ratio_to_book"].as_f64().unwrap() > 0.0, "{run}");
     }
     // The sketch's 1 % accuracy holds against exact nearest-rank quantiles.

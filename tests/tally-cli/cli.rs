@@ -381,23 +381,7 @@ fn clean_runs_until_sigterm() {
         ok(&mut with_dir(dir.path(), &["counters", "--json"])).trim() == "[]"
     });
     assert!(gone, "the cleaner did not remove the stale counter");
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let deadline = std::time::Instant::now() + tally_testkit::PATIENCE;
-    let exit = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "tally clean ignored SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(exit.success(), "{exit}");
+    support::terminate(&mut child, "tally clean");
 }
 
 #[test]
@@ -500,24 +484,24 @@ fn warns_when_counter_hashes_would_leave_the_listpack_encoding() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[[1000000,2]]");
 }
 
+/// `tally stats record` of issue 9's three values of `lat`, at one instant.
+const RECORD_LAT: [&str; 8] = [
+    "stats",
+    "record",
+    "lat",
+    "10",
+    "20",
+    "30",
+    "--at",
+    "1336376415",
+];
+
 /// Issue 9's done-when: three values recorded at one instant read back as
 /// one minute slice with count 3, sum 60, min 10, max 30, mean 20, stddev 10.
 #[test]
 fn stats_record_then_get_shows_the_books_slice() {
     let dir = tempfile::tempdir().unwrap();
-    ok(&mut with_dir(
-        dir.path(),
-        &[
-            "stats",
-            "record",
-            "lat",
-            "10",
-            "20",
-            "30",
-            "--at",
-            "1336376415",
-        ],
-    ));
+    ok(&mut with_dir(dir.path(), &RECORD_LAT));
     let out = ok(&mut with_dir(
         dir.path(),
         &["stats", "get", "lat", "--precision", "60", "--json"],
@@ -576,19 +560,7 @@ fn migrate_moves_a_data_dir_onto_redis_and_a_rerun_counts_nothing_twice() {
             &["incr", name, count, "--at", "1336376415"],
         ));
     }
-    ok(&mut with_dir(
-        dir.path(),
-        &[
-            "stats",
-            "record",
-            "lat",
-            "10",
-            "20",
-            "30",
-            "--at",
-            "1336376415",
-        ],
-    ));
+    ok(&mut with_dir(dir.path(), &RECORD_LAT));
     // Daily statistics and time series (at the system's now: Redis
     // expires time series by its own clock).
     ok(&mut with_dir(dir.path(), &["daily", "incr", "ad-1", "5"]));

@@ -4,7 +4,7 @@
 //! On Redis + PostgreSQL and on SQLite + SQLite.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
@@ -228,23 +228,28 @@ async fn sigkilled_flusher_sqlite_to_sqlite_is_exact() {
     .await;
 }
 
+/// `tally --config <cfg> buffer incr groups --key id=<id> --add <add>`.
+fn buffer_incr(cfg: &str, id: &str, add: &str) -> String {
+    ok(tally().args([
+        "--config",
+        cfg,
+        "buffer",
+        "incr",
+        "groups",
+        "--key",
+        &format!("id={id}"),
+        "--add",
+        add,
+    ]))
+}
+
 #[test]
 fn buffer_incr_get_stats_and_flush_once_from_the_cli() {
     let dir = tempfile::tempdir().unwrap();
     let (file, _) = sqlite_config(dir.path(), "");
     let cfg = file.to_str().unwrap();
     for _ in 0..3 {
-        ok(tally().args([
-            "--config",
-            cfg,
-            "buffer",
-            "incr",
-            "groups",
-            "--key",
-            "id=42",
-            "--add",
-            "times_seen=2",
-        ]));
+        buffer_incr(cfg, "42", "times_seen=2");
     }
     let stats: serde_json::Value = serde_json::from_str(&ok(
         tally().args(["--config", cfg, "buffer", "stats", "--json"])
@@ -324,19 +329,7 @@ fn flush_drains_what_is_buffered_on_sigterm() {
     // One tick an hour: only the start and the shutdown flush anything.
     let (file, _) = sqlite_config(dir.path(), "tick = 3600\n");
     let cfg = file.to_str().unwrap();
-    let incr = |id: &str| {
-        ok(tally().args([
-            "--config",
-            cfg,
-            "buffer",
-            "incr",
-            "groups",
-            "--key",
-            &format!("id={id}"),
-            "--add",
-            "times_seen=5",
-        ]))
-    };
+    let incr = |id: &str| buffer_incr(cfg, id, "times_seen=5");
     let stored = |id: &str| -> serde_json::Value {
         let row: serde_json::Value = serde_json::from_str(&ok(tally().args([
             "--config",
@@ -365,22 +358,6 @@ fn flush_drains_what_is_buffered_on_sigterm() {
     );
     incr("2");
     assert_eq!(stored("2"), serde_json::Value::Null, "no tick for an hour");
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let deadline = std::time::Instant::now() + tally_testkit::PATIENCE;
-    let exit = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "tally flush ignored SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(exit.success(), "{exit}");
+    support::terminate(&mut child, "tally flush");
     assert_eq!(stored("2"), 5, "the shutdown drain flushed row 2");
 }

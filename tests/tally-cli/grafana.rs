@@ -43,6 +43,11 @@ fn go_form(pairs: &[(&str, &str)]) -> String {
         .join("&")
 }
 
+/// A POST of a form body from Grafana to `target`.
+fn post_form(addr: SocketAddr, target: &str, body: &[u8]) -> http::Response {
+    http::request(addr, "POST", target, &[ACCEPT, AGENT, FORM], body).unwrap()
+}
+
 struct Grafana {
     addr: SocketAddr,
     from: String,
@@ -62,14 +67,7 @@ impl Grafana {
             ("format", "json"),
             ("maxDataPoints", "960"),
         ]);
-        let r = http::request(
-            self.addr,
-            "POST",
-            "/graphite/render",
-            &[ACCEPT, AGENT, FORM],
-            body.as_bytes(),
-        )
-        .unwrap();
+        let r = post_form(self.addr, "/graphite/render", body.as_bytes());
         assert_eq!(r.status, 200, "{target}: {}", r.text());
         assert_eq!(r.content_type(), "application/json");
         serde_json::from_slice(&r.body).unwrap()
@@ -158,14 +156,7 @@ fn grafana_charts_every_kind() {
         ("until", &g.until),
         ("format", "json"),
     ]);
-    let r = http::request(
-        addr,
-        "POST",
-        "/graphite/render",
-        &[ACCEPT, AGENT, FORM],
-        health.as_bytes(),
-    )
-    .unwrap();
+    let r = post_form(addr, "/graphite/render", health.as_bytes());
     assert_eq!(r.status, 200, "{}", r.text());
     let answer: Value = serde_json::from_slice(&r.body).unwrap();
     let points = answer[0]["datapoints"].as_array().unwrap();
@@ -173,14 +164,11 @@ fn grafana_charts_every_kind() {
     assert!(points.iter().all(|p| p[0] == 100.0), "{answer}");
 
     // The query editor lists names with a raw, unencoded body.
-    let r = http::request(
+    let r = post_form(
         addr,
-        "POST",
         &format!("/graphite/metrics/find?from={}&until={}", g.from, g.until),
-        &[ACCEPT, AGENT, FORM],
         b"query=grafana.{hits,lat,depth}",
-    )
-    .unwrap();
+    );
     assert_eq!(r.status, 200, "{}", r.text());
     let nodes: Value = serde_json::from_slice(&r.body).unwrap();
     let listed: Vec<(&str, i64)> = nodes
@@ -190,14 +178,7 @@ fn grafana_charts_every_kind() {
         .map(|n| (n["text"].as_str().unwrap(), n["leaf"].as_i64().unwrap()))
         .collect();
     assert_eq!(listed, [("lat", 0), ("depth", 1), ("hits", 1)], "{nodes}");
-    let r = http::request(
-        addr,
-        "POST",
-        "/graphite/metrics/find",
-        &[ACCEPT, AGENT, FORM],
-        b"query=grafana.lat.*",
-    )
-    .unwrap();
+    let r = post_form(addr, "/graphite/metrics/find", b"query=grafana.lat.*");
     let leaves: Value = serde_json::from_slice(&r.body).unwrap();
     let texts: Vec<&str> = leaves
         .as_array()
@@ -247,14 +228,7 @@ fn grafana_charts_every_kind() {
             ("format", "json"),
         ]),
     ] {
-        let r = http::request(
-            addr,
-            "POST",
-            "/graphite/render",
-            &[ACCEPT, AGENT, FORM],
-            body.as_bytes(),
-        )
-        .unwrap();
+        let r = post_form(addr, "/graphite/render", body.as_bytes());
         assert_eq!(r.status, 400, "{body}: {}", r.text());
         assert!(
             r.content_type().starts_with("text/html"),

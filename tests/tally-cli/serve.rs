@@ -52,6 +52,19 @@ fn curl(args: &[&str]) -> (u16, String) {
     (code.trim().parse().unwrap_or(0), body.to_owned())
 }
 
+/// `curl -X POST` of the JSON `body` to `url`: the status and the body.
+fn post_json(url: &str, body: &str) -> (u16, String) {
+    curl(&[
+        "-X",
+        "POST",
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        body,
+        url,
+    ])
+}
+
 /// Sends `payload` as one datagram with `nc -u WAIT 127.0.0.1 PORT`, its
 /// standard input a file holding the payload: with `-w0`, nc gives up as
 /// soon as a poll of its input finds nothing to read, so a pipe written
@@ -81,15 +94,10 @@ fn curl_and_nc_feed_a_counter_that_reads_back() {
     let s = serve(dir.path(), Some(statsd), &[]);
     let (code, body) = curl(&["-X", "POST", &format!("{}/v1/counters/e2e/incr", s.base)]);
     assert_eq!((code, body.as_str()), (202, r#"{"accepted":1}"#));
-    let (code, _) = curl(&[
-        "-X",
-        "POST",
-        "-H",
-        "Content-Type: application/json",
-        "-d",
-        r#"{"count": 4}"#,
+    let (code, _) = post_json(
         &format!("{}/v1/counters/e2e/incr", s.base),
-    ]);
+        r#"{"count": 4}"#,
+    );
     assert_eq!(code, 202);
     nc_udp(
         "-w1",
@@ -165,22 +173,7 @@ fn curl_and_nc_feed_a_counter_that_reads_back() {
 
 /// Sends `tally serve` SIGTERM and waits until it has exited cleanly.
 fn terminate(s: &mut Serve) {
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &s.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let deadline = Instant::now() + tally_testkit::PATIENCE;
-    let status = loop {
-        if let Some(status) = s.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "tally serve ignored SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(status.success(), "{status}");
+    support::terminate(&mut s.child, "tally serve");
 }
 
 /// A `/metrics` figure without labels (`0` when absent).
@@ -281,31 +274,21 @@ fn a_token_server_refuses_unauthenticated_writes() {
         &["--token", "correct-horse", "--write-mode", "exact"],
     );
     let url = format!("{}/v1/counters/guarded/incr", s.base);
+    let incr_as = |token: &str| {
+        let auth = format!("Authorization: Bearer {token}");
+        curl(&["-X", "POST", "-H", &auth, &url]).0
+    };
     let (code, body) = curl(&["-X", "POST", &url]);
     assert_eq!(code, 401, "{body}");
     assert!(body.contains(r#""code":"unauthorized""#), "{body}");
-    let (code, _) = curl(&[
-        "-X",
-        "POST",
-        "-H",
-        "Authorization: Bearer wrong-horse",
-        &url,
-    ]);
-    assert_eq!(code, 401);
+    assert_eq!(incr_as("wrong-horse"), 401);
     assert_eq!(day_total(&s.base, "guarded"), 0);
     let (code, list) = curl(&[&format!("{}/v1/counters?prefix=guarded", s.base)]);
     assert_eq!(
         (code, list.as_str()),
         (200, r#"{"counters":[],"next":null}"#)
     );
-    let (code, _) = curl(&[
-        "-X",
-        "POST",
-        "-H",
-        "Authorization: Bearer correct-horse",
-        &url,
-    ]);
-    assert_eq!(code, 200);
+    assert_eq!(incr_as("correct-horse"), 200);
     assert_eq!(day_total(&s.base, "guarded"), 1);
 }
 
@@ -314,15 +297,7 @@ fn sigterm_flushes_what_was_accepted() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = serve(dir.path(), None, &["--flush-interval-ms", "60000"]);
     let body = r#"{"increments": [{"name": "late", "count": 7}, {"name": "late"}]}"#;
-    let (code, _) = curl(&[
-        "-X",
-        "POST",
-        "-H",
-        "Content-Type: application/json",
-        "-d",
-        body,
-        &format!("{}/v1/incr", s.base),
-    ]);
+    let (code, _) = post_json(&format!("{}/v1/incr", s.base), body);
     assert_eq!(code, 202);
     // The flush interval is a minute: only the shutdown flush can write it.
     terminate(&mut s);

@@ -5,13 +5,12 @@
 //! own keys, so Tally's `ria` layout reads them back for the totals check.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use tally::backend::redis::Layout;
 use tally::{Backend, BackendConfig, Clock, Counters, SystemClock};
 
+use crate::pace::Timed;
 use crate::server::{BenchRedis, check_totals, stored_totals};
 
 /// What the baseline measured.
@@ -38,23 +37,20 @@ pub async fn run(
 ) -> Result<Book> {
     let names: Arc<Vec<String>> = Arc::new((0..distinct).map(|i| format!("c{i}")).collect());
     let precisions = Arc::new(counters_settings.precisions.clone());
-    let sent = Arc::new(AtomicU64::new(0));
     let mut conns = Vec::with_capacity(connections);
     for _ in 0..connections {
         // One TCP connection per worker, as separate web workers have.
         conns.push(redis.raw().await?);
     }
     let cpu = redis.cpu_seconds().await?;
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs_f64(seconds);
-    let tasks: Vec<_> = conns
-        .into_iter()
-        .enumerate()
-        .map(|(w, mut conn)| {
-            let (names, precisions, sent) = (names.clone(), precisions.clone(), sent.clone());
-            tokio::spawn(async move {
+    let timed = Timed::start(seconds);
+    let deadline = timed.deadline;
+    let sent = timed
+        .join(conns.into_iter().enumerate().map(|(w, mut conn)| {
+            let (names, precisions) = (names.clone(), precisions.clone());
+            async move {
                 let mut i = w as u64 * 7919;
-                let mut passes = 0u64;
+                let (mut passes, mut sent) = (0u64, 0u64);
                 while crate::pace::go_on(deadline, &mut passes) {
                     let name = &names[(i % distinct) as usize];
                     i += 131;
@@ -72,17 +68,13 @@ pub async fn run(
                             .ignore();
                     }
                     let () = pipe.query_async(&mut conn).await?;
-                    sent.fetch_add(1, Ordering::Relaxed);
+                    sent += 1;
                 }
-                anyhow::Ok(())
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await??;
-    }
-    let secs = started.elapsed().as_secs_f64();
-    let sent = sent.load(Ordering::Relaxed);
+                Ok(sent)
+            }
+        }))
+        .await?;
+    let secs = timed.seconds();
     let cpu_us = (redis.cpu_seconds().await? - cpu) * 1e6 / sent.max(1) as f64;
     // The book's keys, read back through the `ria` layout.
     let backend = Backend::open(&BackendConfig::Redis {

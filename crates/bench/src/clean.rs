@@ -31,7 +31,7 @@ use tally::{
     Timestamp,
 };
 
-use crate::server::{BenchRedis, Slices, fill};
+use crate::server::{BenchRedis, Slices, check_samples, fill};
 
 /// The bench's result.
 #[derive(Debug, serde::Serialize)]
@@ -161,17 +161,19 @@ pub async fn first_pass(
         entries,
         n * np * slices.old
     );
-    for name in names.iter().step_by((names.len() / 100).max(1)) {
-        for series in counters.get_all(name).await? {
-            ensure!(
-                series.samples.len() as u64 == slices.recent,
-                "{name} at {} s holds {} samples after the pass, not {}",
-                series.precision,
-                series.samples.len(),
+    check_samples(
+        &counters,
+        names,
+        names.len() / 100,
+        slices.recent,
+        |name, p, held| {
+            format!(
+                "{name} at {p} s holds {held} samples after the pass, not {}",
                 slices.recent
-            );
-        }
-    }
+            )
+        },
+    )
+    .await?;
     Ok(FirstPass {
         counters,
         cleaner,

@@ -311,17 +311,12 @@ impl Report {
     }
 }
 
-/// The wrk script: one GET of `TALLY_BENCH_PATH`, a JSON summary when done.
+/// The wrk script: one GET of `TALLY_BENCH_PATH` ([`run_wrk`] adds the JSON
+/// summary at the end).
 const WRK_SCRIPT: &str = r#"
 local path = os.getenv("TALLY_BENCH_PATH")
 request = function()
   return wrk.format("GET", path)
-end
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format('TALLY_WRK {"requests":%d,"duration_us":%d,"socket_errors":%d,"non_2xx":%d,"p50_us":%d,"p99_us":%d}\n',
-    summary.requests, summary.duration, e.connect + e.read + e.write + e.timeout, e.status,
-    latency:percentile(50), latency:percentile(99)))
 end
 "#;
 

@@ -18,14 +18,13 @@
 //! counter sums to exactly what was acknowledged.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use anyhow::{Result, ensure};
 use tally::counters::{CounterWriter, WriterSettings};
 use tally::{Clock, CounterSettings, Counters, Increment, SystemClock};
 
 use crate::book;
+use crate::pace::{ROUND, Timed, another_round};
 use crate::server::{BenchRedis, Kind, Opened, Which, check_totals, stored_totals};
 
 /// The bench's parameters.
@@ -269,10 +268,31 @@ fn name(i: u64) -> String {
     format!("c{i}")
 }
 
-/// Spreads a writer's picks over the counters: a stride prime to any size
-/// used here, from a different start per writer.
-fn pick(start: u64, step: u64, distinct: u64) -> usize {
-    (start.wrapping_add(step.wrapping_mul(1_000_003)) % distinct) as usize
+/// A writer's picks, spread over the counters' names: a stride prime to
+/// any size used here, from a different start per writer.
+struct Picks {
+    names: Arc<Vec<String>>,
+    start: u64,
+    step: u64,
+}
+
+impl Picks {
+    /// The picks of writer `w`.
+    fn new(names: &Arc<Vec<String>>, w: u64) -> Self {
+        Picks {
+            names: names.clone(),
+            start: w * 7919,
+            step: 0,
+        }
+    }
+
+    /// The next name.
+    fn next(&mut self) -> &str {
+        self.step += 1;
+        let distinct = self.names.len() as u64;
+        &self.names
+            [(self.start.wrapping_add(self.step.wrapping_mul(1_000_003)) % distinct) as usize]
+    }
 }
 
 /// `writers` callers sending `batch` increments per call for `seconds`.
@@ -283,37 +303,25 @@ async fn exact(
     batch: usize,
 ) -> Result<(u64, f64)> {
     let names: Arc<Vec<String>> = Arc::new((0..distinct).map(name).collect());
-    let sent = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs_f64(args.seconds);
-    let tasks: Vec<_> = (0..args.writers as u64)
-        .map(|w| {
-            let (c, names, sent) = (counters.clone(), names.clone(), sent.clone());
-            tokio::spawn(async move {
-                let mut step = 0u64;
-                let start = w * 7919;
-                let mut passes = 0u64;
+    let timed = Timed::start(args.seconds);
+    let deadline = timed.deadline;
+    let sent = timed
+        .join((0..args.writers as u64).map(|w| {
+            let (c, mut picks) = (counters.clone(), Picks::new(&names, w));
+            async move {
+                let (mut passes, mut sent) = (0u64, 0u64);
                 while crate::pace::go_on(deadline, &mut passes) {
                     let increments: Vec<Increment> = (0..batch)
-                        .map(|_| {
-                            step += 1;
-                            Increment::new(names[pick(start, step, distinct)].as_str(), 1)
-                        })
+                        .map(|_| Increment::new(picks.next(), 1))
                         .collect();
                     c.incr_many(&increments).await?;
-                    sent.fetch_add(batch as u64, Ordering::Relaxed);
+                    sent += batch as u64;
                 }
-                anyhow::Ok(())
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await??;
-    }
-    Ok((
-        sent.load(Ordering::Relaxed),
-        started.elapsed().as_secs_f64(),
-    ))
+                Ok(sent)
+            }
+        }))
+        .await?;
+    Ok((sent, timed.seconds()))
 }
 
 /// `adders` tasks calling `CounterWriter::add` for `seconds`, then a flush; the
@@ -321,42 +329,28 @@ async fn exact(
 async fn aggregated(counters: &Counters, distinct: u64, args: &IngestArgs) -> Result<(u64, f64)> {
     let agg = CounterWriter::start(counters.clone(), WriterSettings::default())?;
     let names: Arc<Vec<String>> = Arc::new((0..distinct).map(name).collect());
-    let sent = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs_f64(args.seconds);
-    let tasks: Vec<_> = (0..args.adders as u64)
-        .map(|w| {
-            let (agg, names, sent) = (agg.clone(), names.clone(), sent.clone());
-            tokio::spawn(async move {
-                let mut step = 0u64;
-                let start = w * 7919;
-                let mut n = 0u64;
+    let timed = Timed::start(args.seconds);
+    let deadline = timed.deadline;
+    let sent = timed
+        .join((0..args.adders as u64).map(|w| {
+            let (agg, mut picks) = (agg.clone(), Picks::new(&names, w));
+            async move {
+                let mut sent = 0u64;
                 loop {
-                    for _ in 0..1024 {
-                        step += 1;
-                        agg.add(&names[pick(start, step, distinct)], 1, None)
-                            .await?;
+                    for _ in 0..ROUND {
+                        agg.add(picks.next(), 1, None).await?;
                     }
-                    n += 1024;
-                    if Instant::now() >= deadline {
-                        break;
+                    if !another_round(deadline, &mut sent).await {
+                        break Ok(sent);
                     }
-                    // Let the flusher run on this worker too.
-                    tokio::task::yield_now().await;
                 }
-                sent.fetch_add(n, Ordering::Relaxed);
-                anyhow::Ok(())
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await??;
-    }
+            }
+        }))
+        .await?;
     agg.flush().await?;
-    let seconds = started.elapsed().as_secs_f64();
+    let seconds = timed.seconds();
     let stats = agg.stats();
     agg.shutdown().await;
-    let sent = sent.load(Ordering::Relaxed);
     all_written(&stats, sent, "the writer", "increments")?;
     Ok((sent, seconds))
 }

@@ -8,20 +8,28 @@
 //! measured in the same run on another fresh server: the same samples in
 //! the book's own layout (`count:<p>:<name>` hashes and one `known:` set).
 //! Afterwards a sample of hashes is checked: it holds exactly the samples
-//! written, in the listpack encoding. The expiring layout is measured the
-//! same way on a third server, with the store's clock held a day ahead of
-//! the bench's start (its reads and expiry times follow that clock, so a
-//! long fill does not see its oldest slices expire or leave the window);
-//! its sample is checked by reading every precision back.
+//! written, in the listpack encoding.
+//!
+//! The expiring layout is measured the same way on a third server, its
+//! sample checked by reading every precision back. Its chunks carry a TTL
+//! that Redis counts down in real time from the write, whatever the store's
+//! clock says, so the bench picks its times for them (see
+//! [`ExpiringTimes`]): its now starts a chunk at every precision, so each
+//! precision's slices sit in two chunks as at any other time, the older
+//! holding all but the newest; and they are written from a clock one finest
+//! chunk earlier, so every chunk lives at least two finest spans less a
+//! slice (239 s at the default 1 s × 120) from its write. The bench fails
+//! rather than report a figure if the fill and the memory reading take
+//! longer.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Result, ensure};
 use tally::backend::redis::Layout;
 use tally::{Backend, BackendConfig, Clock, CounterSettings, Counters, ManualClock, SystemClock};
 
-use crate::server::{BenchRedis, Slices, fill};
+use crate::server::{BenchRedis, Slices, check_samples, common_chunk_start, fill};
 use crate::server::{hash_key, used_memory};
 
 /// One layout's figures.
@@ -67,14 +75,12 @@ pub async fn run(counters: u64, concurrency: usize) -> Result<Memory> {
     )
     .await?;
     let book = measure("book", Layout::Ria, &settings, &names, now, concurrency).await?;
-    // A day ahead: every expiry the writes set (from the store's clock) is
-    // then in the server's future, however long the fill takes.
     let expiring = measure(
         "expiring",
         Layout::parse("expiring", tally::backend::redis::layout::DEFAULT_PREFIX)?,
         &settings,
         &names,
-        now + 86_400,
+        now,
         concurrency,
     )
     .await?;
@@ -94,6 +100,46 @@ pub async fn run(counters: u64, concurrency: usize) -> Result<Memory> {
     })
 }
 
+/// The expiring layout's times. Redis counts a chunk's TTL (its expiry
+/// minus the store's clock at the write) down in real time, so a chunk
+/// written close to its expiry goes while the bench still fills or reads:
+/// at an arbitrary now, the older 1 s chunk of the first counters could
+/// live as little as a second.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ExpiringTimes {
+    /// The fill's and the reads' now: a chunk start at every precision, so
+    /// each precision's kept slices are the newest 119 of the chunk before
+    /// and the first of this one (two hashes, as at any other time), and
+    /// the older chunk lives until its last slice leaves the window, 119
+    /// slices after now.
+    now: u64,
+    /// The store's clock during the fill: one finest chunk before `now`
+    /// (the layout takes writes up to one chunk ahead of its clock), which
+    /// lengthens every TTL by that chunk.
+    write_at: u64,
+    /// The shortest TTL the fill sets: the older finest chunk's.
+    life: u64,
+}
+
+impl ExpiringTimes {
+    /// The times after `after`, for `settings`' precisions and samples.
+    fn after(settings: &CounterSettings, after: u64) -> Self {
+        let (precisions, samples) = (&settings.precisions, settings.samples);
+        let now = common_chunk_start(precisions, samples, after);
+        let finest = precisions.iter().min().copied().unwrap_or(1);
+        let span = finest * samples;
+        let write_at = now - span;
+        // The older finest chunk's last slice starts at `now - finest` and
+        // leaves the window `span` later.
+        let life = now - finest + span - write_at;
+        ExpiringTimes {
+            now,
+            write_at,
+            life,
+        }
+    }
+}
+
 async fn measure(
     label: &'static str,
     layout: Layout,
@@ -108,10 +154,19 @@ async fn measure(
         layout: layout.clone(),
     })
     .await?;
-    let clock: Arc<dyn Clock> = if layout.is_expiring() {
-        Arc::new(ManualClock::at(now as f64 + 0.5))
-    } else {
-        Arc::new(SystemClock)
+    // The expiring layout fills and reads at its own times, on a manual
+    // clock; the others on the system's.
+    let expiring = layout
+        .is_expiring()
+        .then(|| ExpiringTimes::after(settings, now));
+    let now = expiring.map_or(now, |times| times.now);
+    let manual = ManualClock::default();
+    let clock: Arc<dyn Clock> = match expiring {
+        Some(times) => {
+            manual.set(times.write_at as f64 + 0.5);
+            Arc::new(manual.clone())
+        }
+        None => Arc::new(SystemClock),
     };
     let store = backend.counter_store(clock.clone()).await?;
     let counters = Counters::with_clock(store, settings.clone(), clock)?;
@@ -132,31 +187,51 @@ async fn measure(
     .await?;
     let write_seconds = started.elapsed().as_secs_f64();
     let bytes = used_memory(&server.url()).await? - before;
-    // Check a sample: exact sample counts, listpack encoding.
+    let step = names.len() / 50;
+    let checked = if let Some(times) = expiring {
+        // Counted from the fill's start, every chunk was still alive when
+        // the memory was read.
+        ensure!(
+            started.elapsed() < Duration::from_secs(times.life),
+            "the expiring fill and its memory reading took {:.0} s, longer than its \
+             finest chunks live ({} s): use fewer --counters",
+            started.elapsed().as_secs_f64(),
+            times.life
+        );
+        manual.set(now as f64 + 0.5);
+        check_samples(&counters, names, step, settings.samples, |name, p, held| {
+            format!(
+                "{name} at {p} s reads {held} samples, not {}",
+                settings.samples
+            )
+        })
+        .await?
+    } else {
+        listpack_check(&server, &layout, settings, names, step).await?
+    };
+    Ok(LayoutMemory {
+        layout: label,
+        bytes,
+        bytes_per_sample: bytes as f64 / held as f64,
+        write_seconds,
+        listpack_checked: checked,
+    })
+}
+
+/// Checks that the hashes of every `step`-th of `names` (default and ria
+/// layouts) hold `settings.samples` samples in the listpack encoding.
+async fn listpack_check(
+    server: &BenchRedis,
+    layout: &Layout,
+    settings: &CounterSettings,
+    names: &[String],
+    step: usize,
+) -> Result<u64> {
     let mut conn = server.raw().await?;
     let mut checked = 0;
-    if layout.is_expiring() {
-        for name in names.iter().step_by((names.len() / 50).max(1)) {
-            for series in counters.get_all(name).await? {
-                ensure!(
-                    series.samples.len() as u64 == settings.samples,
-                    "{name} at {} s reads {} samples, not {}",
-                    series.precision,
-                    series.samples.len(),
-                    settings.samples
-                );
-                checked += 1;
-            }
-        }
-    }
-    for name in names
-        .iter()
-        .step_by((names.len() / 50).max(1))
-        .filter(|_| !layout.is_expiring())
-    {
+    for name in names.iter().step_by(step.max(1)) {
         for &p in &settings.precisions {
-            // The expiring layout was checked by reading, above.
-            let Some(key) = hash_key(&layout, p, name)? else {
+            let Some(key) = hash_key(layout, p, name)? else {
                 continue;
             };
             let (len, encoding): (u64, String) = redis::pipe()
@@ -174,11 +249,26 @@ async fn measure(
             checked += 1;
         }
     }
-    Ok(LayoutMemory {
-        layout: label,
-        bytes,
-        bytes_per_sample: bytes as f64 / held as f64,
-        write_seconds,
-        listpack_checked: checked,
-    })
+    Ok(checked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_expiring_fill_writes_two_chunks_per_precision_that_live_239_s() {
+        let settings = CounterSettings::default();
+        let t = ExpiringTimes::after(&settings, 1_764_000_000);
+        assert!(t.now > 1_764_000_000);
+        for &p in &settings.precisions {
+            let span = p * settings.samples;
+            let oldest = t.now - (settings.samples - 1) * p;
+            assert_eq!(t.now % span, 0, "{p} s: the newest slice starts a chunk");
+            assert_eq!(oldest / span + 1, t.now / span, "{p} s: two chunks");
+            // The layout takes the write at `write_at`: at most one chunk ahead.
+            assert!(t.now / span <= t.write_at / span + 1, "{p} s");
+        }
+        assert_eq!(t.life, 239);
+    }
 }

@@ -1,9 +1,65 @@
-//! How the benches' timed loops decide to go on.
+//! How the benches' timed loops decide to go on, and the tasks they run.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
 
 /// Whether a timed loop takes another pass: always its first one, then
 /// while `deadline` is ahead. A task that a loaded machine starts only after
 /// its deadline still measures one pass, so a run never reports nothing.
-pub(crate) fn go_on(deadline: std::time::Instant, passes: &mut u64) -> bool {
+pub(crate) fn go_on(deadline: Instant, passes: &mut u64) -> bool {
     *passes += 1;
-    *passes == 1 || std::time::Instant::now() < deadline
+    *passes == 1 || Instant::now() < deadline
+}
+
+/// A timed run: when it started and when its loops stop.
+pub(crate) struct Timed {
+    pub started: Instant,
+    pub deadline: Instant,
+}
+
+impl Timed {
+    /// A run of `seconds` from now.
+    pub fn start(seconds: f64) -> Self {
+        let started = Instant::now();
+        Timed {
+            started,
+            deadline: started + Duration::from_secs_f64(seconds),
+        }
+    }
+
+    /// Spawns every task, waits for them all and adds up what each one
+    /// reports it sent.
+    pub async fn join<F>(&self, tasks: impl IntoIterator<Item = F>) -> Result<u64>
+    where
+        F: Future<Output = Result<u64>> + Send + 'static,
+    {
+        let handles: Vec<_> = tasks.into_iter().map(tokio::spawn).collect();
+        let mut sent = 0;
+        for h in handles {
+            sent += h.await??;
+        }
+        Ok(sent)
+    }
+
+    /// Seconds since the start.
+    pub fn seconds(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+}
+
+/// Calls a writer's add takes per round of [`another_round`].
+pub(crate) const ROUND: u64 = 1024;
+
+/// After a round of [`ROUND`] adds: counts them into `sent`, then answers
+/// whether to take another, having let the writer's flusher run on this
+/// worker too.
+pub(crate) async fn another_round(deadline: Instant, sent: &mut u64) -> bool {
+    *sent += ROUND;
+    if Instant::now() >= deadline {
+        return false;
+    }
+    tokio::task::yield_now().await;
+    true
 }

@@ -51,7 +51,8 @@ use tally::{Clock, CounterSettings, ManualClock, SystemClock};
 
 use crate::clean::{FirstPass, PassArgs, SteadyPass, counters_on, first_pass, timed_pass};
 use crate::server::{
-    BenchRedis, Slices, fill, fill_count, hash_key, incr_each, info_now, write_deltas,
+    BenchRedis, Slices, common_chunk_start, fill, fill_count, hash_key, incr_each, info_now,
+    write_deltas,
 };
 
 /// Expiring layout: Redis CPU µs per busy counter per minute.
@@ -437,8 +438,7 @@ async fn expiring(
         samples > 1,
         "the expiring bench needs chunks of 2 slices or more"
     );
-    let common = precisions.iter().fold(1, |a, &p| lcm(a, p * samples));
-    let b = (SystemClock.now().whole_secs() / common + 1) * common;
+    let b = common_chunk_start(precisions, samples, SystemClock.now().whole_secs());
     let server = BenchRedis::start();
     let clock = ManualClock::at(0.0);
     let layout = LayoutName::Expiring.layout()?;
@@ -797,16 +797,6 @@ fn median(values: &[f64]) -> f64 {
     }
 }
 
-fn lcm(a: u64, b: u64) -> u64 {
-    let gcd = |mut a: u64, mut b: u64| {
-        while b != 0 {
-            (a, b) = (b, a % b);
-        }
-        a
-    };
-    a / gcd(a, b) * b
-}
-
 /// `MemAvailable` from /proc/meminfo, in bytes.
 fn mem_available_bytes() -> Result<f64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").context("read /proc/meminfo")?;
@@ -880,6 +870,7 @@ mod tests {
 
     #[test]
     fn medians_and_common_multiples() {
+        use crate::server::lcm;
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
         assert_eq!(lcm(120, 600), 600);

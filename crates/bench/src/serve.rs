@@ -39,7 +39,7 @@ use crate::server::{BenchRedis, Kind, Opened, Which, check_totals, machine, stor
 use tally_testkit::StatsdDaemon;
 
 /// The `wrk` script: rotates over the counters, one or `batch` increments
-/// per request, and prints a JSON summary when done.
+/// per request ([`run_wrk`] adds the JSON summary at the end).
 const WRK_SCRIPT: &str = r#"
 local counters = tonumber(os.getenv("TALLY_BENCH_COUNTERS"))
 local batch = tonumber(os.getenv("TALLY_BENCH_BATCH"))
@@ -59,12 +59,6 @@ request = function()
     parts[j] = '{"name":"bench.' .. ((i * batch + j) % counters) .. '"}'
   end
   return wrk.format("POST", "/v1/incr", headers, '{"increments":[' .. table.concat(parts, ",") .. ']}')
-end
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format('TALLY_WRK {"requests":%d,"duration_us":%d,"socket_errors":%d,"non_2xx":%d,"p50_us":%d,"p99_us":%d}\n',
-    summary.requests, summary.duration, e.connect + e.read + e.write + e.timeout, e.status,
-    latency:percentile(50), latency:percentile(99)))
 end
 "#;
 
@@ -183,16 +177,18 @@ impl Served {
             .transpose()?)
     }
 
-    /// Stops the server (flushing what it holds), then checks that the
-    /// counters `names` hold `accepted` at every precision.
+    /// Reads the counter `metric` from `/metrics` once settled, stops the
+    /// server (flushing what it holds), then checks that the counters
+    /// `names` hold that figure at every precision; returns it.
     async fn stop_and_check(
         self,
         kind: Kind,
         redis: Option<&BenchRedis>,
         names: &[String],
-        accepted: u64,
+        metric: &str,
         what: &str,
-    ) -> Result<()> {
+    ) -> Result<u64> {
+        let accepted = self.settled_metric(metric)?;
         let dir = self.stop()?;
         let opened = match (kind, &dir) {
             (Kind::Sqlite, Some(dir)) => Opened::open_existing(dir.path()).await?,
@@ -201,7 +197,8 @@ impl Served {
         let api = opened
             .counters(&CounterSettings::default(), Arc::new(SystemClock))
             .await?;
-        check_totals(what, &stored_totals(&api, names).await?, accepted)
+        check_totals(what, &stored_totals(&api, names).await?, accepted)?;
+        Ok(accepted)
     }
 
     /// SIGTERM, which flushes the writer; waits for a clean exit and
@@ -308,8 +305,19 @@ pub(crate) struct Load {
     pub(crate) timeout_seconds: Option<u32>,
 }
 
-/// Runs `wrk` with `script` (which must print a `TALLY_WRK {json}` line
-/// when done) against `url` with `env`.
+/// The end of every wrk script: prints the `TALLY_WRK {json}` line
+/// [`run_wrk`] reads.
+const WRK_DONE: &str = r#"
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('TALLY_WRK {"requests":%d,"duration_us":%d,"socket_errors":%d,"non_2xx":%d,"p50_us":%d,"p99_us":%d}\n',
+    summary.requests, summary.duration, e.connect + e.read + e.write + e.timeout, e.status,
+    latency:percentile(50), latency:percentile(99)))
+end
+"#;
+
+/// Runs `wrk` with `script` (its requests; [`WRK_DONE`] is added) against
+/// `url` with `env`.
 pub(crate) fn run_wrk(
     script: &str,
     url: &str,
@@ -319,7 +327,7 @@ pub(crate) fn run_wrk(
     let wrk =
         tally_testkit::require_binary("wrk", &[], "Install it with `sudo apt-get install wrk`");
     let file = tempfile::Builder::new().suffix(".lua").tempfile()?;
-    std::fs::write(file.path(), script)?;
+    std::fs::write(file.path(), format!("{script}{WRK_DONE}"))?;
     let mut cmd = Command::new(wrk);
     cmd.args([
         "-t",
@@ -421,13 +429,12 @@ pub async fn http(
                 "/v1/incr"
             };
             let run = wrk(&base, path, counters, n, seconds, connections)?;
-            let accepted = served.settled_metric("tally_increments_accepted_total")?;
-            served
+            let accepted = served
                 .stop_and_check(
                     kind,
                     redis.as_ref(),
                     &bench_names(counters),
-                    accepted,
+                    "tally_increments_accepted_total",
                     &format!("http {backend} {label}"),
                 )
                 .await?;
@@ -600,13 +607,12 @@ pub async fn statsd(
         let took = started.elapsed().as_secs_f64();
         // Let the listener drain its socket buffer, then read its figures.
         std::thread::sleep(Duration::from_millis(500));
-        let accepted = served.settled_metric("tally_statsd_lines_accepted_total")?;
-        served
+        let accepted = served
             .stop_and_check(
                 kind,
                 redis.as_ref(),
                 &bench_names(counters),
-                accepted,
+                "tally_statsd_lines_accepted_total",
                 &format!("statsd {backend}"),
             )
             .await?;
@@ -879,13 +885,12 @@ async fn burst_runs(
             sent.0
         );
         let recv_buffer = served.metric_if_any("tally_statsd_receive_buffer_bytes")?;
-        let accepted = served.settled_metric("tally_statsd_lines_accepted_total")?;
         served
             .stop_and_check(
                 kind,
                 redis,
                 &names,
-                accepted,
+                "tally_statsd_lines_accepted_total",
                 &format!("statsd burst {backend}"),
             )
             .await?;

@@ -442,6 +442,47 @@ pub fn machine() -> serde_json::Value {
     serde_json::json!({ "cpus": cpus, "cpu": model, "memory_gib": mem_gib, "kernel": kernel, "redis": redis })
 }
 
+/// The first second after `after` that starts a chunk of the expiring
+/// layout at every precision (a chunk holds `samples` slices).
+pub fn common_chunk_start(precisions: &[u64], samples: u64, after: u64) -> u64 {
+    let common = precisions.iter().fold(1, |a, &p| lcm(a, p * samples));
+    (after / common + 1) * common
+}
+
+pub(crate) fn lcm(a: u64, b: u64) -> u64 {
+    let gcd = |mut a: u64, mut b: u64| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    a / gcd(a, b) * b
+}
+
+/// Reads every series of every `step`-th of `names` and checks that each
+/// holds `samples` samples; `err(name, precision, held)` says what is wrong
+/// otherwise. Returns the series checked.
+pub async fn check_samples(
+    counters: &Counters,
+    names: &[String],
+    step: usize,
+    samples: u64,
+    err: impl Fn(&str, u64, usize) -> String,
+) -> Result<u64> {
+    let mut checked = 0;
+    for name in names.iter().step_by(step.max(1)) {
+        for series in counters.get_all(name).await? {
+            ensure!(
+                series.samples.len() as u64 == samples,
+                "{}",
+                err(name, series.precision, series.samples.len())
+            );
+            checked += 1;
+        }
+    }
+    Ok(checked)
+}
+
 /// `used_memory` from INFO memory of the server at `url`.
 pub async fn used_memory(url: &str) -> Result<i64> {
     let mut conn = redis::Client::open(url)?

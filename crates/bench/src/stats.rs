@@ -20,8 +20,7 @@
 //! generator, drawn before the clock starts.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, ensure};
 use rand::rngs::StdRng;
@@ -33,6 +32,7 @@ use tally::stats::{DEFAULT_QUANTILES, Observation};
 use tally::{Clock, Stats, StatsSettings, StatsWriter, SystemClock};
 use tally_testkit::normal_cdf;
 
+use crate::pace::{ROUND, Timed, another_round};
 use crate::server::{BenchRedis, Kind, Opened, quantile, used_memory};
 
 /// ln 100: a median of 100 (e.g. milliseconds).
@@ -304,22 +304,19 @@ async fn book_update_stats(
     values: &Arc<Vec<f64>>,
     args: &StatsArgs,
 ) -> Result<(u64, f64)> {
-    let sent = Arc::new(AtomicU64::new(0));
     let mut conns = Vec::with_capacity(args.book_connections);
     for _ in 0..args.book_connections {
         conns.push(redis.raw().await?);
     }
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs_f64(args.seconds);
-    let tasks: Vec<_> = conns
-        .into_iter()
-        .enumerate()
-        .map(|(w, mut conn)| {
-            let (names, values, sent) = (names.clone(), values.clone(), sent.clone());
-            tokio::spawn(async move {
+    let timed = Timed::start(args.seconds);
+    let deadline = timed.deadline;
+    let sent = timed
+        .join(conns.into_iter().enumerate().map(|(w, mut conn)| {
+            let (names, values) = (names.clone(), values.clone());
+            async move {
                 let mut i = w * 7919;
                 let mut temp = 0u64;
-                let mut passes = 0u64;
+                let (mut passes, mut sent) = (0u64, 0u64);
                 while crate::pace::go_on(deadline, &mut passes) {
                     let name = &names[i % names.len()];
                     let value = values[i % values.len()];
@@ -384,17 +381,13 @@ async fn book_update_stats(
                             break;
                         }
                     }
-                    sent.fetch_add(1, Ordering::Relaxed);
+                    sent += 1;
                 }
-                anyhow::Ok(())
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await??;
-    }
-    let secs = started.elapsed().as_secs_f64();
-    let sent = sent.load(Ordering::Relaxed);
+                Ok(sent)
+            }
+        }))
+        .await?;
+    let secs = timed.seconds();
     let mut conn = redis.raw().await?;
     let mut counted = 0.0;
     for name in names.iter() {
@@ -425,17 +418,15 @@ async fn exact(
     values: &Arc<Vec<f64>>,
     args: &StatsArgs,
 ) -> Result<(u64, f64)> {
-    let sent = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs_f64(args.seconds);
+    let timed = Timed::start(args.seconds);
+    let deadline = timed.deadline;
     let batch = args.batch;
-    let tasks: Vec<_> = (0..args.writers)
-        .map(|w| {
-            let (stats, names, values, sent) =
-                (stats.clone(), names.clone(), values.clone(), sent.clone());
-            tokio::spawn(async move {
+    let sent = timed
+        .join((0..args.writers).map(|w| {
+            let (stats, names, values) = (stats.clone(), names.clone(), values.clone());
+            async move {
                 let mut i = w * 7919;
-                let mut passes = 0u64;
+                let (mut passes, mut sent) = (0u64, 0u64);
                 while crate::pace::go_on(deadline, &mut passes) {
                     let observations: Vec<Observation> = (0..batch)
                         .map(|_| {
@@ -447,19 +438,13 @@ async fn exact(
                         })
                         .collect();
                     stats.record_many(&observations).await?;
-                    sent.fetch_add(batch as u64, Ordering::Relaxed);
+                    sent += batch as u64;
                 }
-                anyhow::Ok(())
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await??;
-    }
-    Ok((
-        sent.load(Ordering::Relaxed),
-        started.elapsed().as_secs_f64(),
-    ))
+                Ok(sent)
+            }
+        }))
+        .await?;
+    Ok((sent, timed.seconds()))
 }
 
 /// `adders` tasks calling `StatsWriter::record` for `seconds`, then a
@@ -471,43 +456,32 @@ async fn aggregated(
     args: &StatsArgs,
 ) -> Result<(u64, f64)> {
     let writer = StatsWriter::start(stats.clone(), WriterSettings::default())?;
-    let sent = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs_f64(args.seconds);
-    let tasks: Vec<_> = (0..args.adders)
-        .map(|w| {
-            let (writer, names, values, sent) =
-                (writer.clone(), names.clone(), values.clone(), sent.clone());
-            tokio::spawn(async move {
+    let timed = Timed::start(args.seconds);
+    let deadline = timed.deadline;
+    let sent = timed
+        .join((0..args.adders).map(|w| {
+            let (writer, names, values) = (writer.clone(), names.clone(), values.clone());
+            async move {
                 let mut i = w * 7919;
-                let mut n = 0u64;
+                let mut sent = 0u64;
                 loop {
-                    for _ in 0..1024 {
+                    for _ in 0..ROUND {
                         i += 131;
                         writer
                             .record(&names[i % names.len()], values[i % values.len()], None)
                             .await?;
                     }
-                    n += 1024;
-                    if Instant::now() >= deadline {
-                        break;
+                    if !another_round(deadline, &mut sent).await {
+                        break Ok(sent);
                     }
-                    // Let the flusher run on this worker too.
-                    tokio::task::yield_now().await;
                 }
-                sent.fetch_add(n, Ordering::Relaxed);
-                anyhow::Ok(())
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await??;
-    }
+            }
+        }))
+        .await?;
     writer.flush().await?;
-    let seconds = started.elapsed().as_secs_f64();
+    let seconds = timed.seconds();
     let figures = writer.stats();
     writer.shutdown().await;
-    let sent = sent.load(Ordering::Relaxed);
     crate::ingest::all_written(&figures, sent, "the stats writer", "observations")?;
     Ok((sent, seconds))
 }

@@ -67,6 +67,30 @@ pub fn serve_with_env(global: &[&str], args: &[&str], env: &[(&str, &str)]) -> S
     }
 }
 
+/// Sends `child` (a `tally` command that runs until stopped) SIGTERM and
+/// waits until it has exited cleanly; `what` names it in the failure.
+pub fn terminate(child: &mut Child, what: &str) {
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = std::time::Instant::now() + tally_testkit::PATIENCE;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} ignored SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+}
+
 /// Runs `cmd` to completion.
 pub fn run(cmd: &mut Command) -> std::process::Output {
     cmd.output().expect("run tally")
