@@ -429,20 +429,10 @@ impl Store {
 
 /// The whisper files of an export.
 fn whisper(export: &[tally::graphite::Exported]) -> WhisperData {
-    let mut data = WhisperData::new();
-    for leaf in export {
-        let archives: Vec<(u32, u32)> = leaf
-            .archives
-            .iter()
-            .map(|&(s, k)| (s as u32, k as u32))
-            .collect();
-        let mut series = WhisperSeries::new(leaf.path.clone(), &archives);
-        for &(archive, ts, value) in &leaf.points {
-            series = series.point(archive, ts, value);
-        }
-        data = data.with(series);
-    }
-    data
+    export
+        .iter()
+        .map(|leaf| WhisperSeries::exported(leaf.path.clone(), &leaf.archives, leaf.points.clone()))
+        .collect()
 }
 
 /// The virtual environment to run graphite-web from: the one given, else

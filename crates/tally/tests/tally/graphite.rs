@@ -185,19 +185,10 @@ impl Pair {
             .export(NOW)
             .await
             .unwrap();
-        let mut data = WhisperData::new();
-        for leaf in export {
-            let archives: Vec<(u32, u32)> = leaf
-                .archives
-                .iter()
-                .map(|&(s, k)| (s as u32, k as u32))
-                .collect();
-            let mut series = WhisperSeries::new(leaf.path, &archives);
-            for (archive, ts, value) in leaf.points {
-                series = series.point(archive, ts, value);
-            }
-            data = data.with(series);
-        }
+        let data: WhisperData = export
+            .into_iter()
+            .map(|leaf| WhisperSeries::exported(leaf.path, &leaf.archives, leaf.points))
+            .collect();
         let graphite = tokio::task::spawn_blocking(move || GraphiteWeb::start(&data))
             .await
             .unwrap();

@@ -105,6 +105,21 @@ impl WhisperSeries {
         }
     }
 
+    /// A series of an export (Tally's `graphite::Exported`): its archives
+    /// as `(seconds, slices kept)`, finest first, and its points.
+    ///
+    /// Panics on an archive whisper's `u32` header cannot hold.
+    pub fn exported(path: String, archives: &[(u64, u64)], points: Vec<(usize, i64, f64)>) -> Self {
+        let archives: Vec<(u32, u32)> = archives
+            .iter()
+            .map(|&(s, k)| (as_u32(s), as_u32(k)))
+            .collect();
+        WhisperSeries {
+            points,
+            ..WhisperSeries::new(path, &archives)
+        }
+    }
+
     /// Adds the value of one slot of archive `archive`.
     pub fn point(mut self, archive: usize, timestamp: i64, value: f64) -> Self {
         self.points.push((archive, timestamp, value));
@@ -249,6 +264,19 @@ impl WhisperSeries {
 pub struct WhisperData {
     /// The series. Two series with one path: the later one's file wins.
     pub series: Vec<WhisperSeries>,
+}
+
+/// An archive's figure as whisper's header holds it.
+fn as_u32(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or_else(|_| panic!("{n} does not fit a whisper archive header"))
+}
+
+impl FromIterator<WhisperSeries> for WhisperData {
+    fn from_iter<I: IntoIterator<Item = WhisperSeries>>(series: I) -> Self {
+        WhisperData {
+            series: series.into_iter().collect(),
+        }
+    }
 }
 
 impl WhisperData {
