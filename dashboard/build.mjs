@@ -1,13 +1,15 @@
 // Builds the dashboard into crates/tally/src/server/dashboard/dist/, which
-// the `tally` binary embeds (so a clone runs the server without npm).
+// the `tally` binary embeds (so a clone runs the server without npm). The
+// page and the icon are not copied there: the binary embeds them from src/
+// (crates/tally/src/server/dashboard.rs), as dev.mjs serves them.
 //
 //   node build.mjs          write dist/
 //   node build.mjs --check  build in memory and fail if dist/ differs
 //                           (scripts/test runs this: dist/ must match src/)
 //
 // The build is deterministic: esbuild bundles and minifies src/main.js with
-// uPlot into app.js and src/style.css with uPlot's CSS into app.css; the
-// page, the icon and uPlot's licence are copied as they are.
+// uPlot into app.js and src/style.css with uPlot's CSS into app.css;
+// uPlot's licence is copied as it is.
 
 import { readFile, readdir, mkdir, writeFile, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -48,8 +50,6 @@ async function build() {
   const licence = await readFile(join(here, 'node_modules', 'uplot', 'LICENSE'), 'utf8');
   const { version } = JSON.parse(await readFile(join(here, 'node_modules', 'uplot', 'package.json'), 'utf8'));
   return new Map([
-    ['index.html', await readFile(join(src, 'index.html'), 'utf8')],
-    ['favicon.svg', await readFile(join(src, 'favicon.svg'), 'utf8')],
     ['app.js', text(js)],
     ['app.css', text(css)],
     ['LICENSE.uplot.txt', `uPlot ${version} (https://github.com/leeoniya/uPlot), bundled into app.js and app.css:\n\n${licence}`],

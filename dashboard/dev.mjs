@@ -1,5 +1,5 @@
-// A development server: serves dist/ as `tally serve` does (`/` and
-// `/assets/*`) and forwards everything else to a running tally server, so
+// A development server: serves dist/ and the page and icon of src/ as
+// `tally serve` does (`/` and `/assets/*`) and forwards everything else to a running tally server, so
 // a rebuilt page shows without recompiling the binary.
 //
 //   node dev.mjs [--port 7080] [--tally http://127.0.0.1:7070]
@@ -18,7 +18,10 @@ const opt = (name, fallback) => {
 };
 const port = Number(opt('--port', '7080'));
 const tally = new URL(opt('--tally', 'http://127.0.0.1:7070'));
-const dist = join(dirname(fileURLToPath(import.meta.url)), '..', 'crates', 'tally', 'src', 'server', 'dashboard', 'dist');
+const here = dirname(fileURLToPath(import.meta.url));
+const dist = join(here, '..', 'crates', 'tally', 'src', 'server', 'dashboard', 'dist');
+// Served from the sources, as the binary embeds them (not copied to dist/).
+const sources = new Set(['index.html', 'favicon.svg']);
 const types = { html: 'text/html', js: 'text/javascript', css: 'text/css', svg: 'image/svg+xml', txt: 'text/plain' };
 
 createServer(async (req, res) => {
@@ -26,7 +29,7 @@ createServer(async (req, res) => {
   const file = path === '/' ? 'index.html' : path.startsWith('/assets/') ? normalize(path.slice(8)) : null;
   if (file !== null && !file.startsWith('..')) {
     try {
-      const body = await readFile(join(dist, file));
+      const body = await readFile(join(sources.has(file) ? join(here, 'src') : dist, file));
       res.writeHead(200, { 'Content-Type': types[file.split('.').pop()] || 'application/octet-stream', 'Cache-Control': 'no-cache' });
       res.end(body);
     } catch {

@@ -212,3 +212,24 @@ export function namePane(detail, { charts, refreshMs, load, empty }) {
     stop: halt,
   };
 }
+
+// The view object of a name list beside its detail pane: `update` keeps the
+// hash's params (`setParams`), follows their search, runs `onUpdate` (the
+// stats' ranking) and chooses their name; `unmount` stops the pane, `stop`
+// and the list.
+export function nameView(names, pane, { setParams, onUpdate = () => {}, stop = () => {} }) {
+  return {
+    update(params) {
+      setParams({ ...params });
+      names.follow(params.q);
+      onUpdate();
+      pane.choose(params.name);
+    },
+    focus: () => names.search.focus(),
+    unmount() {
+      pane.stop();
+      stop();
+      names.unmount();
+    },
+  };
+}

@@ -8,7 +8,7 @@ import { getJson } from '../api.js';
 import { PALETTE, PrecisionCharts, timeChart } from '../charts.js';
 import { h } from '../dom.js';
 import { buildHash, fillSlices, fmtCount, fmtDuration, fmtLocal, seg, summarize } from '../lib.js';
-import { nameList, namePane } from '../namelist.js';
+import { nameList, namePane, nameView } from '../namelist.js';
 
 const REFRESH_MS = 3000;
 
@@ -81,18 +81,9 @@ export function countersView(root) {
 
   const pane = namePane(detail, { charts, refreshMs: REFRESH_MS, load: loadCounter, empty: showEmpty });
 
-  function update(newParams) {
-    params = { ...newParams };
-    names.follow(params.q);
-    pane.choose(params.name);
-  }
-
-  return {
-    update,
-    focus: () => names.search.focus(),
-    unmount() {
-      pane.stop();
-      names.unmount();
+  return nameView(names, pane, {
+    setParams: (p) => {
+      params = p;
     },
-  };
+  });
 }

@@ -23,7 +23,7 @@ import {
   STAT_RANGES,
   summarize,
 } from '../lib.js';
-import { nameList, namePane, relink } from '../namelist.js';
+import { nameList, namePane, nameView, relink } from '../namelist.js';
 
 const REFRESH_MS = 3000;
 const TOP_REFRESH_MS = 10000;
@@ -207,20 +207,13 @@ export function statsView(root) {
 
   const pane = namePane(detail, { charts, refreshMs: REFRESH_MS, load: loadStat, empty: showEmpty });
 
-  function update(newParams) {
-    params = { ...newParams };
-    names.follow(params.q);
-    rank();
-    pane.choose(params.name);
-  }
-
-  return {
-    update,
-    focus: () => names.search.focus(),
-    unmount() {
-      pane.stop();
-      if (stopTop) stopTop();
-      names.unmount();
+  return nameView(names, pane, {
+    setParams: (p) => {
+      params = p;
     },
-  };
+    onUpdate: rank,
+    stop: () => {
+      if (stopTop) stopTop();
+    },
+  });
 }

@@ -18,8 +18,9 @@
 //! fields it reads. Opening builds each service with its own settings;
 //! from then on, whatever goes over every space iterates the list: the
 //! cleaner ([`Tally::cleaner`]), shutdown ([`Tally::shutdown`] flushes each
-//! started writer), the Graphite source ([`Tally::graphite_source`]) and
-//! `tally migrate` ([`crate::migrate`]). A new kind's service is its field
+//! started writer), the Graphite source ([`Tally::graphite_source`]),
+//! `tally migrate` ([`crate::migrate`]) and the statsd listener's targets
+//! ([`crate::statsd::Target`]). A new kind's service is its field
 //! and accessor on [`Tally`], built in opening, and one entry in the list.
 
 pub mod target;
@@ -45,6 +46,7 @@ use crate::limits::Limiter;
 use crate::locks::Locks;
 use crate::sets::{Sets, SetsWriter};
 use crate::stats::{Stats, StatsSettings, StatsWriter};
+use crate::statsd::Target as StatsdTarget;
 use crate::tsdb::{Tsdb, TsdbSettings};
 
 /// The longest accepted [`ReplicationWait::timeout`] (each write may wait
@@ -120,6 +122,9 @@ pub struct SpaceEntry {
     pub shapes: fn(&Tally, Namespace, &[f64]) -> Vec<Shape>,
     /// Its aggregating writer's engine, if it was started.
     pub started_writer: fn(&Tally) -> Option<Writer>,
+    /// Its aggregating writer (started) as the statsd listener's target,
+    /// if the kind has a statsd type: which readings it takes, and how.
+    pub statsd: Option<fn(&Tally) -> StatsdTarget>,
 }
 
 impl std::fmt::Debug for SpaceEntry {
@@ -142,6 +147,7 @@ pub const SPACES: &[SpaceEntry] = &[
         store: |t| t.inner.counters.store().clone(),
         shapes: |t, ns, _| t.inner.counters.graphite_shapes(ns),
         started_writer: |t| t.inner.writer.get().map(|w| w.engine().clone()),
+        statsd: Some(|t| StatsdTarget::of(t.writer())),
     },
     SpaceEntry {
         id: crate::stats::SPACE,
@@ -151,6 +157,7 @@ pub const SPACES: &[SpaceEntry] = &[
         store: |t| t.inner.stats.store().clone(),
         shapes: |t, ns, quantiles| t.inner.stats.graphite_shapes(ns, quantiles),
         started_writer: |t| t.inner.stats_writer.get().map(|w| w.engine().clone()),
+        statsd: Some(|t| StatsdTarget::of(t.stats_writer())),
     },
     SpaceEntry {
         id: crate::gauges::SPACE,
@@ -160,6 +167,7 @@ pub const SPACES: &[SpaceEntry] = &[
         store: |t| t.inner.gauges.store().clone(),
         shapes: |t, ns, _| t.inner.gauges.graphite_shapes(ns),
         started_writer: |t| t.inner.gauges_writer.get().map(|w| w.engine().clone()),
+        statsd: Some(|t| StatsdTarget::of(t.gauges_writer())),
     },
     SpaceEntry {
         id: crate::sets::SPACE,
@@ -169,6 +177,7 @@ pub const SPACES: &[SpaceEntry] = &[
         store: |t| t.inner.sets.store().clone(),
         shapes: |t, ns, _| t.inner.sets.graphite_shapes(ns),
         started_writer: |t| t.inner.sets_writer.get().map(|w| w.engine().clone()),
+        statsd: Some(|t| StatsdTarget::of(t.sets_writer())),
     },
 ];
 

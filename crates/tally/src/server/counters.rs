@@ -26,14 +26,20 @@ use axum::routing::post;
 use serde::Deserialize;
 
 use super::check::{self, optional_integer, query_integer};
-use super::error::{JsonBody, PathParam, RawBody};
+use super::error::{PathParam, RawBody};
 use super::series::{self, Keys, ServedKind};
 use super::{ApiError, AppState, Metrics, Services};
 use crate::counters::{CounterRules, CounterWriter, Counters, Increment, MAX_BATCH};
 
 pub(crate) fn routes() -> Router<AppState> {
     series::routes::<Counters>()
-        .route("/incr", post(incr_batch))
+        .route(
+            "/incr",
+            series::batch::<Counters, BatchBody, _>(
+                |b| ("increments", b.increments, MAX_BATCH),
+                check_increment,
+            ),
+        )
         .route("/counters/{name}/incr", post(incr_one))
 }
 
@@ -129,15 +135,6 @@ async fn incr_one(
     series::write::<Counters>(&state, keys, std::slice::from_ref(&inc), 1).await
 }
 
-async fn incr_batch(
-    State(state): State<AppState>,
-    keys: Keys,
-    JsonBody(body): JsonBody<BatchBody>,
-) -> Result<Response, ApiError> {
-    let batch = ("increments", body.increments, MAX_BATCH);
-    series::write_batch::<Counters, _>(&state, keys, batch, check_increment).await
-}
-
 impl ServedKind for CounterRules {
     const PLURAL: &'static str = "counters";
     const FAMILY: &'static str = "counters";
@@ -150,10 +147,7 @@ impl ServedKind for CounterRules {
     }
 
     fn writer(services: &Services) -> Option<&CounterWriter> {
-        services
-            .counter_writer
-            .as_ref()
-            .filter(|_| services.aggregates_increments())
+        services.counter_writer.as_ref()
     }
 
     async fn read(

@@ -1,8 +1,10 @@
 //! The dashboard: static files built into the binary, served at `/`.
 //!
-//! The files live in `dashboard/dist/` (built from the sources in the
-//! repository's `dashboard/` directory; see its README) and are embedded at
-//! compile time, so the dashboard works offline: no CDN, nothing fetched.
+//! The built files live in `dashboard/dist/` (bundled from the sources in
+//! the repository's `dashboard/` directory; see its README); the page and
+//! its icon, which the build would only copy, are taken from
+//! `dashboard/src/` itself. All are embedded at compile time, so the
+//! dashboard works offline: no CDN, nothing fetched.
 //! `GET /` is `index.html`; `GET /assets/{path}` any other file. The page
 //! talks to the JSON API only.
 
@@ -18,6 +20,18 @@ use super::{ApiError, AppState};
 #[derive(RustEmbed)]
 #[folder = "src/server/dashboard/dist/"]
 struct Assets;
+
+/// The files served as they are in `dashboard/src/` (no build step).
+const SOURCES: &[(&str, &str)] = &[
+    (
+        "index.html",
+        include_str!("../../../../dashboard/src/index.html"),
+    ),
+    (
+        "favicon.svg",
+        include_str!("../../../../dashboard/src/favicon.svg"),
+    ),
+];
 
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
@@ -35,8 +49,11 @@ async fn asset(Path(path): Path<String>) -> Response {
 }
 
 fn file(path: &str) -> Option<Response> {
-    let asset = Assets::get(path)?;
-    let mut response = asset.data.into_owned().into_response();
+    let body = match SOURCES.iter().find(|(name, _)| *name == path) {
+        Some((_, text)) => text.as_bytes().to_vec(),
+        None => Assets::get(path)?.data.into_owned(),
+    };
+    let mut response = body.into_response();
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,

@@ -231,49 +231,42 @@ where
     }
 }
 
-/// Path extraction that answers with [`ApiError`].
-#[derive(Debug)]
-pub struct PathParam<T>(pub T);
+/// An extractor of the request's parts that answers with [`ApiError`]:
+/// `$name<T>` wraps axum's `$axum<T>`.
+macro_rules! parts_extractor {
+    ($(#[$doc:meta])* $name:ident, $axum:ident, $($bound:tt)+) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $name<T>(pub T);
 
-impl<T, S> FromRequestParts<S> for PathParam<T>
-where
-    T: serde::de::DeserializeOwned + Send,
-    S: Send + Sync,
-{
-    type Rejection = ApiError;
+        impl<T, S> FromRequestParts<S> for $name<T>
+        where
+            T: $($bound)+,
+            S: Send + Sync,
+        {
+            type Rejection = ApiError;
 
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &S,
-    ) -> Result<Self, Self::Rejection> {
-        axum::extract::Path::<T>::from_request_parts(parts, state)
-            .await
-            .map(|axum::extract::Path(v)| PathParam(v))
-            .map_err(ApiError::from)
-    }
+            async fn from_request_parts(
+                parts: &mut axum::http::request::Parts,
+                state: &S,
+            ) -> Result<Self, Self::Rejection> {
+                axum::extract::$axum::<T>::from_request_parts(parts, state)
+                    .await
+                    .map(|axum::extract::$axum(v)| $name(v))
+                    .map_err(ApiError::from)
+            }
+        }
+    };
 }
 
-/// Query extraction that answers with [`ApiError`].
-#[derive(Debug)]
-pub struct QueryParams<T>(pub T);
-
-impl<T, S> FromRequestParts<S> for QueryParams<T>
-where
-    T: serde::de::DeserializeOwned,
-    S: Send + Sync,
-{
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &S,
-    ) -> Result<Self, Self::Rejection> {
-        axum::extract::Query::<T>::from_request_parts(parts, state)
-            .await
-            .map(|axum::extract::Query(v)| QueryParams(v))
-            .map_err(ApiError::from)
-    }
-}
+parts_extractor!(
+    /// Path extraction that answers with [`ApiError`].
+    PathParam, Path, serde::de::DeserializeOwned + Send
+);
+parts_extractor!(
+    /// Query extraction that answers with [`ApiError`].
+    QueryParams, Query, serde::de::DeserializeOwned
+);
 
 /// The raw body (within the size limit), answering with [`ApiError`].
 #[derive(Debug)]

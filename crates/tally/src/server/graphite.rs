@@ -199,18 +199,22 @@ fn sketched_precisions(stats: &Stats) -> Vec<u64> {
 }
 
 pub(crate) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/render", get(render).post(render))
-        .route("/render/", get(render).post(render))
-        .route("/metrics/find", get(find).post(find))
-        .route("/metrics/find/", get(find).post(find))
-        .route("/metrics/expand", get(expand))
-        .route("/metrics/expand/", get(expand))
-        .route("/functions", get(functions))
-        .route("/functions/", get(functions))
+    // graphite-web answers each of these with and without a trailing `/`.
+    let either = [
+        ("/render", get(render).post(render)),
+        ("/metrics/find", get(browse::<FIND>).post(browse::<FIND>)),
+        ("/metrics/expand", get(browse::<EXPAND>)),
+        ("/functions", get(functions)),
+        ("/version", get(version)),
+    ];
+    either
+        .into_iter()
+        .fold(Router::new(), |router, (path, route)| {
+            router
+                .route(path, route.clone())
+                .route(&format!("{path}/"), route)
+        })
         .route("/functions/{name}", get(function))
-        .route("/version", get(version))
-        .route("/version/", get(version))
         .route("/tags/autoComplete/tags", get(no_tags))
         .route("/tags/autoComplete/values", get(no_tags))
 }
@@ -264,28 +268,14 @@ async fn render(State(state): State<AppState>, RawQuery(q): RawQuery, body: Byte
     )
 }
 
-async fn find(
-    State(state): State<AppState>,
-    RawQuery(q): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let Some(api) = &state.services().graphite else {
-        return not_enabled();
-    };
-    respond(
-        api.graphite
-            .find_accepting(
-                api.source.as_ref(),
-                &params(q, &body),
-                accept(&headers),
-                &api.limits,
-            )
-            .await,
-    )
-}
+/// [`browse`]'s `/metrics/find`.
+const FIND: bool = false;
+/// [`browse`]'s `/metrics/expand`.
+const EXPAND: bool = true;
 
-async fn expand(
+/// `/metrics/find` and `/metrics/expand` (`EXPANDING`): the same request,
+/// answered with the nodes or the paths a pattern matches.
+async fn browse<const EXPANDING: bool>(
     State(state): State<AppState>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
@@ -294,16 +284,16 @@ async fn expand(
     let Some(api) = &state.services().graphite else {
         return not_enabled();
     };
-    respond(
+    let (source, params, accept) = (api.source.as_ref(), &params(q, &body), accept(&headers));
+    respond(if EXPANDING {
         api.graphite
-            .expand_accepting(
-                api.source.as_ref(),
-                &params(q, &body),
-                accept(&headers),
-                &api.limits,
-            )
-            .await,
-    )
+            .expand_accepting(source, params, accept, &api.limits)
+            .await
+    } else {
+        api.graphite
+            .find_accepting(source, params, accept, &api.limits)
+            .await
+    })
 }
 
 async fn functions(State(state): State<AppState>, RawQuery(q): RawQuery) -> Response {

@@ -23,12 +23,12 @@ use axum::Router;
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{MethodRouter, get, post};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::check;
-use super::error::{PathParam, QueryParams};
+use super::error::{JsonBody, PathParam, QueryParams};
 use super::idempotency::{AggregatedKey, KeyedWrite, replay, unclaimed};
 use super::{ApiError, AppState, Metrics, Services};
 use crate::engine::Page;
@@ -111,7 +111,9 @@ pub(crate) trait ServedKind: Rules + Sized {
     /// [`SeriesRoutes::of`].
     fn of(services: &Services) -> Option<&SeriesService<Self>>;
 
-    /// [`SeriesRoutes::writer`].
+    /// The kind's aggregating writer, when the server has one; HTTP writes
+    /// go through it unless the server writes exactly
+    /// ([`SeriesRoutes::writer`]).
     fn writer(services: &Services) -> Option<&Self::Writer>;
 
     /// [`SeriesRoutes::read`].
@@ -142,7 +144,7 @@ where
     }
 
     fn writer(services: &Services) -> Option<&R::Writer> {
-        R::writer(services)
+        R::writer(services).filter(|_| !services.exact_writes)
     }
 
     async fn search(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Page> {
@@ -325,22 +327,30 @@ pub(crate) async fn write<S: SeriesRoutes>(
     Ok(response)
 }
 
-/// Writes a batch request's `field` (1 to the server's batch limit, at
-/// most `max`), each item converted into the kind's write and checked
-/// with `each` (given the prefix of its fields in messages, `field[3].`).
-pub(crate) async fn write_batch<S: SeriesRoutes, B>(
-    state: &AppState,
-    keys: Keys,
-    (field, items, max): (&str, Vec<B>, usize),
-    each: impl Fn(&str, &S::Op) -> std::result::Result<(), ApiError>,
-) -> std::result::Result<Response, ApiError>
+/// The route of a batch request (`POST /v1/incr`, `/v1/record`): of its
+/// `Body`, `items` gives the field, its items and the most it may hold;
+/// the field must hold 1 to the server's batch limit (at most that most),
+/// each item converted into the kind's write and checked with `each`
+/// (given the prefix of its fields in messages, `field[3].`).
+pub(crate) fn batch<S, Body, B>(
+    items: fn(Body) -> (&'static str, Vec<B>, usize),
+    each: fn(&str, &S::Op) -> std::result::Result<(), ApiError>,
+) -> MethodRouter<AppState>
 where
-    S::Op: From<B>,
+    S: SeriesRoutes,
+    S::Op: From<B> + Send,
+    Body: DeserializeOwned + Send + 'static,
+    B: Send + 'static,
 {
-    service::<S>(state)?;
-    let max = super::openapi::max_batch(state.settings(), max);
-    let ops: Vec<S::Op> = check::batch(field, items, max, each)?;
-    write::<S>(state, keys, &ops, ops.len()).await
+    post(
+        move |State(state): State<AppState>, keys: Keys, JsonBody(body): JsonBody<Body>| async move {
+            let (field, items, max) = items(body);
+            service::<S>(&state)?;
+            let max = super::openapi::max_batch(state.settings(), max);
+            let ops: Vec<S::Op> = check::batch(field, items, max, each)?;
+            write::<S>(&state, keys, &ops, ops.len()).await
+        },
+    )
 }
 
 /// The slices starting in `[from, to]` (Unix seconds, either end open).

@@ -45,7 +45,13 @@ const MAX_TOP: usize = 1000;
 
 pub(crate) fn routes() -> Router<AppState> {
     series::routes::<Stats>()
-        .route("/record", post(record_batch))
+        .route(
+            "/record",
+            series::batch::<Stats, BatchBody, _>(
+                |b| ("observations", b.observations, MAX_BATCH),
+                check_observation,
+            ),
+        )
         .route("/stats/top", get(top))
         .route("/stats/{name}/record", post(record_one))
 }
@@ -143,15 +149,6 @@ async fn record_one(
     series::write::<Stats>(&state, keys, &observations, n).await
 }
 
-async fn record_batch(
-    State(state): State<AppState>,
-    keys: Keys,
-    JsonBody(body): JsonBody<BatchBody>,
-) -> Result<Response, ApiError> {
-    let batch = ("observations", body.observations, MAX_BATCH);
-    series::write_batch::<Stats, _>(&state, keys, batch, check_observation).await
-}
-
 impl ServedKind for StatRules {
     const PLURAL: &'static str = "stats";
     const FAMILY: &'static str = "statistics";
@@ -164,10 +161,7 @@ impl ServedKind for StatRules {
     }
 
     fn writer(services: &Services) -> Option<&StatsWriter> {
-        services
-            .stats_writer
-            .as_ref()
-            .filter(|_| services.aggregates_observations())
+        services.stats_writer.as_ref()
     }
 
     async fn read(

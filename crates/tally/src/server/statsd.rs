@@ -7,7 +7,10 @@
 //! statistics' writer (a sample rate weighs each value as `round(1/rate)`
 //! observations), gauge samples to the gauges' writer (`5` sets, `+5` /
 //! `-5` adjust, in the order received), set samples to the sets' writer
-//! (the member counted once per slice). A `T` time is the instant a sample
+//! (the member counted once per slice): which writer takes which reading
+//! is said by each space's entry in the registry ([`crate::open::SPACES`],
+//! [`crate::statsd::StatsdRules`]), indexed once when the targets are
+//! built. A `T` time is the instant a sample
 //! is written at, refused as `time_not_kept` when the store of its kind
 //! keeps no slice for it ([`crate::statsd::check_time`]).
 //!
@@ -31,37 +34,55 @@ use tokio::net::UdpSocket;
 
 use super::Metrics;
 use super::udp::SocketInfo;
-use crate::counters::{CounterWriter, Increment};
+use crate::engine::Writer;
 use crate::engine::plan::Item;
-use crate::engine::writer::{Writer, try_add_all};
+use crate::engine::writer::try_add_all;
 use crate::error::{Error, Result};
-use crate::gauges::{GaugeOp, GaugesWriter};
-use crate::sets::{SetAdd, SetsWriter};
-use crate::stats::{Observation, StatsWriter};
-use crate::statsd::{Line, Reading, Reject, check_time, parse_packet};
+use crate::open::SPACES;
+use crate::statsd::{Line, Reading, ReadingKind, Reject, Target, check_time, parse_packet};
 
-/// Where the listener's lines go: the aggregating writers of each kind.
+/// Where the listener's lines go: the aggregating writer of each kind
+/// with a statsd type (one [`Target`] per space of the registry,
+/// [`crate::open::SPACES`]), indexed by the readings each takes.
 #[derive(Clone, Debug)]
 pub struct Targets {
-    /// Counter lines (`c`).
-    pub counters: CounterWriter,
-    /// Timer, histogram and distribution lines (`ms`, `h`, `d`).
-    pub stats: StatsWriter,
-    /// Gauge lines (`g`).
-    pub gauges: GaugesWriter,
-    /// Set lines (`s`).
-    pub sets: SetsWriter,
+    targets: Vec<Target>,
+    /// The place in `targets` of the target of each [`ReadingKind`]
+    /// ([`ReadingKind::index`]).
+    of_reading: [Option<usize>; ReadingKind::COUNT],
 }
 
 impl Targets {
     /// The writers of `tally` (each started on first use).
     pub fn of(tally: &crate::Tally) -> Self {
-        Targets {
-            counters: tally.writer(),
-            stats: tally.stats_writer(),
-            gauges: tally.gauges_writer(),
-            sets: tally.sets_writer(),
+        Targets::new(
+            SPACES
+                .iter()
+                .filter_map(|entry| entry.statsd.map(|target| target(tally))),
+        )
+    }
+
+    /// These targets; a reading two of them take goes to the first.
+    pub fn new(targets: impl IntoIterator<Item = Target>) -> Self {
+        let targets: Vec<Target> = targets.into_iter().collect();
+        let mut of_reading = [None; ReadingKind::COUNT];
+        for (i, target) in targets.iter().enumerate() {
+            for reading in target.readings() {
+                of_reading[reading.index()].get_or_insert(i);
+            }
         }
+        Targets {
+            targets,
+            of_reading,
+        }
+    }
+
+    /// The target of `reading`'s kind, and its place.
+    fn of_reading(&self, reading: &Reading<'_>) -> Result<(usize, &Target)> {
+        let i = self.of_reading[reading.kind().index()].ok_or_else(|| {
+            Error::InvalidInput(format!("no writer takes {:?} readings", reading.kind()))
+        })?;
+        Ok((i, &self.targets[i]))
     }
 }
 
@@ -147,20 +168,10 @@ impl Targets {
     fn check_times(&self, line: &Line<'_>) -> Result<(), Reject> {
         for sample in line.samples() {
             let Some(at) = sample.at else { continue };
-            let (space, clock) = match sample.reading {
-                Reading::Count(_) => (
-                    self.counters.counters().space(),
-                    self.counters.counters().clock(),
-                ),
-                Reading::Observation { .. } => {
-                    (self.stats.service().space(), self.stats.service().clock())
-                }
-                Reading::Gauge { .. } => {
-                    (self.gauges.service().space(), self.gauges.service().clock())
-                }
-                Reading::Member(_) => (self.sets.service().space(), self.sets.service().clock()),
+            let Ok((_, target)) = self.of_reading(&sample.reading) else {
+                continue; // refused when taken
             };
-            check_time(at, clock.now(), &space.precisions)?;
+            check_time(at, target.now(), &target.space().precisions)?;
         }
         Ok(())
     }
@@ -171,77 +182,44 @@ impl Targets {
         let Some(sample) = line.samples().next() else {
             return Ok(0);
         };
-        let (name, at) = (line.name, sample.at.map(|t| t as f64));
-        match sample.reading {
-            Reading::Count(count) => self.counters.try_add(name, count, at).map(|()| 1),
-            Reading::Observation { value, weight } => self
-                .stats
-                .try_record_weighted(name, value, weight, at)
-                .map(|()| 0),
-            Reading::Gauge { value, relative } => self
-                .gauges
-                .try_apply(&GaugeOp {
-                    at,
-                    ..gauge(name, value, relative)
-                })
-                .map(|()| 0),
-            Reading::Member(member) => self
-                .sets
-                .try_add(&SetAdd {
-                    at,
-                    ..SetAdd::new(name, [member])
-                })
-                .map(|()| 0),
-        }
+        let (_, target) = self.of_reading(&sample.reading)?;
+        target.try_take(line.name, sample.reading, sample.at.map(|t| t as f64))?;
+        Ok(increments(&sample.reading))
     }
 
     /// Hands a line of several samples to every writer it touches at once,
-    /// all or nothing; the counter increments taken.
+    /// all or nothing; the counter increments taken. A line with invalid
+    /// samples for several writers is refused with the error of the first
+    /// writer in the registry's order.
     fn take_all(&self, line: &Line<'_>) -> Result<u64> {
-        let (mut counts, mut observations, mut gauges, mut sets) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut items: Vec<Result<Vec<Item>>> =
+            self.targets.iter().map(|_| Ok(Vec::new())).collect();
+        let mut nows = vec![None; self.targets.len()];
+        let mut counted = 0;
         for sample in line.samples() {
-            let (name, at) = (line.name, sample.at.map(|t| t as f64));
-            match sample.reading {
-                Reading::Count(count) => counts.push(Increment {
-                    at,
-                    ..Increment::new(name, count)
-                }),
-                Reading::Observation { value, weight } => observations.push(Observation {
-                    at,
-                    ..Observation::new(name, value).weight(weight)
-                }),
-                Reading::Gauge { value, relative } => gauges.push(GaugeOp {
-                    at,
-                    ..gauge(name, value, relative)
-                }),
-                Reading::Member(member) => sets.push(SetAdd {
-                    at,
-                    ..SetAdd::new(name, [member])
-                }),
+            let (i, target) = self.of_reading(&sample.reading)?;
+            let Ok(taken) = &mut items[i] else { continue };
+            let now = *nows[i].get_or_insert_with(|| target.now());
+            match target.item(line.name, sample.reading, sample.at.map(|t| t as f64), now) {
+                Ok(item) => taken.push(item),
+                Err(e) => items[i] = Err(e),
             }
+            counted += increments(&sample.reading);
         }
-        let items: [(&Writer, Vec<Item>); 4] = [
-            (self.counters.engine(), self.counters.items(&counts)?),
-            (self.stats.engine(), self.stats.items(&observations)?),
-            (self.gauges.engine(), self.gauges.items(&gauges)?),
-            (self.sets.engine(), self.sets.items(&sets)?),
-        ];
-        let mut parts: Vec<(&Writer, &[Item])> = items
+        let items = items.into_iter().collect::<Result<Vec<_>>>()?;
+        let mut parts: Vec<(&Writer, &[Item])> = self
+            .targets
             .iter()
+            .zip(&items)
             .filter(|(_, items)| !items.is_empty())
-            .map(|(writer, items)| (*writer, items.as_slice()))
+            .map(|(target, items)| (target.engine(), items.as_slice()))
             .collect();
         try_add_all(&mut parts)?;
-        Ok(counts.len() as u64)
+        Ok(counted)
     }
 }
 
-/// The gauge operation of a gauge sample: `+5` / `-5` adjust, `5` sets.
-fn gauge(name: &str, value: f64, relative: bool) -> GaugeOp {
-    if relative {
-        GaugeOp::adjust(name, value)
-    } else {
-        GaugeOp::set(name, value)
-    }
+/// The counter increments a reading is (`tally_increments_accepted_total`).
+fn increments(reading: &Reading<'_>) -> u64 {
+    u64::from(reading.kind() == ReadingKind::Count)
 }

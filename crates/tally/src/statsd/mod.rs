@@ -63,8 +63,11 @@
 //! [`Line::samples`] asks for them.
 
 mod cursor;
+mod target;
 #[cfg(test)]
 mod tests;
+
+pub use self::target::{StatsdRules, Target};
 
 use self::cursor::{Cursor, find2};
 use crate::clock::Timestamp;
@@ -146,6 +149,42 @@ pub enum Reading<'a> {
     },
     /// A member of a set (`s`), as sent.
     Member(&'a str),
+}
+
+/// The kinds of [`Reading`]: which statsd types a kind's writer takes
+/// (see [`StatsdRules`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ReadingKind {
+    /// [`Reading::Count`] (`c`).
+    Count,
+    /// [`Reading::Observation`] (`ms`, `h`, `d`).
+    Observation,
+    /// [`Reading::Gauge`] (`g`).
+    Gauge,
+    /// [`Reading::Member`] (`s`).
+    Member,
+}
+
+impl ReadingKind {
+    /// How many kinds there are (each one's index is below it).
+    pub const COUNT: usize = 4;
+
+    /// Its place in a table of [`ReadingKind::COUNT`] entries.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl Reading<'_> {
+    /// What kind of reading it is.
+    pub fn kind(&self) -> ReadingKind {
+        match self {
+            Reading::Count(_) => ReadingKind::Count,
+            Reading::Observation { .. } => ReadingKind::Observation,
+            Reading::Gauge { .. } => ReadingKind::Gauge,
+            Reading::Member(_) => ReadingKind::Member,
+        }
+    }
 }
 
 /// One sample of a line: a reading and, with a `T` field, its time.

@@ -20,6 +20,7 @@ use tally::server::statsd::Targets;
 use tally::server::{AppState, Metrics, ServerSettings, Services, app};
 use tally::sets::SetsWriter;
 use tally::stats::StatsWriter;
+use tally::statsd::Target;
 use tally::tsdb::TsIncrement;
 use tally::{Clock, DailySettings, GaugeOp, Locks, StatsSettings, TsdbSettings};
 use tower::ServiceExt;
@@ -31,8 +32,18 @@ struct TestServer {
     state: AppState,
     router: Router,
     counter_writer: CounterWriter,
-    /// The statsd listener's writers (the counters' is `counter_writer`).
+    /// The statsd listener's other writers (the counters' is
+    /// `counter_writer`).
+    writers: Writers,
+    /// The statsd listener's targets: every writer.
     statsd: Targets,
+}
+
+/// The writers of statistics, gauges and sets.
+struct Writers {
+    stats: StatsWriter,
+    gauges: GaugesWriter,
+    sets: SetsWriter,
 }
 
 impl Drop for TestServer {
@@ -72,8 +83,7 @@ async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer
         },
     )
     .unwrap();
-    let statsd = Targets {
-        counters: counter_writer.clone(),
+    let writers = Writers {
         stats: stats_writer.clone(),
         gauges: GaugesWriter::start(
             f.gauges(&f.counters.settings().precisions, 10, false).await,
@@ -92,6 +102,12 @@ async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer
         )
         .unwrap(),
     };
+    let statsd = Targets::new([
+        Target::of(counter_writer.clone()),
+        Target::of(writers.stats.clone()),
+        Target::of(writers.gauges.clone()),
+        Target::of(writers.sets.clone()),
+    ]);
     let mut policies = BTreeMap::new();
     policies.insert("api".to_owned(), Limit::new(Algorithm::Fixed, 2, 60_000));
     let services = Services {
@@ -108,8 +124,8 @@ async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer
         )),
         tsdb: Some(f.tsdb(TsdbSettings::default()).await),
         daily: Some(f.daily(DailySettings::default()).await),
-        gauges: Some(statsd.gauges.service().clone()),
-        sets: Some(statsd.sets.service().clone()),
+        gauges: Some(writers.gauges.service().clone()),
+        sets: Some(writers.sets.service().clone()),
         buffers: None,
         stats: Some(stats.clone()),
         stats_writer: Some(stats_writer.clone()),
@@ -137,6 +153,7 @@ async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer
         state,
         router,
         counter_writer,
+        writers,
         statsd,
     }
 }
@@ -217,17 +234,17 @@ impl TestServer {
     /// Stops the fixture's writers (what [`Drop`] does on a runtime of
     /// several threads).
     async fn shutdown(&self) {
-        self.statsd.stats.shutdown().await;
-        self.statsd.gauges.shutdown().await;
-        self.statsd.sets.shutdown().await;
+        self.writers.stats.shutdown().await;
+        self.writers.gauges.shutdown().await;
+        self.writers.sets.shutdown().await;
         self.counter_writer.shutdown().await;
     }
 
     async fn flush(&self) {
         self.counter_writer.flush().await.unwrap();
-        self.statsd.stats.flush().await.unwrap();
-        self.statsd.gauges.flush().await.unwrap();
-        self.statsd.sets.flush().await.unwrap();
+        self.writers.stats.flush().await.unwrap();
+        self.writers.gauges.flush().await.unwrap();
+        self.writers.sets.flush().await.unwrap();
     }
 }
 

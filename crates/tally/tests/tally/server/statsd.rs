@@ -32,10 +32,10 @@ async fn statsd_packets_over_udp() {
     );
     assert_eq!(metrics.statsd_accepted_total(), 5);
     s.flush().await;
-    let temp = s.statsd.gauges.service().current("temp").await.unwrap();
+    let temp = s.writers.gauges.service().current("temp").await.unwrap();
     assert_eq!(temp, Some(21.0));
     let rt = s
-        .statsd
+        .writers
         .stats
         .service()
         .get("rt", 86_400, &[])
@@ -110,7 +110,7 @@ async fn statsd_timers_become_weighted_statistics() {
     assert_eq!(metrics.statsd_accepted_total(), 4);
     s.flush().await;
     let day = s
-        .statsd
+        .writers
         .stats
         .service()
         .get("api.rt", 86_400, &[0.0, 1.0])
@@ -190,7 +190,7 @@ async fn issue_21_statsd_lines_write_only_under_their_name() {
         "{minutes}"
     );
     let pk = s
-        .statsd
+        .writers
         .stats
         .service()
         .get("pk", 86_400, &[])
@@ -202,7 +202,7 @@ async fn issue_21_statsd_lines_write_only_under_their_name() {
         (Some(1.0), Some(2.0))
     );
     let mix = s
-        .statsd
+        .writers
         .stats
         .service()
         .get("mix", 86_400, &[])
@@ -210,7 +210,7 @@ async fn issue_21_statsd_lines_write_only_under_their_name() {
         .unwrap();
     assert_eq!((mix[0].summary.count, mix[0].summary.sum), (1, 2.0));
     assert_eq!(
-        s.statsd.gauges.service().current("mix").await.unwrap(),
+        s.writers.gauges.service().current("mix").await.unwrap(),
         Some(3.0)
     );
     let members = s.get("/v1/sets/mix?precision=86400").await.json();
@@ -256,7 +256,7 @@ async fn statsd_gauges_set_and_adjust_in_order() {
         metrics.statsd_accepted_total() == 3
     }));
     s.flush().await;
-    let gauges = s.statsd.gauges.service();
+    let gauges = s.writers.gauges.service();
     let day = gauges.get("q", 86_400).await.unwrap();
     assert_eq!((day[0].last, day[0].min, day[0].max), (2.0, 2.0, 8.0));
     client.send_to(b"q:0|g\nq:-5|g", addr).await.unwrap();
