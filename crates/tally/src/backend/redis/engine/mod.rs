@@ -185,4 +185,4 @@ impl SliceStore for RedisSliceStore {
 }
 
 #[cfg(test)]
-mod testing;
+pub(super) mod testing;

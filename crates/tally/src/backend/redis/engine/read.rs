@@ -327,13 +327,7 @@ mod tests {
             other => panic!("{other:?}"),
         };
         for compression in ["yes", "no"] {
-            let _: () = redis::cmd("CONFIG")
-                .arg("SET")
-                .arg("rdbcompression")
-                .arg(compression)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
+            config_set(&mut conn, "rdbcompression", compression).await;
             for (i, t) in texts.iter().enumerate() {
                 // As a value of a slice, and as a field.
                 let _: () = redis::cmd("HSET")
@@ -346,11 +340,7 @@ mod tests {
                     .await
                     .unwrap();
             }
-            let payload: Vec<u8> = redis::cmd("DUMP")
-                .arg("values")
-                .query_async(&mut conn)
-                .await
-                .unwrap();
+            let payload = dump_payload(&mut conn, "values").await;
             let Some(Reply::Array(got)) = dump_as_hgetall(&payload) else {
                 panic!("not read from the DUMP");
             };
@@ -375,11 +365,7 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let payload: Vec<u8> = redis::cmd("DUMP")
-            .arg("big")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        let payload = dump_payload(&mut conn, "big").await;
         assert_eq!(dump_as_hgetall(&payload), None);
         // A listpack's integers read as numbers where they fit.
         assert_eq!(reply_number::<i64>(&Reply::Int(-1), "n"), Ok(-1));
