@@ -14,8 +14,8 @@ use tally::engine::plan::{Item, plan};
 use tally::engine::read::{merge_values, read_range};
 use tally::engine::writer::{Writer, WriterSettings};
 use tally::engine::{
-    Applied, Batch, CleanJob, Kind as ValueKind, Precision, Retention, SliceSel, SliceStore, Space,
-    Value, WriteSeq,
+    Applied, Batch, CleanJob, Kind as ValueKind, Precision, Retention, SeriesList, SliceRead,
+    SliceSel, SliceStore, Space, Value, WriteSeq,
 };
 use tally::{Error, Increment, Name, Timestamp};
 
@@ -102,12 +102,11 @@ async fn writes_read_back_at_every_resolution(kind: Kind) {
     assert_eq!(s.apply(&b).await.unwrap(), Applied::Written);
     s.apply(&b).await.unwrap();
     let got = s
-        .read(
+        .read(SliceRead::new(
             &space,
             &[name("home"), name("none")],
             &[1, 10, 100],
-            SliceSel::All,
-        )
+        ))
         .await
         .unwrap();
     assert_eq!(sums(&got[0][0]), vec![(1002, 4), (1009, 6), (1011, -2)]);
@@ -116,12 +115,11 @@ async fn writes_read_back_at_every_resolution(kind: Kind) {
     assert!(got[1].iter().all(Vec::is_empty));
     // The sums' own read (counters' fast path) answers the same.
     let fast = s
-        .read_sums(
+        .read_sums(SliceRead::new(
             &space,
             &[name("home"), name("none")],
             &[1, 10, 100],
-            SliceSel::All,
-        )
+        ))
         .await
         .unwrap();
     let slow: Vec<Vec<Vec<(u64, i64)>>> = got
@@ -131,13 +129,10 @@ async fn writes_read_back_at_every_resolution(kind: Kind) {
     assert_eq!(fast, slow);
     let range = s
         .read(
-            &space,
-            &[name("home")],
-            &[1],
-            SliceSel::Range {
+            SliceRead::new(&space, &[name("home")], &[1]).slices(SliceSel::Range {
                 from: 1005,
                 to: 1011,
-            },
+            }),
         )
         .await
         .unwrap();
@@ -219,11 +214,14 @@ async fn overflow_anywhere_writes_nothing(kind: Kind) {
     }
     let names: Vec<Name> = (0..40).map(|i| name(&format!("s{i}"))).collect();
     let got = s
-        .read(&space, &names, &[1, 10, 100], SliceSel::All)
+        .read(SliceRead::new(&space, &names, &[1, 10, 100]))
         .await
         .unwrap();
     assert!(got.iter().flatten().all(Vec::is_empty), "{got:?}");
-    assert_eq!(s.list(&space, "", None, 100).await.unwrap(), vec!["full"]);
+    assert_eq!(
+        s.list(SeriesList::new(&space, 100)).await.unwrap(),
+        vec!["full"]
+    );
 }
 
 async fn sequenced_batches_apply_once(kind: Kind) {
@@ -244,7 +242,7 @@ async fn sequenced_batches_apply_once(kind: Kind) {
     b.seq = Some(seq(1, 1));
     assert_eq!(s.apply(&b).await.unwrap(), Applied::Written);
     let got = s
-        .read(&space, &[name("x")], &[100], SliceSel::All)
+        .read(SliceRead::new(&space, &[name("x")], &[100]))
         .await
         .unwrap();
     assert_eq!(sums(&got[0][0]), vec![(1000, 15)]);
@@ -260,13 +258,21 @@ async fn list_delete_and_clean(kind: Kind) {
             .await
             .unwrap();
     }
-    assert_eq!(s.list(&space, "", None, 10).await.unwrap(), names);
+    assert_eq!(s.list(SeriesList::new(&space, 10)).await.unwrap(), names);
     assert_eq!(
-        s.list(&space, "app:", Some("app:a"), 10).await.unwrap(),
+        s.list(
+            SeriesList::new(&space, 10)
+                .prefix("app:")
+                .after(Some("app:a"))
+        )
+        .await
+        .unwrap(),
         vec!["app:b", "app:c"]
     );
     assert_eq!(
-        s.list(&space, "app:", None, 1).await.unwrap(),
+        s.list(SeriesList::new(&space, 1).prefix("app:"))
+            .await
+            .unwrap(),
         vec!["app:a"]
     );
     // Registered names, exactly (a prefix of one is not one).
@@ -278,7 +284,9 @@ async fn list_delete_and_clean(kind: Kind) {
     assert!(s.delete(&space, &name("app:c")).await.unwrap());
     assert!(!s.delete(&space, &name("app:c")).await.unwrap());
     assert_eq!(
-        s.list(&space, "app:", None, 10).await.unwrap(),
+        s.list(SeriesList::new(&space, 10).prefix("app:"))
+            .await
+            .unwrap(),
         ["app:a", "app:b"]
     );
     assert_eq!(
@@ -305,7 +313,7 @@ async fn list_delete_and_clean(kind: Kind) {
     assert_eq!(report.samples_removed, expected);
     assert_eq!(report.counters_removed, 0);
     let got = s
-        .read(&space, &[name("db:x")], &[1, 10, 100], SliceSel::All)
+        .read(SliceRead::new(&space, &[name("db:x")], &[1, 10, 100]))
         .await
         .unwrap();
     assert_eq!(sums(&got[0][0]), vec![(2000, 1)]);
@@ -333,7 +341,7 @@ async fn list_delete_and_clean(kind: Kind) {
         (3, 3, 0)
     );
     let got = s
-        .read(&space, &[name("db:x")], &[1, 10, 100], SliceSel::All)
+        .read(SliceRead::new(&space, &[name("db:x")], &[1, 10, 100]))
         .await
         .unwrap();
     assert_eq!(sums(&got[0][0]), vec![(2009, 1)]);
@@ -346,7 +354,12 @@ async fn list_delete_and_clean(kind: Kind) {
     };
     let report = s.clean(&space, &later).await.unwrap();
     assert_eq!(report.counters_removed, 3);
-    assert!(s.list(&space, "", None, 10).await.unwrap().is_empty());
+    assert!(
+        s.list(SeriesList::new(&space, 10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// A space and the counters may hold series of the same name: each sees
@@ -364,7 +377,7 @@ async fn a_space_does_not_mix_with_counters(kind: Kind) {
         .unwrap();
     assert_eq!(f.counters.get("same", 60).await.unwrap()[0].count, 3);
     let got = s
-        .read(&space, &[name("same")], &[10], SliceSel::All)
+        .read(SliceRead::new(&space, &[name("same")], &[10]))
         .await
         .unwrap();
     assert_eq!(sums(&got[0][0]), vec![(1000, 40)]);
@@ -419,7 +432,7 @@ async fn the_writer_serves_any_space(kind: Kind) {
     w.shutdown().await;
     let names: Vec<Name> = (0..7).map(|i| name(&format!("v{i}"))).collect();
     let got = s
-        .read(&space, &names, &[1, 100], SliceSel::All)
+        .read(SliceRead::new(&space, &names, &[1, 100]))
         .await
         .unwrap();
     let total_100: i64 = got.iter().map(|per| sums(&per[1])[0].1).sum();
@@ -602,7 +615,7 @@ async fn statistics_merge_in_the_store(kind: Kind) {
         .await
         .unwrap();
     let got = s
-        .read(&space, std::slice::from_ref(&api), &[1, 60], SliceSel::All)
+        .read(SliceRead::new(&space, std::slice::from_ref(&api), &[1, 60]))
         .await
         .unwrap();
     let want_1000 = stats_of(&[1.0, 2.0, 3.0, 0.5, -4.0, 250.0, 0.0]);
@@ -618,9 +631,12 @@ async fn statistics_merge_in_the_store(kind: Kind) {
         .await
         .unwrap();
     assert_eq!(merged, vec![want_all]);
-    assert_eq!(s.list(&space, "", None, 10).await.unwrap(), vec!["api"]);
+    assert_eq!(
+        s.list(SeriesList::new(&space, 10)).await.unwrap(),
+        vec!["api"]
+    );
     let err = s
-        .read_sums(&space, &[name("api")], &[1], SliceSel::All)
+        .read_sums(SliceRead::new(&space, &[name("api")], &[1]))
         .await
         .unwrap_err();
     assert!(
@@ -669,5 +685,5 @@ async fn kinds_no_store_keeps_yet_are_refused(kind: Kind) {
         matches!(&err, Error::Config(m) if m.contains("top values are not kept")),
         "{err}"
     );
-    assert!(s.read(&space, &[g], &[60], SliceSel::All).await.is_err());
+    assert!(s.read(SliceRead::new(&space, &[g], &[60])).await.is_err());
 }

@@ -11,7 +11,9 @@ use std::time::Duration;
 use common::{Fixture, Kind, RawConn};
 use tally::counters::{Applied, CounterWriter, WriteSeq, WriterSettings};
 use tally::engine::plan::plan;
-use tally::engine::{Batch, Kind as ValueKind, Precision, Retention, SliceSel, Space, Value};
+use tally::engine::{
+    Batch, Kind as ValueKind, Precision, Retention, SeriesList, SliceRead, Space, Value,
+};
 use tally::{CleanerSettings, Clock, CounterSettings, Error, Increment, Name, SystemClock};
 use tally_testkit::RedisOptions;
 
@@ -349,10 +351,10 @@ async fn another_space_expires_too(kind: Kind) {
             }
             store.apply(batch).await.unwrap();
             let got = store
-                .read(space, std::slice::from_ref(name), &[1, 10], SliceSel::All)
+                .read(SliceRead::new(space, std::slice::from_ref(name), &[1, 10]))
                 .await
                 .unwrap();
-            (got, store.list(space, "", None, 10).await.unwrap())
+            (got, store.list(SeriesList::new(space, 10)).await.unwrap())
         }
     })
     .await;
@@ -367,7 +369,13 @@ async fn another_space_expires_too(kind: Kind) {
     let ttl: i64 = raw.query(redis::cmd("TTL").arg(&key)).await;
     assert!(ttl > 0 && ttl <= 100, "{key} has TTL {ttl}");
     assert!(store.delete(&space, &name).await.unwrap());
-    assert!(store.list(&space, "", None, 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .list(SeriesList::new(&space, 10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// Writes keep the registries bounded with nobody listing: a write that
