@@ -57,7 +57,7 @@ use serde::Serialize;
 use serde_json::Value as Json;
 use tally::Clock;
 use tally::engine::{Batch, CellDelta, SeriesWrite, Value};
-use tally::engine::{SliceSel, SliceStore};
+use tally::engine::{SliceRead, SliceSel, SliceStore};
 use tally::graphite::{DEFAULT_QUANTILES, Namespace, Source};
 use tally::{BackendConfig, ManualClock, Name, Tally};
 use tally_graphite::Store as _;
@@ -946,7 +946,9 @@ async fn library_read(
         from: window.start as u64,
         to: window.end as u64 - 1,
     };
-    let got = slices.read(&space, &names, &[STEP], sel).await?;
+    let got = slices
+        .read(SliceRead::new(&space, &names, &[STEP]).slices(sel))
+        .await?;
     let read_slices: usize = got.iter().map(|per| per[0].len()).sum();
     ensure!(
         read_slices == args.series * SLICES as usize,
@@ -957,7 +959,11 @@ async fn library_read(
     let (read_p50, read_p99) = time(args.iterations, || {
         let slices = slices.clone();
         let (space, names) = (&space, &names);
-        async move { Ok(slices.read(space, names, &[STEP], sel).await?) }
+        async move {
+            Ok(slices
+                .read(SliceRead::new(space, names, &[STEP]).slices(sel))
+                .await?)
+        }
     })
     .await?;
     let source = store.source();

@@ -28,7 +28,7 @@ use serde::Serialize;
 use super::row::{BatchId, Claim};
 use super::service::Buffers;
 use super::sink::Sink;
-use super::store::BufferStats;
+use super::store::{BufferStats, NewClaim};
 use crate::error::{Error, Result};
 
 /// How a flusher works.
@@ -268,12 +268,11 @@ impl Flusher {
             let Some(claim) = self
                 .buffers
                 .store()
-                .claim(
-                    BatchId::new(now),
-                    self.settings.batch_rows - rows,
-                    now,
-                    self.lease_ms(),
-                )
+                .claim(NewClaim {
+                    batch: BatchId::new(now),
+                    max_rows: self.settings.batch_rows - rows,
+                    lease_end_ms: now + self.lease_ms(),
+                })
                 .await?
             else {
                 break;

@@ -45,7 +45,7 @@ pub use ident::Ident;
 pub use row::{BatchId, Claim, RowDelta, RowKey, RowUpdate};
 pub use service::{BufferedRow, Buffers, MAX_VALUE_BYTES, Update};
 pub use sink::{Sink, SinkOutcome, StoredRow};
-pub use store::{BufferStats, BufferStore};
+pub use store::{BufferStats, BufferStore, NewClaim};
 pub use table::{TableConfig, TableSpec, Tables};
 
 use crate::error::{Error, Result};

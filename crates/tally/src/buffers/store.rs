@@ -32,6 +32,17 @@ pub struct BufferStats {
     pub expired_claims: u64,
 }
 
+/// A claim to make ([`BufferStore::claim`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NewClaim {
+    /// The new claim's batch id.
+    pub batch: BatchId,
+    /// The most rows it takes.
+    pub max_rows: usize,
+    /// When its lease ends, Unix ms.
+    pub lease_end_ms: u64,
+}
+
 /// Storage of pending changes and claims. See the module docs.
 #[async_trait]
 pub trait BufferStore: Send + Sync + fmt::Debug + 'static {
@@ -42,16 +53,10 @@ pub trait BufferStore: Send + Sync + fmt::Debug + 'static {
     /// nothing ([`Applied::Duplicate`]).
     async fn incr(&self, update: &RowUpdate, now_ms: u64, mark: Option<&Mark>) -> Result<Applied>;
 
-    /// Atomically moves up to `max_rows` pending rows (oldest first, skipping
-    /// rows in a live claim) into a new claim `batch` whose lease ends at
-    /// `now_ms + lease_ms`. `None` when nothing is pending.
-    async fn claim(
-        &self,
-        batch: BatchId,
-        max_rows: usize,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> Result<Option<Claim>>;
+    /// Atomically moves up to `new.max_rows` pending rows (oldest first,
+    /// skipping rows in a live claim) into a new claim `new.batch` whose
+    /// lease ends at `new.lease_end_ms`. `None` when nothing is pending.
+    async fn claim(&self, new: NewClaim) -> Result<Option<Claim>>;
 
     /// Takes over up to `max` claims whose lease ended at or before `now_ms`,
     /// renewing each lease to `now_ms + lease_ms` atomically (so each goes to

@@ -33,7 +33,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::engine::kinds::sum;
 use crate::engine::series::{Rules, SeriesService};
 use crate::engine::store::map_reads;
-use crate::engine::{SliceSel, SliceStore, Space, Value};
+use crate::engine::{SliceRead, SliceSel, SliceStore, Space, Value};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -306,7 +306,7 @@ impl SeriesService<CounterRules> {
     ) -> Result<Vec<Vec<Vec<Sample>>>> {
         let all = self
             .store()
-            .read_sums(self.space(), names, precisions, slices)
+            .read_sums(SliceRead::new(self.space(), names, precisions).slices(slices))
             .await?;
         Ok(map_reads(all, |start, count| Some(Sample { start, count })))
     }

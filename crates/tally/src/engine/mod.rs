@@ -47,7 +47,7 @@ pub use precision::Precision;
 pub use read::Sample;
 pub use series::Page;
 pub use store::{
-    Applied, Batch, BatchSink, CellDelta, CleanJob, CleanReport, Due, Reads, Retention,
-    SeriesWrite, SliceSel, SliceStore, Slices, Space, WriteSeq, contains_by_listing,
+    Applied, Batch, BatchSink, CellDelta, CleanJob, CleanReport, Due, Reads, Retention, SeriesList,
+    SeriesWrite, SliceRead, SliceSel, SliceStore, Slices, Space, WriteSeq, contains_by_listing,
 };
 pub use writer::{WhenFull, Writer, WriterSettings, WriterStats};

@@ -15,7 +15,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::clock::Timestamp;
 use crate::engine::aggregate::{Kind, Value};
 use crate::engine::precision::{self, Precision};
-use crate::engine::store::{SliceSel, SliceStore, Slices, Space};
+use crate::engine::store::{SliceRead, SliceSel, SliceStore, Slices, Space};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -75,7 +75,7 @@ pub async fn read_range(
         Error::InvalidTime(format!("a range's end ({to}) is before its start ({from})"))
     })?;
     let per = store
-        .read(space, names, &[plan.precision.seconds], plan.slices)
+        .read(SliceRead::new(space, names, &[plan.precision.seconds]).slices(plan.slices))
         .await?;
     per.into_iter()
         .map(|mut rs| merge_slices(space, &rs.pop().unwrap_or_default()))
@@ -90,7 +90,7 @@ pub async fn read_all(
     names: &[Name],
     precisions: &[u64],
 ) -> Result<Vec<Vec<Slices>>> {
-    store.read(space, names, precisions, SliceSel::All).await
+    store.read(SliceRead::new(space, names, precisions)).await
 }
 
 /// One stored sample: the slice start and its count.

@@ -19,7 +19,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
 use crate::engine::plan::{self, Item};
-use crate::engine::store::{Applied, Batch, BatchSink, SliceSel, SliceStore, Slices, Space};
+use crate::engine::store::{
+    Applied, Batch, BatchSink, SeriesList, SliceRead, SliceStore, Slices, Space,
+};
 use crate::engine::writer::{WriterSettings, WriterStats};
 use crate::engine::{Kind, Value, Writer};
 use crate::error::Result;
@@ -232,7 +234,7 @@ impl<R: Rules> SeriesService<R> {
         let mut all = self
             .inner
             .store
-            .read(&self.inner.space, &[name], precisions, SliceSel::All)
+            .read(SliceRead::new(&self.inner.space, &[name], precisions))
             .await?;
         let per = all.pop().unwrap_or_default();
         Ok(precisions.iter().copied().zip(per).collect())
@@ -245,7 +247,11 @@ impl<R: Rules> SeriesService<R> {
         let names = self
             .inner
             .store
-            .list(&self.inner.space, prefix, after, limit + 1)
+            .list(
+                SeriesList::new(&self.inner.space, limit + 1)
+                    .prefix(prefix)
+                    .after(after),
+            )
             .await?;
         Ok(Page::of(names, limit))
     }

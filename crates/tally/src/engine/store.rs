@@ -254,6 +254,74 @@ impl SliceSel {
     }
 }
 
+/// A read handed to a store: the slices of each of `names` at each of
+/// `precisions`, those `slices` selects.
+#[derive(Clone, Copy, Debug)]
+pub struct SliceRead<'a> {
+    /// The space read.
+    pub space: &'a Space,
+    /// The series, in the answer's order.
+    pub names: &'a [Name],
+    /// The slice lengths (seconds), in the answer's order.
+    pub precisions: &'a [u64],
+    /// Which slices.
+    pub slices: SliceSel,
+}
+
+impl<'a> SliceRead<'a> {
+    /// Every slice of `names` at `precisions`.
+    pub fn new(space: &'a Space, names: &'a [Name], precisions: &'a [u64]) -> Self {
+        SliceRead {
+            space,
+            names,
+            precisions,
+            slices: SliceSel::All,
+        }
+    }
+
+    /// The same read, of the slices `slices` selects only.
+    pub fn slices(self, slices: SliceSel) -> Self {
+        SliceRead { slices, ..self }
+    }
+}
+
+/// A page of a space's series names handed to a store: up to `limit`
+/// names starting with `prefix` (empty: all), after `after` (exclusive),
+/// in name (byte) order.
+#[derive(Clone, Copy, Debug)]
+pub struct SeriesList<'a> {
+    /// The space listed.
+    pub space: &'a Space,
+    /// What every name starts with.
+    pub prefix: &'a str,
+    /// The name the page starts after, if any.
+    pub after: Option<&'a str>,
+    /// The most names returned.
+    pub limit: usize,
+}
+
+impl<'a> SeriesList<'a> {
+    /// The first `limit` names of the space.
+    pub fn new(space: &'a Space, limit: usize) -> Self {
+        SeriesList {
+            space,
+            prefix: "",
+            after: None,
+            limit,
+        }
+    }
+
+    /// The same page, of the names starting with `prefix` only.
+    pub fn prefix(self, prefix: &'a str) -> Self {
+        SeriesList { prefix, ..self }
+    }
+
+    /// The same page, starting after `after` (exclusive) when given.
+    pub fn after(self, after: Option<&'a str>) -> Self {
+        SeriesList { after, ..self }
+    }
+}
+
 /// One precision's stored slices of one series, oldest first.
 pub type Slices = Vec<(u64, Value)>;
 
@@ -439,7 +507,9 @@ pub async fn contains_by_listing<S: SliceStore + ?Sized>(
     names: &[Name],
 ) -> Result<Vec<bool>> {
     let lists = names.iter().map(|name| async move {
-        let found = store.list(space, name.as_str(), None, 1).await?;
+        let found = store
+            .list(SeriesList::new(space, 1).prefix(name.as_str()))
+            .await?;
         Ok::<_, Error>(found.first().is_some_and(|n| n == name.as_str()))
     });
     futures::future::try_join_all(lists).await
@@ -456,41 +526,22 @@ pub trait SliceStore: Send + Sync + fmt::Debug + 'static {
     async fn apply(&self, batch: &Batch) -> Result<Applied>;
 
     /// The slices of each series at each precision, oldest first:
-    /// `result[i][j]` belongs to `names[i]` at `precisions[j]`. One round
-    /// trip.
-    async fn read(
-        &self,
-        space: &Space,
-        names: &[Name],
-        precisions: &[u64],
-        slices: SliceSel,
-    ) -> Result<Vec<Vec<Slices>>>;
+    /// `result[i][j]` belongs to `read.names[i]` at `read.precisions[j]`.
+    /// One round trip.
+    async fn read(&self, read: SliceRead<'_>) -> Result<Vec<Vec<Slices>>>;
 
     /// [`SliceStore::read`] for a space of sums, with the sums as they are
     /// rather than a [`Value`] each: counters read every precision of many
     /// counters at once, on the latency path, and a value per slice (and
     /// its conversion) measurably slowed them. Fails for other kinds.
-    async fn read_sums(
-        &self,
-        space: &Space,
-        names: &[Name],
-        precisions: &[u64],
-        slices: SliceSel,
-    ) -> Result<Reads<i64>> {
-        check_sums(space)?;
-        let all = self.read(space, names, precisions, slices).await?;
+    async fn read_sums(&self, read: SliceRead<'_>) -> Result<Reads<i64>> {
+        check_sums(read.space)?;
+        let all = self.read(read).await?;
         Ok(map_reads(all, |s, v| v.as_sum().map(|c| (s, c))))
     }
 
-    /// Up to `limit` series names starting with `prefix` (empty: all),
-    /// after `after` (exclusive), in name (byte) order.
-    async fn list(
-        &self,
-        space: &Space,
-        prefix: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<String>>;
+    /// A page of the space's series names (see [`SeriesList`]).
+    async fn list(&self, list: SeriesList<'_>) -> Result<Vec<String>>;
 
     /// Whether each of `names` is a series of the space (one [`SliceStore::list`]
     /// lists), in one round trip: the Graphite API's test of a pattern

@@ -25,7 +25,7 @@ use tally_graphite::{
 };
 
 use super::{Family, Source, path};
-use crate::engine::{Kind, SliceSel, Value};
+use crate::engine::{Kind, SliceRead, SliceSel, Value};
 use crate::name::Name;
 
 /// The function, over the statistics of one source.
@@ -160,13 +160,15 @@ impl Function for MergedQuantile {
                 let read = family
                     .store
                     .read(
-                        &family.space,
-                        std::slice::from_ref(&name),
-                        &[s.step as u64],
-                        SliceSel::Range {
+                        SliceRead::new(
+                            &family.space,
+                            std::slice::from_ref(&name),
+                            &[s.step as u64],
+                        )
+                        .slices(SliceSel::Range {
                             from: s.start.max(0) as u64,
                             to: (s.end - 1).max(0) as u64,
-                        },
+                        }),
                     )
                     .await
                     .map_err(super::store_error)?;

@@ -51,7 +51,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tally_graphite::{Archive, Error as GError, Glob, Node, Result as GResult, Series};
 
-use crate::engine::{SliceSel, SliceStore, Space, Value};
+use crate::engine::{SeriesList, SliceRead, SliceSel, SliceStore, Space, Value};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -288,7 +288,11 @@ impl Family {
         loop {
             let page = self
                 .store
-                .list(&self.space, prefix, after.as_deref(), PAGE)
+                .list(
+                    SeriesList::new(&self.space, PAGE)
+                        .prefix(prefix)
+                        .after(after.as_deref()),
+                )
                 .await
                 .map_err(store_error)?;
             let full = page.len() == PAGE;
@@ -357,7 +361,7 @@ impl Source {
             loop {
                 let page = family
                     .store
-                    .list(&family.space, "", after.as_deref(), EXPORT_PAGE)
+                    .list(SeriesList::new(&family.space, EXPORT_PAGE).after(after.as_deref()))
                     .await?;
                 let full = page.len() == EXPORT_PAGE;
                 after = page.last().cloned();
@@ -372,7 +376,7 @@ impl Source {
             for chunk in names.chunks(EXPORT_PAGE) {
                 let read = family
                     .store
-                    .read(&family.space, chunk, &seconds, SliceSel::All)
+                    .read(SliceRead::new(&family.space, chunk, &seconds))
                     .await?;
                 for (name, per) in chunk.iter().zip(read) {
                     let escaped = path::escape(name.as_str());
@@ -516,7 +520,7 @@ impl Source {
         };
         let read = family
             .store
-            .read(&family.space, &only, &[step as u64], selected)
+            .read(SliceRead::new(&family.space, &only, &[step as u64]).slices(selected))
             .await
             .map_err(store_error)?;
         let mut out = Vec::new();
@@ -564,7 +568,7 @@ impl Source {
             // A node of the root itself: a branch, if the family holds anything.
             let any = family
                 .store
-                .list(&family.space, "", None, 1)
+                .list(SeriesList::new(&family.space, 1))
                 .await
                 .map_err(store_error)?;
             if !any.is_empty() {

@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-pub use store::LimiterStore;
+pub use store::{Check, LimiterStore};
 
 use crate::clock::{Clock, SharedClock};
 use crate::error::{Error, Result};
@@ -342,7 +342,14 @@ impl Limiter {
             )));
         }
         let m = &self.metrics;
-        match self.store.check(&key, limit, cost, now, mark).await {
+        let check = Check {
+            key: &key,
+            limit,
+            cost,
+            now_ms: now,
+            mark,
+        };
+        match self.store.check(check).await {
             Ok(d) => {
                 let counter = if d.allowed { &m.allowed } else { &m.denied };
                 counter.fetch_add(1, Ordering::Relaxed);

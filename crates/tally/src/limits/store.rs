@@ -18,22 +18,32 @@ use crate::error::Result;
 use crate::idempotency::Mark;
 use crate::name::Name;
 
+/// One check handed to a store: `cost` units for `key` under `limit` at
+/// `now_ms`, kept with `mark` when it is a keyed check.
+#[derive(Clone, Copy, Debug)]
+pub struct Check<'a> {
+    /// The key checked.
+    pub key: &'a Name,
+    /// The limit it is checked against.
+    pub limit: &'a Limit,
+    /// The units counted.
+    pub cost: u64,
+    /// The instant of the check, Unix ms.
+    pub now_ms: u64,
+    /// The keyed check's mark, if any.
+    pub mark: Option<&'a Mark>,
+}
+
 /// Storage of rate-limit state.
 #[async_trait]
 pub trait LimiterStore: Send + Sync + fmt::Debug + 'static {
-    /// Checks `cost` units for `key` under `limit` at `now_ms`, atomically.
-    /// With a `mark` (a keyed check), an admitted check keeps the mark with
-    /// its count; a check whose mark is kept already counts nothing and is
-    /// answered admitted, its `remaining`, `reset_at_ms` those of the
-    /// current state ([`super::repeated`]).
-    async fn check(
-        &self,
-        key: &Name,
-        limit: &Limit,
-        cost: u64,
-        now_ms: u64,
-        mark: Option<&Mark>,
-    ) -> Result<Decision>;
+    /// Checks `check.cost` units for `check.key` under `check.limit` at
+    /// `check.now_ms`, atomically. With a `mark` (a keyed check), an
+    /// admitted check keeps the mark with its count; a check whose mark is
+    /// kept already counts nothing and is answered admitted, its
+    /// `remaining`, `reset_at_ms` those of the current state
+    /// ([`super::repeated`]).
+    async fn check(&self, check: Check<'_>) -> Result<Decision>;
 }
 
 /// The state key suffix of a limit: algorithm and parameters, so the same

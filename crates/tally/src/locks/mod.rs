@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-pub use store::{AcquireOutcome, LockStore};
+pub use store::{AcquireOutcome, LockCall, LockStore};
 
 use crate::clock::{Clock, SharedClock};
 use crate::error::{Error, Result};
@@ -105,8 +105,13 @@ impl Locks {
         Locks { store, clock }
     }
 
-    fn now_ms(&self) -> u64 {
-        self.clock.now().as_millis()
+    /// A store call about `name` for `token`, now.
+    fn call<'a>(&self, name: &'a Name, token: &'a str) -> LockCall<'a> {
+        LockCall {
+            name,
+            token,
+            now_ms: self.clock.now().as_millis(),
+        }
     }
 
     /// One attempt to take `name` for `ttl`: a lease, or how long it stays held.
@@ -129,11 +134,7 @@ impl Locks {
             })
         };
         Ok(
-            match self
-                .store
-                .acquire(&name, token, ttl_ms, self.now_ms())
-                .await?
-            {
+            match self.store.acquire(self.call(&name, token), ttl_ms).await? {
                 AcquireOutcome::Acquired { fence } => lease(fence, ttl_ms),
                 AcquireOutcome::Ours {
                     fence,
@@ -239,7 +240,7 @@ impl Locks {
     /// Releases `name` if `token` holds it; false (changing nothing) if not.
     pub async fn release(&self, name: &str, token: &str) -> Result<bool> {
         let name = Name::new(name)?;
-        self.store.release(&name, token, self.now_ms()).await
+        self.store.release(self.call(&name, token)).await
     }
 
     /// Extends `name` to `ttl` from now if `token` holds it; false (changing
@@ -247,7 +248,7 @@ impl Locks {
     pub async fn extend(&self, name: &str, token: &str, ttl: Duration) -> Result<bool> {
         let name = Name::new(name)?;
         let ttl_ms = check_ttl(ttl)?;
-        self.store.extend(&name, token, ttl_ms, self.now_ms()).await
+        self.store.extend(self.call(&name, token), ttl_ms).await
     }
 
     /// A guard over a lease obtained from [`Locks::acquire_once`].

@@ -36,22 +36,29 @@ pub enum AcquireOutcome {
     },
 }
 
+/// Who asks about which lock, and when: the lock `name`, the `token` that
+/// holds it or would, the store's instant `now_ms`.
+#[derive(Clone, Copy, Debug)]
+pub struct LockCall<'a> {
+    /// The lock.
+    pub name: &'a Name,
+    /// The token that holds it, or asks to.
+    pub token: &'a str,
+    /// The instant leases are measured from, Unix ms.
+    pub now_ms: u64,
+}
+
 /// Storage of locks. See the module docs.
 #[async_trait]
 pub trait LockStore: Send + Sync + fmt::Debug + 'static {
-    /// Takes the lock for `token` for `ttl_ms` if nobody holds it.
-    async fn acquire(
-        &self,
-        name: &Name,
-        token: &str,
-        ttl_ms: u64,
-        now_ms: u64,
-    ) -> Result<AcquireOutcome>;
+    /// Takes the lock for the call's token for `ttl_ms` if nobody holds it.
+    async fn acquire(&self, call: LockCall<'_>, ttl_ms: u64) -> Result<AcquireOutcome>;
 
-    /// Releases the lock if `token` holds it; false (changing nothing) if not.
-    async fn release(&self, name: &Name, token: &str, now_ms: u64) -> Result<bool>;
+    /// Releases the lock if the call's token holds it; false (changing
+    /// nothing) if not.
+    async fn release(&self, call: LockCall<'_>) -> Result<bool>;
 
-    /// Sets the lease of the lock to `ttl_ms` from now if `token` holds it;
-    /// false (changing nothing) if not.
-    async fn extend(&self, name: &Name, token: &str, ttl_ms: u64, now_ms: u64) -> Result<bool>;
+    /// Sets the lease of the lock to `ttl_ms` from now if the call's token
+    /// holds it; false (changing nothing) if not.
+    async fn extend(&self, call: LockCall<'_>, ttl_ms: u64) -> Result<bool>;
 }

@@ -49,7 +49,7 @@ use sha2::{Digest, Sha256};
 
 use crate::Tally;
 use crate::engine::{
-    Applied, Batch, CellDelta, SeriesWrite, SliceSel, SliceStore, Space, WriteSeq,
+    Applied, Batch, CellDelta, SeriesList, SeriesWrite, SliceRead, SliceStore, Space, WriteSeq,
 };
 use crate::error::{Error, Result};
 use crate::idempotency::Mark;
@@ -274,10 +274,7 @@ async fn all_names(store: &dyn SliceStore, space: &Space) -> Result<Vec<String>>
     loop {
         let page = store
             .list(
-                space,
-                "",
-                names.last().map(String::as_str),
-                MAX_NAMES_PER_BATCH,
+                SeriesList::new(space, MAX_NAMES_PER_BATCH).after(names.last().map(String::as_str)),
             )
             .await?;
         let done = page.len() < MAX_NAMES_PER_BATCH;
@@ -317,7 +314,7 @@ async fn copy_space(
     };
     for (page, chunk) in names.chunks(settings.names_per_batch).enumerate() {
         let names: Vec<Name> = chunk.iter().map(Name::new).collect::<Result<_>>()?;
-        let read = source.read(from, &names, &common, SliceSel::All).await?;
+        let read = source.read(SliceRead::new(from, &names, &common)).await?;
         let mut writes = Vec::with_capacity(names.len());
         for (name, per) in names.into_iter().zip(read) {
             let cells: Vec<CellDelta> = common

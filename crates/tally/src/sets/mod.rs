@@ -34,7 +34,7 @@ use crate::counters::settings::check_precision_in;
 use crate::engine::kinds::DistinctValue;
 use crate::engine::read::{merge_values, range};
 use crate::engine::series::{PlainRules, Rules, SeriesService, SeriesWriter};
-use crate::engine::{Applied, Kind, SliceSel, Value};
+use crate::engine::{Applied, Kind, SliceRead, Value};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -308,7 +308,7 @@ impl SeriesService<SetRules> {
         })?;
         let per = self
             .store()
-            .read(space, &names, &[plan.precision.seconds], plan.slices)
+            .read(SliceRead::new(space, &names, &[plan.precision.seconds]).slices(plan.slices))
             .await?;
         let union = merge_values(
             Kind::Distinct,
@@ -333,7 +333,7 @@ impl SeriesService<SetRules> {
         let name = Name::new(name)?;
         let mut all = self
             .store()
-            .read(space, &[name], self.precisions(), SliceSel::All)
+            .read(SliceRead::new(space, &[name], self.precisions()))
             .await?;
         let per = all.pop().unwrap_or_default();
         let mut union = None;

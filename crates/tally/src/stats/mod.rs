@@ -41,7 +41,7 @@ use crate::engine::kinds::{SketchSettings, StatsValue};
 use crate::engine::precision::{self, Precision};
 use crate::engine::series::{Rules, SeriesService};
 use crate::engine::{
-    Applied, Batch, BatchSink, Kind, Retention, SliceSel, SliceStore, Space, Value,
+    Applied, Batch, BatchSink, Kind, Retention, SliceRead, SliceSel, SliceStore, Space, Value,
 };
 use crate::error::{Error, Result};
 use crate::name::Name;
@@ -395,7 +395,10 @@ impl SeriesService<StatRules> {
             from: r.slice_of_second(from),
             to,
         };
-        let per = self.store().read(space, names, &[r.seconds], sel).await?;
+        let per = self
+            .store()
+            .read(SliceRead::new(space, names, &[r.seconds]).slices(sel))
+            .await?;
         let values = per
             .into_iter()
             .map(|mut rs| {

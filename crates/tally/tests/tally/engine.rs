@@ -14,8 +14,8 @@ use tally::engine::plan::{Item, plan};
 use tally::engine::read::{merge_values, read_range};
 use tally::engine::writer::{Writer, WriterSettings};
 use tally::engine::{
-    Applied, Batch, CleanJob, Kind as ValueKind, Precision, Retention, SliceSel, SliceStore, Space,
-    Value,
+    Applied, Batch, CleanJob, Kind as ValueKind, Precision, Retention, SeriesList, SliceRead,
+    SliceSel, SliceStore, Space, Value,
 };
 use tally::{Error, Increment, Name, Timestamp};
 
@@ -95,7 +95,7 @@ async fn sums_of(
     precisions: &[u64],
 ) -> Vec<Vec<(u64, i64)>> {
     let got = s
-        .read(space, &[name(series)], precisions, SliceSel::All)
+        .read(SliceRead::new(space, &[name(series)], precisions))
         .await
         .unwrap();
     got[0].iter().map(|slices| sums(slices)).collect()
@@ -117,7 +117,7 @@ async fn writes_read_back_at_every_resolution(kind: Kind) {
     s.apply(&b).await.unwrap();
     let (names, precisions) = ([name("home"), name("none")], [1, 10, 100]);
     let got = s
-        .read(&space, &names, &precisions, SliceSel::All)
+        .read(SliceRead::new(&space, &names, &precisions))
         .await
         .unwrap();
     assert_eq!(sums(&got[0][0]), vec![(1002, 4), (1009, 6), (1011, -2)]);
@@ -126,7 +126,7 @@ async fn writes_read_back_at_every_resolution(kind: Kind) {
     assert!(got[1].iter().all(Vec::is_empty));
     // The sums' own read (counters' fast path) answers the same.
     let fast = s
-        .read_sums(&space, &names, &precisions, SliceSel::All)
+        .read_sums(SliceRead::new(&space, &names, &precisions))
         .await
         .unwrap();
     let slow: Vec<Vec<Vec<(u64, i64)>>> = got
@@ -136,13 +136,10 @@ async fn writes_read_back_at_every_resolution(kind: Kind) {
     assert_eq!(fast, slow);
     let range = s
         .read(
-            &space,
-            &[name("home")],
-            &[1],
-            SliceSel::Range {
+            SliceRead::new(&space, &[name("home")], &[1]).slices(SliceSel::Range {
                 from: 1005,
                 to: 1011,
-            },
+            }),
         )
         .await
         .unwrap();
@@ -214,11 +211,14 @@ async fn overflow_anywhere_writes_nothing(kind: Kind) {
     assert_eq!(delta, 1);
     let names: Vec<Name> = (0..40).map(|i| name(&format!("s{i}"))).collect();
     let got = s
-        .read(&space, &names, &[1, 10, 100], SliceSel::All)
+        .read(SliceRead::new(&space, &names, &[1, 10, 100]))
         .await
         .unwrap();
     assert!(got.iter().flatten().all(Vec::is_empty), "{got:?}");
-    assert_eq!(s.list(&space, "", None, 100).await.unwrap(), vec!["full"]);
+    assert_eq!(
+        s.list(SeriesList::new(&space, 100)).await.unwrap(),
+        vec!["full"]
+    );
 }
 
 async fn sequenced_batches_apply_once(kind: Kind) {
@@ -248,13 +248,21 @@ async fn list_delete_and_clean(kind: Kind) {
             .await
             .unwrap();
     }
-    assert_eq!(s.list(&space, "", None, 10).await.unwrap(), names);
+    assert_eq!(s.list(SeriesList::new(&space, 10)).await.unwrap(), names);
     assert_eq!(
-        s.list(&space, "app:", Some("app:a"), 10).await.unwrap(),
+        s.list(
+            SeriesList::new(&space, 10)
+                .prefix("app:")
+                .after(Some("app:a"))
+        )
+        .await
+        .unwrap(),
         vec!["app:b", "app:c"]
     );
     assert_eq!(
-        s.list(&space, "app:", None, 1).await.unwrap(),
+        s.list(SeriesList::new(&space, 1).prefix("app:"))
+            .await
+            .unwrap(),
         vec!["app:a"]
     );
     // Registered names, exactly (a prefix of one is not one).
@@ -266,7 +274,9 @@ async fn list_delete_and_clean(kind: Kind) {
     assert!(s.delete(&space, &name("app:c")).await.unwrap());
     assert!(!s.delete(&space, &name("app:c")).await.unwrap());
     assert_eq!(
-        s.list(&space, "app:", None, 10).await.unwrap(),
+        s.list(SeriesList::new(&space, 10).prefix("app:"))
+            .await
+            .unwrap(),
         ["app:a", "app:b"]
     );
     assert_eq!(
@@ -328,7 +338,12 @@ async fn list_delete_and_clean(kind: Kind) {
     };
     let report = s.clean(&space, &later).await.unwrap();
     assert_eq!(report.counters_removed, 3);
-    assert!(s.list(&space, "", None, 10).await.unwrap().is_empty());
+    assert!(
+        s.list(SeriesList::new(&space, 10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// A space and the counters may hold series of the same name: each sees
@@ -398,7 +413,7 @@ async fn the_writer_serves_any_space(kind: Kind) {
     w.shutdown().await;
     let names: Vec<Name> = (0..7).map(|i| name(&format!("v{i}"))).collect();
     let got = s
-        .read(&space, &names, &[1, 100], SliceSel::All)
+        .read(SliceRead::new(&space, &names, &[1, 100]))
         .await
         .unwrap();
     let total_100: i64 = got.iter().map(|per| sums(&per[1])[0].1).sum();
@@ -581,7 +596,7 @@ async fn statistics_merge_in_the_store(kind: Kind) {
         .await
         .unwrap();
     let got = s
-        .read(&space, std::slice::from_ref(&api), &[1, 60], SliceSel::All)
+        .read(SliceRead::new(&space, std::slice::from_ref(&api), &[1, 60]))
         .await
         .unwrap();
     let want_1000 = stats_of(&[1.0, 2.0, 3.0, 0.5, -4.0, 250.0, 0.0]);
@@ -597,9 +612,12 @@ async fn statistics_merge_in_the_store(kind: Kind) {
         .await
         .unwrap();
     assert_eq!(merged, vec![want_all]);
-    assert_eq!(s.list(&space, "", None, 10).await.unwrap(), vec!["api"]);
+    assert_eq!(
+        s.list(SeriesList::new(&space, 10)).await.unwrap(),
+        vec!["api"]
+    );
     let err = s
-        .read_sums(&space, &[name("api")], &[1], SliceSel::All)
+        .read_sums(SliceRead::new(&space, &[name("api")], &[1]))
         .await
         .unwrap_err();
     assert!(
@@ -648,5 +666,5 @@ async fn kinds_no_store_keeps_yet_are_refused(kind: Kind) {
         matches!(&err, Error::Config(m) if m.contains("top values are not kept")),
         "{err}"
     );
-    assert!(s.read(&space, &[g], &[60], SliceSel::All).await.is_err());
+    assert!(s.read(SliceRead::new(&space, &[g], &[60])).await.is_err());
 }

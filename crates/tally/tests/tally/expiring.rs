@@ -12,7 +12,9 @@ use common::{Fixture, Kind, RawConn, apply_numbered};
 use redis::AsyncCommands;
 use tally::counters::{Applied, CounterWriter, WriteSeq, WriterSettings};
 use tally::engine::plan::plan;
-use tally::engine::{Batch, Kind as ValueKind, Precision, Retention, SliceSel, Space, Value};
+use tally::engine::{
+    Batch, Kind as ValueKind, Precision, Retention, SeriesList, SliceRead, Space, Value,
+};
 use tally::{CleanerSettings, Clock, CounterSettings, Error, Increment, Name, SystemClock};
 use tally_testkit::RedisOptions;
 
@@ -329,10 +331,10 @@ async fn another_space_expires_too(kind: Kind) {
             }
             store.apply(batch).await.unwrap();
             let got = store
-                .read(space, std::slice::from_ref(name), &[1, 10], SliceSel::All)
+                .read(SliceRead::new(space, std::slice::from_ref(name), &[1, 10]))
                 .await
                 .unwrap();
-            (got, store.list(space, "", None, 10).await.unwrap())
+            (got, store.list(SeriesList::new(space, 10)).await.unwrap())
         }
     })
     .await;
@@ -347,7 +349,13 @@ async fn another_space_expires_too(kind: Kind) {
     let ttl: i64 = raw.query(redis::cmd("TTL").arg(&key)).await;
     assert!(ttl > 0 && ttl <= 100, "{key} has TTL {ttl}");
     assert!(store.delete(&space, &name).await.unwrap());
-    assert!(store.list(&space, "", None, 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .list(SeriesList::new(&space, 10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// Writes keep the registries bounded with nobody listing: a write that

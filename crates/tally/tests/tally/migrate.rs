@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use tally::TsQuery;
-use tally::engine::{Kind, SliceSel, Space, Value};
+use tally::engine::{Kind, SeriesList, SliceRead, Space, Value};
 use tally::migrate::{MigrateReport, MigrateSettings, Progress, migrate};
 use tally::stats::Observation;
 use tally::tsdb::{TsIncrement, Window};
@@ -50,11 +50,11 @@ async fn snapshot(tally: &Tally) -> Snapshot {
     ];
     let mut all = Snapshot::new();
     for space in spaces {
-        let names = store.list(&space, "", None, 100_000).await.unwrap();
+        let names = store.list(SeriesList::new(&space, 100_000)).await.unwrap();
         let precisions: Vec<u64> = space.precisions.iter().map(|r| r.seconds).collect();
         let parsed: Vec<Name> = names.iter().map(|n| Name::new(n).unwrap()).collect();
         let read = store
-            .read(&space, &parsed, &precisions, SliceSel::All)
+            .read(SliceRead::new(&space, &parsed, &precisions))
             .await
             .unwrap();
         for (name, per) in names.iter().zip(read) {

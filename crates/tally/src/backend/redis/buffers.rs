@@ -28,7 +28,7 @@ use redis::{Script, Value};
 use super::layout::{self, Layout};
 use super::{Redis, once};
 use crate::buffers::row::{BatchId, Claim, RowDelta, RowKey, RowUpdate};
-use crate::buffers::store::{BufferStats, BufferStore};
+use crate::buffers::store::{BufferStats, BufferStore, NewClaim};
 use crate::engine::Applied;
 use crate::error::{Error, Result};
 use crate::idempotency::Mark;
@@ -167,13 +167,8 @@ impl BufferStore for RedisBufferStore {
         }
     }
 
-    async fn claim(
-        &self,
-        batch: BatchId,
-        max_rows: usize,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> Result<Option<Claim>> {
+    async fn claim(&self, new: NewClaim) -> Result<Option<Claim>> {
+        let (batch, max_rows) = (new.batch, new.max_rows);
         if max_rows == 0 {
             return Ok(None);
         }
@@ -203,7 +198,7 @@ impl BufferStore for RedisBufferStore {
                 .key(self.inflight_key(shard))
                 .key(self.claims_key(shard))
                 .key(self.claim_key(shard, batch))
-                .arg(now_ms + lease_ms)
+                .arg(new.lease_end_ms)
                 .arg(batch.to_string());
             for m in &members {
                 call.key(self.row_key(shard, m));

@@ -200,7 +200,6 @@ pub(crate) fn prune_below(now: Timestamp) -> u64 {
 mod tests {
     use super::*;
     use crate::engine::Value;
-    use crate::name::Name;
 
     #[test]
     fn the_apply_script_knows_the_score_layout() {
@@ -213,18 +212,9 @@ mod tests {
         );
     }
 
+    /// A write of 1 into each (precision, slice) of `cells`.
     fn write(name: &str, cells: &[(u64, u64)]) -> SeriesWrite {
-        SeriesWrite {
-            name: Name::new(name).unwrap(),
-            cells: cells
-                .iter()
-                .map(|&(precision, slice)| CellDelta {
-                    precision,
-                    slice,
-                    delta: Value::Sum(1),
-                })
-                .collect(),
-        }
+        super::super::engine::testing::write(name, cells, &Value::Sum(1))
     }
 
     #[test]

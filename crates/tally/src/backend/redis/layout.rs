@@ -510,17 +510,22 @@ mod tests {
         assert!(reg.starts_with(&format!("{{tally:{shard}}}")));
     }
 
-    #[test]
-    fn counters_keep_their_keys_and_other_spaces_get_their_own() {
+    /// A space of sums other than the counters': `stats`, at 60 s keeping 10.
+    fn stats_space() -> Space {
         use crate::engine::{Kind, Precision, Retention};
-        let counters = Space::counters(&[60], 10);
-        let stats = Space::new(
+        Space::new(
             "stats",
             Kind::Sum,
             vec![Precision::new(60, 10)],
             Retention::Cleaner,
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn counters_keep_their_keys_and_other_spaces_get_their_own() {
+        let counters = Space::counters(&[60], 10);
+        let stats = stats_space();
         let shard = shard_of("hits");
         let seq = WriteSeq {
             writer: 0xab,
@@ -569,15 +574,8 @@ mod tests {
 
     #[test]
     fn expiring_keys_never_meet_the_default_ones() {
-        use crate::engine::{Kind, Precision, Retention};
         let counters = Space::counters(&[60], 10);
-        let stats = Space::new(
-            "stats",
-            Kind::Sum,
-            vec![Precision::new(60, 10)],
-            Retention::Cleaner,
-        )
-        .unwrap();
+        let stats = stats_space();
         let layout = Layout::parse("expiring", "app").unwrap();
         assert_eq!(layout.name(), "expiring");
         assert_eq!(layout.prefix(), "app");

@@ -15,8 +15,7 @@ use redis::Script;
 use super::layout::Layout;
 use super::{Redis, once};
 use crate::error::{Error, Result};
-use crate::idempotency::Mark;
-use crate::limits::store::{LimiterStore, state_id};
+use crate::limits::store::{Check, LimiterStore, state_id};
 use crate::limits::{Algorithm, Decision, Limit};
 use crate::name::Name;
 
@@ -71,14 +70,8 @@ impl RedisLimiterStore {
 
 #[async_trait]
 impl LimiterStore for RedisLimiterStore {
-    async fn check(
-        &self,
-        key: &Name,
-        limit: &Limit,
-        cost: u64,
-        now_ms: u64,
-        mark: Option<&Mark>,
-    ) -> Result<Decision> {
+    async fn check(&self, check: Check<'_>) -> Result<Decision> {
+        let (key, limit, now_ms) = (check.key, check.limit, check.now_ms);
         let index = now_ms / limit.window_ms;
         let margin = limit.window_ms;
         let mut call = match limit.algorithm {
@@ -99,14 +92,14 @@ impl LimiterStore for RedisLimiterStore {
                 c
             }
         };
-        if let Some(mark) = mark {
+        if let Some(mark) = check.mark {
             call.key(once::key(&self.tag(key), mark));
         }
         call.arg(now_ms).arg(limit.window_ms).arg(limit.limit);
         if limit.algorithm == Algorithm::Gcra {
             call.arg(limit.burst());
         }
-        call.arg(cost).arg(margin);
+        call.arg(check.cost).arg(margin);
         let (allowed, remaining, reset_at, retry): (i64, i64, i64, i64) =
             call.invoke_async(&mut self.redis.handle()).await?;
         if remaining < 0 || reset_at < 0 || retry < -1 {

@@ -12,7 +12,7 @@ use redis::Script;
 use super::Redis;
 use super::layout::Layout;
 use crate::error::{Error, Result};
-use crate::locks::store::{AcquireOutcome, LockStore};
+use crate::locks::store::{AcquireOutcome, LockCall, LockStore};
 use crate::name::Name;
 
 /// Locks stored in Redis.
@@ -45,13 +45,8 @@ impl RedisLockStore {
 
 #[async_trait]
 impl LockStore for RedisLockStore {
-    async fn acquire(
-        &self,
-        name: &Name,
-        token: &str,
-        ttl_ms: u64,
-        _now_ms: u64,
-    ) -> Result<AcquireOutcome> {
+    async fn acquire(&self, call: LockCall<'_>, ttl_ms: u64) -> Result<AcquireOutcome> {
+        let LockCall { name, token, .. } = call;
         let reply: Vec<i64> = self
             .acquire
             .key(self.key(name, "owner"))
@@ -79,7 +74,8 @@ impl LockStore for RedisLockStore {
         })
     }
 
-    async fn release(&self, name: &Name, token: &str, _now_ms: u64) -> Result<bool> {
+    async fn release(&self, call: LockCall<'_>) -> Result<bool> {
+        let LockCall { name, token, .. } = call;
         let n: i64 = self
             .release
             .key(self.key(name, "owner"))
@@ -89,7 +85,8 @@ impl LockStore for RedisLockStore {
         Ok(n == 1)
     }
 
-    async fn extend(&self, name: &Name, token: &str, ttl_ms: u64, _now_ms: u64) -> Result<bool> {
+    async fn extend(&self, call: LockCall<'_>, ttl_ms: u64) -> Result<bool> {
+        let LockCall { name, token, .. } = call;
         let n: i64 = self
             .extend
             .key(self.key(name, "owner"))

@@ -27,31 +27,29 @@
 //! Without the `redis` feature only the configuration stays: [`layout`] and
 //! [`ReplicationWait`], which a [`super::BackendConfig`] names in any build.
 
-#[cfg(feature = "redis")]
-mod buffers;
-#[cfg(feature = "redis")]
-mod daily;
-#[cfg(feature = "redis")]
-mod dump;
-#[cfg(feature = "redis")]
-pub mod encoding;
-#[cfg(feature = "redis")]
-mod engine;
-#[cfg(feature = "redis")]
-mod expiring;
-#[cfg(feature = "redis")]
-mod idempotency;
+/// Declares each item only with the `redis` feature (one `cfg` for the
+/// list, as tokio's `cfg_*!` macros do).
+macro_rules! with_redis {
+    ($($item:item)*) => {
+        $(#[cfg(feature = "redis")] $item)*
+    };
+}
+
+with_redis! {
+    mod buffers;
+    mod daily;
+    mod dump;
+    pub mod encoding;
+    mod engine;
+    mod expiring;
+    mod idempotency;
+    mod limits;
+    mod locks;
+    mod once;
+    mod scan;
+    mod tsdb;
+}
 pub mod layout;
-#[cfg(feature = "redis")]
-mod limits;
-#[cfg(feature = "redis")]
-mod locks;
-#[cfg(feature = "redis")]
-mod once;
-#[cfg(feature = "redis")]
-mod scan;
-#[cfg(feature = "redis")]
-mod tsdb;
 
 use std::time::Duration;
 

@@ -18,7 +18,7 @@ use rusqlite::{OptionalExtension, params};
 
 use super::{Sqlite, once};
 use crate::buffers::row::{BatchId, Claim, RowDelta, RowKey, RowUpdate};
-use crate::buffers::store::{BufferStats, BufferStore};
+use crate::buffers::store::{BufferStats, BufferStore, NewClaim};
 use crate::engine::Applied;
 use crate::error::Result;
 use crate::idempotency::Mark;
@@ -114,13 +114,8 @@ impl BufferStore for SqliteBufferStore {
             .await
     }
 
-    async fn claim(
-        &self,
-        batch: BatchId,
-        max_rows: usize,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> Result<Option<Claim>> {
+    async fn claim(&self, new: NewClaim) -> Result<Option<Claim>> {
+        let (batch, max_rows) = (new.batch, new.max_rows);
         if max_rows == 0 {
             return Ok(None);
         }
@@ -144,7 +139,7 @@ impl BufferStore for SqliteBufferStore {
                 tx.prepare_cached(
                     "INSERT INTO tally_buffer_claim (batch, lease_ms) VALUES (?1, ?2)",
                 )?
-                .execute(params![b, (now_ms + lease_ms) as i64])?;
+                .execute(params![b, new.lease_end_ms as i64])?;
                 let mut insert = tx.prepare_cached(
                     "INSERT INTO tally_buffer_claimed (batch, row, data) VALUES (?1, ?2, ?3)",
                 )?;

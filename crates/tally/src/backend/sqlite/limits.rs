@@ -11,10 +11,8 @@ use rusqlite::{OptionalExtension, params};
 
 use super::{Sqlite, once};
 use crate::error::Result;
-use crate::idempotency::Mark;
-use crate::limits::store::{LimiterStore, state_id};
-use crate::limits::{Algorithm, Decision, Limit, State, decide, repeated};
-use crate::name::Name;
+use crate::limits::store::{Check, LimiterStore, state_id};
+use crate::limits::{Algorithm, Decision, State, decide, repeated};
 
 /// Expired rows removed by each check, at most.
 pub const CLEAN_PER_CHECK: i64 = 16;
@@ -48,17 +46,10 @@ impl SqliteLimiterStore {
 
 #[async_trait]
 impl LimiterStore for SqliteLimiterStore {
-    async fn check(
-        &self,
-        key: &Name,
-        limit: &Limit,
-        cost: u64,
-        now_ms: u64,
-        mark: Option<&Mark>,
-    ) -> Result<Decision> {
-        let limit = *limit;
-        let mark = mark.copied();
-        let base = format!("{key}:{}", state_id(&limit));
+    async fn check(&self, check: Check<'_>) -> Result<Decision> {
+        let (limit, cost, now_ms) = (*check.limit, check.cost, check.now_ms);
+        let mark = check.mark.copied();
+        let base = format!("{}:{}", check.key, state_id(&limit));
         self.db
             .write(move |tx| {
                 let now = now_ms as i64;

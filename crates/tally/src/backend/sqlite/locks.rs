@@ -10,8 +10,7 @@ use rusqlite::{OptionalExtension, params};
 
 use super::Sqlite;
 use crate::error::Result;
-use crate::locks::store::{AcquireOutcome, LockStore};
-use crate::name::Name;
+use crate::locks::store::{AcquireOutcome, LockCall, LockStore};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS tally_lock (
@@ -37,16 +36,16 @@ impl SqliteLockStore {
     }
 }
 
+/// The call's lock name and token, owned (for the writer's thread), and its
+/// instant.
+fn owned(call: LockCall<'_>) -> (String, String, u64) {
+    (call.name.to_string(), call.token.to_owned(), call.now_ms)
+}
+
 #[async_trait]
 impl LockStore for SqliteLockStore {
-    async fn acquire(
-        &self,
-        name: &Name,
-        token: &str,
-        ttl_ms: u64,
-        now_ms: u64,
-    ) -> Result<AcquireOutcome> {
-        let (name, token) = (name.to_string(), token.to_owned());
+    async fn acquire(&self, call: LockCall<'_>, ttl_ms: u64) -> Result<AcquireOutcome> {
+        let (name, token, now_ms) = owned(call);
         self.db
             .write(move |tx| {
                 let row: Option<(Option<String>, i64, i64)> = tx
@@ -83,8 +82,8 @@ impl LockStore for SqliteLockStore {
             .await
     }
 
-    async fn release(&self, name: &Name, token: &str, now_ms: u64) -> Result<bool> {
-        let (name, token) = (name.to_string(), token.to_owned());
+    async fn release(&self, call: LockCall<'_>) -> Result<bool> {
+        let (name, token, now_ms) = owned(call);
         self.db
             .write(move |tx| {
                 let n = tx
@@ -98,8 +97,8 @@ impl LockStore for SqliteLockStore {
             .await
     }
 
-    async fn extend(&self, name: &Name, token: &str, ttl_ms: u64, now_ms: u64) -> Result<bool> {
-        let (name, token) = (name.to_string(), token.to_owned());
+    async fn extend(&self, call: LockCall<'_>, ttl_ms: u64) -> Result<bool> {
+        let (name, token, now_ms) = owned(call);
         self.db
             .write(move |tx| {
                 let n = tx

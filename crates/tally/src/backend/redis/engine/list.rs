@@ -8,21 +8,15 @@ use super::super::expiring;
 use super::super::layout::{self, SpaceKeys};
 use super::RedisSliceStore;
 use super::keys::Listing;
-use crate::engine::Space;
+use crate::engine::{SeriesList, Space};
 use crate::error::Result;
 use crate::name::Name;
 
 impl RedisSliceStore {
-    pub(super) async fn list_space(
-        &self,
-        space: &Space,
-        search: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<String>> {
-        let keys = self.layout.space_keys(space);
+    pub(super) async fn list_space(&self, list: SeriesList<'_>) -> Result<Vec<String>> {
+        let keys = self.layout.space_keys(list.space);
         let queries: Vec<(String, String)> = match keys.listing() {
-            Listing::Pruning => return self.list_expiring(keys, search, after, limit).await,
+            Listing::Pruning => return self.list_expiring(keys, list).await,
             // The book's known: holds `<p>:<name>`: one range per precision
             // that may hold counters, merged.
             Listing::BookPrecisions => self
@@ -43,14 +37,14 @@ impl RedisSliceStore {
         // come first (names hash to shards, so one round trip is the rule).
         // Asking every range for `limit` names would read up to 64 times
         // the page.
-        let mut page = ListPage::new(queries.len(), after, limit);
+        let mut page = ListPage::new(queries.len(), list.after, list.limit);
         while let Some(asks) = page.asks() {
             let groups = asks
                 .iter()
                 .map(|(i, cursor, count)| {
                     let (key, prefix) = &queries[*i];
                     let (min, max) =
-                        lex_bounds(&format!("{prefix}{search}"), prefix, cursor.as_deref());
+                        lex_bounds(&format!("{prefix}{}", list.prefix), prefix, cursor.as_deref());
                     let mut pipe = redis::pipe();
                     pipe.add_command(zrangebylex(key, &min, &max, *count));
                     pipe
@@ -98,14 +92,8 @@ impl RedisSliceStore {
 
     /// Lists the expiring layout's series: one `expiring_list.lua` call
     /// per shard (concurrent), which first forgets the series that expired.
-    async fn list_expiring(
-        &self,
-        keys: SpaceKeys<'_>,
-        search: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<String>> {
-        let (min, max) = lex_bounds(search, "", after);
+    async fn list_expiring(&self, keys: SpaceKeys<'_>, list: SeriesList<'_>) -> Result<Vec<String>> {
+        let (min, max) = lex_bounds(list.prefix, "", list.after);
         let below = expiring::prune_below(self.clock.now());
         let calls = (0..layout::SHARDS).map(|shard| {
             let mut invocation = self.list.prepare_invoke();
@@ -114,7 +102,7 @@ impl RedisSliceStore {
                 .key(keys.ends(shard))
                 .arg(&min)
                 .arg(&max)
-                .arg(limit)
+                .arg(list.limit)
                 .arg(below);
             let mut handle = self.redis.handle();
             async move { invocation.invoke_async::<Vec<String>>(&mut handle).await }
@@ -124,7 +112,7 @@ impl RedisSliceStore {
             names.extend(found);
         }
         names.sort_unstable();
-        names.truncate(limit);
+        names.truncate(list.limit);
         Ok(names)
     }
 

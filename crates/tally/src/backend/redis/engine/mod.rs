@@ -67,7 +67,7 @@ use super::layout::Layout;
 use crate::clock::SharedClock;
 use crate::engine::store::Reads;
 use crate::engine::{
-    Applied, Batch, CleanJob, CleanReport, Kind, SliceSel, SliceStore, Slices, Space,
+    Applied, Batch, CleanJob, CleanReport, Kind, SeriesList, SliceRead, SliceStore, Slices, Space,
 };
 use crate::error::{Error, Result};
 use crate::name::Name;
@@ -137,34 +137,16 @@ impl SliceStore for RedisSliceStore {
         self.apply_batch(batch).await
     }
 
-    async fn read(
-        &self,
-        space: &Space,
-        names: &[Name],
-        precisions: &[u64],
-        slices: SliceSel,
-    ) -> Result<Vec<Vec<Slices>>> {
-        self.read_slices(space, names, precisions, slices).await
+    async fn read(&self, read: SliceRead<'_>) -> Result<Vec<Vec<Slices>>> {
+        self.read_slices(read).await
     }
 
-    async fn read_sums(
-        &self,
-        space: &Space,
-        names: &[Name],
-        precisions: &[u64],
-        slices: SliceSel,
-    ) -> Result<Reads<i64>> {
-        self.read_sum_slices(space, names, precisions, slices).await
+    async fn read_sums(&self, read: SliceRead<'_>) -> Result<Reads<i64>> {
+        self.read_sum_slices(read).await
     }
 
-    async fn list(
-        &self,
-        space: &Space,
-        search: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<String>> {
-        self.list_space(space, search, after, limit).await
+    async fn list(&self, list: SeriesList<'_>) -> Result<Vec<String>> {
+        self.list_space(list).await
     }
 
     async fn contains(&self, space: &Space, names: &[Name]) -> Result<Vec<bool>> {
@@ -185,4 +167,4 @@ impl SliceStore for RedisSliceStore {
 }
 
 #[cfg(test)]
-mod testing;
+pub(super) mod testing;

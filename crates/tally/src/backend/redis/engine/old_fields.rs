@@ -226,13 +226,7 @@ mod tests {
         // 600 entries do not.
         keep_long_values_in_listpacks(&mut conn).await;
         for compression in ["yes", "no"] {
-            let _: () = redis::cmd("CONFIG")
-                .arg("SET")
-                .arg("rdbcompression")
-                .arg(compression)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
+            config_set(&mut conn, "rdbcompression", compression).await;
             let mut keys = vec!["missing"];
             for (key, fields) in hashes {
                 for f in fields.iter() {
@@ -255,11 +249,7 @@ mod tests {
                     .await
                     .unwrap();
                 assert_eq!(read[i], want, "{key}, compression {compression}");
-                let payload: Vec<u8> = redis::cmd("DUMP")
-                    .arg(*key)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
+                let payload = dump_payload(&mut conn, key).await;
                 let parsed = dump::hash_fields(&payload);
                 if *key == "big" {
                     assert_eq!(parsed, None, "a hashtable is read with HKEYS");

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::super::super::layout::Layout;
 use super::super::kinds;
+use super::super::testing::write;
 use super::*;
 use crate::engine::store::WriteSeq;
 use crate::engine::{Precision, Retention, Value};
@@ -177,20 +178,6 @@ fn expected(keys: SpaceKeys<'_>, batch: &Batch, now: Timestamp) -> Vec<String> {
     }
     out.push(format!("keys {}", nkeys + kind.scratch));
     out
-}
-
-fn write(name: &str, cells: &[(u64, u64)], delta: &Value) -> SeriesWrite {
-    SeriesWrite {
-        name: Name::new(name).unwrap(),
-        cells: cells
-            .iter()
-            .map(|&(precision, slice)| CellDelta {
-                precision,
-                slice,
-                delta: delta.clone(),
-            })
-            .collect(),
-    }
 }
 
 /// What Rust builds for `engine_apply.lua` is what its prelude reads,

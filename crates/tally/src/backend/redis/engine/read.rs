@@ -9,37 +9,20 @@ use super::super::dump;
 use super::RedisSliceStore;
 use super::kinds;
 use crate::engine::store::{Reads, check_stored, check_sums};
-use crate::engine::{SliceSel, Slices, Space};
+use crate::engine::{SliceRead, SliceSel, Slices};
 use crate::error::{Error, Result};
-use crate::name::Name;
 
 impl RedisSliceStore {
-    pub(super) async fn read_slices(
-        &self,
-        space: &Space,
-        names: &[Name],
-        precisions: &[u64],
-        slices: SliceSel,
-    ) -> Result<Vec<Vec<Slices>>> {
-        let parse = kinds::of(space.kind)?.parse;
-        self.read_with(space, names, precisions, slices, |reply, sel| {
-            parse_hash(reply, sel, parse)
-        })
-        .await
+    pub(super) async fn read_slices(&self, read: SliceRead<'_>) -> Result<Vec<Vec<Slices>>> {
+        let parse = kinds::of(read.space.kind)?.parse;
+        self.read_with(read, |reply, sel| parse_hash(reply, sel, parse))
+            .await
     }
 
-    pub(super) async fn read_sum_slices(
-        &self,
-        space: &Space,
-        names: &[Name],
-        precisions: &[u64],
-        slices: SliceSel,
-    ) -> Result<Reads<i64>> {
-        check_sums(space)?;
-        self.read_with(space, names, precisions, slices, |reply, sel| {
-            parse_hash(reply, sel, sum_of)
-        })
-        .await
+    pub(super) async fn read_sum_slices(&self, read: SliceRead<'_>) -> Result<Reads<i64>> {
+        check_sums(read.space)?;
+        self.read_with(read, |reply, sel| parse_hash(reply, sel, sum_of))
+            .await
     }
 
     /// Every (series, precision)'s hash, one pipeline per slot (its DUMP
@@ -51,12 +34,15 @@ impl RedisSliceStore {
     /// slice leaves the window).
     async fn read_with<T>(
         &self,
-        space: &Space,
-        names: &[Name],
-        precisions: &[u64],
-        sel: SliceSel,
+        read: SliceRead<'_>,
         parse: impl Fn(&Reply, SliceSel) -> std::result::Result<Vec<(u64, T)>, String>,
     ) -> Result<Reads<T>> {
+        let SliceRead {
+            space,
+            names,
+            precisions,
+            slices: sel,
+        } = read;
         check_stored(space.kind)?;
         let keys = self.layout.space_keys(space);
         // Per precision: its hashes (chunks, or one stand-in for a single
@@ -327,13 +313,7 @@ mod tests {
             other => panic!("{other:?}"),
         };
         for compression in ["yes", "no"] {
-            let _: () = redis::cmd("CONFIG")
-                .arg("SET")
-                .arg("rdbcompression")
-                .arg(compression)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
+            config_set(&mut conn, "rdbcompression", compression).await;
             for (i, t) in texts.iter().enumerate() {
                 // As a value of a slice, and as a field.
                 let _: () = redis::cmd("HSET")
@@ -346,11 +326,7 @@ mod tests {
                     .await
                     .unwrap();
             }
-            let payload: Vec<u8> = redis::cmd("DUMP")
-                .arg("values")
-                .query_async(&mut conn)
-                .await
-                .unwrap();
+            let payload = dump_payload(&mut conn, "values").await;
             let Some(Reply::Array(got)) = dump_as_hgetall(&payload) else {
                 panic!("not read from the DUMP");
             };
@@ -375,11 +351,7 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let payload: Vec<u8> = redis::cmd("DUMP")
-            .arg("big")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        let payload = dump_payload(&mut conn, "big").await;
         assert_eq!(dump_as_hgetall(&payload), None);
         // A listpack's integers read as numbers where they fit.
         assert_eq!(reply_number::<i64>(&Reply::Int(-1), "n"), Ok(-1));

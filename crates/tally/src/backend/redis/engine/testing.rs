@@ -4,6 +4,8 @@ use super::super::Redis;
 use super::super::layout::Layout;
 use super::RedisSliceStore;
 use crate::clock::SharedClock;
+use crate::engine::{CellDelta, SeriesWrite, Value};
+use crate::name::Name;
 
 /// A connection to `url` and a store on it in the default layout.
 pub(super) async fn default_store(url: &str) -> (Redis, RedisSliceStore) {
@@ -11,6 +13,22 @@ pub(super) async fn default_store(url: &str) -> (Redis, RedisSliceStore) {
     let clock: SharedClock = std::sync::Arc::new(crate::clock::ManualClock::at(0.0));
     let store = RedisSliceStore::new(redis.clone(), Layout::default(), clock).unwrap();
     (redis, store)
+}
+
+/// A write of `delta` into each (precision, slice) of `cells` of the
+/// series `name`.
+pub(in super::super) fn write(name: &str, cells: &[(u64, u64)], delta: &Value) -> SeriesWrite {
+    SeriesWrite {
+        name: Name::new(name).unwrap(),
+        cells: cells
+            .iter()
+            .map(|&(precision, slice)| CellDelta {
+                precision,
+                slice,
+                delta: delta.clone(),
+            })
+            .collect(),
+    }
 }
 
 /// Texts that take every listpack entry encoding (integers of each
@@ -57,12 +75,26 @@ pub(super) async fn keep_long_values_in_listpacks(conn: &mut impl redis::aio::Co
         ("hash-max-listpack-entries", "512"),
         ("hash-max-listpack-value", "10000"),
     ] {
-        let _: () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg(setting)
-            .arg(value)
-            .query_async(conn)
-            .await
-            .unwrap();
+        config_set(conn, setting, value).await;
     }
+}
+
+/// `CONFIG SET setting value`.
+pub(super) async fn config_set(
+    conn: &mut impl redis::aio::ConnectionLike,
+    setting: &str,
+    value: &str,
+) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(setting)
+        .arg(value)
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
+/// The DUMP payload of `key`.
+pub(super) async fn dump_payload(conn: &mut impl redis::aio::ConnectionLike, key: &str) -> Vec<u8> {
+    redis::cmd("DUMP").arg(key).query_async(conn).await.unwrap()
 }

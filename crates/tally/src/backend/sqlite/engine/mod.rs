@@ -44,7 +44,10 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::Sqlite;
 use crate::clock::SharedClock;
 use crate::engine::store::{Reads, check_sums};
-use crate::engine::{Applied, Batch, CleanJob, CleanReport, SliceSel, SliceStore, Slices, Space};
+use crate::engine::{
+    Applied, Batch, CleanJob, CleanReport, SeriesList, SliceRead, SliceSel, SliceStore, Slices,
+    Space,
+};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -101,15 +104,13 @@ impl SqliteSliceStore {
     /// [`read_in`] on a reader connection, in one snapshot.
     async fn read_with<T: Send + 'static>(
         &self,
-        space: &Space,
-        names: &[Name],
-        precisions: &[u64],
-        slices: SliceSel,
+        read: SliceRead<'_>,
         value: impl Fn(ValueRef<'_>) -> Result<T> + Send + 'static,
     ) -> Result<Reads<T>> {
-        let sql = self.tables(space).await?;
-        let names = names.to_vec();
-        let precisions = precisions.to_vec();
+        let sql = self.tables(read.space).await?;
+        let names = read.names.to_vec();
+        let precisions = read.precisions.to_vec();
+        let slices = read.slices;
         self.db
             .read(move |conn| {
                 conn.execute_batch("BEGIN")?;
@@ -182,27 +183,14 @@ impl SliceStore for SqliteSliceStore {
             .await
     }
 
-    async fn read(
-        &self,
-        space: &Space,
-        names: &[Name],
-        precisions: &[u64],
-        slices: SliceSel,
-    ) -> Result<Vec<Vec<Slices>>> {
-        let kind = kind_table(space.kind)?;
-        self.read_with(space, names, precisions, slices, move |v| stored(kind, v))
-            .await
+    async fn read(&self, read: SliceRead<'_>) -> Result<Vec<Vec<Slices>>> {
+        let kind = kind_table(read.space.kind)?;
+        self.read_with(read, move |v| stored(kind, v)).await
     }
 
-    async fn read_sums(
-        &self,
-        space: &Space,
-        names: &[Name],
-        precisions: &[u64],
-        slices: SliceSel,
-    ) -> Result<Reads<i64>> {
-        check_sums(space)?;
-        self.read_with(space, names, precisions, slices, |v| match v {
+    async fn read_sums(&self, read: SliceRead<'_>) -> Result<Reads<i64>> {
+        check_sums(read.space)?;
+        self.read_with(read, |v| match v {
             ValueRef::Integer(i) => Ok(i),
             other => Err(Error::Corrupt(format!(
                 "a sum cell holds {:?}",
@@ -212,13 +200,13 @@ impl SliceStore for SqliteSliceStore {
         .await
     }
 
-    async fn list(
-        &self,
-        space: &Space,
-        prefix: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<String>> {
+    async fn list(&self, list: SeriesList<'_>) -> Result<Vec<String>> {
+        let SeriesList {
+            space,
+            prefix,
+            after,
+            limit,
+        } = list;
         let sql = self.tables(space).await?;
         // Names in [prefix, upper), after the cursor: one index range scan
         // bounded at both ends (a bound SQLite cannot seek to, such as `?3
@@ -387,7 +375,7 @@ mod tests {
         store.apply(&batch).await.unwrap();
         let a = [Name::new("a").unwrap()];
         let got = store
-            .read(&space, &a, &[1, 60], SliceSel::All)
+            .read(SliceRead::new(&space, &a, &[1, 60]))
             .await
             .unwrap();
         assert_eq!(
@@ -398,19 +386,22 @@ mod tests {
             ]]
         );
         let range = store
-            .read(&space, &a, &[1], SliceSel::Range { from: 101, to: 200 })
+            .read(SliceRead::new(&space, &a, &[1]).slices(SliceSel::Range { from: 101, to: 200 }))
             .await
             .unwrap();
         assert_eq!(range, vec![vec![vec![(101, Value::Sum(6))]]]);
         let counters = Space::counters(&[1], 10);
         assert!(
             store
-                .list(&counters, "", None, 10)
+                .list(SeriesList::new(&counters, 10))
                 .await
                 .unwrap()
                 .is_empty()
         );
-        assert_eq!(store.list(&space, "", None, 10).await.unwrap(), vec!["a"]);
+        assert_eq!(
+            store.list(SeriesList::new(&space, 10)).await.unwrap(),
+            vec!["a"]
+        );
         let tables: i64 = store
             .db()
             .read(|c| {
@@ -438,7 +429,7 @@ mod tests {
             matches!(&err, Error::Overflow { name, precision: 1, slice: 100, .. } if name == "b"),
             "{err}"
         );
-        let got = store.read(&space, &a, &[1], SliceSel::All).await.unwrap();
+        let got = store.read(SliceRead::new(&space, &a, &[1])).await.unwrap();
         assert_eq!(got[0][0][0], (100, Value::Sum(5)));
         assert!(store.delete(&space, &a[0]).await.unwrap());
         assert!(!store.delete(&space, &a[0]).await.unwrap());
@@ -490,7 +481,12 @@ mod tests {
             .unwrap();
         let list = |prefix: &'static str, after: Option<&'static str>, limit| {
             let (store, space) = (&store, &space);
-            async move { store.list(space, prefix, after, limit).await.unwrap() }
+            async move {
+                store
+                    .list(SeriesList::new(space, limit).prefix(prefix).after(after))
+                    .await
+                    .unwrap()
+            }
         };
         assert_eq!(list("", None, 10).await, names);
         assert_eq!(list("", Some("ab"), 2).await, ["b", "\u{10FFFF}"]);
