@@ -61,7 +61,7 @@ use tally::engine::{SliceRead, SliceSel, SliceStore};
 use tally::graphite::{DEFAULT_QUANTILES, Namespace, Source};
 use tally::{BackendConfig, ManualClock, Name, Tally};
 use tally_graphite::Store as _;
-use tally_graphite::{Glob, Graphite, Limits};
+use tally_graphite::{Fetch, Glob, Graphite, Limits};
 use tally_testkit::{GraphiteWeb, GraphiteWebOptions, WhisperData, WhisperSeries};
 
 use crate::serve::{Load, Served, WrkRun, run_wrk};
@@ -972,7 +972,13 @@ async fn library_read(
         let (source, glob) = (&source, &glob);
         async move {
             let got = source
-                .fetch(std::slice::from_ref(glob), from, now, now, 100_000)
+                .fetch(Fetch {
+                    patterns: std::slice::from_ref(glob),
+                    from,
+                    until: now,
+                    now,
+                    max_series: 100_000,
+                })
                 .await?;
             Ok(got)
         }

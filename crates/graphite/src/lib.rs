@@ -52,7 +52,7 @@ pub use glob::Glob;
 pub use grammar::Expr;
 pub use limits::Limits;
 pub use series::{Consolidation, Series};
-pub use store::{Node, Store};
+pub use store::{Fetch, Node, Store};
 pub use window::{Archive, Window, window};
 
 /// The render engine: the function registry (built-ins and an embedder's own).

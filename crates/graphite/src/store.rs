@@ -23,21 +23,29 @@ impl Node {
     }
 }
 
+/// What [`Store::fetch`] reads: patterns over one window.
+#[derive(Clone, Copy, Debug)]
+pub struct Fetch<'a> {
+    /// The patterns; each is answered by its own list of series.
+    pub patterns: &'a [Glob],
+    /// The window's start (excluded), as graphite's `from`.
+    pub from: i64,
+    /// The window's end (included), as graphite's `until`.
+    pub until: i64,
+    /// The time the window is read at (whisper picks its archive by it).
+    pub now: i64,
+    /// The most leaves all the patterns may match together.
+    pub max_series: usize,
+}
+
 /// Where the series and the namespace come from.
 #[async_trait::async_trait]
 pub trait Store: Send + Sync {
     /// For each pattern, the series of every leaf path matching it, each read as whisper reads
-    /// one file over (from, until] at `now` ([`Series::fetched`] with the start, end and step of
+    /// one file over `(from, until]` at `now` ([`Series::fetched`] with the start, end and step of
     /// [`crate::window()`] and one value per step). A leaf whose window is `None` gives no series.
     /// Fails with [`crate::Error::Limit`] when more than `max_series` leaves match in all.
-    async fn fetch(
-        &self,
-        patterns: &[Glob],
-        from: i64,
-        until: i64,
-        now: i64,
-        max_series: usize,
-    ) -> Result<Vec<Vec<Series>>>;
+    async fn fetch(&self, fetch: Fetch<'_>) -> Result<Vec<Vec<Series>>>;
 
     /// The nodes at depth `pattern.depth()` matching the pattern (a path can be a leaf, a
     /// branch, or both: then two nodes). Fails with [`crate::Error::Limit`] past `max`.

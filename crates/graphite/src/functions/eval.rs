@@ -15,7 +15,7 @@ use futures::future::BoxFuture;
 
 use crate::functions::{Context, Registry, Value, validate};
 use crate::grammar::{Call, Expr};
-use crate::{Error, Glob, Limits, Result, Series, Store};
+use crate::{Error, Fetch, Glob, Limits, Result, Series, Store};
 
 /// A time range being evaluated: `(from, until]` in epoch seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -166,7 +166,13 @@ impl<'a> Evaluation<'a> {
         let budget = self.limits.max_series.saturating_sub(used);
         let results = match self
             .store
-            .fetch(&globs, range.from, range.until, self.now, budget)
+            .fetch(Fetch {
+                patterns: &globs,
+                from: range.from,
+                until: range.until,
+                now: self.now,
+                max_series: budget,
+            })
             .await
         {
             Ok(results) => results,

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use common::MemStore;
 use tally_graphite::{
-    Args, Context, Error, Function, Glob, Graphite, Limits, Node, Param, ParamType, Result, Series,
-    Signature, Store, Value,
+    Args, Context, Error, Fetch, Function, Glob, Graphite, Limits, Node, Param, ParamType, Result,
+    Series, Signature, Store, Value,
 };
 
 const NOW: i64 = 1_700_000_000;
@@ -48,23 +48,16 @@ impl Recording {
 
 #[async_trait::async_trait]
 impl Store for Recording {
-    async fn fetch(
-        &self,
-        patterns: &[Glob],
-        from: i64,
-        until: i64,
-        now: i64,
-        max: usize,
-    ) -> Result<Vec<Vec<Series>>> {
+    async fn fetch(&self, fetch: Fetch<'_>) -> Result<Vec<Vec<Series>>> {
         if self.fail {
             return Err(Error::Store("connection refused".to_owned()));
         }
         self.fetches.lock().unwrap().push((
-            patterns.iter().map(|g| g.text().to_owned()).collect(),
-            from,
-            until,
+            fetch.patterns.iter().map(|g| g.text().to_owned()).collect(),
+            fetch.from,
+            fetch.until,
         ));
-        self.inner.fetch(patterns, from, until, now, max).await
+        self.inner.fetch(fetch).await
     }
 
     async fn find(&self, pattern: &Glob, max: usize) -> Result<Vec<Node>> {
@@ -398,15 +391,8 @@ struct Twins(Vec<Series>);
 
 #[async_trait::async_trait]
 impl Store for Twins {
-    async fn fetch(
-        &self,
-        patterns: &[Glob],
-        _from: i64,
-        _until: i64,
-        _now: i64,
-        _max: usize,
-    ) -> Result<Vec<Vec<Series>>> {
-        Ok(patterns.iter().map(|_| self.0.clone()).collect())
+    async fn fetch(&self, fetch: Fetch<'_>) -> Result<Vec<Vec<Series>>> {
+        Ok(fetch.patterns.iter().map(|_| self.0.clone()).collect())
     }
 
     async fn find(&self, _pattern: &Glob, _max: usize) -> Result<Vec<Node>> {

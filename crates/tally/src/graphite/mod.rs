@@ -49,7 +49,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use tally_graphite::{Archive, Error as GError, Glob, Node, Result as GResult, Series};
+use tally_graphite::{Archive, Error as GError, Fetch, Glob, Node, Result as GResult, Series};
 
 use crate::engine::{SeriesList, SliceRead, SliceSel, SliceStore, Space, Value};
 use crate::error::{Error, Result};
@@ -672,14 +672,14 @@ fn store_error(e: Error) -> GError {
 
 #[async_trait]
 impl tally_graphite::Store for Source {
-    async fn fetch(
-        &self,
-        patterns: &[Glob],
-        from: i64,
-        until: i64,
-        now: i64,
-        max_series: usize,
-    ) -> tally_graphite::Result<Vec<Vec<Series>>> {
+    async fn fetch(&self, fetch: Fetch<'_>) -> tally_graphite::Result<Vec<Vec<Series>>> {
+        let Fetch {
+            patterns,
+            from,
+            until,
+            now,
+            max_series,
+        } = fetch;
         // Per family (all at once), the names of every pattern; then the
         // limit over every family; then one read per family and pattern,
         // all at once.

@@ -9,7 +9,7 @@ pub mod replay;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use tally_graphite::{Archive, Error, Glob, Node, Result, Series, Store, window};
+use tally_graphite::{Archive, Error, Fetch, Glob, Node, Result, Series, Store, window};
 
 /// One archive's ring.
 #[derive(Debug, Clone)]
@@ -95,14 +95,14 @@ impl MemStore {
 
 #[async_trait::async_trait]
 impl Store for MemStore {
-    async fn fetch(
-        &self,
-        patterns: &[Glob],
-        from: i64,
-        until: i64,
-        now: i64,
-        max_series: usize,
-    ) -> Result<Vec<Vec<Series>>> {
+    async fn fetch(&self, fetch: Fetch<'_>) -> Result<Vec<Vec<Series>>> {
+        let Fetch {
+            patterns,
+            from,
+            until,
+            now,
+            max_series,
+        } = fetch;
         let mut out = Vec::new();
         let mut count = 0;
         for pattern in patterns {
