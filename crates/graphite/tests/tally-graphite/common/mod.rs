@@ -96,27 +96,23 @@ impl MemStore {
 #[async_trait::async_trait]
 impl Store for MemStore {
     async fn fetch(&self, fetch: Fetch<'_>) -> Result<Vec<Vec<Series>>> {
-        let Fetch {
-            patterns,
-            from,
-            until,
-            now,
-            max_series,
-        } = fetch;
         let mut out = Vec::new();
         let mut count = 0;
-        for pattern in patterns {
+        for pattern in fetch.patterns {
             let mut list = Vec::new();
             for (path, rings) in &self.files {
                 if !pattern.matches(path) {
                     continue;
                 }
                 count += 1;
-                if count > max_series {
-                    return Err(Error::limit(format!("more than {max_series} series")));
+                if count > fetch.max_series {
+                    return Err(Error::limit(format!(
+                        "more than {} series",
+                        fetch.max_series
+                    )));
                 }
                 let archives: Vec<Archive> = rings.iter().map(|r| r.archive).collect();
-                let Some(w) = window(&archives, from, until, now) else {
+                let Some(w) = window(&archives, fetch.from, fetch.until, fetch.now) else {
                     continue;
                 };
                 let ring = &rings[w.archive];
