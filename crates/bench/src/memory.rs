@@ -14,7 +14,7 @@
 //! sample checked by reading every precision back. Its chunks carry a TTL
 //! that Redis counts down in real time from the write, whatever the store's
 //! clock says, so the bench picks its times for them (see
-//! [`ExpiringTimes`]): its now starts a chunk at every precision, so each
+//! `ExpiringTimes`): its now starts a chunk at every precision, so each
 //! precision's slices sit in two chunks as at any other time, the older
 //! holding all but the newest; and they are written from a clock one finest
 //! chunk earlier, so every chunk lives at least two finest spans less a
