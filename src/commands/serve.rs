@@ -393,7 +393,7 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
         "tally: serving on http://{addr}/ (dashboard), API under http://{addr}/v1/, backend {}",
         tally.backend().describe()
     );
-    tally::server::serve(listener, state, {
+    tally::server::serve(listener, state.clone(), {
         let stop_tx = stop_tx.clone();
         async move {
             signal.await;
@@ -409,6 +409,9 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
         }
     }
     tally.shutdown().await;
+    // A keyed handler that outlived the wait: its add is refused now, and
+    // it gives its claim up so that a retry elsewhere runs it.
+    state.finish_requests().await;
     let stats = writer.stats();
     tracing::info!(
         accepted = stats.accepted,

@@ -56,7 +56,10 @@
 //! with its answer `202` already recorded, by the handler
 //! (`AggregatedKey`, [`crate::CounterWriter::add_many_claimed`],
 //! [`crate::StatsWriter::record_many_claimed`]): one extra round trip; a
-//! retry is answered from the record and never handed over again.
+//! retry is answered from the record and never handed over again. Its
+//! handler runs in a task of its own as well, which a stopping server
+//! waits for before the writers' final flush; a writer refuses adds once
+//! that flush has begun, and a refused add gives its claim up.
 //!
 //! What it does not close: marks are kept for
 //! [`crate::idempotency::MAX_RETENTION`] (7 days); a write repeated after
@@ -162,7 +165,10 @@ pub(crate) async fn layer(State(state): State<AppState>, req: Request, next: Nex
             key,
             fingerprint,
         });
-        return next.run(req).await;
+        // In a tracked task too: a server stopping waits for it before its
+        // writers' final flush, client gone or not (the claim records the
+        // answer, so the add must not come after that flush).
+        return run_tracked(&state, next.run(req)).await;
     }
     let ticket = match idempotency.claim(&key, &fingerprint).await {
         Ok(Claim::Claimed(ticket)) => ticket,
@@ -172,7 +178,7 @@ pub(crate) async fn layer(State(state): State<AppState>, req: Request, next: Nex
     req.extensions_mut().insert(KeyedWrite(key));
     // The handler runs to its end even if the client goes or the request
     // times out, and its answer is recorded (or the claim given up).
-    let task = state.tasks().spawn(async move {
+    run_tracked(&state, async move {
         let response = next.run(req).await;
         let (response, answer) = recorded(response).await;
         let done = if response.status().is_server_error() {
@@ -190,8 +196,18 @@ pub(crate) async fn layer(State(state): State<AppState>, req: Request, next: Nex
                 "could not record an idempotent request's answer; a retry after the claim's lease runs it again"),
         }
         response
-    });
-    match task.await {
+    })
+    .await
+}
+
+/// Runs a keyed request's handler in a task of the server's
+/// ([`AppState::tasks`]), so that it runs to its end even if the client
+/// goes or the request times out, and a stopping server waits for it.
+async fn run_tracked(
+    state: &AppState,
+    handler: impl std::future::Future<Output = Response> + Send + 'static,
+) -> Response {
+    match state.tasks().spawn(handler).await {
         Ok(response) => response,
         Err(e) => {
             tracing::error!(error = %e, "an idempotent request's task failed");

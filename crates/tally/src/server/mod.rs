@@ -201,6 +201,26 @@ impl AppState {
         &self.inner.tasks
     }
 
+    /// Waits, for up to three request timeouts, for the handlers of keyed
+    /// requests still running after their connections closed (a client
+    /// that left); takes no new ones. [`serve`] calls it once the last
+    /// connection closed; call it again after shutting the aggregating
+    /// writers down ([`crate::Tally::shutdown`]), so that a handler that
+    /// was late gives its claim up, its add refused, before the process
+    /// exits. Returns how many still run.
+    pub async fn finish_requests(&self) -> usize {
+        let tasks = self.tasks();
+        tasks.close();
+        let grace = self.settings().request_timeout * 3;
+        if tokio::time::timeout(grace, tasks.wait()).await.is_err() {
+            tracing::warn!(
+                running = tasks.len(),
+                "idempotent requests still running at shutdown; their claims end with their lease"
+            );
+        }
+        tasks.len()
+    }
+
     /// The services.
     pub fn services(&self) -> &Services {
         &self.inner.services
@@ -305,15 +325,7 @@ pub async fn serve(
     )
     .with_graceful_shutdown(shutdown)
     .await;
-    let tasks = state.tasks();
-    tasks.close();
-    let grace = state.settings().request_timeout * 3;
-    if tokio::time::timeout(grace, tasks.wait()).await.is_err() {
-        tracing::warn!(
-            running = tasks.len(),
-            "idempotent requests still running at shutdown; their claims end with their lease"
-        );
-    }
+    state.finish_requests().await;
     served
 }
 

@@ -241,7 +241,7 @@ impl Writer {
     ) -> std::result::Result<(), (Error, Option<Value>)> {
         let inner = &self.inner;
         if inner.closed.load(Ordering::Relaxed) {
-            return Err((Error::Overloaded("the writer is shut down".into()), None));
+            return Err((shut_down(), None));
         }
         let checked = Name::check(name)
             .and_then(|()| delta.check())
@@ -269,6 +269,13 @@ impl Writer {
         delta: Value,
     ) -> std::result::Result<bool, (Error, Option<Value>)> {
         let mut shard = self.lock(shard_of(name));
+        // Checked again under the lock: the final flush takes each shard's
+        // table under its lock after `closed` is set, so an add either is
+        // in the table it takes or sees `closed` and is refused, never
+        // accepted after the last flush.
+        if self.inner.closed.load(Ordering::Relaxed) {
+            return Err((shut_down(), None));
+        }
         if let Some(pending) = shard.table.get_mut(name)
             && let Some(slot) = pending.seconds.iter_mut().rfind(|s| s.second == second)
         {
@@ -365,6 +372,10 @@ impl Writer {
         // Locked in ascending order, as every caller does: no deadlock.
         let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> =
             wanted.iter().map(|&s| (s, self.lock(s))).collect();
+        // As in `merge`: refused, not taken after the final flush.
+        if self.inner.closed.load(Ordering::Relaxed) {
+            return Err(shut_down());
+        }
         // Per item merged: its previous (delta, adds), or None if it made
         // the entry.
         let mut done: Vec<Option<(Value, u64)>> = Vec::with_capacity(items.len());
@@ -439,7 +450,7 @@ impl Writer {
         self.control
             .tx
             .send(Control::Flush(done))
-            .map_err(|_| Error::Overloaded("the writer is shut down".into()))?;
+            .map_err(|_| shut_down())?;
         wait.await
             .map_err(|_| Error::Overloaded("the writer stopped".into()))
     }
@@ -500,7 +511,7 @@ pub fn try_add_all(parts: &mut [(&Writer, &[Item])]) -> Result<()> {
         .iter()
         .any(|(w, _)| w.inner.closed.load(Ordering::Relaxed))
     {
-        return Err(Error::Overloaded("the writer is shut down".into()));
+        return Err(shut_down());
     }
     for (i, (w, items)) in parts.iter().enumerate() {
         if let Err(e) = w.reserve_n(items.len()) {
@@ -571,6 +582,11 @@ fn put_back(shard: &mut Shard, item: &Item, prev: Option<(Value, u64)>) {
             }
         }
     }
+}
+
+/// The error of an add to a writer that was shut down.
+fn shut_down() -> Error {
+    Error::Overloaded("the writer is shut down".into())
 }
 
 fn shard_of(name: &str) -> usize {

@@ -124,6 +124,73 @@ async fn deltas_are_merged_by_second_and_written_at_every_resolution() {
     ));
 }
 
+/// Regression (a keyed aggregated increment lost across a SIGTERM in CI):
+/// `add_many` never looked at `closed`, and `try_add` looked before taking
+/// its shard's lock, so an add racing the final flush could be accepted
+/// after the last table was taken and never written. Now every add racing
+/// a shutdown is either written or refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_add_racing_the_shutdown_is_written_or_refused() {
+    for round in 0..20 {
+        let sink = Arc::new(Recorder::default());
+        let w = start(sink.clone(), WriterSettings::default());
+        let finished = Arc::new(AtomicBool::new(false));
+        let adders: Vec<_> = (0..3)
+            .map(|t| {
+                let (w, finished) = (w.clone(), finished.clone());
+                tokio::spawn(async move {
+                    let mut accepted = 0i64;
+                    for i in 0.. {
+                        // Adds during the shutdown, and one after it: each
+                        // is refused, or written by the final flush.
+                        let last = finished.load(Ordering::Acquire);
+                        let name = format!("s{}", i % 50);
+                        let ok = match t {
+                            0 => w.try_add(&name, Value::Sum(1), Some(1000.0)).is_ok(),
+                            1 => w.add_many(&[item(&name, 1000.0, 1)]).await.is_ok(),
+                            _ => {
+                                let batch = [item(&name, 1000.0, 1)];
+                                try_add_all(&mut [(&w, &batch[..])]).is_ok()
+                            }
+                        };
+                        if ok {
+                            accepted += 1;
+                        }
+                        if last {
+                            break;
+                        }
+                        if i % 64 == 0 {
+                            tokio::task::yield_now().await;
+                        }
+                    }
+                    accepted
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(2 + round % 5)).await;
+        w.shutdown().await;
+        finished.store(true, Ordering::Release);
+        let mut accepted = 0;
+        for a in adders {
+            accepted += a.await.unwrap();
+        }
+        let written: i64 = sink
+            .state
+            .lock()
+            .unwrap()
+            .totals
+            .iter()
+            .filter(|((_, precision, _), _)| *precision == 1)
+            .map(|(_, n)| n)
+            .sum();
+        assert!(
+            accepted > 0,
+            "round {round}: nothing was added before the shutdown"
+        );
+        assert_eq!(written, accepted, "round {round}: accepted but not written");
+    }
+}
+
 /// Regression: a flush after a burst of timestamped writes (carbon
 /// lines) sent chunks of hundreds of thousands of cells, one store call
 /// each, past the client's timeout.
