@@ -54,6 +54,25 @@ fn ingest_checks_its_totals_on_both_backends() {
     assert!(redis["hincrby_ops_per_second"][0].as_f64().unwrap() > 0.0);
     assert_eq!(redis["book"]["totals_exact"], true);
     assert!(runs[0]["ratio_to_book"].as_f64().is_some());
+    // Beside each Redis run, the bare client, its totals checked; none
+    // beside SQLite.
+    for run in runs {
+        let bare = &run["bare"];
+        if run["backend"] == "redis" {
+            assert!(bare["increments"].as_u64().unwrap() > 0, "{run}");
+            assert!(run["ratio_to_bare"].as_f64().unwrap() > 0.0, "{run}");
+            assert!(
+                bare["client_cpu_us_per_increment"].as_f64().is_some(),
+                "{run}"
+            );
+        } else {
+            assert!(bare.is_null(), "{run}");
+        }
+        assert!(
+            run["client_cpu_us_per_increment"].as_f64().is_some(),
+            "{run}"
+        );
+    }
 }
 
 #[test]

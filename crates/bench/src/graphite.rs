@@ -581,11 +581,7 @@ fn tree_cpu(pid: u32) -> f64 {
 
 /// CPU seconds of this process's waited-for children (wrk, once it exits).
 fn children_cpu() -> f64 {
-    use nix::sys::resource::{UsageWho, getrusage};
-    getrusage(UsageWho::RUSAGE_CHILDREN).map_or(0.0, |u| {
-        let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
-        t(u.user_time()) + t(u.system_time())
-    })
+    crate::pace::rusage_seconds(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
 }
 
 /// Where a server's CPU is read.

@@ -7,7 +7,10 @@
 //!   runs); divided by the number of precisions it is the ceiling an exact
 //!   write of every precision could reach;
 //! - the book's algorithm ([`crate::book`]): a MULTI/EXEC of ZADD + HINCRBY
-//!   per precision per increment, from 50 connections.
+//!   per precision per increment, from 50 connections;
+//! - per run, the bare client ([`crate::bare`]): the default layout's own
+//!   commands for the same picks of names, pipelined as the mode sends
+//!   (the ceiling of issue 20 §2), with its Redis and client CPU.
 //!
 //! Modes: `exact` (one increment per `incr_many` call, `writers` callers at
 //! once: one round trip per increment), `exact-batch` (`batch` increments
@@ -23,8 +26,9 @@ use anyhow::{Result, ensure};
 use tally::counters::{CounterWriter, WriterSettings};
 use tally::{Clock, CounterSettings, Counters, Increment, SystemClock};
 
+use crate::bare::{self, Bare, Shape};
 use crate::book;
-use crate::pace::{ROUND, Timed, another_round};
+use crate::pace::{ROUND, Timed, another_round, self_cpu_seconds};
 use crate::server::{BenchRedis, Kind, Opened, Which, check_totals, stored_totals};
 
 /// The bench's parameters.
@@ -89,6 +93,15 @@ pub struct Run {
     pub seconds: f64,
     pub per_second: f64,
     pub totals_exact: bool,
+    /// This process's CPU microseconds per increment (the library's client
+    /// side; on SQLite, the store's work too).
+    pub client_cpu_us_per_increment: f64,
+    /// Redis only: the bare client on the same picks, pipelined alike.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bare: Option<Bare>,
+    /// Redis only: `per_second` ÷ the bare client's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_bare: Option<f64>,
     /// Redis only: `per_second` ÷ (raw HINCRBY ops/s ÷ precisions).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_ceiling: Option<f64>,
@@ -182,11 +195,13 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
                     Some(r) => r.cpu_seconds().await?,
                     None => 0.0,
                 };
+                let client_before = self_cpu_seconds();
                 let (increments, seconds) = match mode {
                     Mode::Exact => exact(&counters, distinct, &args, 1).await?,
                     Mode::ExactBatch => exact(&counters, distinct, &args, args.batch).await?,
                     Mode::Aggregated => aggregated(&counters, distinct, &args).await?,
                 };
+                let client_cpu_us = (self_cpu_seconds() - client_before) * 1e6 / increments as f64;
                 let cpu_us = match &redis {
                     Some(r) => {
                         Some((r.cpu_seconds().await? - cpu_before) * 1e6 / increments as f64)
@@ -203,14 +218,37 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
                     &totals,
                     increments,
                 )?;
+                let bare = match &redis {
+                    Some(r) => {
+                        r.flush().await?;
+                        let shape = bare_shape(mode, &args);
+                        let names = Arc::new(names);
+                        let b = bare::run(r, &settings, &names, shape, args.seconds, |w| {
+                            let mut picks = Picks::new(&names, w);
+                            Box::new(move || picks.index())
+                        })
+                        .await?;
+                        check_totals(
+                            &format!("the bare client beside {mode:?} over {distinct} counters"),
+                            &stored_totals(&counters, &names).await?,
+                            b.increments,
+                        )?;
+                        Some(b)
+                    }
+                    None => None,
+                };
+                let per_second = increments as f64 / seconds;
                 runs.push(Run {
                     backend: kind,
                     mode,
                     distinct,
                     increments,
                     seconds,
-                    per_second: increments as f64 / seconds,
+                    per_second,
                     totals_exact: true,
+                    client_cpu_us_per_increment: client_cpu_us,
+                    ratio_to_bare: bare.as_ref().map(|b| per_second / b.per_second),
+                    bare,
                     ratio_to_ceiling: None,
                     ratio_to_book: None,
                     redis_cpu_us_per_increment: cpu_us,
@@ -263,6 +301,26 @@ async fn hincrby(r: &BenchRedis, requests: u64) -> Result<(f64, f64)> {
     Ok((ops, cpu_us))
 }
 
+/// How the bare client beside a run of `mode` sends: as many connections
+/// and increments per round trip as the mode does.
+fn bare_shape(mode: Mode, args: &IngestArgs) -> Shape {
+    let writer = WriterSettings::default();
+    match mode {
+        Mode::Exact => Shape {
+            connections: args.writers,
+            per_round_trip: 1,
+        },
+        Mode::ExactBatch => Shape {
+            connections: args.writers,
+            per_round_trip: args.batch,
+        },
+        Mode::Aggregated => Shape {
+            connections: writer.lanes,
+            per_round_trip: writer.chunk_counters,
+        },
+    }
+}
+
 /// The bench's counter names.
 fn name(i: u64) -> String {
     format!("c{i}")
@@ -288,10 +346,15 @@ impl Picks {
 
     /// The next name.
     fn next(&mut self) -> &str {
+        let i = self.index();
+        &self.names[i]
+    }
+
+    /// The next name's index.
+    fn index(&mut self) -> usize {
         self.step += 1;
         let distinct = self.names.len() as u64;
-        &self.names
-            [(self.start.wrapping_add(self.step.wrapping_mul(1_000_003)) % distinct) as usize]
+        (self.start.wrapping_add(self.step.wrapping_mul(1_000_003)) % distinct) as usize
     }
 }
 

@@ -21,6 +21,7 @@
 //! reference statsd daemon [`serve`] races is the test harness's
 //! (`tally_testkit::StatsdDaemon`).
 
+pub mod bare;
 pub mod book;
 pub mod buffer;
 pub mod carbon;
@@ -320,6 +321,19 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
                         run.increments,
                         run.seconds
                     );
+                    if let (Some(bare), Some(ratio)) = (&run.bare, run.ratio_to_bare) {
+                        println!(
+                            "       {ratio:.2} of the bare client ({:.0} increments/s, {} connections x {} a round trip); \
+                             Redis CPU {:.2} / {:.2} us, client CPU {:.2} / {:.2} us per increment (Tally / bare)",
+                            bare.per_second,
+                            bare.connections,
+                            bare.per_round_trip,
+                            run.redis_cpu_us_per_increment.unwrap_or(f64::NAN),
+                            bare.redis_cpu_us_per_increment,
+                            run.client_cpu_us_per_increment,
+                            bare.client_cpu_us_per_increment
+                        );
+                    }
                 }
                 Ok(())
             })

@@ -63,3 +63,16 @@ pub(crate) async fn another_round(deadline: Instant, sent: &mut u64) -> bool {
     tokio::task::yield_now().await;
     true
 }
+
+/// CPU seconds (user + system) of this process so far.
+pub(crate) fn self_cpu_seconds() -> f64 {
+    rusage_seconds(nix::sys::resource::UsageWho::RUSAGE_SELF)
+}
+
+/// CPU seconds (user + system) `getrusage` reports for `who`.
+pub(crate) fn rusage_seconds(who: nix::sys::resource::UsageWho) -> f64 {
+    nix::sys::resource::getrusage(who).map_or(0.0, |u| {
+        let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
+        t(u.user_time()) + t(u.system_time())
+    })
+}

@@ -1,0 +1,118 @@
+//! The bare client (issue 20 §2): the ceiling an ingest run is reported
+//! against. A redis-rs client with no Lua, no validation and no write ids
+//! sends, for the same picks of counter names as the run it stands beside,
+//! the commands the layout itself needs for each increment, pipelined:
+//!
+//! - `default` layout: `ZADD {<prefix>:<shard>}:names 0 <name>` (the
+//!   counter's registry shard), then one `HINCRBY
+//!   {<prefix>:<shard>}:<p>:<name> <slice start> 1` per precision.
+//!
+//! BENCHMARKS.md lists the same commands, so the ceiling cannot move by
+//! changing what is counted. It uses as many connections and as many
+//! increments per round trip as the mode it is compared with: one per call
+//! from `writers` connections for `exact`, `batch` for `exact-batch`, and
+//! the aggregating writer's chunk from its lanes for `aggregated`. Its
+//! writes are checked as the library's are: every precision of every
+//! counter sums to what was sent.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use tally::backend::redis::layout::{DEFAULT_PREFIX, default_registry, shard_of, tag};
+use tally::{Clock, CounterSettings, SystemClock};
+
+use crate::pace::{Timed, go_on, self_cpu_seconds};
+use crate::server::BenchRedis;
+
+/// What the bare client measured.
+#[derive(Debug, serde::Serialize)]
+pub struct Bare {
+    /// Concurrent connections.
+    pub connections: usize,
+    /// Increments per round trip.
+    pub per_round_trip: usize,
+    pub distinct: u64,
+    pub increments: u64,
+    pub seconds: f64,
+    pub per_second: f64,
+    /// The server's CPU microseconds per increment.
+    pub redis_cpu_us_per_increment: f64,
+    /// This process's CPU microseconds per increment (the client's).
+    pub client_cpu_us_per_increment: f64,
+}
+
+/// How the bare client sends: `connections` at once, `per_round_trip`
+/// increments in each pipeline.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub connections: usize,
+    pub per_round_trip: usize,
+}
+
+/// Sends the default layout's commands for `seconds`, each connection
+/// picking names as `picks(connection)` does, then checks the totals.
+pub async fn run(
+    redis: &BenchRedis,
+    settings: &CounterSettings,
+    names: &Arc<Vec<String>>,
+    shape: Shape,
+    seconds: f64,
+    picks: impl Fn(u64) -> Box<dyn FnMut() -> usize + Send>,
+) -> Result<Bare> {
+    let precisions = Arc::new(settings.precisions.clone());
+    let mut conns = Vec::with_capacity(shape.connections);
+    for _ in 0..shape.connections {
+        conns.push(redis.raw().await?);
+    }
+    let (cpu, client) = (redis.cpu_seconds().await?, self_cpu_seconds());
+    let timed = Timed::start(seconds);
+    let deadline = timed.deadline;
+    let sent = timed
+        .join(conns.into_iter().enumerate().map(|(w, mut conn)| {
+            let (names, precisions) = (names.clone(), precisions.clone());
+            let mut pick = picks(w as u64);
+            async move {
+                let (mut passes, mut sent) = (0u64, 0u64);
+                while go_on(deadline, &mut passes) {
+                    let now = SystemClock.now().whole_secs();
+                    let mut pipe = redis::pipe();
+                    for _ in 0..shape.per_round_trip {
+                        let name = &names[pick()];
+                        let shard = shard_of(name);
+                        pipe.cmd("ZADD")
+                            .arg(default_registry(DEFAULT_PREFIX, shard))
+                            .arg(0)
+                            .arg(name)
+                            .ignore();
+                        // `default_hash`'s key, without checking the name.
+                        let tag = tag(DEFAULT_PREFIX, shard);
+                        for &p in precisions.iter() {
+                            pipe.cmd("HINCRBY")
+                                .arg(format!("{tag}:{p}:{name}"))
+                                .arg(now / p * p)
+                                .arg(1)
+                                .ignore();
+                        }
+                    }
+                    let () = pipe.query_async(&mut conn).await?;
+                    sent += shape.per_round_trip as u64;
+                }
+                Ok(sent)
+            }
+        }))
+        .await?;
+    let secs = timed.seconds();
+    let n = sent.max(1) as f64;
+    let redis_cpu_us = (redis.cpu_seconds().await? - cpu) * 1e6 / n;
+    let client_cpu_us = (self_cpu_seconds() - client) * 1e6 / n;
+    Ok(Bare {
+        connections: shape.connections,
+        per_round_trip: shape.per_round_trip,
+        distinct: names.len() as u64,
+        increments: sent,
+        seconds: secs,
+        per_second: sent as f64 / secs,
+        redis_cpu_us_per_increment: redis_cpu_us,
+        client_cpu_us_per_increment: client_cpu_us,
+    })
+}
