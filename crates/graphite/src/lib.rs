@@ -55,6 +55,17 @@ pub use series::{Consolidation, Series};
 pub use store::{Fetch, Node, Store};
 pub use window::{Archive, Window, window};
 
+/// Which of graphite-web's two browsing endpoints a request is for
+/// ([`Graphite::browse`]): the same parameters, answered with the nodes or the paths a
+/// pattern matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Browse {
+    /// `/metrics/find` (`format` `treejson`, the default, `completer` or `nodelist`).
+    Find,
+    /// `/metrics/expand`: `{"results": [...]}` (or by query with `groupByExpr=1`).
+    Expand,
+}
+
 /// The render engine: the function registry (built-ins and an embedder's own).
 #[derive(Clone)]
 pub struct Graphite {
@@ -94,49 +105,43 @@ impl Graphite {
     }
 
     /// `/metrics/find` as graphite-web answers a client sending `Accept: application/json`
-    /// or none (see [`Graphite::find_accepting`]).
+    /// or none (see [`Graphite::browse`]).
     pub async fn find(
         &self,
         store: &dyn Store,
         params: &[(String, String)],
         limits: &Limits,
     ) -> Answer {
-        self.find_accepting(store, params, None, limits).await
+        self.browse(Browse::Find, store, params, None, limits).await
     }
 
-    /// `/metrics/find` (`format` `treejson`, the default, `completer` or `nodelist`). The
-    /// request's `Accept` header decides the JSON text as in graphite-web: exactly
-    /// `application/json` (or none) escapes non-ASCII, anything else (Grafana's
-    /// `application/json, text/plain, */*`) writes UTF-8 and says `;charset=utf-8`.
-    pub async fn find_accepting(
-        &self,
-        store: &dyn Store,
-        params: &[(String, String)],
-        accept: Option<&str>,
-        limits: &Limits,
-    ) -> Answer {
-        Answer::of(find::find(store, params, accept, limits).await)
-    }
-
-    /// `/metrics/expand` (`Accept` absent; see [`Graphite::expand_accepting`]).
+    /// `/metrics/expand` (`Accept` absent; see [`Graphite::browse`]).
     pub async fn expand(
         &self,
         store: &dyn Store,
         params: &[(String, String)],
         limits: &Limits,
     ) -> Answer {
-        self.expand_accepting(store, params, None, limits).await
+        self.browse(Browse::Expand, store, params, None, limits)
+            .await
     }
 
-    /// `/metrics/expand`: `{"results": [...]}` (or by query with `groupByExpr=1`).
-    pub async fn expand_accepting(
+    /// `/metrics/find` or `/metrics/expand` (see [`Browse`]). The request's `Accept`
+    /// header decides the JSON text as in graphite-web: exactly `application/json` (or
+    /// none) escapes non-ASCII, anything else (Grafana's `application/json, text/plain,
+    /// */*`) writes UTF-8 and says `;charset=utf-8`.
+    pub async fn browse(
         &self,
+        endpoint: Browse,
         store: &dyn Store,
         params: &[(String, String)],
         accept: Option<&str>,
         limits: &Limits,
     ) -> Answer {
-        Answer::of(find::expand(store, params, accept, limits).await)
+        Answer::of(match endpoint {
+            Browse::Find => find::find(store, params, accept, limits).await,
+            Browse::Expand => find::expand(store, params, accept, limits).await,
+        })
     }
 
     /// `/functions`: every registered function in graphite-web's shape (`group=`,

@@ -18,18 +18,13 @@
 
 use futures::future::try_join_all;
 
-use super::{LANE_DAILY, MigrateSettings, Progress, SpaceReport, page_done};
-use crate::Tally;
+use super::{LANE_DAILY, Progress, Run, SpaceReport};
 use crate::daily::{DailyWrite, Day};
 use crate::error::{Error, Result};
 
-/// Copies `from`'s daily statistics into `to` (see the module docs).
-pub(super) async fn copy(
-    from: &Tally,
-    to: &Tally,
-    settings: &MigrateSettings,
-    progress: &mut impl FnMut(&Progress<'_>),
-) -> Result<SpaceReport> {
+/// Copies the run's `from`'s daily statistics into its `to` (see the module docs).
+pub(super) async fn copy(run: &mut Run<'_, impl FnMut(&Progress<'_>)>) -> Result<SpaceReport> {
+    let (from, to, settings) = (run.from, run.to, run.settings);
     let (source, target) = (from.daily(), to.daily());
     let (store, into) = (source.store(), target.store());
     let held = store.list().await?;
@@ -93,8 +88,7 @@ pub(super) async fn copy(
         )
         .await?;
         let applied = written.iter().flatten().map(|w| w.applied);
-        let done = page * settings.names_per_batch + chunk.len();
-        page_done(&mut report, applied, done, progress);
+        run.page_done(&mut report, applied, page, chunk.len());
     }
     Ok(report)
 }

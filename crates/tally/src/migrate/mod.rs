@@ -54,7 +54,7 @@ use crate::engine::{
 use crate::error::{Error, Result};
 use crate::idempotency::Mark;
 use crate::name::Name;
-use crate::open::SPACES;
+use crate::open::{SPACES, SpaceEntry};
 
 /// The most names copied in one batch.
 pub const MAX_NAMES_PER_BATCH: usize = 10_000;
@@ -185,30 +185,43 @@ pub struct Progress<'a> {
     pub slices_done: u64,
 }
 
-/// Counts a page of a store outside the engine (its series' writes
-/// answered `applied`, none when it had nothing to write) as written when
-/// any of them was, as skipped when all were there already, and reports
-/// progress: `done` series of the store.
-fn page_done(
-    report: &mut SpaceReport,
-    mut applied: impl Iterator<Item = Applied>,
-    done: usize,
-    progress: &mut impl FnMut(&Progress<'_>),
-) {
-    match applied.next() {
-        None => {}
-        Some(Applied::Written) => report.batches_written += 1,
-        Some(Applied::Duplicate) if applied.any(|a| a == Applied::Written) => {
-            report.batches_written += 1
+/// What every copier takes: the two stores, the migration's settings and
+/// where its progress goes.
+struct Run<'a, P> {
+    from: &'a Tally,
+    to: &'a Tally,
+    settings: &'a MigrateSettings,
+    progress: P,
+}
+
+impl<P: FnMut(&Progress<'_>)> Run<'_, P> {
+    /// Counts page `page` (from 0) of `report`'s space, whose `chunk` series
+    /// were written as one batch or as one keyed write each (`applied`:
+    /// their answers, none when it had nothing to write): as written when
+    /// any of them was, as skipped when all were there already; then
+    /// reports the progress.
+    fn page_done(
+        &mut self,
+        report: &mut SpaceReport,
+        mut applied: impl Iterator<Item = Applied>,
+        page: usize,
+        chunk: usize,
+    ) {
+        match applied.next() {
+            None => {}
+            Some(Applied::Written) => report.batches_written += 1,
+            Some(Applied::Duplicate) if applied.any(|a| a == Applied::Written) => {
+                report.batches_written += 1
+            }
+            Some(Applied::Duplicate) => report.batches_skipped += 1,
         }
-        Some(Applied::Duplicate) => report.batches_skipped += 1,
+        (self.progress)(&Progress {
+            space: &report.space,
+            series_done: (page * self.settings.names_per_batch + chunk) as u64,
+            series_total: report.series,
+            slices_done: report.slices,
+        });
     }
-    progress(&Progress {
-        space: &report.space,
-        series_done: done as u64,
-        series_total: report.series,
-        slices_done: report.slices,
-    });
 }
 
 /// Copies every series of every engine space, the daily statistics and the
@@ -239,7 +252,7 @@ pub async fn migrate(
     from: &Tally,
     to: &Tally,
     settings: &MigrateSettings,
-    mut progress: impl FnMut(&Progress<'_>),
+    progress: impl FnMut(&Progress<'_>),
 ) -> Result<MigrateReport> {
     settings.validate()?;
     let started = Instant::now();
@@ -249,21 +262,18 @@ pub async fn migrate(
         id: settings.id.clone(),
         ..MigrateReport::default()
     };
+    let mut run = Run {
+        from,
+        to,
+        settings,
+        progress,
+    };
     for entry in SPACES {
-        let space = copy_space(
-            &*source,
-            &(entry.space)(from),
-            &*target,
-            &(entry.space)(to),
-            settings,
-            entry.lane,
-            &mut progress,
-        )
-        .await?;
+        let space = copy_space(&mut run, &*source, &*target, entry).await?;
         report.spaces.push(space);
     }
-    report.daily = daily::copy(from, to, settings, &mut progress).await?;
-    report.time_series = tsdb::copy(from, to, settings, &mut progress).await?;
+    report.daily = daily::copy(&mut run).await?;
+    report.time_series = tsdb::copy(&mut run).await?;
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }
@@ -285,15 +295,14 @@ async fn all_names(store: &dyn SliceStore, space: &Space) -> Result<Vec<String>>
     }
 }
 
+/// Copies `entry`'s space from `source` (the run's `from`) into `target`.
 async fn copy_space(
+    run: &mut Run<'_, impl FnMut(&Progress<'_>)>,
     source: &dyn SliceStore,
-    from: &Space,
     target: &dyn SliceStore,
-    to: &std::sync::Arc<Space>,
-    settings: &MigrateSettings,
-    lane: u32,
-    progress: &mut impl FnMut(&Progress<'_>),
+    entry: &SpaceEntry,
 ) -> Result<SpaceReport> {
+    let (from, to) = ((entry.space)(run.from), (entry.space)(run.to));
     if from.kind != to.kind {
         return Err(Error::Config(format!(
             "space {} keeps {} values in the source and {} in the target",
@@ -305,16 +314,16 @@ async fn copy_space(
         .iter()
         .map(|r| r.seconds)
         .partition(|s| to.precisions.iter().any(|r| r.seconds == *s));
-    let names = all_names(source, from).await?;
+    let names = all_names(source, &from).await?;
     let mut report = SpaceReport {
         space: from.id.to_owned(),
         series: names.len() as u64,
         resolutions_not_copied: not_copied,
         ..SpaceReport::default()
     };
-    for (page, chunk) in names.chunks(settings.names_per_batch).enumerate() {
+    for (page, chunk) in names.chunks(run.settings.names_per_batch).enumerate() {
         let names: Vec<Name> = chunk.iter().map(Name::new).collect::<Result<_>>()?;
-        let read = source.read(SliceRead::new(from, &names, &common)).await?;
+        let read = source.read(SliceRead::new(&from, &names, &common)).await?;
         let mut writes = Vec::with_capacity(names.len());
         for (name, per) in names.into_iter().zip(read) {
             let cells: Vec<CellDelta> = common
@@ -333,23 +342,16 @@ async fn copy_space(
                 writes.push(SeriesWrite { name, cells });
             }
         }
+        let mut applied = None;
         if !writes.is_empty() {
             let batch = Batch {
                 space: to.clone(),
                 writes,
-                seq: Some(settings.write_seq(lane, page as u64 + 1)),
+                seq: Some(run.settings.write_seq(entry.lane, page as u64 + 1)),
             };
-            match target.apply(&batch).await? {
-                Applied::Written => report.batches_written += 1,
-                Applied::Duplicate => report.batches_skipped += 1,
-            }
+            applied = Some(target.apply(&batch).await?);
         }
-        progress(&Progress {
-            space: from.id,
-            series_done: (page * settings.names_per_batch + chunk.len()) as u64,
-            series_total: report.series,
-            slices_done: report.slices,
-        });
+        run.page_done(&mut report, applied.into_iter(), page, chunk.len());
     }
     Ok(report)
 }

@@ -28,21 +28,16 @@ use std::collections::BTreeMap;
 
 use futures::future::try_join_all;
 
-use super::{LANE_TSDB, MigrateSettings, Progress, SpaceReport, page_done};
-use crate::Tally;
+use super::{LANE_TSDB, Progress, Run, SpaceReport};
 use crate::engine::Kind;
 use crate::error::Result;
 use crate::name::Name;
 use crate::tsdb::precision::{self, Precision};
 use crate::tsdb::{Cell, CellAdd, Held, Window};
 
-/// Copies `from`'s time series into `to` (see the module docs).
-pub(super) async fn copy(
-    from: &Tally,
-    to: &Tally,
-    settings: &MigrateSettings,
-    progress: &mut impl FnMut(&Progress<'_>),
-) -> Result<SpaceReport> {
+/// Copies the run's `from`'s time series into its `to` (see the module docs).
+pub(super) async fn copy(run: &mut Run<'_, impl FnMut(&Progress<'_>)>) -> Result<SpaceReport> {
+    let (from, to, settings) = (run.from, run.to, run.settings);
     let (source, target) = (from.tsdb(), to.tsdb());
     let now = from.clock().now().whole_secs();
     let target_now = to.clock().now().whole_secs();
@@ -143,8 +138,7 @@ pub(super) async fn copy(
             async move { into.add(cells, capacity, Some(&mark)).await }
         }))
         .await?;
-        let done = page * settings.names_per_batch + chunk.len();
-        page_done(&mut report, applied.into_iter(), done, progress);
+        run.page_done(&mut report, applied.into_iter(), page, chunk.len());
     }
     Ok(report)
 }

@@ -20,7 +20,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use tally_graphite::{Answer, Graphite, Limits};
+use tally_graphite::{Answer, Browse, Graphite, Limits};
 
 use super::AppState;
 use crate::clock::SharedClock;
@@ -284,16 +284,17 @@ async fn browse<const EXPANDING: bool>(
     let Some(api) = &state.services().graphite else {
         return not_enabled();
     };
-    let (source, params, accept) = (api.source.as_ref(), &params(q, &body), accept(&headers));
-    respond(if EXPANDING {
-        api.graphite
-            .expand_accepting(source, params, accept, &api.limits)
-            .await
+    let endpoint = if EXPANDING {
+        Browse::Expand
     } else {
+        Browse::Find
+    };
+    let (source, params, accept) = (api.source.as_ref(), &params(q, &body), accept(&headers));
+    respond(
         api.graphite
-            .find_accepting(source, params, accept, &api.limits)
-            .await
-    })
+            .browse(endpoint, source, params, accept, &api.limits)
+            .await,
+    )
 }
 
 async fn functions(State(state): State<AppState>, RawQuery(q): RawQuery) -> Response {

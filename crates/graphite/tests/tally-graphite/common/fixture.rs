@@ -7,7 +7,7 @@
 #![allow(dead_code)]
 
 use serde_json::Value as J;
-use tally_graphite::{Answer, Graphite, Limits, parse_form};
+use tally_graphite::{Answer, Browse, Graphite, Limits, parse_form};
 
 use super::MemStore;
 
@@ -96,20 +96,15 @@ pub async fn answer(graphite: &Graphite, store: &MemStore, now: i64, request: &J
     let params = request_params(request);
     let accept = request["accept"].as_str();
     let limits = Limits::default();
-    match request["path"].as_str().unwrap() {
-        "/render/" => graphite.render(store, &params, now, &limits).await,
-        "/metrics/find/" => {
-            graphite
-                .find_accepting(store, &params, accept, &limits)
-                .await
-        }
-        "/metrics/expand/" => {
-            graphite
-                .expand_accepting(store, &params, accept, &limits)
-                .await
-        }
+    let endpoint = match request["path"].as_str().unwrap() {
+        "/render/" => return graphite.render(store, &params, now, &limits).await,
+        "/metrics/find/" => Browse::Find,
+        "/metrics/expand/" => Browse::Expand,
         other => panic!("no route {other}"),
-    }
+    };
+    graphite
+        .browse(endpoint, store, &params, accept, &limits)
+        .await
 }
 
 /// Compares an answer with graphite-web's (`{status, headers, body}`); `Ok(true)` when the
