@@ -10,7 +10,9 @@
 //! sets are `SeriesService<their rules>` under their own names
 //! ([`crate::Stats`], [`crate::Gauges`], [`crate::Sets`]), with their own
 //! reads (summaries, current values, unions) added in their modules; a new
-//! kind is its rules and its reads.
+//! kind is its rules and its reads. A kind whose slice reads as one plain
+//! value (gauges, sets) says how in its [`PlainRules`] and reads its
+//! slices with the service's `get`, `get_all` and `read`.
 
 use std::fmt;
 use std::sync::Arc;
