@@ -10,6 +10,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use crate::engine::cleaner::{CleanerSettings, DEFAULT_CLEAN_BATCH, DEFAULT_CLEAN_INTERVAL};
+pub use crate::engine::precision::check_precision_in;
+use crate::engine::precision::list;
 use crate::error::{Error, Result};
 
 /// The book's precisions: 1 s, 5 s, 1 min, 5 min, 1 h, 5 h, 1 day.
@@ -100,27 +102,6 @@ impl CounterSettings {
     pub fn precisions_list(&self) -> String {
         list(&self.precisions)
     }
-}
-
-/// Checks that `precision` is one of `precisions`; the error lists them.
-pub fn check_precision_in(precisions: &[u64], precision: u64) -> Result<()> {
-    if precisions.contains(&precision) {
-        Ok(())
-    } else {
-        Err(Error::UnknownPrecision {
-            precision,
-            configured: list(precisions),
-        })
-    }
-}
-
-/// Precisions as `1, 5, 60`.
-fn list(precisions: &[u64]) -> String {
-    precisions
-        .iter()
-        .map(u64::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]

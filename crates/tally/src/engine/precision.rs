@@ -122,6 +122,27 @@ pub fn check_lengths(what: &str, seconds: impl IntoIterator<Item = u64>) -> Resu
     Ok(())
 }
 
+/// Checks that `precision` is one of `precisions`; the error lists them.
+pub fn check_precision_in(precisions: &[u64], precision: u64) -> Result<()> {
+    if precisions.contains(&precision) {
+        Ok(())
+    } else {
+        Err(Error::UnknownPrecision {
+            precision,
+            configured: list(precisions),
+        })
+    }
+}
+
+/// Precisions as `1, 5, 60`.
+pub(crate) fn list(precisions: &[u64]) -> String {
+    precisions
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Whether a write at whole second `second` lands in a slice that some
 /// precision (of `precisions`) still keeps at `now`: false when it is
 /// older than even the longest-kept precision keeps, so that a read would

@@ -10,7 +10,9 @@
 //! sets are `SeriesService<their rules>` under their own names
 //! ([`crate::Stats`], [`crate::Gauges`], [`crate::Sets`]), with their own
 //! reads (summaries, current values, unions) added in their modules; a new
-//! kind is its rules and its reads.
+//! kind is its rules and its reads. A kind whose slice reads as one plain
+//! value (gauges, sets) says how in its [`PlainRules`] and reads its
+//! slices with the service's `get`, `get_all` and `read`.
 
 use std::fmt;
 use std::sync::Arc;
@@ -19,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
 use crate::engine::plan::{self, Item};
+use crate::engine::precision::check_precision_in;
 use crate::engine::store::{
     Applied, Batch, BatchSink, SeriesList, SliceRead, SliceStore, Slices, Space,
 };
@@ -75,13 +78,31 @@ pub trait Rules: Send + Sync + fmt::Debug + 'static {
 
 /// [`Rules`] of a kind whose space is made of precisions and samples
 /// alone (gauges, sets): its service has the constructors
-/// [`SeriesService::new`] and [`SeriesService::with_clock`].
+/// [`SeriesService::new`] and [`SeriesService::with_clock`], and the reads
+/// [`SeriesService::get`], [`SeriesService::get_all`] and
+/// [`SeriesService::read`], which show each stored slice as the kind's
+/// [`PlainRules::Slice`].
 pub trait PlainRules: Rules + Default {
     /// The space's id (Redis keys `{<prefix>:<shard>}:<id>:...`, SQLite
     /// tables `tally_<id>_*`).
     const SPACE: &'static str;
     /// The kind its slices hold.
     const KIND: Kind;
+    /// One slice as the kind's reads show it.
+    type Slice;
+    /// The slice starting at `start` that holds the stored `value`; an
+    /// error when the value is not one the kind can show.
+    fn slice(start: u64, value: &Value) -> Result<Self::Slice>;
+}
+
+/// Every slice of one series at one precision, oldest first, each as its
+/// kind shows it ([`PlainRules::Slice`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SliceSeries<S> {
+    /// The precision, seconds.
+    pub precision: u64,
+    /// The slices, oldest first.
+    pub slices: Vec<S>,
 }
 
 /// Named series of one kind at several precisions, over one engine space.
@@ -136,6 +157,48 @@ impl<R: PlainRules> SeriesService<R> {
     ) -> Result<Self> {
         let space = Space::cleaned(R::SPACE, R::KIND, precisions, samples)?;
         Ok(Self::from_parts(store, None, space, clock, R::default()))
+    }
+}
+
+impl<R: PlainRules> SeriesService<R> {
+    /// Every slice of `name` at one precision, oldest first.
+    pub async fn get(&self, name: &str, precision: u64) -> Result<Vec<R::Slice>> {
+        let mut all = self.read(name, Some(precision)).await?;
+        Ok(all.pop().map(|s| s.slices).unwrap_or_default())
+    }
+
+    /// Every precision of a series, finest first, in one round trip.
+    pub async fn get_all(&self, name: &str) -> Result<Vec<SliceSeries<R::Slice>>> {
+        self.read(name, None).await
+    }
+
+    /// Every slice of one precision (or of every one when `None`, finest
+    /// first), in one round trip.
+    pub async fn read(
+        &self,
+        name: &str,
+        precision: Option<u64>,
+    ) -> Result<Vec<SliceSeries<R::Slice>>> {
+        let one;
+        let precisions = match precision {
+            Some(p) => {
+                check_precision_in(self.precisions(), p)?;
+                one = [p];
+                &one[..]
+            }
+            None => self.precisions(),
+        };
+        self.read_series(name, precisions)
+            .await?
+            .into_iter()
+            .map(|(precision, kept)| {
+                let slices = kept
+                    .iter()
+                    .map(|(start, v)| R::slice(*start, v))
+                    .collect::<Result<_>>()?;
+                Ok(SliceSeries { precision, slices })
+            })
+            .collect()
     }
 }
 

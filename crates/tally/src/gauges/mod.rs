@@ -24,10 +24,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::counters::settings::check_precision_in;
 use crate::engine::kinds::GaugeValue;
 use crate::engine::kinds::gauge::GaugeReading;
-use crate::engine::series::{PlainRules, Rules, SeriesService, SeriesWriter};
+use crate::engine::series::{PlainRules, Rules, SeriesService, SeriesWriter, SliceSeries};
 use crate::engine::{Applied, Kind, Value};
 use crate::error::{Error, Result};
 
@@ -116,13 +115,7 @@ pub struct GaugeSlice {
 }
 
 /// Every slice of a gauge at one precision, oldest first.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct GaugeSeries {
-    /// The precision, seconds.
-    pub precision: u64,
-    /// The slices, oldest first.
-    pub slices: Vec<GaugeSlice>,
-}
+pub type GaugeSeries = SliceSeries<GaugeSlice>;
 
 /// The gauge kind's rules for [`SeriesService`]: operations set or adjust.
 #[derive(Debug, Default)]
@@ -131,6 +124,17 @@ pub struct GaugeRules;
 impl PlainRules for GaugeRules {
     const SPACE: &'static str = SPACE;
     const KIND: Kind = Kind::Gauge;
+    type Slice = GaugeSlice;
+
+    fn slice(start: u64, v: &Value) -> Result<GaugeSlice> {
+        let r = reading_of(v)?;
+        Ok(GaugeSlice {
+            start,
+            last: r.last,
+            min: r.min,
+            max: r.max,
+        })
+    }
 }
 
 impl Rules for GaugeRules {
@@ -211,30 +215,6 @@ impl SeriesService<GaugeRules> {
         self.write_once(key, ops).await
     }
 
-    /// Every slice of one precision, oldest first.
-    pub async fn get(&self, name: &str, precision: u64) -> Result<Vec<GaugeSlice>> {
-        check_precision_in(self.precisions(), precision)?;
-        let mut all = self.read_all(name, &[precision]).await?;
-        Ok(all.pop().map(|s| s.slices).unwrap_or_default())
-    }
-
-    /// Every precision of a gauge, finest first, in one round trip.
-    pub async fn get_all(&self, name: &str) -> Result<Vec<GaugeSeries>> {
-        self.read_all(name, self.precisions()).await
-    }
-
-    /// Every slice of one precision (or of every one when `None`, finest
-    /// first), in one round trip.
-    pub async fn read(&self, name: &str, precision: Option<u64>) -> Result<Vec<GaugeSeries>> {
-        match precision {
-            Some(p) => {
-                check_precision_in(self.precisions(), p)?;
-                self.read_all(name, &[p]).await
-            }
-            None => self.get_all(name).await,
-        }
-    }
-
     /// The gauge's value after its latest operation that a kept slice
     /// holds (the newest slice's last value at the finest precision that
     /// has one); `None` for a gauge with no slice. One round trip.
@@ -244,28 +224,6 @@ impl SeriesService<GaugeRules> {
             .iter()
             .find_map(|s| s.slices.last())
             .map(|slice| slice.last))
-    }
-
-    async fn read_all(&self, name: &str, precisions: &[u64]) -> Result<Vec<GaugeSeries>> {
-        self.read_series(name, precisions)
-            .await?
-            .into_iter()
-            .map(|(precision, slices)| {
-                let slices = slices
-                    .iter()
-                    .map(|(start, v)| {
-                        let r = reading_of(v)?;
-                        Ok(GaugeSlice {
-                            start: *start,
-                            last: r.last,
-                            min: r.min,
-                            max: r.max,
-                        })
-                    })
-                    .collect::<Result<_>>()?;
-                Ok(GaugeSeries { precision, slices })
-            })
-            .collect()
     }
 }
 

@@ -183,7 +183,7 @@ impl Targets {
             return Ok(0);
         };
         let (_, target) = self.of_reading(&sample.reading)?;
-        target.try_take(line.name, sample.reading, sample.at.map(|t| t as f64))?;
+        target.try_take(line.name, sample)?;
         Ok(increments(&sample.reading))
     }
 
@@ -200,7 +200,7 @@ impl Targets {
             let (i, target) = self.of_reading(&sample.reading)?;
             let Ok(taken) = &mut items[i] else { continue };
             let now = *nows[i].get_or_insert_with(|| target.now());
-            match target.item(line.name, sample.reading, sample.at.map(|t| t as f64), now) {
+            match target.item(line.name, sample, now) {
                 Ok(item) => taken.push(item),
                 Err(e) => items[i] = Err(e),
             }

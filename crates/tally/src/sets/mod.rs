@@ -30,10 +30,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::counters::settings::check_precision_in;
 use crate::engine::kinds::DistinctValue;
 use crate::engine::read::{merge_values, range};
-use crate::engine::series::{PlainRules, Rules, SeriesService, SeriesWriter};
+use crate::engine::series::{PlainRules, Rules, SeriesService, SeriesWriter, SliceSeries};
 use crate::engine::{Applied, Kind, SliceRead, Value};
 use crate::error::{Error, Result};
 use crate::name::Name;
@@ -142,13 +141,7 @@ pub struct SetSlice {
 }
 
 /// Every slice of a set at one precision, oldest first.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SetSeries {
-    /// The precision, seconds.
-    pub precision: u64,
-    /// The slices, oldest first.
-    pub slices: Vec<SetSlice>,
-}
+pub type SetSeries = SliceSeries<SetSlice>;
 
 /// The distinct members of a range, over one set or the union of several.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -181,6 +174,14 @@ pub struct SetRules;
 impl PlainRules for SetRules {
     const SPACE: &'static str = SPACE;
     const KIND: Kind = Kind::Distinct;
+    type Slice = SetSlice;
+
+    fn slice(start: u64, v: &Value) -> Result<SetSlice> {
+        Ok(SetSlice {
+            start,
+            count: distinct_of(v)?.estimate(),
+        })
+    }
 }
 
 impl Rules for SetRules {
@@ -255,37 +256,6 @@ impl SeriesService<SetRules> {
         self.write_once(key, adds).await
     }
 
-    /// Every slice of one precision, oldest first, with its count.
-    pub async fn get(&self, name: &str, precision: u64) -> Result<Vec<SetSlice>> {
-        check_precision_in(self.precisions(), precision)?;
-        let mut all = self.read_all(name, &[precision]).await?;
-        Ok(all.pop().map(|s| s.slices).unwrap_or_default())
-    }
-
-    /// Every precision of a set, finest first, in one round trip.
-    pub async fn get_all(&self, name: &str) -> Result<Vec<SetSeries>> {
-        self.read_all(name, self.precisions()).await
-    }
-
-    async fn read_all(&self, name: &str, precisions: &[u64]) -> Result<Vec<SetSeries>> {
-        self.read_series(name, precisions)
-            .await?
-            .into_iter()
-            .map(|(precision, slices)| {
-                let slices = slices
-                    .iter()
-                    .map(|(start, v)| {
-                        Ok(SetSlice {
-                            start: *start,
-                            count: distinct_of(v)?.estimate(),
-                        })
-                    })
-                    .collect::<Result<_>>()?;
-                Ok(SetSeries { precision, slices })
-            })
-            .collect()
-    }
-
     /// The distinct members of the range `[from, to]` (Unix seconds) of one
     /// set, or of the union of several (1 to [`MAX_READ`]); one round trip.
     /// Read at the finest precision whose kept slices reach back to `from`:
@@ -352,12 +322,7 @@ impl SeriesService<SetRules> {
             let slices = slices
                 .iter()
                 .filter(|(start, _)| (from..=to).contains(start))
-                .map(|(start, v)| {
-                    Ok(SetSlice {
-                        start: *start,
-                        count: distinct_of(v)?.estimate(),
-                    })
-                })
+                .map(|(start, v)| SetRules::slice(*start, v))
                 .collect::<Result<_>>()?;
             series.push(SetSeries { precision, slices });
         }

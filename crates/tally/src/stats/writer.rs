@@ -68,7 +68,7 @@ impl SeriesWriter<StatRules> {
     }
 
     /// [`StatsWriter::try_record`] of a value standing for `weight`
-    /// observations (the statsd listener's path: it never waits).
+    /// observations, never waiting.
     pub fn try_record_weighted(
         &self,
         name: &str,

@@ -8,7 +8,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::{Reading, ReadingKind};
+use super::{Reading, ReadingKind, Sample};
 use crate::clock::{SharedClock, Timestamp};
 use crate::counters::{CounterRules, Increment};
 use crate::engine::Writer;
@@ -29,18 +29,19 @@ pub trait StatsdRules: Rules + Sized {
     /// `None` for a reading it does not take.
     fn op(name: &str, reading: Reading<'_>) -> Option<Self::Op>;
 
-    /// Takes a sample at `at` (Unix seconds; `None` for now) without ever
-    /// waiting, as [`SeriesWriter::try_take`] takes its operation.
-    fn try_take(
-        writer: &SeriesWriter<Self>,
-        name: &str,
-        reading: Reading<'_>,
-        at: Option<f64>,
-    ) -> Result<()> {
+    /// Takes a sample of `name` without ever waiting, as
+    /// [`SeriesWriter::try_take`] takes its operation.
+    fn try_take(writer: &SeriesWriter<Self>, name: &str, sample: Sample<'_>) -> Result<()> {
         let service = writer.service();
-        let (_, _, delta) = service.validate(&op::<Self>(name, reading)?, service.clock().now())?;
-        writer.engine().try_add(name, delta, at)
+        let op = op::<Self>(name, sample.reading)?;
+        let (_, _, delta) = service.validate(&op, service.clock().now())?;
+        writer.engine().try_add(name, delta, at(sample))
     }
+}
+
+/// A sample's time as the engine takes it: Unix seconds, `None` for now.
+fn at(sample: Sample<'_>) -> Option<f64> {
+    sample.at.map(|t| t as f64)
 }
 
 /// The operation of a sample, or why the kind does not take it.
@@ -66,14 +67,9 @@ impl StatsdRules for CounterRules {
 
     /// The counters' fast path: the count straight into the engine's
     /// writer, no operation built.
-    fn try_take(
-        writer: &SeriesWriter<Self>,
-        name: &str,
-        reading: Reading<'_>,
-        at: Option<f64>,
-    ) -> Result<()> {
-        match reading {
-            Reading::Count(count) => writer.try_add(name, count, at),
+    fn try_take(writer: &SeriesWriter<Self>, name: &str, sample: Sample<'_>) -> Result<()> {
+        match sample.reading {
+            Reading::Count(count) => writer.try_add(name, count, at(sample)),
             other => op::<Self>(name, other).map(|_| ()),
         }
     }
@@ -129,14 +125,8 @@ trait Take: Send + Sync {
     fn engine(&self) -> &Writer;
     fn space(&self) -> &Arc<Space>;
     fn clock(&self) -> &SharedClock;
-    fn try_take(&self, name: &str, reading: Reading<'_>, at: Option<f64>) -> Result<()>;
-    fn item(
-        &self,
-        name: &str,
-        reading: Reading<'_>,
-        at: Option<f64>,
-        now: Timestamp,
-    ) -> Result<Item>;
+    fn try_take(&self, name: &str, sample: Sample<'_>) -> Result<()>;
+    fn item(&self, name: &str, sample: Sample<'_>, now: Timestamp) -> Result<Item>;
 }
 
 impl<R: StatsdRules> Take for SeriesWriter<R> {
@@ -156,19 +146,15 @@ impl<R: StatsdRules> Take for SeriesWriter<R> {
         self.service().clock()
     }
 
-    fn try_take(&self, name: &str, reading: Reading<'_>, at: Option<f64>) -> Result<()> {
-        R::try_take(self, name, reading, at)
+    fn try_take(&self, name: &str, sample: Sample<'_>) -> Result<()> {
+        R::try_take(self, name, sample)
     }
 
-    fn item(
-        &self,
-        name: &str,
-        reading: Reading<'_>,
-        at: Option<f64>,
-        now: Timestamp,
-    ) -> Result<Item> {
-        let (name, _, delta) = self.service().validate(&op::<R>(name, reading)?, now)?;
-        let at = plan::time(at, now)?;
+    fn item(&self, name: &str, sample: Sample<'_>, now: Timestamp) -> Result<Item> {
+        let (name, _, delta) = self
+            .service()
+            .validate(&op::<R>(name, sample.reading)?, now)?;
+        let at = plan::time(at(sample), now)?;
         Ok(Item { name, at, delta })
     }
 }
@@ -203,20 +189,14 @@ impl Target {
     /// Takes one sample of `name` without ever waiting: fails with
     /// [`Error::Overloaded`] when full, with the rule it breaks when
     /// invalid (nothing taken).
-    pub fn try_take(&self, name: &str, reading: Reading<'_>, at: Option<f64>) -> Result<()> {
-        self.0.try_take(name, reading, at)
+    pub fn try_take(&self, name: &str, sample: Sample<'_>) -> Result<()> {
+        self.0.try_take(name, sample)
     }
 
     /// A sample of `name` validated into the writer's item (`now` for a
     /// sample without a time).
-    pub fn item(
-        &self,
-        name: &str,
-        reading: Reading<'_>,
-        at: Option<f64>,
-        now: Timestamp,
-    ) -> Result<Item> {
-        self.0.item(name, reading, at, now)
+    pub fn item(&self, name: &str, sample: Sample<'_>, now: Timestamp) -> Result<Item> {
+        self.0.item(name, sample, now)
     }
 }
 
