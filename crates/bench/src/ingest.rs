@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use anyhow::{Result, ensure};
 use tally::counters::{CounterWriter, WriterSettings};
+use tally::engine::series::{Rules, SeriesWriter};
 use tally::{Clock, CounterSettings, Counters, Increment, SystemClock};
 
 use crate::bare::{self, Bare, Shape};
@@ -421,11 +422,7 @@ async fn aggregated(counters: &Counters, distinct: u64, args: &IngestArgs) -> Re
             }
         }))
         .await?;
-    agg.flush().await?;
-    let seconds = timed.seconds();
-    let stats = agg.stats();
-    agg.shutdown().await;
-    all_written(&stats, sent, "the writer", "increments")?;
+    let seconds = finish(&agg, &timed, sent, "the writer", "increments").await?;
     Ok((sent, seconds))
 }
 
@@ -451,19 +448,25 @@ async fn listed_totals(counters: &Counters) -> Result<Vec<i64>> {
     Ok(totals)
 }
 
-/// Checks that an aggregating writer took and wrote every one of the
-/// `sent` items and refused none.
-pub(crate) fn all_written(
-    figures: &tally::counters::WriterStats,
+/// Ends an aggregated run of `timed`: flushes `writer` (the run's time
+/// includes the flush), shuts it down and checks that it took and wrote
+/// every one of the `sent` items and refused none. The run's seconds.
+pub(crate) async fn finish<R: Rules>(
+    writer: &SeriesWriter<R>,
+    timed: &Timed,
     sent: u64,
-    writer: &str,
+    name: &str,
     items: &str,
-) -> Result<()> {
+) -> Result<f64> {
+    writer.flush().await?;
+    let seconds = timed.seconds();
+    let figures = writer.stats();
+    writer.shutdown().await;
     ensure!(
         figures.accepted == sent && figures.written == sent && figures.rejected == 0,
-        "{writer} accepted {} and wrote {} of {sent} {items}",
+        "{name} accepted {} and wrote {} of {sent} {items}",
         figures.accepted,
         figures.written
     );
-    Ok(())
+    Ok(seconds)
 }

@@ -32,7 +32,7 @@ use tally::stats::{DEFAULT_QUANTILES, Observation};
 use tally::{Clock, Stats, StatsSettings, StatsWriter, SystemClock};
 use tally_testkit::normal_cdf;
 
-use crate::ingest::LoadArgs;
+use crate::ingest::{LoadArgs, finish};
 use crate::pace::{ROUND, Timed, another_round};
 use crate::server::{BenchRedis, Kind, Opened, quantile, used_memory};
 
@@ -488,11 +488,7 @@ async fn aggregated(
             }
         }))
         .await?;
-    writer.flush().await?;
-    let seconds = timed.seconds();
-    let figures = writer.stats();
-    writer.shutdown().await;
-    crate::ingest::all_written(&figures, sent, "the stats writer", "observations")?;
+    let seconds = finish(&writer, &timed, sent, "the stats writer", "observations").await?;
     Ok((sent, seconds))
 }
 
