@@ -8,7 +8,7 @@ use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use tally::Timestamp;
 
-use super::{DeleteArgs, Series, print_deleted};
+use super::{At, DeleteArgs, GetArgs, Series, print_deleted};
 use crate::config::Config;
 use crate::context::{self, shutdown_signal};
 use crate::output;
@@ -17,9 +17,13 @@ use crate::output;
 #[derive(Subcommand, Debug)]
 pub enum CounterCommand {
     /// Add COUNT (default 1, may be negative) to a counter at every precision.
+    #[command(mut_arg("at", |a| a.help("When it happened, Unix seconds with a fraction [default: now]")))]
     Incr(IncrArgs),
     /// Show a counter's slices: every precision, or one.
-    #[command(mut_arg("name", |a| a.help("The counter")))]
+    #[command(
+        mut_arg("name", |a| a.help("The counter")),
+        mut_arg("json", |a| a.help("Print JSON: `[[slice_start, count], ...]` for one precision, or an object keyed by precision for all")),
+    )]
     Get(GetArgs),
     /// List counters in name order.
     Counters(ListArgs),
@@ -38,20 +42,8 @@ pub struct IncrArgs {
     /// The amount.
     #[arg(default_value_t = 1, allow_negative_numbers = true)]
     count: i64,
-    /// When it happened, Unix seconds with a fraction [default: now].
-    #[arg(long, value_name = "UNIX_SECONDS", allow_negative_numbers = true)]
-    at: Option<f64>,
-}
-
-/// `tally get`.
-#[derive(Args, Debug)]
-pub struct GetArgs {
     #[command(flatten)]
-    series: Series,
-    /// Print JSON: `[[slice_start, count], ...]` for one precision, or an
-    /// object keyed by precision for all.
-    #[arg(long)]
-    json: bool,
+    at: At,
 }
 
 /// `tally counters`.
@@ -103,7 +95,7 @@ pub async fn run(command: CounterCommand, config: &Config) -> Result<()> {
     let tally = context::open(config).await?;
     let counters = tally.counters();
     match command {
-        CounterCommand::Incr(IncrArgs { name, count, at }) => match at {
+        CounterCommand::Incr(IncrArgs { name, count, at }) => match at.at {
             Some(at) => counters.incr_at(&name, count, at).await?,
             None => counters.incr(&name, count).await?,
         },

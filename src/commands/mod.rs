@@ -18,15 +18,25 @@ pub mod sets;
 pub mod stats;
 pub mod ts;
 
-/// What the counter, set and statistic commands share: the name and
-/// `--precision` of a `get`, the arguments of a `delete` and what it
-/// prints. Each group names its own thing in the help of `<NAME>`, with
-/// `mut_arg` on its subcommand.
+/// What the counter, set and statistic commands share: the `--at` of a
+/// write, the name and `--precision` of a `get` (and the whole of a
+/// counter's or a set's `get`), the arguments of a `delete` and what it
+/// prints. Each group words the help of `<NAME>`, `--at` and a `get`'s
+/// `--json` for its own thing, with `mut_arg` on its subcommand.
 mod shared {
     use anyhow::Result;
     use clap::Args;
 
     use crate::output;
+
+    /// When a write happened.
+    #[derive(Args, Debug)]
+    pub struct At {
+        /// When it happened, Unix seconds with a fraction [default: now]
+        /// (each group words its own).
+        #[arg(long, value_name = "UNIX_SECONDS", allow_negative_numbers = true)]
+        pub at: Option<f64>,
+    }
 
     /// A `get`'s series and precision.
     #[derive(Args, Debug)]
@@ -36,6 +46,16 @@ mod shared {
         /// Only this precision, in seconds.
         #[arg(long, value_name = "SECONDS")]
         pub precision: Option<u64>,
+    }
+
+    /// A `get` of counters and sets (`tally stats get` has more).
+    #[derive(Args, Debug)]
+    pub struct GetArgs {
+        #[command(flatten)]
+        pub series: Series,
+        /// Print JSON (each group describes its own).
+        #[arg(long)]
+        pub json: bool,
     }
 
     /// A `delete`.
@@ -60,4 +80,4 @@ mod shared {
     }
 }
 
-pub(crate) use shared::{DeleteArgs, Series, print_deleted};
+pub(crate) use shared::{At, DeleteArgs, GetArgs, Series, print_deleted};

@@ -9,7 +9,7 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use tally::sets::SetAdd;
 
-use super::{DeleteArgs, Series, print_deleted};
+use super::{At, DeleteArgs, GetArgs, Series, print_deleted};
 use crate::config::Config;
 use crate::context;
 use crate::output;
@@ -19,10 +19,14 @@ use crate::output;
 pub enum SetsCommand {
     /// Add members to a set, at every precision (each counted once per
     /// slice).
+    #[command(mut_arg("at", |a| a.help("When they were seen, Unix seconds with a fraction [default: now]")))]
     Add(AddArgs),
     /// Show a set's slices with their distinct counts (every precision, or
     /// one) and the distinct members of everything stored.
-    #[command(mut_arg("name", |a| a.help("The set")))]
+    #[command(
+        mut_arg("name", |a| a.help("The set")),
+        mut_arg("json", |a| a.help(r#"Print JSON: `{"name", "precisions": {"60": [{"start", "count"}]}, "union": {"from", "to", "precision", "count"}}`"#)),
+    )]
     Get(GetArgs),
     /// Delete a set (all its precisions).
     #[command(mut_arg("name", |a| a.help("The set")))]
@@ -37,20 +41,8 @@ pub struct AddArgs {
     /// The members (each a non-empty UTF-8 string of at most 255 bytes).
     #[arg(required = true)]
     members: Vec<String>,
-    /// When they were seen, Unix seconds with a fraction [default: now].
-    #[arg(long, value_name = "UNIX_SECONDS", allow_negative_numbers = true)]
-    at: Option<f64>,
-}
-
-/// `tally sets get`.
-#[derive(Args, Debug)]
-pub struct GetArgs {
     #[command(flatten)]
-    series: Series,
-    /// Print JSON: `{"name", "precisions": {"60": [{"start", "count"}]},
-    /// "union": {"from", "to", "precision", "count"}}`.
-    #[arg(long)]
-    json: bool,
+    at: At,
 }
 
 pub async fn run(command: SetsCommand, config: &Config) -> Result<()> {
@@ -59,7 +51,7 @@ pub async fn run(command: SetsCommand, config: &Config) -> Result<()> {
     match command {
         SetsCommand::Add(AddArgs { name, members, at }) => {
             let mut add = SetAdd::new(name, members);
-            add.at = at;
+            add.at = at.at;
             sets.add_many(&[add]).await?;
         }
         SetsCommand::Get(GetArgs {

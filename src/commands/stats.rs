@@ -9,7 +9,7 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use tally::stats::{DEFAULT_QUANTILES, Figure, Observation};
 
-use super::{DeleteArgs, Series, print_deleted};
+use super::{At, DeleteArgs, Series, print_deleted};
 use crate::config::Config;
 use crate::context;
 use crate::output;
@@ -18,6 +18,7 @@ use crate::output;
 #[derive(Subcommand, Debug)]
 pub enum StatsCommand {
     /// Record one or more values of a statistic, at every precision.
+    #[command(mut_arg("at", |a| a.help("When they happened, Unix seconds with a fraction [default: now]")))]
     Record(RecordArgs),
     /// Show a statistic's slices (count, sum, min, max, mean, stddev,
     /// quantiles): every precision, or one.
@@ -38,9 +39,8 @@ pub struct RecordArgs {
     /// The values observed (finite numbers).
     #[arg(required = true, allow_negative_numbers = true)]
     values: Vec<f64>,
-    /// When they happened, Unix seconds with a fraction [default: now].
-    #[arg(long, value_name = "UNIX_SECONDS", allow_negative_numbers = true)]
-    at: Option<f64>,
+    #[command(flatten)]
+    at: At,
 }
 
 /// `tally stats get`.
@@ -96,7 +96,7 @@ pub async fn run(command: StatsCommand, config: &Config) -> Result<()> {
                 .map(|&v| Observation {
                     name: name.clone(),
                     value: v,
-                    at,
+                    at: at.at,
                     weight: None,
                 })
                 .collect();

@@ -183,6 +183,21 @@ pub async fn first_pass(
     })
 }
 
+/// [`first_pass`] on the system clock, at its current second (handed back
+/// with the pass).
+pub async fn first_pass_now(
+    server: &BenchRedis,
+    layout: Layout,
+    names: &[String],
+    slices: Slices,
+    args: &PassArgs,
+) -> Result<(u64, FirstPass)> {
+    let now = SystemClock.now().whole_secs();
+    let clock = Arc::new(SystemClock);
+    let first = first_pass(server, layout, clock, names, slices, now, args).await?;
+    Ok((now, first))
+}
+
 pub async fn run(args: CleanArgs) -> Result<Clean> {
     ensure!(
         args.counters > 0 && args.recent > 0 && args.book_counters > 0,
@@ -195,20 +210,11 @@ pub async fn run(args: CleanArgs) -> Result<Clean> {
         old: args.old,
         samples: settings.samples,
     };
-    let now = SystemClock.now().whole_secs();
     let names: Vec<String> = (0..args.counters).map(|i| format!("k{i}")).collect();
 
     let server = BenchRedis::start();
-    let first = first_pass(
-        &server,
-        Layout::default(),
-        Arc::new(SystemClock),
-        &names,
-        slices,
-        now,
-        &args.pass,
-    )
-    .await?;
+    let (now, first) =
+        first_pass_now(&server, Layout::default(), &names, slices, &args.pass).await?;
     let FirstPass {
         counters,
         mut cleaner,

@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use anyhow::{Result, ensure};
 use tally::counters::{CounterWriter, WriterSettings};
+use tally::engine::series::{Rules, SeriesWriter};
 use tally::{Clock, CounterSettings, Counters, Increment, SystemClock};
 
 use crate::bare::{self, Bare, Shape};
@@ -48,6 +49,23 @@ pub struct IngestArgs {
         default_value = "exact,exact-batch,aggregated"
     )]
     pub modes: Vec<Mode>,
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Hot counters of the book's algorithm.
+    #[arg(long, default_value_t = 1000)]
+    pub book_counters: u64,
+    /// Requests of each redis-benchmark baseline.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub benchmark_requests: u64,
+}
+
+/// The load of a write bench, which `bench ingest` and `bench stats`
+/// share: how long each run writes, from how many exact callers and
+/// aggregating tasks, how much per exact call, and the book's connections.
+/// `bench stats` words the help for its observations, with `mut_args` on
+/// [`StatsArgs`](crate::stats::StatsArgs).
+#[derive(clap::Args, Clone, Debug)]
+pub struct LoadArgs {
     /// Seconds of writing per run.
     #[arg(long, default_value_t = 5.0)]
     pub seconds: f64,
@@ -63,12 +81,6 @@ pub struct IngestArgs {
     /// Connections of the book's algorithm.
     #[arg(long, default_value_t = 50)]
     pub book_connections: usize,
-    /// Hot counters of the book's algorithm.
-    #[arg(long, default_value_t = 1000)]
-    pub book_counters: u64,
-    /// Requests of each redis-benchmark baseline.
-    #[arg(long, default_value_t = 2_000_000)]
-    pub benchmark_requests: u64,
 }
 
 /// How increments reach the store.
@@ -148,11 +160,11 @@ pub struct Ingest {
 
 pub async fn run(args: IngestArgs) -> Result<Ingest> {
     ensure!(
-        args.seconds > 0.0 && args.writers > 0 && args.adders > 0,
+        args.load.seconds > 0.0 && args.load.writers > 0 && args.load.adders > 0,
         "seconds, writers and adders must be positive"
     );
     ensure!(
-        (1..=tally::counters::MAX_BATCH).contains(&args.batch),
+        (1..=tally::counters::MAX_BATCH).contains(&args.load.batch),
         "--batch must be 1 to {}",
         tally::counters::MAX_BATCH
     );
@@ -177,8 +189,8 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
                 r,
                 &settings,
                 args.book_counters,
-                args.book_connections,
-                args.seconds,
+                args.load.book_connections,
+                args.load.seconds,
             )
             .await?;
             book_rate = b.per_second;
@@ -198,7 +210,7 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
                 let client_before = self_cpu_seconds();
                 let (increments, seconds) = match mode {
                     Mode::Exact => exact(&counters, distinct, &args, 1).await?,
-                    Mode::ExactBatch => exact(&counters, distinct, &args, args.batch).await?,
+                    Mode::ExactBatch => exact(&counters, distinct, &args, args.load.batch).await?,
                     Mode::Aggregated => aggregated(&counters, distinct, &args).await?,
                 };
                 let client_cpu_us = (self_cpu_seconds() - client_before) * 1e6 / increments as f64;
@@ -223,7 +235,7 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
                         r.flush().await?;
                         let shape = bare_shape(mode, &args);
                         let names = Arc::new(names);
-                        let b = bare::run(r, &settings, &names, shape, args.seconds, |w| {
+                        let b = bare::run(r, &settings, &names, shape, args.load.seconds, |w| {
                             let mut picks = Picks::new(&names, w);
                             Box::new(move || picks.index())
                         })
@@ -283,10 +295,10 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
         bench: "ingest",
         machine: crate::server::machine(),
         precisions: np,
-        seconds: args.seconds,
-        writers: args.writers,
-        batch: args.batch,
-        adders: args.adders,
+        seconds: args.load.seconds,
+        writers: args.load.writers,
+        batch: args.load.batch,
+        adders: args.load.adders,
         redis: baselines,
         runs,
     })
@@ -307,12 +319,12 @@ fn bare_shape(mode: Mode, args: &IngestArgs) -> Shape {
     let writer = WriterSettings::default();
     match mode {
         Mode::Exact => Shape {
-            connections: args.writers,
+            connections: args.load.writers,
             per_round_trip: 1,
         },
         Mode::ExactBatch => Shape {
-            connections: args.writers,
-            per_round_trip: args.batch,
+            connections: args.load.writers,
+            per_round_trip: args.load.batch,
         },
         Mode::Aggregated => Shape {
             connections: writer.lanes,
@@ -366,10 +378,10 @@ async fn exact(
     batch: usize,
 ) -> Result<(u64, f64)> {
     let names: Arc<Vec<String>> = Arc::new((0..distinct).map(name).collect());
-    let timed = Timed::start(args.seconds);
+    let timed = Timed::start(args.load.seconds);
     let deadline = timed.deadline;
     let sent = timed
-        .join((0..args.writers as u64).map(|w| {
+        .join((0..args.load.writers as u64).map(|w| {
             let (c, mut picks) = (counters.clone(), Picks::new(&names, w));
             async move {
                 let (mut passes, mut sent) = (0u64, 0u64);
@@ -392,10 +404,10 @@ async fn exact(
 async fn aggregated(counters: &Counters, distinct: u64, args: &IngestArgs) -> Result<(u64, f64)> {
     let agg = CounterWriter::start(counters.clone(), WriterSettings::default())?;
     let names: Arc<Vec<String>> = Arc::new((0..distinct).map(name).collect());
-    let timed = Timed::start(args.seconds);
+    let timed = Timed::start(args.load.seconds);
     let deadline = timed.deadline;
     let sent = timed
-        .join((0..args.adders as u64).map(|w| {
+        .join((0..args.load.adders as u64).map(|w| {
             let (agg, mut picks) = (agg.clone(), Picks::new(&names, w));
             async move {
                 let mut sent = 0u64;
@@ -410,11 +422,7 @@ async fn aggregated(counters: &Counters, distinct: u64, args: &IngestArgs) -> Re
             }
         }))
         .await?;
-    agg.flush().await?;
-    let seconds = timed.seconds();
-    let stats = agg.stats();
-    agg.shutdown().await;
-    all_written(&stats, sent, "the writer", "increments")?;
+    let seconds = finish(&agg, &timed, sent, "the writer", "increments").await?;
     Ok((sent, seconds))
 }
 
@@ -440,19 +448,25 @@ async fn listed_totals(counters: &Counters) -> Result<Vec<i64>> {
     Ok(totals)
 }
 
-/// Checks that an aggregating writer took and wrote every one of the
-/// `sent` items and refused none.
-pub(crate) fn all_written(
-    figures: &tally::counters::WriterStats,
+/// Ends an aggregated run of `timed`: flushes `writer` (the run's time
+/// includes the flush), shuts it down and checks that it took and wrote
+/// every one of the `sent` items and refused none. The run's seconds.
+pub(crate) async fn finish<R: Rules>(
+    writer: &SeriesWriter<R>,
+    timed: &Timed,
     sent: u64,
-    writer: &str,
+    name: &str,
     items: &str,
-) -> Result<()> {
+) -> Result<f64> {
+    writer.flush().await?;
+    let seconds = timed.seconds();
+    let figures = writer.stats();
+    writer.shutdown().await;
     ensure!(
         figures.accepted == sent && figures.written == sent && figures.rejected == 0,
-        "{writer} accepted {} and wrote {} of {sent} {items}",
+        "{name} accepted {} and wrote {} of {sent} {items}",
         figures.accepted,
         figures.written
     );
-    Ok(())
+    Ok(seconds)
 }

@@ -49,7 +49,9 @@ use tally::engine::precision::is_due;
 use tally::engine::{CellDelta, Value};
 use tally::{Clock, CounterSettings, ManualClock, SystemClock};
 
-use crate::clean::{FirstPass, PassArgs, SteadyPass, counters_on, first_pass, timed_pass};
+use crate::clean::{
+    FirstPass, PassArgs, SteadyPass, counters_on, first_pass, first_pass_now, timed_pass,
+};
 use crate::server::{
     BenchRedis, Slices, common_chunk_start, fill, fill_count, hash_key, incr_each, info_now,
     write_deltas,
@@ -690,22 +692,12 @@ async fn peak_pass(
     );
     let names: Vec<String> = (0..counters).map(|i| format!("k{i}")).collect();
     let server = BenchRedis::start();
-    let now = SystemClock.now().whole_secs();
     let slices = Slices {
         recent: samples,
         old,
         samples,
     };
-    let first = first_pass(
-        &server,
-        layout.layout()?,
-        Arc::new(SystemClock),
-        &names,
-        slices,
-        now,
-        &args.pass,
-    )
-    .await?;
+    let (_, first) = first_pass_now(&server, layout.layout()?, &names, slices, &args.pass).await?;
     let gib = (1u64 << 30) as f64;
     Ok(PeakPass {
         layout,

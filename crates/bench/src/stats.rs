@@ -32,6 +32,7 @@ use tally::stats::{DEFAULT_QUANTILES, Observation};
 use tally::{Clock, Stats, StatsSettings, StatsWriter, SystemClock};
 use tally_testkit::normal_cdf;
 
+use crate::ingest::{LoadArgs, finish};
 use crate::pace::{ROUND, Timed, another_round};
 use crate::server::{BenchRedis, Kind, Opened, quantile, used_memory};
 
@@ -44,25 +45,13 @@ const BUSY_RATE: f64 = 1000.0;
 
 /// The bench's parameters.
 #[derive(clap::Args, Clone, Debug)]
+#[command(mut_args(load_help))]
 pub struct StatsArgs {
     /// Hot stats, one ingest run per size and mode.
     #[arg(long, value_delimiter = ',', default_value = "1,1000")]
     pub stats: Vec<u64>,
-    /// Seconds of writing per ingest run (and of the book's algorithm).
-    #[arg(long, default_value_t = 5.0)]
-    pub seconds: f64,
-    /// Concurrent callers of the exact mode.
-    #[arg(long, default_value_t = 50)]
-    pub writers: usize,
-    /// Observations per exact call.
-    #[arg(long, default_value_t = 100)]
-    pub batch: usize,
-    /// Tasks recording through the aggregating writer.
-    #[arg(long, default_value_t = 2)]
-    pub adders: usize,
-    /// Connections of the book's algorithm.
-    #[arg(long, default_value_t = 50)]
-    pub book_connections: usize,
+    #[command(flatten)]
+    pub load: LoadArgs,
     /// Values recorded for the quantile error.
     #[arg(long, default_value_t = 100_000)]
     pub quantile_values: usize,
@@ -73,6 +62,27 @@ pub struct StatsArgs {
     /// error are measured again (how they scale with the setting).
     #[arg(long, value_delimiter = ',', default_value = "0.005,0.01,0.02")]
     pub accuracies: Vec<f64>,
+}
+
+/// This bench's help of the [`LoadArgs`] it words for its observations.
+const LOAD_HELP: [(&str, &str); 4] = [
+    (
+        "seconds",
+        "Seconds of writing per ingest run (and of the book's algorithm)",
+    ),
+    ("writers", "Concurrent callers of the exact mode"),
+    ("batch", "Observations per exact call"),
+    ("adders", "Tasks recording through the aggregating writer"),
+];
+
+/// Gives `arg` its help of [`LOAD_HELP`], if it has one there. In place
+/// (`mut_args`): `mut_arg` would move the argument to the end of the
+/// completion scripts.
+fn load_help(arg: clap::Arg) -> clap::Arg {
+    match LOAD_HELP.iter().find(|(id, _)| arg.get_id() == *id) {
+        Some(&(_, help)) => arg.help(help),
+        None => arg,
+    }
 }
 
 /// One ingest run.
@@ -152,16 +162,16 @@ pub struct StatsBench {
 
 pub async fn run(args: StatsArgs) -> Result<StatsBench> {
     ensure!(
-        args.seconds > 0.0
-            && args.writers > 0
-            && args.adders > 0
-            && args.book_connections > 0
+        args.load.seconds > 0.0
+            && args.load.writers > 0
+            && args.load.adders > 0
+            && args.load.book_connections > 0
             && args.iterations > 0
             && args.quantile_values > 0,
         "seconds, writers, adders, book connections, iterations and quantile values must be positive"
     );
     ensure!(
-        (1..=tally::stats::MAX_BATCH).contains(&args.batch),
+        (1..=tally::stats::MAX_BATCH).contains(&args.load.batch),
         "--batch must be 1 to {}",
         tally::stats::MAX_BATCH
     );
@@ -252,11 +262,11 @@ pub async fn run(args: StatsArgs) -> Result<StatsBench> {
         bench: "stats",
         machine: crate::server::machine(),
         precisions: settings.precisions.clone(),
-        seconds: args.seconds,
-        writers: args.writers,
-        batch: args.batch,
-        adders: args.adders,
-        book_connections: args.book_connections,
+        seconds: args.load.seconds,
+        writers: args.load.writers,
+        batch: args.load.batch,
+        adders: args.load.adders,
+        book_connections: args.load.book_connections,
         runs,
         quantile_values: args.quantile_values,
         quantile_errors,
@@ -304,11 +314,11 @@ async fn book_update_stats(
     values: &Arc<Vec<f64>>,
     args: &StatsArgs,
 ) -> Result<(u64, f64)> {
-    let mut conns = Vec::with_capacity(args.book_connections);
-    for _ in 0..args.book_connections {
+    let mut conns = Vec::with_capacity(args.load.book_connections);
+    for _ in 0..args.load.book_connections {
         conns.push(redis.raw().await?);
     }
-    let timed = Timed::start(args.seconds);
+    let timed = Timed::start(args.load.seconds);
     let deadline = timed.deadline;
     let sent = timed
         .join(conns.into_iter().enumerate().map(|(w, mut conn)| {
@@ -418,11 +428,11 @@ async fn exact(
     values: &Arc<Vec<f64>>,
     args: &StatsArgs,
 ) -> Result<(u64, f64)> {
-    let timed = Timed::start(args.seconds);
+    let timed = Timed::start(args.load.seconds);
     let deadline = timed.deadline;
-    let batch = args.batch;
+    let batch = args.load.batch;
     let sent = timed
-        .join((0..args.writers).map(|w| {
+        .join((0..args.load.writers).map(|w| {
             let (stats, names, values) = (stats.clone(), names.clone(), values.clone());
             async move {
                 let mut i = w * 7919;
@@ -456,10 +466,10 @@ async fn aggregated(
     args: &StatsArgs,
 ) -> Result<(u64, f64)> {
     let writer = StatsWriter::start(stats.clone(), WriterSettings::default())?;
-    let timed = Timed::start(args.seconds);
+    let timed = Timed::start(args.load.seconds);
     let deadline = timed.deadline;
     let sent = timed
-        .join((0..args.adders).map(|w| {
+        .join((0..args.load.adders).map(|w| {
             let (writer, names, values) = (writer.clone(), names.clone(), values.clone());
             async move {
                 let mut i = w * 7919;
@@ -478,11 +488,7 @@ async fn aggregated(
             }
         }))
         .await?;
-    writer.flush().await?;
-    let seconds = timed.seconds();
-    let figures = writer.stats();
-    writer.shutdown().await;
-    crate::ingest::all_written(&figures, sent, "the stats writer", "observations")?;
+    let seconds = finish(&writer, &timed, sent, "the stats writer", "observations").await?;
     Ok((sent, seconds))
 }
 
