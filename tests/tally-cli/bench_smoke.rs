@@ -65,6 +65,14 @@ fn ingest_checks_its_totals_on_both_backends() {
                 bare["client_cpu_us_per_increment"].as_f64().is_some(),
                 "{run}"
             );
+            // Where Redis's time went: Tally's scripts, the bare HINCRBYs.
+            let us = |of: &Value, command: &str| {
+                of["commands_us_per_increment"][command]
+                    .as_f64()
+                    .unwrap_or(0.0)
+            };
+            assert!(us(bare, "hincrby") > 0.0, "{run}");
+            assert!(us(run, "evalsha") > 0.0, "{run}");
         } else {
             assert!(bare.is_null(), "{run}");
         }

@@ -39,6 +39,10 @@ pub struct Bare {
     pub redis_cpu_us_per_increment: f64,
     /// This process's CPU microseconds per increment (the client's).
     pub client_cpu_us_per_increment: f64,
+    /// Server microseconds per increment by command (`INFO commandstats`),
+    /// when the caller measured them.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub commands_us_per_increment: std::collections::BTreeMap<String, f64>,
 }
 
 /// How the bare client sends: `connections` at once, `per_round_trip`
@@ -114,5 +118,6 @@ pub async fn run(
         per_second: sent as f64 / secs,
         redis_cpu_us_per_increment: redis_cpu_us,
         client_cpu_us_per_increment: client_cpu_us,
+        commands_us_per_increment: Default::default(),
     })
 }

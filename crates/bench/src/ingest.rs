@@ -20,6 +20,7 @@
 //! on an empty store and ends with a check that every precision of every
 //! counter sums to exactly what was acknowledged.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::{Result, ensure};
@@ -30,7 +31,10 @@ use tally::{Clock, CounterSettings, Counters, Increment, SystemClock};
 use crate::bare::{self, Bare, Shape};
 use crate::book;
 use crate::pace::{ROUND, Timed, another_round, self_cpu_seconds};
-use crate::server::{BenchRedis, Kind, Opened, Which, check_totals, stored_totals};
+use crate::server::{
+    BenchRedis, Kind, Opened, Which, check_totals, command_stats, reset_command_stats,
+    stored_totals,
+};
 
 /// The bench's parameters.
 #[derive(clap::Args, Clone, Debug)]
@@ -123,6 +127,11 @@ pub struct Run {
     /// Redis only: the server's CPU microseconds per increment.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub redis_cpu_us_per_increment: Option<f64>,
+    /// Redis only: where the server's time went, `INFO commandstats` over
+    /// the run: microseconds per increment by command (commands that scripts
+    /// run are counted on their own too, inside `evalsha`'s time).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub commands_us_per_increment: BTreeMap<String, f64>,
     /// Redis only: the ceiling in CPU terms (raw HINCRBY CPU per op ×
     /// precisions) ÷ `redis_cpu_us_per_increment`: the share of the ceiling
     /// reached if the server were the only limit. Other load on the machine
@@ -204,7 +213,10 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
                 let clock: Arc<dyn Clock> = Arc::new(SystemClock);
                 let counters = opened.counters(&settings, clock).await?;
                 let cpu_before = match &redis {
-                    Some(r) => r.cpu_seconds().await?,
+                    Some(r) => {
+                        reset_command_stats(&mut r.raw().await?).await?;
+                        r.cpu_seconds().await?
+                    }
                     None => 0.0,
                 };
                 let client_before = self_cpu_seconds();
@@ -214,11 +226,12 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
                     Mode::Aggregated => aggregated(&counters, distinct, &args).await?,
                 };
                 let client_cpu_us = (self_cpu_seconds() - client_before) * 1e6 / increments as f64;
-                let cpu_us = match &redis {
-                    Some(r) => {
-                        Some((r.cpu_seconds().await? - cpu_before) * 1e6 / increments as f64)
-                    }
-                    None => None,
+                let (cpu_us, commands) = match &redis {
+                    Some(r) => (
+                        Some((r.cpu_seconds().await? - cpu_before) * 1e6 / increments as f64),
+                        commands_per_increment(r, increments).await?,
+                    ),
+                    None => (None, BTreeMap::new()),
                 };
                 let names: Vec<String> = (0..distinct).map(name).collect();
                 let totals = match kind {
@@ -235,11 +248,15 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
                         r.flush().await?;
                         let shape = bare_shape(mode, &args);
                         let names = Arc::new(names);
-                        let b = bare::run(r, &settings, &names, shape, args.load.seconds, |w| {
-                            let mut picks = Picks::new(&names, w);
-                            Box::new(move || picks.index())
-                        })
-                        .await?;
+                        reset_command_stats(&mut r.raw().await?).await?;
+                        let mut b =
+                            bare::run(r, &settings, &names, shape, args.load.seconds, |w| {
+                                let mut picks = Picks::new(&names, w);
+                                Box::new(move || picks.index())
+                            })
+                            .await?;
+                        b.commands_us_per_increment =
+                            commands_per_increment(r, b.increments).await?;
                         check_totals(
                             &format!("the bare client beside {mode:?} over {distinct} counters"),
                             &stored_totals(&counters, &names).await?,
@@ -264,6 +281,7 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
                     ratio_to_ceiling: None,
                     ratio_to_book: None,
                     redis_cpu_us_per_increment: cpu_us,
+                    commands_us_per_increment: commands,
                     cpu_ratio_to_ceiling: None,
                 });
                 drop(counters);
@@ -311,6 +329,17 @@ async fn hincrby(r: &BenchRedis, requests: u64) -> Result<(f64, f64)> {
     let ops = r.hincrby_ops(requests, 50, 64)?;
     let cpu_us = (r.cpu_seconds().await? - cpu) * 1e6 / requests as f64;
     Ok((ops, cpu_us))
+}
+
+/// `INFO commandstats` since the last reset: server microseconds per
+/// increment by command, over `increments`.
+async fn commands_per_increment(r: &BenchRedis, increments: u64) -> Result<BTreeMap<String, f64>> {
+    let n = increments.max(1) as f64;
+    Ok(command_stats(&mut r.raw().await?)
+        .await?
+        .into_iter()
+        .map(|(command, cost)| (command, cost.usec / n))
+        .collect())
 }
 
 /// How the bare client beside a run of `mode` sends: as many connections

@@ -22,7 +22,9 @@ use tally::backend::redis::Layout;
 use tally::backend::redis::layout::DEFAULT_PREFIX;
 use tally::{Clock, CounterSettings, Counters, ManualClock, SystemClock};
 
-use crate::server::{BenchRedis, Kind, Opened, Slices, Which, fill, quantile};
+use crate::server::{
+    BenchRedis, Kind, Opened, Slices, Which, command_stats, fill, quantile, reset_command_stats,
+};
 
 /// One latency figure.
 #[derive(Debug, serde::Serialize)]
@@ -246,35 +248,23 @@ where
 }
 
 async fn reset_stats(r: &BenchRedis) -> Result<()> {
-    let mut conn = r.raw().await?;
-    let () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut conn)
-        .await?;
-    Ok(())
+    reset_command_stats(&mut r.raw().await?).await
 }
 
 /// The server time of the reads' commands since the last reset, in µs:
 /// DUMP (hashes of sums) and HGETALL (a hash in another encoding).
 async fn read_commands_total_us(r: &BenchRedis) -> Result<f64> {
-    let mut conn = r.raw().await?;
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut conn)
-        .await?;
-    let mut total = None;
-    for line in info
-        .lines()
-        .filter(|l| l.starts_with("cmdstat_hgetall:") || l.starts_with("cmdstat_dump:"))
-    {
-        let usec: f64 = line
-            .split(',')
-            .find_map(|kv| kv.strip_prefix("usec="))
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| anyhow::anyhow!("no usec in {line:?}"))?;
-        total = Some(total.unwrap_or(0.0) + usec);
-    }
-    total.ok_or_else(|| anyhow::anyhow!("INFO commandstats has no DUMP or HGETALL"))
+    let stats = command_stats(&mut r.raw().await?).await?;
+    let mut read = ["hgetall", "dump"]
+        .iter()
+        .filter_map(|c| stats.get(*c))
+        .map(|c| c.usec)
+        .peekable();
+    anyhow::ensure!(
+        read.peek().is_some(),
+        "INFO commandstats has no DUMP or HGETALL"
+    );
+    Ok(read.sum())
 }
 
 /// The same HGETALLs as one bare pipeline, decoded into nothing.

@@ -56,6 +56,7 @@ use crate::server::{
     BenchRedis, Slices, common_chunk_start, fill, fill_count, hash_key, incr_each, info_now,
     write_deltas,
 };
+use crate::server::{command_stats, reset_command_stats};
 
 /// Expiring layout: Redis CPU µs per busy counter per minute.
 pub const EXPIRING_TARGET_US: f64 = 5.0;
@@ -204,12 +205,7 @@ pub struct RegularPass {
     pub commands: BTreeMap<String, CommandCost>,
 }
 
-/// One command's calls and server microseconds (`INFO commandstats`).
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
-pub struct CommandCost {
-    pub calls: u64,
-    pub usec: f64,
-}
+pub use crate::server::CommandCost;
 
 /// The expiring layout's two kinds of retention work.
 #[derive(Debug, serde::Serialize)]
@@ -798,50 +794,6 @@ fn mem_available_bytes() -> Result<f64> {
         .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
         .map(|kib| kib * 1024.0)
         .context("/proc/meminfo has no MemAvailable")
-}
-
-/// Resets the server's `INFO commandstats`.
-async fn reset_command_stats(conn: &mut redis::aio::MultiplexedConnection) -> Result<()> {
-    let () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(conn)
-        .await?;
-    Ok(())
-}
-
-/// Calls and server microseconds per command since the last reset.
-async fn command_stats(
-    conn: &mut redis::aio::MultiplexedConnection,
-) -> Result<BTreeMap<String, CommandCost>> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await?;
-    let mut out = BTreeMap::new();
-    for line in info.lines() {
-        let Some((command, fields)) = line
-            .strip_prefix("cmdstat_")
-            .and_then(|l| l.split_once(':'))
-        else {
-            continue;
-        };
-        let field = |name: &str| {
-            fields
-                .split(',')
-                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
-                .and_then(|v| v.parse::<f64>().ok())
-        };
-        if let (Some(calls), Some(usec)) = (field("calls"), field("usec")) {
-            out.insert(
-                command.to_owned(),
-                CommandCost {
-                    calls: calls as u64,
-                    usec,
-                },
-            );
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! A bench on the embedded store gets a fresh SQLite file in a temporary
 //! directory per run. Nothing here measures anything by itself.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
@@ -542,4 +543,57 @@ mod tests {
         assert_eq!(quantile(&v, 1.0), 100.0);
         assert_eq!(quantile(&[3.0], 0.99), 3.0);
     }
+}
+
+/// One command's calls and server microseconds (`INFO commandstats`).
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct CommandCost {
+    pub calls: u64,
+    pub usec: f64,
+}
+
+/// Resets the server's `INFO commandstats`.
+pub(crate) async fn reset_command_stats(
+    conn: &mut redis::aio::MultiplexedConnection,
+) -> Result<()> {
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(conn)
+        .await?;
+    Ok(())
+}
+
+/// Calls and server microseconds per command since the last reset.
+pub(crate) async fn command_stats(
+    conn: &mut redis::aio::MultiplexedConnection,
+) -> Result<BTreeMap<String, CommandCost>> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await?;
+    let mut out = BTreeMap::new();
+    for line in info.lines() {
+        let Some((command, fields)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|l| l.split_once(':'))
+        else {
+            continue;
+        };
+        let field = |name: &str| {
+            fields
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                .and_then(|v| v.parse::<f64>().ok())
+        };
+        if let (Some(calls), Some(usec)) = (field("calls"), field("usec")) {
+            out.insert(
+                command.to_owned(),
+                CommandCost {
+                    calls: calls as u64,
+                    usec,
+                },
+            );
+        }
+    }
+    Ok(out)
 }
