@@ -44,39 +44,18 @@ pub type StatsWriter = SeriesWriter<StatRules>;
 
 impl SeriesWriter<StatRules> {
     /// Records `value` for `name` at `at` (default now), waiting for room
-    /// when full and so configured.
+    /// when full and so configured. A value standing for several
+    /// observations (a statsd sample rate `|@0.1` is weight 10) is
+    /// `take(&Observation::new(name, value).weight(10))`.
     pub async fn record(&self, name: &str, value: f64, at: Option<f64>) -> Result<()> {
-        self.record_weighted(name, value, 1, at).await
-    }
-
-    /// Records `value` standing for `weight` observations (a statsd sample
-    /// rate `|@0.1` is weight 10).
-    pub async fn record_weighted(
-        &self,
-        name: &str,
-        value: f64,
-        weight: u64,
-        at: Option<f64>,
-    ) -> Result<()> {
-        self.take(&observation(name, value, weight, at)).await
+        self.take(&observation(name, value, at)).await
     }
 
     /// Records without ever waiting: fails with
-    /// [`crate::Error::Overloaded`] when full.
+    /// [`crate::Error::Overloaded`] when full (with a weight:
+    /// [`SeriesWriter::try_take`]).
     pub fn try_record(&self, name: &str, value: f64, at: Option<f64>) -> Result<()> {
-        self.try_record_weighted(name, value, 1, at)
-    }
-
-    /// [`StatsWriter::try_record`] of a value standing for `weight`
-    /// observations, never waiting.
-    pub fn try_record_weighted(
-        &self,
-        name: &str,
-        value: f64,
-        weight: u64,
-        at: Option<f64>,
-    ) -> Result<()> {
-        self.try_take(&observation(name, value, weight, at))
+        self.try_take(&observation(name, value, at))
     }
 
     /// Records a batch, all or nothing: every observation is validated,
@@ -100,10 +79,10 @@ impl SeriesWriter<StatRules> {
     }
 }
 
-/// One observation of `value` standing for `weight`, at `at`.
-fn observation(name: &str, value: f64, weight: u64, at: Option<f64>) -> Observation {
+/// One observation of `value` at `at`.
+fn observation(name: &str, value: f64, at: Option<f64>) -> Observation {
     Observation {
         at,
-        ..Observation::new(name, value).weight(weight)
+        ..Observation::new(name, value)
     }
 }
