@@ -372,6 +372,21 @@ fn count(a: &AtomicU64) -> Option<Figure> {
     Some(Figure::Count(a.load(Ordering::Relaxed)))
 }
 
+/// The figure of a gauge kept as a count.
+fn gauge(a: &AtomicU64) -> Option<Figure> {
+    Some(Figure::Gauge(a.load(Ordering::Relaxed) as f64))
+}
+
+/// The figures of a histogram.
+fn latency(h: &Histogram) -> Option<Figure> {
+    Some(Figure::Latency(h.snapshot()))
+}
+
+/// The figures of lines rejected, one sample per reason.
+fn by_reason(r: &ByReason) -> Option<Figure> {
+    Some(Figure::Counts(r.samples()))
+}
+
 /// A family: its name, its help, and its figures at a scrape (none: the
 /// family is left out).
 type Family = (
@@ -390,7 +405,7 @@ const FAMILIES: &[Family] = &[
     (
         "tally_http_request_duration_seconds",
         "Time to answer an HTTP request.",
-        |s| Some(Figure::Latency(s.m.request_latency.snapshot())),
+        |s| latency(&s.m.request_latency),
     ),
     (
         "tally_increments_accepted_total",
@@ -465,7 +480,7 @@ const FAMILIES: &[Family] = &[
     (
         "tally_cleaner_pass_duration_seconds",
         "Time one cleaner pass took.",
-        |s| Some(Figure::Latency(s.m.cleaner_latency.snapshot())),
+        |s| latency(&s.m.cleaner_latency),
     ),
     (
         "tally_statsd_datagrams_received_total",
@@ -496,7 +511,7 @@ const FAMILIES: &[Family] = &[
     (
         "tally_statsd_lines_rejected_total",
         "statsd lines rejected, by reason; they wrote nothing.",
-        |s| Some(Figure::Counts(s.m.statsd_rejected.samples())),
+        |s| by_reason(&s.m.statsd_rejected),
     ),
     (
         "tally_carbon_lines_accepted_total",
@@ -506,15 +521,12 @@ const FAMILIES: &[Family] = &[
     (
         "tally_carbon_lines_rejected_total",
         "carbon lines rejected, by reason; they wrote nothing.",
-        |s| Some(Figure::Counts(s.m.carbon_rejected.samples())),
+        |s| by_reason(&s.m.carbon_rejected),
     ),
     (
         "tally_carbon_connections",
         "carbon TCP connections open now.",
-        |s| {
-            let open = s.m.carbon_connections_open.load(Ordering::Relaxed);
-            Some(Figure::Gauge(open as f64))
-        },
+        |s| gauge(&s.m.carbon_connections_open),
     ),
     (
         "tally_carbon_connections_accepted_total",
