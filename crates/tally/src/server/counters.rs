@@ -25,7 +25,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde::Deserialize;
 
-use super::check::{self, optional_integer, query_integer};
+use super::check::{self, optional_integer};
 use super::error::{PathParam, RawBody};
 use super::series::{self, Keys, ServedKind};
 use super::{ApiError, AppState, Metrics, Services};
@@ -178,11 +178,7 @@ impl ServedKind for CounterRules {
     }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ReadQuery {
-    #[serde(default, deserialize_with = "query_integer")]
-    precision: Option<u64>,
-    from: Option<f64>,
-    to: Option<f64>,
-}
+series::range_query!(
+    /// `GET /v1/counters/{name}?precision=&from=&to=`.
+    ReadQuery {}
+);

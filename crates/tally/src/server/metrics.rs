@@ -2,8 +2,10 @@
 //!
 //! [`Metrics`] is shared by the server, the statsd listener and the cleaner;
 //! the writer's and the limiter's figures are read from them at scrape
-//! time. Families (all prefixed `tally_`): HTTP requests by method, route and
-//! status, and their latency; increments accepted and written; write batches
+//! time. Each family is one row of `FAMILIES` (its name, help and how a
+//! scrape reads it), in the order shown. Families (all prefixed `tally_`):
+//! HTTP requests by method, route and status, and their latency;
+//! increments accepted and written; write batches
 //! and flush latency; cleaner passes, their duration, samples and counters
 //! removed; statsd datagrams received, lines accepted (and those whose tags
 //! were dropped) and rejected by reason, the statsd socket's receive buffer
@@ -25,9 +27,11 @@ use axum::response::{IntoResponse, Response};
 use super::AppState;
 use super::error::BackendFault;
 use super::udp::{self, SocketInfo};
-use crate::engine::CleanReport;
+use crate::buffers::flusher::FlushMetricsSnapshot;
+use crate::engine::{CleanReport, WriterStats};
 use crate::error::{Error, Result};
-use crate::metrics::{Exposition, Histogram};
+use crate::limits::LimiterMetricsSnapshot;
+use crate::metrics::{Exposition, Histogram, HistogramSnapshot};
 
 /// The server's counters. Cheap to clone (clones share the figures).
 #[derive(Clone, Debug, Default)]
@@ -217,6 +221,27 @@ impl Metrics {
     }
 }
 
+impl Inner {
+    /// HTTP requests answered, one sample per method, route and status.
+    fn requests(&self) -> Vec<(Vec<(&'static str, String)>, u64)> {
+        self.requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|((method, route, status), n)| {
+                (
+                    vec![
+                        ("method", method.clone()),
+                        ("route", route.clone()),
+                        ("status", status.to_string()),
+                    ],
+                    *n,
+                )
+            })
+            .collect()
+    }
+}
+
 /// Lines rejected, counted by reason (a short fixed code).
 #[derive(Debug, Default)]
 struct ByReason(Mutex<BTreeMap<&'static str, u64>>);
@@ -286,238 +311,299 @@ pub(crate) async fn render(State(state): State<AppState>) -> impl IntoResponse {
     )
 }
 
-/// The whole exposition text.
+/// The whole exposition text: every family of `FAMILIES` that has
+/// figures at this scrape, in order.
 pub async fn exposition(state: &AppState) -> String {
-    let m = &state.metrics().inner;
-    let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-    let mut e = Exposition::new();
-    let requests: Vec<(Vec<(&str, String)>, u64)> = m
-        .requests
+    let services = state.services();
+    let socket = *state
+        .metrics()
+        .inner
+        .statsd_socket
         .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .map(|((method, route, status), n)| {
-            (
-                vec![
-                    ("method", method.clone()),
-                    ("route", route.clone()),
-                    ("status", status.to_string()),
-                ],
-                *n,
-            )
-        })
-        .collect();
-    e.counter(
-        "tally_http_requests_total",
-        "HTTP requests answered, by method, matched route and status.",
-        &requests,
-    );
-    e.histogram(
-        "tally_http_request_duration_seconds",
-        "Time to answer an HTTP request.",
-        &m.request_latency.snapshot(),
-    );
-    e.counter1(
-        "tally_increments_accepted_total",
-        "Increments accepted through the HTTP API and statsd.",
-        load(&m.increments_accepted),
-    );
-    if let Some(writer) = &state.services().counter_writer {
-        let s = writer.stats();
-        e.counter1(
-            "tally_aggregator_increments_accepted_total",
-            "Increments the aggregating writer accepted.",
-            s.accepted,
-        );
-        e.counter1(
-            "tally_increments_written_total",
-            "Increments written to the backend by the aggregating writer.",
-            s.written,
-        );
-        e.counter1(
-            "tally_increments_rejected_total",
-            "Increments the backend refused for good (a slice would overflow).",
-            s.rejected,
-        );
-        e.counter1(
-            "tally_write_batches_total",
-            "Write batches (one Lua call or transaction each) the aggregating writer sent.",
-            s.chunks,
-        );
-        e.counter1(
-            "tally_write_retries_total",
-            "Write batches retried after a failure.",
-            s.retries,
-        );
-        e.counter1(
-            "tally_write_duplicates_total",
-            "Retried write batches the backend had already applied (skipped).",
-            s.duplicates,
-        );
-        e.counter1(
-            "tally_flushes_total",
-            "Flushes of the aggregating writer that wrote something.",
-            s.flushes,
-        );
-        e.gauge(
-            "tally_pending_entries",
-            "(counter, second) entries waiting in the aggregating writer.",
-            s.pending_entries as f64,
-        );
-        e.histogram(
-            "tally_flush_duration_seconds",
-            "Time one flush took to write everything it took.",
-            &writer.flush_latency(),
-        );
-    }
-    e.counter1(
-        "tally_cleaner_passes_total",
-        "Cleaner passes completed.",
-        load(&m.cleaner_passes),
-    );
-    e.counter1(
-        "tally_cleaner_failures_total",
-        "Cleaner passes that failed (retried next interval).",
-        load(&m.cleaner_failures),
-    );
-    e.counter1(
-        "tally_cleaner_samples_removed_total",
-        "Samples the cleaner removed.",
-        load(&m.cleaner_samples_removed),
-    );
-    e.counter1(
-        "tally_cleaner_counters_removed_total",
-        "Emptied counters the cleaner removed from the registry.",
-        load(&m.cleaner_counters_removed),
-    );
-    e.histogram(
-        "tally_cleaner_pass_duration_seconds",
-        "Time one cleaner pass took.",
-        &m.cleaner_latency.snapshot(),
-    );
-    e.counter1(
-        "tally_statsd_datagrams_received_total",
-        "statsd datagrams received.",
-        load(&m.statsd_datagrams),
-    );
-    let socket = *m.statsd_socket.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(info) = socket {
-        e.gauge(
-            "tally_statsd_receive_buffer_bytes",
-            "The statsd socket's receive buffer as the kernel reports it (SO_RCVBUF; Linux \
-             reports twice what it was given).",
-            info.recv_buffer as f64,
-        );
-    }
-    if let Some(drops) = state.metrics().statsd_kernel_drops().await {
-        e.counter1(
-            "tally_statsd_kernel_drops_total",
-            "statsd datagrams the kernel dropped before Tally read them (a full receive buffer).",
-            drops,
-        );
-    }
-    e.counter1(
-        "tally_statsd_lines_accepted_total",
-        "statsd lines accepted (every sample of each handed to its writer).",
-        load(&m.statsd_accepted),
-    );
-    e.counter1(
-        "tally_statsd_tags_dropped_total",
-        "statsd lines accepted whose DogStatsD tags were dropped: written under their bare name.",
-        load(&m.statsd_tags_dropped),
-    );
-    e.counter(
-        "tally_statsd_lines_rejected_total",
-        "statsd lines rejected, by reason; they wrote nothing.",
-        &m.statsd_rejected.samples(),
-    );
-    e.counter1(
-        "tally_carbon_lines_accepted_total",
-        "carbon lines accepted (gauge sets taken by the gauges' aggregating writer).",
-        load(&m.carbon_accepted),
-    );
-    e.counter(
-        "tally_carbon_lines_rejected_total",
-        "carbon lines rejected, by reason; they wrote nothing.",
-        &m.carbon_rejected.samples(),
-    );
-    e.gauge(
-        "tally_carbon_connections",
-        "carbon TCP connections open now.",
-        load(&m.carbon_connections_open) as f64,
-    );
-    e.counter1(
-        "tally_carbon_connections_accepted_total",
-        "carbon TCP connections accepted.",
-        load(&m.carbon_connections),
-    );
-    e.counter1(
-        "tally_carbon_datagrams_received_total",
-        "carbon UDP datagrams received.",
-        load(&m.carbon_datagrams),
-    );
-    e.counter1(
-        "tally_backend_errors_total",
-        "Operations that failed because of the backend.",
-        load(&m.backend_errors),
-    );
-    if let Some((limiter, _)) = &state.services().limiter {
-        let l = limiter.metrics();
-        e.counter(
-            "tally_rate_limit_checks_total",
-            "Rate-limit checks, by outcome.",
-            &[
-                (vec![("outcome", "allowed".into())], l.allowed),
-                (vec![("outcome", "denied".into())], l.denied),
-                (vec![("outcome", "failed_open".into())], l.failed_open),
-                (vec![("outcome", "failed_closed".into())], l.failed_closed),
-            ],
-        );
-    }
-    if let Some((_, Some(flusher))) = &state.services().buffers {
-        let f = flusher.metrics().await;
-        e.counter1(
-            "tally_buffer_batches_total",
-            "Buffered rows flushed to SQL: transactions.",
-            f.batches,
-        );
-        e.counter1(
-            "tally_buffer_rows_written_total",
-            "Rows written to SQL by the flusher.",
-            f.rows_written,
-        );
-        e.counter1(
-            "tally_buffer_statements_total",
-            "SQL statements the flusher ran.",
-            f.statements,
-        );
-        e.counter1(
-            "tally_buffer_failures_total",
-            "Flusher ticks or batches that failed (retried).",
-            f.failures,
-        );
-        e.counter1(
-            "tally_buffer_taken_over_total",
-            "Claims of dead flushers taken over.",
-            f.taken_over,
-        );
-        if let Some(backlog) = f.backlog {
-            e.gauge(
-                "tally_buffer_pending_rows",
-                "Rows with changes waiting to be flushed.",
-                backlog.pending_rows as f64,
-            );
-            e.gauge(
-                "tally_buffer_claims",
-                "Claims being flushed (or left by a dead flusher).",
-                backlog.claims as f64,
-            );
+        .unwrap_or_else(|p| p.into_inner());
+    let flusher = match &services.buffers {
+        Some((_, Some(flusher))) => Some(flusher.metrics().await),
+        _ => None,
+    };
+    let scrape = Scrape {
+        m: &state.metrics().inner,
+        writer: services.counter_writer.as_ref().map(|w| w.stats()),
+        flush_latency: services.counter_writer.as_ref().map(|w| w.flush_latency()),
+        socket,
+        kernel_drops: state.metrics().statsd_kernel_drops().await,
+        limiter: services.limiter.as_ref().map(|(l, _)| l.metrics()),
+        flusher,
+    };
+    let mut e = Exposition::new();
+    for (name, help, read) in FAMILIES {
+        match read(&scrape) {
+            Some(Figure::Count(n)) => e.counter1(name, help, n),
+            Some(Figure::Counts(samples)) => e.counter(name, help, &samples),
+            Some(Figure::Gauge(v)) => e.gauge(name, help, v),
+            Some(Figure::Latency(h)) => e.histogram(name, help, &h),
+            None => {}
         }
-        e.gauge(
-            "tally_buffer_oldest_pending_age_seconds",
-            "Age of the oldest change waiting to be flushed (0 when none).",
-            f.oldest_pending_age_ms.unwrap_or(0) as f64 / 1000.0,
-        );
     }
     e.finish()
 }
+
+/// What one scrape reads: the server's own figures and those of the
+/// services it carries (none when it does not carry them).
+struct Scrape<'a> {
+    m: &'a Inner,
+    writer: Option<WriterStats>,
+    flush_latency: Option<HistogramSnapshot>,
+    socket: Option<SocketInfo>,
+    kernel_drops: Option<u64>,
+    limiter: Option<LimiterMetricsSnapshot>,
+    flusher: Option<FlushMetricsSnapshot>,
+}
+
+/// One family's figures at a scrape.
+enum Figure {
+    Count(u64),
+    Counts(Vec<(Vec<(&'static str, String)>, u64)>),
+    Gauge(f64),
+    Latency(HistogramSnapshot),
+}
+
+/// The figure of a plain counter.
+fn count(a: &AtomicU64) -> Option<Figure> {
+    Some(Figure::Count(a.load(Ordering::Relaxed)))
+}
+
+/// The figure of a gauge kept as a count.
+fn gauge(a: &AtomicU64) -> Option<Figure> {
+    Some(Figure::Gauge(a.load(Ordering::Relaxed) as f64))
+}
+
+/// The figures of a histogram.
+fn latency(h: &Histogram) -> Option<Figure> {
+    Some(Figure::Latency(h.snapshot()))
+}
+
+/// The figures of lines rejected, one sample per reason.
+fn by_reason(r: &ByReason) -> Option<Figure> {
+    Some(Figure::Counts(r.samples()))
+}
+
+/// A family: its name, its help, and its figures at a scrape (none: the
+/// family is left out).
+type Family = (
+    &'static str,
+    &'static str,
+    fn(&Scrape<'_>) -> Option<Figure>,
+);
+
+/// Every family `/metrics` shows, in the order it shows them.
+const FAMILIES: &[Family] = &[
+    (
+        "tally_http_requests_total",
+        "HTTP requests answered, by method, matched route and status.",
+        |s| Some(Figure::Counts(s.m.requests())),
+    ),
+    (
+        "tally_http_request_duration_seconds",
+        "Time to answer an HTTP request.",
+        |s| latency(&s.m.request_latency),
+    ),
+    (
+        "tally_increments_accepted_total",
+        "Increments accepted through the HTTP API and statsd.",
+        |s| count(&s.m.increments_accepted),
+    ),
+    (
+        "tally_aggregator_increments_accepted_total",
+        "Increments the aggregating writer accepted.",
+        |s| s.writer.map(|w| Figure::Count(w.accepted)),
+    ),
+    (
+        "tally_increments_written_total",
+        "Increments written to the backend by the aggregating writer.",
+        |s| s.writer.map(|w| Figure::Count(w.written)),
+    ),
+    (
+        "tally_increments_rejected_total",
+        "Increments the backend refused for good (a slice would overflow).",
+        |s| s.writer.map(|w| Figure::Count(w.rejected)),
+    ),
+    (
+        "tally_write_batches_total",
+        "Write batches (one Lua call or transaction each) the aggregating writer sent.",
+        |s| s.writer.map(|w| Figure::Count(w.chunks)),
+    ),
+    (
+        "tally_write_retries_total",
+        "Write batches retried after a failure.",
+        |s| s.writer.map(|w| Figure::Count(w.retries)),
+    ),
+    (
+        "tally_write_duplicates_total",
+        "Retried write batches the backend had already applied (skipped).",
+        |s| s.writer.map(|w| Figure::Count(w.duplicates)),
+    ),
+    (
+        "tally_flushes_total",
+        "Flushes of the aggregating writer that wrote something.",
+        |s| s.writer.map(|w| Figure::Count(w.flushes)),
+    ),
+    (
+        "tally_pending_entries",
+        "(counter, second) entries waiting in the aggregating writer.",
+        |s| s.writer.map(|w| Figure::Gauge(w.pending_entries as f64)),
+    ),
+    (
+        "tally_flush_duration_seconds",
+        "Time one flush took to write everything it took.",
+        |s| s.flush_latency.clone().map(Figure::Latency),
+    ),
+    (
+        "tally_cleaner_passes_total",
+        "Cleaner passes completed.",
+        |s| count(&s.m.cleaner_passes),
+    ),
+    (
+        "tally_cleaner_failures_total",
+        "Cleaner passes that failed (retried next interval).",
+        |s| count(&s.m.cleaner_failures),
+    ),
+    (
+        "tally_cleaner_samples_removed_total",
+        "Samples the cleaner removed.",
+        |s| count(&s.m.cleaner_samples_removed),
+    ),
+    (
+        "tally_cleaner_counters_removed_total",
+        "Emptied counters the cleaner removed from the registry.",
+        |s| count(&s.m.cleaner_counters_removed),
+    ),
+    (
+        "tally_cleaner_pass_duration_seconds",
+        "Time one cleaner pass took.",
+        |s| latency(&s.m.cleaner_latency),
+    ),
+    (
+        "tally_statsd_datagrams_received_total",
+        "statsd datagrams received.",
+        |s| count(&s.m.statsd_datagrams),
+    ),
+    (
+        "tally_statsd_receive_buffer_bytes",
+        "The statsd socket's receive buffer as the kernel reports it (SO_RCVBUF; Linux \
+         reports twice what it was given).",
+        |s| s.socket.map(|info| Figure::Gauge(info.recv_buffer as f64)),
+    ),
+    (
+        "tally_statsd_kernel_drops_total",
+        "statsd datagrams the kernel dropped before Tally read them (a full receive buffer).",
+        |s| s.kernel_drops.map(Figure::Count),
+    ),
+    (
+        "tally_statsd_lines_accepted_total",
+        "statsd lines accepted (every sample of each handed to its writer).",
+        |s| count(&s.m.statsd_accepted),
+    ),
+    (
+        "tally_statsd_tags_dropped_total",
+        "statsd lines accepted whose DogStatsD tags were dropped: written under their bare name.",
+        |s| count(&s.m.statsd_tags_dropped),
+    ),
+    (
+        "tally_statsd_lines_rejected_total",
+        "statsd lines rejected, by reason; they wrote nothing.",
+        |s| by_reason(&s.m.statsd_rejected),
+    ),
+    (
+        "tally_carbon_lines_accepted_total",
+        "carbon lines accepted (gauge sets taken by the gauges' aggregating writer).",
+        |s| count(&s.m.carbon_accepted),
+    ),
+    (
+        "tally_carbon_lines_rejected_total",
+        "carbon lines rejected, by reason; they wrote nothing.",
+        |s| by_reason(&s.m.carbon_rejected),
+    ),
+    (
+        "tally_carbon_connections",
+        "carbon TCP connections open now.",
+        |s| gauge(&s.m.carbon_connections_open),
+    ),
+    (
+        "tally_carbon_connections_accepted_total",
+        "carbon TCP connections accepted.",
+        |s| count(&s.m.carbon_connections),
+    ),
+    (
+        "tally_carbon_datagrams_received_total",
+        "carbon UDP datagrams received.",
+        |s| count(&s.m.carbon_datagrams),
+    ),
+    (
+        "tally_backend_errors_total",
+        "Operations that failed because of the backend.",
+        |s| count(&s.m.backend_errors),
+    ),
+    (
+        "tally_rate_limit_checks_total",
+        "Rate-limit checks, by outcome.",
+        |s| {
+            s.limiter.map(|l| {
+                Figure::Counts(vec![
+                    (vec![("outcome", "allowed".into())], l.allowed),
+                    (vec![("outcome", "denied".into())], l.denied),
+                    (vec![("outcome", "failed_open".into())], l.failed_open),
+                    (vec![("outcome", "failed_closed".into())], l.failed_closed),
+                ])
+            })
+        },
+    ),
+    (
+        "tally_buffer_batches_total",
+        "Buffered rows flushed to SQL: transactions.",
+        |s| s.flusher.map(|f| Figure::Count(f.batches)),
+    ),
+    (
+        "tally_buffer_rows_written_total",
+        "Rows written to SQL by the flusher.",
+        |s| s.flusher.map(|f| Figure::Count(f.rows_written)),
+    ),
+    (
+        "tally_buffer_statements_total",
+        "SQL statements the flusher ran.",
+        |s| s.flusher.map(|f| Figure::Count(f.statements)),
+    ),
+    (
+        "tally_buffer_failures_total",
+        "Flusher ticks or batches that failed (retried).",
+        |s| s.flusher.map(|f| Figure::Count(f.failures)),
+    ),
+    (
+        "tally_buffer_taken_over_total",
+        "Claims of dead flushers taken over.",
+        |s| s.flusher.map(|f| Figure::Count(f.taken_over)),
+    ),
+    (
+        "tally_buffer_pending_rows",
+        "Rows with changes waiting to be flushed.",
+        |s| {
+            let backlog = s.flusher?.backlog?;
+            Some(Figure::Gauge(backlog.pending_rows as f64))
+        },
+    ),
+    (
+        "tally_buffer_claims",
+        "Claims being flushed (or left by a dead flusher).",
+        |s| {
+            let backlog = s.flusher?.backlog?;
+            Some(Figure::Gauge(backlog.claims as f64))
+        },
+    ),
+    (
+        "tally_buffer_oldest_pending_age_seconds",
+        "Age of the oldest change waiting to be flushed (0 when none).",
+        |s| {
+            let age_ms = s.flusher?.oldest_pending_age_ms.unwrap_or(0);
+            Some(Figure::Gauge(age_ms as f64 / 1000.0))
+        },
+    ),
+];

@@ -353,6 +353,25 @@ where
     )
 }
 
+/// Declares a kind's read query: `?precision=&from=&to=` (a slice length,
+/// and the range's ends in Unix seconds, as [`slices`] takes them), then
+/// the kind's own parameters, if any. Unknown parameters are refused.
+macro_rules! range_query {
+    ($(#[$doc:meta])* $name:ident { $($own:tt)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub(crate) struct $name {
+            #[serde(default, deserialize_with = "crate::server::check::query_integer")]
+            precision: Option<u64>,
+            from: Option<f64>,
+            to: Option<f64>,
+            $($own)*
+        }
+    };
+}
+pub(crate) use range_query;
+
 /// The slices starting in `[from, to]` (Unix seconds, either end open).
 pub(crate) fn slices(from: Option<f64>, to: Option<f64>) -> SliceSel {
     if from.is_none() && to.is_none() {

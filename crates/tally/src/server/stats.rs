@@ -223,15 +223,12 @@ fn quantiles(list: Option<&str>) -> Result<Vec<f64>, ApiError> {
         .collect()
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ReadQuery {
-    #[serde(default, deserialize_with = "query_integer")]
-    precision: Option<u64>,
-    from: Option<f64>,
-    to: Option<f64>,
-    quantiles: Option<String>,
-}
+series::range_query!(
+    /// `GET /v1/stats/{name}?precision=&from=&to=&quantiles=`.
+    ReadQuery {
+        quantiles: Option<String>,
+    }
+);
 
 /// `GET /v1/stats/{name}`.
 #[derive(Debug, Serialize)]
