@@ -586,3 +586,50 @@ async fn reads_every_hash_encoding_with_or_without_dump() {
         }
     }
 }
+
+/// The compact layout: a counter counted once at the default precisions is
+/// ONE key in Redis (besides its registry shard), a listpack hash of 7
+/// integer fields `(precision << 32) | slice index`, read back exactly at
+/// every precision; deleting it leaves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compact_counter_counted_once_is_one_hash_of_seven_integers() {
+    let f = Fixture::new(Kind::RedisCompact).await;
+    let mut raw = f.raw().await;
+    let at = 1_336_376_415u64;
+    f.counters.incr_at("ad:1", 3, at as f64).await.unwrap();
+    let mut keys: Vec<String> = raw.keys("*").await.unwrap();
+    keys.sort();
+    let shard = tally::backend::redis::layout::shard_of("ad:1");
+    let hash = format!("{{tally:{shard}}}:@:ad:1");
+    let registry = format!("{{tally:{shard}}}:names");
+    // The writer lane's record, if any, is per writer, not per counter.
+    keys.retain(|k| !k.contains(":writer:"));
+    assert_eq!(keys, vec![hash.clone(), registry.clone()]);
+    let encoding: String = redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg(&hash)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(encoding, "listpack");
+    let mut fields: Vec<(u64, i64)> = raw.hgetall(&hash).await.unwrap();
+    fields.sort_unstable();
+    let want: Vec<(u64, i64)> = BOOK_PRECISIONS
+        .iter()
+        .map(|&p| ((p << 32) | (at / p), 3))
+        .collect();
+    assert_eq!(fields, want);
+    let members: Vec<String> = raw.zrange(&registry, 0, -1).await.unwrap();
+    assert_eq!(members, vec!["ad:1"]);
+    for p in BOOK_PRECISIONS {
+        assert_eq!(
+            f.counters.get("ad:1", p).await.unwrap(),
+            vec![s(at / p * p, 3)],
+            "{p}"
+        );
+    }
+    assert!(f.counters.delete("ad:1").await.unwrap());
+    let mut left: Vec<String> = raw.keys("*").await.unwrap();
+    left.retain(|k| !k.contains(":writer:"));
+    assert!(left.is_empty(), "{left:?}");
+}
