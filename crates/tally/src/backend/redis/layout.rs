@@ -726,6 +726,51 @@ mod tests {
     }
 
     #[test]
+    fn compact_keys_are_one_hash_per_series_with_integer_fields() {
+        let counters = Space::counters(&[1, 60], 10);
+        let stats = stats_space();
+        let layout = Layout::parse("compact", "app").unwrap();
+        assert_eq!(layout.name(), "compact");
+        assert_eq!(layout.prefix(), "app");
+        let shard = shard_of("hits");
+        let keys = layout.space_keys(&counters);
+        assert!(keys.is_compact());
+        // Every precision in one hash; the default layout's registries.
+        assert_eq!(keys.hash(1, "hits"), format!("{{app:{shard}}}:@:hits"));
+        assert_eq!(keys.hash(60, "hits"), keys.hash(1, "hits"));
+        assert_eq!(keys.registry(shard), default_registry("app", shard));
+        let own = layout.space_keys(&stats);
+        assert_eq!(
+            own.hash(60, "hits"),
+            format!("{{app:{shard}}}:stats:@:hits")
+        );
+        assert_eq!(own.registry(shard), format!("{{app:{shard}}}:stats:names"));
+        // Fields: precision << 32 | slice index, and back.
+        assert_eq!(
+            keys.field(60, 1_336_376_400).unwrap(),
+            (60 << 32) | 22_272_940
+        );
+        assert_eq!(
+            compact_slice(60, (60 << 32) | 22_272_940),
+            Some(1_336_376_400)
+        );
+        assert_eq!(compact_slice(1, (60 << 32) | 22_272_940), None);
+        assert_eq!(keys.slice_of_field(60, (60 << 32) | 5), Some(300));
+        assert_eq!(compact_field(86_400, 0).unwrap(), 86_400 << 32);
+        // What the field cannot hold is refused.
+        assert!(compact_field(1 << 31, 0).is_err());
+        assert!(compact_field(1, 1 << 32).is_err());
+        assert!(compact_field(1, (1 << 32) - 1).is_ok());
+        assert!(check_compact("counter", [1, 86_400]).is_ok());
+        let e = check_compact("counter", [1 << 31]).unwrap_err().to_string();
+        assert!(e.contains("compact layout"), "{e}");
+        // The default layout's fields are slice starts.
+        let default = Layout::default();
+        assert_eq!(default.space_keys(&counters).field(60, 120).unwrap(), 120);
+        assert!(Layout::parse("compact", "a{b").is_err());
+    }
+
+    #[test]
     fn chunks_hold_keep_slices_and_expire_when_their_last_leaves_the_window() {
         use crate::clock::Timestamp;
         let m = ChunkMath::new(Precision::new(60, 10));
