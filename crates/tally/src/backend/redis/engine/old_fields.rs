@@ -35,7 +35,18 @@ impl RedisSliceStore {
             .filter(|(_, t)| t.as_ref().is_some_and(|t| t.old_field().is_some()))
             .map(|(key, _)| key.as_str())
             .collect();
-        let mut fields = self.hash_fields(&read).await?.into_iter();
+        // The compact layout names its one hash at every precision, one
+        // after the other: each hash is asked for once.
+        let mut unique: Vec<&str> = Vec::with_capacity(read.len());
+        let mut at: Vec<usize> = Vec::with_capacity(read.len());
+        for key in read {
+            if unique.last() != Some(&key) {
+                unique.push(key);
+            }
+            at.push(unique.len() - 1);
+        }
+        let read = self.hash_fields(&unique).await?;
+        let mut fields = at.into_iter().map(|i| &read[i]);
         let mut old = OldFields::default();
         for mut entry in entries {
             let mut removes = false;
@@ -56,7 +67,7 @@ impl RedisSliceStore {
                     Error::Backend("redis answered fewer replies than asked".into())
                 })?;
                 let total = all.len();
-                let gone: Vec<Vec<u8>> = all.into_iter().filter(|f| old(f)).collect();
+                let gone: Vec<Vec<u8>> = all.iter().filter(|f| old(f)).cloned().collect();
                 match counts.iter_mut().find(|(k, _, _)| k == key) {
                     Some((_, _, n)) => *n += gone.len(),
                     None => counts.push((key.clone(), total, gone.len())),
