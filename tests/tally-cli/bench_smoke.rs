@@ -103,7 +103,10 @@ fn memory_checks_the_samples_and_their_encoding() {
     assert_eq!(r["once_compact"]["checked"], 30, "{r}");
     assert_eq!(r["once_default"]["checked"], 30, "{r}");
     let keys = |l: &str| r[l]["keys_per_counter"].as_f64().unwrap();
-    assert!(keys("once_compact") < 3.0 && keys("once_default") > 7.0, "{r}");
+    assert!(
+        keys("once_compact") < 3.0 && keys("once_default") > 7.0,
+        "{r}"
+    );
 }
 
 #[test]
