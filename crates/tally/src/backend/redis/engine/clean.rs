@@ -206,14 +206,7 @@ impl RedisSliceStore {
         let cutoffs: Vec<Option<Trim>> = space
             .precisions
             .iter()
-            .map(|r| {
-                let trim = job.due_of(r).map(Trim::from);
-                if keys.is_compact() {
-                    trim.and_then(|t| t.compact(r.seconds))
-                } else {
-                    trim
-                }
-            })
+            .map(|r| keys.trim_at(r.seconds, job.due_of(r).map(Trim::from)))
             .collect();
         let registry = keys.registry(shard);
         self.clean_registry(&registry, job, false, Some(&cutoffs), |names| {
@@ -282,7 +275,7 @@ pub(super) type OldField = Box<dyn Fn(&[u8]) -> bool>;
 impl Trim {
     /// What is due at `precision` as the compact layout's fields (`None`
     /// when nothing is).
-    fn compact(self, precision: u64) -> Option<Trim> {
+    pub(super) fn compact(self, precision: u64) -> Option<Trim> {
         match self {
             Trim::Upto(cut) if cut < 0 => None,
             Trim::Upto(cut) => {

@@ -19,6 +19,7 @@
 
 use super::super::expiring::{self, Groups};
 use super::super::layout::{self, SpaceKeys};
+use super::clean::Trim;
 use crate::clock::Timestamp;
 use crate::engine::{Kind, SeriesWrite, SliceSel, Space};
 use crate::error::Result;
@@ -223,6 +224,17 @@ impl SpaceKeys<'_> {
             SpaceKeys::Book => Cleaning::Book,
             SpaceKeys::Default { .. } | SpaceKeys::Compact { .. } => Cleaning::Shards,
             SpaceKeys::Expiring { .. } => Cleaning::Nothing,
+        }
+    }
+
+    /// What a clean removes from the hash a series keeps at `res`, named
+    /// as that hash's fields: the slices themselves, or in the compact
+    /// layout's one hash their precision's fields.
+    pub(super) fn trim_at(&self, res: u64, trim: Option<Trim>) -> Option<Trim> {
+        if self.is_compact() {
+            trim.and_then(|t| t.compact(res))
+        } else {
+            trim
         }
     }
 
