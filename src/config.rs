@@ -61,8 +61,9 @@ pub struct GlobalArgs {
     pub data_dir: Option<PathBuf>,
 
     /// Redis key layout: `default` (cluster-ready), `expiring` (cluster-ready,
-    /// retention by Redis's expiry: no cleaner) or `ria` (the book's keys).
-    #[arg(long, env = "TALLY_LAYOUT", global = true, help_heading = STORE, value_name = "default|expiring|ria")]
+    /// retention by Redis's expiry: no cleaner), `compact` (cluster-ready, one
+    /// hash per series: for many sparse series) or `ria` (the book's keys).
+    #[arg(long, env = "TALLY_LAYOUT", global = true, help_heading = STORE, value_name = "default|expiring|compact|ria")]
     pub layout: Option<String>,
 
     /// Key prefix of the default Redis layout [default: tally].
@@ -383,7 +384,7 @@ impl Config {
             .or(file.layout)
             .unwrap_or_else(|| "default".to_owned());
         let layout = Layout::parse(&layout_name, &prefix)?;
-        let expiring = layout.is_expiring();
+        let redis_only = layout.is_expiring() || layout.is_compact();
         let from_flags =
             args.redis.is_some() || args.redis_cluster.is_some() || args.data_dir.is_some();
         let (redis, cluster, data_dir) = if from_flags {
@@ -413,14 +414,14 @@ impl Config {
         if layout_name == "ria" && !matches!(backend, BackendConfig::Redis { .. }) {
             bail!("--layout ria only applies to a Redis backend (give --redis URL)");
         }
-        if expiring
+        if redis_only
             && !matches!(
                 backend,
                 BackendConfig::Redis { .. } | BackendConfig::RedisCluster { .. }
             )
         {
             bail!(
-                "--layout expiring only applies to a Redis backend (give --redis URL or \
+                "--layout {layout_name} only applies to a Redis backend (give --redis URL or \
                  --redis-cluster URLS)"
             );
         }

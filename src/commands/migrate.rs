@@ -26,10 +26,10 @@ pub struct MigrateArgs {
     /// The store to copy into (the same forms as --from).
     #[arg(long, value_name = "STORE")]
     to: String,
-    /// The Redis key layout of --from: default, expiring or ria.
+    /// The Redis key layout of --from: default, expiring, compact or ria.
     #[arg(long, default_value = "default", value_name = "LAYOUT")]
     from_layout: String,
-    /// The Redis key layout of --to: default, expiring or ria.
+    /// The Redis key layout of --to: default, expiring, compact or ria.
     #[arg(long, default_value = "default", value_name = "LAYOUT")]
     to_layout: String,
     /// Series per batch (one round trip per node each).

@@ -125,6 +125,15 @@ fn memory_checks_the_samples_and_their_encoding() {
         r["expiring_ratio_to_default"].as_f64().unwrap() > 0.0,
         "{r}"
     );
+    // Counted once: every sampled counter read back, one key per counter
+    // (and its registry shards) in the compact layout, seven in the default.
+    assert_eq!(r["once_compact"]["checked"], 30, "{r}");
+    assert_eq!(r["once_default"]["checked"], 30, "{r}");
+    let keys = |l: &str| r[l]["keys_per_counter"].as_f64().unwrap();
+    assert!(
+        keys("once_compact") < 3.0 && keys("once_default") > 7.0,
+        "{r}"
+    );
 }
 
 #[test]

@@ -210,3 +210,63 @@ fn both_stores_and_counters_on_a_cluster_with_wait() {
     let got = json(&backend, &["get", "hits", "--precision", "86400", "--json"]);
     assert_eq!(got[0][1], 5);
 }
+
+/// `--layout compact`: a counter is one hash on the server, read back by
+/// the CLI at every precision; `tally migrate` moves it into the default
+/// layout and back.
+#[test]
+fn the_compact_layout_keeps_one_hash_per_counter() {
+    // A Redis key layout: the embedded store refuses it.
+    let out = tally(&["--data-dir", ":memory:", "--layout", "compact"])
+        .args(["incr", "x"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--layout compact only applies to a Redis backend"),
+        "{stderr}"
+    );
+    let server = RedisServer::start();
+    let url = server.url();
+    let compact = ["--redis", url.as_str(), "--layout", "compact"];
+    ok(&compact, &["incr", "ad:1", "3"]);
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+    keys.retain(|k| !k.contains(":writer:"));
+    keys.sort();
+    let shard = tally::backend::redis::layout::shard_of("ad:1");
+    assert_eq!(
+        keys,
+        vec![
+            format!("{{tally:{shard}}}:@:ad:1"),
+            format!("{{tally:{shard}}}:names")
+        ]
+    );
+    for p in ["1", "60", "86400"] {
+        let got = json(&compact, &["get", "ad:1", "--precision", p, "--json"]);
+        assert!(got.to_string().contains('3'), "{p}: {got}");
+    }
+    let other = RedisServer::start();
+    let moved = ok(
+        &[],
+        &[
+            "migrate",
+            "--from",
+            url.as_str(),
+            "--from-layout",
+            "compact",
+            "--to",
+            other.url().as_str(),
+            "--json",
+        ],
+    );
+    assert!(moved.contains("\"counters\""), "{moved}");
+    let other_url = other.url();
+    let default = ["--redis", other_url.as_str()];
+    let got = json(&default, &["get", "ad:1", "--precision", "60", "--json"]);
+    assert!(got.to_string().contains('3'), "{got}");
+}

@@ -84,7 +84,8 @@ pub enum BenchCommand {
         json: bool,
     },
     /// Redis memory per stored sample at steady state (every precision
-    /// holding the samples kept), Tally's layout next to the book's.
+    /// holding the samples kept), Tally's layout next to the book's; and
+    /// per counter counted once, the default layout next to the compact.
     Memory {
         /// Counters.
         #[arg(long, default_value_t = 100_000)]
@@ -392,6 +393,23 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
                 println!(
                     "tally vs book: x{:.2}; expiring vs tally: x{:.2}",
                     r.ratio_to_book, r.expiring_ratio_to_default
+                );
+                for l in [&r.once_default, &r.once_compact] {
+                    println!(
+                        "counted once, {:<8} layout: {:.1} bytes/counter, {:.2} keys/counter \
+                         ({} counters, {} bytes; written in {:.1} s; {} read back)",
+                        l.layout,
+                        l.bytes_per_counter,
+                        l.keys_per_counter,
+                        l.counters,
+                        l.bytes,
+                        l.write_seconds,
+                        l.checked
+                    );
+                }
+                println!(
+                    "counted once, compact vs default: x{:.2}",
+                    r.once_compact_ratio_to_default
                 );
                 Ok(())
             })

@@ -21,6 +21,12 @@
 //! slice (239 s at the default 1 s × 120) from its write. The bench fails
 //! rather than report a figure if the fill and the memory reading take
 //! longer.
+//!
+//! Then the sparse case (issue 20): each counter counted once (one
+//! increment at every precision, through `Counters::incr_many`, 1,000 a
+//! call) on fresh servers, in the default layout and in the compact one
+//! (one hash per counter): Redis memory and keys per counter, registries
+//! included, every 50th counter read back at every precision first.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,7 +36,7 @@ use tally::backend::redis::Layout;
 use tally::{Backend, BackendConfig, Clock, CounterSettings, Counters, ManualClock, SystemClock};
 
 use crate::server::{BenchRedis, Slices, check_samples, common_chunk_start, fill};
-use crate::server::{hash_key, used_memory};
+use crate::server::{hash_key, incr_each, used_memory};
 
 /// One layout's figures.
 #[derive(Debug, serde::Serialize)]
@@ -58,6 +64,28 @@ pub struct Memory {
     pub expiring: LayoutMemory,
     /// `expiring.bytes_per_sample` ÷ `tally.bytes_per_sample`.
     pub expiring_ratio_to_default: f64,
+    /// Each counter counted once: the default layout.
+    pub once_default: OnceMemory,
+    /// Each counter counted once: the compact layout (`--layout compact`).
+    pub once_compact: OnceMemory,
+    /// `once_compact.bytes_per_counter` ÷ `once_default.bytes_per_counter`.
+    pub once_compact_ratio_to_default: f64,
+}
+
+/// One layout's memory for counters counted once each.
+#[derive(Debug, serde::Serialize)]
+pub struct OnceMemory {
+    pub layout: &'static str,
+    pub counters: u64,
+    pub bytes: i64,
+    /// Redis memory per counter, its registry entry included.
+    pub bytes_per_counter: f64,
+    /// Keys per counter (DBSIZE ÷ counters: the registry shards and
+    /// writer records included).
+    pub keys_per_counter: f64,
+    pub write_seconds: f64,
+    /// Counters read back at every precision (each holding one slice of 1).
+    pub checked: u64,
 }
 
 pub async fn run(counters: u64, concurrency: usize) -> Result<Memory> {
@@ -84,6 +112,14 @@ pub async fn run(counters: u64, concurrency: usize) -> Result<Memory> {
         concurrency,
     )
     .await?;
+    let once_default = measure_once("default", Layout::default(), &names, concurrency).await?;
+    let once_compact = measure_once(
+        "compact",
+        Layout::parse("compact", tally::backend::redis::layout::DEFAULT_PREFIX)?,
+        &names,
+        concurrency,
+    )
+    .await?;
     let held = counters * settings.precisions.len() as u64 * settings.samples;
     Ok(Memory {
         bench: "memory",
@@ -97,6 +133,58 @@ pub async fn run(counters: u64, concurrency: usize) -> Result<Memory> {
         tally,
         book,
         expiring,
+        once_compact_ratio_to_default: once_compact.bytes_per_counter
+            / once_default.bytes_per_counter,
+        once_default,
+        once_compact,
+    })
+}
+
+/// Counts each of `names` once, now, at the default precisions in `layout`
+/// on a fresh server: the memory and keys that cost per counter.
+async fn measure_once(
+    label: &'static str,
+    layout: Layout,
+    names: &[String],
+    concurrency: usize,
+) -> Result<OnceMemory> {
+    let server = BenchRedis::start();
+    let backend = Backend::open(&BackendConfig::Redis {
+        url: server.url(),
+        layout,
+    })
+    .await?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let store = backend.counter_store(clock.clone()).await?;
+    let settings = CounterSettings::default();
+    let counters = Counters::with_clock(store, settings.clone(), clock)?;
+    let before = used_memory(&server.url()).await?;
+    let started = Instant::now();
+    incr_each(&counters, names, 1_000, concurrency).await?;
+    let write_seconds = started.elapsed().as_secs_f64();
+    let bytes = used_memory(&server.url()).await? - before;
+    let mut conn = server.raw().await?;
+    let keys: u64 = redis::cmd("DBSIZE").query_async(&mut conn).await?;
+    let mut checked = 0;
+    for name in names.iter().step_by((names.len() / 50).max(1)) {
+        for &p in &settings.precisions {
+            let got = counters.get(name, p).await?;
+            ensure!(
+                got.len() == 1 && got[0].count == 1,
+                "{label}: {name} at {p} s reads {got:?}, not one slice of 1"
+            );
+        }
+        checked += 1;
+    }
+    let n = names.len() as f64;
+    Ok(OnceMemory {
+        layout: label,
+        counters: names.len() as u64,
+        bytes,
+        bytes_per_counter: bytes as f64 / n,
+        keys_per_counter: keys as f64 / n,
+        write_seconds,
+        checked,
     })
 }
 

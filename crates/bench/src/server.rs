@@ -360,8 +360,9 @@ pub async fn incr_each(
     results.into_iter().collect()
 }
 
-/// The hash of `name` at precision `p` in a cleaned layout (`None` in the
-/// expiring layout, which keeps a hash per chunk).
+/// The hash of `name` at precision `p` in a layout with a hash per
+/// precision (`None` in the expiring layout, which keeps a hash per chunk,
+/// and the compact layout, whose one hash per series holds every precision).
 pub fn hash_key(layout: &Layout, p: u64, name: &str) -> Result<Option<String>> {
     Ok(match layout {
         Layout::Ria => Some(tally::backend::redis::layout::ria_hash(p, name)),
@@ -370,7 +371,7 @@ pub fn hash_key(layout: &Layout, p: u64, name: &str) -> Result<Option<String>> {
             p,
             &tally::Name::new(name)?,
         )),
-        Layout::Expiring { .. } => None,
+        Layout::Expiring { .. } | Layout::Compact { .. } => None,
     })
 }
 

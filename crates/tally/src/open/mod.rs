@@ -28,7 +28,7 @@ pub mod target;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use crate::backend::redis::layout::check_prefix;
+use crate::backend::redis::layout::{check_compact, check_prefix};
 use crate::backend::redis::{Layout, ReplicationWait};
 use crate::backend::{Backend, BackendConfig};
 use crate::buffers::{BufferStore, Buffers, Tables};
@@ -690,6 +690,14 @@ impl TallyBuilder {
                 ));
             }
             Some(Layout::Expiring { prefix }) => check_prefix("key prefix", prefix)?,
+            Some(Layout::Compact { .. }) if sqlite => {
+                return Err(Error::Config(
+                    "the `compact` layout is a Redis key layout (one hash per series); the \
+                     embedded store has no layouts"
+                        .into(),
+                ));
+            }
+            Some(Layout::Compact { prefix }) => check_prefix("key prefix", prefix)?,
             Some(Layout::Ria) if !standalone_redis => {
                 return Err(Error::Config(
                     "the `ria` layout keeps every counter in one key, so it needs a standalone \
@@ -717,6 +725,11 @@ impl TallyBuilder {
             None => StatsSettings::like(&counters),
         };
         idempotency::check_retention(self.idempotency_retention)?;
+        if layout.is_some_and(Layout::is_compact) {
+            // Its fields hold each precision in an integer's high bits.
+            check_compact("counter", counters.precisions.iter().copied())?;
+            check_compact("statistics", stats.precisions.iter().copied())?;
+        }
         Ok(Validated {
             stats: stats.validate()?,
             counters,

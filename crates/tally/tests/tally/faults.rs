@@ -20,7 +20,12 @@ const COUNTERS: u64 = 50;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_increments_survive_dropped_connections_and_restarts() {
-    for kind in [Kind::RedisDefault, Kind::RedisRia, Kind::RedisExpiring] {
+    for kind in [
+        Kind::RedisDefault,
+        Kind::RedisRia,
+        Kind::RedisExpiring,
+        Kind::RedisCompact,
+    ] {
         run(kind).await;
     }
 }

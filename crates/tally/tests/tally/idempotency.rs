@@ -19,6 +19,14 @@ use tally::tsdb::precision::vshard_of;
 use tally::{Backend, Clock, GaugeOp, Idempotency, Increment, View};
 
 per_backend!(features:keyed_writes_apply_once, keyed_kinds_apply_once);
+// Keyed writes carry their write ids into the compact layout as into the
+// default one.
+per_backend!(
+    redis_compact_layout(Kind::RedisCompact),
+    redis_cluster_compact(Kind::RedisClusterCompact):
+    keyed_writes_apply_once,
+    keyed_kinds_apply_once
+);
 
 async fn keyed_writes_apply_once(kind: Kind) {
     let f = Fixture::near_now(kind).await;

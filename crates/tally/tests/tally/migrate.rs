@@ -638,3 +638,59 @@ async fn bad_settings_are_refused_before_anything_is_read() {
         assert!(err.is_bad_input(), "{err}");
     }
 }
+
+/// The compact layout (one hash per series) takes a migration in and gives
+/// it back: default → compact → default keeps every slice, day and bucket,
+/// and the compact store holds one hash per series, none per precision.
+#[tokio::test]
+async fn default_to_compact_to_default_keeps_every_slice() {
+    let open_in = |url: String, layout: &str| {
+        let builder = Tally::builder()
+            .clock(Arc::new(ManualClock::at(now())))
+            .layout(tally::backend::redis::Layout::parse(layout, "tally").unwrap());
+        async move { builder.open(&url).await.unwrap() }
+    };
+    let (a, b, c) = (
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    );
+    let source = open_in(a.url(), "default").await;
+    fill(&source).await;
+    fill_more(&source).await;
+    let slices = snapshot(&source).await;
+    let all = everything(&source).await;
+    let compact = open_in(b.url(), "compact").await;
+    migrate(&source, &compact, &settings("to-compact"), |_| {})
+        .await
+        .unwrap();
+    assert!(snapshot(&compact).await == slices, "default → compact");
+    let got = everything(&compact).await;
+    assert!(got == all, "{:#?}", all_differences(&got, &all));
+    same_answers(&source, &compact).await;
+    let raw = redis::Client::open(b.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let keys = |pattern: &'static str| {
+        let mut raw = raw.clone();
+        async move {
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg(pattern)
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+            keys
+        }
+    };
+    assert_eq!(keys("*}:@:*").await.len(), 60, "one hash per counter");
+    assert!(keys("*}:60:*").await.is_empty(), "no hash per precision");
+    let back = open_in(c.url(), "default").await;
+    migrate(&compact, &back, &settings("from-compact"), |_| {})
+        .await
+        .unwrap();
+    assert!(snapshot(&back).await == slices, "compact → default");
+    let got = everything(&back).await;
+    assert!(got == all, "{:#?}", all_differences(&got, &all));
+}

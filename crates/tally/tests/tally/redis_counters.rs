@@ -586,3 +586,96 @@ async fn reads_every_hash_encoding_with_or_without_dump() {
         }
     }
 }
+
+/// The compact layout: a counter counted once at the default precisions is
+/// ONE key in Redis (besides its registry shard), a listpack hash of 7
+/// integer fields `(precision << 32) | slice index`, read back exactly at
+/// every precision; deleting it leaves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compact_counter_counted_once_is_one_hash_of_seven_integers() {
+    let f = Fixture::new(Kind::RedisCompact).await;
+    let mut raw = f.raw().await;
+    let at = 1_336_376_415u64;
+    f.counters.incr_at("ad:1", 3, at as f64).await.unwrap();
+    let mut keys: Vec<String> = raw.keys("*").await.unwrap();
+    keys.sort();
+    let shard = tally::backend::redis::layout::shard_of("ad:1");
+    let hash = format!("{{tally:{shard}}}:@:ad:1");
+    let registry = format!("{{tally:{shard}}}:names");
+    // The writer lane's record, if any, is per writer, not per counter.
+    keys.retain(|k| !k.contains(":writer:"));
+    assert_eq!(keys, vec![hash.clone(), registry.clone()]);
+    let encoding: String = redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg(&hash)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(encoding, "listpack");
+    let mut fields: Vec<(u64, i64)> = raw.hgetall(&hash).await.unwrap();
+    fields.sort_unstable();
+    let want: Vec<(u64, i64)> = BOOK_PRECISIONS
+        .iter()
+        .map(|&p| ((p << 32) | (at / p), 3))
+        .collect();
+    assert_eq!(fields, want);
+    let members: Vec<String> = raw.zrange(&registry, 0, -1).await.unwrap();
+    assert_eq!(members, vec!["ad:1"]);
+    for p in BOOK_PRECISIONS {
+        assert_eq!(
+            f.counters.get("ad:1", p).await.unwrap(),
+            vec![s(at / p * p, 3)],
+            "{p}"
+        );
+    }
+    assert!(f.counters.delete("ad:1").await.unwrap());
+    let mut left: Vec<String> = raw.keys("*").await.unwrap();
+    left.retain(|k| !k.contains(":writer:"));
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// The compact layout past the listpack limit: a series busy at every
+/// precision outgrows `hash-max-listpack-entries` (512 on the test servers)
+/// and Redis keeps its one hash as a hashtable; reads (HGETALL instead of
+/// DUMP) and the cleaner's first pass (HKEYS) still name each precision's
+/// slices exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_compact_series_outgrows_the_listpack_and_reads_the_same() {
+    let settings = CounterSettings {
+        precisions: vec![1, 60],
+        samples: 1_000,
+    };
+    let f = Fixture::with_settings(Kind::RedisCompact, settings).await;
+    let mut raw = f.raw().await;
+    let base = 1_000_000u64;
+    let increments: Vec<tally::Increment> = (0..600)
+        .map(|i| tally::Increment::new("busy", 1).at((base + i) as f64))
+        .collect();
+    f.counters.incr_many(&increments).await.unwrap();
+    let hash = format!(
+        "{{tally:{}}}:@:busy",
+        tally::backend::redis::layout::shard_of("busy")
+    );
+    let encoding: String = redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg(&hash)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(encoding, "hashtable");
+    let fine = f.counters.get("busy", 1).await.unwrap();
+    assert_eq!(fine, (0..600).map(|i| s(base + i, 1)).collect::<Vec<_>>());
+    let coarse = f.counters.get("busy", 60).await.unwrap();
+    assert_eq!(coarse.iter().map(|x| x.count).sum::<i64>(), 600);
+    assert_eq!(coarse.len(), 11);
+    // At base + 1_299 the 1 s window keeps base + 300 on: 300 go.
+    let mut cleaner = f.counters.cleaner(CleanerSettings::default()).unwrap();
+    let report = cleaner
+        .pass_at(Timestamp::from_secs(base + 1_299).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(report.samples_removed, 300, "{report:?}");
+    let fine = f.counters.get("busy", 1).await.unwrap();
+    assert_eq!(fine, (300..600).map(|i| s(base + i, 1)).collect::<Vec<_>>());
+    assert_eq!(f.counters.get("busy", 60).await.unwrap(), coarse);
+}

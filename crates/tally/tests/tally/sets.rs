@@ -156,10 +156,10 @@ async fn large_sets_estimate_as_pfcount(kind: Kind) {
         let pfcount: u64 = raw.query(redis::cmd("PFCOUNT").arg("{pf}:big")).await;
         assert_eq!(pfcount, want);
         // The stored slice is Redis's own HyperLogLog.
-        let key = kind.layout().space_keys(sets.space()).hash(60, "big");
-        let stored: Vec<u8> = raw
-            .query(redis::cmd("HGET").arg(&key).arg(BASE as u64))
-            .await;
+        let keys = kind.layout();
+        let keys = keys.space_keys(sets.space());
+        let (key, field) = (keys.hash(60, "big"), keys.field(60, BASE as u64).unwrap());
+        let stored: Vec<u8> = raw.query(redis::cmd("HGET").arg(&key).arg(field)).await;
         assert!(stored.starts_with(b"HYLL"), "{key}");
         raw.query::<()>(redis::cmd("SET").arg("{pf}:stored").arg(stored))
             .await;
@@ -201,10 +201,12 @@ async fn a_bad_addition_writes_nothing(kind: Kind) {
     if kind.is_redis() && !kind.is_cluster() {
         sets.add_at("a", &["ok"], BASE).await.unwrap();
         let mut raw = f.raw().await;
-        let key = kind.layout().space_keys(sets.space()).hash(60, "a");
+        let keys = kind.layout();
+        let keys = keys.space_keys(sets.space());
+        let (key, field) = (keys.hash(60, "a"), keys.field(60, BASE as u64).unwrap());
         redis::cmd("HSET")
             .arg(&key)
-            .arg(BASE as u64)
+            .arg(field)
             .arg("not a set")
             .query_async::<()>(&mut raw)
             .await

@@ -20,7 +20,8 @@ use super::layout::{ChunkMath, ENDS_SCALE, NO_MARK, end_score, spans_nest};
 pub(crate) struct Group<'a> {
     /// Index of the series in the call's writes.
     pub series: usize,
-    /// The cells, all of one precision (and one chunk).
+    /// The cells, all of one precision (and one chunk); in the compact
+    /// layout's one hash per series, every precision's.
     pub cells: &'a [CellDelta],
     /// The chunk's start (expiring layout; 0 otherwise).
     pub chunk: u64,
@@ -66,6 +67,25 @@ impl<'a> Groups<'a> {
                 groups.list.push(Group {
                     series: i,
                     cells,
+                    chunk: 0,
+                    ttl: 0,
+                    marks: (0, 0),
+                });
+            }
+            groups.spans.push((first, groups.list.len()));
+        }
+        groups
+    }
+
+    /// The compact layout: one hash per series, all its cells.
+    pub fn by_series(writes: &[&'a SeriesWrite]) -> Self {
+        let mut groups = Groups::default();
+        for (i, w) in writes.iter().enumerate() {
+            let first = groups.list.len();
+            if !w.cells.is_empty() {
+                groups.list.push(Group {
+                    series: i,
+                    cells: &w.cells,
                     chunk: 0,
                     ttl: 0,
                     marks: (0, 0),

@@ -27,6 +27,16 @@
 //!   is forgotten without scanning samples. A `@` never follows the
 //!   precision in the other layouts' keys, so the layouts never meet.
 //!
+//! - [`Layout::Compact`]: the default layout's shards, hash tags and
+//!   registries, with one hash per series instead of one per (series,
+//!   precision): `{<prefix>:<shard>}:@:<name>`, holding every precision's
+//!   slices as integer fields `(precision << 32) | slice index` (the slice
+//!   index is the slice start divided by the precision; see
+//!   [`compact_field`]). Redis keeps a field that reads as an integer as an
+//!   integer in a listpack, so a counter counted once costs one key of seven
+//!   small integers and its registry member. A `@` never stands alone after
+//!   the tag in the other layouts' keys, so the layouts never meet.
+//!
 //! The first two layouts were made for counters, and counters keep them
 //! exactly.
 //! Every other space of the slice engine ([`crate::engine::Space`]) lives
@@ -66,6 +76,12 @@ pub enum Layout {
         /// Prepended to every key (inside the hash tag).
         prefix: String,
     },
+    /// Cluster-ready keys under a prefix, one hash per series holding every
+    /// precision's slices (for many sparse series).
+    Compact {
+        /// Prepended to every key (inside the hash tag).
+        prefix: String,
+    },
 }
 
 impl Default for Layout {
@@ -86,8 +102,8 @@ impl Layout {
         })
     }
 
-    /// Parses `ria`, `default` or `expiring` (with the prefix for the
-    /// latter two).
+    /// Parses `ria`, `default`, `expiring` or `compact` (with the prefix
+    /// for the latter three).
     pub fn parse(name: &str, prefix: &str) -> Result<Self> {
         match name {
             "ria" => Ok(Layout::Ria),
@@ -98,8 +114,14 @@ impl Layout {
                     prefix: prefix.to_owned(),
                 })
             }
+            "compact" => {
+                check_prefix("key prefix", prefix)?;
+                Ok(Layout::Compact {
+                    prefix: prefix.to_owned(),
+                })
+            }
             other => Err(Error::Config(format!(
-                "unknown layout {other:?}: expected `ria`, `default` or `expiring`"
+                "unknown layout {other:?}: expected `ria`, `default`, `expiring` or `compact`"
             ))),
         }
     }
@@ -110,6 +132,7 @@ impl Layout {
             Layout::Ria => "ria",
             Layout::Default { .. } => "default",
             Layout::Expiring { .. } => "expiring",
+            Layout::Compact { .. } => "compact",
         }
     }
 
@@ -118,7 +141,9 @@ impl Layout {
     pub fn prefix(&self) -> &str {
         match self {
             Layout::Ria => DEFAULT_PREFIX,
-            Layout::Default { prefix } | Layout::Expiring { prefix } => prefix,
+            Layout::Default { prefix }
+            | Layout::Expiring { prefix }
+            | Layout::Compact { prefix } => prefix,
         }
     }
 
@@ -126,6 +151,56 @@ impl Layout {
     pub fn is_expiring(&self) -> bool {
         matches!(self, Layout::Expiring { .. })
     }
+
+    /// True for the compact layout (one hash per series).
+    pub fn is_compact(&self) -> bool {
+        matches!(self, Layout::Compact { .. })
+    }
+}
+
+/// The most a precision can be in the compact layout: its field keeps the
+/// precision in the bits above the slice index's 32, and stays a positive
+/// 64-bit integer (a listpack integer).
+pub const COMPACT_MAX_PRECISION: u64 = (1 << 31) - 1;
+
+/// The compact layout's field of the slice starting at `slice` at
+/// `precision` seconds: `(precision << 32) | (slice / precision)`, or why
+/// it cannot hold it (a precision of 2^31 s or more, a slice index of 2^32
+/// or more: at 1 s, a slice after the year 2106).
+pub fn compact_field(precision: u64, slice: u64) -> Result<u64> {
+    if precision == 0 || precision > COMPACT_MAX_PRECISION {
+        return Err(Error::Config(format!(
+            "the compact layout holds precisions of 1 to {COMPACT_MAX_PRECISION} s, not {precision}"
+        )));
+    }
+    let index = slice / precision;
+    if index >> 32 != 0 {
+        return Err(Error::InvalidTime(format!(
+            "the compact layout holds slices of {precision} s up to index 2^32 - 1; the slice \
+             starting at {slice} is past it"
+        )));
+    }
+    Ok((precision << 32) | index)
+}
+
+/// The slice start of compact field `field` when it is one of `precision`'s
+/// (else `None`).
+pub fn compact_slice(precision: u64, field: u64) -> Option<u64> {
+    (field >> 32 == precision).then(|| (field & 0xffff_ffff) * precision)
+}
+
+/// Checks that the compact layout can hold `precisions` (seconds), naming
+/// `what` in the error.
+pub fn check_compact(what: &str, precisions: impl IntoIterator<Item = u64>) -> Result<()> {
+    for p in precisions {
+        if p == 0 || p > COMPACT_MAX_PRECISION {
+            return Err(Error::Config(format!(
+                "the compact layout keeps a precision in the high bits of an integer field, \
+                 so {what} precisions must be 1 to {COMPACT_MAX_PRECISION} s, not {p}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Checks a key prefix (`what` names it in the error): 1 to 64 printable
@@ -214,6 +289,14 @@ pub enum SpaceKeys<'a> {
         /// The space's id, for every space but counters.
         space: Option<&'a str>,
     },
+    /// The compact layout: as `Default`, with one hash per series holding
+    /// every precision's slices ([`compact_field`]).
+    Compact {
+        /// The key prefix (inside the hash tag).
+        prefix: &'a str,
+        /// The space's id, for every space but counters.
+        space: Option<&'a str>,
+    },
 }
 
 impl Layout {
@@ -228,6 +311,7 @@ impl Layout {
             },
             Layout::Default { prefix } => SpaceKeys::Default { prefix, space: own },
             Layout::Expiring { prefix } => SpaceKeys::Expiring { prefix, space: own },
+            Layout::Compact { prefix } => SpaceKeys::Compact { prefix, space: own },
         }
     }
 }
@@ -243,18 +327,47 @@ impl SpaceKeys<'_> {
         matches!(self, SpaceKeys::Expiring { .. })
     }
 
+    /// True for the compact layout's keys (one hash per series).
+    pub fn is_compact(&self) -> bool {
+        matches!(self, SpaceKeys::Compact { .. })
+    }
+
+    /// The hash field of the slice starting at `slice` at precision `res`:
+    /// the slice start, or the compact layout's [`compact_field`].
+    pub fn field(&self, res: u64, slice: u64) -> Result<u64> {
+        if self.is_compact() {
+            compact_field(res, slice)
+        } else {
+            Ok(slice)
+        }
+    }
+
+    /// The slice start a hash field of `res`'s hash names (`None`: a field
+    /// of another precision, in the compact layout's one hash per series).
+    pub fn slice_of_field(&self, res: u64, field: u64) -> Option<u64> {
+        if self.is_compact() {
+            compact_slice(res, field)
+        } else {
+            Some(field)
+        }
+    }
+
     /// The registry shard of a series (0 in the book's single registry).
     pub fn shard(&self, name: &str) -> u32 {
         match self {
             SpaceKeys::Book => 0,
-            SpaceKeys::Default { .. } | SpaceKeys::Expiring { .. } => shard_of(name),
+            SpaceKeys::Default { .. } | SpaceKeys::Expiring { .. } | SpaceKeys::Compact { .. } => {
+                shard_of(name)
+            }
         }
     }
 
     /// `{<prefix>:<shard>}` or `{<prefix>:<shard>}:<space>`: what every
     /// key of a shard starts with (not for the book's keys).
     fn write_base(&self, buf: &mut String, shard: u32) {
-        let (SpaceKeys::Default { prefix, space } | SpaceKeys::Expiring { prefix, space }) = self
+        let (SpaceKeys::Default { prefix, space }
+        | SpaceKeys::Expiring { prefix, space }
+        | SpaceKeys::Compact { prefix, space }) = self
         else {
             return;
         };
@@ -335,6 +448,11 @@ impl SpaceKeys<'_> {
                 self.write_base(buf, shard);
                 write!(buf, ":{res}@*:{name}")
             }
+            // One hash per series, every precision in it.
+            SpaceKeys::Compact { .. } => {
+                self.write_base(buf, shard);
+                write!(buf, ":@:{name}")
+            }
         };
     }
 
@@ -345,15 +463,24 @@ impl SpaceKeys<'_> {
         buf
     }
 
-    /// The registry key of `shard`.
+    /// The registry key of `shard` (the compact layout's are the default
+    /// layout's).
     pub fn registry(&self, shard: u32) -> String {
         match self {
             SpaceKeys::Book => RIA_KNOWN.to_owned(),
             SpaceKeys::Default {
                 prefix,
                 space: None,
+            }
+            | SpaceKeys::Compact {
+                prefix,
+                space: None,
             } => default_registry(prefix, shard),
             SpaceKeys::Default {
+                prefix,
+                space: Some(space),
+            }
+            | SpaceKeys::Compact {
                 prefix,
                 space: Some(space),
             } => format!("{}:{space}:names", tag(prefix, shard)),
@@ -370,7 +497,7 @@ impl SpaceKeys<'_> {
     pub fn registries(&self) -> Vec<String> {
         match self {
             SpaceKeys::Book => vec![RIA_KNOWN.to_owned()],
-            SpaceKeys::Default { .. } | SpaceKeys::Expiring { .. } => {
+            SpaceKeys::Default { .. } | SpaceKeys::Expiring { .. } | SpaceKeys::Compact { .. } => {
                 (0..SHARDS).map(|s| self.registry(s)).collect()
             }
         }
@@ -380,7 +507,9 @@ impl SpaceKeys<'_> {
     pub fn writer(&self, seq: &WriteSeq, shard: u32) -> String {
         match self {
             SpaceKeys::Book => format!("tally-writer:{}", seq.lane_id()),
-            SpaceKeys::Default { prefix, .. } | SpaceKeys::Expiring { prefix, .. } => {
+            SpaceKeys::Default { prefix, .. }
+            | SpaceKeys::Expiring { prefix, .. }
+            | SpaceKeys::Compact { prefix, .. } => {
                 format!("{}:writer:{}", tag(prefix, shard), seq.lane_id())
             }
         }
@@ -594,6 +723,51 @@ mod tests {
             format!("{{app:{shard}}}:stats:60@600:hits")
         );
         assert_eq!(own.ends(shard), format!("{{app:{shard}}}:stats:ends@e"));
+    }
+
+    #[test]
+    fn compact_keys_are_one_hash_per_series_with_integer_fields() {
+        let counters = Space::counters(&[1, 60], 10);
+        let stats = stats_space();
+        let layout = Layout::parse("compact", "app").unwrap();
+        assert_eq!(layout.name(), "compact");
+        assert_eq!(layout.prefix(), "app");
+        let shard = shard_of("hits");
+        let keys = layout.space_keys(&counters);
+        assert!(keys.is_compact());
+        // Every precision in one hash; the default layout's registries.
+        assert_eq!(keys.hash(1, "hits"), format!("{{app:{shard}}}:@:hits"));
+        assert_eq!(keys.hash(60, "hits"), keys.hash(1, "hits"));
+        assert_eq!(keys.registry(shard), default_registry("app", shard));
+        let own = layout.space_keys(&stats);
+        assert_eq!(
+            own.hash(60, "hits"),
+            format!("{{app:{shard}}}:stats:@:hits")
+        );
+        assert_eq!(own.registry(shard), format!("{{app:{shard}}}:stats:names"));
+        // Fields: precision << 32 | slice index, and back.
+        assert_eq!(
+            keys.field(60, 1_336_376_400).unwrap(),
+            (60 << 32) | 22_272_940
+        );
+        assert_eq!(
+            compact_slice(60, (60 << 32) | 22_272_940),
+            Some(1_336_376_400)
+        );
+        assert_eq!(compact_slice(1, (60 << 32) | 22_272_940), None);
+        assert_eq!(keys.slice_of_field(60, (60 << 32) | 5), Some(300));
+        assert_eq!(compact_field(86_400, 0).unwrap(), 86_400 << 32);
+        // What the field cannot hold is refused.
+        assert!(compact_field(1 << 31, 0).is_err());
+        assert!(compact_field(1, 1 << 32).is_err());
+        assert!(compact_field(1, (1 << 32) - 1).is_ok());
+        assert!(check_compact("counter", [1, 86_400]).is_ok());
+        let e = check_compact("counter", [1 << 31]).unwrap_err().to_string();
+        assert!(e.contains("compact layout"), "{e}");
+        // The default layout's fields are slice starts.
+        let default = Layout::default();
+        assert_eq!(default.space_keys(&counters).field(60, 120).unwrap(), 120);
+        assert!(Layout::parse("compact", "a{b").is_err());
     }
 
     #[test]

@@ -28,6 +28,11 @@ pub enum Kind {
     RedisExpiring,
     /// The expiring layout on a real Redis Cluster.
     RedisClusterExpiring,
+    /// The compact layout (one hash per series) on a standalone
+    /// redis-server.
+    RedisCompact,
+    /// The compact layout on a real Redis Cluster.
+    RedisClusterCompact,
 }
 
 impl Kind {
@@ -39,6 +44,8 @@ impl Kind {
                 | Kind::RedisCluster
                 | Kind::RedisExpiring
                 | Kind::RedisClusterExpiring
+                | Kind::RedisCompact
+                | Kind::RedisClusterCompact
         )
     }
 
@@ -55,7 +62,10 @@ impl Kind {
 
     /// True on a Redis Cluster.
     pub fn is_cluster(self) -> bool {
-        matches!(self, Kind::RedisCluster | Kind::RedisClusterExpiring)
+        matches!(
+            self,
+            Kind::RedisCluster | Kind::RedisClusterExpiring | Kind::RedisClusterCompact
+        )
     }
 
     /// The Redis key layout of this backend (the default one for SQLite).
@@ -64,6 +74,9 @@ impl Kind {
             Kind::RedisRia => Layout::Ria,
             Kind::RedisExpiring | Kind::RedisClusterExpiring => {
                 Layout::parse("expiring", "tally").unwrap()
+            }
+            Kind::RedisCompact | Kind::RedisClusterCompact => {
+                Layout::parse("compact", "tally").unwrap()
             }
             _ => Layout::default(),
         }
@@ -181,7 +194,7 @@ impl Fixture {
         let mut cluster = None;
         let (config, server, dir) = match kind {
             Kind::SqliteMemory => (BackendConfig::SqliteMemory, None, None),
-            Kind::RedisCluster | Kind::RedisClusterExpiring => {
+            Kind::RedisCluster | Kind::RedisClusterExpiring | Kind::RedisClusterCompact => {
                 let c = RedisCluster::start();
                 let config = BackendConfig::RedisCluster {
                     urls: c.urls(),
@@ -198,7 +211,7 @@ impl Fixture {
                     Some(dir),
                 )
             }
-            Kind::RedisDefault | Kind::RedisRia | Kind::RedisExpiring => {
+            Kind::RedisDefault | Kind::RedisRia | Kind::RedisExpiring | Kind::RedisCompact => {
                 let server = RedisServer::start_with(options);
                 (
                     BackendConfig::Redis {
@@ -402,8 +415,9 @@ impl RawConn {
 /// (`Kind::SqliteFile`, `SinkKind::Sqlite`). The backends most suites run
 /// on are named sets:
 ///
-/// - `layouts`: SQLite (memory and file), a standalone redis-server in both
-///   cleaned key layouts, and a Redis Cluster ([`Kind`]). The expiring
+/// - `layouts`: SQLite (memory and file), a standalone redis-server in the
+///   three cleaned key layouts, and a Redis Cluster in the default and the
+///   compact layout ([`Kind`]). The expiring
 ///   layout keeps only the window at the clock's now, so tests at fixed
 ///   historic times run on it where that holds: see `expiring`.
 /// - `expiring`: the expiring layout, standalone and on a cluster.
@@ -421,7 +435,9 @@ macro_rules! per_backend {
             sqlite_file($crate::common::Kind::SqliteFile),
             redis_default_layout($crate::common::Kind::RedisDefault),
             redis_ria_layout($crate::common::Kind::RedisRia),
-            redis_cluster($crate::common::Kind::RedisCluster):
+            redis_cluster($crate::common::Kind::RedisCluster),
+            redis_compact_layout($crate::common::Kind::RedisCompact),
+            redis_cluster_compact($crate::common::Kind::RedisClusterCompact):
             $($test),*
         );
     };

@@ -10,6 +10,7 @@ use super::RedisSliceStore;
 use super::keys::Cleaning;
 use super::list::lex_bounds;
 use super::list::zrangebylex;
+use super::old_fields::at_or_before;
 use crate::engine::{CleanJob, CleanReport, Due, Space};
 use crate::error::{Error, Result};
 use crate::name::Name;
@@ -76,7 +77,7 @@ impl RedisSliceStore {
         };
         for trim in all {
             refs.push(match trim {
-                None | Some(Trim::Upto(_)) => None,
+                None | Some(Trim::Upto(_) | Trim::Within(..)) => None,
                 Some(t @ Trim::Slices(_)) => Some(match windows.iter().position(|w| *w == t) {
                     Some(k) => k + 1,
                     None => {
@@ -105,7 +106,7 @@ impl RedisSliceStore {
                         cmd.arg(field.as_slice());
                     }
                 }
-                Trim::Upto(_) => unreachable!("not a window"),
+                Trim::Upto(_) | Trim::Within(..) => unreachable!("not a window"),
             }
         }
         let cutoff = |cmd: &mut redis::Cmd, k: Option<usize>| {
@@ -150,7 +151,7 @@ impl RedisSliceStore {
         shared: Option<&[Option<Trim>]>,
         entries: impl Fn(&[String]) -> Vec<CleanEntry>,
     ) -> Result<CleanReport> {
-        let reading = |t: &Option<Trim>| matches!(t, Some(Trim::Upto(_)));
+        let reading = |t: &Option<Trim>| matches!(t, Some(Trim::Upto(_) | Trim::Within(..)));
         // Shared cutoffs only while every entry removes the same slices.
         let shared = shared.filter(|cutoffs| !cutoffs.iter().any(reading));
         let mut report = CleanReport::default();
@@ -192,7 +193,9 @@ impl RedisSliceStore {
         Ok(report)
     }
 
-    /// Cleans one registry shard of the default or expiring layout.
+    /// Cleans one registry shard of the default or compact layout. The
+    /// compact layout's one hash per series stands at every precision's
+    /// position, each with that precision's fields.
     async fn clean_shard(
         &self,
         keys: SpaceKeys<'_>,
@@ -203,7 +206,7 @@ impl RedisSliceStore {
         let cutoffs: Vec<Option<Trim>> = space
             .precisions
             .iter()
-            .map(|r| job.due_of(r).map(Trim::from))
+            .map(|r| keys.trim_at(r.seconds, job.due_of(r).map(Trim::from)))
             .collect();
         let registry = keys.registry(shard);
         self.clean_registry(&registry, job, false, Some(&cutoffs), |names| {
@@ -261,6 +264,54 @@ pub(super) enum Trim {
     Slices(Vec<u64>),
     /// Exactly these fields, as read from the hash.
     Fields(Vec<Vec<u8>>),
+    /// Every integer field from the first to the second (the compact
+    /// layout's one precision, up to a cutoff): read first, as `Upto`.
+    Within(u64, u64),
+}
+
+/// Whether a field read from a hash is old ([`Trim::old_field`]).
+pub(super) type OldField = Box<dyn Fn(&[u8]) -> bool>;
+
+impl Trim {
+    /// What is due at `precision` as the compact layout's fields (`None`
+    /// when nothing is).
+    pub(super) fn compact(self, precision: u64) -> Option<Trim> {
+        match self {
+            Trim::Upto(cut) if cut < 0 => None,
+            Trim::Upto(cut) => {
+                let first = layout::compact_field(precision, 0).ok()?;
+                let index = (cut as u64 / precision).min(0xffff_ffff);
+                Some(Trim::Within(first, first | index))
+            }
+            Trim::Slices(slices) => Some(Trim::Slices(
+                slices
+                    .into_iter()
+                    .filter_map(|s| layout::compact_field(precision, s).ok())
+                    .collect(),
+            )),
+            other => Some(other),
+        }
+    }
+
+    /// Whether a field read from a hash is old by this trim, for those read
+    /// first (`Upto` with a cutoff of 0 or more, `Within`).
+    pub(super) fn old_field(&self) -> Option<OldField> {
+        match *self {
+            Trim::Upto(cut) if cut >= 0 => {
+                let cut = cut.to_string();
+                Some(Box::new(move |f| at_or_before(f, cut.as_bytes())))
+            }
+            Trim::Within(first, last) => Some(Box::new(move |f| {
+                !f.is_empty()
+                    && f.iter().all(u8::is_ascii_digit)
+                    && std::str::from_utf8(f)
+                        .ok()
+                        .and_then(|t| t.parse::<u64>().ok())
+                        .is_some_and(|n| (first..=last).contains(&n))
+            })),
+            _ => None,
+        }
+    }
 }
 
 impl From<Due> for Trim {

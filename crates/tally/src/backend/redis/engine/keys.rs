@@ -11,11 +11,17 @@
 //! - the expiring: a hash per (series, precision, chunk) that expires by
 //!   itself, each shard's registry with its `ends@e`; listing prunes what
 //!   expired, and nothing is cleaned.
+//! - the compact: the default's registry shards, listing and cleaning, with
+//!   one hash per series whose fields carry their precision
+//!   ([`SpaceKeys::field`]): a write sends each cell's field, a read asks
+//!   for a series' hash once and splits it by precision, a clean names each
+//!   precision's old fields in the one hash.
 
 use super::super::expiring::{self, Groups};
 use super::super::layout::{self, SpaceKeys};
+use super::clean::Trim;
 use crate::clock::Timestamp;
-use crate::engine::{SeriesWrite, SliceSel, Space};
+use crate::engine::{Kind, SeriesWrite, SliceSel, Space};
 use crate::error::Result;
 
 /// How a layout lists a space's series.
@@ -63,6 +69,10 @@ impl SpaceKeys<'_> {
     ) -> Result<Groups<'a>> {
         if self.is_expiring() {
             expiring::groups(space, writes, now)
+        } else if self.is_compact() && space.kind != Kind::Gauge {
+            // One hash per series. Gauges keep a group per precision: their
+            // merge runs each precision's cells from the current value.
+            Ok(Groups::by_series(writes))
         } else {
             Ok(Groups::by_precision(writes))
         }
@@ -186,11 +196,17 @@ impl SpaceKeys<'_> {
         }
     }
 
+    /// True when every precision of a series is in one hash, which a read
+    /// asks for once.
+    pub(super) fn one_hash(&self) -> bool {
+        self.is_compact()
+    }
+
     /// How the layout lists.
     pub(super) fn listing(&self) -> Listing {
         match self {
             SpaceKeys::Book => Listing::BookPrecisions,
-            SpaceKeys::Default { .. } => Listing::Shards,
+            SpaceKeys::Default { .. } | SpaceKeys::Compact { .. } => Listing::Shards,
             SpaceKeys::Expiring { .. } => Listing::Pruning,
         }
     }
@@ -199,15 +215,26 @@ impl SpaceKeys<'_> {
     /// (ZSCORE); the book's registry holds a member per precision, and the
     /// expiring one is pruned by its listing, so those list instead.
     pub(super) fn scores_names(&self) -> bool {
-        matches!(self, SpaceKeys::Default { .. })
+        matches!(self, SpaceKeys::Default { .. } | SpaceKeys::Compact { .. })
     }
 
     /// How the layout cleans.
     pub(super) fn cleaning(&self) -> Cleaning {
         match self {
             SpaceKeys::Book => Cleaning::Book,
-            SpaceKeys::Default { .. } => Cleaning::Shards,
+            SpaceKeys::Default { .. } | SpaceKeys::Compact { .. } => Cleaning::Shards,
             SpaceKeys::Expiring { .. } => Cleaning::Nothing,
+        }
+    }
+
+    /// What a clean removes from the hash a series keeps at `res`, named
+    /// as that hash's fields: the slices themselves, or in the compact
+    /// layout's one hash their precision's fields.
+    pub(super) fn trim_at(&self, res: u64, trim: Option<Trim>) -> Option<Trim> {
+        if self.is_compact() {
+            trim.and_then(|t| t.compact(res))
+        } else {
+            trim
         }
     }
 
@@ -232,6 +259,9 @@ impl SpaceKeys<'_> {
                     hashes.push(self.chunk(r.seconds, chunk, name));
                 }
             }
+            vec![name.to_owned()]
+        } else if self.is_compact() {
+            hashes.push(self.hash(0, name));
             vec![name.to_owned()]
         } else {
             for r in &space.precisions {

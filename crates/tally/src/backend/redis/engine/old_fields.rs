@@ -32,34 +32,50 @@ impl RedisSliceStore {
         let read: Vec<&str> = entries
             .iter()
             .flat_map(|e| &e.hashes)
-            .filter(|(_, t)| matches!(t, Some(Trim::Upto(cut)) if *cut >= 0))
+            .filter(|(_, t)| t.as_ref().is_some_and(|t| t.old_field().is_some()))
             .map(|(key, _)| key.as_str())
             .collect();
-        let mut fields = self.hash_fields(&read).await?.into_iter();
+        // The compact layout names its one hash at every precision, one
+        // after the other: each hash is asked for once.
+        let mut unique: Vec<&str> = Vec::with_capacity(read.len());
+        let mut at: Vec<usize> = Vec::with_capacity(read.len());
+        for key in read {
+            if unique.last() != Some(&key) {
+                unique.push(key);
+            }
+            at.push(unique.len() - 1);
+        }
+        let read = self.hash_fields(&unique).await?;
+        let mut fields = at.into_iter().map(|i| &read[i]);
         let mut old = OldFields::default();
         for mut entry in entries {
-            let (mut removes, mut kept) = (false, false);
-            for (_, trim) in &mut entry.hashes {
-                let Some(Trim::Upto(cut)) = *trim else {
-                    continue;
+            let mut removes = false;
+            // Per hash read, its fields and those gone (the compact layout
+            // reads its one hash once per precision, each naming its own).
+            let mut counts: Vec<(String, usize, usize)> = Vec::new();
+            for (key, trim) in &mut entry.hashes {
+                let old = match trim {
+                    Some(t @ (Trim::Upto(_) | Trim::Within(..))) => t.old_field(),
+                    _ => continue,
                 };
-                if cut < 0 {
+                let Some(old) = old else {
+                    // A negative cutoff: nothing is old.
                     *trim = None;
                     continue;
-                }
+                };
                 let all = fields.next().ok_or_else(|| {
                     Error::Backend("redis answered fewer replies than asked".into())
                 })?;
-                let cut = cut.to_string();
                 let total = all.len();
-                let gone: Vec<Vec<u8>> = all
-                    .into_iter()
-                    .filter(|f| at_or_before(f, cut.as_bytes()))
-                    .collect();
-                kept |= gone.len() < total;
+                let gone: Vec<Vec<u8>> = all.iter().filter(|f| old(f)).cloned().collect();
+                match counts.iter_mut().find(|(k, _, _)| k == key) {
+                    Some((_, _, n)) => *n += gone.len(),
+                    None => counts.push((key.clone(), total, gone.len())),
+                }
                 removes |= !gone.is_empty();
                 *trim = (!gone.is_empty()).then_some(Trim::Fields(gone));
             }
+            let kept = counts.iter().any(|(_, total, gone)| gone < total);
             let windows = entry
                 .hashes
                 .iter()
@@ -187,7 +203,7 @@ pub(super) struct OldFields {
 /// non-negative cutoff's decimal text): a plain decimal integer, compared as
 /// text (a shorter number is smaller, as the writer writes no leading
 /// zeros). Any other field is never removed.
-fn at_or_before(field: &[u8], cut: &[u8]) -> bool {
+pub(super) fn at_or_before(field: &[u8], cut: &[u8]) -> bool {
     !field.is_empty()
         && field.iter().all(u8::is_ascii_digit)
         && (field.len() < cut.len() || (field.len() == cut.len() && field <= cut))

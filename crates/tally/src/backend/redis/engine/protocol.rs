@@ -126,7 +126,9 @@ pub(super) fn apply_call<'a>(
         }
         cmd.arg(g.cells.len());
         for c in g.cells {
-            cmd.arg(c.slice);
+            // The field: the slice start, or in the compact layout the
+            // precision and slice index in one integer.
+            cmd.arg(keys.field(c.precision, c.slice)?);
             match c.delta.as_sum() {
                 Some(d) => cmd.arg(d),
                 None => {
@@ -227,7 +229,7 @@ pub(super) fn revert_call<'s>(
         let key_index = call.op_keys[i] + shift;
         invocation
             .arg(key_index)
-            .arg(c.slice)
+            .arg(keys.field(c.precision, c.slice)?)
             .arg(c.delta.as_sum().unwrap_or_default());
         let list = series.entry(name.as_str()).or_default();
         if !list.contains(&key_index) {

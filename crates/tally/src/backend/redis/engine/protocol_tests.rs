@@ -114,8 +114,24 @@ fn expected(keys: SpaceKeys<'_>, batch: &Batch, now: Timestamp) -> Vec<String> {
         let res = g.cells[0].precision;
         if ends {
             keys.chunk(res, g.chunk, name)
+        } else if let SpaceKeys::Compact { prefix, space } = keys {
+            // One hash per series, spelled out here.
+            let shard = keys.shard(name);
+            match space {
+                Some(space) => format!("{{{prefix}:{shard}}}:{space}:@:{name}"),
+                None => format!("{{{prefix}:{shard}}}:@:{name}"),
+            }
         } else {
             keys.hash(res, name)
+        }
+    };
+    // A cell's field: its slice start, or the compact layout's precision
+    // and slice index in one integer.
+    let field = |c: &CellDelta| {
+        if keys.is_compact() {
+            (c.precision << 32) | (c.slice / c.precision)
+        } else {
+            c.slice
         }
     };
     for g in &groups.list {
@@ -131,7 +147,7 @@ fn expected(keys: SpaceKeys<'_>, batch: &Batch, now: Timestamp) -> Vec<String> {
         }
         out.push(line);
         for c in g.cells {
-            out.push(format!("cell {} {}", c.slice, delta(&c.delta)));
+            out.push(format!("cell {} {}", field(c), delta(&c.delta)));
         }
         nkeys += 1;
     }
@@ -239,6 +255,36 @@ async fn the_apply_prelude_reads_what_rust_builds() {
             Kind::Distinct.identity(),
             None,
         ),
+        (
+            Layout::parse("compact", "app").unwrap(),
+            counters.clone(),
+            Value::Sum(4),
+            Some(seq),
+        ),
+        (
+            Layout::parse("compact", "app").unwrap(),
+            counters.clone(),
+            Value::Sum(-1),
+            None,
+        ),
+        (
+            Layout::parse("compact", "app").unwrap(),
+            space("gauges", Kind::Gauge),
+            Kind::Gauge.identity(),
+            Some(seq),
+        ),
+        (
+            Layout::parse("compact", "app").unwrap(),
+            space("stats", Kind::Stats),
+            Kind::Stats.identity(),
+            None,
+        ),
+        (
+            Layout::parse("compact", "app").unwrap(),
+            space("sets", Kind::Distinct),
+            Kind::Distinct.identity(),
+            Some(seq),
+        ),
     ];
     for (layout, space, delta, seq) in cases {
         let batch = Batch {
@@ -292,7 +338,7 @@ async fn the_apply_prelude_reads_what_rust_builds() {
 }
 
 /// A call taken back through the revert call built from it leaves what
-/// the call found, in both layouts that split batches: fields back to
+/// the call found, in the layouts that split batches: fields back to
 /// their values, a series that was new gone from its registry (and from
 /// `ends@e`), a series that stays with its end score's mark reset. (On a
 /// cluster, where reverts happen, each call holds one shard's series.)
@@ -313,7 +359,11 @@ async fn a_reverted_call_leaves_what_it_found() {
         .find(|n| super::super::super::layout::shard_of(n) == shard)
         .map(|n| &*Box::leak(n.into_boxed_str()))
         .unwrap();
-    for layout in [Layout::default(), Layout::parse("expiring", "app").unwrap()] {
+    for layout in [
+        Layout::default(),
+        Layout::parse("expiring", "app").unwrap(),
+        Layout::parse("compact", "app").unwrap(),
+    ] {
         let store =
             super::super::RedisSliceStore::new(redis.clone(), layout.clone(), clock.clone())
                 .unwrap();
@@ -359,11 +409,12 @@ async fn a_reverted_call_leaves_what_it_found() {
         for (res, slice) in cells {
             let field = |name: &str| {
                 let key = keys.cell_hash(&space, res, slice, name).unwrap();
+                let field = keys.field(res, slice).unwrap();
                 let mut conn = redis.handle();
                 async move {
                     let v: Option<i64> = redis::cmd("HGET")
                         .arg(key)
-                        .arg(slice)
+                        .arg(field)
                         .query_async(&mut conn)
                         .await
                         .unwrap();

@@ -15,14 +15,16 @@ use crate::error::{Error, Result};
 impl RedisSliceStore {
     pub(super) async fn read_slices(&self, read: SliceRead<'_>) -> Result<Vec<Vec<Slices>>> {
         let parse = kinds::of(read.space.kind)?.parse;
-        self.read_with(read, |reply, sel| parse_hash(reply, sel, parse))
+        self.read_with(read, |reply, sel, start| parse_hash(reply, sel, start, parse))
             .await
     }
 
     pub(super) async fn read_sum_slices(&self, read: SliceRead<'_>) -> Result<Reads<i64>> {
         check_sums(read.space)?;
-        self.read_with(read, |reply, sel| parse_hash(reply, sel, sum_of))
-            .await
+        self.read_with(read, |reply, sel, start| {
+            parse_hash(reply, sel, start, sum_of)
+        })
+        .await
     }
 
     /// Every (series, precision)'s hash, one pipeline per slot (its DUMP
@@ -31,11 +33,17 @@ impl RedisSliceStore {
     /// layout, one hash per chunk that may hold a slice of the window at
     /// the clock's now,
     /// and only the window's slices kept (a chunk lingers until its last
-    /// slice leaves the window).
+    /// slice leaves the window). In the compact layout, one hash per
+    /// series, asked for once and parsed once per precision (`parse` is
+    /// given what slice each field of the precision's names).
     async fn read_with<T>(
         &self,
         read: SliceRead<'_>,
-        parse: impl Fn(&Reply, SliceSel) -> std::result::Result<Vec<(u64, T)>, String>,
+        parse: impl Fn(
+            &Reply,
+            SliceSel,
+            &dyn Fn(u64) -> Option<u64>,
+        ) -> std::result::Result<Vec<(u64, T)>, String>,
     ) -> Result<Reads<T>> {
         let SliceRead {
             space,
@@ -49,6 +57,7 @@ impl RedisSliceStore {
         // hash) and the slices kept.
         let plan = keys.read_plan(space, precisions, sel, || self.clock.now())?;
         let key = |r: u64, chunk: u64, name: &str| keys.read_key(r, chunk, name);
+        let one_hash = keys.one_hash();
         // A hash of sums is asked for its DUMP: it is one listpack (the
         // server's limits are checked against the peak at start), one string
         // to send and parse instead of a reply per field and value (a read
@@ -60,6 +69,9 @@ impl RedisSliceStore {
         let hash_keys: Vec<Vec<String>> = names
             .iter()
             .map(|name| {
+                if one_hash {
+                    return vec![key(0, 0, name.as_str())];
+                }
                 precisions
                     .iter()
                     .zip(&plan)
@@ -147,11 +159,13 @@ impl RedisSliceStore {
                         // Chunks come oldest first and hold disjoint slices:
                         // their slices, each sorted, concatenate in order.
                         let mut slices = Vec::new();
+                        let start = |field: u64| keys.slice_of_field(r, field);
                         for &c in chunks {
-                            let reply = replies.next().ok_or_else(|| {
+                            let reply = if one_hash { per.first() } else { replies.next() };
+                            let reply = reply.ok_or_else(|| {
                                 Error::Backend("redis answered fewer replies than asked".into())
                             })?;
-                            let mut part = parse(reply, *sel).map_err(|why| {
+                            let mut part = parse(reply, *sel, &start).map_err(|why| {
                                 Error::Corrupt(format!("{}: {why}", key(r, c, name.as_str())))
                             })?;
                             if slices.is_empty() {
@@ -197,17 +211,21 @@ pub(super) fn sum_of(v: &Reply) -> std::result::Result<i64, String> {
 }
 
 /// A series hash's HGETALL reply as its slices selected by `sel`, each
-/// value read by `value`, oldest first, or what is wrong with it. Parses
+/// field's slice start given by `start` (`None`: another precision's, left
+/// out), each value read by `value`, oldest first, or what is wrong with it. Parses
 /// the reply's bytes in place (RESP2 flat array or RESP3 map), with no
 /// string or map per field: reads of every precision are on the latency
 /// path.
 fn parse_hash<T>(
     reply: &Reply,
     sel: SliceSel,
+    start: &dyn Fn(u64) -> Option<u64>,
     value: impl Fn(&Reply) -> std::result::Result<T, String>,
 ) -> std::result::Result<Vec<(u64, T)>, String> {
     let slice = |f: &Reply, v: &Reply| -> std::result::Result<Option<(u64, T)>, String> {
-        let start: u64 = reply_number(f, "a slice start")?;
+        let Some(start) = start(reply_number(f, "a slice start")?) else {
+            return Ok(None);
+        };
         if !sel.contains(start) {
             return Ok(None);
         }
@@ -260,7 +278,7 @@ mod tests {
         sel: SliceSel,
     ) -> std::result::Result<Slices, String> {
         let parse = kinds::of(kind).map_err(|e| e.to_string())?.parse;
-        parse_hash(reply, sel, parse)
+        parse_hash(reply, sel, &Some, parse)
     }
 
     #[test]
@@ -273,7 +291,10 @@ mod tests {
         assert_eq!(parse_slices(&resp2, Kind::Sum, all).unwrap(), want);
         assert_eq!(parse_slices(&resp3, Kind::Sum, all).unwrap(), want);
         let range = SliceSel::Range { from: 11, to: 20 };
-        assert_eq!(parse_hash(&resp2, range, sum_of).unwrap(), vec![(20, -3)]);
+        assert_eq!(
+            parse_hash(&resp2, range, &Some, sum_of).unwrap(),
+            vec![(20, -3)]
+        );
         assert_eq!(
             parse_slices(&Reply::Array(vec![]), Kind::Sum, all).unwrap(),
             vec![]

@@ -9,16 +9,18 @@
 --
 -- KEYS: the writer lane's record (when the header says so), then the h
 -- series hashes (one per series and precision; per series, precision and
--- chunk in the expiring layout), then the registries (in the expiring
--- layout each followed by its `ends@e`), each in the order ARGV lists
--- them; then gauges' current-value keys, one per series; then a kind's
+-- chunk in the expiring layout; one per series in the compact layout, but
+-- for gauges, whose runs name it once per precision), then the registries
+-- (in the expiring layout each followed by its `ends@e`), each in the
+-- order ARGV lists them; then gauges' current-value keys, one per series; then a kind's
 -- scratch keys (sets: two), last.
 -- ARGV[1]  '1' when KEYS[1] is the writer lane's record, else '0'; '3' and
 --          '2' say the same for the expiring layout
 -- ARGV[2]  the write's sequence number in its lane
 -- ARGV[3]  the space's kind code: '1' for sums, else a key of KIND_MERGE
 -- ARGV[4]  h, the number of hashes
--- then per hash: m, then m pairs of field (slice start) and delta;
+-- then per hash: m, then m pairs of field (slice start; in the compact
+-- layout `(precision << 32) | slice index`, all the same here) and delta;
 -- then per registry to the end: m, then m members.
 -- Gauges (kind '5') put three more before each hash's m: the KEYS index of
 -- the gauge's current-value key (after the registries), the hash's

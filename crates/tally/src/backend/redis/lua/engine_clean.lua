@@ -5,7 +5,8 @@
 -- KEYS[1]: the registry (a shard's `names`, or the book's `known:`);
 --          then np hash keys per entry, in entry order.
 -- ARGV[1]: np, hashes per entry (the tagged layout: one per precision; the
---          book's layout: 1, as each `known:` member names one hash).
+--          book's layout: 1, as each `known:` member names one hash; the
+--          compact layout: its one hash, once per precision).
 -- ARGV[2]: '1' for the book's rule (drop an entry only when this step removed
 --          its last sample), '0' to drop any entry whose hashes are all empty.
 -- ARGV[4]: nw, the number of windows; then each window: its length m and
@@ -68,7 +69,6 @@ for e = 0, entries - 1 do
   local member = ARGV[base]
   local empty, gone_here = true, 0
   for j = 1, np do
-    local key = KEYS[1 + e * np + j]
     local cut
     if shared then
       cut = cuts[j]
@@ -76,13 +76,19 @@ for e = 0, entries - 1 do
       cut = due(ARGV[base + j])
     end
     if cut then
-      gone_here = gone_here + trim(key, cut)
+      gone_here = gone_here + trim(KEYS[1 + e * np + j], cut)
     end
-    -- Whether the entry is empty is only asked while it may be, and not
-    -- at all where it could not be dropped (the book's rule, nothing
-    -- removed yet): an empty hash does not exist in Redis.
-    if empty and (gone_here > 0 or not book) and redis.call('EXISTS', key) == 1 then
-      empty = false
+  end
+  -- Whether the entry is empty is asked once everything due is removed (the
+  -- compact layout names its one hash at every precision), only while it
+  -- may be, and not at all where it could not be dropped (the book's rule,
+  -- nothing removed): an empty hash does not exist in Redis.
+  if gone_here > 0 or not book then
+    for j = 1, np do
+      if redis.call('EXISTS', KEYS[1 + e * np + j]) == 1 then
+        empty = false
+        break
+      end
     end
   end
   removed = removed + gone_here

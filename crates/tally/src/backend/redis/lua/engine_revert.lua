@@ -8,7 +8,8 @@
 -- `ends@e`; then the hashes.
 -- ARGV[1]  '0', or in the expiring layout the scale of its end scores
 -- ARGV[2]  n, the number of deltas to take back
--- ARGV[3 .. 2+3n]  n triples: hash key index, field (slice start), delta
+-- ARGV[3 .. 2+3n]  n triples: hash key index, field (slice start, or the
+--                  compact layout's integer field), delta
 -- then per counter to the end: its name, k, and the k indices of its hashes;
 -- a counter whose hashes are all empty afterwards leaves the registry. In
 -- the expiring layout every such counter's end score loses its mark (its
