@@ -84,6 +84,28 @@ fn ingest_checks_its_totals_on_both_backends() {
 }
 
 #[test]
+fn ingest_runs_in_the_compact_layout_next_to_its_own_commands() {
+    let r = bench(
+        &[
+            &["ingest", "--backend", "redis", "--key-layout", "compact"][..],
+            &["--counters", "10", "--modes", "exact-batch,aggregated"],
+            &LIGHT_LOAD,
+            &["--benchmark-requests", "20000"],
+        ]
+        .concat(),
+    );
+    let runs = r["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{r}");
+    each_exact_and_sent(runs, "totals_exact", "increments");
+    for run in runs {
+        // The bare client's totals were read back through Tally's compact
+        // layout, so its commands wrote that layout's keys and fields.
+        assert_eq!(run["bare"]["layout"], "compact", "{run}");
+        assert!(run["bare"]["increments"].as_u64().unwrap() > 0, "{run}");
+    }
+}
+
+#[test]
 fn read_reads_back_the_steady_state() {
     let r = bench(&["read", "--iterations", "10"]);
     let runs = r["runs"].as_array().unwrap();

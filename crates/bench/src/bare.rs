@@ -6,6 +6,9 @@
 //! - `default` layout: `ZADD {<prefix>:<shard>}:names 0 <name>` (the
 //!   counter's registry shard), then one `HINCRBY
 //!   {<prefix>:<shard>}:<p>:<name> <slice start> 1` per precision.
+//! - `compact` layout: the same `ZADD`, then one `HINCRBY
+//!   {<prefix>:<shard>}:@:<name> <(p << 32) | slice index> 1` per
+//!   precision, all into the counter's one hash.
 //!
 //! BENCHMARKS.md lists the same commands, so the ceiling cannot move by
 //! changing what is counted. It uses as many connections and as many
@@ -18,7 +21,10 @@
 use std::sync::Arc;
 
 use anyhow::Result;
-use tally::backend::redis::layout::{DEFAULT_PREFIX, default_registry, shard_of, tag};
+use tally::backend::redis::Layout;
+use tally::backend::redis::layout::{
+    DEFAULT_PREFIX, compact_field, default_registry, shard_of, tag,
+};
 use tally::{Clock, CounterSettings, SystemClock};
 
 use crate::pace::{Timed, go_on, self_cpu_seconds};
@@ -27,6 +33,8 @@ use crate::server::BenchRedis;
 /// What the bare client measured.
 #[derive(Debug, serde::Serialize)]
 pub struct Bare {
+    /// The layout whose commands it sent.
+    pub layout: BareLayout,
     /// Concurrent connections.
     pub connections: usize,
     /// Increments per round trip.
@@ -45,6 +53,28 @@ pub struct Bare {
     pub commands_us_per_increment: std::collections::BTreeMap<String, f64>,
 }
 
+/// The layouts the bare client sends the commands of.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BareLayout {
+    /// A hash per (counter, precision).
+    Default,
+    /// One hash per counter, a field per (precision, slice).
+    Compact,
+}
+
+impl BareLayout {
+    /// The layout Tally opens for it, under the default prefix.
+    pub fn layout(self) -> Layout {
+        match self {
+            BareLayout::Default => Layout::default(),
+            BareLayout::Compact => Layout::Compact {
+                prefix: DEFAULT_PREFIX.to_owned(),
+            },
+        }
+    }
+}
+
 /// How the bare client sends: `connections` at once, `per_round_trip`
 /// increments in each pipeline.
 #[derive(Clone, Copy, Debug)]
@@ -53,10 +83,11 @@ pub struct Shape {
     pub per_round_trip: usize,
 }
 
-/// Sends the default layout's commands for `seconds`, each connection
-/// picking names as `picks(connection)` does, then checks the totals.
+/// Sends `layout`'s commands for `seconds`, each connection picking names
+/// as `picks(connection)` does.
 pub async fn run(
     redis: &BenchRedis,
+    layout: BareLayout,
     settings: &CounterSettings,
     names: &Arc<Vec<String>>,
     shape: Shape,
@@ -88,14 +119,22 @@ pub async fn run(
                             .arg(0)
                             .arg(name)
                             .ignore();
-                        // `default_hash`'s key, without checking the name.
+                        // The layout's keys, without checking the name.
                         let tag = tag(DEFAULT_PREFIX, shard);
+                        let one = format!("{tag}:@:{name}");
                         for &p in precisions.iter() {
-                            pipe.cmd("HINCRBY")
-                                .arg(format!("{tag}:{p}:{name}"))
-                                .arg(now / p * p)
-                                .arg(1)
-                                .ignore();
+                            let slice = now / p * p;
+                            match layout {
+                                BareLayout::Default => pipe
+                                    .cmd("HINCRBY")
+                                    .arg(format!("{tag}:{p}:{name}"))
+                                    .arg(slice),
+                                BareLayout::Compact => {
+                                    pipe.cmd("HINCRBY").arg(&one).arg(compact_field(p, slice)?)
+                                }
+                            }
+                            .arg(1)
+                            .ignore();
                         }
                     }
                     let () = pipe.query_async(&mut conn).await?;
@@ -110,6 +149,7 @@ pub async fn run(
     let redis_cpu_us = (redis.cpu_seconds().await? - cpu) * 1e6 / n;
     let client_cpu_us = (self_cpu_seconds() - client) * 1e6 / n;
     Ok(Bare {
+        layout,
         connections: shape.connections,
         per_round_trip: shape.per_round_trip,
         distinct: names.len() as u64,

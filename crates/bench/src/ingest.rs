@@ -28,7 +28,7 @@ use tally::counters::{CounterWriter, WriterSettings};
 use tally::engine::series::{Rules, SeriesWriter};
 use tally::{Clock, CounterSettings, Counters, Increment, SystemClock};
 
-use crate::bare::{self, Bare, Shape};
+use crate::bare::{self, Bare, BareLayout, Shape};
 use crate::book;
 use crate::pace::{ROUND, Timed, another_round, self_cpu_seconds};
 use crate::server::{
@@ -58,6 +58,10 @@ pub struct IngestArgs {
     /// Hot counters of the book's algorithm.
     #[arg(long, default_value_t = 1000)]
     pub book_counters: u64,
+    /// The Redis key layout of Tally's runs and of the bare client's
+    /// commands.
+    #[arg(long, value_enum, default_value = "default")]
+    pub key_layout: BareLayout,
     /// Requests of each redis-benchmark baseline.
     #[arg(long, default_value_t = 2_000_000)]
     pub benchmark_requests: u64,
@@ -209,7 +213,8 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
         let first = runs.len();
         for &distinct in &args.counters {
             for &mode in &args.modes {
-                let opened = Opened::open(kind, redis.as_ref()).await?;
+                let opened =
+                    Opened::open_in(kind, redis.as_ref(), args.key_layout.layout()).await?;
                 let clock: Arc<dyn Clock> = Arc::new(SystemClock);
                 let counters = opened.counters(&settings, clock).await?;
                 let cpu_before = match &redis {
@@ -249,12 +254,19 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
                         let shape = bare_shape(mode, &args);
                         let names = Arc::new(names);
                         reset_command_stats(&mut r.raw().await?).await?;
-                        let mut b =
-                            bare::run(r, &settings, &names, shape, args.load.seconds, |w| {
+                        let mut b = bare::run(
+                            r,
+                            args.key_layout,
+                            &settings,
+                            &names,
+                            shape,
+                            args.load.seconds,
+                            |w| {
                                 let mut picks = Picks::new(&names, w);
                                 Box::new(move || picks.index())
-                            })
-                            .await?;
+                            },
+                        )
+                        .await?;
                         b.commands_us_per_increment =
                             commands_per_increment(r, b.increments).await?;
                         check_totals(

@@ -185,13 +185,18 @@ impl Opened {
     /// Opens `kind`: on `redis` (which must be given for Redis) or a new
     /// SQLite file in a temporary directory.
     pub async fn open(kind: Kind, redis: Option<&BenchRedis>) -> Result<Self> {
+        Self::open_in(kind, redis, Layout::default()).await
+    }
+
+    /// [`Opened::open`], Redis in `layout`.
+    pub async fn open_in(kind: Kind, redis: Option<&BenchRedis>, layout: Layout) -> Result<Self> {
         match kind {
             Kind::Redis => {
                 let server = redis.context("a Redis run needs the bench's server")?;
                 Ok(Opened {
                     backend: Backend::open(&BackendConfig::Redis {
                         url: server.url(),
-                        layout: Default::default(),
+                        layout,
                     })
                     .await?,
                     _dir: None,
