@@ -605,13 +605,7 @@ async fn a_compact_counter_counted_once_is_one_hash_of_seven_integers() {
     // The writer lane's record, if any, is per writer, not per counter.
     keys.retain(|k| !k.contains(":writer:"));
     assert_eq!(keys, vec![hash.clone(), registry.clone()]);
-    let encoding: String = redis::cmd("OBJECT")
-        .arg("ENCODING")
-        .arg(&hash)
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    assert_eq!(encoding, "listpack");
+    assert_eq!(compact_encoding(&mut raw, &hash).await, "listpack");
     let mut fields: Vec<(u64, i64)> = raw.hgetall(&hash).await.unwrap();
     fields.sort_unstable();
     let want: Vec<(u64, i64)> = BOOK_PRECISIONS
@@ -632,6 +626,16 @@ async fn a_compact_counter_counted_once_is_one_hash_of_seven_integers() {
     let mut left: Vec<String> = raw.keys("*").await.unwrap();
     left.retain(|k| !k.contains(":writer:"));
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// How Redis encodes a compact series' hash (`OBJECT ENCODING`).
+async fn compact_encoding(raw: &mut redis::aio::MultiplexedConnection, hash: &str) -> String {
+    redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg(hash)
+        .query_async(raw)
+        .await
+        .unwrap()
 }
 
 /// The compact layout past the listpack limit: a series busy at every
@@ -656,13 +660,7 @@ async fn a_busy_compact_series_outgrows_the_listpack_and_reads_the_same() {
         "{{tally:{}}}:@:busy",
         tally::backend::redis::layout::shard_of("busy")
     );
-    let encoding: String = redis::cmd("OBJECT")
-        .arg("ENCODING")
-        .arg(&hash)
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    assert_eq!(encoding, "hashtable");
+    assert_eq!(compact_encoding(&mut raw, &hash).await, "hashtable");
     let fine = f.counters.get("busy", 1).await.unwrap();
     assert_eq!(fine, (0..600).map(|i| s(base + i, 1)).collect::<Vec<_>>());
     let coarse = f.counters.get("busy", 60).await.unwrap();
