@@ -33,13 +33,29 @@ fn three_masters_with_replicas_come_up_healthy() {
         cluster.admin(to, &["GET", "moving"]).text().as_deref(),
         Some("1")
     );
-    // Killing that master promotes its replica, which has the key.
-    cluster.admin(to, &["WAIT", "1", "5000"]);
+    // Killing that master promotes its replica, which has the key. Once
+    // the replica has acknowledged the write (WAIT counts it; a replica
+    // still in its first sync does not, so ask until it does), and once
+    // the promoted node serves the slot (right after a failover it may
+    // still answer MOVED while it learns the migrated slot is its own).
+    assert!(
+        tally_testkit::wait_until(tally_testkit::PATIENCE, || {
+            cluster.admin(to, &["WAIT", "1", "1000"]) == Reply::Int(1)
+        }),
+        "the replica of master {to} never acknowledged the migrated key"
+    );
     let new = cluster.kill_master_and_wait_failover(to);
     assert_eq!(cluster.master_of_slot(slot), new);
-    assert_eq!(
-        cluster.admin(new, &["GET", "moving"]).text().as_deref(),
-        Some("1")
+    let mut last = None;
+    let served = tally_testkit::wait_until(tally_testkit::PATIENCE, || {
+        let reply = cluster.admin(new, &["GET", "moving"]);
+        let found = reply.text().as_deref() == Some("1");
+        last = Some(reply);
+        found
+    });
+    assert!(
+        served,
+        "the promoted master {new} answers {last:?} for the key"
     );
 }
 
