@@ -121,7 +121,12 @@ pub async fn run(
                             .ignore();
                         // The layout's keys, without checking the name.
                         let tag = tag(DEFAULT_PREFIX, shard);
-                        let one = format!("{tag}:@:{name}");
+                        // Only the compact layout has one hash for all.
+                        let one = if layout == BareLayout::Compact {
+                            format!("{tag}:@:{name}")
+                        } else {
+                            String::new()
+                        };
                         for &p in precisions.iter() {
                             let slice = now / p * p;
                             match layout {
