@@ -121,6 +121,20 @@
 
 #![deny(missing_docs)]
 
+/// Logs that one round of a background job is done (a flusher tick, a
+/// cleaner pass): the `lead` values as they are, then the named fields of
+/// its report, then the milliseconds since `started`.
+macro_rules! log_round_done {
+    ($message:literal, $started:expr, [$($lead:ident),*], $report:expr => $($field:ident),+) => {
+        tracing::info!(
+            $($lead,)*
+            $($field = $report.$field,)+
+            elapsed_ms = $started.elapsed().as_millis() as u64,
+            $message
+        )
+    };
+}
+
 pub mod backend;
 pub mod buffers;
 pub mod carbon;

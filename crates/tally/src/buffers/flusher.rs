@@ -424,15 +424,8 @@ impl Flusher {
             }
             let started = Instant::now();
             match self.tick().await {
-                Ok(r) => tracing::info!(
-                    failed = r.failed,
-                    batches = r.batches,
-                    rows = r.rows,
-                    statements = r.statements,
-                    taken_over = r.taken_over,
-                    elapsed_ms = started.elapsed().as_millis() as u64,
-                    "flush tick done"
-                ),
+                Ok(r) => log_round_done!("flush tick done", started, [], r =>
+                    failed, batches, rows, statements, taken_over),
                 Err(e) => tracing::warn!(error = %e, "flush tick failed; retrying next tick"),
             }
             let wait = self.settings.tick.saturating_sub(started.elapsed());

@@ -254,15 +254,8 @@ impl Cleaner {
             tokio::select! {
                 _ = &mut shutdown => break,
                 result = self.pass() => match result {
-                    Ok(report) => tracing::info!(
-                        pass,
-                        scanned = report.scanned,
-                        samples_removed = report.samples_removed,
-                        counters_removed = report.counters_removed,
-                        round_trips = report.round_trips,
-                        elapsed_ms = started.elapsed().as_millis() as u64,
-                        "cleaner pass done"
-                    ),
+                    Ok(report) => log_round_done!("cleaner pass done", started, [pass], report =>
+                        scanned, samples_removed, counters_removed, round_trips),
                     Err(e) => tracing::warn!(pass, error = %e, "cleaner pass failed; retrying next interval"),
                 },
             }
