@@ -29,6 +29,7 @@ per_backend!(layouts:
     negative_and_zero_counts,
     batch_merges_and_spans_counters,
     batch_is_all_or_nothing,
+    an_overflow_takes_back_the_counters_it_made,
     overflow_writes_nothing,
     bad_input_writes_nothing,
     unknown_precision_lists_configured,
@@ -213,6 +214,39 @@ async fn batch_is_all_or_nothing(kind: Kind) {
     let err = f.counters.incr_many(&huge).await.unwrap_err();
     assert!(err.to_string().contains("at most 10000"), "{err}");
     assert_eq!(f.all_names().await, vec!["keep", "zz"]);
+}
+
+/// Counters a batch makes (in the compact layout, a hash of a field per
+/// precision, made at once) are gone again when a later counter of the
+/// batch overflows.
+async fn an_overflow_takes_back_the_counters_it_made(kind: Kind) {
+    let precisions = [1, 5, 60, 300];
+    let f = Fixture::with_settings(kind, small(&precisions, 100)).await;
+    f.counters.incr_at("zz", i64::MAX, 10.0).await.unwrap();
+    let mut batch: Vec<Increment> = (0..10)
+        .map(|i| Increment::new(format!("n{i}"), i + 1).at(10.0))
+        .collect();
+    batch.push(Increment::new("zz", 1).at(10.0));
+    let err = f.counters.incr_many(&batch).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Overflow { name, .. } if name == "zz"),
+        "{err}"
+    );
+    assert_eq!(f.all_names().await, vec!["zz"]);
+    for i in 0..10 {
+        for p in precisions {
+            let got = f.counters.get(&format!("n{i}"), p).await.unwrap();
+            assert!(got.is_empty(), "n{i} at {p} s: {got:?}");
+        }
+    }
+    // The same counters written alone are made whole.
+    f.counters.incr_many(&batch[..10]).await.unwrap();
+    for p in precisions {
+        assert_eq!(
+            f.counters.get("n9", p).await.unwrap(),
+            vec![s(10 / p * p, 10)]
+        );
+    }
 }
 
 async fn overflow_writes_nothing(kind: Kind) {

@@ -115,7 +115,8 @@ end
 --
 -- Sums keep the tight loop counters always had: each hash's key is read
 -- once and no number is parsed but the counts (usually '1'), which matters
--- at a million HINCRBY a second. Blob kinds read each field (HGET), merge
+-- at a million HINCRBY a second; a new hash of several fields is one HSET.
+-- Blob kinds read each field (HGET), merge
 -- with their kind's function (prepended: engine_kinds.lua) and write it
 -- back (HSET). Operations are numbered from 0 in ARGV order.
 --
@@ -143,6 +144,12 @@ if kind ~= '1' then
   end
 end
 
+-- Sums: a hash written with at least NEW_HASH_MIN fields is first looked
+-- up, and made with one HSET when it does not exist (up to NEW_HASH_MAX
+-- fields, within what unpack and one command take comfortably). Below
+-- that, HINCRBY per field is as cheap as the lookup.
+local NEW_HASH_MIN, NEW_HASH_MAX = 3, 500
+
 -- The first operation that failed (0-based) and its error. No closure or
 -- table is made on the way for sums: this runs for every exact increment.
 local failed, err = nil, nil
@@ -154,13 +161,21 @@ if not merge then
     local key = KEYS[marker + k]
     local _, _, _, m, pairs_at = apply_hash(at, false)
     at = pairs_at
-    for _ = 1, m do
-      local r = redis.pcall('HINCRBY', key, ARGV[at], ARGV[at + 1])
-      if type(r) == 'table' and r.err then
-        failed, err = op, r.err
-        break
+    if m >= NEW_HASH_MIN and m <= NEW_HASH_MAX and redis.call('EXISTS', key) == 0 then
+      -- A hash that does not exist yet (in the compact layout, a series'
+      -- first write: a field per precision) is made with one HSET; its
+      -- values are the deltas, as HINCRBY would leave them.
+      redis.call('HSET', key, unpack(ARGV, at, at + 2 * m - 1))
+      at, op = at + 2 * m, op + m
+    else
+      for _ = 1, m do
+        local r = redis.pcall('HINCRBY', key, ARGV[at], ARGV[at + 1])
+        if type(r) == 'table' and r.err then
+          failed, err = op, r.err
+          break
+        end
+        at, op = at + 2, op + 1
       end
-      at, op = at + 2, op + 1
     end
     if failed then break end
   end
