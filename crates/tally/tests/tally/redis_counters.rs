@@ -628,6 +628,59 @@ async fn a_compact_counter_counted_once_is_one_hash_of_seven_integers() {
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// A counter is registered by its first write only: a later write whose
+/// series' coarsest hash already held a count sends no `ZADD` (that hash
+/// exists only while the series is registered), in every cleaned layout;
+/// a counter deleted and written again is registered again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counter_is_registered_by_its_first_write_only() {
+    for kind in [Kind::RedisDefault, Kind::RedisRia, Kind::RedisCompact] {
+        let f = Fixture::new(kind).await;
+        let mut raw = f.raw().await;
+        let zadds = |raw: &mut redis::aio::MultiplexedConnection| {
+            let mut raw = raw.clone();
+            async move {
+                let stats: String = redis::cmd("INFO")
+                    .arg("commandstats")
+                    .query_async(&mut raw)
+                    .await
+                    .unwrap();
+                stats
+                    .lines()
+                    .find_map(|l| l.strip_prefix("cmdstat_zadd:calls="))
+                    .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok())
+                    .unwrap_or(0)
+            }
+        };
+        let at = 1_336_376_415.0;
+        f.counters.incr_at("ad:1", 1, at).await.unwrap();
+        let first = zadds(&mut raw).await;
+        assert!(first >= 1, "{kind:?}: the first write registers");
+        // The same slices again.
+        f.counters.incr_at("ad:1", 2, at).await.unwrap();
+        assert_eq!(zadds(&mut raw).await, first, "{kind:?}");
+        // A later second: new finest slices. The book's layout has a
+        // member per precision, each vouched for by its own hash's slice,
+        // so there the new slices are registered again (a ZADD of members
+        // it has); the others' coarsest slice vouches for the series.
+        f.counters.incr_at("ad:1", 4, at + 1.0).await.unwrap();
+        if kind != Kind::RedisRia {
+            assert_eq!(zadds(&mut raw).await, first, "{kind:?}");
+        }
+        assert_eq!(f.all_names().await, vec!["ad:1"], "{kind:?}");
+        assert_eq!(
+            f.counters.get("ad:1", 86400).await.unwrap(),
+            vec![s(1_336_348_800, 7)],
+            "{kind:?}"
+        );
+        assert!(f.counters.delete("ad:1").await.unwrap());
+        assert!(f.all_names().await.is_empty(), "{kind:?}");
+        f.counters.incr_at("ad:1", 1, at).await.unwrap();
+        assert!(zadds(&mut raw).await > first, "{kind:?}");
+        assert_eq!(f.all_names().await, vec!["ad:1"], "{kind:?}");
+    }
+}
+
 /// How Redis encodes a compact series' hash (`OBJECT ENCODING`).
 async fn compact_encoding(raw: &mut redis::aio::MultiplexedConnection, hash: &str) -> String {
     redis::cmd("OBJECT")

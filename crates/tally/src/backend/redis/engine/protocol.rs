@@ -164,15 +164,20 @@ pub(super) fn apply_call<'a>(
             }
         }
     } else {
-        // Then per registry its members.
+        // Then per registry its members, each with the KEYS index of the
+        // hash that vouches for it: its own in the book's layout, else the
+        // series' last (its coarsest precision, whose slice most often
+        // exists already).
         for (series, members) in registries.values() {
             cmd.arg(*members);
             for &i in series {
                 let name = writes[i].name.as_str();
                 let hashes = groups.of_series(i).count();
-                for (_, g) in groups.of_series(i).take(keys.members_of(hashes)) {
+                let last = groups.of_series(i).last().map_or(0, |(k, _)| k);
+                for (k, g) in groups.of_series(i).take(keys.members_of(hashes)) {
                     keys.write_member(&mut buf, g.cells[0].precision, name);
-                    cmd.arg(buf.as_str());
+                    let vouch = if keys.is_book() { k } else { last };
+                    cmd.arg(buf.as_str()).arg(usize::from(marker) + vouch + 1);
                 }
             }
         }

@@ -53,7 +53,10 @@ else
 reg = reg + 1
 out[#out + 1] = 'registry ' .. KEYS[reg]
 local m, members, after = apply_members(at)
-for k = 0, m - 1 do out[#out + 1] = 'member ' .. ARGV[members + k] end
+for j = 0, m - 1 do
+  local member, vouch = apply_member(members, j)
+  out[#out + 1] = 'member ' .. member .. ' by ' .. KEYS[vouch]
+end
 at = after
   end
 end
@@ -181,11 +184,19 @@ fn expected(keys: SpaceKeys<'_>, batch: &Batch, now: Timestamp) -> Vec<String> {
                     ));
                 }
             } else if keys.is_book() {
+                // Each hash vouches for its own member.
                 for (_, g) in groups.of_series(i) {
-                    out.push(format!("member {}:{}", g.cells[0].precision, w.name));
+                    out.push(format!(
+                        "member {}:{} by {}",
+                        g.cells[0].precision,
+                        w.name,
+                        hash(g)
+                    ));
                 }
             } else {
-                out.push(format!("member {}", w.name));
+                // The series' coarsest hash vouches for it.
+                let (_, last) = groups.of_series(i).last().unwrap();
+                out.push(format!("member {} by {}", w.name, hash(last)));
             }
         }
     }

@@ -21,7 +21,9 @@
 -- ARGV[4]  h, the number of hashes
 -- then per hash: m, then m pairs of field (slice start; in the compact
 -- layout `(precision << 32) | slice index`, all the same here) and delta;
--- then per registry to the end: m, then m members.
+-- then per registry to the end: m, then m pairs of member and the KEYS
+-- index of the hash that vouches for it (a hash of the member's series
+-- that exists only while the member is registered).
 -- Gauges (kind '5') put three more before each hash's m: the KEYS index of
 -- the gauge's current-value key (after the registries), the hash's
 -- precision, and the seconds that key lives (0: for ever).
@@ -62,10 +64,17 @@ local function apply_hash(at, gauge)
 end
 
 -- The registry whose ARGV start at `at` (layouts without `ends@e`): m, the
--- index of its first member, and the index after its members.
+-- index of its first member (member j and the KEYS index of the hash
+-- vouching for it: apply_member), and the index after its members.
 local function apply_members(at)
   local m = tonumber(ARGV[at])
-  return m, at + 1, at + 1 + m
+  return m, at + 1, at + 1 + 2 * m
+end
+
+-- Member j (from 0) of the registry whose members start at `first`: the
+-- member and the KEYS index of the hash that vouches for it.
+local function apply_member(first, j)
+  return ARGV[first + 2 * j], tonumber(ARGV[first + 2 * j + 1])
 end
 
 -- The expiring layout's tail at `at`: the score below which a series has
@@ -144,6 +153,11 @@ if kind ~= '1' then
   end
 end
 
+-- Sums: the KEYS indexes of the hashes that held something before their
+-- turn in this call (the HINCRBY of their last field answered other than
+-- its delta). A member such a hash vouches for is registered already
+-- (or by this call, when a series comes twice): no ZADD for it.
+local held = {}
 -- Sums: a hash written with at least NEW_HASH_MIN fields is first looked
 -- up, and made with one HSET when it does not exist (up to NEW_HASH_MAX
 -- fields, within what unpack and one command take comfortably). Below
@@ -151,7 +165,8 @@ end
 local NEW_HASH_MIN, NEW_HASH_MAX = 3, 500
 
 -- The first operation that failed (0-based) and its error. No closure or
--- table is made on the way for sums: this runs for every exact increment.
+-- table but `held` is made on the way for sums: this runs for every exact
+-- increment.
 local failed, err = nil, nil
 -- Blob kinds: the value each operation found (false: none), to restore.
 local saved = nil
@@ -168,13 +183,17 @@ if not merge then
       redis.call('HSET', key, unpack(ARGV, at, at + 2 * m - 1))
       at, op = at + 2 * m, op + m
     else
+      local r
       for _ = 1, m do
-        local r = redis.pcall('HINCRBY', key, ARGV[at], ARGV[at + 1])
+        r = redis.pcall('HINCRBY', key, ARGV[at], ARGV[at + 1])
         if type(r) == 'table' and r.err then
           failed, err = op, r.err
           break
         end
         at, op = at + 2, op + 1
+      end
+      if m > 0 and not failed and r ~= tonumber(ARGV[at - 1]) then
+        held[marker + k] = true
       end
     end
     if failed then break end
@@ -323,10 +342,13 @@ else
     local key = KEYS[reg]
     local m, members, after = apply_members(at)
     local args = {}
-    for k = 1, m do
-      args[#args + 1] = '0'
-      args[#args + 1] = ARGV[members + k - 1]
-      if #args == 1000 or k == m then
+    for j = 0, m - 1 do
+      local member, vouch = apply_member(members, j)
+      if not held[vouch] then
+        args[#args + 1] = '0'
+        args[#args + 1] = member
+      end
+      if #args == 1000 or (j == m - 1 and #args > 0) then
         redis.call('ZADD', key, unpack(args))
         args = {}
       end
