@@ -501,7 +501,8 @@ end
         inv.arg("0").arg(0).arg(99).arg(2);
         inv.arg(2).arg("10").arg("a").arg("20").arg("b");
         inv.arg(1).arg("10").arg(last);
-        inv.arg(1).arg("series");
+        // One member, vouched for by h2 (KEYS[2]).
+        inv.arg(1).arg("series").arg(2);
         inv
     };
     let err = call("big").invoke_async::<i64>(&mut raw).await.unwrap_err();

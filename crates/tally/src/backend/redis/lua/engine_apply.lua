@@ -153,10 +153,11 @@ if kind ~= '1' then
   end
 end
 
--- Sums: the KEYS indexes of the hashes that held something before their
--- turn in this call (the HINCRBY of their last field answered other than
--- its delta). A member such a hash vouches for is registered already
--- (or by this call, when a series comes twice): no ZADD for it.
+-- Sums: per hash k (from 1, in KEYS order) whether it held something
+-- before its turn in this call (the HINCRBY of its last field answered
+-- other than its delta), set for every hash in order (the table's array
+-- part). A member such a hash vouches for is registered already (or by
+-- this call, when a series comes twice): no ZADD for it.
 local held = {}
 -- Sums: a hash written with at least NEW_HASH_MIN fields is first looked
 -- up, and made with one HSET when it does not exist (up to NEW_HASH_MAX
@@ -182,6 +183,7 @@ if not merge then
       -- values are the deltas, as HINCRBY would leave them.
       redis.call('HSET', key, unpack(ARGV, at, at + 2 * m - 1))
       at, op = at + 2 * m, op + m
+      held[k] = false
     else
       local r
       for _ = 1, m do
@@ -192,9 +194,7 @@ if not merge then
         end
         at, op = at + 2, op + 1
       end
-      if m > 0 and not failed and r ~= tonumber(ARGV[at - 1]) then
-        held[marker + k] = true
-      end
+      held[k] = m > 0 and r ~= tonumber(ARGV[at - 1])
     end
     if failed then break end
   end
@@ -344,7 +344,7 @@ else
     local args = {}
     for j = 0, m - 1 do
       local member, vouch = apply_member(members, j)
-      if not held[vouch] then
+      if not held[vouch - marker] then
         args[#args + 1] = '0'
         args[#args + 1] = member
       end
