@@ -531,3 +531,91 @@ fn graphite_renders_and_finds_next_to_graphite_web() {
         }
     }
 }
+
+#[test]
+fn retention_measures_the_compact_layouts_passes() {
+    let r = bench(&[
+        "retention",
+        "--layouts",
+        "compact",
+        "--counters",
+        "40",
+        "--peak-counters",
+        "20",
+        "--batch",
+        "7",
+    ]);
+    let layouts = r["layouts"].as_array().unwrap();
+    assert_eq!(layouts.len(), 1, "{r}");
+    let l = &layouts[0];
+    assert_eq!(l["layout"], "compact", "{l}");
+    // The regular pass removed exactly the minute's slices at 1, 5 and
+    // 60 s from each counter's one hash, checked for every sampled one.
+    let p = &l["regular_pass"];
+    assert_eq!(p["removed_per_counter"], 73, "{p}");
+    assert_eq!(p["pass"]["samples_removed"], 40 * 73, "{p}");
+    assert_eq!(p["hashes_checked"], 40 * 7, "{p}");
+    // The peak: one hash per counter, a listpack of every precision's
+    // 181 slices (the run raised the server's limit to that).
+    let peak = r["peak"].as_array().unwrap();
+    assert_eq!(peak.len(), 1, "{r}");
+    let k = &peak[0];
+    assert_eq!(k["layout"], "compact", "{k}");
+    assert_eq!(k["fill"], "restore", "{k}");
+    assert_eq!(k["listpack_entries_set"], 7 * 181, "{k}");
+    assert_eq!(k["scanned"], 20, "{k}");
+    assert_eq!(k["pass"]["samples_removed"], 20 * 7 * 61, "{k}");
+    assert_eq!(k["cpu_target"]["limit"], 60.0, "{k}");
+    // The pass read every hash whole (DUMP) and removed the old fields.
+    let commands = &k["commands_us_per_counter"];
+    assert!(commands["dump"].as_f64().is_some(), "{k}");
+    assert!(commands.get("config|resetstat").is_none(), "{k}");
+}
+
+#[test]
+fn retention_fills_the_peak_by_restoring_one_counter() {
+    let r = bench(&[
+        "retention",
+        "--layouts",
+        "default,ria",
+        "--counters",
+        "20",
+        "--peak-counters",
+        "30",
+    ]);
+    let peak = r["peak"].as_array().unwrap();
+    assert_eq!(peak.len(), 2, "{r}");
+    for (k, scanned) in peak.iter().zip([30, 30 * 7]) {
+        assert_eq!(k["fill"], "restore", "{k}");
+        assert!(k["listpack_entries_set"].is_null(), "{k}");
+        // Every copied counter was scanned and lost exactly its old slices.
+        assert_eq!(k["scanned"], scanned, "{k}");
+        assert_eq!(k["pass"]["samples_removed"], 30 * 7 * 61, "{k}");
+        assert!(k["cpu_target"]["measured"].as_f64().unwrap() > 0.0, "{k}");
+        assert!(k["used_memory_gib"].as_f64().unwrap() > 0.0, "{k}");
+    }
+}
+
+#[test]
+fn read_times_a_busy_stat_next_to_a_bare_client() {
+    let r = bench(&["read", "--backend", "redis", "--iterations", "50"]);
+    let b = &r["busy_stat"];
+    assert_eq!(b["layout"], "default", "{b}");
+    assert!(b["kib"].as_f64().unwrap() > 0.0, "{b}");
+    assert_eq!(b["bare_commands"].as_array().unwrap().len(), 7, "{b}");
+    let reads = b["reads"].as_array().unwrap();
+    // Every precision at once, then each alone.
+    assert_eq!(reads.len(), 8, "{b}");
+    assert_eq!(reads[0]["read"], "every precision", "{b}");
+    assert_eq!(reads[0]["slices"], 7 * 120, "{b}");
+    for x in &reads[1..] {
+        assert_eq!(x["read"], "one precision", "{x}");
+        assert_eq!(x["slices"], 120, "{x}");
+    }
+    for x in reads {
+        assert_eq!(x["iterations"], 5, "{x}");
+        assert!(x["bare_p50_us"].as_f64().unwrap() > 0.0, "{x}");
+        assert!(x["p50_ratio_to_bare"].as_f64().unwrap() > 0.0, "{x}");
+        assert!(x["redis_us_per_read"].as_f64().unwrap() > 0.0, "{x}");
+    }
+}

@@ -25,10 +25,32 @@ use tally::backend::redis::Layout;
 use tally::backend::redis::layout::{
     DEFAULT_PREFIX, compact_field, default_registry, shard_of, tag,
 };
+use tally::engine::Space;
 use tally::{Clock, CounterSettings, SystemClock};
 
 use crate::pace::{Timed, go_on, self_cpu_seconds};
 use crate::server::BenchRedis;
+
+/// The commands a read of statistic `name` at `precisions` sends in
+/// `layout` (issue 20 §5), each as its words: what the store's read needs
+/// for those slices, for a bare client to send in the same run (`tally
+/// bench read`'s busy statistic). Today one `HGETALL` of each (series,
+/// precision) hash, whose fields are slice starts and values each slice's
+/// moments and sketch as one blob. The one place the bench says which keys
+/// and commands a statistic's read needs: change it with the statistics'
+/// storage, so the ceiling follows what a read must fetch.
+pub fn stat_read_commands(
+    layout: &Layout,
+    space: &Space,
+    name: &str,
+    precisions: &[u64],
+) -> Vec<Vec<String>> {
+    let keys = layout.space_keys(space);
+    precisions
+        .iter()
+        .map(|&p| vec!["HGETALL".to_owned(), keys.hash(p, name)])
+        .collect()
+}
 
 /// What the bare client measured.
 #[derive(Debug, serde::Serialize)]

@@ -148,11 +148,39 @@ pub async fn first_pass(
     let started = Instant::now();
     fill(&counters, names, slices, now, 100, args.concurrency).await?;
     let fill_seconds = started.elapsed().as_secs_f64();
-    let mut cleaner = counters.cleaner(CleanerSettings {
+    let mut cleaner = first_cleaner(&counters, args)?;
+    let (pass, report) = timed_pass(server, &mut cleaner, now, n).await?;
+    check_first_pass(&counters, names, slices, &report, entries).await?;
+    Ok(FirstPass {
+        counters,
+        cleaner,
+        fill_seconds,
+        pass,
+        report,
+    })
+}
+
+/// The cleaner of a first pass: `args.batch` counters per round trip.
+pub fn first_cleaner(counters: &Counters, args: &PassArgs) -> Result<tally::Cleaner> {
+    Ok(counters.cleaner(CleanerSettings {
         batch: args.batch,
         ..CleanerSettings::default()
-    })?;
-    let (pass, report) = timed_pass(server, &mut cleaner, now, n).await?;
+    })?)
+}
+
+/// Checks a first pass (`report`) over `names` filled with `slices` of
+/// every precision: it scanned `entries` registry entries, removed exactly
+/// the `old` slices, and a sample of counters holds exactly the `recent`
+/// ones.
+pub async fn check_first_pass(
+    counters: &Counters,
+    names: &[String],
+    slices: Slices,
+    report: &CleanReport,
+    entries: u64,
+) -> Result<()> {
+    let np = counters.settings().precisions.len() as u64;
+    let n = names.len() as u64;
     ensure!(
         report.scanned == entries && report.samples_removed == n * np * slices.old,
         "the first pass scanned {} registry entries and removed {} samples; expected {} and {}",
@@ -162,7 +190,7 @@ pub async fn first_pass(
         n * np * slices.old
     );
     check_samples(
-        &counters,
+        counters,
         names,
         names.len() / 100,
         slices.recent,
@@ -174,13 +202,7 @@ pub async fn first_pass(
         },
     )
     .await?;
-    Ok(FirstPass {
-        counters,
-        cleaner,
-        fill_seconds,
-        pass,
-        report,
-    })
+    Ok(())
 }
 
 /// [`first_pass`] on the system clock, at its current second (handed back

@@ -370,6 +370,33 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
                 if let Some(x) = r.expiring_p99_ratio_to_default {
                     println!("expiring vs default, one counter's p99: x{x:.2}");
                 }
+                if let Some(b) = &r.busy_stat {
+                    println!(
+                        "busy stat ({} observations held): {:.1} KiB of Redis memory \
+                         (target {} KiB{})",
+                        b.observations_held,
+                        b.kib,
+                        b.target_kib,
+                        if b.memory_met { ": met" } else { ": MISSED" }
+                    );
+                    for x in &b.reads {
+                        println!(
+                            "busy stat, {} {:?}: {} slices, p50 {:.0} us, p99 {:.0} us; bare \
+                             client p50 {:.0} us, p99 {:.0} us; p50 x{:.2}; inside Redis {:.0} \
+                             us{}",
+                            x.read,
+                            x.precisions,
+                            x.slices,
+                            x.p50_us,
+                            x.p99_us,
+                            x.bare_p50_us,
+                            x.bare_p99_us,
+                            x.p50_ratio_to_bare,
+                            x.redis_us_per_read,
+                            if x.met { ": met" } else { ": MISSED" }
+                        );
+                    }
+                }
                 Ok(())
             })
         }
@@ -782,7 +809,7 @@ fn print_retention(r: &retention::Retention) -> Result<()> {
         let name = serde_json::to_value(p.layout)?;
         println!(
             "{} first pass at the peak: {} counters{} x {} precisions x ({} + {}) slices: \
-             {:.2} s, Redis CPU {:.2} s; {}",
+             {:.2} s, Redis CPU {:.2} s; {}; {}",
             name.as_str().unwrap_or_default(),
             p.counters,
             if p.reduced_for_memory {
@@ -795,7 +822,8 @@ fn print_retention(r: &retention::Retention) -> Result<()> {
             p.old,
             p.pass.seconds,
             p.pass.redis_cpu_seconds,
-            status(&p.target)
+            status(&p.target),
+            status(&p.cpu_target)
         );
     }
     Ok(())

@@ -13,6 +13,18 @@
 //! bare redis-rs connection that decodes nothing (Tally reads hashes of
 //! sums by DUMP). Before timing, the bench checks that a
 //! read returns exactly the samples written.
+//!
+//! A busy statistic (issue 20 §5, Redis, default layout, on a server of its
+//! own): every retained slice of every precision written as 1,000 lognormal
+//! observations a second leave it (`tally bench stats`'s busy stat, at the
+//! default accuracy of 1 %), then the server's memory growth, and the
+//! latency (p50, p99) of reading every precision at once and each
+//! precision alone (`Stats::get_all`, `Stats::get`, default quantiles),
+//! each read alternating with a bare redis-rs client sending the commands
+//! the read needs ([`crate::bare::stat_read_commands`]) and turning the
+//! replies into nothing more than redis-rs values. Targets: every
+//! precision p50 ≤ 2 ms, each read within 1.5x the bare client's, memory
+//! ≤ 512 KiB.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -20,7 +32,10 @@ use std::time::Instant;
 use anyhow::{Result, ensure};
 use tally::backend::redis::Layout;
 use tally::backend::redis::layout::DEFAULT_PREFIX;
-use tally::{Clock, CounterSettings, Counters, ManualClock, SystemClock};
+use tally::stats::DEFAULT_QUANTILES;
+use tally::{Clock, CounterSettings, Counters, ManualClock, Stats, StatsSettings, SystemClock};
+
+use crate::bare::stat_read_commands;
 
 use crate::server::{
     BenchRedis, Kind, Opened, Slices, Which, command_stats, fill, quantile, reset_command_stats,
@@ -73,7 +88,59 @@ pub struct Read {
     /// The same for the server's time per read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expiring_redis_ratio_to_default: Option<f64>,
+    /// Redis only: reads of one busy statistic against a bare client.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busy_stat: Option<BusyStat>,
 }
+
+/// Reads of one busy statistic, each next to a bare client's.
+#[derive(Debug, serde::Serialize)]
+pub struct BusyStat {
+    pub layout: &'static str,
+    pub accuracy: f64,
+    pub observations_held: u64,
+    /// The server's `used_memory` growth once the stat is written.
+    pub bytes: i64,
+    pub kib: f64,
+    pub target_kib: f64,
+    pub memory_met: bool,
+    /// What the bare client sends for a read of every precision
+    /// ([`crate::bare::stat_read_commands`]).
+    pub bare_commands: Vec<String>,
+    pub reads: Vec<StatRead>,
+    /// The target of every precision's p50, µs.
+    pub p50_target_us: f64,
+    /// The target of each read's time ÷ the bare client's.
+    pub ratio_target: f64,
+}
+
+/// One read of the busy statistic against the bare client's.
+#[derive(Debug, serde::Serialize)]
+pub struct StatRead {
+    /// `every precision`, or `one precision`.
+    pub read: &'static str,
+    pub precisions: Vec<u64>,
+    pub slices: usize,
+    pub iterations: usize,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub bare_p50_us: f64,
+    pub bare_p99_us: f64,
+    pub p50_ratio_to_bare: f64,
+    pub p99_ratio_to_bare: f64,
+    /// The server's time per read (`INFO commandstats` of the read
+    /// commands ÷ reads, Tally's and the bare client's together: they send
+    /// the same).
+    pub redis_us_per_read: f64,
+    /// p50 within 1.5x of the bare client's (and, for every precision,
+    /// at most 2 ms).
+    pub met: bool,
+}
+
+/// Busy-stat read targets.
+const STAT_P50_TARGET_US: f64 = 2000.0;
+const STAT_RATIO_TARGET: f64 = 1.5;
+const STAT_KIB_TARGET: f64 = 512.0;
 
 const MANY: usize = 100;
 
@@ -128,6 +195,11 @@ pub async fn run(backend: Which, iterations: usize) -> Result<Read> {
     let expiring_p99_ratio_to_default = ratio(|l| Some(l.p99_us));
     let expiring_p50_ratio_to_default = ratio(|l| Some(l.p50_us));
     let expiring_redis_ratio_to_default = ratio(|l| l.redis_us_per_read);
+    let busy_stat = if backend.kinds().contains(&Kind::Redis) {
+        Some(busy_stat((iterations / 10).max(5)).await?)
+    } else {
+        None
+    };
     Ok(Read {
         bench: "read",
         machine: crate::server::machine(),
@@ -137,6 +209,118 @@ pub async fn run(backend: Which, iterations: usize) -> Result<Read> {
         expiring_p99_ratio_to_default,
         expiring_p50_ratio_to_default,
         expiring_redis_ratio_to_default,
+        busy_stat,
+    })
+}
+
+/// The busy statistic: written, its memory measured, then each read timed
+/// `iterations` times alternating with the bare client's.
+async fn busy_stat(iterations: usize) -> Result<BusyStat> {
+    let redis = BenchRedis::start();
+    let opened = Opened::open(Kind::Redis, Some(&redis)).await?;
+    let settings = StatsSettings::default();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let store = opened.backend.slice_store(clock.clone()).await?;
+    let stats = Stats::with_clock(store, settings.clone(), clock)?;
+    let (bytes, held) = crate::stats::fill_busy(&redis, &stats).await?;
+    let layout = Layout::default();
+    let mut conn = redis.raw().await?;
+    let mut reads = Vec::new();
+    let mut cases = vec![("every precision", settings.precisions.clone())];
+    cases.extend((settings.precisions.iter()).map(|&p| ("one precision", vec![p])));
+    let mut bare_commands = Vec::new();
+    for (read, precisions) in cases {
+        let commands = stat_read_commands(&layout, stats.space(), "busy", &precisions);
+        if precisions.len() > 1 {
+            bare_commands = commands.iter().map(|c| c.join(" ")).collect();
+        }
+        let mut pipe = redis::pipe();
+        for command in &commands {
+            let mut cmd = redis::cmd(&command[0]);
+            for arg in &command[1..] {
+                cmd.arg(arg);
+            }
+            pipe.add_command(cmd);
+        }
+        // The bare client fetches the data Tally reads.
+        let first: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
+        ensure!(
+            first.iter().all(|v| match v {
+                redis::Value::Map(m) => !m.is_empty(),
+                redis::Value::Array(a) => !a.is_empty(),
+                _ => false,
+            }),
+            "the bare client reads no data: the statistics' storage changed \
+             (follow it in bare::stat_read_commands)"
+        );
+        let one = precisions.len() == 1;
+        let mut slices = 0;
+        let (mut ours, mut bare) = (Vec::new(), Vec::new());
+        reset_command_stats(&mut conn).await?;
+        let warm = iterations.div_ceil(10);
+        for i in 0..warm + iterations {
+            let started = Instant::now();
+            slices = if one {
+                stats
+                    .get("busy", precisions[0], &DEFAULT_QUANTILES)
+                    .await?
+                    .len()
+            } else {
+                (stats.get_all("busy", &DEFAULT_QUANTILES).await?.iter())
+                    .map(|s| s.slices.len())
+                    .sum()
+            };
+            let t = started.elapsed().as_secs_f64() * 1e6;
+            let started = Instant::now();
+            let _: redis::Value = pipe.query_async(&mut conn).await?;
+            let b = started.elapsed().as_secs_f64() * 1e6;
+            if i >= warm {
+                ours.push(t);
+                bare.push(b);
+            }
+        }
+        let stats_now = command_stats(&mut conn).await?;
+        let server_us: f64 = ["hgetall", "dump"]
+            .iter()
+            .filter_map(|c| stats_now.get(*c))
+            .map(|c| c.usec)
+            .sum();
+        ensure!(
+            slices == precisions.len() * settings.samples as usize,
+            "the busy stat read {slices} slices at {precisions:?}"
+        );
+        ours.sort_by(f64::total_cmp);
+        bare.sort_by(f64::total_cmp);
+        let (p50, p99) = (quantile(&ours, 0.5), quantile(&ours, 0.99));
+        let (b50, b99) = (quantile(&bare, 0.5), quantile(&bare, 0.99));
+        reads.push(StatRead {
+            read,
+            slices,
+            iterations,
+            p50_us: p50,
+            p99_us: p99,
+            bare_p50_us: b50,
+            bare_p99_us: b99,
+            p50_ratio_to_bare: p50 / b50,
+            p99_ratio_to_bare: p99 / b99,
+            redis_us_per_read: server_us / (2 * (warm + iterations)) as f64,
+            met: p50 / b50 <= STAT_RATIO_TARGET && (one || p50 <= STAT_P50_TARGET_US),
+            precisions,
+        });
+    }
+    let kib = bytes as f64 / 1024.0;
+    Ok(BusyStat {
+        layout: "default",
+        accuracy: settings.accuracy,
+        observations_held: held,
+        bytes,
+        kib,
+        target_kib: STAT_KIB_TARGET,
+        memory_met: kib <= STAT_KIB_TARGET,
+        bare_commands,
+        reads,
+        p50_target_us: STAT_P50_TARGET_US,
+        ratio_target: STAT_RATIO_TARGET,
     })
 }
 

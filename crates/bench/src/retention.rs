@@ -31,10 +31,19 @@
 //!   figure is Σ_p 60 / (p × samples) × (a + b). Checked: exactly N keys
 //!   expired, a sample of them is gone, and a sample of counters reads back
 //!   exactly what was written in its window.
-//! - The first pass at the peak (`default`, `ria`): `bench clean`'s fill and
-//!   first pass with every precision holding its window plus the slices
-//!   that pass the cutoff between two visits, over `--peak-counters` (fewer
-//!   if they would not fit in the memory available: the JSON says so).
+//! - The first pass at the peak (`default`, `ria`, and `compact` when named;
+//!   `expiring` has no cleaner, so no pass): `bench clean`'s checked first
+//!   pass with every precision holding its window plus the slices that pass
+//!   the cutoff between two visits, over `--peak-counters` (fewer if they
+//!   would not fit in the memory available: the JSON says so). The peak is
+//!   set up untimed by copying one counter written through the store
+//!   (`restore_fill`: its hashes' `DUMP` restored under every other name);
+//!   the clock runs on the pass only, which reports its Redis CPU per
+//!   counter (the target: 60 µs), its wall time and `INFO commandstats`,
+//!   and with `--perf-dir` a `perf record -g` of the server over it. The
+//!   compact layout's one hash per counter holds 7 × 181 slices at the
+//!   peak: the run raises `hash-max-listpack-entries` to that so it stays a
+//!   listpack (a hashtable would take about 80 KB per busy counter).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -43,14 +52,15 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use redis::AsyncCommands;
 use tally::backend::redis::Layout;
-use tally::backend::redis::layout::DEFAULT_PREFIX;
+use tally::backend::redis::layout::{DEFAULT_PREFIX, RIA_KNOWN, SpaceKeys, ria_member};
 use tally::counters::settings::DEFAULT_CLEAN_INTERVAL;
 use tally::engine::precision::is_due;
 use tally::engine::{CellDelta, Value};
-use tally::{Clock, CounterSettings, ManualClock, SystemClock};
+use tally::{Clock, CounterSettings, Counters, ManualClock, SystemClock};
 
 use crate::clean::{
-    FirstPass, PassArgs, SteadyPass, counters_on, first_pass, first_pass_now, timed_pass,
+    FirstPass, PassArgs, SteadyPass, check_first_pass, counters_on, first_cleaner, first_pass,
+    timed_pass,
 };
 use crate::server::{
     BenchRedis, Slices, common_chunk_start, fill, fill_count, hash_key, incr_each, info_now,
@@ -66,6 +76,10 @@ pub const REGULAR_TARGET_SECONDS: f64 = 15.0;
 /// Cleaned layouts: seconds of a first pass at the peak over 1,000,000
 /// counters.
 pub const FIRST_TARGET_SECONDS: f64 = 60.0;
+/// Cleaned layouts: Redis CPU µs per counter of a first pass at the peak.
+pub const FIRST_TARGET_CPU_US: f64 = 60.0;
+/// Bytes in a GiB.
+const GIB: f64 = (1u64 << 30) as f64;
 /// The counters the targets speak of.
 const MILLION: f64 = 1_000_000.0;
 /// Counters per write call.
@@ -92,6 +106,9 @@ pub enum LayoutName {
     Ria,
     /// Chunks that Redis expires.
     Expiring,
+    /// One hash per counter, cleaned by the cleaner (not measured unless
+    /// named).
+    Compact,
 }
 
 impl LayoutName {
@@ -100,6 +117,7 @@ impl LayoutName {
             LayoutName::Default => Layout::default(),
             LayoutName::Ria => Layout::Ria,
             LayoutName::Expiring => Layout::parse("expiring", DEFAULT_PREFIX)?,
+            LayoutName::Compact => Layout::parse("compact", DEFAULT_PREFIX)?,
         })
     }
 }
@@ -125,6 +143,10 @@ pub struct RetentionArgs {
     /// Rounds of each kind behind the expiring layout's medians.
     #[arg(long, default_value_t = 5)]
     pub repeats: usize,
+    /// Record the redis-server with `perf record -g` during each first
+    /// pass at the peak, into this directory.
+    #[arg(long)]
+    pub perf_dir: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub pass: PassArgs,
 }
@@ -269,14 +291,35 @@ pub struct PeakPass {
     pub memory_available_gib: f64,
     /// Redis memory the counters were estimated to need.
     pub estimated_gib: f64,
+    /// Redis's `used_memory` once filled.
+    pub used_memory_gib: f64,
+    /// `hash-max-listpack-entries` as set for this run (the compact
+    /// layout's one hash holds every precision's peak); `None`: the test
+    /// servers' own (512).
+    pub listpack_entries_set: Option<u64>,
     /// Slices per hash: the window plus those past the cutoff.
     pub recent: u64,
     pub old: u64,
+    /// How the peak was set up (untimed): `restore`, see `restore_fill`.
+    pub fill: &'static str,
     pub fill_seconds: f64,
     pub pass: SteadyPass,
     pub scanned: u64,
+    pub round_trips: u64,
     /// Wall seconds per 1,000,000 counters (scaled when fewer were used).
     pub target: Target,
+    /// Redis CPU microseconds per counter (issue 20: at most 60).
+    pub cpu_target: Target,
+    pub redis_pid: u32,
+    /// The `perf record -g` of the redis-server over the pass, with
+    /// `--perf-dir`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub perf_data: Option<String>,
+    /// Where the pass's Redis time went: `INFO commandstats` over the pass
+    /// (commands run by scripts counted on their own too).
+    pub commands: BTreeMap<String, CommandCost>,
+    /// The same per counter, in µs (without INFO and CONFIG).
+    pub commands_us_per_counter: BTreeMap<String, f64>,
 }
 
 pub async fn run(args: RetentionArgs) -> Result<Retention> {
@@ -371,19 +414,34 @@ async fn regular(
     );
     let mut checked = 0;
     let l = layout.layout()?;
+    let expected = |p: u64| {
+        if due.contains(&p) {
+            samples
+        } else {
+            samples + new_in_minute(p)
+        }
+    };
     for name in names.iter().step_by((names.len() / 50).max(1)) {
+        if layout == LayoutName::Compact {
+            // One hash holds every precision's slices.
+            let key = l.space_keys(counters.space()).hash(1, name);
+            let len: u64 = conn.hlen(&key).await?;
+            let want: u64 = settings.precisions.iter().map(|&p| expected(p)).sum();
+            ensure!(
+                len == want,
+                "{key} holds {len} slices after the pass, not {want}"
+            );
+            checked += settings.precisions.len() as u64;
+            continue;
+        }
         for &p in &settings.precisions {
             let key =
                 hash_key(&l, p, name)?.context("a cleaned layout has a hash per precision")?;
             let len: u64 = conn.hlen(&key).await?;
-            let expected = if due.contains(&p) {
-                samples
-            } else {
-                samples + new_in_minute(p)
-            };
+            let want = expected(p);
             ensure!(
-                len == expected,
-                "{key} holds {len} slices after the pass, not {expected}"
+                len == want,
+                "{key} holds {len} slices after the pass, not {want}"
             );
             checked += 1;
         }
@@ -678,7 +736,8 @@ async fn peak_pass(
 ) -> Result<PeakPass> {
     let samples = settings.samples;
     let old = settings.peak_samples(DEFAULT_CLEAN_INTERVAL) - samples;
-    let per_counter = (settings.precisions.len() as u64 * (samples + old)) as f64;
+    let np = settings.precisions.len() as u64;
+    let per_counter = (np * (samples + old)) as f64;
     let available = mem_available_bytes()?;
     let fits = (available * 0.8 / (per_counter * PEAK_BYTES_PER_SAMPLE)) as u64;
     let counters = args.peak_counters.min(fits);
@@ -688,32 +747,212 @@ async fn peak_pass(
     );
     let names: Vec<String> = (0..counters).map(|i| format!("k{i}")).collect();
     let server = BenchRedis::start();
+    let mut conn = server.raw().await?;
+    // The compact layout's one hash holds every precision's peak (7 × 181
+    // fields at the defaults): a listpack only if the server allows that
+    // many entries, else a hashtable of several times the memory, which a
+    // million busy counters would not fit in here.
+    let listpack_entries_set = if layout == LayoutName::Compact {
+        let entries = np * (samples + old);
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("hash-max-listpack-entries")
+            .arg(entries)
+            .query_async(&mut conn)
+            .await?;
+        Some(entries)
+    } else {
+        None
+    };
     let slices = Slices {
         recent: samples,
         old,
         samples,
     };
-    let (_, first) = first_pass_now(&server, layout.layout()?, &names, slices, &args.pass).await?;
-    let gib = (1u64 << 30) as f64;
+    let l = layout.layout()?;
+    let n = names.len() as u64;
+    // The book's registry has an entry per (counter, precision).
+    let entries = if l == Layout::Ria { n * np } else { n };
+    let now = SystemClock.now().whole_secs();
+    let store = counters_on(&server, l.clone(), settings, Arc::new(SystemClock)).await?;
+    let started = Instant::now();
+    restore_fill(&server, &store, &l, &names, slices, now, &args.pass).await?;
+    let fill_seconds = started.elapsed().as_secs_f64();
+    let used_memory_gib = crate::server::used_memory(&server.url()).await? as f64 / GIB;
+
+    let mut cleaner = first_cleaner(&store, &args.pass)?;
+    let redis_pid = redis_pid(&mut conn).await?;
+    reset_command_stats(&mut conn).await?;
+    let perf = match &args.perf_dir {
+        Some(dir) => Some(Perf::record(dir, layout, redis_pid)?),
+        None => None,
+    };
+    let (pass, report) = timed_pass(&server, &mut cleaner, now, n).await?;
+    let perf_data = match perf {
+        Some(perf) => Some(perf.stop()?),
+        None => None,
+    };
+    let commands = command_stats(&mut conn).await?;
+    check_first_pass(&store, &names, slices, &report, entries).await?;
+    let commands_us_per_counter = commands
+        .iter()
+        // The bench's own (`config|resetstat`, `info`).
+        .filter(|(command, _)| !command.starts_with("config") && !command.starts_with("info"))
+        .map(|(command, cost)| (command.clone(), cost.usec / n as f64))
+        .collect();
     Ok(PeakPass {
         layout,
         requested_counters: args.peak_counters,
         counters,
         reduced_for_memory: counters < args.peak_counters,
-        memory_available_gib: available / gib,
-        estimated_gib: counters as f64 * per_counter * PEAK_BYTES_PER_SAMPLE / gib,
+        memory_available_gib: available / GIB,
+        estimated_gib: counters as f64 * per_counter * PEAK_BYTES_PER_SAMPLE / GIB,
+        used_memory_gib,
+        listpack_entries_set,
         recent: samples,
         old,
-        fill_seconds: first.fill_seconds,
-        scanned: first.report.scanned,
+        fill: "restore",
+        fill_seconds,
+        scanned: report.scanned,
+        round_trips: report.round_trips,
         target: Target::new(
             "first pass at the peak over 1,000,000 counters, wall seconds",
             FIRST_TARGET_SECONDS,
-            first.pass.seconds * MILLION / counters as f64,
+            pass.seconds * MILLION / counters as f64,
             counters != MILLION as u64,
         ),
-        pass: first.pass,
+        cpu_target: Target::new(
+            "first pass at the peak, Redis CPU us per counter",
+            FIRST_TARGET_CPU_US,
+            pass.redis_cpu_us_per_counter,
+            false,
+        ),
+        redis_pid,
+        perf_data,
+        commands,
+        commands_us_per_counter,
+        pass,
     })
+}
+
+/// Pipelines of [`restore_fill`]: counters per round trip.
+const RESTORE_PER_PIPE: usize = 500;
+
+/// Fills `names` with `slices` of every precision at `now`, as
+/// [`crate::server::fill`] does, without its cost: the first name through
+/// the store's write path (so its hashes are what Tally writes), then every
+/// other name a copy of it, pipelined with no Lua: the `DUMP` of each of
+/// its hashes `RESTORE`d under the other name's key (the compact layout's
+/// one hash once) and the name's registry entries added (`ZADD`, one per
+/// precision in the book's `known:`). Every counter holds the same slices
+/// and counts ([`crate::server::fill_count`] depends only on the slice).
+async fn restore_fill(
+    server: &BenchRedis,
+    counters: &Counters,
+    layout: &Layout,
+    names: &[String],
+    slices: Slices,
+    now: u64,
+    args: &PassArgs,
+) -> Result<()> {
+    use futures::{StreamExt, TryStreamExt};
+    let Some((first, rest)) = names.split_first() else {
+        return Ok(());
+    };
+    fill(counters, std::slice::from_ref(first), slices, now, 1, 1).await?;
+    let space = counters.space().clone();
+    let keys = layout.space_keys(&space);
+    let precisions = counters.settings().precisions.clone();
+    let mut conn = server.raw().await?;
+    // (precision, DUMP payload) of each distinct hash of the template.
+    let mut hashes: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for &p in &precisions {
+        let key = keys.hash(p, first);
+        if seen.insert(key.clone()) {
+            let payload: Option<Vec<u8>> =
+                redis::cmd("DUMP").arg(&key).query_async(&mut conn).await?;
+            hashes.push((
+                p,
+                payload.with_context(|| format!("{key} was not written"))?,
+            ));
+        }
+    }
+    let (hashes, precisions) = (&hashes, &precisions);
+    futures::stream::iter(rest.chunks(RESTORE_PER_PIPE))
+        .map(|chunk| {
+            let mut conn = conn.clone();
+            async move {
+                let mut pipe = redis::pipe();
+                for name in chunk {
+                    for (p, payload) in hashes {
+                        pipe.cmd("RESTORE")
+                            .arg(keys.hash(*p, name))
+                            .arg(0)
+                            .arg(payload.as_slice())
+                            .ignore();
+                    }
+                    if keys == SpaceKeys::Book {
+                        for &p in precisions {
+                            pipe.zadd(RIA_KNOWN, ria_member(p, name), 0).ignore();
+                        }
+                    } else {
+                        pipe.zadd(keys.registry(keys.shard(name)), name.as_str(), 0)
+                            .ignore();
+                    }
+                }
+                let () = pipe.query_async(&mut conn).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(args.concurrency.max(1))
+        .try_collect::<()>()
+        .await
+}
+
+/// The redis-server's process id (`INFO server`).
+async fn redis_pid(conn: &mut redis::aio::MultiplexedConnection) -> Result<u32> {
+    let info: String = redis::cmd("INFO").arg("server").query_async(conn).await?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .and_then(|v| v.trim().parse().ok())
+        .context("INFO server names no process_id")
+}
+
+/// `perf record -g` of the redis-server over a pass, stopped by SIGINT.
+struct Perf {
+    child: std::process::Child,
+    out: std::path::PathBuf,
+}
+
+impl Perf {
+    fn record(dir: &std::path::Path, layout: LayoutName, pid: u32) -> Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let name = serde_json::to_value(layout)?;
+        let out = dir.join(format!(
+            "retention-peak-{}.perf.data",
+            name.as_str().unwrap_or("layout")
+        ));
+        let child = std::process::Command::new("perf")
+            .args(["record", "-g", "-q", "-p", &pid.to_string(), "-o"])
+            .arg(&out)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .context("start perf record (is perf installed?)")?;
+        // perf attaches before the pass starts.
+        std::thread::sleep(Duration::from_millis(500));
+        Ok(Perf { child, out })
+    }
+
+    /// Stops the recording (SIGINT, as perf expects) and waits for it.
+    fn stop(mut self) -> Result<String> {
+        let status = std::process::Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status()?;
+        ensure!(status.success(), "could not stop perf record");
+        self.child.wait()?;
+        Ok(self.out.display().to_string())
+    }
 }
 
 /// What a counter was written, per (precision, slice start), to compare

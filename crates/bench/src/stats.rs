@@ -611,7 +611,7 @@ async fn busy_stat(redis: &BenchRedis, stats: &Stats, iterations: usize) -> Resu
 
 /// Writes the busy stat (the `busy` of [`busy_stat`]) and checks it reads
 /// back whole; returns the server's memory growth and the observations held.
-async fn fill_busy(redis: &BenchRedis, stats: &Stats) -> Result<(i64, u64)> {
+pub(crate) async fn fill_busy(redis: &BenchRedis, stats: &Stats) -> Result<(i64, u64)> {
     let settings = stats.settings().clone();
     let name = tally::Name::new("busy")?;
     let mut rng = StdRng::seed_from_u64(86_400);
