@@ -172,6 +172,21 @@ impl DailyStore for RedisDailyStore {
         Ok(out.into_iter().flatten().collect())
     }
 
+    /// One `daily_incr.lua` call per write, each with its own mark key in
+    /// the entity's slot, all sent at once (pipelined on the multiplexed
+    /// connection, concurrently per node on a cluster).
+    async fn incr_each(&self, writes: &[(DailyWrite, Mark)]) -> Result<Vec<Result<DailyWritten>>> {
+        Ok(
+            futures::future::join_all(writes.iter().map(|(w, mark)| async move {
+                let mut out = self.incr_entity(&[w], Some(mark)).await?;
+                out.pop().ok_or_else(|| {
+                    Error::Backend("daily_incr.lua answered no result for a write".into())
+                })
+            }))
+            .await,
+        )
+    }
+
     async fn days(&self, entity: &Name, days: &[Day]) -> Result<Vec<i64>> {
         let mut cmd = redis::cmd("HMGET");
         cmd.arg(self.views_key(entity));

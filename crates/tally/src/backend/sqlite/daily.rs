@@ -104,6 +104,16 @@ fn incr_in(tx: &Transaction<'_>, w: &DailyWrite) -> Result<DailyWritten> {
     })
 }
 
+/// Drops up to [`SWEEP`] rows of any entity older than `floor`.
+fn sweep(tx: &Transaction<'_>, floor: Day) -> Result<()> {
+    tx.prepare_cached(
+        "DELETE FROM tally_daily WHERE (entity, day) IN
+         (SELECT entity, day FROM tally_daily WHERE day < ?1 LIMIT ?2)",
+    )?
+    .execute(params![i64::from(floor.yyyymmdd()), SWEEP])?;
+    Ok(())
+}
+
 /// The stored count of `entity`'s `day` (0 when absent).
 fn stored_day(tx: &Transaction<'_>, entity: &str, day: i64) -> Result<i64> {
     Ok(tx
@@ -150,11 +160,49 @@ impl DailyStore for SqliteDailyStore {
                     .map(|w| incr_in(tx, w))
                     .collect::<Result<Vec<_>>>()?;
                 if let Some(floor) = writes.iter().map(|w| w.floor).max() {
-                    tx.prepare_cached(
-                        "DELETE FROM tally_daily WHERE (entity, day) IN
-                         (SELECT entity, day FROM tally_daily WHERE day < ?1 LIMIT ?2)",
-                    )?
-                    .execute(params![i64::from(floor.yyyymmdd()), SWEEP])?;
+                    sweep(tx, floor)?;
+                }
+                Ok(out)
+            })
+            .await
+    }
+
+    /// One transaction; each write in a savepoint of its own, its mark
+    /// checked and recorded inside it: a refused write (overflow) is rolled
+    /// back alone and answered in its place, the others are kept.
+    async fn incr_each(&self, writes: &[(DailyWrite, Mark)]) -> Result<Vec<Result<DailyWritten>>> {
+        let writes = writes.to_vec();
+        self.db
+            .write(move |tx| {
+                let mut out = Vec::with_capacity(writes.len());
+                for (w, mark) in &writes {
+                    if once::seen(tx, "daily", Some(mark))? {
+                        out.push(Ok(current_in(tx, w)?));
+                        continue;
+                    }
+                    tx.execute_batch("SAVEPOINT tally_daily_write")?;
+                    match incr_in(tx, w).and_then(|written| {
+                        once::record(tx, "daily", Some(mark))?;
+                        Ok(written)
+                    }) {
+                        Ok(written) => {
+                            tx.execute_batch("RELEASE tally_daily_write")?;
+                            out.push(Ok(written));
+                        }
+                        // Refused (an overflow) or failed alone: rolled
+                        // back alone, answered in its place.
+                        Err(e) if !e.is_unavailable() => {
+                            tx.execute_batch(
+                                "ROLLBACK TO tally_daily_write; RELEASE tally_daily_write",
+                            )?;
+                            out.push(Err(e));
+                        }
+                        // The database unavailable: nothing is kept.
+                        Err(e) => return Err(e),
+                    }
+                }
+                if let Some(floor) = writes.iter().map(|(w, _)| w.floor).max() {
+                    sweep(tx, floor)?;
                 }
                 Ok(out)
             })
