@@ -36,6 +36,8 @@
 //! on Redis one key per write, `{<prefix>:<id>}:applied:<hex>`, kept for
 //! [`crate::idempotency::MAX_RETENTION`]; on SQLite one `tally_applied` row
 //! per write, dropped after as long.
+//!
+//! [`DailyStore::incr_each`]: crate::daily::DailyStore::incr_each
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
