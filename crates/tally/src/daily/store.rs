@@ -12,8 +12,9 @@ use std::fmt;
 
 use async_trait::async_trait;
 
+use crate::clock::Timestamp;
 use crate::daily::Day;
-use crate::engine::Applied;
+use crate::engine::{Applied, WriteSeq};
 use crate::error::Result;
 use crate::idempotency::Mark;
 use crate::name::Name;
@@ -68,35 +69,30 @@ pub trait DailyStore: Send + Sync + fmt::Debug + 'static {
     /// transaction).
     async fn incr(&self, writes: &[DailyWrite], mark: Option<&Mark>) -> Result<Vec<DailyWritten>>;
 
-    /// Applies each write on its own, with its own mark (the aggregating
-    /// writer's path, [`crate::daily::DailyWriter`]); `result[i]` is what
-    /// `writes[i]` did. A write whose mark is kept already adds nothing and
-    /// answers [`Applied::Duplicate`] with the stored counts; a write the
-    /// store refuses (its total or day would overflow) is answered with its
-    /// bad-input error in its own place, writes nothing and leaves no mark,
-    /// and the others are applied all the same. So the same writes sent
-    /// again with the same marks (after a lost reply) apply each at most
-    /// once. `Err` (the backend unavailable, say) when nothing is known of
-    /// any write: send them again, with the same marks. An inner error
-    /// that is not bad input (one write's call timed out on Redis) may be
-    /// sent again the same way.
+    /// Applies `writes` exactly once by the writer lane's sequence number
+    /// (the aggregating writer's path, [`crate::daily::DailyWriter`]), as
+    /// the engine's writes are ([`WriteSeq`]): the store keeps one record
+    /// per (writer, lane), the last number applied, and a call whose
+    /// number is not above it adds nothing and answers
+    /// [`Applied::Duplicate`] with the stored counts. So the same writes
+    /// sent again with the same number (after a lost reply) apply once.
+    /// `result[i]` is what `writes[i]` did: an entity the store refuses
+    /// (its total or a day would overflow) is answered with its bad-input
+    /// error in its writes' places, writes nothing, and the others are
+    /// applied all the same. `Err` (the backend unavailable, say) when
+    /// nothing is known: send the same writes again with the same number.
     ///
-    /// Redis sends one `daily_incr.lua` call per write, each with its mark,
-    /// concurrently (pipelined on the connection, spread over the nodes on
-    /// a cluster); SQLite runs one transaction with a savepoint per write,
-    /// so a refused write is rolled back alone. The default sends each
-    /// write through [`DailyStore::incr`] with its mark, concurrently.
-    async fn incr_each(&self, writes: &[(DailyWrite, Mark)]) -> Result<Vec<Result<DailyWritten>>> {
-        Ok(
-            futures::future::join_all(writes.iter().map(|(w, mark)| async move {
-                let mut out = self.incr(std::slice::from_ref(w), Some(mark)).await?;
-                out.pop().ok_or_else(|| {
-                    crate::error::Error::Backend("a store answered no result for a write".into())
-                })
-            }))
-            .await,
-        )
-    }
+    /// Redis sends one `daily_incr.lua` call (one per cluster slot of the
+    /// entities, the lane's record in that slot); SQLite runs one
+    /// transaction with the lane's record in `tally_writer`, stamped
+    /// `now` (an idle lane's record is forgotten after 7 days, as on
+    /// Redis).
+    async fn incr_lane(
+        &self,
+        writes: &[DailyWrite],
+        seq: WriteSeq,
+        now: Timestamp,
+    ) -> Result<Vec<Result<DailyWritten>>>;
 
     /// The stored counts of `days` (0 when absent), in the order asked.
     async fn days(&self, entity: &Name, days: &[Day]) -> Result<Vec<i64>>;

@@ -9,20 +9,22 @@
 //! the table every `flush_interval` (or as soon as it holds
 //! `flush_entries` entries), sorts it by entity and writes it in chunks of
 //! `chunk_counters` (entity, day) writes on `lanes` concurrent lanes, with
-//! [`DailyStore::incr_each`]: one store call per chunk (on Redis one
-//! `daily_incr.lua` call per write, pipelined; on SQLite one transaction).
+//! [`DailyStore::incr_lane`]: one store call per chunk (on Redis one
+//! `daily_incr.lua` call, one per cluster slot of the chunk's entities; on
+//! SQLite one transaction).
 //!
-//! Exactly once: every write of a chunk carries its own
-//! [`Mark`], derived from the writer's random id, the lane, the lane's
-//! sequence number and the write's place in the chunk. A chunk (or the
-//! part of it) that fails because the backend is unavailable is sent again
-//! with the same marks, with backoff, until it is acknowledged; the store
-//! applies a marked write at most once. So while the process lives, a view
-//! that `add` accepted is written exactly once; at shutdown the final flush
-//! retries for up to [`SHUTDOWN_GRACE`], then logs what it loses. A write
-//! the store refuses for good (the entity's total or day would overflow)
-//! is dropped alone, counted in [`WriterStats::rejected`] and logged; its
-//! neighbours are written.
+//! Exactly once, as the engine's writer does it ([`WriteSeq`]): the writer
+//! draws a random id, and each lane numbers its chunks 1, 2, 3... and
+//! sends the next only once the last was acknowledged. The store keeps one
+//! record per (writer, lane), the last number applied (per cluster slot on
+//! a cluster), and applies a call whose number is not above it as a no-op.
+//! A chunk that fails because the backend is unavailable is sent again
+//! whole, with the same number, with backoff, until it is acknowledged. So
+//! while the process lives, a view that `add` accepted is written exactly
+//! once; at shutdown the final flush retries for up to [`SHUTDOWN_GRACE`],
+//! then logs what it loses. An entity the store refuses for good (its
+//! total or a day would overflow) is dropped alone, counted in
+//! [`WriterStats::rejected`] and logged; its neighbours are written.
 //!
 //! Once shutdown begins every add is refused, checked under the shard lock,
 //! so no add lands in a table after the final flush took it.
@@ -30,14 +32,12 @@
 //! Bounded memory: at most `max_entries` (entity, day) entries wait. When
 //! full, [`DailyWriter::add`] waits for the next flush ([`WhenFull::Wait`])
 //! or fails with [`Error::Overloaded`] ([`WhenFull::Error`]);
-//! [`DailyWriter::try_add`] never waits.
+//! [`DailyWriter::try_add`] never waits. In the store, the lane records
+//! are one small key (Redis; one per cluster slot written) or row (SQLite)
+//! per lane, kept 7 days after their last use: bounded by the writers, not
+//! by the writes.
 //!
-//! The marks are the stores' keyed-write marks ([`crate::idempotency`]):
-//! on Redis one key per write, `{<prefix>:<id>}:applied:<hex>`, kept for
-//! [`crate::idempotency::MAX_RETENTION`]; on SQLite one `tally_applied` row
-//! per write, dropped after as long.
-//!
-//! [`DailyStore::incr_each`]: crate::daily::DailyStore::incr_each
+//! [`DailyStore::incr_lane`]: crate::daily::DailyStore::incr_lane
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -49,11 +49,10 @@ use rustc_hash::FxBuildHasher;
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::{DailyStats, DailyWrite, DailyWritten, Day, MAX_BATCH, View};
-use crate::engine::Applied;
 use crate::engine::plan;
 use crate::engine::writer::{SHUTDOWN_GRACE, WhenFull, WriterSettings, WriterStats};
+use crate::engine::{Applied, WriteSeq};
 use crate::error::{Error, Result};
-use crate::idempotency::Mark;
 use crate::name::Name;
 
 const SHARDS: usize = 16;
@@ -441,22 +440,10 @@ async fn flusher(inner: Arc<Inner>, mut control: mpsc::UnboundedReceiver<Control
     }
 }
 
-/// A write on its way: the store's write, its mark and the adds it stands
-/// for.
+/// A write on its way: the store's write and the adds it stands for.
 struct Pending {
     write: DailyWrite,
-    mark: Mark,
     adds: u64,
-}
-
-/// The mark of write `index` of chunk `seq` on `lane` of `writer`, made at
-/// `now`: unique per write, the same on every retry.
-fn mark_of(writer: u64, lane: usize, seq: u64, index: usize, now: crate::Timestamp) -> Mark {
-    Mark::of(
-        &format!("daily-writer:{writer:016x}:{lane}:{seq}:{index}"),
-        now,
-    )
-    .expect("a visible ASCII key of under 255 characters")
 }
 
 /// Takes everything waiting and writes it.
@@ -497,20 +484,23 @@ async fn flush_once(inner: &Arc<Inner>, next_seq: &mut [u64], deadline: Option<I
                 for chunk in chunks {
                     let pending = chunk
                         .into_iter()
-                        .enumerate()
-                        .map(|(i, ((entity, day), e))| Pending {
+                        .map(|((entity, day), e)| Pending {
                             write: DailyWrite {
                                 entity,
                                 day,
                                 count: e.count,
                                 floor,
                             },
-                            mark: mark_of(inner.writer, lane, seq, i, now),
                             adds: e.adds,
                         })
                         .collect();
+                    let at = WriteSeq {
+                        writer: inner.writer,
+                        lane: lane as u32,
+                        seq,
+                    };
                     seq += 1;
-                    let (w, l) = write_chunk(&inner, pending, deadline).await;
+                    let (w, l) = write_chunk(&inner, pending, at, now, deadline).await;
                     written += w;
                     lost += l;
                 }
@@ -539,36 +529,32 @@ fn retryable(e: &Error) -> bool {
     e.is_unavailable() || matches!(e, Error::Backend(_))
 }
 
-/// Writes one chunk, sending what is not acknowledged again with the same
-/// marks until it is, or until `deadline` passes. Returns the adds written
-/// and those lost (refused for good, or given up at shutdown).
+/// Writes one chunk as write `seq` of its lane, sending it again with the
+/// same number until it is acknowledged, or until `deadline` passes.
+/// Returns the adds written and those lost (refused for good, or given up
+/// at shutdown).
 async fn write_chunk(
     inner: &Inner,
-    mut pending: Vec<Pending>,
+    pending: Vec<Pending>,
+    seq: WriteSeq,
+    now: crate::Timestamp,
     deadline: Option<Instant>,
 ) -> (u64, u64) {
     let store = inner.daily.store();
-    let (mut written, mut lost) = (0u64, 0u64);
+    let writes: Vec<DailyWrite> = pending.iter().map(|p| p.write.clone()).collect();
     let mut backoff = RETRY_MIN;
     loop {
-        let batch: Vec<(DailyWrite, Mark)> =
-            pending.iter().map(|p| (p.write.clone(), p.mark)).collect();
-        let failure = match store.incr_each(&batch).await {
+        let failure = match store.incr_lane(&writes, seq, now).await {
             Ok(answers) if answers.len() == pending.len() => {
                 inner.chunks.fetch_add(1, Ordering::Relaxed);
-                let mut again = Vec::new();
-                let mut first_error = None;
-                for (p, answer) in pending.into_iter().zip(answers) {
+                let (mut written, mut lost) = (0u64, 0u64);
+                for (p, answer) in pending.iter().zip(answers) {
                     match answer {
                         Ok(DailyWritten { applied, .. }) => {
                             if applied == Applied::Duplicate {
                                 inner.duplicates.fetch_add(1, Ordering::Relaxed);
                             }
                             written += p.adds;
-                        }
-                        Err(e) if retryable(&e) => {
-                            first_error.get_or_insert(e);
-                            again.push(p);
                         }
                         Err(e) => {
                             inner.rejected.fetch_add(p.adds, Ordering::Relaxed);
@@ -579,11 +565,7 @@ async fn write_chunk(
                         }
                     }
                 }
-                pending = again;
-                match first_error {
-                    None => return (written, lost),
-                    Some(e) => e,
-                }
+                return (written, lost);
             }
             Ok(answers) => Error::Backend(format!(
                 "the daily store answered {} results for {} writes",
@@ -598,7 +580,7 @@ async fn write_chunk(
                 inner.rejected.fetch_add(adds, Ordering::Relaxed);
                 tracing::error!(error = %e, views = adds,
                     "the daily store refused a chunk; these views are dropped");
-                return (written, lost + adds);
+                return (0, adds);
             }
         };
         inner.retries.fetch_add(1, Ordering::Relaxed);
@@ -606,7 +588,7 @@ async fn write_chunk(
             let adds: u64 = pending.iter().map(|p| p.adds).sum();
             tracing::error!(error = %failure, views = adds,
                 "stopping with the backend unavailable: these unflushed views are lost");
-            return (written, lost + adds);
+            return (0, adds);
         }
         tracing::warn!(error = %failure, writes = pending.len(),
             retry_in_ms = backoff.as_millis() as u64, "daily flush failed; retrying");
@@ -634,7 +616,19 @@ mod tests {
 
     #[async_trait::async_trait]
     impl DailyStore for Nowhere {
-        async fn incr(&self, _: &[DailyWrite], _: Option<&Mark>) -> Result<Vec<DailyWritten>> {
+        async fn incr(
+            &self,
+            _: &[DailyWrite],
+            _: Option<&crate::idempotency::Mark>,
+        ) -> Result<Vec<DailyWritten>> {
+            Err(Error::Unavailable("nowhere".into()))
+        }
+        async fn incr_lane(
+            &self,
+            _: &[DailyWrite],
+            _: WriteSeq,
+            _: crate::Timestamp,
+        ) -> Result<Vec<Result<DailyWritten>>> {
             Err(Error::Unavailable("nowhere".into()))
         }
         async fn days(&self, _: &Name, days: &[Day]) -> Result<Vec<i64>> {
@@ -767,20 +761,5 @@ mod tests {
             Err(Error::Overloaded(_))
         ));
         assert!(table(&w).is_empty());
-    }
-
-    #[test]
-    fn every_write_has_its_own_mark() {
-        let now = crate::Timestamp::from_secs_f64(1_700_000_000.0).unwrap();
-        let a = mark_of(1, 0, 1, 0, now);
-        assert_eq!(a, mark_of(1, 0, 1, 0, now));
-        for other in [
-            mark_of(2, 0, 1, 0, now),
-            mark_of(1, 1, 1, 0, now),
-            mark_of(1, 0, 2, 0, now),
-            mark_of(1, 0, 1, 1, now),
-        ] {
-            assert_ne!(a.writer, other.writer);
-        }
     }
 }

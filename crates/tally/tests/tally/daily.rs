@@ -6,7 +6,7 @@ use crate::common;
 use common::{Fixture, Kind, RawConn};
 use tally::daily::{DailySettings, Day, DayCount};
 use tally::engine::Applied;
-use tally::idempotency::Mark;
+use tally::engine::WriteSeq;
 use tally::{Clock, Error};
 
 per_backend!(features:
@@ -880,40 +880,42 @@ async fn the_writer_merges_views_and_they_read_back_exactly(kind: Kind) {
     w.shutdown().await;
 }
 
-fn marked(entity: &str, day: Day, count: i64, floor: Day) -> (tally::daily::DailyWrite, Mark) {
-    (
-        tally::daily::DailyWrite {
-            entity: tally::daily::entity_id(entity).unwrap(),
-            day,
-            count,
-            floor,
-        },
-        Mark {
-            writer: rand::random(),
-            at: 1_700_000_000,
-        },
-    )
+fn write(entity: &str, day: Day, count: i64, floor: Day) -> tally::daily::DailyWrite {
+    tally::daily::DailyWrite {
+        entity: tally::daily::entity_id(entity).unwrap(),
+        day,
+        count,
+        floor,
+    }
 }
 
-/// The store's path of the writer, called twice with the same marks as a
-/// retry after a lost reply is: each write applies once, and a write that
-/// would overflow is refused alone, both times.
+/// The store's path of the writer, called twice with the same lane and
+/// sequence number as a retry after a lost reply is: each write applies
+/// once, and an entity that would overflow is refused alone, both times;
+/// the lane's next number writes again.
 async fn a_retried_chunk_applies_each_write_once_and_refuses_only_the_overflow(kind: Kind) {
     let f = Fixture::near_now(kind).await;
     let d = f.daily(settings(30)).await;
     let store = f.backend.daily_store("advert").await.unwrap();
     let t = today(&f);
     let floor = t.plus(-29);
+    let now = f.clock.now();
     d.incr_by("big", i64::MAX - 5, None).await.unwrap();
     let chunk = vec![
-        marked("a", t, 2, floor),
-        marked("a", t.plus(-1), 3, floor),
-        marked("big", t, 10, floor),
-        marked("b", t, 4, floor),
-        marked("a", t, 1, floor),
+        write("a", t, 2, floor),
+        write("a", t.plus(-1), 3, floor),
+        write("big", t, 10, floor),
+        write("b", t, 4, floor),
+        write("a", t, 1, floor),
     ];
+    let seq = |n| WriteSeq {
+        writer: rand::random(),
+        lane: 1,
+        seq: n,
+    };
+    let first = seq(7);
     for attempt in 0..2 {
-        let answers = store.incr_each(&chunk).await.unwrap();
+        let answers = store.incr_lane(&chunk, first, now).await.unwrap();
         assert_eq!(answers.len(), chunk.len());
         let want = if attempt == 0 {
             Applied::Written
@@ -921,7 +923,7 @@ async fn a_retried_chunk_applies_each_write_once_and_refuses_only_the_overflow(k
             Applied::Duplicate
         };
         for (i, answer) in answers.iter().enumerate() {
-            if i == 2 {
+            if i == 2 && attempt == 0 {
                 let err = answer.as_ref().unwrap_err();
                 assert!(
                     err.is_bad_input() && err.to_string().contains("overflow"),
@@ -931,13 +933,19 @@ async fn a_retried_chunk_applies_each_write_once_and_refuses_only_the_overflow(k
                 assert_eq!(answer.as_ref().unwrap().applied, want, "write {i}");
             }
         }
+        let totals: Vec<i64> = answers
+            .iter()
+            .filter_map(|a| a.as_ref().ok())
+            .map(|a| a.total)
+            .collect();
         if attempt == 0 {
-            let totals: Vec<i64> = answers
-                .iter()
-                .filter_map(|a| a.as_ref().ok())
-                .map(|a| a.total)
-                .collect();
+            // As if applied one by one.
             assert_eq!(totals, [2, 5, 4, 6]);
+        } else {
+            // A repeat answers the stored counts, the refused entity's too
+            // (the lane's record says the call was applied: nothing is
+            // weighed again).
+            assert_eq!(totals, [6, 6, i64::MAX - 5, 4, 6]);
         }
         assert_eq!(d.total("a").await.unwrap(), 6);
         assert_eq!(d.today_count("a").await.unwrap().count, 3);
@@ -945,6 +953,21 @@ async fn a_retried_chunk_applies_each_write_once_and_refuses_only_the_overflow(k
         assert_eq!(d.total("b").await.unwrap(), 4);
         assert_eq!(d.total("big").await.unwrap(), i64::MAX - 5);
     }
+    // An earlier number of the lane is a repeat too; the next one writes.
+    let earlier = WriteSeq { seq: 6, ..first };
+    let answers = store.incr_lane(&chunk[3..4], earlier, now).await.unwrap();
+    assert_eq!(answers[0].as_ref().unwrap().applied, Applied::Duplicate);
+    let next = WriteSeq { seq: 8, ..first };
+    let answers = store.incr_lane(&chunk[3..4], next, now).await.unwrap();
+    let answer = answers[0].as_ref().unwrap();
+    assert_eq!(
+        (answer.applied, answer.total, answer.day_count),
+        (Applied::Written, 8, 8)
+    );
+    // Another lane of the same writer keeps its own record.
+    let other = WriteSeq { lane: 2, ..first };
+    let answers = store.incr_lane(&chunk[3..4], other, now).await.unwrap();
+    assert_eq!(answers[0].as_ref().unwrap().total, 12);
 }
 
 async fn the_writer_drops_an_overflowing_entity_alone(kind: Kind) {

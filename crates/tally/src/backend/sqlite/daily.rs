@@ -14,9 +14,10 @@ use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::{Sqlite, once};
+use crate::clock::Timestamp;
 use crate::daily::{DailyHeld, DailyStore, DailyWrite, DailyWritten, Day};
-use crate::engine::Applied;
 use crate::engine::kinds::sum::add_stored;
+use crate::engine::{Applied, WriteSeq};
 use crate::error::{Error, Result};
 use crate::idempotency::Mark;
 use crate::name::Name;
@@ -50,6 +51,7 @@ impl SqliteDailyStore {
     pub async fn new(db: Sqlite) -> Result<Self> {
         db.with_writer(|conn| {
             conn.execute_batch(SCHEMA)?;
+            conn.execute_batch(super::engine::WRITERS)?;
             once::create(conn)
         })
         .await?;
@@ -167,44 +169,79 @@ impl DailyStore for SqliteDailyStore {
             .await
     }
 
-    /// One transaction; each write in a savepoint of its own, its mark
-    /// checked and recorded inside it: a refused write (overflow) is rolled
-    /// back alone and answered in its place, the others are kept.
-    async fn incr_each(&self, writes: &[(DailyWrite, Mark)]) -> Result<Vec<Result<DailyWritten>>> {
+    /// One transaction: the lane's record in `tally_writer` (the
+    /// engine's table, under a `daily:` lane id) checked and advanced, and
+    /// each entity's writes in a savepoint of their own, so a refused
+    /// entity is rolled back alone.
+    async fn incr_lane(
+        &self,
+        writes: &[DailyWrite],
+        seq: WriteSeq,
+        now: Timestamp,
+    ) -> Result<Vec<Result<DailyWritten>>> {
         let writes = writes.to_vec();
+        let now = now.whole_secs() as i64;
         self.db
             .write(move |tx| {
-                let mut out = Vec::with_capacity(writes.len());
-                for (w, mark) in &writes {
-                    if once::seen(tx, "daily", Some(mark))? {
-                        out.push(Ok(current_in(tx, w)?));
-                        continue;
+                let lane = format!("daily:{}", seq.lane_id());
+                let last: Option<i64> = tx
+                    .prepare_cached("SELECT seq FROM tally_writer WHERE lane = ?1")?
+                    .query_row([&lane], |r| r.get(0))
+                    .optional()?;
+                if last.is_some_and(|last| seq.seq as i64 <= last) {
+                    return writes.iter().map(|w| current_in(tx, w).map(Ok)).collect();
+                }
+                tx.prepare_cached(
+                    "INSERT INTO tally_writer (lane, seq, at) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (lane) DO UPDATE SET seq = excluded.seq, at = excluded.at",
+                )?
+                .execute(params![lane, seq.seq as i64, now])?;
+                // Each entity's writes together, in first-seen order.
+                let mut order: Vec<&Name> = Vec::new();
+                for w in &writes {
+                    if !order.contains(&&w.entity) {
+                        order.push(&w.entity);
                     }
-                    tx.execute_batch("SAVEPOINT tally_daily_write")?;
-                    match incr_in(tx, w).and_then(|written| {
-                        once::record(tx, "daily", Some(mark))?;
-                        Ok(written)
-                    }) {
-                        Ok(written) => {
-                            tx.execute_batch("RELEASE tally_daily_write")?;
-                            out.push(Ok(written));
+                }
+                let mut out: Vec<Option<Result<DailyWritten>>> =
+                    (0..writes.len()).map(|_| None).collect();
+                for entity in order {
+                    let mine: Vec<usize> = (0..writes.len())
+                        .filter(|&i| writes[i].entity == *entity)
+                        .collect();
+                    tx.execute_batch("SAVEPOINT tally_daily_entity")?;
+                    let done = mine
+                        .iter()
+                        .map(|&i| incr_in(tx, &writes[i]))
+                        .collect::<Result<Vec<_>>>();
+                    match done {
+                        Ok(done) => {
+                            tx.execute_batch("RELEASE tally_daily_entity")?;
+                            for (&i, w) in mine.iter().zip(done) {
+                                out[i] = Some(Ok(w));
+                            }
                         }
-                        // Refused (an overflow) or failed alone: rolled
-                        // back alone, answered in its place.
-                        Err(e) if !e.is_unavailable() => {
+                        // Refused (an overflow): rolled back alone,
+                        // answered in its writes' places.
+                        Err(e) if e.is_bad_input() => {
                             tx.execute_batch(
-                                "ROLLBACK TO tally_daily_write; RELEASE tally_daily_write",
+                                "ROLLBACK TO tally_daily_entity; RELEASE tally_daily_entity",
                             )?;
-                            out.push(Err(e));
+                            let message = e.to_string();
+                            for &i in &mine {
+                                out[i] = Some(Err(Error::InvalidCount(message.clone())));
+                            }
                         }
-                        // The database unavailable: nothing is kept.
                         Err(e) => return Err(e),
                     }
                 }
-                if let Some(floor) = writes.iter().map(|(w, _)| w.floor).max() {
+                if let Some(floor) = writes.iter().map(|w| w.floor).max() {
                     sweep(tx, floor)?;
                 }
-                Ok(out)
+                Ok(out
+                    .into_iter()
+                    .map(|o| o.expect("every write answered"))
+                    .collect())
             })
             .await
     }
