@@ -4,21 +4,21 @@
 //! [`BenchRedis`], emptied between runs:
 //!
 //! - `exact`: [`DailyStats::incr_many`] batches, one `daily_incr.lua` call
-//!   per entity of a batch;
+//!   per batch (each entity's views merged per day in it);
 //! - `aggregated`: the [`DailyWriter`], views merged per (entity, day) in
 //!   process (its final flush inside the measured time);
 //! - `bare`: the article's own commands from a bare redis-rs client,
 //!   `HINCRBY {advert:<id>}:views <YYYYMMDD> 1` per view, pipelined by the
 //!   batch, on the same entities: the ceiling the others are compared with.
 //!
-//! Each run reports views per second and Redis CPU per view (`INFO cpu`
-//! differences); every run's totals are checked afterwards through the
-//! library's read (which reads the bare client's hashes too) on the
-//! busiest entities and a sample of the others, and their sum.
-//!
-//! The lead wires `run` into `tally bench ingest`.
+//! Each run reports views per second, Redis CPU per view (`INFO cpu`
+//! differences) and where it went (`INFO commandstats`), and this
+//! process's CPU per view; every run's totals are checked afterwards
+//! through the library's read (which reads the bare client's hashes too)
+//! on the 1,000 busiest entities and a sample of the others, against the
+//! views sent. `tally bench ingest --daily-entities N` runs it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,7 +28,8 @@ use rand::{Rng, SeedableRng};
 use tally::daily::DailyWriter;
 use tally::{Backend, BackendConfig, DailySettings, DailyStats, Day, View, WriterSettings};
 
-use crate::server::BenchRedis;
+use crate::pace::self_cpu_seconds;
+use crate::server::{BenchRedis, command_stats, reset_command_stats};
 
 /// The Zipf exponent of ad views.
 pub const ZIPF_S: f64 = 1.1;
@@ -42,6 +43,18 @@ pub struct ViewsRun {
     pub seconds: f64,
     pub views_per_second: f64,
     pub redis_cpu_us_per_view: f64,
+    /// Where the server's time went, `INFO commandstats` over the run:
+    /// microseconds per view by command (commands that scripts run are
+    /// counted on their own too, inside `evalsha`'s time).
+    pub commands_us_per_view: BTreeMap<String, f64>,
+    /// This process's CPU microseconds per view (the client side).
+    pub client_cpu_us_per_view: f64,
+    /// The stored totals and today's counts of the checked entities equal
+    /// the views sent to them (the run fails otherwise).
+    pub totals_exact: bool,
+    /// Entities checked, and the views sent to them.
+    pub checked_entities: u64,
+    pub checked_views: u64,
     /// The writer's chunks and duplicates (aggregated only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub writer: Option<tally::engine::writer::WriterStats>,
@@ -128,7 +141,9 @@ pub async fn run(
             // LOAD each).
             daily.incr("warm-up").await?;
         }
+        reset_command_stats(&mut redis.raw().await?).await?;
         let cpu_before = redis.cpu_seconds().await?;
+        let client_before = self_cpu_seconds();
         let started = Instant::now();
         let deadline = started + duration;
         let tasks: Vec<_> = (0..concurrency)
@@ -197,16 +212,28 @@ pub async fn run(
             writer.shutdown().await;
         }
         let took = started.elapsed().as_secs_f64();
+        let client_cpu = self_cpu_seconds() - client_before;
         let cpu = redis.cpu_seconds().await? - cpu_before;
         let views: i64 = counts.values().sum();
-        check(&daily, &counts, today).await?;
+        let per_view = 1e6 / views.max(1) as f64;
+        let commands_us_per_view = command_stats(&mut redis.raw().await?)
+            .await?
+            .into_iter()
+            .map(|(command, cost)| (command, cost.usec * per_view / 1e6))
+            .collect();
+        let (checked_entities, checked_views) = check(&daily, &counts, today).await?;
         runs.push(ViewsRun {
             mode,
             views: views as u64,
             distinct_entities: counts.len() as u64,
             seconds: took,
             views_per_second: views as f64 / took,
-            redis_cpu_us_per_view: cpu * 1e6 / views.max(1) as f64,
+            redis_cpu_us_per_view: cpu * per_view,
+            commands_us_per_view,
+            client_cpu_us_per_view: client_cpu * per_view,
+            totals_exact: true,
+            checked_entities,
+            checked_views,
             writer: writer.map(|w| w.stats()),
         });
     }
@@ -229,8 +256,9 @@ pub async fn run(
 }
 
 /// Checks the stored totals and today's counts of the 1,000 busiest
-/// entities and of 1,000 others against what was sent.
-async fn check(daily: &DailyStats, counts: &HashMap<u64, i64>, today: Day) -> Result<()> {
+/// entities and of 1,000 others against what was sent; answers how many
+/// entities and views it checked.
+async fn check(daily: &DailyStats, counts: &HashMap<u64, i64>, today: Day) -> Result<(u64, u64)> {
     ensure!(
         daily.today() == today,
         "the day changed during the run; run again"
@@ -242,7 +270,10 @@ async fn check(daily: &DailyStats, counts: &HashMap<u64, i64>, today: Day) -> Re
         .iter()
         .take(1000)
         .chain(by_views.iter().skip(1000).step_by(step));
+    let (mut entities, mut views) = (0u64, 0u64);
     for &(e, &want) in sample {
+        entities += 1;
+        views += want as u64;
         let entity = e.to_string();
         let total = daily.total(&entity).await?;
         let day = daily.day(&entity, today).await?;
@@ -251,7 +282,7 @@ async fn check(daily: &DailyStats, counts: &HashMap<u64, i64>, today: Day) -> Re
             "entity {entity}: sent {want} views, stored total {total}, today {day}"
         );
     }
-    Ok(())
+    Ok((entities, views))
 }
 
 #[cfg(test)]
@@ -271,10 +302,10 @@ mod tests {
         assert_eq!(aggregated.written, aggregated.accepted);
     }
 
-    /// The full scale, for a look before the bench is wired into `tally
-    /// bench ingest`: `cargo nextest run -p tally-bench --lib daily_views
-    /// --run-ignored only --no-capture` (build with `--release` for figures
-    /// that mean anything beyond Redis CPU per view).
+    /// The full scale without the rest of `tally bench ingest`: `cargo
+    /// nextest run -p tally-bench --lib daily_views --run-ignored only
+    /// --no-capture` (build with `--release` for figures that mean anything
+    /// beyond Redis CPU per view).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     #[ignore = "a benchmark, several seconds per mode"]
     async fn a_million_entities() {
