@@ -10,13 +10,17 @@
 //! (a sum of HVALS) includes it, so the sum of the hash is the all-time total
 //! for both.
 //!
-//! A write is one `daily_incr.lua` call per entity carrying all that
-//! entity's views of the batch: the days' counts, with the days older than
-//! the window folded into `before` in the same step (no cleaner); a keyed
-//! write's call also checks and sets its mark,
-//! `{<prefix>:<id>}:applied:<writer hex>` ([`super::once`]), once for all
-//! the entity's views. A batch sends its calls concurrently (pipelined on
-//! the connection, spread over the nodes on a cluster). Days are read with one
+//! A write is one `daily_incr.lua` call for the whole batch (on a cluster
+//! one per hash slot of its entities, sent concurrently), each entity's
+//! views merged per day and its part atomic: the days' counts, with the
+//! days older than the window folded into `before` in the same step (no
+//! cleaner). A keyed write's call also checks and sets each entity's mark,
+//! `{<prefix>:<id>}:applied:<writer hex>` ([`super::once`]). The aggregating
+//! writer's calls ([`DailyStore::incr_lane`]) carry instead the record of
+//! their writer lane, the last sequence number applied, as the engine's
+//! writes do: `<prefix>:daily-writer:<writer hex>:<lane>`, or on a cluster
+//! one per slot, `<prefix>:daily-writer:{<tag>}:<writer hex>:<lane>` with a
+//! tag that hashes to that slot ([`slot_tag`]). Days are read with one
 //! HMGET; the total with one `daily_total.lua` call summing the hash (at
 //! most retention + 1 fields once Tally has written), exactly (64-bit,
 //! whatever Lua's doubles can hold).
@@ -106,7 +110,7 @@ impl RedisDailyStore {
     /// Applies `writes` in one `daily_incr.lua` call per cluster slot (one
     /// call on a standalone server), each entity's part atomic, with the
     /// lane's record of each call or each entity's mark. Answers per
-    /// entity group, in the order of [`plan_groups`]'s groups.
+    /// entity group, in the order of `groups`.
     async fn apply(
         &self,
         floor: Day,
@@ -516,7 +520,7 @@ fn corrupt(e: &redis::RedisError) -> Error {
 /// The cluster slot of `key`: CRC16 (XMODEM) of its hash tag (the part
 /// between the first `{` and the next `}`, when not empty) or of the whole
 /// key, mod 16,384, as Redis Cluster computes it.
-pub fn key_slot(key: &[u8]) -> u16 {
+pub(crate) fn key_slot(key: &[u8]) -> u16 {
     let hashed = match key.iter().position(|&b| b == b'{') {
         Some(open) => match key[open + 1..].iter().position(|&b| b == b'}') {
             Some(len) if len > 0 => &key[open + 1..open + 1 + len],
@@ -532,7 +536,7 @@ const SLOTS: u16 = 16_384;
 
 /// A short hash tag that lands in `slot`: the first decimal number that
 /// does, from a table of all 16,384 made once (about 100,000 CRCs).
-pub fn slot_tag(slot: u16) -> &'static str {
+pub(crate) fn slot_tag(slot: u16) -> &'static str {
     static TAGS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     let tags = TAGS.get_or_init(|| {
         let mut tags = vec![String::new(); SLOTS as usize];
