@@ -10,6 +10,8 @@
 //! keyed batch's transaction also checks and records its mark
 //! ([`super::once`]): a repeat adds nothing and reads the counts.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Transaction, params};
 
@@ -197,18 +199,18 @@ impl DailyStore for SqliteDailyStore {
                 )?
                 .execute(params![lane, seq.seq as i64, now])?;
                 // Each entity's writes together, in first-seen order.
-                let mut order: Vec<&Name> = Vec::new();
-                for w in &writes {
-                    if !order.contains(&&w.entity) {
-                        order.push(&w.entity);
-                    }
+                let mut groups: Vec<Vec<usize>> = Vec::new();
+                let mut index: HashMap<&Name, usize> = HashMap::new();
+                for (i, w) in writes.iter().enumerate() {
+                    let g = *index.entry(&w.entity).or_insert_with(|| {
+                        groups.push(Vec::new());
+                        groups.len() - 1
+                    });
+                    groups[g].push(i);
                 }
                 let mut out: Vec<Option<Result<DailyWritten>>> =
                     (0..writes.len()).map(|_| None).collect();
-                for entity in order {
-                    let mine: Vec<usize> = (0..writes.len())
-                        .filter(|&i| writes[i].entity == *entity)
-                        .collect();
+                for mine in groups {
                     tx.execute_batch("SAVEPOINT tally_daily_entity")?;
                     let done = mine
                         .iter()
@@ -227,7 +229,10 @@ impl DailyStore for SqliteDailyStore {
                             tx.execute_batch(
                                 "ROLLBACK TO tally_daily_entity; RELEASE tally_daily_entity",
                             )?;
-                            let message = e.to_string();
+                            let message = match &e {
+                                Error::InvalidCount(m) => m.clone(),
+                                other => other.to_string(),
+                            };
                             for &i in &mine {
                                 out[i] = Some(Err(Error::InvalidCount(message.clone())));
                             }
