@@ -16,6 +16,11 @@
 //! [`crate::backend::redis::RedisDailyStore`] for what holds then. The total
 //! is O(1) on SQLite; on Redis it is the sum of the entity's hash (at most
 //! retention + 1 fields), as the article computes it.
+//!
+//! [`DailyWriter`] is the aggregating writer: views of the same (entity,
+//! day) merged in process and written in chunks, exactly once by writer
+//! lane and sequence number as the engine's writer does
+//! ([`DailyStore::incr_lane`]).
 
 mod day;
 pub mod store;

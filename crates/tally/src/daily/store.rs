@@ -65,8 +65,8 @@ pub trait DailyStore: Send + Sync + fmt::Debug + 'static {
     /// that entity, when its total or day would overflow. With a `mark`
     /// (a keyed write), the mark is kept with the write and a write whose
     /// mark is kept already adds nothing: per entity on Redis (each
-    /// entity's call has its own mark), for the whole batch on SQLite (one
-    /// transaction).
+    /// entity's part of the call has its own mark key), for the whole batch
+    /// on SQLite (one transaction).
     async fn incr(&self, writes: &[DailyWrite], mark: Option<&Mark>) -> Result<Vec<DailyWritten>>;
 
     /// Applies `writes` exactly once by the writer lane's sequence number
