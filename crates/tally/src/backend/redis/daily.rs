@@ -390,7 +390,6 @@ async fn answer_all(
     Ok(per_write(writes, &groups, answers))
 }
 
-
 #[async_trait]
 impl DailyStore for RedisDailyStore {
     /// One `daily_incr.lua` call for the whole batch (one per cluster
