@@ -106,6 +106,54 @@ fn ingest_runs_in_the_compact_layout_next_to_its_own_commands() {
 }
 
 #[test]
+fn ingest_measures_daily_views_next_to_the_articles_commands() {
+    let r = bench(
+        &[
+            &["ingest", "--daily-entities", "2000", "--daily-only"][..],
+            &LIGHT_LOAD,
+        ]
+        .concat(),
+    );
+    assert_eq!(r["bench"], "ingest");
+    assert!(r["runs"].as_array().unwrap().is_empty(), "{r}");
+    let daily = &r["daily"];
+    assert_eq!(daily["entities"], 2000, "{r}");
+    assert_eq!(daily["zipf_s"], 1.1, "{r}");
+    let runs = daily["runs"].as_array().unwrap();
+    let modes: Vec<&str> = runs.iter().map(|r| r["mode"].as_str().unwrap()).collect();
+    assert_eq!(modes, ["exact", "aggregated", "bare"], "{r}");
+    each_exact_and_sent(runs, "totals_exact", "views");
+    for run in runs {
+        for field in [
+            "views_per_second",
+            "redis_cpu_us_per_view",
+            "client_cpu_us_per_view",
+        ] {
+            assert!(run[field].as_f64().unwrap() > 0.0, "{field}: {run}");
+        }
+        assert!(run["checked_entities"].as_u64().unwrap() > 0, "{run}");
+        assert!(run["checked_views"].as_u64().unwrap() > 0, "{run}");
+        // Where Redis's time went: Tally's script, the bare HINCRBYs.
+        let command = if run["mode"] == "bare" {
+            "hincrby"
+        } else {
+            "evalsha"
+        };
+        assert!(
+            run["commands_us_per_view"][command].as_f64().unwrap() > 0.0,
+            "{run}"
+        );
+    }
+    let writer = &runs[1]["writer"];
+    assert_eq!(writer["written"], writer["accepted"], "{r}");
+    assert!(daily["exact_ratio_to_bare"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(
+        daily["aggregated_ratio_to_bare"].as_f64().unwrap() > 0.0,
+        "{r}"
+    );
+}
+
+#[test]
 fn read_reads_back_the_steady_state() {
     let r = bench(&["read", "--iterations", "10"]);
     let runs = r["runs"].as_array().unwrap();

@@ -19,6 +19,10 @@
 //! flush is acknowledged, so it includes writing everything). Each run starts
 //! on an empty store and ends with a check that every precision of every
 //! counter sums to exactly what was acknowledged.
+//!
+//! `--daily-entities N` adds daily views of N entities
+//! ([`crate::daily_views`]): exact, aggregated and the article's own
+//! commands from a bare client, on a server of their own.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,6 +34,7 @@ use tally::{Clock, CounterSettings, Counters, Increment, SystemClock};
 
 use crate::bare::{self, Bare, BareLayout, Shape};
 use crate::book;
+use crate::daily_views::{self, DailyViews};
 use crate::pace::{ROUND, Timed, another_round, self_cpu_seconds};
 use crate::server::{
     BenchRedis, Kind, Opened, Which, check_totals, command_stats, reset_command_stats,
@@ -65,6 +70,14 @@ pub struct IngestArgs {
     /// Requests of each redis-benchmark baseline.
     #[arg(long, default_value_t = 2_000_000)]
     pub benchmark_requests: u64,
+    /// Daily views of this many entities drawn from a Zipf distribution
+    /// (s = 1.1), exact, aggregated and the article's own HINCRBY from a
+    /// bare client, on Redis (e.g. 1000000; none by default).
+    #[arg(long)]
+    pub daily_entities: Option<u64>,
+    /// Only the daily views: no counter runs and no counter baselines.
+    #[arg(long, requires = "daily_entities")]
+    pub daily_only: bool,
 }
 
 /// The load of a write bench, which `bench ingest` and `bench stats`
@@ -169,6 +182,10 @@ pub struct Ingest {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub redis: Option<Baselines>,
     pub runs: Vec<Run>,
+    /// `--daily-entities`: daily views, exact and aggregated, against the
+    /// article's commands from a bare client ([`crate::daily_views`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub daily: Option<DailyViews>,
 }
 
 pub async fn run(args: IngestArgs) -> Result<Ingest> {
@@ -185,11 +202,20 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
         !args.counters.is_empty() && args.counters.iter().all(|&n| n > 0),
         "--counters needs positive sizes"
     );
+    ensure!(
+        args.daily_entities.is_none() || args.backend.kinds().contains(&Kind::Redis),
+        "--daily-entities runs on Redis: pass --backend redis or both"
+    );
     let settings = CounterSettings::default();
     let np = settings.precisions.len();
     let mut runs = Vec::new();
     let mut baselines = None;
-    for kind in args.backend.kinds() {
+    let kinds = if args.daily_only {
+        Vec::new()
+    } else {
+        args.backend.kinds()
+    };
+    for kind in kinds {
         let redis = (kind == Kind::Redis).then(BenchRedis::start);
         let mut before = 0.0;
         let mut before_cpu = 0.0;
@@ -321,6 +347,19 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
             });
         }
     }
+    let daily = match args.daily_entities {
+        Some(entities) => Some(
+            daily_views::run(
+                &BenchRedis::start(),
+                entities,
+                args.load.seconds,
+                args.load.batch.min(tally::daily::MAX_BATCH),
+                args.load.writers,
+            )
+            .await?,
+        ),
+        None => None,
+    };
     Ok(Ingest {
         bench: "ingest",
         machine: crate::server::machine(),
@@ -331,6 +370,7 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
         adders: args.load.adders,
         redis: baselines,
         runs,
+        daily,
     })
 }
 

@@ -28,6 +28,7 @@ pub mod carbon;
 pub mod clean;
 pub mod cluster;
 pub mod daily_memory;
+pub mod daily_views;
 pub mod graphite;
 pub mod ingest;
 pub mod memory;
@@ -335,6 +336,28 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
                             bare.client_cpu_us_per_increment
                         );
                     }
+                }
+                if let Some(d) = &r.daily {
+                    println!(
+                        "daily views of {} entities (Zipf s = {}), {} views a call, {} callers:",
+                        d.entities, d.zipf_s, d.batch, d.concurrency
+                    );
+                    for run in &d.runs {
+                        println!(
+                            "  {:<10} {:>11.0} views/s ({} views, {} entities, totals exact); \
+                             Redis CPU {:.2} us, client CPU {:.2} us per view",
+                            run.mode,
+                            run.views_per_second,
+                            run.views,
+                            run.distinct_entities,
+                            run.redis_cpu_us_per_view,
+                            run.client_cpu_us_per_view
+                        );
+                    }
+                    println!(
+                        "  exact {:.2}x and aggregated {:.2}x the article's commands from a bare client",
+                        d.exact_ratio_to_bare, d.aggregated_ratio_to_bare
+                    );
                 }
                 Ok(())
             })

@@ -16,9 +16,15 @@
 //! [`crate::backend::redis::RedisDailyStore`] for what holds then. The total
 //! is O(1) on SQLite; on Redis it is the sum of the entity's hash (at most
 //! retention + 1 fields), as the article computes it.
+//!
+//! [`DailyWriter`] is the aggregating writer: views of the same (entity,
+//! day) merged in process and written in chunks, exactly once by writer
+//! lane and sequence number as the engine's writer does
+//! ([`DailyStore::incr_lane`]).
 
 mod day;
 pub mod store;
+mod writer;
 
 use std::sync::Arc;
 
@@ -26,6 +32,7 @@ use serde::{Deserialize, Serialize};
 
 pub use day::{Day, MAX_OFFSET_MINUTES, civil_from_days};
 pub use store::{DailyHeld, DailyStore, DailyWrite, DailyWritten};
+pub use writer::DailyWriter;
 
 use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
 use crate::engine::{Applied, plan};
@@ -190,6 +197,25 @@ impl DailyStats {
         self.floor(self.today())
     }
 
+    /// The oldest day kept at `now`.
+    fn floor_at(&self, now: Timestamp) -> Day {
+        self.floor(Day::of(now, self.settings.utc_offset_minutes))
+    }
+
+    /// Checks a view (its entity id, its count, its time; `at` defaults to
+    /// `now`) and gives its entity and day.
+    fn check(&self, v: &View, now: Timestamp) -> Result<(Name, Day)> {
+        let entity = entity_id(&v.entity)?;
+        if v.count < 1 {
+            return Err(Error::InvalidCount(format!(
+                "views are counted from 1 up, got {} for entity {:?}",
+                v.count, v.entity
+            )));
+        }
+        let at = plan::time(v.at, now)?;
+        Ok((entity, Day::of(at, self.settings.utc_offset_minutes)))
+    }
+
     /// The oldest day kept when today is `today`.
     fn floor(&self, today: Day) -> Day {
         today.plus(1 - self.settings.retention_days as i32)
@@ -242,21 +268,14 @@ impl DailyStats {
         now: Timestamp,
     ) -> Result<(Applied, Vec<Counted>)> {
         plan::check_batch_len(views.len(), MAX_BATCH, "views")?;
-        let floor = self.floor(Day::of(now, self.settings.utc_offset_minutes));
+        let floor = self.floor_at(now);
         let writes = views
             .iter()
             .map(|v| {
-                let entity = entity_id(&v.entity)?;
-                if v.count < 1 {
-                    return Err(Error::InvalidCount(format!(
-                        "views are counted from 1 up, got {} for entity {:?}",
-                        v.count, v.entity
-                    )));
-                }
-                let at = plan::time(v.at, now)?;
+                let (entity, day) = self.check(v, now)?;
                 Ok(DailyWrite {
                     entity,
-                    day: Day::of(at, self.settings.utc_offset_minutes),
+                    day,
                     count: v.count,
                     floor,
                 })

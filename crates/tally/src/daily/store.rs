@@ -12,8 +12,9 @@ use std::fmt;
 
 use async_trait::async_trait;
 
+use crate::clock::Timestamp;
 use crate::daily::Day;
-use crate::engine::Applied;
+use crate::engine::{Applied, WriteSeq};
 use crate::error::Result;
 use crate::idempotency::Mark;
 use crate::name::Name;
@@ -64,9 +65,34 @@ pub trait DailyStore: Send + Sync + fmt::Debug + 'static {
     /// that entity, when its total or day would overflow. With a `mark`
     /// (a keyed write), the mark is kept with the write and a write whose
     /// mark is kept already adds nothing: per entity on Redis (each
-    /// entity's call has its own mark), for the whole batch on SQLite (one
-    /// transaction).
+    /// entity's part of the call has its own mark key), for the whole batch
+    /// on SQLite (one transaction).
     async fn incr(&self, writes: &[DailyWrite], mark: Option<&Mark>) -> Result<Vec<DailyWritten>>;
+
+    /// Applies `writes` exactly once by the writer lane's sequence number
+    /// (the aggregating writer's path, [`crate::daily::DailyWriter`]), as
+    /// the engine's writes are ([`WriteSeq`]): the store keeps one record
+    /// per (writer, lane), the last number applied, and a call whose
+    /// number is not above it adds nothing and answers
+    /// [`Applied::Duplicate`] with the stored counts. So the same writes
+    /// sent again with the same number (after a lost reply) apply once.
+    /// `result[i]` is what `writes[i]` did: an entity the store refuses
+    /// (its total or a day would overflow) is answered with its bad-input
+    /// error in its writes' places, writes nothing, and the others are
+    /// applied all the same. `Err` (the backend unavailable, say) when
+    /// nothing is known: send the same writes again with the same number.
+    ///
+    /// Redis sends one `daily_incr.lua` call (one per cluster slot of the
+    /// entities, the lane's record in that slot); SQLite runs one
+    /// transaction with the lane's record in `tally_writer`, stamped
+    /// `now` (an idle lane's record is forgotten after 7 days, as on
+    /// Redis).
+    async fn incr_lane(
+        &self,
+        writes: &[DailyWrite],
+        seq: WriteSeq,
+        now: Timestamp,
+    ) -> Result<Vec<Result<DailyWritten>>>;
 
     /// The stored counts of `days` (0 when absent), in the order asked.
     async fn days(&self, entity: &Name, days: &[Day]) -> Result<Vec<i64>>;

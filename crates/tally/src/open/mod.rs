@@ -34,7 +34,7 @@ use crate::backend::{Backend, BackendConfig};
 use crate::buffers::{BufferStore, Buffers, Tables};
 use crate::clock::{SharedClock, SystemClock};
 use crate::counters::{CounterSettings, CounterWriter, Counters};
-use crate::daily::{DEFAULT_ENTITY_PREFIX, DailySettings, DailyStats};
+use crate::daily::{DEFAULT_ENTITY_PREFIX, DailySettings, DailyStats, DailyWriter};
 use crate::engine::{
     Cleaner, CleanerSettings, Precision, SliceStore, Space, Writer, WriterSettings,
 };
@@ -91,6 +91,7 @@ struct Inner {
     writer: OnceLock<CounterWriter>,
     tsdb: Tsdb,
     daily: DailyStats,
+    daily_writer: OnceLock<DailyWriter>,
     buffer_store: Arc<dyn BufferStore>,
     limiter: Limiter,
     locks: Locks,
@@ -249,6 +250,21 @@ impl Tally {
         self.inner.daily.clone()
     }
 
+    /// The aggregating writer over [`Tally::daily`] (views of an entity
+    /// and day merged in memory, written in batches, each exactly once),
+    /// started on the first call with the Tally's writer settings; every
+    /// later call returns the same writer. [`Tally::shutdown`] flushes and
+    /// stops it.
+    pub fn daily_writer(&self) -> DailyWriter {
+        self.inner
+            .daily_writer
+            .get_or_init(|| {
+                DailyWriter::start(self.daily(), self.inner.writer_settings.clone())
+                    .expect("the writer settings were validated when Tally was opened")
+            })
+            .clone()
+    }
+
     /// Buffered counters of the mapped SQL `tables` (build them with
     /// [`Tables::new`]); flush them with a [`crate::buffers::Flusher`].
     pub fn buffers(&self, tables: Tables) -> Buffers {
@@ -380,6 +396,9 @@ impl Tally {
             if let Some(writer) = (entry.started_writer)(self) {
                 writer.shutdown().await;
             }
+        }
+        if let Some(writer) = self.inner.daily_writer.get() {
+            writer.shutdown().await;
         }
     }
 }
@@ -647,6 +666,7 @@ impl TallyBuilder {
                 writer: OnceLock::new(),
                 tsdb,
                 daily,
+                daily_writer: OnceLock::new(),
                 buffer_store,
                 limiter,
                 locks,

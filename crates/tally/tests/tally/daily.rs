@@ -5,6 +5,8 @@ use crate::common;
 
 use common::{Fixture, Kind, RawConn};
 use tally::daily::{DailySettings, Day, DayCount};
+use tally::engine::Applied;
+use tally::engine::WriteSeq;
 use tally::{Clock, Error};
 
 per_backend!(features:
@@ -19,6 +21,11 @@ per_backend!(features:
     batches_span_many_entities,
     redis_keys_follow_the_seed,
     a_keyed_batch_counts_every_view_of_an_entity,
+    the_writer_merges_views_and_they_read_back_exactly,
+    a_retried_chunk_applies_each_write_once_and_refuses_only_the_overflow,
+    the_writer_drops_an_overflowing_entity_alone,
+    adds_racing_the_writers_shutdown_are_written_or_refused,
+    the_writer_checks_views_as_incr_many_does,
 );
 
 fn settings(retention_days: u32) -> DailySettings {
@@ -797,4 +804,290 @@ async fn sums_stay_exact_beyond_what_doubles_hold(kind: Kind) {
     let err = d.total("max").await.unwrap_err();
     assert!(matches!(err, Error::Corrupt(_)), "{err}");
     assert!(err.to_string().contains("beyond 64 bits"), "{err}");
+}
+
+/// A daily writer of `d` that flushes only when asked (or at shutdown).
+fn daily_writer(d: &tally::DailyStats, chunk: usize) -> tally::daily::DailyWriter {
+    tally::daily::DailyWriter::start(
+        d.clone(),
+        tally::WriterSettings {
+            flush_interval: std::time::Duration::from_secs(3600),
+            chunk_counters: chunk,
+            lanes: 2,
+            ..tally::WriterSettings::default()
+        },
+    )
+    .unwrap()
+}
+
+async fn the_writer_merges_views_and_they_read_back_exactly(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(30)).await;
+    // Chunks of 3 writes: a flush takes several chunks on both lanes.
+    let w = daily_writer(&d, 3);
+    let now = f.clock.now().as_secs_f64();
+    let t = today(&f);
+    let mut expected: std::collections::BTreeMap<(String, i64), i64> = Default::default();
+    let mut adds = 0;
+    for round in 0..4 {
+        for e in 0..10 {
+            for ago in [0, 1, 3] {
+                let entity = format!("ad-{e}");
+                let count = 1 + (e + ago + round) % 3;
+                w.add(&entity, count, Some(now - ago as f64 * 86_400.0))
+                    .await
+                    .unwrap();
+                *expected.entry((entity, ago)).or_default() += count;
+                adds += 1;
+            }
+        }
+        if round == 1 {
+            w.flush().await.unwrap();
+        }
+    }
+    // A view dated before the window counts toward the total only.
+    w.add_many(&[tally::View {
+        entity: "ad-0".into(),
+        count: 5,
+        at: Some(now - 40.0 * 86_400.0),
+    }])
+    .await
+    .unwrap();
+    adds += 1;
+    w.flush().await.unwrap();
+    for e in 0..10 {
+        let entity = format!("ad-{e}");
+        let days = d.days(&entity, &[t.plus(-3), t.plus(-1), t]).await.unwrap();
+        let counts: Vec<i64> = days.iter().map(|c| c.count).collect();
+        let want: Vec<i64> = [3i64, 1, 0]
+            .iter()
+            .map(|&ago| expected[&(entity.clone(), ago)])
+            .collect();
+        assert_eq!(counts, want, "{entity}");
+        let old = if e == 0 { 5 } else { 0 };
+        assert_eq!(
+            d.total(&entity).await.unwrap(),
+            want.iter().sum::<i64>() + old,
+            "{entity}"
+        );
+    }
+    let stats = w.stats();
+    assert_eq!((stats.accepted, stats.written), (adds, adds), "{stats:?}");
+    assert_eq!((stats.rejected, stats.pending_entries), (0, 0), "{stats:?}");
+    assert_eq!(stats.flushes, 2, "{stats:?}");
+    // Merged: one write per (entity, day) per flush, in chunks of 3.
+    assert_eq!(stats.chunks, 10 + 11, "{stats:?}");
+    w.shutdown().await;
+}
+
+fn write(entity: &str, day: Day, count: i64, floor: Day) -> tally::daily::DailyWrite {
+    tally::daily::DailyWrite {
+        entity: tally::daily::entity_id(entity).unwrap(),
+        day,
+        count,
+        floor,
+    }
+}
+
+/// The store's path of the writer, called twice with the same lane and
+/// sequence number as a retry after a lost reply is: each write applies
+/// once, and an entity that would overflow is refused alone, both times;
+/// the lane's next number writes again.
+async fn a_retried_chunk_applies_each_write_once_and_refuses_only_the_overflow(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(30)).await;
+    let store = f.backend.daily_store("advert").await.unwrap();
+    let t = today(&f);
+    let floor = t.plus(-29);
+    let now = f.clock.now();
+    d.incr_by("big", i64::MAX - 5, None).await.unwrap();
+    let chunk = vec![
+        write("a", t, 2, floor),
+        write("a", t.plus(-1), 3, floor),
+        write("big", t, 10, floor),
+        write("b", t, 4, floor),
+        write("a", t, 1, floor),
+    ];
+    let seq = |n| WriteSeq {
+        writer: rand::random(),
+        lane: 1,
+        seq: n,
+    };
+    let first = seq(7);
+    for attempt in 0..2 {
+        let answers = store.incr_lane(&chunk, first, now).await.unwrap();
+        assert_eq!(answers.len(), chunk.len());
+        let want = if attempt == 0 {
+            Applied::Written
+        } else {
+            Applied::Duplicate
+        };
+        for (i, answer) in answers.iter().enumerate() {
+            if i == 2 && attempt == 0 {
+                let err = answer.as_ref().unwrap_err();
+                assert!(
+                    err.is_bad_input() && err.to_string().contains("overflow"),
+                    "{err}"
+                );
+            } else {
+                assert_eq!(answer.as_ref().unwrap().applied, want, "write {i}");
+            }
+        }
+        let totals: Vec<i64> = answers
+            .iter()
+            .filter_map(|a| a.as_ref().ok())
+            .map(|a| a.total)
+            .collect();
+        if attempt == 0 {
+            // As if applied one by one.
+            assert_eq!(totals, [2, 5, 4, 6]);
+        } else {
+            // A repeat answers the stored counts, the refused entity's too
+            // (the lane's record says the call was applied: nothing is
+            // weighed again).
+            assert_eq!(totals, [6, 6, i64::MAX - 5, 4, 6]);
+        }
+        assert_eq!(d.total("a").await.unwrap(), 6);
+        assert_eq!(d.today_count("a").await.unwrap().count, 3);
+        assert_eq!(d.day("a", t.plus(-1)).await.unwrap(), 3);
+        assert_eq!(d.total("b").await.unwrap(), 4);
+        assert_eq!(d.total("big").await.unwrap(), i64::MAX - 5);
+    }
+    // An earlier number of the lane is a repeat too; the next one writes.
+    let earlier = WriteSeq { seq: 6, ..first };
+    let answers = store.incr_lane(&chunk[3..4], earlier, now).await.unwrap();
+    assert_eq!(answers[0].as_ref().unwrap().applied, Applied::Duplicate);
+    let next = WriteSeq { seq: 8, ..first };
+    let answers = store.incr_lane(&chunk[3..4], next, now).await.unwrap();
+    let answer = answers[0].as_ref().unwrap();
+    assert_eq!(
+        (answer.applied, answer.total, answer.day_count),
+        (Applied::Written, 8, 8)
+    );
+    // Another lane of the same writer keeps its own record.
+    let other = WriteSeq { lane: 2, ..first };
+    let answers = store.incr_lane(&chunk[3..4], other, now).await.unwrap();
+    assert_eq!(answers[0].as_ref().unwrap().total, 12);
+}
+
+async fn the_writer_drops_an_overflowing_entity_alone(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(30)).await;
+    d.incr_by("big", i64::MAX - 5, None).await.unwrap();
+    let w = daily_writer(&d, 500);
+    for entity in ["a", "big", "b", "big", "c"] {
+        w.add(entity, 4, None).await.unwrap();
+    }
+    w.flush().await.unwrap();
+    let stats = w.stats();
+    assert_eq!(
+        (stats.accepted, stats.written, stats.rejected),
+        (5, 3, 2),
+        "{stats:?}"
+    );
+    for entity in ["a", "b", "c"] {
+        assert_eq!(d.total(entity).await.unwrap(), 4, "{entity}");
+    }
+    assert_eq!(d.total("big").await.unwrap(), i64::MAX - 5);
+    w.shutdown().await;
+}
+
+/// Adds race the shutdown: each is either refused or written, never lost
+/// (the sum of what was accepted is what is stored).
+async fn adds_racing_the_writers_shutdown_are_written_or_refused(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(30)).await;
+    let w = tally::daily::DailyWriter::start(
+        d.clone(),
+        tally::WriterSettings {
+            flush_interval: std::time::Duration::from_millis(5),
+            ..tally::WriterSettings::default()
+        },
+    )
+    .unwrap();
+    let tasks: Vec<_> = (0..4)
+        .map(|task| {
+            let w = w.clone();
+            tokio::spawn(async move {
+                let mut accepted = 0i64;
+                for i in 0u64.. {
+                    let entity = format!("e{}", (task * 7 + i) % 20);
+                    match w.add(&entity, 1 + (i % 3) as i64, None).await {
+                        Ok(()) => accepted += 1 + (i % 3) as i64,
+                        Err(Error::Overloaded(_)) => break,
+                        Err(e) => panic!("{e}"),
+                    }
+                    if i % 64 == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+                accepted
+            })
+        })
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    w.shutdown().await;
+    let mut accepted = 0;
+    for t in tasks {
+        accepted += t.await.unwrap();
+    }
+    let mut stored = 0;
+    for e in 0..20 {
+        stored += d.total(&format!("e{e}")).await.unwrap();
+    }
+    assert!(accepted > 0);
+    assert_eq!(stored, accepted);
+    let stats = w.stats();
+    assert_eq!(stats.accepted, stats.written, "{stats:?}");
+    assert_eq!(stats.pending_entries, 0, "{stats:?}");
+    assert!(w.try_add("e1", 1, None).is_err());
+}
+
+async fn the_writer_checks_views_as_incr_many_does(kind: Kind) {
+    let f = Fixture::near_now(kind).await;
+    let d = f.daily(settings(30)).await;
+    let w = daily_writer(&d, 500);
+    for (entity, count, at, message) in [
+        ("{advert:1}", 1, None, "must not contain `{`"),
+        ("", 1, None, "must not be empty"),
+        ("ok", 0, None, "from 1 up"),
+        ("ok", -3, None, "from 1 up"),
+        ("ok", 1, Some(f64::NAN), "not a finite"),
+        ("ok", 1, Some(-1.0), "before the Unix epoch"),
+    ] {
+        for err in [
+            w.add(entity, count, at).await.unwrap_err(),
+            w.try_add(entity, count, at).unwrap_err(),
+        ] {
+            assert!(err.is_bad_input(), "{entity:?}: {err}");
+            assert!(err.to_string().contains(message), "{entity:?}: {err}");
+        }
+    }
+    // A batch with one bad view merges nothing at all, nor one that would
+    // overflow what waits.
+    let view = |entity: &str, count: i64| tally::View {
+        entity: entity.into(),
+        count,
+        at: None,
+    };
+    let err = w
+        .add_many(&[view("ok", 1), view("ok", 0)])
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("from 1 up"), "{err}");
+    w.add("max", i64::MAX, None).await.unwrap();
+    let err = w
+        .add_many(&[view("ok", 1), view("max", 1)])
+        .await
+        .unwrap_err();
+    assert!(
+        err.is_bad_input() && err.to_string().contains("overflow"),
+        "{err}"
+    );
+    let stats = w.stats();
+    assert_eq!((stats.accepted, stats.pending_entries), (1, 1), "{stats:?}");
+    w.flush().await.unwrap();
+    assert_eq!(d.total("ok").await.unwrap(), 0);
+    assert_eq!(d.total("max").await.unwrap(), i64::MAX);
+    w.shutdown().await;
 }

@@ -2,7 +2,8 @@
 //! and the server is killed with SIGKILL and restarted, many times. Every
 //! increment the writer acknowledged must be stored exactly once, and
 //! every observation the statistics' aggregating writer acknowledged too
-//! (exact counts and sums at every precision).
+//! (exact counts and sums at every precision), and every view the daily
+//! statistics' aggregating writer acknowledged (exact totals).
 
 use crate::common;
 
@@ -59,7 +60,11 @@ async fn run(kind: Kind) {
             ..StatsSettings::default()
         })
         .await;
-    let stats_writer = StatsWriter::start(stats.clone(), agg_settings).unwrap();
+    let stats_writer = StatsWriter::start(stats.clone(), agg_settings.clone()).unwrap();
+    let daily = f.daily(tally::DailySettings::default()).await;
+    let daily_writer = tally::daily::DailyWriter::start(daily.clone(), agg_settings).unwrap();
+    // Acknowledged views per entity.
+    let viewed: Arc<Vec<AtomicU64>> = Arc::new((0..COUNTERS).map(|_| AtomicU64::new(0)).collect());
 
     // Writers: acknowledged increments per counter.
     let acked: Arc<Vec<AtomicU64>> = Arc::new((0..COUNTERS).map(|_| AtomicU64::new(0)).collect());
@@ -75,6 +80,7 @@ async fn run(kind: Kind) {
     for w in 0..4u64 {
         let (agg, acked, stop) = (agg.clone(), acked.clone(), stop.clone());
         let (stats_writer, observed) = (stats_writer.clone(), observed.clone());
+        let (daily_writer, viewed) = (daily_writer.clone(), viewed.clone());
         writers.push(tokio::spawn(async move {
             let mut i = w;
             let mut n = 0u64;
@@ -93,6 +99,13 @@ async fn run(kind: Kind) {
                     let (n, sum) = &observed[c as usize];
                     n.fetch_add(1, Ordering::Relaxed);
                     sum.fetch_add(i % 97, Ordering::Relaxed);
+                }
+                if daily_writer
+                    .add(&format!("fault:{c}"), count, None)
+                    .await
+                    .is_ok()
+                {
+                    viewed[c as usize].fetch_add(count as u64, Ordering::Relaxed);
                 }
                 i += 4;
                 n += 1;
@@ -148,6 +161,27 @@ async fn run(kind: Kind) {
     }
     agg.shutdown().await;
     stats_writer.shutdown().await;
+    daily_writer.shutdown().await;
+    let daily_figures = daily_writer.stats();
+    assert_eq!(daily_figures.rejected, 0);
+    assert_eq!(
+        daily_figures.written, daily_figures.accepted,
+        "{daily_figures:?}"
+    );
+    let mut total_viewed = 0;
+    for c in 0..COUNTERS as usize {
+        let want = viewed[c].load(Ordering::Relaxed) as i64;
+        total_viewed += want;
+        assert_eq!(
+            daily.total(&format!("fault:{c}")).await.unwrap(),
+            want,
+            "{kind:?} entity {c}"
+        );
+    }
+    assert!(
+        total_viewed > 10_000,
+        "too few views to mean anything: {total_viewed}"
+    );
     let stats_figures = stats_writer.stats();
     assert!(
         stats_figures.retries > 0,
@@ -213,7 +247,13 @@ async fn run(kind: Kind) {
     eprintln!(
         "{kind:?}: {total_acked} increments acknowledged and stored exactly through {kills} \
          connection kills and {restarts} restarts ({} retried chunk writes, {} duplicates skipped); \
-         {total_observed} observations stored exactly ({} retried, {} duplicates skipped)",
-        stats.retries, stats.duplicates, stats_figures.retries, stats_figures.duplicates
+         {total_observed} observations stored exactly ({} retried, {} duplicates skipped); \
+         {total_viewed} views stored exactly ({} retried, {} duplicate writes skipped)",
+        stats.retries,
+        stats.duplicates,
+        stats_figures.retries,
+        stats_figures.duplicates,
+        daily_figures.retries,
+        daily_figures.duplicates
     );
 }

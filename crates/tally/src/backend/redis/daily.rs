@@ -10,13 +10,17 @@
 //! (a sum of HVALS) includes it, so the sum of the hash is the all-time total
 //! for both.
 //!
-//! A write is one `daily_incr.lua` call per entity carrying all that
-//! entity's views of the batch: the days' counts, with the days older than
-//! the window folded into `before` in the same step (no cleaner); a keyed
-//! write's call also checks and sets its mark,
-//! `{<prefix>:<id>}:applied:<writer hex>` ([`super::once`]), once for all
-//! the entity's views. A batch sends its calls concurrently (pipelined on
-//! the connection, spread over the nodes on a cluster). Days are read with one
+//! A write is one `daily_incr.lua` call for the whole batch (on a cluster
+//! one per hash slot of its entities, sent concurrently), each entity's
+//! views merged per day and its part atomic: the days' counts, with the
+//! days older than the window folded into `before` in the same step (no
+//! cleaner). A keyed write's call also checks and sets each entity's mark,
+//! `{<prefix>:<id>}:applied:<writer hex>` ([`super::once`]). The aggregating
+//! writer's calls ([`DailyStore::incr_lane`]) carry instead the record of
+//! their writer lane, the last sequence number applied, as the engine's
+//! writes do: `<prefix>:daily-writer:<writer hex>:<lane>`, or on a cluster
+//! one per slot, `<prefix>:daily-writer:{<tag>}:<writer hex>:<lane>` with a
+//! tag that hashes to that slot ([`slot_tag`]). Days are read with one
 //! HMGET; the total with one `daily_total.lua` call summing the hash (at
 //! most retention + 1 fields once Tally has written), exactly (64-bit,
 //! whatever Lua's doubles can hold).
@@ -37,9 +41,10 @@ use futures::future::try_join_all;
 use redis::Script;
 
 use super::scan::glob_escape;
-use super::{Redis, WriteFailure, once};
+use super::{Redis, once};
+use crate::clock::Timestamp;
 use crate::daily::{DailyHeld, DailyStore, DailyWrite, DailyWritten, Day, entity_id};
-use crate::engine::Applied;
+use crate::engine::{Applied, WriteSeq};
 use crate::error::{Error, Result};
 use crate::idempotency::Mark;
 use crate::name::Name;
@@ -88,88 +93,324 @@ impl RedisDailyStore {
         format!("{}:stats", self.tag(entity))
     }
 
-    /// One `daily_incr.lua` call for `writes`, all of one entity: the
-    /// newest floor among them holds for all (the service gives a batch one
-    /// floor).
-    async fn incr_entity(
-        &self,
-        writes: &[&DailyWrite],
-        mark: Option<&Mark>,
-    ) -> Result<Vec<DailyWritten>> {
-        let first = writes[0];
-        let mut keys = vec![self.views_key(&first.entity), self.stats_key(&first.entity)];
-        if let Some(mark) = mark {
-            keys.push(once::key(&self.tag(&first.entity), mark));
-        }
-        let floor = writes.iter().map(|w| w.floor).max().unwrap_or(first.floor);
-        let mut args = vec![floor.yyyymmdd().to_string()];
-        for w in writes {
-            args.extend([w.day.yyyymmdd().to_string(), w.count.to_string()]);
-        }
-        match self.redis.eval_write(&self.incr, &keys, &args).await {
-            Ok(value) => {
-                let answer: Vec<i64> = redis::FromRedisValue::from_redis_value(value)?;
-                let applied = match answer.first() {
-                    Some(1) => Applied::Written,
-                    _ => Applied::Duplicate,
-                };
-                let per: Vec<&[i64]> = answer[1..].chunks(3).collect();
-                if per.len() != writes.len() || per.iter().any(|p| p.len() != 3) {
-                    return Err(Error::Backend(format!(
-                        "daily_incr.lua answered {answer:?} for {} writes",
-                        writes.len()
-                    )));
-                }
-                per.into_iter()
-                    .map(|p| {
-                        Ok(DailyWritten {
-                            day_count: p[0],
-                            total: from_limbs(p[1], p[2], &keys[0])?,
-                            applied,
-                        })
-                    })
-                    .collect()
-            }
-            Err(WriteFailure::Redis(e)) if e.code() == Some("TALLY_CORRUPT") => Err(corrupt(&e)),
-            Err(WriteFailure::Redis(e)) if e.code() == Some("TALLY_OVERFLOW") => {
-                let count: i64 = writes.iter().map(|w| w.count).fold(0, i64::saturating_add);
-                Err(Error::InvalidCount(format!(
-                    "adding {count} views to entity {:?} would overflow its {}; nothing was written",
-                    first.entity.as_str(),
-                    e.detail().unwrap_or("total")
-                )))
-            }
-            Err(e) => Err(e.into()),
+    /// The key of a writer lane's record for the entities of `slot` (on a
+    /// cluster: under a tag that hashes to that slot).
+    fn lane_key(&self, seq: &WriteSeq, slot: Option<u16>) -> String {
+        match slot {
+            None => format!("{}:daily-writer:{}", self.prefix, seq.lane_id()),
+            Some(slot) => format!(
+                "{}:daily-writer:{{{}}}:{}",
+                self.prefix,
+                slot_tag(slot),
+                seq.lane_id()
+            ),
         }
     }
+
+    /// Applies `writes` in one `daily_incr.lua` call per cluster slot (one
+    /// call on a standalone server), each entity's part atomic, with the
+    /// lane's record of each call or each entity's mark. Answers per
+    /// entity group, in the order of `groups`.
+    async fn apply(
+        &self,
+        floor: Day,
+        groups: &[&Group<'_>],
+        mark: Option<&Mark>,
+        seq: Option<WriteSeq>,
+    ) -> Result<Vec<Answer>> {
+        let mut calls: Vec<(Option<u16>, Vec<usize>)> = Vec::new();
+        if self.redis.is_cluster() {
+            let mut by_slot: HashMap<u16, usize> = HashMap::new();
+            for (g, group) in groups.iter().enumerate() {
+                let slot = key_slot(self.tag(group.entity).as_bytes());
+                let at = *by_slot.entry(slot).or_insert_with(|| {
+                    calls.push((Some(slot), Vec::new()));
+                    calls.len() - 1
+                });
+                calls[at].1.push(g);
+            }
+        } else {
+            calls.push((None, (0..groups.len()).collect()));
+        }
+        let floor = floor.yyyymmdd().to_string();
+        let answers = try_join_all(calls.iter().map(|(slot, members)| {
+            let floor = &floor;
+            async move {
+                let mut keys = Vec::with_capacity(1 + 3 * members.len());
+                let mut args: Vec<String> = Vec::with_capacity(5 + 5 * members.len());
+                match seq {
+                    Some(seq) => {
+                        keys.push(self.lane_key(&seq, *slot));
+                        args.extend(["1".to_owned(), seq.seq.to_string()]);
+                    }
+                    None => args.extend(["0".to_owned(), "0".to_owned()]),
+                }
+                args.push(if mark.is_some() { "1" } else { "0" }.to_owned());
+                args.push(floor.clone());
+                args.push(members.len().to_string());
+                for &g in members {
+                    let group = &groups[g];
+                    keys.push(self.views_key(group.entity));
+                    keys.push(self.stats_key(group.entity));
+                    if let Some(mark) = mark {
+                        keys.push(once::key(&self.tag(group.entity), mark));
+                    }
+                    args.push(group.days.len().to_string());
+                    args.push(group.before.to_string());
+                    for (day, count) in &group.days {
+                        args.push(day.yyyymmdd().to_string());
+                        args.push(count.to_string());
+                    }
+                }
+                let value = self
+                    .redis
+                    .eval_write(&self.incr, &keys, &args)
+                    .await
+                    .map_err(Error::from)?;
+                let answer = parse_answer(self, value, members.iter().map(|&g| groups[g]))?;
+                Ok::<_, Error>(members.iter().copied().zip(answer).collect::<Vec<_>>())
+            }
+        }))
+        .await?;
+        let mut out: Vec<Option<Answer>> = (0..groups.len()).map(|_| None).collect();
+        for (g, answer) in answers.into_iter().flatten() {
+            out[g] = Some(answer);
+        }
+        out.into_iter()
+            .map(|a| a.ok_or_else(|| Error::Backend("daily_incr.lua skipped an entity".into())))
+            .collect()
+    }
+}
+
+/// One entity's part of a call: its days' views merged, the views dated
+/// before the window, and what its total gains.
+#[derive(Debug)]
+struct Group<'a> {
+    entity: &'a Name,
+    /// The indices of its writes, in order.
+    writes: Vec<usize>,
+    /// Its days in the window, each once, with the views they gain.
+    days: Vec<(Day, i64)>,
+    before: i64,
+    add: i64,
+    /// Its views, saturating (for messages).
+    views: i64,
+    /// Set when the sums overflow already: refused before sending.
+    overflow: Option<&'static str>,
+}
+
+/// Groups `writes` by entity (first-seen order), merging each entity's
+/// views per day with checked sums.
+fn plan_groups(writes: &[DailyWrite]) -> Vec<Group<'_>> {
+    let mut groups: Vec<Group<'_>> = Vec::new();
+    let mut index: HashMap<&Name, usize> = HashMap::new();
+    for (i, w) in writes.iter().enumerate() {
+        let g = *index.entry(&w.entity).or_insert_with(|| {
+            groups.push(Group {
+                entity: &w.entity,
+                writes: Vec::new(),
+                days: Vec::new(),
+                before: 0,
+                add: 0,
+                views: 0,
+                overflow: None,
+            });
+            groups.len() - 1
+        });
+        let group = &mut groups[g];
+        group.writes.push(i);
+        group.views = group.views.saturating_add(w.count);
+        match group.add.checked_add(w.count) {
+            Some(add) => group.add = add,
+            None => group.overflow = group.overflow.or(Some("total")),
+        }
+        if w.day < w.floor {
+            match group.before.checked_add(w.count) {
+                Some(b) => group.before = b,
+                None => group.overflow = group.overflow.or(Some("total")),
+            }
+        } else if let Some(d) = group.days.iter_mut().find(|(d, _)| *d == w.day) {
+            match d.1.checked_add(w.count) {
+                Some(c) => d.1 = c,
+                None => group.overflow = group.overflow.or(Some("day")),
+            }
+        } else {
+            group.days.push((w.day, w.count));
+        }
+    }
+    groups
+}
+
+/// What the script answered for one entity.
+#[derive(Debug)]
+enum Answer {
+    /// Its days' counts (in the group's order) and its total, after the
+    /// write; `applied` says whether this call wrote them.
+    Counts {
+        days: Vec<i64>,
+        total: i64,
+        applied: Applied,
+    },
+    /// Refused, nothing written: the status (2 to 5) and its detail.
+    Refused(i64, String),
+}
+
+fn parse_answer<'a>(
+    store: &RedisDailyStore,
+    value: redis::Value,
+    groups: impl Iterator<Item = &'a Group<'a>>,
+) -> Result<Vec<Answer>> {
+    let flat: Vec<redis::Value> = redis::FromRedisValue::from_redis_value(value)?;
+    let mut rest = flat.into_iter();
+    let mut next = || {
+        rest.next()
+            .ok_or_else(|| Error::Backend("daily_incr.lua answered too little".into()))
+    };
+    let int = |v: redis::Value| -> Result<i64> { Ok(redis::FromRedisValue::from_redis_value(v)?) };
+    let mut out = Vec::new();
+    for group in groups {
+        let status = int(next()?)?;
+        match status {
+            0 | 1 => {
+                let days = (0..group.days.len())
+                    .map(|_| int(next()?))
+                    .collect::<Result<Vec<_>>>()?;
+                let (hi, lo) = (int(next()?)?, int(next()?)?);
+                let total = from_limbs(hi, lo, &store.views_key(group.entity))?;
+                let applied = if status == 1 {
+                    Applied::Written
+                } else {
+                    Applied::Duplicate
+                };
+                out.push(Answer::Counts {
+                    days,
+                    total,
+                    applied,
+                });
+            }
+            _ => {
+                let detail: String = redis::FromRedisValue::from_redis_value(next()?)?;
+                out.push(Answer::Refused(status, detail));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The error of an entity refused, nothing written.
+fn refusal(group: &Group<'_>, status: i64, detail: &str) -> Error {
+    let what = match status {
+        2 => "total",
+        3 => "day",
+        4 => "`before` (the views of days before the window)",
+        _ => return Error::Corrupt(format!("{detail} is not an integer")),
+    };
+    Error::InvalidCount(format!(
+        "adding {} views to entity {:?} would overflow its {what}; nothing was written",
+        group.views,
+        group.entity.as_str()
+    ))
+}
+
+/// Each write's answer, as if the writes of an entity were applied one by
+/// one: a write's counts are the final ones less what the entity's later
+/// writes (of its day, for the day's count) added. A repeat answers the
+/// stored counts for every write.
+fn per_write(
+    writes: &[DailyWrite],
+    groups: &[Group<'_>],
+    answers: Vec<Answer>,
+) -> Vec<Result<DailyWritten>> {
+    let mut out: Vec<Option<Result<DailyWritten>>> = (0..writes.len()).map(|_| None).collect();
+    for (group, answer) in groups.iter().zip(answers) {
+        match answer {
+            Answer::Refused(status, detail) => {
+                for &i in &group.writes {
+                    out[i] = Some(Err(refusal(group, status, &detail)));
+                }
+            }
+            Answer::Counts {
+                days,
+                total,
+                applied,
+            } => {
+                let mut days: Vec<(Day, i64)> =
+                    group.days.iter().map(|(d, _)| *d).zip(days).collect();
+                let mut total = total;
+                for &i in group.writes.iter().rev() {
+                    let w = &writes[i];
+                    let day = days.iter_mut().find(|(d, _)| *d == w.day && w.day >= w.floor);
+                    out[i] = Some(Ok(DailyWritten {
+                        day_count: day.as_ref().map_or(0, |(_, c)| *c),
+                        total,
+                        applied,
+                    }));
+                    if applied == Applied::Written {
+                        total = total.saturating_sub(w.count);
+                        if let Some((_, c)) = day {
+                            *c = c.saturating_sub(w.count);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out.into_iter()
+        .map(|a| a.expect("every write is in a group"))
+        .collect()
+}
+
+/// Applies `writes` (see [`RedisDailyStore::apply`]) and answers each:
+/// an entity whose merged views overflow already is refused unsent.
+async fn answer_all(
+    store: &RedisDailyStore,
+    writes: &[DailyWrite],
+    mark: Option<&Mark>,
+    seq: Option<WriteSeq>,
+) -> Result<Vec<Result<DailyWritten>>> {
+    let groups = plan_groups(writes);
+    let Some(floor) = writes.iter().map(|w| w.floor).max() else {
+        return Ok(Vec::new());
+    };
+    let sent: Vec<&Group<'_>> = groups.iter().filter(|g| g.overflow.is_none()).collect();
+    let mut got = if sent.is_empty() {
+        Vec::new()
+    } else {
+        store.apply(floor, &sent, mark, seq).await?
+    }
+    .into_iter();
+    let answers = groups
+        .iter()
+        .map(|g| match g.overflow {
+            Some("day") => Answer::Refused(3, String::new()),
+            Some(_) => Answer::Refused(2, String::new()),
+            None => got.next().expect("one answer per group sent"),
+        })
+        .collect();
+    Ok(per_write(writes, &groups, answers))
 }
 
 #[async_trait]
 impl DailyStore for RedisDailyStore {
+    /// One `daily_incr.lua` call for the whole batch (one per cluster
+    /// slot of its entities), each entity's writes merged per day; the
+    /// first entity refused is the error (the others are written).
     async fn incr(&self, writes: &[DailyWrite], mark: Option<&Mark>) -> Result<Vec<DailyWritten>> {
-        // One call per entity, carrying all its writes (so a keyed batch's
-        // mark covers each entity's writes once), in first-seen order.
-        let mut groups: Vec<(&Name, Vec<usize>)> = Vec::new();
-        let mut index: HashMap<&Name, usize> = HashMap::new();
-        for (i, w) in writes.iter().enumerate() {
-            let g = *index.entry(&w.entity).or_insert_with(|| {
-                groups.push((&w.entity, Vec::new()));
-                groups.len() - 1
-            });
-            groups[g].1.push(i);
-        }
-        let answers = try_join_all(groups.iter().map(|(_, members)| {
-            let group: Vec<&DailyWrite> = members.iter().map(|&i| &writes[i]).collect();
-            async move { self.incr_entity(&group, mark).await }
-        }))
-        .await?;
-        let mut out = vec![None; writes.len()];
-        for ((_, members), answer) in groups.iter().zip(answers) {
-            for (&i, written) in members.iter().zip(answer) {
-                out[i] = Some(written);
-            }
-        }
-        Ok(out.into_iter().flatten().collect())
+        answer_all(self, writes, mark, None)
+            .await?
+            .into_iter()
+            .collect()
+    }
+
+    /// As [`DailyStore::incr`], with the lane's record in each call
+    /// instead of marks: one record per call, so per cluster slot.
+    async fn incr_lane(
+        &self,
+        writes: &[DailyWrite],
+        seq: WriteSeq,
+        _now: Timestamp,
+    ) -> Result<Vec<Result<DailyWritten>>> {
+        answer_all(self, writes, None, Some(seq)).await
     }
 
     async fn days(&self, entity: &Name, days: &[Day]) -> Result<Vec<i64>> {
@@ -275,9 +516,60 @@ fn corrupt(e: &redis::RedisError) -> Error {
     ))
 }
 
+/// The cluster slot of `key`: CRC16 (XMODEM) of its hash tag (the part
+/// between the first `{` and the next `}`, when not empty) or of the whole
+/// key, mod 16,384, as Redis Cluster computes it.
+pub(crate) fn key_slot(key: &[u8]) -> u16 {
+    let hashed = match key.iter().position(|&b| b == b'{') {
+        Some(open) => match key[open + 1..].iter().position(|&b| b == b'}') {
+            Some(len) if len > 0 => &key[open + 1..open + 1 + len],
+            _ => key,
+        },
+        None => key,
+    };
+    crc16::State::<crc16::XMODEM>::calculate(hashed) % SLOTS
+}
+
+/// The slots of a Redis Cluster.
+const SLOTS: u16 = 16_384;
+
+/// A short hash tag that lands in `slot`: the first decimal number that
+/// does, from a table of all 16,384 made once (about 100,000 CRCs).
+pub(crate) fn slot_tag(slot: u16) -> &'static str {
+    static TAGS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let tags = TAGS.get_or_init(|| {
+        let mut tags = vec![String::new(); SLOTS as usize];
+        let mut left = SLOTS as usize;
+        let mut n: u64 = 0;
+        while left > 0 {
+            let tag = n.to_string();
+            let s = key_slot(tag.as_bytes()) as usize;
+            if tags[s].is_empty() {
+                tags[s] = tag;
+                left -= 1;
+            }
+            n += 1;
+        }
+        tags
+    });
+    &tags[slot as usize % SLOTS as usize]
+}
+
 #[cfg(test)]
 mod tests {
-    use super::from_limbs;
+    use super::{from_limbs, key_slot, slot_tag};
+
+    #[test]
+    fn slots_are_redis_cluster_slots_and_each_has_a_tag() {
+        // Redis Cluster's specification: CRC16 of "123456789" is 0x31C3.
+        assert_eq!(key_slot(b"123456789"), 0x31C3);
+        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
+        assert_eq!(key_slot(b"foo{}{bar}"), key_slot(b"foo{}{bar}"));
+        for slot in [0, 1, 5_000, 16_383] {
+            let tag = slot_tag(slot);
+            assert_eq!(key_slot(format!("x:{{{tag}}}:y").as_bytes()), slot, "{tag}");
+        }
+    }
 
     #[test]
     fn limbs_make_every_64_bit_total() {

@@ -10,13 +10,16 @@
 //! keyed batch's transaction also checks and records its mark
 //! ([`super::once`]): a repeat adds nothing and reads the counts.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::{Sqlite, once};
+use crate::clock::Timestamp;
 use crate::daily::{DailyHeld, DailyStore, DailyWrite, DailyWritten, Day};
-use crate::engine::Applied;
 use crate::engine::kinds::sum::add_stored;
+use crate::engine::{Applied, WriteSeq};
 use crate::error::{Error, Result};
 use crate::idempotency::Mark;
 use crate::name::Name;
@@ -50,6 +53,7 @@ impl SqliteDailyStore {
     pub async fn new(db: Sqlite) -> Result<Self> {
         db.with_writer(|conn| {
             conn.execute_batch(SCHEMA)?;
+            conn.execute_batch(super::engine::WRITERS)?;
             once::create(conn)
         })
         .await?;
@@ -104,6 +108,16 @@ fn incr_in(tx: &Transaction<'_>, w: &DailyWrite) -> Result<DailyWritten> {
     })
 }
 
+/// Drops up to [`SWEEP`] rows of any entity older than `floor`.
+fn sweep(tx: &Transaction<'_>, floor: Day) -> Result<()> {
+    tx.prepare_cached(
+        "DELETE FROM tally_daily WHERE (entity, day) IN
+         (SELECT entity, day FROM tally_daily WHERE day < ?1 LIMIT ?2)",
+    )?
+    .execute(params![i64::from(floor.yyyymmdd()), SWEEP])?;
+    Ok(())
+}
+
 /// The stored count of `entity`'s `day` (0 when absent).
 fn stored_day(tx: &Transaction<'_>, entity: &str, day: i64) -> Result<i64> {
     Ok(tx
@@ -150,13 +164,89 @@ impl DailyStore for SqliteDailyStore {
                     .map(|w| incr_in(tx, w))
                     .collect::<Result<Vec<_>>>()?;
                 if let Some(floor) = writes.iter().map(|w| w.floor).max() {
-                    tx.prepare_cached(
-                        "DELETE FROM tally_daily WHERE (entity, day) IN
-                         (SELECT entity, day FROM tally_daily WHERE day < ?1 LIMIT ?2)",
-                    )?
-                    .execute(params![i64::from(floor.yyyymmdd()), SWEEP])?;
+                    sweep(tx, floor)?;
                 }
                 Ok(out)
+            })
+            .await
+    }
+
+    /// One transaction: the lane's record in `tally_writer` (the
+    /// engine's table, under a `daily:` lane id) checked and advanced, and
+    /// each entity's writes in a savepoint of their own, so a refused
+    /// entity is rolled back alone.
+    async fn incr_lane(
+        &self,
+        writes: &[DailyWrite],
+        seq: WriteSeq,
+        now: Timestamp,
+    ) -> Result<Vec<Result<DailyWritten>>> {
+        let writes = writes.to_vec();
+        let now = now.whole_secs() as i64;
+        self.db
+            .write(move |tx| {
+                let lane = format!("daily:{}", seq.lane_id());
+                let last: Option<i64> = tx
+                    .prepare_cached("SELECT seq FROM tally_writer WHERE lane = ?1")?
+                    .query_row([&lane], |r| r.get(0))
+                    .optional()?;
+                if last.is_some_and(|last| seq.seq as i64 <= last) {
+                    return writes.iter().map(|w| current_in(tx, w).map(Ok)).collect();
+                }
+                tx.prepare_cached(
+                    "INSERT INTO tally_writer (lane, seq, at) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (lane) DO UPDATE SET seq = excluded.seq, at = excluded.at",
+                )?
+                .execute(params![lane, seq.seq as i64, now])?;
+                // Each entity's writes together, in first-seen order.
+                let mut groups: Vec<Vec<usize>> = Vec::new();
+                let mut index: HashMap<&Name, usize> = HashMap::new();
+                for (i, w) in writes.iter().enumerate() {
+                    let g = *index.entry(&w.entity).or_insert_with(|| {
+                        groups.push(Vec::new());
+                        groups.len() - 1
+                    });
+                    groups[g].push(i);
+                }
+                let mut out: Vec<Option<Result<DailyWritten>>> =
+                    (0..writes.len()).map(|_| None).collect();
+                for mine in groups {
+                    tx.execute_batch("SAVEPOINT tally_daily_entity")?;
+                    let done = mine
+                        .iter()
+                        .map(|&i| incr_in(tx, &writes[i]))
+                        .collect::<Result<Vec<_>>>();
+                    match done {
+                        Ok(done) => {
+                            tx.execute_batch("RELEASE tally_daily_entity")?;
+                            for (&i, w) in mine.iter().zip(done) {
+                                out[i] = Some(Ok(w));
+                            }
+                        }
+                        // Refused (an overflow): rolled back alone,
+                        // answered in its writes' places.
+                        Err(e) if e.is_bad_input() => {
+                            tx.execute_batch(
+                                "ROLLBACK TO tally_daily_entity; RELEASE tally_daily_entity",
+                            )?;
+                            let message = match &e {
+                                Error::InvalidCount(m) => m.clone(),
+                                other => other.to_string(),
+                            };
+                            for &i in &mine {
+                                out[i] = Some(Err(Error::InvalidCount(message.clone())));
+                            }
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                if let Some(floor) = writes.iter().map(|w| w.floor).max() {
+                    sweep(tx, floor)?;
+                }
+                Ok(out
+                    .into_iter()
+                    .map(|o| o.expect("every write answered"))
+                    .collect())
             })
             .await
     }

@@ -33,6 +33,7 @@
 
 mod apply;
 mod tables;
+pub(super) use tables::WRITERS;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -9,8 +9,8 @@ use crate::engine::store::check_stored;
 use crate::engine::{Kind, Space, Value};
 use crate::error::{Error, Result};
 
-/// The lanes of every writer, shared by all spaces.
-const WRITERS: &str = "
+/// The lanes of every writer, shared by all spaces (and daily statistics).
+pub(in crate::backend::sqlite) const WRITERS: &str = "
 CREATE TABLE IF NOT EXISTS tally_writer (
     lane TEXT PRIMARY KEY,
     seq INTEGER NOT NULL,

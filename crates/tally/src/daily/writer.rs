@@ -1,0 +1,765 @@
+//! The aggregating writer of daily statistics: repeated views of the same
+//! (entity, day) merged in process, written in batches, each exactly once.
+//!
+//! [`DailyWriter::add`] validates a view exactly as
+//! [`DailyStats::incr_many`] does (the entity id, a count of at least 1,
+//! the time) and merges it into a sharded in-memory table keyed by
+//! (entity, day), with a checked add (a count that would overflow is
+//! refused as bad input and nothing is merged). A background flusher takes
+//! the table every `flush_interval` (or as soon as it holds
+//! `flush_entries` entries), sorts it by entity and writes it in chunks of
+//! `chunk_counters` (entity, day) writes on `lanes` concurrent lanes, with
+//! [`DailyStore::incr_lane`]: one store call per chunk (on Redis one
+//! `daily_incr.lua` call, one per cluster slot of the chunk's entities; on
+//! SQLite one transaction).
+//!
+//! Exactly once, as the engine's writer does it ([`WriteSeq`]): the writer
+//! draws a random id, and each lane numbers its chunks 1, 2, 3... and
+//! sends the next only once the last was acknowledged. The store keeps one
+//! record per (writer, lane), the last number applied (per cluster slot on
+//! a cluster), and applies a call whose number is not above it as a no-op.
+//! A chunk that fails because the backend is unavailable is sent again
+//! whole, with the same number, with backoff, until it is acknowledged. So
+//! while the process lives, a view that `add` accepted is written exactly
+//! once; at shutdown the final flush retries for up to [`SHUTDOWN_GRACE`],
+//! then logs what it loses. An entity the store refuses for good (its
+//! total or a day would overflow) is dropped alone, counted in
+//! [`WriterStats::rejected`] and logged; its neighbours are written.
+//!
+//! Once shutdown begins every add is refused, checked under the shard lock,
+//! so no add lands in a table after the final flush took it.
+//!
+//! Bounded memory: at most `max_entries` (entity, day) entries wait. When
+//! full, [`DailyWriter::add`] waits for the next flush ([`WhenFull::Wait`])
+//! or fails with [`Error::Overloaded`] ([`WhenFull::Error`]);
+//! [`DailyWriter::try_add`] never waits. In the store, the lane records
+//! are one small key (Redis; one per cluster slot written) or row (SQLite)
+//! per lane, kept 7 days after their last use: bounded by the writers, not
+//! by the writes.
+//!
+//! [`DailyStore::incr_lane`]: crate::daily::DailyStore::incr_lane
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxBuildHasher;
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use super::{DailyStats, DailyWrite, DailyWritten, Day, MAX_BATCH, View};
+use crate::engine::plan;
+use crate::engine::writer::{SHUTDOWN_GRACE, WhenFull, WriterSettings, WriterStats};
+use crate::engine::{Applied, WriteSeq};
+use crate::error::{Error, Result};
+use crate::name::Name;
+
+const SHARDS: usize = 16;
+const RETRY_MIN: Duration = Duration::from_millis(20);
+const RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// An (entity, day) entry: the merged views and how many adds they stand
+/// for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Entry {
+    count: i64,
+    adds: u64,
+}
+
+type Table = HashMap<(Name, Day), Entry, FxBuildHasher>;
+
+/// Entries taken from the table for one store call.
+type Chunk = Vec<((Name, Day), Entry)>;
+
+struct Shard {
+    table: Table,
+}
+
+struct Inner {
+    daily: DailyStats,
+    settings: WriterSettings,
+    shards: Box<[Mutex<Shard>]>,
+    entries: AtomicUsize,
+    flush_soon: Notify,
+    room: Notify,
+    closed: AtomicBool,
+    writer: u64,
+    accepted: AtomicU64,
+    written: AtomicU64,
+    rejected: AtomicU64,
+    flushes: AtomicU64,
+    chunks: AtomicU64,
+    retries: AtomicU64,
+    duplicates: AtomicU64,
+    flush_micros: AtomicU64,
+}
+
+enum Control {
+    Flush(oneshot::Sender<()>),
+    Close(oneshot::Sender<()>),
+}
+
+struct ControlHandle {
+    tx: mpsc::UnboundedSender<Control>,
+}
+
+impl Drop for ControlHandle {
+    fn drop(&mut self) {
+        let (done, _) = oneshot::channel();
+        let _ = self.tx.send(Control::Close(done));
+    }
+}
+
+/// A handle on the aggregating writer of daily statistics. Cheap to clone;
+/// the flusher stops (after a final flush) when [`DailyWriter::shutdown`]
+/// is called or the last handle is dropped.
+///
+/// # Example
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> tally::Result<()> {
+/// let tally = tally::Tally::open("sqlite::memory:").await?;
+/// let views = tally.daily_writer();
+/// for _ in 0..3 {
+///     views.add("ad-7", 1, None).await?; // merged in memory
+/// }
+/// views.flush().await?; // written once, as one write of 3
+/// assert_eq!(tally.daily().total("ad-7").await?, 3);
+/// tally.shutdown().await; // flushes and stops the writer
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct DailyWriter {
+    inner: Arc<Inner>,
+    control: Arc<ControlHandle>,
+}
+
+impl std::fmt::Debug for DailyWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DailyWriter")
+            .field("settings", &self.inner.settings)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl DailyWriter {
+    /// Starts a writer of `daily`; spawns its flusher on the current tokio
+    /// runtime.
+    pub fn start(daily: DailyStats, settings: WriterSettings) -> Result<Self> {
+        let settings = settings.validate()?;
+        let inner = Arc::new(Inner {
+            daily,
+            shards: (0..SHARDS)
+                .map(|_| {
+                    Mutex::new(Shard {
+                        table: HashMap::default(),
+                    })
+                })
+                .collect(),
+            entries: AtomicUsize::new(0),
+            flush_soon: Notify::new(),
+            room: Notify::new(),
+            closed: AtomicBool::new(false),
+            writer: rand::random::<u64>(),
+            accepted: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+            flushes: AtomicU64::new(0),
+            chunks: AtomicU64::new(0),
+            retries: AtomicU64::new(0),
+            duplicates: AtomicU64::new(0),
+            flush_micros: AtomicU64::new(0),
+            settings,
+        });
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(flusher(inner.clone(), rx));
+        Ok(DailyWriter {
+            inner,
+            control: Arc::new(ControlHandle { tx }),
+        })
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &WriterSettings {
+        &self.inner.settings
+    }
+
+    /// Merges `count` views of `entity` at `at` (default now), waiting for
+    /// room when full and so configured.
+    pub async fn add(&self, entity: &str, count: i64, at: Option<f64>) -> Result<()> {
+        self.add_many(&[View {
+            entity: entity.to_owned(),
+            count,
+            at,
+        }])
+        .await
+    }
+
+    /// Merges without ever waiting: fails with [`Error::Overloaded`] when
+    /// full or shut down. Checks the view first, as
+    /// [`DailyStats::incr_many`] does.
+    pub fn try_add(&self, entity: &str, count: i64, at: Option<f64>) -> Result<()> {
+        let view = View {
+            entity: entity.to_owned(),
+            count,
+            at,
+        };
+        let checked = self.check(std::slice::from_ref(&view))?;
+        self.merge(&checked)
+    }
+
+    /// Merges a batch of views, all or nothing: every view is checked
+    /// first (at most [`MAX_BATCH`]); then, with the shards it touches
+    /// locked, every view is merged, or none when one would overflow or
+    /// the new (entity, day) entries find no room (then it waits for a
+    /// flush and tries again, when so configured).
+    pub async fn add_many(&self, views: &[View]) -> Result<()> {
+        let checked = self.check(views)?;
+        let inner = &self.inner;
+        loop {
+            let room = inner.room.notified();
+            match self.merge(&checked) {
+                Err(Error::Overloaded(_))
+                    if inner.settings.when_full == WhenFull::Wait
+                        && checked.len() <= inner.settings.max_entries
+                        && !inner.closed.load(Ordering::Relaxed) =>
+                {
+                    inner.flush_soon.notify_one();
+                    room.await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Checks `views` as [`DailyStats::incr_many`] does: their (entity,
+    /// day) and count.
+    fn check(&self, views: &[View]) -> Result<Vec<((Name, Day), i64)>> {
+        if self.inner.closed.load(Ordering::Relaxed) {
+            return Err(shut_down());
+        }
+        plan::check_batch_len(views.len(), MAX_BATCH, "views")?;
+        let now = self.inner.daily.clock.now();
+        views
+            .iter()
+            .map(|v| Ok((self.inner.daily.check(v, now)?, v.count)))
+            .collect()
+    }
+
+    /// Merges checked views, all or nothing, and counts them.
+    fn merge(&self, views: &[((Name, Day), i64)]) -> Result<()> {
+        let inner = &self.inner;
+        let created = self.merge_all(views)?;
+        inner
+            .accepted
+            .fetch_add(views.len() as u64, Ordering::Relaxed);
+        if created > 0 && inner.entries.load(Ordering::Relaxed) >= inner.settings.flush_entries {
+            inner.flush_soon.notify_one();
+        }
+        Ok(())
+    }
+
+    /// With the shards the views touch locked (in ascending order, so no
+    /// two callers deadlock): refuses when shut down, works out every new
+    /// count with a checked add and, only if all fit and there is room for
+    /// the new entries ([`Error::Overloaded`] otherwise), stores them.
+    /// Returns the entries made.
+    fn merge_all(&self, views: &[((Name, Day), i64)]) -> Result<usize> {
+        let shard_of_view: Vec<usize> = views.iter().map(|(k, _)| shard_of(k)).collect();
+        let mut wanted = shard_of_view.clone();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> =
+            wanted.iter().map(|&s| (s, self.lock(s))).collect();
+        // Checked under the locks: the final flush takes each shard's table
+        // under its lock after `closed` is set, so a view either is in the
+        // table it takes or is refused here, never accepted after it.
+        if self.inner.closed.load(Ordering::Relaxed) {
+            return Err(shut_down());
+        }
+        // The new entries, merged first in a scratch map so that nothing
+        // changes when one would overflow.
+        let mut next: HashMap<&(Name, Day), (usize, Entry), FxBuildHasher> = HashMap::default();
+        for (i, (key, count)) in views.iter().enumerate() {
+            let g = guards
+                .binary_search_by_key(&shard_of_view[i], |(s, _)| *s)
+                .expect("locked");
+            let entry = match next.get(key) {
+                Some(&(_, e)) => e,
+                None => guards[g].1.table.get(key).copied().unwrap_or_default(),
+            };
+            let count = entry.count.checked_add(*count).ok_or_else(|| {
+                Error::InvalidCount(format!(
+                    "{count} more views of entity {:?} on {} would overflow what waits to be \
+                     written; nothing was merged",
+                    key.0.as_str(),
+                    key.1
+                ))
+            })?;
+            next.insert(
+                key,
+                (
+                    g,
+                    Entry {
+                        count,
+                        adds: entry.adds + 1,
+                    },
+                ),
+            );
+        }
+        let created = next
+            .iter()
+            .filter(|(key, (g, _))| !guards[*g].1.table.contains_key(*key))
+            .count();
+        self.reserve_n(created)?;
+        for (key, (g, entry)) in next {
+            guards[g].1.table.insert(key.clone(), entry);
+        }
+        Ok(created)
+    }
+
+    fn lock(&self, shard: usize) -> MutexGuard<'_, Shard> {
+        self.inner.shards[shard]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes room for `n` new entries at once, or fails when there is not
+    /// that much.
+    fn reserve_n(&self, n: usize) -> Result<()> {
+        let inner = &self.inner;
+        let max = inner.settings.max_entries;
+        inner
+            .entries
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |have| {
+                (have + n <= max).then_some(have + n)
+            })
+            .map(|_| ())
+            .map_err(|_| {
+                Error::Overloaded(format!(
+                    "the daily writer holds its maximum of {max} pending (entity, day) entries"
+                ))
+            })
+    }
+
+    /// Flushes now and waits until everything added before this call is
+    /// written (or dropped as refused).
+    pub async fn flush(&self) -> Result<()> {
+        let (done, wait) = oneshot::channel();
+        self.control
+            .tx
+            .send(Control::Flush(done))
+            .map_err(|_| shut_down())?;
+        wait.await
+            .map_err(|_| Error::Overloaded("the daily writer stopped".into()))
+    }
+
+    /// Stops taking views, flushes what is pending (retrying an
+    /// unavailable backend for up to [`SHUTDOWN_GRACE`]) and stops the
+    /// flusher.
+    pub async fn shutdown(&self) {
+        self.inner.closed.store(true, Ordering::Relaxed);
+        let (done, wait) = oneshot::channel();
+        if self.control.tx.send(Control::Close(done)).is_ok() {
+            let _ = wait.await;
+        }
+    }
+
+    /// Running figures: `accepted` and `written` count views (adds),
+    /// `chunks` store calls that answered, `duplicates` writes the store
+    /// found applied already (a retry after a lost reply), and
+    /// `pending_entries` the (entity, day) entries waiting.
+    pub fn stats(&self) -> WriterStats {
+        let i = &self.inner;
+        WriterStats {
+            accepted: i.accepted.load(Ordering::Relaxed),
+            written: i.written.load(Ordering::Relaxed),
+            rejected: i.rejected.load(Ordering::Relaxed),
+            flushes: i.flushes.load(Ordering::Relaxed),
+            chunks: i.chunks.load(Ordering::Relaxed),
+            retries: i.retries.load(Ordering::Relaxed),
+            duplicates: i.duplicates.load(Ordering::Relaxed),
+            pending_entries: i.entries.load(Ordering::Relaxed) as u64,
+            flush_micros: i.flush_micros.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The error of an add to a writer that was shut down.
+fn shut_down() -> Error {
+    Error::Overloaded("the daily writer is shut down".into())
+}
+
+fn shard_of(key: &(Name, Day)) -> usize {
+    (FxBuildHasher.hash_one(key) as usize) % SHARDS
+}
+
+/// The flusher task: flushes on its interval, when asked, when the table
+/// fills, and once more when closed.
+async fn flusher(inner: Arc<Inner>, mut control: mpsc::UnboundedReceiver<Control>) {
+    let mut next_seq = vec![1u64; inner.settings.lanes];
+    let mut ticker = tokio::time::interval(inner.settings.flush_interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let mut waiter = None;
+        let mut closing = None;
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = inner.flush_soon.notified() => {}
+            msg = control.recv() => match msg {
+                Some(Control::Flush(done)) => waiter = Some(done),
+                Some(Control::Close(done)) => closing = Some(done),
+                None => closing = Some(oneshot::channel().0),
+            },
+        }
+        let deadline = closing.as_ref().map(|_| Instant::now() + SHUTDOWN_GRACE);
+        if closing.is_some() {
+            inner.closed.store(true, Ordering::Relaxed);
+        }
+        flush_once(&inner, &mut next_seq, deadline).await;
+        if let Some(done) = waiter {
+            let _ = done.send(());
+        }
+        if let Some(done) = closing {
+            let _ = done.send(());
+            control.close();
+            while let Ok(msg) = control.try_recv() {
+                match msg {
+                    Control::Flush(done) | Control::Close(done) => {
+                        let _ = done.send(());
+                    }
+                }
+            }
+            tracing::debug!("daily writer flusher stopped");
+            return;
+        }
+    }
+}
+
+/// A write on its way: the store's write and the adds it stands for.
+struct Pending {
+    write: DailyWrite,
+    adds: u64,
+}
+
+/// Takes everything waiting and writes it.
+async fn flush_once(inner: &Arc<Inner>, next_seq: &mut [u64], deadline: Option<Instant>) {
+    let started = Instant::now();
+    let mut taken: Vec<((Name, Day), Entry)> = Vec::new();
+    for shard in inner.shards.iter() {
+        let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+        taken.extend(std::mem::take(&mut shard.table));
+    }
+    if taken.is_empty() {
+        return;
+    }
+    let entries = taken.len();
+    taken.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let now = inner.daily.clock.now();
+    let floor = inner.daily.floor_at(now);
+    let chunks: Vec<Chunk> = {
+        let size = inner.settings.chunk_counters;
+        let mut chunks = Vec::with_capacity(entries.div_ceil(size));
+        let mut rest = taken.into_iter().peekable();
+        while rest.peek().is_some() {
+            chunks.push(rest.by_ref().take(size).collect());
+        }
+        chunks
+    };
+    let n_lanes = inner.settings.lanes.min(chunks.len());
+    let mut per_lane: Vec<Vec<Chunk>> = (0..n_lanes).map(|_| Vec::new()).collect();
+    for (i, chunk) in chunks.into_iter().enumerate() {
+        per_lane[i % n_lanes].push(chunk);
+    }
+    let results =
+        futures::future::join_all(per_lane.into_iter().enumerate().map(|(lane, chunks)| {
+            let inner = inner.clone();
+            let mut seq = next_seq[lane];
+            async move {
+                let (mut written, mut lost) = (0u64, 0u64);
+                for chunk in chunks {
+                    let pending = chunk
+                        .into_iter()
+                        .map(|((entity, day), e)| Pending {
+                            write: DailyWrite {
+                                entity,
+                                day,
+                                count: e.count,
+                                floor,
+                            },
+                            adds: e.adds,
+                        })
+                        .collect();
+                    let at = WriteSeq {
+                        writer: inner.writer,
+                        lane: lane as u32,
+                        seq,
+                    };
+                    seq += 1;
+                    let (w, l) = write_chunk(&inner, pending, at, now, deadline).await;
+                    written += w;
+                    lost += l;
+                }
+                (lane, seq, written, lost)
+            }
+        }))
+        .await;
+    let mut written = 0;
+    for (lane, seq, w, _) in results {
+        next_seq[lane] = seq;
+        written += w;
+    }
+    // Room is given back only now, so memory stays bounded while a flush
+    // retries.
+    inner.entries.fetch_sub(entries, Ordering::AcqRel);
+    inner.room.notify_waiters();
+    inner.written.fetch_add(written, Ordering::Relaxed);
+    inner.flushes.fetch_add(1, Ordering::Relaxed);
+    inner
+        .flush_micros
+        .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+}
+
+/// Whether a failed write may succeed if sent again.
+fn retryable(e: &Error) -> bool {
+    e.is_unavailable() || matches!(e, Error::Backend(_))
+}
+
+/// Writes one chunk as write `seq` of its lane, sending it again with the
+/// same number until it is acknowledged, or until `deadline` passes.
+/// Returns the adds written and those lost (refused for good, or given up
+/// at shutdown).
+async fn write_chunk(
+    inner: &Inner,
+    pending: Vec<Pending>,
+    seq: WriteSeq,
+    now: crate::Timestamp,
+    deadline: Option<Instant>,
+) -> (u64, u64) {
+    let store = inner.daily.store();
+    let writes: Vec<DailyWrite> = pending.iter().map(|p| p.write.clone()).collect();
+    let mut backoff = RETRY_MIN;
+    loop {
+        let failure = match store.incr_lane(&writes, seq, now).await {
+            Ok(answers) if answers.len() == pending.len() => {
+                inner.chunks.fetch_add(1, Ordering::Relaxed);
+                let (mut written, mut lost) = (0u64, 0u64);
+                for (p, answer) in pending.iter().zip(answers) {
+                    match answer {
+                        Ok(DailyWritten { applied, .. }) => {
+                            if applied == Applied::Duplicate {
+                                inner.duplicates.fetch_add(1, Ordering::Relaxed);
+                            }
+                            written += p.adds;
+                        }
+                        Err(e) => {
+                            inner.rejected.fetch_add(p.adds, Ordering::Relaxed);
+                            lost += p.adds;
+                            tracing::error!(error = %e, entity = %p.write.entity,
+                                day = %p.write.day, views = p.adds,
+                                "these views could not be written and are dropped");
+                        }
+                    }
+                }
+                return (written, lost);
+            }
+            Ok(answers) => Error::Backend(format!(
+                "the daily store answered {} results for {} writes",
+                answers.len(),
+                pending.len()
+            )),
+            Err(e) if retryable(&e) => e,
+            Err(e) => {
+                // Refused as a whole (not a store's way of refusing one
+                // write): nothing of it was written.
+                let adds: u64 = pending.iter().map(|p| p.adds).sum();
+                inner.rejected.fetch_add(adds, Ordering::Relaxed);
+                tracing::error!(error = %e, views = adds,
+                    "the daily store refused a chunk; these views are dropped");
+                return (0, adds);
+            }
+        };
+        inner.retries.fetch_add(1, Ordering::Relaxed);
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            let adds: u64 = pending.iter().map(|p| p.adds).sum();
+            tracing::error!(error = %failure, views = adds,
+                "stopping with the backend unavailable: these unflushed views are lost");
+            return (0, adds);
+        }
+        tracing::warn!(error = %failure, writes = pending.len(),
+            retry_in_ms = backoff.as_millis() as u64, "daily flush failed; retrying");
+        tokio::time::sleep(jitter(backoff)).await;
+        backoff = (backoff * 2).min(RETRY_MAX);
+    }
+}
+
+fn jitter(d: Duration) -> Duration {
+    let factor = 0.5 + rand::random::<f64>() * 0.5;
+    d.mul_f64(factor)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::daily::{DailySettings, DailyStore};
+
+    /// A store that keeps nothing: the table is all these tests look at.
+    #[derive(Debug)]
+    struct Nowhere;
+
+    #[async_trait::async_trait]
+    impl DailyStore for Nowhere {
+        async fn incr(
+            &self,
+            _: &[DailyWrite],
+            _: Option<&crate::idempotency::Mark>,
+        ) -> Result<Vec<DailyWritten>> {
+            Err(Error::Unavailable("nowhere".into()))
+        }
+        async fn incr_lane(
+            &self,
+            _: &[DailyWrite],
+            _: WriteSeq,
+            _: crate::Timestamp,
+        ) -> Result<Vec<Result<DailyWritten>>> {
+            Err(Error::Unavailable("nowhere".into()))
+        }
+        async fn days(&self, _: &Name, days: &[Day]) -> Result<Vec<i64>> {
+            Ok(vec![0; days.len()])
+        }
+        async fn total(&self, _: &Name) -> Result<i64> {
+            Ok(0)
+        }
+        async fn list(&self) -> Result<Vec<super::super::DailyHeld>> {
+            Ok(Vec::new())
+        }
+        async fn ping(&self) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    fn writer(max_entries: usize, when_full: WhenFull) -> DailyWriter {
+        let clock = Arc::new(ManualClock::at(1_700_000_000.0));
+        let daily =
+            DailyStats::with_clock(Arc::new(Nowhere), DailySettings::default(), clock).unwrap();
+        DailyWriter::start(
+            daily,
+            WriterSettings {
+                flush_interval: Duration::from_secs(3600),
+                flush_entries: max_entries,
+                max_entries,
+                when_full,
+                ..WriterSettings::default()
+            },
+        )
+        .unwrap()
+    }
+
+    fn table(w: &DailyWriter) -> Vec<((String, Day), Entry)> {
+        let mut all: Vec<_> = w
+            .inner
+            .shards
+            .iter()
+            .flat_map(|s| {
+                let s = s.lock().unwrap();
+                s.table
+                    .iter()
+                    .map(|((n, d), e)| ((n.as_str().to_owned(), *d), *e))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    fn view(entity: &str, count: i64, at: Option<f64>) -> View {
+        View {
+            entity: entity.into(),
+            count,
+            at,
+        }
+    }
+
+    #[tokio::test]
+    async fn views_of_an_entity_and_day_merge_into_one_entry() {
+        let w = writer(100, WhenFull::Error);
+        let now = 1_700_000_000.0;
+        let today = Day::of(crate::Timestamp::from_secs_f64(now).unwrap(), 0);
+        w.try_add("a", 2, None).unwrap();
+        w.try_add("a", 3, Some(now - 10.0)).unwrap();
+        w.try_add("a", 1, Some(now - 86_400.0)).unwrap();
+        w.add_many(&[view("b", 4, None), view("a", 1, None)])
+            .await
+            .unwrap();
+        assert_eq!(
+            table(&w),
+            vec![
+                (("a".into(), today.plus(-1)), Entry { count: 1, adds: 1 }),
+                (("a".into(), today), Entry { count: 6, adds: 3 }),
+                (("b".into(), today), Entry { count: 4, adds: 1 }),
+            ]
+        );
+        let stats = w.stats();
+        assert_eq!((stats.accepted, stats.pending_entries), (5, 3));
+    }
+
+    #[tokio::test]
+    async fn an_overflowing_or_invalid_batch_merges_nothing() {
+        let w = writer(100, WhenFull::Error);
+        w.try_add("a", i64::MAX - 1, None).unwrap();
+        let before = table(&w);
+        let err = w
+            .add_many(&[view("b", 1, None), view("a", 2, None)])
+            .await
+            .unwrap_err();
+        assert!(
+            err.is_bad_input() && err.to_string().contains("overflow"),
+            "{err}"
+        );
+        for bad in [
+            view("c", 0, None),
+            view("c{1}", 1, None),
+            view("c", 1, Some(f64::NAN)),
+        ] {
+            let err = w.add_many(&[view("b", 1, None), bad]).await.unwrap_err();
+            assert!(err.is_bad_input(), "{err}");
+        }
+        assert!(w.add_many(&[]).await.unwrap_err().is_bad_input());
+        assert_eq!(table(&w), before);
+        let stats = w.stats();
+        assert_eq!((stats.accepted, stats.pending_entries), (1, 1));
+    }
+
+    #[tokio::test]
+    async fn a_full_table_refuses_new_entries_but_merges_into_waiting_ones() {
+        let w = writer(2, WhenFull::Error);
+        w.try_add("a", 1, None).unwrap();
+        w.try_add("b", 1, None).unwrap();
+        assert!(matches!(w.try_add("c", 1, None), Err(Error::Overloaded(_))));
+        assert!(matches!(
+            w.add("c", 1, None).await,
+            Err(Error::Overloaded(_))
+        ));
+        w.try_add("a", 1, None).unwrap();
+        assert_eq!(w.stats().pending_entries, 2);
+    }
+
+    #[tokio::test]
+    async fn adds_are_refused_once_shutdown_begins() {
+        let w = writer(100, WhenFull::Error);
+        w.inner.closed.store(true, Ordering::Relaxed);
+        assert!(matches!(w.try_add("a", 1, None), Err(Error::Overloaded(_))));
+        assert!(matches!(
+            w.add_many(&[view("a", 1, None)]).await,
+            Err(Error::Overloaded(_))
+        ));
+        assert!(table(&w).is_empty());
+    }
+}
