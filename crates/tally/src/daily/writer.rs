@@ -21,7 +21,7 @@
 //! A chunk that fails because the backend is unavailable is sent again
 //! whole, with the same number, with backoff, until it is acknowledged. So
 //! while the process lives, a view that `add` accepted is written exactly
-//! once; at shutdown the final flush retries for up to [`SHUTDOWN_GRACE`],
+//! once; at shutdown the final flush retries for up to [`SHUTDOWN_GRACE`](crate::engine::writer::SHUTDOWN_GRACE),
 //! then logs what it loses. An entity the store refuses for good (its
 //! total or a day would overflow) is dropped alone, counted in
 //! [`WriterStats::rejected`] and logged; its neighbours are written.
@@ -40,24 +40,22 @@
 //! [`DailyStore::incr_lane`]: crate::daily::DailyStore::incr_lane
 
 use std::collections::HashMap;
-use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use rustc_hash::FxBuildHasher;
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use super::{DailyStats, DailyWrite, DailyWritten, Day, MAX_BATCH, View};
 use crate::engine::plan;
-use crate::engine::writer::{SHUTDOWN_GRACE, WhenFull, WriterSettings, WriterStats};
+use crate::engine::writer::{
+    Backoff, Base, Control, ControlHandle, Shards, WhenFull, WriterSettings, WriterStats,
+    retryable, run_flusher,
+};
 use crate::engine::{Applied, WriteSeq};
 use crate::error::{Error, Result};
 use crate::name::Name;
-
-const SHARDS: usize = 16;
-const RETRY_MIN: Duration = Duration::from_millis(20);
-const RETRY_MAX: Duration = Duration::from_secs(2);
 
 /// An (entity, day) entry: the merged views and how many adds they stand
 /// for.
@@ -72,43 +70,15 @@ type Table = HashMap<(Name, Day), Entry, FxBuildHasher>;
 /// Entries taken from the table for one store call.
 type Chunk = Vec<((Name, Day), Entry)>;
 
+#[derive(Default)]
 struct Shard {
     table: Table,
 }
 
 struct Inner {
+    base: Base,
     daily: DailyStats,
-    settings: WriterSettings,
-    shards: Box<[Mutex<Shard>]>,
-    entries: AtomicUsize,
-    flush_soon: Notify,
-    room: Notify,
-    closed: AtomicBool,
-    writer: u64,
-    accepted: AtomicU64,
-    written: AtomicU64,
-    rejected: AtomicU64,
-    flushes: AtomicU64,
-    chunks: AtomicU64,
-    retries: AtomicU64,
-    duplicates: AtomicU64,
-    flush_micros: AtomicU64,
-}
-
-enum Control {
-    Flush(oneshot::Sender<()>),
-    Close(oneshot::Sender<()>),
-}
-
-struct ControlHandle {
-    tx: mpsc::UnboundedSender<Control>,
-}
-
-impl Drop for ControlHandle {
-    fn drop(&mut self) {
-        let (done, _) = oneshot::channel();
-        let _ = self.tx.send(Control::Close(done));
-    }
+    shards: Shards<Shard>,
 }
 
 /// A handle on the aggregating writer of daily statistics. Cheap to clone;
@@ -140,7 +110,7 @@ pub struct DailyWriter {
 impl std::fmt::Debug for DailyWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DailyWriter")
-            .field("settings", &self.inner.settings)
+            .field("settings", &self.inner.base.settings)
             .field("stats", &self.stats())
             .finish()
     }
@@ -152,40 +122,21 @@ impl DailyWriter {
     pub fn start(daily: DailyStats, settings: WriterSettings) -> Result<Self> {
         let settings = settings.validate()?;
         let inner = Arc::new(Inner {
+            base: Base::new("daily writer", "(entity, day)", settings),
             daily,
-            shards: (0..SHARDS)
-                .map(|_| {
-                    Mutex::new(Shard {
-                        table: HashMap::default(),
-                    })
-                })
-                .collect(),
-            entries: AtomicUsize::new(0),
-            flush_soon: Notify::new(),
-            room: Notify::new(),
-            closed: AtomicBool::new(false),
-            writer: rand::random::<u64>(),
-            accepted: AtomicU64::new(0),
-            written: AtomicU64::new(0),
-            rejected: AtomicU64::new(0),
-            flushes: AtomicU64::new(0),
-            chunks: AtomicU64::new(0),
-            retries: AtomicU64::new(0),
-            duplicates: AtomicU64::new(0),
-            flush_micros: AtomicU64::new(0),
-            settings,
+            shards: Shards::new(),
         });
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (control, rx) = ControlHandle::channel();
         tokio::spawn(flusher(inner.clone(), rx));
         Ok(DailyWriter {
             inner,
-            control: Arc::new(ControlHandle { tx }),
+            control: Arc::new(control),
         })
     }
 
     /// The settings in force.
     pub fn settings(&self) -> &WriterSettings {
-        &self.inner.settings
+        &self.inner.base.settings
     }
 
     /// Merges `count` views of `entity` at `at` (default now), waiting for
@@ -221,14 +172,14 @@ impl DailyWriter {
         let checked = self.check(views)?;
         let inner = &self.inner;
         loop {
-            let room = inner.room.notified();
+            let room = inner.base.room.notified();
             match self.merge(&checked) {
                 Err(Error::Overloaded(_))
-                    if inner.settings.when_full == WhenFull::Wait
-                        && checked.len() <= inner.settings.max_entries
-                        && !inner.closed.load(Ordering::Relaxed) =>
+                    if inner.base.settings.when_full == WhenFull::Wait
+                        && checked.len() <= inner.base.settings.max_entries
+                        && !inner.base.closed.load(Ordering::Relaxed) =>
                 {
-                    inner.flush_soon.notify_one();
+                    inner.base.flush_soon.notify_one();
                     room.await;
                 }
                 other => return other,
@@ -239,7 +190,7 @@ impl DailyWriter {
     /// Checks `views` as [`DailyStats::incr_many`] does: their (entity,
     /// day) and count.
     fn check(&self, views: &[View]) -> Result<Vec<((Name, Day), i64)>> {
-        if self.inner.closed.load(Ordering::Relaxed) {
+        if self.inner.base.closed.load(Ordering::Relaxed) {
             return Err(shut_down());
         }
         plan::check_batch_len(views.len(), MAX_BATCH, "views")?;
@@ -255,10 +206,13 @@ impl DailyWriter {
         let inner = &self.inner;
         let created = self.merge_all(views)?;
         inner
+            .base
             .accepted
             .fetch_add(views.len() as u64, Ordering::Relaxed);
-        if created > 0 && inner.entries.load(Ordering::Relaxed) >= inner.settings.flush_entries {
-            inner.flush_soon.notify_one();
+        if created > 0
+            && inner.base.entries.load(Ordering::Relaxed) >= inner.base.settings.flush_entries
+        {
+            inner.base.flush_soon.notify_one();
         }
         Ok(())
     }
@@ -270,15 +224,11 @@ impl DailyWriter {
     /// Returns the entries made.
     fn merge_all(&self, views: &[((Name, Day), i64)]) -> Result<usize> {
         let shard_of_view: Vec<usize> = views.iter().map(|(k, _)| shard_of(k)).collect();
-        let mut wanted = shard_of_view.clone();
-        wanted.sort_unstable();
-        wanted.dedup();
-        let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> =
-            wanted.iter().map(|&s| (s, self.lock(s))).collect();
+        let mut guards = self.inner.shards.lock_all(&shard_of_view);
         // Checked under the locks: the final flush takes each shard's table
         // under its lock after `closed` is set, so a view either is in the
         // table it takes or is refused here, never accepted after it.
-        if self.inner.closed.load(Ordering::Relaxed) {
+        if self.inner.base.closed.load(Ordering::Relaxed) {
             return Err(shut_down());
         }
         // The new entries, merged first in a scratch map so that nothing
@@ -315,58 +265,24 @@ impl DailyWriter {
             .iter()
             .filter(|(key, (g, _))| !guards[*g].1.table.contains_key(*key))
             .count();
-        self.reserve_n(created)?;
+        self.inner.base.reserve_n(created)?;
         for (key, (g, entry)) in next {
             guards[g].1.table.insert(key.clone(), entry);
         }
         Ok(created)
     }
 
-    fn lock(&self, shard: usize) -> MutexGuard<'_, Shard> {
-        self.inner.shards[shard]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Takes room for `n` new entries at once, or fails when there is not
-    /// that much.
-    fn reserve_n(&self, n: usize) -> Result<()> {
-        let inner = &self.inner;
-        let max = inner.settings.max_entries;
-        inner
-            .entries
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |have| {
-                (have + n <= max).then_some(have + n)
-            })
-            .map(|_| ())
-            .map_err(|_| {
-                Error::Overloaded(format!(
-                    "the daily writer holds its maximum of {max} pending (entity, day) entries"
-                ))
-            })
-    }
-
     /// Flushes now and waits until everything added before this call is
     /// written (or dropped as refused).
     pub async fn flush(&self) -> Result<()> {
-        let (done, wait) = oneshot::channel();
-        self.control
-            .tx
-            .send(Control::Flush(done))
-            .map_err(|_| shut_down())?;
-        wait.await
-            .map_err(|_| Error::Overloaded("the daily writer stopped".into()))
+        self.control.flush(&self.inner.base, shut_down).await
     }
 
     /// Stops taking views, flushes what is pending (retrying an
-    /// unavailable backend for up to [`SHUTDOWN_GRACE`]) and stops the
+    /// unavailable backend for up to [`SHUTDOWN_GRACE`](crate::engine::writer::SHUTDOWN_GRACE)) and stops the
     /// flusher.
     pub async fn shutdown(&self) {
-        self.inner.closed.store(true, Ordering::Relaxed);
-        let (done, wait) = oneshot::channel();
-        if self.control.tx.send(Control::Close(done)).is_ok() {
-            let _ = wait.await;
-        }
+        self.control.shutdown(&self.inner.base).await
     }
 
     /// Running figures: `accepted` and `written` count views (adds),
@@ -374,18 +290,7 @@ impl DailyWriter {
     /// found applied already (a retry after a lost reply), and
     /// `pending_entries` the (entity, day) entries waiting.
     pub fn stats(&self) -> WriterStats {
-        let i = &self.inner;
-        WriterStats {
-            accepted: i.accepted.load(Ordering::Relaxed),
-            written: i.written.load(Ordering::Relaxed),
-            rejected: i.rejected.load(Ordering::Relaxed),
-            flushes: i.flushes.load(Ordering::Relaxed),
-            chunks: i.chunks.load(Ordering::Relaxed),
-            retries: i.retries.load(Ordering::Relaxed),
-            duplicates: i.duplicates.load(Ordering::Relaxed),
-            pending_entries: i.entries.load(Ordering::Relaxed) as u64,
-            flush_micros: i.flush_micros.load(Ordering::Relaxed),
-        }
+        self.inner.base.stats()
     }
 }
 
@@ -395,49 +300,18 @@ fn shut_down() -> Error {
 }
 
 fn shard_of(key: &(Name, Day)) -> usize {
-    (FxBuildHasher.hash_one(key) as usize) % SHARDS
+    Shards::<Shard>::of(key)
 }
 
 /// The flusher task: flushes on its interval, when asked, when the table
 /// fills, and once more when closed.
-async fn flusher(inner: Arc<Inner>, mut control: mpsc::UnboundedReceiver<Control>) {
-    let mut next_seq = vec![1u64; inner.settings.lanes];
-    let mut ticker = tokio::time::interval(inner.settings.flush_interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let mut waiter = None;
-        let mut closing = None;
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = inner.flush_soon.notified() => {}
-            msg = control.recv() => match msg {
-                Some(Control::Flush(done)) => waiter = Some(done),
-                Some(Control::Close(done)) => closing = Some(done),
-                None => closing = Some(oneshot::channel().0),
-            },
-        }
-        let deadline = closing.as_ref().map(|_| Instant::now() + SHUTDOWN_GRACE);
-        if closing.is_some() {
-            inner.closed.store(true, Ordering::Relaxed);
-        }
-        flush_once(&inner, &mut next_seq, deadline).await;
-        if let Some(done) = waiter {
-            let _ = done.send(());
-        }
-        if let Some(done) = closing {
-            let _ = done.send(());
-            control.close();
-            while let Ok(msg) = control.try_recv() {
-                match msg {
-                    Control::Flush(done) | Control::Close(done) => {
-                        let _ = done.send(());
-                    }
-                }
-            }
-            tracing::debug!("daily writer flusher stopped");
-            return;
-        }
-    }
+async fn flusher(inner: Arc<Inner>, control: mpsc::UnboundedReceiver<Control>) {
+    let next_seq = vec![1u64; inner.base.settings.lanes];
+    run_flusher(&inner.base, control, next_seq, |next_seq, deadline| {
+        let inner = inner.clone();
+        Box::pin(async move { flush_once(&inner, next_seq, deadline).await })
+    })
+    .await
 }
 
 /// A write on its way: the store's write and the adds it stands for.
@@ -450,8 +324,7 @@ struct Pending {
 async fn flush_once(inner: &Arc<Inner>, next_seq: &mut [u64], deadline: Option<Instant>) {
     let started = Instant::now();
     let mut taken: Vec<((Name, Day), Entry)> = Vec::new();
-    for shard in inner.shards.iter() {
-        let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+    for mut shard in inner.shards.each() {
         taken.extend(std::mem::take(&mut shard.table));
     }
     if taken.is_empty() {
@@ -462,7 +335,7 @@ async fn flush_once(inner: &Arc<Inner>, next_seq: &mut [u64], deadline: Option<I
     let now = inner.daily.clock.now();
     let floor = inner.daily.floor_at(now);
     let chunks: Vec<Chunk> = {
-        let size = inner.settings.chunk_counters;
+        let size = inner.base.settings.chunk_counters;
         let mut chunks = Vec::with_capacity(entries.div_ceil(size));
         let mut rest = taken.into_iter().peekable();
         while rest.peek().is_some() {
@@ -470,7 +343,7 @@ async fn flush_once(inner: &Arc<Inner>, next_seq: &mut [u64], deadline: Option<I
         }
         chunks
     };
-    let n_lanes = inner.settings.lanes.min(chunks.len());
+    let n_lanes = inner.base.settings.lanes.min(chunks.len());
     let mut per_lane: Vec<Vec<Chunk>> = (0..n_lanes).map(|_| Vec::new()).collect();
     for (i, chunk) in chunks.into_iter().enumerate() {
         per_lane[i % n_lanes].push(chunk);
@@ -495,7 +368,7 @@ async fn flush_once(inner: &Arc<Inner>, next_seq: &mut [u64], deadline: Option<I
                         })
                         .collect();
                     let at = WriteSeq {
-                        writer: inner.writer,
+                        writer: inner.base.writer,
                         lane: lane as u32,
                         seq,
                     };
@@ -513,20 +386,7 @@ async fn flush_once(inner: &Arc<Inner>, next_seq: &mut [u64], deadline: Option<I
         next_seq[lane] = seq;
         written += w;
     }
-    // Room is given back only now, so memory stays bounded while a flush
-    // retries.
-    inner.entries.fetch_sub(entries, Ordering::AcqRel);
-    inner.room.notify_waiters();
-    inner.written.fetch_add(written, Ordering::Relaxed);
-    inner.flushes.fetch_add(1, Ordering::Relaxed);
-    inner
-        .flush_micros
-        .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-}
-
-/// Whether a failed write may succeed if sent again.
-fn retryable(e: &Error) -> bool {
-    e.is_unavailable() || matches!(e, Error::Backend(_))
+    inner.base.flushed(entries, written, started.elapsed());
 }
 
 /// Writes one chunk as write `seq` of its lane, sending it again with the
@@ -542,22 +402,22 @@ async fn write_chunk(
 ) -> (u64, u64) {
     let store = inner.daily.store();
     let writes: Vec<DailyWrite> = pending.iter().map(|p| p.write.clone()).collect();
-    let mut backoff = RETRY_MIN;
+    let mut backoff = Backoff::new();
     loop {
         let failure = match store.incr_lane(&writes, seq, now).await {
             Ok(answers) if answers.len() == pending.len() => {
-                inner.chunks.fetch_add(1, Ordering::Relaxed);
+                inner.base.chunks.fetch_add(1, Ordering::Relaxed);
                 let (mut written, mut lost) = (0u64, 0u64);
                 for (p, answer) in pending.iter().zip(answers) {
                     match answer {
                         Ok(DailyWritten { applied, .. }) => {
                             if applied == Applied::Duplicate {
-                                inner.duplicates.fetch_add(1, Ordering::Relaxed);
+                                inner.base.duplicates.fetch_add(1, Ordering::Relaxed);
                             }
                             written += p.adds;
                         }
                         Err(e) => {
-                            inner.rejected.fetch_add(p.adds, Ordering::Relaxed);
+                            inner.base.rejected.fetch_add(p.adds, Ordering::Relaxed);
                             lost += p.adds;
                             tracing::error!(error = %e, entity = %p.write.entity,
                                 day = %p.write.day, views = p.adds,
@@ -577,13 +437,13 @@ async fn write_chunk(
                 // Refused as a whole (not a store's way of refusing one
                 // write): nothing of it was written.
                 let adds: u64 = pending.iter().map(|p| p.adds).sum();
-                inner.rejected.fetch_add(adds, Ordering::Relaxed);
+                inner.base.rejected.fetch_add(adds, Ordering::Relaxed);
                 tracing::error!(error = %e, views = adds,
                     "the daily store refused a chunk; these views are dropped");
                 return (0, adds);
             }
         };
-        inner.retries.fetch_add(1, Ordering::Relaxed);
+        inner.base.retries.fetch_add(1, Ordering::Relaxed);
         if deadline.is_some_and(|d| Instant::now() >= d) {
             let adds: u64 = pending.iter().map(|p| p.adds).sum();
             tracing::error!(error = %failure, views = adds,
@@ -591,20 +451,15 @@ async fn write_chunk(
             return (0, adds);
         }
         tracing::warn!(error = %failure, writes = pending.len(),
-            retry_in_ms = backoff.as_millis() as u64, "daily flush failed; retrying");
-        tokio::time::sleep(jitter(backoff)).await;
-        backoff = (backoff * 2).min(RETRY_MAX);
+            retry_in_ms = backoff.next_ms(), "daily flush failed; retrying");
+        backoff.wait().await;
     }
-}
-
-fn jitter(d: Duration) -> Duration {
-    let factor = 0.5 + rand::random::<f64>() * 0.5;
-    d.mul_f64(factor)
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+    use std::time::Duration;
 
     use super::*;
     use crate::clock::ManualClock;
@@ -666,9 +521,8 @@ mod tests {
         let mut all: Vec<_> = w
             .inner
             .shards
-            .iter()
+            .each()
             .flat_map(|s| {
-                let s = s.lock().unwrap();
                 s.table
                     .iter()
                     .map(|((n, d), e)| ((n.as_str().to_owned(), *d), *e))
@@ -754,7 +608,7 @@ mod tests {
     #[tokio::test]
     async fn adds_are_refused_once_shutdown_begins() {
         let w = writer(100, WhenFull::Error);
-        w.inner.closed.store(true, Ordering::Relaxed);
+        w.inner.base.closed.store(true, Ordering::Relaxed);
         assert!(matches!(w.try_add("a", 1, None), Err(Error::Overloaded(_))));
         assert!(matches!(
             w.add_many(&[view("a", 1, None)]).await,

@@ -7,45 +7,13 @@ use super::*;
 
 /// The flusher task: flushes on its interval, when asked, when the table
 /// fills, and once more when closed.
-pub(super) async fn flusher(inner: Arc<Inner>, mut control: mpsc::UnboundedReceiver<Control>) {
-    let mut lanes = Lanes::new(inner.writer, inner.settings.lanes);
-    let mut ticker = tokio::time::interval(inner.settings.flush_interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let mut waiter = None;
-        let mut closing = None;
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = inner.flush_soon.notified() => {}
-            msg = control.recv() => match msg {
-                Some(Control::Flush(done)) => waiter = Some(done),
-                Some(Control::Close(done)) => closing = Some(done),
-                None => closing = Some(oneshot::channel().0),
-            },
-        }
-        let deadline = closing.as_ref().map(|_| Instant::now() + SHUTDOWN_GRACE);
-        if closing.is_some() {
-            inner.closed.store(true, Ordering::Relaxed);
-        }
-        flush_once(&inner, &mut lanes, deadline).await;
-        if let Some(done) = waiter {
-            let _ = done.send(());
-        }
-        if let Some(done) = closing {
-            let _ = done.send(());
-            // Answer anyone else waiting, then stop.
-            control.close();
-            while let Ok(msg) = control.try_recv() {
-                match msg {
-                    Control::Flush(done) | Control::Close(done) => {
-                        let _ = done.send(());
-                    }
-                }
-            }
-            tracing::debug!(space = inner.space.id, "writer flusher stopped");
-            return;
-        }
-    }
+pub(super) async fn flusher(inner: Arc<Inner>, control: mpsc::UnboundedReceiver<Control>) {
+    let lanes = Lanes::new(inner.base.writer, inner.base.settings.lanes);
+    run_flusher(&inner.base, control, lanes, |lanes, deadline| {
+        let inner = inner.clone();
+        Box::pin(async move { flush_once(&inner, lanes, deadline).await })
+    })
+    .await
 }
 
 /// The next sequence number of each lane of this writer.
@@ -93,8 +61,7 @@ pub(super) struct Chunk {
 async fn flush_once(inner: &Arc<Inner>, lanes: &mut Lanes, deadline: Option<Instant>) {
     let started = Instant::now();
     let mut taken: Vec<(Box<str>, Pending)> = Vec::new();
-    for shard in inner.shards.iter() {
-        let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+    for mut shard in inner.shards.each() {
         taken.extend(std::mem::take(&mut shard.table));
     }
     if taken.is_empty() {
@@ -111,15 +78,15 @@ async fn flush_once(inner: &Arc<Inner>, lanes: &mut Lanes, deadline: Option<Inst
             Err(e) => {
                 tracing::error!(error = %e, adds = n, space = inner.space.id,
                     "these deltas could not be merged into slices and are dropped");
-                inner.rejected.fetch_add(n, Ordering::Relaxed);
+                inner.base.rejected.fetch_add(n, Ordering::Relaxed);
                 lost += n;
             }
         }
     }
     writes.sort_unstable_by(|a, b| a.0.name.cmp(&b.0.name));
     // Deal chunks to lanes round-robin; each lane writes its chunks in order.
-    let chunks = chunk(writes, inner.settings.chunk_counters, MAX_CHUNK_CELLS);
-    let n_lanes = inner.settings.lanes.min(chunks.len());
+    let chunks = chunk(writes, inner.base.settings.chunk_counters, MAX_CHUNK_CELLS);
+    let n_lanes = inner.base.settings.lanes.min(chunks.len());
     let mut per_lane: Vec<Vec<Chunk>> = (0..n_lanes).map(|_| Vec::new()).collect();
     for (i, chunk) in chunks.into_iter().enumerate() {
         per_lane[i % n_lanes].push(chunk);
@@ -144,16 +111,8 @@ async fn flush_once(inner: &Arc<Inner>, lanes: &mut Lanes, deadline: Option<Inst
         lanes.next[i] = next;
         lost += l;
     }
-    // Room is given back only now, so memory stays bounded while a flush
-    // retries.
-    inner.entries.fetch_sub(entries, Ordering::AcqRel);
-    inner.room.notify_waiters();
-    inner.written.fetch_add(adds - lost, Ordering::Relaxed);
-    inner.flushes.fetch_add(1, Ordering::Relaxed);
     let took = started.elapsed();
-    inner
-        .flush_micros
-        .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+    inner.base.flushed(entries, adds - lost, took);
     inner.flush_latency.observe(took);
 }
 
@@ -229,11 +188,6 @@ fn expand(name: Box<str>, pending: Pending, space: &Space) -> Result<SeriesWrite
     })
 }
 
-/// Whether a failed write may succeed if sent again.
-fn retryable(e: &Error) -> bool {
-    e.is_unavailable() || matches!(e, Error::Backend(_))
-}
-
 /// Writes `batch`, retrying a retryable failure with the same sequence
 /// number until it is acknowledged or `deadline` passes.
 async fn write_retrying(
@@ -241,24 +195,23 @@ async fn write_retrying(
     batch: &Batch,
     deadline: Option<Instant>,
 ) -> Result<Applied> {
-    let mut backoff = RETRY_MIN;
+    let mut backoff = Backoff::new();
     loop {
         match inner.sink.apply_batch(batch).await {
             Ok(applied) => {
-                inner.chunks.fetch_add(1, Ordering::Relaxed);
+                inner.base.chunks.fetch_add(1, Ordering::Relaxed);
                 if applied == Applied::Duplicate {
-                    inner.duplicates.fetch_add(1, Ordering::Relaxed);
+                    inner.base.duplicates.fetch_add(1, Ordering::Relaxed);
                 }
                 return Ok(applied);
             }
             Err(e) if retryable(&e) => {
-                inner.retries.fetch_add(1, Ordering::Relaxed);
+                inner.base.retries.fetch_add(1, Ordering::Relaxed);
                 if deadline.is_some_and(|d| Instant::now() >= d) {
                     return Err(e);
                 }
-                tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "flush failed; retrying");
-                tokio::time::sleep(jitter(backoff)).await;
-                backoff = (backoff * 2).min(RETRY_MAX);
+                tracing::warn!(error = %e, retry_in_ms = backoff.next_ms(), "flush failed; retrying");
+                backoff.wait().await;
             }
             Err(e) => return Err(e),
         }
@@ -301,7 +254,7 @@ async fn write_chunk(
                 };
                 if let Err(e) = write_retrying(inner, &single, deadline).await {
                     if !retryable(&e) {
-                        inner.rejected.fetch_add(adds, Ordering::Relaxed);
+                        inner.base.rejected.fetch_add(adds, Ordering::Relaxed);
                     }
                     tracing::error!(error = %e, counter = %name, increments = adds,
                         "these increments could not be written and are dropped");
@@ -311,9 +264,4 @@ async fn write_chunk(
             lost
         }
     }
-}
-
-fn jitter(d: Duration) -> Duration {
-    let factor = 0.5 + rand::random::<f64>() * 0.5;
-    d.mul_f64(factor)
 }

@@ -39,13 +39,12 @@
 //! values are large (sketches) merge in place, without a copy.
 
 use std::collections::HashMap;
-use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
+use std::time::Instant;
 
 use rustc_hash::FxBuildHasher;
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use crate::clock::{SharedClock, Timestamp};
 use crate::engine::aggregate::Value;
@@ -55,6 +54,7 @@ use crate::engine::store::{Applied, Batch, BatchSink, CellDelta, SeriesWrite, Sp
 use crate::error::{Error, Result};
 use crate::name::Name;
 
+mod base;
 mod flush;
 mod settings;
 #[cfg(test)]
@@ -62,11 +62,8 @@ mod tests;
 
 pub use settings::{MAX_CHUNK_CELLS, SHUTDOWN_GRACE, WhenFull, WriterSettings, WriterStats};
 
+pub(crate) use base::{Backoff, Base, Control, ControlHandle, Shards, retryable, run_flusher};
 use flush::flusher;
-
-const SHARDS: usize = 16;
-const RETRY_MIN: Duration = Duration::from_millis(20);
-const RETRY_MAX: Duration = Duration::from_secs(2);
 
 /// What waits for one series: per whole second, the merged delta and how
 /// many adds it stands for.
@@ -87,35 +84,18 @@ impl Pending {
     }
 }
 
+#[derive(Default)]
 struct Shard {
     table: HashMap<Box<str>, Pending, FxBuildHasher>,
 }
 
 struct Inner {
+    base: Base,
     sink: Arc<dyn BatchSink>,
     space: Arc<Space>,
     clock: SharedClock,
-    settings: WriterSettings,
-    shards: Box<[Mutex<Shard>]>,
-    entries: AtomicUsize,
-    flush_soon: Notify,
-    room: Notify,
-    closed: AtomicBool,
-    writer: u64,
-    accepted: AtomicU64,
-    written: AtomicU64,
-    rejected: AtomicU64,
-    flushes: AtomicU64,
-    chunks: AtomicU64,
-    retries: AtomicU64,
-    duplicates: AtomicU64,
-    flush_micros: AtomicU64,
+    shards: Shards<Shard>,
     flush_latency: crate::metrics::Histogram,
-}
-
-enum Control {
-    Flush(oneshot::Sender<()>),
-    Close(oneshot::Sender<()>),
 }
 
 /// A handle on an aggregating writer. Cheap to clone; the flusher stops
@@ -127,22 +107,11 @@ pub struct Writer {
     control: Arc<ControlHandle>,
 }
 
-struct ControlHandle {
-    tx: mpsc::UnboundedSender<Control>,
-}
-
-impl Drop for ControlHandle {
-    fn drop(&mut self) {
-        let (done, _) = oneshot::channel();
-        let _ = self.tx.send(Control::Close(done));
-    }
-}
-
 impl std::fmt::Debug for Writer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Writer")
             .field("space", &self.inner.space.id)
-            .field("settings", &self.inner.settings)
+            .field("settings", &self.inner.base.settings)
             .field("stats", &self.stats())
             .finish()
     }
@@ -159,37 +128,18 @@ impl Writer {
     ) -> Result<Self> {
         let settings = settings.validate()?;
         let inner = Arc::new(Inner {
+            base: Base::new("writer", "(series, second)", settings),
             sink,
             space,
             clock,
-            shards: (0..SHARDS)
-                .map(|_| {
-                    Mutex::new(Shard {
-                        table: HashMap::default(),
-                    })
-                })
-                .collect(),
-            entries: AtomicUsize::new(0),
-            flush_soon: Notify::new(),
-            room: Notify::new(),
-            closed: AtomicBool::new(false),
-            writer: rand::random::<u64>(),
-            accepted: AtomicU64::new(0),
-            written: AtomicU64::new(0),
-            rejected: AtomicU64::new(0),
-            flushes: AtomicU64::new(0),
-            chunks: AtomicU64::new(0),
-            retries: AtomicU64::new(0),
-            duplicates: AtomicU64::new(0),
-            flush_micros: AtomicU64::new(0),
+            shards: Shards::new(),
             flush_latency: crate::metrics::Histogram::default(),
-            settings,
         });
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (control, rx) = ControlHandle::channel();
         tokio::spawn(flusher(inner.clone(), rx));
         Ok(Writer {
             inner,
-            control: Arc::new(ControlHandle { tx }),
+            control: Arc::new(control),
         })
     }
 
@@ -200,7 +150,7 @@ impl Writer {
 
     /// The settings in force.
     pub fn settings(&self) -> &WriterSettings {
-        &self.inner.settings
+        &self.inner.base.settings
     }
 
     /// Merges `delta` into `name` at `at` (default now), waiting for room
@@ -208,14 +158,14 @@ impl Writer {
     pub async fn add(&self, name: &str, delta: Value, at: Option<f64>) -> Result<()> {
         let mut delta = delta;
         loop {
-            let room = self.inner.room.notified();
+            let room = self.inner.base.room.notified();
             match self.offer(name, delta, at) {
                 Err((Error::Overloaded(_), Some(back)))
-                    if self.inner.settings.when_full == WhenFull::Wait
-                        && !self.inner.closed.load(Ordering::Relaxed) =>
+                    if self.inner.base.settings.when_full == WhenFull::Wait
+                        && !self.inner.base.closed.load(Ordering::Relaxed) =>
                 {
                     delta = back;
-                    self.inner.flush_soon.notify_one();
+                    self.inner.base.flush_soon.notify_one();
                     room.await;
                 }
                 other => return other.map_err(|(e, _)| e),
@@ -240,7 +190,7 @@ impl Writer {
         at: Option<f64>,
     ) -> std::result::Result<(), (Error, Option<Value>)> {
         let inner = &self.inner;
-        if inner.closed.load(Ordering::Relaxed) {
+        if inner.base.closed.load(Ordering::Relaxed) {
             return Err((shut_down(), None));
         }
         let checked = Name::check(name)
@@ -251,9 +201,11 @@ impl Writer {
             });
         let at = checked.map_err(|e| (e, None))?;
         let created = self.merge(name, at.whole_secs(), delta)?;
-        inner.accepted.fetch_add(1, Ordering::Relaxed);
-        if created && inner.entries.load(Ordering::Relaxed) >= inner.settings.flush_entries {
-            inner.flush_soon.notify_one();
+        inner.base.accepted.fetch_add(1, Ordering::Relaxed);
+        if created
+            && inner.base.entries.load(Ordering::Relaxed) >= inner.base.settings.flush_entries
+        {
+            inner.base.flush_soon.notify_one();
         }
         Ok(())
     }
@@ -268,12 +220,12 @@ impl Writer {
         second: u64,
         delta: Value,
     ) -> std::result::Result<bool, (Error, Option<Value>)> {
-        let mut shard = self.lock(shard_of(name));
+        let mut shard = self.inner.shards.lock(shard_of(name));
         // Checked again under the lock: the final flush takes each shard's
         // table under its lock after `closed` is set, so an add either is
         // in the table it takes or sees `closed` and is refused, never
         // accepted after the last flush.
-        if self.inner.closed.load(Ordering::Relaxed) {
+        if self.inner.base.closed.load(Ordering::Relaxed) {
             return Err((shut_down(), None));
         }
         if let Some(pending) = shard.table.get_mut(name)
@@ -285,7 +237,7 @@ impl Writer {
             slot.adds += 1;
             return Ok(false);
         }
-        if let Err(e) = self.reserve_n(1) {
+        if let Err(e) = self.inner.base.reserve_n(1) {
             return Err((e, Some(delta)));
         }
         let slot = Slot {
@@ -302,12 +254,6 @@ impl Writer {
         Ok(true)
     }
 
-    fn lock(&self, shard: usize) -> MutexGuard<'_, Shard> {
-        self.inner.shards[shard]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Merges a batch of validated items, all or nothing: room for the whole
     /// batch is taken first; then, with the shards it touches locked, each
     /// item is merged, and if one would leave its kind's range those
@@ -317,15 +263,15 @@ impl Writer {
         let inner = &self.inner;
         let needed = items.len();
         loop {
-            let room = inner.room.notified();
-            match self.reserve_n(needed) {
+            let room = inner.base.room.notified();
+            match self.inner.base.reserve_n(needed) {
                 Ok(()) => break,
                 Err(Error::Overloaded(_))
-                    if inner.settings.when_full == WhenFull::Wait
-                        && needed <= inner.settings.max_entries
-                        && !inner.closed.load(Ordering::Relaxed) =>
+                    if inner.base.settings.when_full == WhenFull::Wait
+                        && needed <= inner.base.settings.max_entries
+                        && !inner.base.closed.load(Ordering::Relaxed) =>
                 {
-                    inner.flush_soon.notify_one();
+                    inner.base.flush_soon.notify_one();
                     room.await;
                 }
                 Err(e) => return Err(e),
@@ -343,14 +289,20 @@ impl Writer {
     /// `taken`.
     fn settle(&self, needed: usize, created: usize, taken: bool) {
         let inner = &self.inner;
-        inner.entries.fetch_sub(needed - created, Ordering::AcqRel);
+        inner
+            .base
+            .entries
+            .fetch_sub(needed - created, Ordering::AcqRel);
         if created < needed {
-            inner.room.notify_waiters();
+            inner.base.room.notify_waiters();
         }
         if taken {
-            inner.accepted.fetch_add(needed as u64, Ordering::Relaxed);
-            if inner.entries.load(Ordering::Relaxed) >= inner.settings.flush_entries {
-                inner.flush_soon.notify_one();
+            inner
+                .base
+                .accepted
+                .fetch_add(needed as u64, Ordering::Relaxed);
+            if inner.base.entries.load(Ordering::Relaxed) >= inner.base.settings.flush_entries {
+                inner.base.flush_soon.notify_one();
             }
         }
     }
@@ -365,15 +317,10 @@ impl Writer {
         items: &[Item],
         then: impl FnOnce() -> Result<T>,
     ) -> Result<(usize, T)> {
-        let mut wanted: Vec<usize> = items.iter().map(|i| shard_of(i.name.as_str())).collect();
-        let shard_of_item = wanted.clone();
-        wanted.sort_unstable();
-        wanted.dedup();
-        // Locked in ascending order, as every caller does: no deadlock.
-        let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> =
-            wanted.iter().map(|&s| (s, self.lock(s))).collect();
+        let shard_of_item: Vec<usize> = items.iter().map(|i| shard_of(i.name.as_str())).collect();
+        let mut guards = self.inner.shards.lock_all(&shard_of_item);
         // As in `merge`: refused, not taken after the final flush.
-        if self.inner.closed.load(Ordering::Relaxed) {
+        if self.inner.base.closed.load(Ordering::Relaxed) {
             return Err(shut_down());
         }
         // Per item merged: its previous (delta, adds), or None if it made
@@ -425,45 +372,17 @@ impl Writer {
         }
     }
 
-    /// Takes room for `n` new entries at once, or fails when there is not
-    /// that much.
-    fn reserve_n(&self, n: usize) -> Result<()> {
-        let inner = &self.inner;
-        let max = inner.settings.max_entries;
-        inner
-            .entries
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |have| {
-                (have + n <= max).then_some(have + n)
-            })
-            .map(|_| ())
-            .map_err(|_| {
-                Error::Overloaded(format!(
-                    "the writer holds its maximum of {max} pending (series, second) entries"
-                ))
-            })
-    }
-
     /// Flushes now and waits until everything added before this call is
     /// written (or dropped as refused).
     pub async fn flush(&self) -> Result<()> {
-        let (done, wait) = oneshot::channel();
-        self.control
-            .tx
-            .send(Control::Flush(done))
-            .map_err(|_| shut_down())?;
-        wait.await
-            .map_err(|_| Error::Overloaded("the writer stopped".into()))
+        self.control.flush(&self.inner.base, shut_down).await
     }
 
     /// Stops taking deltas, flushes what is pending (retrying an
     /// unavailable backend for up to [`SHUTDOWN_GRACE`]) and stops the
     /// flusher.
     pub async fn shutdown(&self) {
-        self.inner.closed.store(true, Ordering::Relaxed);
-        let (done, wait) = oneshot::channel();
-        if self.control.tx.send(Control::Close(done)).is_ok() {
-            let _ = wait.await;
-        }
+        self.control.shutdown(&self.inner.base).await
     }
 
     /// How long the flushes that wrote something took.
@@ -473,18 +392,7 @@ impl Writer {
 
     /// Running figures.
     pub fn stats(&self) -> WriterStats {
-        let i = &self.inner;
-        WriterStats {
-            accepted: i.accepted.load(Ordering::Relaxed),
-            written: i.written.load(Ordering::Relaxed),
-            rejected: i.rejected.load(Ordering::Relaxed),
-            flushes: i.flushes.load(Ordering::Relaxed),
-            chunks: i.chunks.load(Ordering::Relaxed),
-            retries: i.retries.load(Ordering::Relaxed),
-            duplicates: i.duplicates.load(Ordering::Relaxed),
-            pending_entries: i.entries.load(Ordering::Relaxed) as u64,
-            flush_micros: i.flush_micros.load(Ordering::Relaxed),
-        }
+        self.inner.base.stats()
     }
 }
 
@@ -509,12 +417,12 @@ pub fn try_add_all(parts: &mut [(&Writer, &[Item])]) -> Result<()> {
     }
     if parts
         .iter()
-        .any(|(w, _)| w.inner.closed.load(Ordering::Relaxed))
+        .any(|(w, _)| w.inner.base.closed.load(Ordering::Relaxed))
     {
         return Err(shut_down());
     }
     for (i, (w, items)) in parts.iter().enumerate() {
-        if let Err(e) = w.reserve_n(items.len()) {
+        if let Err(e) = w.inner.base.reserve_n(items.len()) {
             for (w, items) in &parts[..i] {
                 w.settle(items.len(), 0, false);
             }
@@ -590,5 +498,5 @@ fn shut_down() -> Error {
 }
 
 fn shard_of(name: &str) -> usize {
-    (FxBuildHasher.hash_one(name) as usize) % SHARDS
+    Shards::<Shard>::of(name)
 }

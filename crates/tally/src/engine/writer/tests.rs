@@ -1,6 +1,9 @@
 //! The aggregating writer's tests.
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
