@@ -179,7 +179,11 @@ pub(crate) async fn run_flusher<S: Send>(
     mut state: S,
     mut flush_once: impl for<'a> FnMut(&'a mut S, Option<Instant>) -> BoxFuture<'a, ()>,
 ) {
-    let mut ticker = tokio::time::interval(base.settings.flush_interval);
+    // The first tick one interval from now, not at once: a flush at start
+    // has nothing to write, and one that ran late (a busy machine) would
+    // take whatever the first adds left, before the interval a caller set.
+    let every = base.settings.flush_interval;
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let mut waiter = None;
