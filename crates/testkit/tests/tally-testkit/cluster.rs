@@ -33,16 +33,20 @@ fn three_masters_with_replicas_come_up_healthy() {
         cluster.admin(to, &["GET", "moving"]).text().as_deref(),
         Some("1")
     );
-    // Killing that master promotes its replica, which has the key. Once
-    // the replica has acknowledged the write (WAIT counts it; a replica
-    // still in its first sync does not, so ask until it does), and once
-    // the promoted node serves the slot (right after a failover it may
+    // Killing that master promotes its replica, which has the key once it
+    // has replicated everything the master had when the migration ended
+    // (its `slave_repl_offset` reaches the master's `master_repl_offset`;
+    // WAIT on a new connection proves nothing, having written nothing), and
+    // once the promoted node serves the slot (right after a failover it may
     // still answer MOVED while it learns the migrated slot is its own).
+    let replica = cluster.replica_of(to).expect("a replica");
+    let target = repl_offset(&cluster, to, "master_repl_offset");
+    assert!(target > 0, "master {to} reports no master_repl_offset");
     assert!(
         tally_testkit::wait_until(tally_testkit::PATIENCE, || {
-            cluster.admin(to, &["WAIT", "1", "1000"]) == Reply::Int(1)
+            repl_offset(&cluster, replica, "slave_repl_offset") >= target
         }),
-        "the replica of master {to} never acknowledged the migrated key"
+        "replica {replica} never replicated master {to} up to offset {target}"
     );
     let new = cluster.kill_master_and_wait_failover(to);
     assert_eq!(cluster.master_of_slot(slot), new);
@@ -57,6 +61,23 @@ fn three_masters_with_replicas_come_up_healthy() {
         served,
         "the promoted master {new} answers {last:?} for the key"
     );
+}
+
+/// A replication offset (`master_repl_offset` or `slave_repl_offset`) from
+/// node `i`'s `INFO replication`; -1 when it does not say.
+fn repl_offset(cluster: &RedisCluster, i: usize, field: &str) -> i64 {
+    let info = cluster.admin(i, &["INFO", "replication"]).text();
+    info.as_deref()
+        .unwrap_or("")
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(field)?
+                .strip_prefix(':')?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(-1)
 }
 
 #[test]
