@@ -302,18 +302,6 @@ mod tests {
         assert_eq!(aggregated.written, aggregated.accepted);
     }
 
-    /// The full scale without the rest of `tally bench ingest`: `cargo
-    /// nextest run -p tally-bench --lib daily_views --run-ignored only
-    /// --no-capture` (build with `--release` for figures that mean anything
-    /// beyond Redis CPU per view).
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "a benchmark, several seconds per mode"]
-    async fn a_million_entities() {
-        let redis = BenchRedis::start();
-        let report = run(&redis, 1_000_000, 3.0, 1000, 4).await.unwrap();
-        println!("{}", serde_json::to_string_pretty(&report).unwrap());
-    }
-
     #[test]
     fn zipf_ranks_follow_their_weights() {
         let zipf = Zipf::new(1000, ZIPF_S);
