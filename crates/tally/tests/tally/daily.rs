@@ -1025,7 +1025,13 @@ async fn adds_racing_the_writers_shutdown_are_written_or_refused(kind: Kind) {
             })
         })
         .collect();
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    // Shut down once the adds are under way (not after a fixed time, which a
+    // loaded machine can spend before the tasks first run).
+    let deadline = std::time::Instant::now() + tally_testkit::PATIENCE;
+    while w.stats().accepted == 0 {
+        assert!(std::time::Instant::now() < deadline, "no add accepted");
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
     w.shutdown().await;
     let mut accepted = 0;
     for t in tasks {
