@@ -170,7 +170,17 @@ async fn an_add_racing_the_shutdown_is_written_or_refused() {
                 })
             })
             .collect();
-        tokio::time::sleep(Duration::from_millis(2 + round % 5)).await;
+        // Shut down a few ms after the first accepted add (a fixed wait
+        // from the spawn could pass before a loaded machine runs an adder).
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while w.stats().accepted == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "round {round}: no add ran"
+            );
+            tokio::task::yield_now().await;
+        }
+        tokio::time::sleep(Duration::from_millis(round % 5)).await;
         w.shutdown().await;
         finished.store(true, Ordering::Release);
         let mut accepted = 0;
