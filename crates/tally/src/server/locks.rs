@@ -28,7 +28,7 @@ use axum::{Extension, Router};
 use serde::Deserialize;
 
 use super::check::{self, integer, optional_integer};
-use super::error::{JsonBody, PathParam};
+use super::error::{JsonBody, PathParam, enabled};
 use super::idempotency::KeyedWrite;
 use super::{ApiError, AppState};
 use crate::locks::{Acquisition, Locks, MAX_TTL, MAX_WAIT, MIN_TTL};
@@ -41,11 +41,7 @@ pub(crate) fn routes() -> Router<AppState> {
 }
 
 fn locks(state: &AppState) -> Result<&Locks, ApiError> {
-    state
-        .services()
-        .locks
-        .as_ref()
-        .ok_or_else(|| ApiError::not_found("locks are not enabled on this server"))
+    enabled(state.services().locks.as_ref(), "locks are")
 }
 
 #[derive(Debug, Deserialize)]
