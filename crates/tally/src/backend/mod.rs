@@ -173,10 +173,7 @@ impl Backend {
             #[cfg(not(any(feature = "redis", feature = "sqlite")))]
             Backend::Unbuilt(never) => match *never {},
             #[cfg(feature = "sqlite")]
-            Backend::Sqlite(db) => match db.path() {
-                Some(path) => format!("sqlite:{}", path.display()),
-                None => "sqlite::memory:".to_owned(),
-            },
+            Backend::Sqlite(db) => db.describe(),
             #[cfg(feature = "redis")]
             Backend::Redis { redis, .. } if redis.is_cluster() => "redis-cluster".to_owned(),
             #[cfg(feature = "redis")]

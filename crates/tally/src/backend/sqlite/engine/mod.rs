@@ -94,10 +94,7 @@ impl SqliteSliceStore {
             return Ok(t.clone());
         }
         let tables = Arc::new(Tables::of(space, kind));
-        let schema = tables.schema.clone();
-        self.db
-            .with_writer(move |conn| Ok(conn.execute_batch(&schema)?))
-            .await?;
+        self.db.create_tables(tables.schema.clone()).await?;
         self.lock().insert(space.id, tables.clone());
         Ok(tables)
     }
