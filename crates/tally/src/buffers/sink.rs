@@ -121,6 +121,25 @@ pub(crate) fn select_sql(
     )
 }
 
+/// The `DO UPDATE SET` list of an upsert into `spec`: each counter column
+/// adds the new row's value, each last-write column takes it unless it is
+/// NULL. `old` and `new` lead the columns of the stored row and of the new
+/// one (`t.` and `EXCLUDED.`).
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) fn update_sets(spec: &TableSpec, old: &str, new: &str) -> String {
+    let sets: Vec<String> = spec
+        .counters
+        .iter()
+        .map(|c| format!("{q} = {old}{q} + {new}{q}", q = c.quoted()))
+        .chain(
+            spec.last_write
+                .iter()
+                .map(|c| format!("{q} = COALESCE({new}{q}, {old}{q})", q = c.quoted())),
+        )
+        .collect();
+    sets.join(", ")
+}
+
 /// Rows of the claims grouped by table, in table order.
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) fn by_table<'a>(

@@ -158,16 +158,6 @@ fn upsert_sql(spec: &TableSpec, types: &BTreeMap<String, String>) -> String {
     for (i, c) in spec.last_write.iter().enumerate() {
         add(c, format!("l{i}"), "text");
     }
-    let sets: Vec<String> = spec
-        .counters
-        .iter()
-        .map(|c| format!("{q} = t.{q} + EXCLUDED.{q}", q = c.quoted()))
-        .chain(
-            spec.last_write
-                .iter()
-                .map(|c| format!("{q} = COALESCE(EXCLUDED.{q}, t.{q})", q = c.quoted())),
-        )
-        .collect();
     let keys: Vec<String> = spec.key.iter().map(Ident::quoted).collect();
     format!(
         "INSERT INTO {table} AS t ({cols}) SELECT {casts} FROM unnest({arrays}) AS u({aliases}) \
@@ -178,7 +168,7 @@ fn upsert_sql(spec: &TableSpec, types: &BTreeMap<String, String>) -> String {
         arrays = arrays.join(", "),
         aliases = aliases.join(", "),
         keys = keys.join(", "),
-        sets = sets.join(", "),
+        sets = sink::update_sets(spec, "t.", "EXCLUDED."),
     )
 }
 

@@ -97,16 +97,6 @@ impl SqliteSink {
 fn upsert_sql(spec: &TableSpec, rows: usize) -> String {
     let cols: Vec<String> = spec.columns().map(Ident::quoted).collect();
     let one = format!("({})", vec!["?"; cols.len()].join(", "));
-    let sets: Vec<String> = spec
-        .counters
-        .iter()
-        .map(|c| format!("{q} = {q} + excluded.{q}", q = c.quoted()))
-        .chain(
-            spec.last_write
-                .iter()
-                .map(|c| format!("{q} = COALESCE(excluded.{q}, {q})", q = c.quoted())),
-        )
-        .collect();
     let types: Vec<String> = spec
         .counters
         .iter()
@@ -119,7 +109,7 @@ fn upsert_sql(spec: &TableSpec, rows: usize) -> String {
         cols.join(", "),
         vec![one; rows].join(", "),
         keys.join(", "),
-        sets.join(", "),
+        sink::update_sets(spec, "", "excluded."),
         if types.is_empty() {
             String::new()
         } else {

@@ -107,16 +107,7 @@ async fn extend(
     let extended = locks
         .extend(&name, &body.token, Duration::from_millis(body.ttl_ms))
         .await?;
-    let status = if extended {
-        StatusCode::OK
-    } else {
-        StatusCode::CONFLICT
-    };
-    Ok((
-        status,
-        axum::Json(serde_json::json!({ "extended": extended })),
-    )
-        .into_response())
+    Ok(done("extended", extended))
 }
 
 #[derive(Debug, Deserialize)]
@@ -133,14 +124,16 @@ async fn release(
     let locks = locks(&state)?;
     check::name("name", &name)?;
     let released = locks.release(&name, &body.token).await?;
-    let status = if released {
+    Ok(done("released", released))
+}
+
+/// `{"<field>": done}`: 200 when done, 409 when the token no longer holds
+/// the lock.
+fn done(field: &str, done: bool) -> Response {
+    let status = if done {
         StatusCode::OK
     } else {
         StatusCode::CONFLICT
     };
-    Ok((
-        status,
-        axum::Json(serde_json::json!({ "released": released })),
-    )
-        .into_response())
+    (status, axum::Json(serde_json::json!({ field: done }))).into_response()
 }
