@@ -144,10 +144,14 @@ mod tests {
 
     #[test]
     fn utc_formats_known_instants() {
-        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(utc(1336376395), "2012-05-07T07:39:55Z");
-        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(utc(253_402_300_799), "9999-12-31T23:59:59Z");
+        for (input, expected) in [
+            (0, "1970-01-01T00:00:00Z"),
+            (1336376395, "2012-05-07T07:39:55Z"),
+            (951_782_400, "2000-02-29T00:00:00Z"),
+            (253_402_300_799, "9999-12-31T23:59:59Z"),
+        ] {
+            assert_eq!(utc(input), expected, "utc({input:?})");
+        }
     }
 
     #[test]
@@ -160,10 +164,13 @@ mod tests {
 
     #[test]
     fn labels_precisions() {
-        assert_eq!(precision_label(5), "5 s");
-        assert_eq!(precision_label(300), "5 min");
-        assert_eq!(precision_label(18000), "5 h");
-        assert_eq!(precision_label(86400), "1 d");
+        for (input, expected) in [(5, "5 s"), (300, "5 min"), (18000, "5 h"), (86400, "1 d")] {
+            assert_eq!(
+                precision_label(input),
+                expected,
+                "precision_label({input:?})"
+            );
+        }
     }
 
     #[test]

@@ -516,32 +516,34 @@ mod tests {
     #[test]
     fn what_carbon_refuses_or_tally_cannot_keep_is_refused_by_reason() {
         let reject = |l: &str| parse(l).unwrap_err();
-        assert_eq!(reject(""), Reject::Malformed);
-        assert_eq!(reject("   "), Reject::Malformed);
-        assert_eq!(reject("a 1"), Reject::Malformed);
-        assert_eq!(reject("a 1 1700000000 x"), Reject::Malformed);
-        assert_eq!(reject("a x 1700000000"), Reject::BadValue);
-        assert_eq!(reject("a 1__0 1700000000"), Reject::BadValue);
-        assert_eq!(reject("a _1 1700000000"), Reject::BadValue);
-        assert_eq!(reject("a 1_ 1700000000"), Reject::BadValue);
-        assert_eq!(reject("a 1_.5 1700000000"), Reject::BadValue);
-        assert_eq!(reject("a 0x10 1700000000"), Reject::BadValue);
-        assert_eq!(reject("a 1 x"), Reject::BadTimestamp);
-        assert_eq!(reject("a 1 nan"), Reject::BadTimestamp);
-        assert_eq!(reject("a 1 inf"), Reject::BadTimestamp);
-        assert_eq!(reject("a nan 1700000000"), Reject::NotFinite);
-        assert_eq!(reject("a -Infinity 1700000000"), Reject::NotFinite);
-        assert_eq!(reject("a 1e400 1700000000"), Reject::NotFinite);
-        assert_eq!(reject("a\x01b 1 1700000000"), Reject::BadName);
-        assert_eq!(
-            reject(&format!("{} 1 1700000000", "x".repeat(257))),
-            Reject::BadName
-        );
-        assert_eq!(reject("a 1 0"), Reject::TimeNotKept);
-        assert_eq!(reject("a 1 -2"), Reject::TimeNotKept);
-        assert_eq!(reject("a 1 -0.5"), Reject::TimeNotKept);
-        assert_eq!(reject("a 1 1699913599"), Reject::TimeNotKept);
-        assert_eq!(reject("a 1 1700000061"), Reject::TimeNotKept);
+        let long_name = format!("{} 1 1700000000", "x".repeat(257));
+        for (line, expected) in [
+            ("", Reject::Malformed),
+            ("   ", Reject::Malformed),
+            ("a 1", Reject::Malformed),
+            ("a 1 1700000000 x", Reject::Malformed),
+            ("a x 1700000000", Reject::BadValue),
+            ("a 1__0 1700000000", Reject::BadValue),
+            ("a _1 1700000000", Reject::BadValue),
+            ("a 1_ 1700000000", Reject::BadValue),
+            ("a 1_.5 1700000000", Reject::BadValue),
+            ("a 0x10 1700000000", Reject::BadValue),
+            ("a 1 x", Reject::BadTimestamp),
+            ("a 1 nan", Reject::BadTimestamp),
+            ("a 1 inf", Reject::BadTimestamp),
+            ("a nan 1700000000", Reject::NotFinite),
+            ("a -Infinity 1700000000", Reject::NotFinite),
+            ("a 1e400 1700000000", Reject::NotFinite),
+            ("a\x01b 1 1700000000", Reject::BadName),
+            (&long_name, Reject::BadName),
+            ("a 1 0", Reject::TimeNotKept),
+            ("a 1 -2", Reject::TimeNotKept),
+            ("a 1 -0.5", Reject::TimeNotKept),
+            ("a 1 1699913599", Reject::TimeNotKept),
+            ("a 1 1700000061", Reject::TimeNotKept),
+        ] {
+            assert_eq!(reject(line), expected, "{line:?}");
+        }
         assert_eq!(
             parse_line(b"a\xff 1 1700000000", &window()).unwrap_err(),
             Reject::NotUtf8

@@ -12,6 +12,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
 
+/// The instant `secs` Unix seconds, which a test knows to be valid.
+#[cfg(test)]
+pub(crate) fn ts(secs: f64) -> Timestamp {
+    Timestamp::from_secs_f64(secs).unwrap()
+}
+
 /// An instant in Unix seconds (with a fraction), validated on construction.
 #[derive(Clone, Copy, PartialEq, PartialOrd, Debug)]
 pub struct Timestamp(f64);

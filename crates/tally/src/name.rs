@@ -157,6 +157,17 @@ pub fn prefix_upper(prefix: &str) -> Option<String> {
     None
 }
 
+/// A stable 64-bit hash of a name (FNV-1a): the same in every process and
+/// version, so what picks a shard from it finds the same one every time.
+pub(crate) fn fnv1a(name: &str) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in name.as_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,7 @@
 //! sink ([`crate::buffers::sink_sqlite`]) both open their tables through it.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
@@ -81,6 +81,14 @@ impl Sqlite {
         self.inner.path.as_deref()
     }
 
+    /// A short description for logs: `sqlite:/path` or `sqlite::memory:`.
+    pub fn describe(&self) -> String {
+        match self.path() {
+            Some(path) => format!("sqlite:{}", path.display()),
+            None => "sqlite::memory:".to_owned(),
+        }
+    }
+
     /// Runs `f` in an immediate (write-locking) transaction and commits it;
     /// if `f` fails, the transaction is rolled back and nothing is written.
     pub async fn write<T, F>(&self, f: F) -> Result<T>
@@ -88,9 +96,7 @@ impl Sqlite {
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
     {
-        let inner = self.inner.clone();
-        blocking(move || {
-            let mut conn = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+        self.on_writer(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let value = f(&tx)?;
             tx.commit()?;
@@ -115,20 +121,15 @@ impl Sqlite {
         let inner = self.inner.clone();
         blocking(move || {
             let Some(path) = &inner.path else {
-                let conn = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
-                return f(&conn);
+                return f(&unpoisoned(&inner.writer));
             };
-            let idle = inner
-                .readers
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .pop();
+            let idle = unpoisoned(&inner.readers).pop();
             let conn = match idle {
                 Some(conn) => conn,
                 None => open_connection(path)?,
             };
             let result = f(&conn);
-            let mut readers = inner.readers.lock().unwrap_or_else(|p| p.into_inner());
+            let mut readers = unpoisoned(&inner.readers);
             if readers.len() < MAX_IDLE_READERS {
                 readers.push(conn);
             }
@@ -143,13 +144,31 @@ impl Sqlite {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
-        let inner = self.inner.clone();
-        blocking(move || {
-            let conn = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
-            f(&conn)
-        })
-        .await
+        self.on_writer(move |conn| f(conn)).await
     }
+
+    /// Creates a store's tables: `schema` is SQL statements, each `IF NOT
+    /// EXISTS`, run on the writer connection.
+    pub(crate) async fn create_tables(&self, schema: String) -> Result<()> {
+        self.with_writer(move |conn| Ok(conn.execute_batch(&schema)?))
+            .await
+    }
+
+    /// Runs `f` on the writer connection, on the blocking pool.
+    async fn on_writer<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        blocking(move || f(&mut unpoisoned(&inner.writer))).await
+    }
+}
+
+/// The connection(s) behind `lock`, also after a call panicked holding it
+/// (a connection stays usable: its transaction was rolled back on drop).
+fn unpoisoned<T>(lock: &Mutex<T>) -> MutexGuard<'_, T> {
+    lock.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Puts the database in WAL mode, which is a property of the file: after

@@ -99,6 +99,26 @@ fn not_built(feature: &str) -> crate::Error {
     ))
 }
 
+/// One feature's store on a backend, as that feature's store trait:
+/// `store_on!(backend, |db| on_sqlite, |redis, layout| on_redis)` builds it
+/// from a SQLite database or from a Redis connection and its key layout
+/// (`_` where unused); a build with neither store backend has no arm to run.
+macro_rules! store_on {
+    ($backend:expr, |$db:ident| $sqlite:expr, |$redis:ident, $layout:tt| $on_redis:expr $(,)?) => {
+        Ok(match $backend {
+            #[cfg(not(any(feature = "redis", feature = "sqlite")))]
+            Backend::Unbuilt(never) => match *never {},
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite($db) => Arc::new($sqlite),
+            #[cfg(feature = "redis")]
+            Backend::Redis {
+                redis: $redis,
+                layout: $layout,
+            } => Arc::new($on_redis),
+        })
+    };
+}
+
 impl Backend {
     /// Opens (connects to) the configured backend.
     pub async fn open(config: &BackendConfig) -> Result<Self> {
@@ -153,10 +173,7 @@ impl Backend {
             #[cfg(not(any(feature = "redis", feature = "sqlite")))]
             Backend::Unbuilt(never) => match *never {},
             #[cfg(feature = "sqlite")]
-            Backend::Sqlite(db) => match db.path() {
-                Some(path) => format!("sqlite:{}", path.display()),
-                None => "sqlite::memory:".to_owned(),
-            },
+            Backend::Sqlite(db) => db.describe(),
             #[cfg(feature = "redis")]
             Backend::Redis { redis, .. } if redis.is_cluster() => "redis-cluster".to_owned(),
             #[cfg(feature = "redis")]
@@ -167,20 +184,15 @@ impl Backend {
     /// The slice engine's store on this backend: every space (counters,
     /// and the others) in one store per backend and key layout.
     pub async fn slice_store(&self, clock: SharedClock) -> Result<Arc<dyn SliceStore>> {
-        Ok(match self {
-            #[cfg(not(any(feature = "redis", feature = "sqlite")))]
-            Backend::Unbuilt(never) => match *never {},
-            #[cfg(feature = "sqlite")]
-            Backend::Sqlite(db) => {
-                Arc::new(sqlite::SqliteSliceStore::new(db.clone(), clock).await?)
-            }
-            #[cfg(feature = "redis")]
-            Backend::Redis { redis, layout } => Arc::new(self::redis::RedisSliceStore::new(
+        store_on!(
+            self,
+            |db| sqlite::SqliteSliceStore::new(db.clone(), clock).await?,
+            |redis, layout| self::redis::RedisSliceStore::new(
                 redis.clone(),
                 layout.clone(),
-                clock,
-            )?),
-        })
+                clock
+            )?
+        )
     }
 
     /// The store counters are kept in: [`Backend::slice_store`] (counters
@@ -225,91 +237,58 @@ impl Backend {
     /// of docs/reference.md).
     #[cfg_attr(not(feature = "redis"), allow(unused_variables))]
     pub async fn daily_store(&self, entity_prefix: &str) -> Result<Arc<dyn DailyStore>> {
-        Ok(match self {
-            #[cfg(not(any(feature = "redis", feature = "sqlite")))]
-            Backend::Unbuilt(never) => match *never {},
-            #[cfg(feature = "sqlite")]
-            Backend::Sqlite(db) => Arc::new(sqlite::SqliteDailyStore::new(db.clone()).await?),
-            #[cfg(feature = "redis")]
-            Backend::Redis { redis, .. } => Arc::new(self::redis::RedisDailyStore::new(
-                redis.clone(),
-                entity_prefix,
-            )?),
-        })
+        store_on!(
+            self,
+            |db| sqlite::SqliteDailyStore::new(db.clone()).await?,
+            |redis, _| self::redis::RedisDailyStore::new(redis.clone(), entity_prefix)?
+        )
     }
 
     /// The time-series store on this backend; on Redis, keys go under the
     /// counters' prefix (`{<prefix>:ts:<model>:<vshard>}`).
     #[cfg_attr(not(feature = "sqlite"), allow(unused_variables))]
     pub async fn tsdb_store(&self, clock: SharedClock) -> Result<Arc<dyn TsdbStore>> {
-        Ok(match self {
-            #[cfg(not(any(feature = "redis", feature = "sqlite")))]
-            Backend::Unbuilt(never) => match *never {},
-            #[cfg(feature = "sqlite")]
-            Backend::Sqlite(db) => Arc::new(sqlite::SqliteTsdbStore::new(db.clone(), clock).await?),
-            #[cfg(feature = "redis")]
-            Backend::Redis { redis, layout } => {
-                let prefix = layout.prefix().to_owned();
-                Arc::new(self::redis::RedisTsdbStore::new(redis.clone(), &prefix)?)
-            }
-        })
+        store_on!(
+            self,
+            |db| sqlite::SqliteTsdbStore::new(db.clone(), clock).await?,
+            |redis, layout| self::redis::RedisTsdbStore::new(redis.clone(), layout.prefix())?
+        )
     }
 
     /// The buffer store (pending rows and flush claims) on this backend.
     pub async fn buffer_store(&self) -> Result<Arc<dyn BufferStore>> {
-        Ok(match self {
-            #[cfg(not(any(feature = "redis", feature = "sqlite")))]
-            Backend::Unbuilt(never) => match *never {},
-            #[cfg(feature = "sqlite")]
-            Backend::Sqlite(db) => Arc::new(sqlite::SqliteBufferStore::new(db.clone()).await?),
-            #[cfg(feature = "redis")]
-            Backend::Redis { redis, layout } => {
-                Arc::new(self::redis::RedisBufferStore::new(redis.clone(), layout))
-            }
-        })
+        store_on!(
+            self,
+            |db| sqlite::SqliteBufferStore::new(db.clone()).await?,
+            |redis, layout| self::redis::RedisBufferStore::new(redis.clone(), layout)
+        )
     }
 
     /// The lock store on this backend.
     pub async fn lock_store(&self) -> Result<Arc<dyn LockStore>> {
-        Ok(match self {
-            #[cfg(not(any(feature = "redis", feature = "sqlite")))]
-            Backend::Unbuilt(never) => match *never {},
-            #[cfg(feature = "sqlite")]
-            Backend::Sqlite(db) => Arc::new(sqlite::SqliteLockStore::new(db.clone()).await?),
-            #[cfg(feature = "redis")]
-            Backend::Redis { redis, layout } => {
-                Arc::new(self::redis::RedisLockStore::new(redis.clone(), layout))
-            }
-        })
+        store_on!(
+            self,
+            |db| sqlite::SqliteLockStore::new(db.clone()).await?,
+            |redis, layout| self::redis::RedisLockStore::new(redis.clone(), layout)
+        )
     }
 
     /// The idempotency records' store on this backend; on Redis, records go
     /// under the default layout's prefix (`{<prefix>:idem:<key hash>}`).
     pub async fn idempotency_store(&self) -> Result<Arc<dyn IdempotencyStore>> {
-        Ok(match self {
-            #[cfg(not(any(feature = "redis", feature = "sqlite")))]
-            Backend::Unbuilt(never) => match *never {},
-            #[cfg(feature = "sqlite")]
-            Backend::Sqlite(db) => Arc::new(sqlite::SqliteIdempotencyStore::new(db.clone()).await?),
-            #[cfg(feature = "redis")]
-            Backend::Redis { redis, layout } => Arc::new(self::redis::RedisIdempotencyStore::new(
-                redis.clone(),
-                layout,
-            )),
-        })
+        store_on!(
+            self,
+            |db| sqlite::SqliteIdempotencyStore::new(db.clone()).await?,
+            |redis, layout| self::redis::RedisIdempotencyStore::new(redis.clone(), layout)
+        )
     }
 
     /// The rate-limit store on this backend.
     pub async fn limiter_store(&self) -> Result<Arc<dyn LimiterStore>> {
-        Ok(match self {
-            #[cfg(not(any(feature = "redis", feature = "sqlite")))]
-            Backend::Unbuilt(never) => match *never {},
-            #[cfg(feature = "sqlite")]
-            Backend::Sqlite(db) => Arc::new(sqlite::SqliteLimiterStore::new(db.clone()).await?),
-            #[cfg(feature = "redis")]
-            Backend::Redis { redis, layout } => {
-                Arc::new(self::redis::RedisLimiterStore::new(redis.clone(), layout))
-            }
-        })
+        store_on!(
+            self,
+            |db| sqlite::SqliteLimiterStore::new(db.clone()).await?,
+            |redis, layout| self::redis::RedisLimiterStore::new(redis.clone(), layout)
+        )
     }
 }

@@ -18,6 +18,8 @@ use serde::Serialize;
 
 use super::row::{BatchId, Claim, RowKey};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
+use super::{ident::Ident, table::TableSpec};
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 use crate::error::Error;
 use crate::error::Result;
 
@@ -43,6 +45,29 @@ pub struct StoredRow {
     pub last_write: BTreeMap<String, Option<String>>,
 }
 
+impl StoredRow {
+    /// The row a [`select_sql`] statement read, given how to take its
+    /// `i`-th value as an integer (`counter`) and as text (`text`).
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
+    pub(crate) fn from_columns<E>(
+        spec: &TableSpec,
+        mut counter: impl FnMut(usize) -> std::result::Result<Option<i64>, E>,
+        mut text: impl FnMut(usize) -> std::result::Result<Option<String>, E>,
+    ) -> std::result::Result<StoredRow, E> {
+        let mut stored = StoredRow::default();
+        for (i, c) in spec.counters.iter().enumerate() {
+            stored.counters.insert(c.as_str().to_owned(), counter(i)?);
+        }
+        let first = spec.counters.len();
+        for (i, c) in spec.last_write.iter().enumerate() {
+            stored
+                .last_write
+                .insert(c.as_str().to_owned(), text(first + i)?);
+        }
+        Ok(stored)
+    }
+}
+
 /// A SQL database that buffered batches are flushed into.
 #[async_trait]
 pub trait Sink: Send + Sync + fmt::Debug + 'static {
@@ -65,6 +90,55 @@ pub trait Sink: Send + Sync + fmt::Debug + 'static {
 
 /// The batch-id table's name (the same in every sink).
 pub const FLUSHED_BATCHES: &str = "tally_flushed_batches";
+
+/// The statement reading one row of `spec`: its counter columns (each as
+/// `counter` reads it), then its last-write columns (as `text` reads them),
+/// where every key column matches (`key`, given the column's place).
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) fn select_sql(
+    spec: &TableSpec,
+    counter: impl Fn(&Ident) -> String,
+    text: impl Fn(&Ident) -> String,
+    key: impl Fn(usize, &Ident) -> String,
+) -> String {
+    let values: Vec<String> = spec
+        .counters
+        .iter()
+        .map(counter)
+        .chain(spec.last_write.iter().map(text))
+        .collect();
+    let filter: Vec<String> = spec
+        .key
+        .iter()
+        .enumerate()
+        .map(|(i, c)| key(i, c))
+        .collect();
+    format!(
+        "SELECT {} FROM {} WHERE {}",
+        values.join(", "),
+        spec.name.quoted(),
+        filter.join(" AND ")
+    )
+}
+
+/// The `DO UPDATE SET` list of an upsert into `spec`: each counter column
+/// adds the new row's value, each last-write column takes it unless it is
+/// NULL. `old` and `new` lead the columns of the stored row and of the new
+/// one (`t.` and `EXCLUDED.`).
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) fn update_sets(spec: &TableSpec, old: &str, new: &str) -> String {
+    let sets: Vec<String> = spec
+        .counters
+        .iter()
+        .map(|c| format!("{q} = {old}{q} + {new}{q}", q = c.quoted()))
+        .chain(
+            spec.last_write
+                .iter()
+                .map(|c| format!("{q} = COALESCE({new}{q}, {old}{q})", q = c.quoted())),
+        )
+        .collect();
+    sets.join(", ")
+}
 
 /// Rows of the claims grouped by table, in table order.
 #[cfg(any(feature = "postgres", feature = "sqlite"))]

@@ -30,7 +30,7 @@ use sqlx::{AssertSqlSafe, Row};
 
 use super::ident::Ident;
 use super::row::{BatchId, Claim, RowKey};
-use super::sink::{FLUSHED_BATCHES, Sink, SinkOutcome, StoredRow, by_table, key_value};
+use super::sink::{self, FLUSHED_BATCHES, Sink, SinkOutcome, StoredRow, by_table, key_value};
 use super::table::{TableSpec, Tables};
 use crate::error::{Error, Result};
 
@@ -158,16 +158,6 @@ fn upsert_sql(spec: &TableSpec, types: &BTreeMap<String, String>) -> String {
     for (i, c) in spec.last_write.iter().enumerate() {
         add(c, format!("l{i}"), "text");
     }
-    let sets: Vec<String> = spec
-        .counters
-        .iter()
-        .map(|c| format!("{q} = t.{q} + EXCLUDED.{q}", q = c.quoted()))
-        .chain(
-            spec.last_write
-                .iter()
-                .map(|c| format!("{q} = COALESCE(EXCLUDED.{q}, t.{q})", q = c.quoted())),
-        )
-        .collect();
     let keys: Vec<String> = spec.key.iter().map(Ident::quoted).collect();
     format!(
         "INSERT INTO {table} AS t ({cols}) SELECT {casts} FROM unnest({arrays}) AS u({aliases}) \
@@ -178,33 +168,17 @@ fn upsert_sql(spec: &TableSpec, types: &BTreeMap<String, String>) -> String {
         arrays = arrays.join(", "),
         aliases = aliases.join(", "),
         keys = keys.join(", "),
-        sets = sets.join(", "),
+        sets = sink::update_sets(spec, "t.", "EXCLUDED."),
     )
 }
 
 /// Reads one row: counters as bigint, last-write values as text.
 fn select_sql(spec: &TableSpec, types: &BTreeMap<String, String>) -> String {
-    let values: Vec<String> = spec
-        .counters
-        .iter()
-        .map(|c| format!("CAST({} AS bigint)", c.quoted()))
-        .chain(
-            spec.last_write
-                .iter()
-                .map(|c| format!("CAST({} AS text)", c.quoted())),
-        )
-        .collect();
-    let filter: Vec<String> = spec
-        .key
-        .iter()
-        .enumerate()
-        .map(|(i, c)| format!("{} = CAST(${} AS {})", c.quoted(), i + 1, types[c.as_str()]))
-        .collect();
-    format!(
-        "SELECT {} FROM {} WHERE {}",
-        values.join(", "),
-        spec.name.quoted(),
-        filter.join(" AND ")
+    sink::select_sql(
+        spec,
+        |c| format!("CAST({} AS bigint)", c.quoted()),
+        |c| format!("CAST({} AS text)", c.quoted()),
+        |i, c| format!("{} = CAST(${} AS {})", c.quoted(), i + 1, types[c.as_str()]),
     )
 }
 
@@ -273,21 +247,8 @@ impl Sink for PostgresSink {
         let Some(found) = query.fetch_optional(&self.pool).await? else {
             return Ok(None);
         };
-        let mut stored = StoredRow::default();
-        let mut i = 0;
-        for c in &table.spec.counters {
-            stored
-                .counters
-                .insert(c.as_str().to_owned(), found.try_get::<Option<i64>, _>(i)?);
-            i += 1;
-        }
-        for c in &table.spec.last_write {
-            stored.last_write.insert(
-                c.as_str().to_owned(),
-                found.try_get::<Option<String>, _>(i)?,
-            );
-            i += 1;
-        }
+        let stored =
+            StoredRow::from_columns(&table.spec, |i| found.try_get(i), |i| found.try_get(i))?;
         Ok(Some(stored))
     }
 
@@ -324,12 +285,12 @@ mod tests {
 
     #[test]
     fn one_statement_per_table_with_casts() {
-        let spec = TableSpec::new(&TableConfig {
-            name: "groups".into(),
-            key: vec!["id".into()],
-            counters: vec!["times_seen".into()],
-            last_write: vec!["last_seen".into()],
-        })
+        let spec = TableSpec::new(&TableConfig::of(
+            "groups",
+            &["id"],
+            &["times_seen"],
+            &["last_seen"],
+        ))
         .unwrap();
         let types: BTreeMap<String, String> = [
             ("id", "bigint"),

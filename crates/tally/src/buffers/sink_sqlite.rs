@@ -27,7 +27,7 @@ use rusqlite::{OptionalExtension, params_from_iter};
 
 use super::ident::Ident;
 use super::row::{BatchId, Claim, RowKey};
-use super::sink::{FLUSHED_BATCHES, Sink, SinkOutcome, StoredRow, by_table, key_value};
+use super::sink::{self, FLUSHED_BATCHES, Sink, SinkOutcome, StoredRow, by_table, key_value};
 use super::table::{TableSpec, Tables};
 use crate::error::{Error, Result};
 use crate::sqlite::Sqlite;
@@ -97,16 +97,6 @@ impl SqliteSink {
 fn upsert_sql(spec: &TableSpec, rows: usize) -> String {
     let cols: Vec<String> = spec.columns().map(Ident::quoted).collect();
     let one = format!("({})", vec!["?"; cols.len()].join(", "));
-    let sets: Vec<String> = spec
-        .counters
-        .iter()
-        .map(|c| format!("{q} = {q} + excluded.{q}", q = c.quoted()))
-        .chain(
-            spec.last_write
-                .iter()
-                .map(|c| format!("{q} = COALESCE(excluded.{q}, {q})", q = c.quoted())),
-        )
-        .collect();
     let types: Vec<String> = spec
         .counters
         .iter()
@@ -119,7 +109,7 @@ fn upsert_sql(spec: &TableSpec, rows: usize) -> String {
         cols.join(", "),
         vec![one; rows].join(", "),
         keys.join(", "),
-        sets.join(", "),
+        sink::update_sets(spec, "", "excluded."),
         if types.is_empty() {
             String::new()
         } else {
@@ -225,41 +215,16 @@ impl Sink for SqliteSink {
         let key = row.key.clone();
         self.db
             .read(move |conn| {
-                let values: Vec<String> = spec
-                    .counters
-                    .iter()
-                    .map(Ident::quoted)
-                    .chain(
-                        spec.last_write
-                            .iter()
-                            .map(|c| format!("CAST({} AS TEXT)", c.quoted())),
-                    )
-                    .collect();
-                let filter: Vec<String> = spec
-                    .key
-                    .iter()
-                    .map(|c| format!("{} = ?", c.quoted()))
-                    .collect();
-                let sql = format!(
-                    "SELECT {} FROM {} WHERE {}",
-                    values.join(", "),
-                    spec.name.quoted(),
-                    filter.join(" AND ")
+                let sql = sink::select_sql(
+                    &spec,
+                    Ident::quoted,
+                    |c| format!("CAST({} AS TEXT)", c.quoted()),
+                    |_, c| format!("{} = ?", c.quoted()),
                 );
                 let mut stmt = conn.prepare_cached(&sql)?;
                 let found = stmt
                     .query_row(params_from_iter(key.iter()), |r| {
-                        let mut stored = StoredRow::default();
-                        let mut i = 0;
-                        for c in &spec.counters {
-                            stored.counters.insert(c.as_str().to_owned(), r.get(i)?);
-                            i += 1;
-                        }
-                        for c in &spec.last_write {
-                            stored.last_write.insert(c.as_str().to_owned(), r.get(i)?);
-                            i += 1;
-                        }
-                        Ok(stored)
+                        StoredRow::from_columns(&spec, |i| r.get(i), |i| r.get(i))
                     })
                     .optional()?;
                 Ok(found)
@@ -294,10 +259,7 @@ impl Sink for SqliteSink {
     }
 
     fn describe(&self) -> String {
-        match self.db.path() {
-            Some(p) => format!("sqlite:{}", p.display()),
-            None => "sqlite::memory:".to_owned(),
-        }
+        self.db.describe()
     }
 }
 
@@ -308,13 +270,7 @@ mod tests {
 
     #[test]
     fn multi_row_upsert_with_overflow_check() {
-        let spec = TableSpec::new(&TableConfig {
-            name: "groups".into(),
-            key: vec!["id".into()],
-            counters: vec!["n".into()],
-            last_write: vec!["seen".into()],
-        })
-        .unwrap();
+        let spec = TableSpec::new(&TableConfig::of("groups", &["id"], &["n"], &["seen"])).unwrap();
         assert_eq!(
             upsert_sql(&spec, 2),
             "INSERT INTO \"groups\" (\"id\", \"n\", \"seen\") VALUES (?, ?, ?), (?, ?, ?) \

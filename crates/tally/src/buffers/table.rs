@@ -150,22 +150,32 @@ impl Tables {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cfg(name: &str, key: &[&str], counters: &[&str], lw: &[&str]) -> TableConfig {
+impl TableConfig {
+    /// A mapping of table `name` (for tests).
+    pub(crate) fn of(name: &str, key: &[&str], counters: &[&str], last_write: &[&str]) -> Self {
         let v = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
         TableConfig {
             name: name.into(),
             key: v(key),
             counters: v(counters),
-            last_write: v(lw),
+            last_write: v(last_write),
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     #[test]
     fn mappings_are_checked() {
-        let ok = Tables::new(&[cfg("groups", &["id"], &["times_seen"], &["last_seen"])]).unwrap();
+        let ok = Tables::new(&[TableConfig::of(
+            "groups",
+            &["id"],
+            &["times_seen"],
+            &["last_seen"],
+        )])
+        .unwrap();
         assert_eq!(ok.get("groups").unwrap().columns().count(), 3);
         assert!(
             ok.get("nope")
@@ -174,14 +184,16 @@ mod tests {
                 .contains("configured: groups")
         );
         let err = |c: TableConfig| Tables::new(&[c]).unwrap_err().to_string();
-        assert!(err(cfg("g", &[], &["n"], &[])).contains("at least one key"));
-        assert!(err(cfg("g", &["id"], &[], &[])).contains("counter or last-write"));
-        assert!(err(cfg("g", &["id"], &["id"], &[])).contains("listed twice"));
-        assert!(err(cfg("g;drop", &["id"], &["n"], &[])).contains("table name"));
-        assert!(err(cfg("g", &["id"], &["n\""], &[])).contains("counter column of table g"));
+        assert!(err(TableConfig::of("g", &[], &["n"], &[])).contains("at least one key"));
+        assert!(err(TableConfig::of("g", &["id"], &[], &[])).contains("counter or last-write"));
+        assert!(err(TableConfig::of("g", &["id"], &["id"], &[])).contains("listed twice"));
+        assert!(err(TableConfig::of("g;drop", &["id"], &["n"], &[])).contains("table name"));
+        assert!(
+            err(TableConfig::of("g", &["id"], &["n\""], &[])).contains("counter column of table g")
+        );
         let twice = Tables::new(&[
-            cfg("g", &["id"], &["n"], &[]),
-            cfg("g", &["id"], &["n"], &[]),
+            TableConfig::of("g", &["id"], &["n"], &[]),
+            TableConfig::of("g", &["id"], &["n"], &[]),
         ]);
         assert!(twice.unwrap_err().to_string().contains("mapped twice"));
     }

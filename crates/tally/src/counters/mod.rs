@@ -31,7 +31,7 @@ pub use settings::{CleanerSettings, CounterSettings};
 
 use crate::clock::{Clock, SystemClock};
 use crate::engine::kinds::sum;
-use crate::engine::series::{Rules, SeriesService};
+use crate::engine::series::{Rules, SeriesService, op_fields};
 use crate::engine::store::map_reads;
 use crate::engine::{SliceRead, SliceSel, SliceStore, Space, Value};
 use crate::error::{Error, Result};
@@ -100,13 +100,7 @@ impl Rules for CounterRules {
     const OP: &'static str = "increment";
     const WRITER: &'static str = "CounterWriter";
 
-    fn name(op: &Increment) -> &str {
-        &op.name
-    }
-
-    fn at(op: &Increment) -> Option<f64> {
-        op.at
-    }
+    op_fields!();
 
     fn delta(&self, op: &Increment) -> Result<Value> {
         sum::check(op.count).map(Value::Sum)

@@ -134,11 +134,8 @@ fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::ts;
     use proptest::prelude::*;
-
-    fn ts(secs: u64) -> Timestamp {
-        Timestamp::from_secs(secs).unwrap()
-    }
 
     #[test]
     fn parse_never_panics_on_multibyte_text() {
@@ -159,7 +156,7 @@ mod tests {
     #[test]
     fn days_match_the_seeds_dates() {
         // 2023-06-06T12:00:00Z, the article's example day.
-        let day = Day::of(ts(1_686_052_800), 0);
+        let day = Day::of(ts(1_686_052_800.0), 0);
         assert_eq!(day.yyyymmdd(), 20230606);
         assert_eq!(day.to_string(), "2023-06-06");
         assert_eq!(Day::parse("2023-06-06").unwrap(), day);
@@ -176,7 +173,7 @@ mod tests {
     fn offsets_move_the_day_boundary() {
         // 2023-06-06T23:30Z is already June 7th in UTC+01:00 and still June
         // 6th in UTC-05:00.
-        let at = ts(1_686_094_200);
+        let at = ts(1_686_094_200.0);
         assert_eq!(Day::of(at, 0).yyyymmdd(), 20230606);
         assert_eq!(Day::of(at, 60).yyyymmdd(), 20230607);
         assert_eq!(Day::of(at, -300).yyyymmdd(), 20230606);
@@ -211,7 +208,7 @@ mod tests {
 
         #[test]
         fn a_day_contains_its_instants(secs in 0u64..253_402_300_799, off in -840i32..=840) {
-            let day = Day::of(ts(secs), off);
+            let day = Day::of(ts(secs as f64), off);
             let start = day.start_secs(off);
             prop_assert!(start <= secs as i64 && (secs as i64) < start + 86_400);
         }

@@ -323,10 +323,7 @@ struct Pending {
 /// Takes everything waiting and writes it.
 async fn flush_once(inner: &Arc<Inner>, next_seq: &mut [u64], deadline: Option<Instant>) {
     let started = Instant::now();
-    let mut taken: Vec<((Name, Day), Entry)> = Vec::new();
-    for mut shard in inner.shards.each() {
-        taken.extend(std::mem::take(&mut shard.table));
-    }
+    let mut taken = inner.shards.take_all(|shard| &mut shard.table);
     if taken.is_empty() {
         return;
     }

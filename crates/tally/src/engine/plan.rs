@@ -192,12 +192,9 @@ pub fn plan<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::ts;
     use proptest::prelude::*;
     use std::collections::HashMap;
-
-    fn ts(secs: f64) -> Timestamp {
-        Timestamp::from_secs_f64(secs).unwrap()
-    }
 
     fn name(n: &str) -> Name {
         Name::new(n).unwrap()

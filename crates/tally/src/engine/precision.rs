@@ -166,11 +166,8 @@ pub fn choose(precisions: &[Precision], now: Timestamp, from: u64) -> Option<&Pr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::ts;
     use proptest::prelude::*;
-
-    fn ts(secs: f64) -> Timestamp {
-        Timestamp::from_secs_f64(secs).unwrap()
-    }
 
     #[test]
     fn slices_match_the_books_example() {

@@ -120,10 +120,7 @@ impl<'de> Deserialize<'de> for Sample {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ts(secs: f64) -> Timestamp {
-        Timestamp::from_secs_f64(secs).unwrap()
-    }
+    use crate::clock::ts;
 
     #[test]
     fn a_range_reads_the_finest_covering_resolution_from_the_slice_of_its_start() {

@@ -76,6 +76,22 @@ pub trait Rules: Send + Sync + fmt::Debug + 'static {
     fn delta(&self, op: &Self::Op) -> Result<Value>;
 }
 
+/// [`Rules::name`] and [`Rules::at`] of an operation that states them as
+/// its fields `name: String` and `at: Option<f64>`, as every kind's does:
+/// `op_fields!();` in its `impl Rules`.
+macro_rules! op_fields {
+    () => {
+        fn name(op: &Self::Op) -> &str {
+            &op.name
+        }
+
+        fn at(op: &Self::Op) -> Option<f64> {
+            op.at
+        }
+    };
+}
+pub(crate) use op_fields;
+
 /// [`Rules`] of a kind whose space is made of precisions and samples
 /// alone (gauges, sets): its service has the constructors
 /// [`SeriesService::new`] and [`SeriesService::with_clock`], and the reads

@@ -139,6 +139,21 @@ impl Space {
         }
     }
 
+    /// A space other than the counters' (`visits`): sums at `precisions`,
+    /// each keeping `keep` slices, cleaned by the cleaner. For the tests of
+    /// what serves any space.
+    #[cfg(test)]
+    pub(crate) fn visits(precisions: &[u64], keep: u64) -> Arc<Space> {
+        let precisions = precisions.iter().map(|&p| Precision::new(p, keep));
+        let space = Space::new(
+            "visits",
+            Kind::Sum,
+            precisions.collect(),
+            Retention::Cleaner,
+        );
+        Arc::new(space.unwrap())
+    }
+
     /// True for the counters' space (whose data keeps its historic layout).
     pub fn is_counters(&self) -> bool {
         self.id == Self::COUNTERS

@@ -26,7 +26,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::kinds::GaugeValue;
 use crate::engine::kinds::gauge::GaugeReading;
-use crate::engine::series::{PlainRules, Rules, SeriesService, SeriesWriter, SliceSeries};
+use crate::engine::series::{
+    PlainRules, Rules, SeriesService, SeriesWriter, SliceSeries, op_fields,
+};
 use crate::engine::{Applied, Kind, Value};
 use crate::error::{Error, Result};
 
@@ -142,13 +144,7 @@ impl Rules for GaugeRules {
     const OP: &'static str = "gauge operation";
     const WRITER: &'static str = "GaugesWriter";
 
-    fn name(op: &GaugeOp) -> &str {
-        &op.name
-    }
-
-    fn at(op: &GaugeOp) -> Option<f64> {
-        op.at
-    }
+    op_fields!();
 
     fn delta(&self, op: &GaugeOp) -> Result<Value> {
         Ok(Value::Gauge(Box::new(op.delta()?)))

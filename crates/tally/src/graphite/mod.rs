@@ -764,17 +764,22 @@ mod tests {
 
     #[test]
     fn quantile_nodes_are_percentiles_without_the_point() {
-        assert_eq!(quantile_node(0.5), "p50");
-        assert_eq!(quantile_node(0.9), "p90");
-        assert_eq!(quantile_node(0.99), "p99");
-        assert_eq!(quantile_node(0.999), "p999");
-        assert_eq!(quantile_node(0.05), "p5");
-        assert_eq!(quantile_node(0.07), "p7");
-        assert_eq!(quantile_node(0.001), "p01");
-        assert_eq!(quantile_node(1.0), "p100");
-        assert_eq!(quantile_node(0.0), "p0");
-        assert_eq!(percentile(0.999), "99.9");
-        assert_eq!(percentile(0.75), "75");
+        for (input, expected) in [
+            (0.5, "p50"),
+            (0.9, "p90"),
+            (0.99, "p99"),
+            (0.999, "p999"),
+            (0.05, "p5"),
+            (0.07, "p7"),
+            (0.001, "p01"),
+            (1.0, "p100"),
+            (0.0, "p0"),
+        ] {
+            assert_eq!(quantile_node(input), expected, "quantile_node({input:?})");
+        }
+        for (input, expected) in [(0.999, "99.9"), (0.75, "75")] {
+            assert_eq!(percentile(input), expected, "percentile({input:?})");
+        }
     }
 
     #[test]

@@ -64,22 +64,26 @@ mod tests {
 
     #[test]
     fn safe_names_are_their_own_paths() {
-        assert_eq!(escape("app.host1.requests"), "app.host1.requests");
-        assert_eq!(escape("hits"), "hits");
-        assert_eq!(escape("shop:checkout-2/x"), "shop:checkout-2/x");
+        for name in ["app.host1.requests", "hits", "shop:checkout-2/x"] {
+            assert_eq!(escape(name), name);
+        }
     }
 
     #[test]
     fn unsafe_characters_and_empty_nodes_become_underscores() {
-        assert_eq!(
-            escape("tally:http:route:GET /v1/counters/{name}"),
-            "tally:http:route:GET_/v1/counters/_name_"
-        );
-        assert_eq!(escape("a(b),c=d\"e'f\\g"), "a_b__c_d_e_f_g");
-        assert_eq!(escape("a..b"), "a._.b");
-        assert_eq!(escape(".a"), "_.a");
-        assert_eq!(escape("a."), "a._");
-        assert_eq!(escape("."), "_._");
+        for (name, path) in [
+            (
+                "tally:http:route:GET /v1/counters/{name}",
+                "tally:http:route:GET_/v1/counters/_name_",
+            ),
+            ("a(b),c=d\"e'f\\g", "a_b__c_d_e_f_g"),
+            ("a..b", "a._.b"),
+            (".a", "_.a"),
+            ("a.", "a._"),
+            (".", "_._"),
+        ] {
+            assert_eq!(escape(name), path, "{name:?}");
+        }
     }
 
     #[test]

@@ -149,10 +149,7 @@ impl Locks {
 
     /// Takes `name` for `ttl` if free: a guard, or `None` when held.
     pub async fn try_acquire(&self, name: &str, ttl: Duration) -> Result<Option<LockGuard>> {
-        Ok(match self.acquire_once(name, ttl).await? {
-            Acquisition::Acquired(lease) => Some(self.guard(lease)),
-            Acquisition::Held { .. } => None,
-        })
+        Ok(self.guarded(self.acquire_once(name, ttl).await?))
     }
 
     /// Waits up to `wait` for `name`, retrying with jittered exponential
@@ -164,10 +161,7 @@ impl Locks {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Option<LockGuard>> {
-        Ok(match self.acquire_waiting(name, ttl, wait).await? {
-            Acquisition::Acquired(lease) => Some(self.guard(lease)),
-            Acquisition::Held { .. } => None,
-        })
+        Ok(self.guarded(self.acquire_waiting(name, ttl, wait).await?))
     }
 
     /// As [`Locks::acquire`], but hands back the lease itself (no guard: the
@@ -257,6 +251,14 @@ impl Locks {
             locks: self.clone(),
             lease,
             released: false,
+        }
+    }
+
+    /// A guard of the lease acquired, or `None` when the lock was held.
+    fn guarded(&self, acquisition: Acquisition) -> Option<LockGuard> {
+        match acquisition {
+            Acquisition::Acquired(lease) => Some(self.guard(lease)),
+            Acquisition::Held { .. } => None,
         }
     }
 }

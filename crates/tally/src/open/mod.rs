@@ -217,13 +217,23 @@ impl Tally {
     /// When first called outside a Tokio runtime (it spawns its flusher).
     #[doc(alias = "aggregator")]
     pub fn writer(&self) -> CounterWriter {
-        self.inner
-            .writer
-            .get_or_init(|| {
-                CounterWriter::start(self.counters(), self.inner.writer_settings.clone())
-                    .expect("the writer settings were validated when Tally was opened")
-            })
-            .clone()
+        self.started(&self.inner.writer, |s| {
+            CounterWriter::start(self.counters(), s)
+        })
+    }
+
+    /// The writer in `cell`, started on first use by `start` with the
+    /// writer settings (checked when the Tally was opened).
+    fn started<W: Clone>(
+        &self,
+        cell: &OnceLock<W>,
+        start: impl FnOnce(WriterSettings) -> Result<W>,
+    ) -> W {
+        cell.get_or_init(|| {
+            start(self.inner.writer_settings.clone())
+                .expect("the writer settings were validated when Tally was opened")
+        })
+        .clone()
     }
 
     /// A cleaner of every space ([`SPACES`]) with the configured settings,
@@ -256,13 +266,9 @@ impl Tally {
     /// later call returns the same writer. [`Tally::shutdown`] flushes and
     /// stops it.
     pub fn daily_writer(&self) -> DailyWriter {
-        self.inner
-            .daily_writer
-            .get_or_init(|| {
-                DailyWriter::start(self.daily(), self.inner.writer_settings.clone())
-                    .expect("the writer settings were validated when Tally was opened")
-            })
-            .clone()
+        self.started(&self.inner.daily_writer, |s| {
+            DailyWriter::start(self.daily(), s)
+        })
     }
 
     /// Buffered counters of the mapped SQL `tables` (build them with
@@ -300,13 +306,9 @@ impl Tally {
     ///
     /// When first called outside a Tokio runtime (it spawns its flusher).
     pub fn stats_writer(&self) -> StatsWriter {
-        self.inner
-            .stats_writer
-            .get_or_init(|| {
-                StatsWriter::start(self.stats(), self.inner.writer_settings.clone())
-                    .expect("the writer settings were validated when Tally was opened")
-            })
-            .clone()
+        self.started(&self.inner.stats_writer, |s| {
+            StatsWriter::start(self.stats(), s)
+        })
     }
     /// Gauges (set and adjusted values; last, min and max per slice at the
     /// counters' precisions and samples): exact writes, one round trip each.
@@ -322,13 +324,9 @@ impl Tally {
     ///
     /// When first called outside a Tokio runtime (it spawns its flusher).
     pub fn gauges_writer(&self) -> GaugesWriter {
-        self.inner
-            .gauges_writer
-            .get_or_init(|| {
-                GaugesWriter::start(self.gauges(), self.inner.writer_settings.clone())
-                    .expect("the writer settings were validated when Tally was opened")
-            })
-            .clone()
+        self.started(&self.inner.gauges_writer, |s| {
+            GaugesWriter::start(self.gauges(), s)
+        })
     }
 
     /// Sets (distinct counts per slice at the counters' precisions and
@@ -345,13 +343,9 @@ impl Tally {
     ///
     /// When first called outside a Tokio runtime (it spawns its flusher).
     pub fn sets_writer(&self) -> SetsWriter {
-        self.inner
-            .sets_writer
-            .get_or_init(|| {
-                SetsWriter::start(self.sets(), self.inner.writer_settings.clone())
-                    .expect("the writer settings were validated when Tally was opened")
-            })
-            .clone()
+        self.started(&self.inner.sets_writer, |s| {
+            SetsWriter::start(self.sets(), s)
+        })
     }
 
     /// Every series of the counters, gauges, sets and statistics as the

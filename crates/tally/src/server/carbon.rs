@@ -355,27 +355,23 @@ mod tests {
     #[test]
     fn settings_are_checked_and_errors_name_them() {
         assert!(CarbonSettings::default().validate().is_ok());
-        let e = CarbonSettings {
+        let too_short = CarbonSettings {
             max_line: 10,
             ..Default::default()
-        }
-        .validate()
-        .unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("carbon-max-line must be 64 to 1048576 bytes, got 10"),
-            "{e}"
-        );
-        let e = CarbonSettings {
+        };
+        let none = CarbonSettings {
             max_connections: 0,
             ..Default::default()
+        };
+        for (settings, expected) in [
+            (
+                too_short,
+                "carbon-max-line must be 64 to 1048576 bytes, got 10",
+            ),
+            (none, "carbon-max-connections must be 1 to 65536, got 0"),
+        ] {
+            let e = settings.validate().unwrap_err();
+            assert!(e.to_string().contains(expected), "{e}");
         }
-        .validate()
-        .unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("carbon-max-connections must be 1 to 65536, got 0"),
-            "{e}"
-        );
     }
 }

@@ -260,10 +260,24 @@ pub(crate) fn batch<B, T: From<B>>(
     max: usize,
     each: impl Fn(&str, &T) -> Result<(), ApiError>,
 ) -> Result<Vec<T>, ApiError> {
-    self::items(field, items.len(), 1, max)?;
     let items: Vec<T> = items.into_iter().map(T::from).collect();
-    for (i, item) in items.iter().enumerate() {
-        each(&format!("{field}[{i}]."), item)?;
-    }
+    self::each(field, &items, max, |item_field, item| {
+        each(&format!("{item_field}."), item)
+    })?;
     Ok(items)
+}
+
+/// An array field of 1 to `max` items, each checked by `check` given its
+/// own field name in messages (`keys[3]`).
+pub(crate) fn each<T>(
+    field: &str,
+    items: &[T],
+    max: usize,
+    check: impl Fn(&str, &T) -> Result<(), ApiError>,
+) -> Result<(), ApiError> {
+    self::items(field, items.len(), 1, max)?;
+    for (i, item) in items.iter().enumerate() {
+        check(&format!("{field}[{i}]"), item)?;
+    }
+    Ok(())
 }

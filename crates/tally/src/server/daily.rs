@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use super::check::{self, optional_integer, query_integer};
 use super::counters::optional_json;
-use super::error::{JsonBody, PathParam, QueryParams, RawBody};
+use super::error::{JsonBody, PathParam, QueryParams, RawBody, enabled};
 use super::idempotency::KeyedWrite;
 use super::{ApiError, AppState};
 use crate::daily::{Counted, DailyStats, Day, MAX_BATCH, MAX_RETENTION_DAYS, View};
@@ -29,11 +29,7 @@ pub(crate) fn routes() -> Router<AppState> {
 }
 
 fn daily(state: &AppState) -> Result<&DailyStats, ApiError> {
-    state
-        .services()
-        .daily
-        .as_ref()
-        .ok_or_else(|| ApiError::not_found("daily statistics are not enabled on this server"))
+    enabled(state.services().daily.as_ref(), "daily statistics are")
 }
 
 #[derive(Debug, Default, Deserialize)]

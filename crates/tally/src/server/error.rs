@@ -26,6 +26,15 @@ use axum::response::{IntoResponse, Response};
 
 use crate::error::Error;
 
+/// A service of the server, or 404 when it does not have it: `what`
+/// names it with its verb ("locks are", "the time-series store is").
+pub(crate) fn enabled<T: ?Sized>(
+    service: Option<&T>,
+    what: impl std::fmt::Display,
+) -> Result<&T, ApiError> {
+    service.ok_or_else(|| ApiError::not_found(format!("{what} not enabled on this server")))
+}
+
 /// An error answer.
 #[derive(Debug)]
 pub struct ApiError {

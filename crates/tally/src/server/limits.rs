@@ -26,7 +26,7 @@ use axum::{Extension, Router};
 use serde::Deserialize;
 
 use super::check::{self, not_null, optional_integer};
-use super::error::{JsonBody, PathParam};
+use super::error::{JsonBody, PathParam, enabled};
 use super::idempotency::KeyedWrite;
 use super::{ApiError, AppState};
 use crate::limits::{Algorithm, FailMode, Limit, Limiter, MAX_COST, MAX_LIMIT, MAX_WINDOW_MS};
@@ -59,10 +59,7 @@ struct CheckBody {
 impl CheckBody {
     /// The limit the body names or states, checked against the document.
     fn limit<'a>(&self, state: &'a AppState) -> Result<(&'a Limiter, Limit), ApiError> {
-        let (limiter, policies) =
-            state.services().limiter.as_ref().ok_or_else(|| {
-                ApiError::not_found("rate limiting is not enabled on this server")
-            })?;
+        let (limiter, policies) = enabled(state.services().limiter.as_ref(), "rate limiting is")?;
         if let Some(name) = &self.policy {
             let stated = [
                 ("algorithm", self.algorithm.is_some()),

@@ -28,7 +28,7 @@ use axum::{Extension, Router};
 use serde::Deserialize;
 
 use super::check::{self, integer, optional_integer};
-use super::error::{JsonBody, PathParam};
+use super::error::{JsonBody, PathParam, enabled};
 use super::idempotency::KeyedWrite;
 use super::{ApiError, AppState};
 use crate::locks::{Acquisition, Locks, MAX_TTL, MAX_WAIT, MIN_TTL};
@@ -41,11 +41,7 @@ pub(crate) fn routes() -> Router<AppState> {
 }
 
 fn locks(state: &AppState) -> Result<&Locks, ApiError> {
-    state
-        .services()
-        .locks
-        .as_ref()
-        .ok_or_else(|| ApiError::not_found("locks are not enabled on this server"))
+    enabled(state.services().locks.as_ref(), "locks are")
 }
 
 #[derive(Debug, Deserialize)]
@@ -111,16 +107,7 @@ async fn extend(
     let extended = locks
         .extend(&name, &body.token, Duration::from_millis(body.ttl_ms))
         .await?;
-    let status = if extended {
-        StatusCode::OK
-    } else {
-        StatusCode::CONFLICT
-    };
-    Ok((
-        status,
-        axum::Json(serde_json::json!({ "extended": extended })),
-    )
-        .into_response())
+    Ok(done("extended", extended))
 }
 
 #[derive(Debug, Deserialize)]
@@ -137,14 +124,16 @@ async fn release(
     let locks = locks(&state)?;
     check::name("name", &name)?;
     let released = locks.release(&name, &body.token).await?;
-    let status = if released {
+    Ok(done("released", released))
+}
+
+/// `{"<field>": done}`: 200 when done, 409 when the token no longer holds
+/// the lock.
+fn done(field: &str, done: bool) -> Response {
+    let status = if done {
         StatusCode::OK
     } else {
         StatusCode::CONFLICT
     };
-    Ok((
-        status,
-        axum::Json(serde_json::json!({ "released": released })),
-    )
-        .into_response())
+    (status, axum::Json(serde_json::json!({ field: done }))).into_response()
 }

@@ -236,8 +236,7 @@ pub(crate) fn routes<S: SeriesRoutes>() -> Router<AppState> {
 
 /// The kind's service, or 404 when this server does not have it.
 pub(crate) fn service<S: SeriesRoutes>(state: &AppState) -> std::result::Result<&S, ApiError> {
-    S::of(state.services())
-        .ok_or_else(|| ApiError::not_found(format!("{} are not enabled on this server", S::FAMILY)))
+    super::error::enabled(S::of(state.services()), format_args!("{} are", S::FAMILY))
 }
 
 async fn list<S: SeriesRoutes>(

@@ -47,19 +47,19 @@ async fn write(
     series::service::<Sets>(&state)?;
     check::name("name", &name)?;
     check::time("at", body.at)?;
-    check::items("members", body.members.len(), 1, MAX_MEMBERS)?;
     // What the document states: 1 to 255 characters. The library's rule
     // (at most 255 bytes) refuses the rest with 422.
-    for (i, m) in body.members.iter().enumerate() {
+    check::each("members", &body.members, MAX_MEMBERS, |field, m| {
         let chars = m.chars().count();
         if chars == 0 || chars > MAX_MEMBER_BYTES {
             return Err(ApiError::field(
-                &format!("members[{i}]"),
+                field,
                 "invalid_input",
                 format!("a set member is 1 to {MAX_MEMBER_BYTES} characters, not {chars}"),
             ));
         }
-    }
+        Ok(())
+    })?;
     let n = body.members.len();
     let mut add = SetAdd::new(name, body.members);
     add.at = body.at;

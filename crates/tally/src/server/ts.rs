@@ -23,7 +23,7 @@ use axum::{Extension, Router};
 use serde::Deserialize;
 
 use super::check::{self, optional_integer, query_integer};
-use super::error::{JsonBody, PathParam, QueryParams};
+use super::error::{JsonBody, PathParam, QueryParams, enabled};
 use super::idempotency::KeyedWrite;
 use super::{ApiError, AppState};
 use crate::tsdb::{MAX_BATCH, MAX_COUNT, MAX_KEYS, MAX_VALUES, TsIncrement, TsQuery, Tsdb, topn};
@@ -45,11 +45,7 @@ pub(crate) fn routes() -> Router<AppState> {
 }
 
 fn tsdb(state: &AppState) -> Result<&Tsdb, ApiError> {
-    state
-        .services()
-        .tsdb
-        .as_ref()
-        .ok_or_else(|| ApiError::not_found("the time-series store is not enabled on this server"))
+    enabled(state.services().tsdb.as_ref(), "the time-series store is")
 }
 
 /// An increment's fields; `prefix` leads the field names in messages.
@@ -163,10 +159,7 @@ async fn record_distinct(
     let ts = tsdb(&state)?;
     check::plain_name("model", &model)?;
     check::plain_name("key", &body.key)?;
-    check::items("values", body.values.len(), 1, MAX_VALUES)?;
-    for (i, v) in body.values.iter().enumerate() {
-        check::name(&format!("values[{i}]"), v)?;
-    }
+    check::each("values", &body.values, MAX_VALUES, |f, v| check::name(f, v))?;
     check::time("at", body.at)?;
     ts.record(&model, &body.key, &body.values, body.at).await?;
     Ok(axum::Json(
@@ -250,10 +243,7 @@ async fn delete(
 ) -> Result<impl IntoResponse, ApiError> {
     let ts = tsdb(&state)?;
     check::plain_name("model", &model)?;
-    check::items("keys", body.keys.len(), 1, MAX_KEYS)?;
-    for (i, k) in body.keys.iter().enumerate() {
-        check::plain_name(&format!("keys[{i}]"), k)?;
-    }
+    check_keys(&body.keys)?;
     ts.delete(&model, &body.keys).await?;
     Ok(axum::Json(
         serde_json::json!({ "deleted": body.keys.len() }),
@@ -272,6 +262,10 @@ struct Span {
 }
 
 impl Span {
+    fn of(start: Option<f64>, end: Option<f64>, rollup: Option<u64>) -> Span {
+        Span { start, end, rollup }
+    }
+
     /// Checks the model, `keys` and the span; `(start, end)` defaults to the
     /// hour before now (never before the epoch).
     fn query<'a>(
@@ -316,11 +310,13 @@ impl Span {
 /// `keys`: 1 to [`MAX_KEYS`] keys, comma-separated, none empty.
 fn listed_keys(keys: &str) -> Result<Vec<String>, ApiError> {
     let keys: Vec<String> = keys.split(',').map(str::to_owned).collect();
-    check::items("keys", keys.len(), 1, MAX_KEYS)?;
-    for (i, k) in keys.iter().enumerate() {
-        check::plain_name(&format!("keys[{i}]"), k)?;
-    }
+    check_keys(&keys)?;
     Ok(keys)
+}
+
+/// 1 to [`MAX_KEYS`] keys, each a plain name.
+fn check_keys(keys: &[String]) -> Result<(), ApiError> {
+    check::each("keys", keys, MAX_KEYS, |f, k| check::plain_name(f, k))
 }
 
 #[derive(Debug, Deserialize)]
@@ -336,11 +332,7 @@ struct RangeQuery {
 impl RangeQuery {
     /// The checked read of `model`.
     fn query(self, state: &AppState, model: String) -> Result<(&Tsdb, TsQuery), ApiError> {
-        let span = Span {
-            start: self.start,
-            end: self.end,
-            rollup: self.rollup,
-        };
+        let span = Span::of(self.start, self.end, self.rollup);
         span.query(state, model, listed_keys(&self.keys)?)
     }
 }
@@ -393,11 +385,7 @@ async fn distinct(
     PathParam(model): PathParam<String>,
     QueryParams(q): QueryParams<DistinctQuery>,
 ) -> Result<axum::response::Response, ApiError> {
-    let span = Span {
-        start: q.start,
-        end: q.end,
-        rollup: q.rollup,
-    };
+    let span = Span::of(q.start, q.end, q.rollup);
     let (ts, query) = span.query(&state, model, listed_keys(&q.keys)?)?;
     Ok(match q.view {
         View::Series => axum::Json(ts.get_distinct_series(&query).await?).into_response(),
@@ -426,11 +414,7 @@ async fn top(
     check::plain_name("key", &q.key)?;
     let n = q.n.unwrap_or(10);
     check::within("n", "invalid_input", n, 1, MAX_TOP)?;
-    let span = Span {
-        start: q.start,
-        end: q.end,
-        rollup: q.rollup,
-    };
+    let span = Span::of(q.start, q.end, q.rollup);
     let (ts, query) = span.query(&state, model, vec![q.key])?;
     Ok(axum::Json(ts.get_top(&query, n).await?))
 }

@@ -32,7 +32,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::kinds::DistinctValue;
 use crate::engine::read::{merge_values, range};
-use crate::engine::series::{PlainRules, Rules, SeriesService, SeriesWriter, SliceSeries};
+use crate::engine::series::{
+    PlainRules, Rules, SeriesService, SeriesWriter, SliceSeries, op_fields,
+};
 use crate::engine::{Applied, Kind, SliceRead, Value};
 use crate::error::{Error, Result};
 use crate::name::Name;
@@ -189,13 +191,7 @@ impl Rules for SetRules {
     const OP: &'static str = "set addition";
     const WRITER: &'static str = "SetsWriter";
 
-    fn name(add: &SetAdd) -> &str {
-        &add.name
-    }
-
-    fn at(add: &SetAdd) -> Option<f64> {
-        add.at
-    }
+    op_fields!();
 
     fn delta(&self, add: &SetAdd) -> Result<Value> {
         delta_of(&add.name, &add.members)

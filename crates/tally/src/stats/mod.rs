@@ -39,7 +39,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::engine::Page;
 use crate::engine::kinds::{SketchSettings, StatsValue};
 use crate::engine::precision::{self, Precision};
-use crate::engine::series::{Rules, SeriesService};
+use crate::engine::series::{Rules, SeriesService, op_fields};
 use crate::engine::{
     Applied, Batch, BatchSink, Kind, Retention, SliceRead, SliceSel, SliceStore, Space, Value,
 };
@@ -120,13 +120,7 @@ impl Rules for StatRules {
     const OP: &'static str = "observation";
     const WRITER: &'static str = "StatsWriter";
 
-    fn name(o: &Observation) -> &str {
-        &o.name
-    }
-
-    fn at(o: &Observation) -> Option<f64> {
-        o.at
-    }
+    op_fields!();
 
     fn delta(&self, o: &Observation) -> Result<Value> {
         let mut delta = StatsValue::new(self.sketch);

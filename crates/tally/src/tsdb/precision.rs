@@ -125,12 +125,7 @@ pub fn optimal(precisions: &[Precision], start: u64, now: u64) -> Precision {
 
 /// The virtual shard of a key: FNV-1a of its bytes, modulo [`VSHARDS`].
 pub fn vshard_of(key: &str) -> u32 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in key.as_bytes() {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    (hash % u64::from(VSHARDS)) as u32
+    (crate::name::fnv1a(key) % u64::from(VSHARDS)) as u32
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use redis::{Script, Value};
+use redis::{Pipeline, Script, Value};
 
 use super::layout::{self, Layout};
 use super::{Redis, once};
@@ -63,6 +63,19 @@ impl RedisBufferStore {
             take_over: Script::new(include_str!("lua/buffer_take_over.lua")),
             release: Script::new(include_str!("lua/buffer_release.lua")),
         }
+    }
+
+    /// One pipeline a shard, each filled by `fill`, run together: the
+    /// replies, in shard order.
+    async fn per_shard(&self, fill: impl Fn(&mut Pipeline, u32)) -> Result<Vec<Vec<Value>>> {
+        let groups = (0..SHARDS)
+            .map(|s| {
+                let mut pipe = redis::pipe();
+                fill(&mut pipe, s);
+                pipe
+            })
+            .collect();
+        self.redis.run_pipelines(groups).await
     }
 
     fn tag(&self, shard: u32) -> String {
@@ -172,18 +185,15 @@ impl BufferStore for RedisBufferStore {
         if max_rows == 0 {
             return Ok(None);
         }
-        let groups = (0..SHARDS)
-            .map(|s| {
-                let mut pipe = redis::pipe();
+        let replies = self
+            .per_shard(|pipe, s| {
                 pipe.cmd("ZRANGE")
                     .arg(self.pending_key(s))
                     .arg(0)
                     .arg(max_rows as i64 - 1)
                     .arg("WITHSCORES");
-                pipe
             })
-            .collect();
-        let replies = self.redis.run_pipelines(groups).await?;
+            .await?;
         let mut candidates: Vec<(f64, u32, Vec<String>)> = Vec::new();
         for (shard, mut reply) in (0..SHARDS).zip(replies) {
             let scored = parse_scored(reply.remove(0))?;
@@ -214,9 +224,8 @@ impl BufferStore for RedisBufferStore {
     }
 
     async fn take_over(&self, now_ms: u64, lease_ms: u64, max: usize) -> Result<Vec<Claim>> {
-        let groups = (0..SHARDS)
-            .map(|s| {
-                let mut pipe = redis::pipe();
+        let replies = self
+            .per_shard(|pipe, s| {
                 pipe.cmd("ZRANGEBYSCORE")
                     .arg(self.claims_key(s))
                     .arg("-inf")
@@ -224,10 +233,8 @@ impl BufferStore for RedisBufferStore {
                     .arg("LIMIT")
                     .arg(0)
                     .arg(max);
-                pipe
             })
-            .collect();
-        let replies = self.redis.run_pipelines(groups).await?;
+            .await?;
         let mut out = Vec::new();
         for (shard, mut reply) in (0..SHARDS).zip(replies) {
             let batches: Vec<String> = redis::FromRedisValue::from_redis_value(reply.remove(0))?;
@@ -301,9 +308,8 @@ impl BufferStore for RedisBufferStore {
     }
 
     async fn stats(&self, now_ms: u64) -> Result<BufferStats> {
-        let groups = (0..SHARDS)
-            .map(|s| {
-                let mut pipe = redis::pipe();
+        let replies = self
+            .per_shard(|pipe, s| {
                 pipe.cmd("ZCARD")
                     .arg(self.pending_key(s))
                     .cmd("ZRANGE")
@@ -317,10 +323,8 @@ impl BufferStore for RedisBufferStore {
                     .arg(self.claims_key(s))
                     .arg("-inf")
                     .arg(now_ms);
-                pipe
             })
-            .collect();
-        let replies = self.redis.run_pipelines(groups).await?;
+            .await?;
         let mut stats = BufferStats::default();
         for reply in replies {
             let mut it = reply.into_iter();

@@ -46,11 +46,7 @@ impl RedisIdempotencyStore {
         let mut cmd = super::evalsha(&self.finish, 1);
         cmd.arg(self.key(key)).arg(token);
         match answer {
-            Some(a) => cmd
-                .arg("complete")
-                .arg(a.status)
-                .arg(a.headers_json())
-                .arg(a.body.as_slice()),
+            Some(a) => answer_args(cmd.arg("complete"), a),
             None => cmd.arg("release"),
         };
         let done: i64 = redis::FromRedisValue::from_redis_value(
@@ -58,6 +54,11 @@ impl RedisIdempotencyStore {
         )?;
         Ok(done == 1)
     }
+}
+
+/// An answer as the scripts take it: status, headers (JSON), body.
+fn answer_args<'c>(cmd: &'c mut redis::Cmd, a: &Answer) -> &'c mut redis::Cmd {
+    cmd.arg(a.status).arg(a.headers_json()).arg(a.body.as_slice())
 }
 
 #[async_trait]
@@ -71,11 +72,7 @@ impl IdempotencyStore for RedisIdempotencyStore {
             .arg(c.lease_ms)
             .arg(c.retention_ms);
         match c.answer {
-            Some(a) => cmd
-                .arg("1")
-                .arg(a.status)
-                .arg(a.headers_json())
-                .arg(a.body.as_slice()),
+            Some(a) => answer_args(cmd.arg("1"), a),
             None => cmd.arg("0"),
         };
         let reply: Vec<Vec<u8>> =

@@ -52,11 +52,7 @@ pub struct SqliteBufferStore {
 impl SqliteBufferStore {
     /// Creates the tables if needed.
     pub async fn new(db: Sqlite) -> Result<Self> {
-        db.with_writer(|conn| {
-            conn.execute_batch(SCHEMA)?;
-            once::create(conn)
-        })
-        .await?;
+        db.create_tables([SCHEMA, once::SCHEMA].concat()).await?;
         Ok(SqliteBufferStore { db })
     }
 }

@@ -51,12 +51,8 @@ pub struct SqliteDailyStore {
 impl SqliteDailyStore {
     /// Creates the tables if needed.
     pub async fn new(db: Sqlite) -> Result<Self> {
-        db.with_writer(|conn| {
-            conn.execute_batch(SCHEMA)?;
-            conn.execute_batch(super::engine::WRITERS)?;
-            once::create(conn)
-        })
-        .await?;
+        db.create_tables([SCHEMA, super::engine::WRITERS, once::SCHEMA].concat())
+            .await?;
         Ok(SqliteDailyStore { db })
     }
 }

@@ -40,8 +40,7 @@ pub struct SqliteIdempotencyStore {
 impl SqliteIdempotencyStore {
     /// Creates the table if needed.
     pub async fn new(db: Sqlite) -> Result<Self> {
-        db.with_writer(|conn| Ok(conn.execute_batch(SCHEMA)?))
-            .await?;
+        db.create_tables(SCHEMA.to_owned()).await?;
         Ok(SqliteIdempotencyStore { db })
     }
 }

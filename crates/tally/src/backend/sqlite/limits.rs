@@ -35,11 +35,7 @@ pub struct SqliteLimiterStore {
 impl SqliteLimiterStore {
     /// Creates the table if needed.
     pub async fn new(db: Sqlite) -> Result<Self> {
-        db.with_writer(|conn| {
-            conn.execute_batch(SCHEMA)?;
-            once::create(conn)
-        })
-        .await?;
+        db.create_tables([SCHEMA, once::SCHEMA].concat()).await?;
         Ok(SqliteLimiterStore { db })
     }
 }

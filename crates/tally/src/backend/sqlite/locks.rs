@@ -30,8 +30,7 @@ pub struct SqliteLockStore {
 impl SqliteLockStore {
     /// Creates the table if needed.
     pub async fn new(db: Sqlite) -> Result<Self> {
-        db.with_writer(|conn| Ok(conn.execute_batch(SCHEMA)?))
-            .await?;
+        db.create_tables(SCHEMA.to_owned()).await?;
         Ok(SqliteLockStore { db })
     }
 }

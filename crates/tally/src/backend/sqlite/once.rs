@@ -10,24 +10,19 @@
 //!
 //! What it does not do: decide what a repeat answers (each store does).
 
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use rusqlite::{OptionalExtension, Transaction, params};
 
 use crate::error::Result;
 use crate::idempotency::{MAX_RETENTION, Mark};
 
-/// The table.
-const SCHEMA: &str = "
+/// The table, created by each store that takes marks (with its own tables).
+pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS tally_applied (
     mark TEXT PRIMARY KEY,
     at INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS tally_applied_by_at ON tally_applied (at);
 ";
-
-/// Creates the table if needed (each store that takes marks does).
-pub(crate) fn create(conn: &Connection) -> Result<()> {
-    Ok(conn.execute_batch(SCHEMA)?)
-}
 
 /// Expired marks dropped per keyed write, at most.
 const SWEEP: i64 = 100;

@@ -91,11 +91,7 @@ pub struct SqliteTsdbStore {
 impl SqliteTsdbStore {
     /// Creates the tables if needed; `clock` decides what has expired.
     pub async fn new(db: Sqlite, clock: SharedClock) -> Result<Self> {
-        db.with_writer(|conn| {
-            conn.execute_batch(&schema())?;
-            once::create(conn)
-        })
-        .await?;
+        db.create_tables(schema() + once::SCHEMA).await?;
         Ok(SqliteTsdbStore { db, clock })
     }
 

@@ -34,6 +34,16 @@ pub(crate) fn check_merge<T: Aggregate>(
     Ok(())
 }
 
+/// None of `blobs` decodes as a `T`: each is refused as corrupt.
+pub(crate) fn check_corrupt<T: Codec + std::fmt::Debug>(blobs: &[&[u8]]) {
+    for bad in blobs {
+        assert!(
+            matches!(T::decode(bad), Err(crate::Error::Corrupt(_))),
+            "{bad:?}"
+        );
+    }
+}
+
 /// Decoding the encoding of `v` gives `v`.
 pub(crate) fn check_round_trip<T: Aggregate + Codec>(v: &T) -> Result<(), TestCaseError> {
     prop_assert_eq!(&T::decode(&v.to_bytes()).expect("decodes"), v);

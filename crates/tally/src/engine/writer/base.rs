@@ -289,4 +289,17 @@ impl<T> Shards<T> {
     pub(crate) fn each(&self) -> impl Iterator<Item = MutexGuard<'_, T>> {
         (0..self.0.len()).map(|s| self.lock(s))
     }
+
+    /// Takes the entries of every part (its `table`), one part at a time,
+    /// leaving each empty: what a flush writes.
+    pub(crate) fn take_all<C>(&self, table: impl Fn(&mut T) -> &mut C) -> Vec<C::Item>
+    where
+        C: Default + IntoIterator,
+    {
+        let mut taken = Vec::new();
+        for mut part in self.each() {
+            taken.extend(std::mem::take(table(&mut part)));
+        }
+        taken
+    }
 }

@@ -60,10 +60,7 @@ pub(super) struct Chunk {
 /// Takes everything waiting and writes it.
 async fn flush_once(inner: &Arc<Inner>, lanes: &mut Lanes, deadline: Option<Instant>) {
     let started = Instant::now();
-    let mut taken: Vec<(Box<str>, Pending)> = Vec::new();
-    for mut shard in inner.shards.each() {
-        taken.extend(std::mem::take(&mut shard.table));
-    }
+    let taken = inner.shards.take_all(|shard| &mut shard.table);
     if taken.is_empty() {
         return;
     }

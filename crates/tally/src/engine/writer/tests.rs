@@ -10,7 +10,6 @@ use async_trait::async_trait;
 use super::flush::chunk;
 use super::*;
 use crate::clock::ManualClock;
-use crate::engine::{Kind, Precision, Retention};
 
 /// A sink keeping what it applied (per write id, once), failing as told.
 #[derive(Default)]
@@ -71,15 +70,7 @@ impl BatchSink for Recorder {
 
 /// A space other than counters: the writer serves any.
 fn space() -> Arc<Space> {
-    Arc::new(
-        Space::new(
-            "visits",
-            Kind::Sum,
-            vec![Precision::new(1, 100), Precision::new(10, 100)],
-            Retention::Cleaner,
-        )
-        .unwrap(),
-    )
+    Space::visits(&[1, 10], 100)
 }
 
 fn start(sink: Arc<Recorder>, settings: WriterSettings) -> Writer {

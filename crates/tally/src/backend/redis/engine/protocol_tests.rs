@@ -388,17 +388,7 @@ async fn a_reverted_call_leaves_what_it_found() {
         store.apply_batch(&kept).await.unwrap();
         let mut conn = redis.handle();
         let ends = |name: &'static str| {
-            let key = keys.ends(keys.shard(name));
-            let mut conn = redis.handle();
-            async move {
-                let score: Option<u64> = redis::cmd("ZSCORE")
-                    .arg(key)
-                    .arg(name)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-                score
-            }
+            ask::<Option<u64>>(&redis, "ZSCORE", keys.ends(keys.shard(name)), name)
         };
         let a_score = ends("a").await;
         let batch = Batch {
@@ -421,35 +411,16 @@ async fn a_reverted_call_leaves_what_it_found() {
             let field = |name: &str| {
                 let key = keys.cell_hash(&space, res, slice, name).unwrap();
                 let field = keys.field(res, slice).unwrap();
-                let mut conn = redis.handle();
-                async move {
-                    let v: Option<i64> = redis::cmd("HGET")
-                        .arg(key)
-                        .arg(field)
-                        .query_async(&mut conn)
-                        .await
-                        .unwrap();
-                    v
-                }
+                ask::<Option<i64>>(&redis, "HGET", key, field)
             };
             assert_eq!(field("a").await, Some(5), "{}", layout.name());
             assert_eq!(field(b).await, None, "{}", layout.name());
         }
         let registered = |name: &'static str| {
-            let key = keys.registry(keys.shard(name));
-            let mut conn = redis.handle();
-            async move {
-                let score: Option<f64> = redis::cmd("ZSCORE")
-                    .arg(key)
-                    .arg(name)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-                score.is_some()
-            }
+            ask::<Option<f64>>(&redis, "ZSCORE", keys.registry(keys.shard(name)), name)
         };
-        assert!(registered("a").await, "{}", layout.name());
-        assert!(!registered(b).await, "{}", layout.name());
+        assert!(registered("a").await.is_some(), "{}", layout.name());
+        assert!(registered(b).await.is_none(), "{}", layout.name());
         if keys.keeps_ends() {
             let scale = super::super::super::layout::ENDS_SCALE;
             let reset = a_score.map(|s| s / scale * scale + scale - 1);
@@ -458,4 +429,20 @@ async fn a_reverted_call_leaves_what_it_found() {
         }
         let _: () = redis::cmd("FLUSHALL").query_async(&mut conn).await.unwrap();
     }
+}
+
+/// `command key arg` on `redis`: its reply.
+async fn ask<T: redis::FromRedisValue>(
+    redis: &super::super::super::Redis,
+    command: &str,
+    key: String,
+    arg: impl redis::ToRedisArgs,
+) -> T {
+    let mut conn = redis.handle();
+    redis::cmd(command)
+        .arg(key)
+        .arg(arg)
+        .query_async(&mut conn)
+        .await
+        .unwrap()
 }

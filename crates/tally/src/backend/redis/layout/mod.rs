@@ -241,12 +241,7 @@ pub fn ria_parse_member(member: &str) -> Option<(u64, &str)> {
 
 /// The registry shard of a counter: FNV-1a of its name, modulo [`SHARDS`].
 pub fn shard_of(name: &str) -> u32 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in name.as_bytes() {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    (hash % u64::from(SHARDS)) as u32
+    (crate::name::fnv1a(name) % u64::from(SHARDS)) as u32
 }
 
 /// `{<prefix>:<shard>}`: the hash tag of a shard.

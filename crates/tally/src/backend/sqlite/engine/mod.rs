@@ -94,10 +94,7 @@ impl SqliteSliceStore {
             return Ok(t.clone());
         }
         let tables = Arc::new(Tables::of(space, kind));
-        let schema = tables.schema.clone();
-        self.db
-            .with_writer(move |conn| Ok(conn.execute_batch(&schema)?))
-            .await?;
+        self.db.create_tables(tables.schema.clone()).await?;
         self.lock().insert(space.id, tables.clone());
         Ok(tables)
     }
@@ -320,28 +317,24 @@ impl SliceStore for SqliteSliceStore {
     }
 
     async fn ping(&self) -> Result<()> {
-        self.db
-            .read(|conn| Ok(conn.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))?))
-            .await
-            .map(|_| ())
+        self.db.ping().await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{CellDelta, Kind, Precision, Retention, SeriesWrite, Value};
+    use crate::engine::{CellDelta, Kind, SeriesWrite, Value};
 
     fn space() -> Arc<Space> {
-        Arc::new(
-            Space::new(
-                "visits",
-                Kind::Sum,
-                vec![Precision::new(60, 10), Precision::new(1, 10)],
-                Retention::Cleaner,
-            )
-            .unwrap(),
-        )
+        Space::visits(&[60, 1], 10)
+    }
+
+    async fn store() -> SqliteSliceStore {
+        let clock: SharedClock = Arc::new(crate::clock::ManualClock::at(1000.0));
+        SqliteSliceStore::new(Sqlite::open_in_memory().unwrap(), clock)
+            .await
+            .unwrap()
     }
 
     fn write(name: &str, cells: &[(u64, u64, i64)]) -> SeriesWrite {
@@ -362,10 +355,7 @@ mod tests {
     /// and its series do not mix with the counters'.
     #[tokio::test]
     async fn a_new_space_gets_its_own_tables() {
-        let clock: SharedClock = Arc::new(crate::clock::ManualClock::at(1000.0));
-        let store = SqliteSliceStore::new(Sqlite::open_in_memory().unwrap(), clock)
-            .await
-            .unwrap();
+        let store = store().await;
         let space = space();
         let batch = Batch {
             space: space.clone(),
@@ -466,10 +456,7 @@ mod tests {
     /// Listings page by prefix and cursor at every kind of bounds.
     #[tokio::test]
     async fn listings_page_by_prefix_and_cursor() {
-        let clock: SharedClock = Arc::new(crate::clock::ManualClock::at(1000.0));
-        let store = SqliteSliceStore::new(Sqlite::open_in_memory().unwrap(), clock)
-            .await
-            .unwrap();
+        let store = store().await;
         let space = space();
         let names = ["a", "a.b", "a.c", "ab", "b", "\u{10FFFF}", "\u{10FFFF}x"];
         store
