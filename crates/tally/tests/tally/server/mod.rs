@@ -327,6 +327,16 @@ async fn with_buffers(s: &mut TestServer) -> (tempfile::TempDir, tally::buffers:
     (dir, flusher)
 }
 
+/// The sum of a counter read's day samples (`precisions.86400`).
+fn day_total(read: &Value) -> i64 {
+    read["precisions"]["86400"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[1].as_i64().unwrap())
+        .sum()
+}
+
 /// A keyed POST with `body` (sent as this exact text).
 async fn keyed(s: &TestServer, uri: &str, body: &str, key: &str) -> Answer {
     let req = Request::builder()
