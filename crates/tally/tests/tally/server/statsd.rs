@@ -6,8 +6,7 @@ use tally::stats::SliceSummary;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statsd_packets_over_udp() {
-    let s = server(Kind::RedisDefault, ServerSettings::default(), false).await;
-    let listener = Listener::start(&s).await;
+    let (s, listener) = listening(Kind::RedisDefault).await;
     listener
         .send(b"udp:1|c\nudp:2|c|@0.5\ntemp:21|g\nrt:3|ms\nnot a line\nudp:x|c\n")
         .await;
@@ -39,12 +38,15 @@ struct Listener {
     task: tokio::task::JoinHandle<()>,
 }
 
-impl Listener {
-    async fn start(s: &TestServer) -> Self {
-        let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        Self::on(socket, s).await
-    }
+/// A server with default settings on `kind`, and its statsd listener.
+async fn listening(kind: Kind) -> (TestServer, Listener) {
+    let s = server(kind, ServerSettings::default(), false).await;
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let listener = Listener::on(socket, &s).await;
+    (s, listener)
+}
 
+impl Listener {
     /// A listener on `socket`, already bound.
     async fn on(socket: tokio::net::UdpSocket, s: &TestServer) -> Self {
         let addr = socket.local_addr().unwrap();
@@ -86,8 +88,7 @@ impl Listener {
 /// observations; malformed lines are counted by reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statsd_timers_become_weighted_statistics() {
-    let s = server(Kind::SqliteFile, ServerSettings::default(), false).await;
-    let listener = Listener::start(&s).await;
+    let (s, listener) = listening(Kind::SqliteFile).await;
     // 10 + 1 + 4 + 1 observations of the timer; the rest is malformed.
     listener
         .send(
@@ -234,8 +235,7 @@ async fn issue_21_statsd_lines_write_only_under_their_name() {
 /// in the order sent; a negative value is set with `0|g` then `-5|g`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statsd_gauges_set_and_adjust_in_order() {
-    let s = server(Kind::RedisDefault, ServerSettings::default(), false).await;
-    let listener = Listener::start(&s).await;
+    let (s, listener) = listening(Kind::RedisDefault).await;
     listener
         .send(b"q:5|g\nq:+3|g\nq:-6|g|#env:prod\nq:x|g\n")
         .await;
@@ -264,8 +264,7 @@ async fn statsd_gauges_set_and_adjust_in_order() {
 /// rejected as invalid and writes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statsd_sets_count_distinct_members() {
-    let s = server(Kind::RedisDefault, ServerSettings::default(), false).await;
-    let listener = Listener::start(&s).await;
+    let (s, listener) = listening(Kind::RedisDefault).await;
     let long = format!("users:{}|s", "x".repeat(256));
     let packet = format!("users:ann|s\nusers:bob|s|#env:prod\nusers:ann|s\n{long}\nusers:|s\n");
     listener.send(packet.as_bytes()).await;
