@@ -158,15 +158,27 @@ fn wait_for_attempts(groups: &[Group], since: &[u64]) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn slot_migration_under_write_load_loses_and_doubles_nothing() {
-    slot_migration(Layout::default()).await;
+/// Two tests of `body`: `$default` in the default layout, `$expiring` in
+/// the expiring one.
+macro_rules! in_both_layouts {
+    ($body:ident: $default:ident, $expiring:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $default() {
+            $body(Layout::default()).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $expiring() {
+            $body(Layout::parse("expiring", "tally").unwrap()).await;
+        }
+    };
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn slot_migration_in_the_expiring_layout_loses_and_doubles_nothing() {
-    slot_migration(Layout::parse("expiring", "tally").unwrap()).await;
-}
+in_both_layouts!(
+    slot_migration:
+    slot_migration_under_write_load_loses_and_doubles_nothing,
+    slot_migration_in_the_expiring_layout_loses_and_doubles_nothing
+);
 
 async fn slot_migration(layout: Layout) {
     let cluster = Arc::new(RedisCluster::start());
@@ -438,15 +450,11 @@ async fn failover_under_load(
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn failover_with_wait_keeps_every_acknowledged_write() {
-    failover_with_wait(Layout::default()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn failover_with_wait_in_the_expiring_layout_keeps_every_acknowledged_write() {
-    failover_with_wait(Layout::parse("expiring", "tally").unwrap()).await;
-}
+in_both_layouts!(
+    failover_with_wait:
+    failover_with_wait_keeps_every_acknowledged_write,
+    failover_with_wait_in_the_expiring_layout_keeps_every_acknowledged_write
+);
 
 async fn failover_with_wait(layout: Layout) {
     // Each write waits for the one replica: what was acknowledged is on the
@@ -466,15 +474,11 @@ async fn failover_with_wait(layout: Layout) {
     assert_eq!(stored, acked);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn failover_without_wait_never_doubles() {
-    failover_without_wait(Layout::default()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn failover_without_wait_in_the_expiring_layout_never_doubles() {
-    failover_without_wait(Layout::parse("expiring", "tally").unwrap()).await;
-}
+in_both_layouts!(
+    failover_without_wait:
+    failover_without_wait_never_doubles,
+    failover_without_wait_in_the_expiring_layout_never_doubles
+);
 
 async fn failover_without_wait(layout: Layout) {
     // Without WAIT, Redis replicates asynchronously: writes acknowledged just

@@ -11,7 +11,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tally::counters::WriterSettings;
 use tally::gauges::{GaugeOp, GaugeSlice, GaugesWriter};
-use tally::{CleanerSettings, Clock, Error};
+use tally::{Clock, Error};
 
 /// A minute's start, well inside T0's minute.
 const MIN: f64 = 1_336_376_400.0;
@@ -251,12 +251,7 @@ async fn the_cleaner_trims_gauges(kind: Kind) {
     let f = Fixture::new(kind).await;
     let gauges = f.gauges(&[1, 60], 10, false).await;
     gauges.set("g", 7.0).await.unwrap();
-    let mut cleaner = f
-        .counters
-        .cleaner(CleanerSettings::default())
-        .unwrap()
-        .with_space(gauges.store().clone(), gauges.space().clone())
-        .unwrap();
+    let mut cleaner = f.cleaner_of(&gauges);
     f.clock.advance(700.0);
     let report = cleaner.pass().await.unwrap();
     assert_eq!(report.samples_removed, 2, "{report:?}");

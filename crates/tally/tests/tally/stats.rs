@@ -13,7 +13,7 @@ use rand::{Rng, SeedableRng};
 use tally::counters::{WriteSeq, WriterSettings};
 use tally::engine::{Applied, BatchSink};
 use tally::stats::{Figure, Observation, SliceSummary, StatsWriter};
-use tally::{CleanerSettings, Error, Stats, StatsSettings};
+use tally::{Error, Stats, StatsSettings};
 
 /// The book's example instant: 2012-05-07 07:40:15 UTC.
 const BOOK: f64 = 1336376415.0;
@@ -545,12 +545,7 @@ async fn the_cleaner_trims_stats(kind: Kind) {
     let stats = f.stats(settings(&[1, 60], 10)).await;
     stats.record("s", 1.0).await.unwrap();
     stats.record_at("old", 1.0, T0 - 3600.0).await.unwrap();
-    let mut cleaner = f
-        .counters
-        .cleaner(CleanerSettings::default())
-        .unwrap()
-        .with_space(stats.store().clone(), stats.space().clone())
-        .unwrap();
+    let mut cleaner = f.cleaner_of(&stats);
     f.clock.advance(30.0);
     let report = cleaner.pass().await.unwrap();
     // s's 1 s slice (older than 10 s) and both of old's slices go; old, empty,

@@ -123,6 +123,18 @@ impl Fixture {
         .await
     }
 
+    /// The counters' cleaner (default settings) that trims `series` too.
+    pub fn cleaner_of<R: tally::engine::series::Rules>(
+        &self,
+        series: &tally::engine::series::SeriesService<R>,
+    ) -> tally::engine::Cleaner {
+        self.counters
+            .cleaner(tally::CleanerSettings::default())
+            .unwrap()
+            .with_space(series.store().clone(), series.space().clone())
+            .unwrap()
+    }
+
     /// The time-series store on this fixture's backend and clock.
     pub async fn tsdb(&self, settings: tally::TsdbSettings) -> tally::Tsdb {
         let store = self
