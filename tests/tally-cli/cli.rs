@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::support;
 
 use redis::Commands;
-use support::{ok, run, tally};
+use support::{ok, run, settings_file, tally};
 use tally_testkit::{RedisOptions, RedisServer};
 
 fn with_dir(dir: &Path, args: &[&str]) -> Command {
@@ -313,15 +313,13 @@ fn several_processes_share_one_sqlite_file() {
 #[test]
 fn configuration_layers_flags_over_env_over_file() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tally.toml");
-    std::fs::write(
-        &file,
-        format!(
+    let file = settings_file(
+        dir.path(),
+        &format!(
             "data_dir = {:?}\nprecisions = [10, 60]\nsamples = 5\n",
             dir.path().join("data")
         ),
-    )
-    .unwrap();
+    );
     // The file sets the store and precisions.
     ok(tally().args([
         "--config",

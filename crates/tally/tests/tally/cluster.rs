@@ -61,7 +61,7 @@ fn counter_slot(name: &str) -> u16 {
 
 /// The total a counter holds (its 60 s precision, summed).
 async fn stored(c: &Counters, name: &str) -> i64 {
-    c.get(name, 60).await.unwrap().iter().map(|s| s.count).sum()
+    crate::common::held(c, name, 60).await
 }
 
 /// Writes `+1` to each of `names` in one batch per loop with the writer's
@@ -139,6 +139,24 @@ impl Group {
     /// Attempts finished so far, acknowledged or failed.
     fn attempts(&self) -> u64 {
         self.acked.load(Ordering::SeqCst) as u64 + self.errors.load(Ordering::SeqCst)
+    }
+}
+
+/// Waits up to `patience` until the writers have acknowledged `at_least`
+/// writes in all (`acked`); fails with `what` otherwise.
+async fn wait_for_acks(acked: &AtomicI64, at_least: i64, patience: Duration, what: &str) {
+    let deadline = Instant::now() + patience;
+    while acked.load(Ordering::SeqCst) < at_least {
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Tells the writers to stop and waits until they have.
+async fn stop_writers(stop: &AtomicBool, tasks: Vec<tokio::task::JoinHandle<()>>) {
+    stop.store(true, Ordering::SeqCst);
+    for t in tasks {
+        t.await.unwrap();
     }
 }
 
@@ -314,18 +332,14 @@ async fn slot_migration(layout: Layout) {
         .unwrap()
     };
     // Writes go on once the slot is back.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while acked.load(Ordering::SeqCst) <= before {
-        assert!(
-            Instant::now() < deadline,
-            "no write was acknowledged during the migration"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    stop.store(true, Ordering::SeqCst);
-    for t in tasks {
-        t.await.unwrap();
-    }
+    wait_for_acks(
+        &acked,
+        before + 1,
+        Duration::from_secs(60),
+        "no write was acknowledged during the migration",
+    )
+    .await;
+    stop_writers(&stop, tasks).await;
     let acked = acked.load(Ordering::SeqCst);
     let d_acked = d_acked.load(Ordering::SeqCst);
     assert!(moved > 0, "the slot held no keys to move");
@@ -405,11 +419,13 @@ async fn failover_under_load(
         })
         .collect();
     // Kill it mid-load: once the writers have written a hundred batches.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while acked.load(Ordering::SeqCst) < 100 {
-        assert!(Instant::now() < deadline, "no load before the failover");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for_acks(
+        &acked,
+        100,
+        Duration::from_secs(60),
+        "no load before the failover",
+    )
+    .await;
     let promoted = {
         let cluster = cluster.clone();
         tokio::task::spawn_blocking(move || {
@@ -424,18 +440,14 @@ async fn failover_under_load(
     let at_failover = acked.load(Ordering::SeqCst);
     // Writes resume: wait for a hundred more acknowledgements (with WAIT,
     // those need the restarted node to have synced as the new replica).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while acked.load(Ordering::SeqCst) < at_failover + 100 {
-        assert!(
-            Instant::now() < deadline,
-            "writes did not resume after the failover"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    stop.store(true, Ordering::SeqCst);
-    for t in tasks {
-        t.await.unwrap();
-    }
+    wait_for_acks(
+        &acked,
+        at_failover + 100,
+        Duration::from_secs(30),
+        "writes did not resume after the failover",
+    )
+    .await;
+    stop_writers(&stop, tasks).await;
     assert_eq!(cluster.lock().unwrap().master_of_slot(slot), promoted);
     let acked = acked.load(Ordering::SeqCst);
     assert!(

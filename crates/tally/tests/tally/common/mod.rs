@@ -97,6 +97,12 @@ pub struct Fixture {
 
 pub const T0: f64 = 1_336_376_415.5;
 
+/// The total counter `name` holds at `precision` (its samples' counts summed).
+pub async fn held(counters: &Counters, name: &str, precision: u64) -> i64 {
+    let samples = counters.get(name, precision).await.unwrap();
+    samples.iter().map(|s| s.count).sum()
+}
+
 impl Fixture {
     pub async fn new(kind: Kind) -> Self {
         Self::with_settings(kind, CounterSettings::default()).await
