@@ -332,21 +332,13 @@ async fn slot_migration(layout: Layout) {
         .unwrap()
     };
     // Writes go on once the slot is back.
-    wait_for_acks(
-        &acked,
-        before + 1,
-        Duration::from_secs(60),
-        "no write was acknowledged during the migration",
-    )
-    .await;
+    let stalled = "no write was acknowledged during the migration";
+    wait_for_acks(&acked, before + 1, Duration::from_secs(60), stalled).await;
     stop_writers(&stop, tasks).await;
     let acked = acked.load(Ordering::SeqCst);
     let d_acked = d_acked.load(Ordering::SeqCst);
     assert!(moved > 0, "the slot held no keys to move");
-    assert!(
-        acked > before,
-        "no write was acknowledged during the migration"
-    );
+    assert!(acked > before, "{stalled}");
     assert_eq!(cluster.master_of_slot(slot), from);
     // Exact: nothing lost, nothing doubled, on either side of the slot.
     assert_eq!(stored(&c, "hot").await, acked, "hot counter");
@@ -440,20 +432,12 @@ async fn failover_under_load(
     let at_failover = acked.load(Ordering::SeqCst);
     // Writes resume: wait for a hundred more acknowledgements (with WAIT,
     // those need the restarted node to have synced as the new replica).
-    wait_for_acks(
-        &acked,
-        at_failover + 100,
-        Duration::from_secs(30),
-        "writes did not resume after the failover",
-    )
-    .await;
+    let stalled = "writes did not resume after the failover";
+    wait_for_acks(&acked, at_failover + 100, Duration::from_secs(30), stalled).await;
     stop_writers(&stop, tasks).await;
     assert_eq!(cluster.lock().unwrap().master_of_slot(slot), promoted);
     let acked = acked.load(Ordering::SeqCst);
-    assert!(
-        acked > at_failover,
-        "writes did not resume after the failover"
-    );
+    assert!(acked > at_failover, "{stalled}");
     (
         acked,
         stored(&c, "hot").await,

@@ -14,24 +14,47 @@ use super::MemStore;
 /// The data every fixture's requests read: `now`, the whisper files and bare directories.
 pub const DATA: &str = include_str!("../../fixtures/data.json");
 
+/// One whisper file of a fixture data set.
+pub struct File<'a> {
+    pub path: &'a str,
+    /// Its archives' (step, points), finest first.
+    pub archives: Vec<(i64, i64)>,
+    /// Each archive's points written, (timestamp, value).
+    pub points: Vec<Vec<(i64, f64)>>,
+}
+
+/// The files of a fixture data set (`files` of `fixtures/data.json`).
+pub fn files(data: &J) -> Vec<File<'_>> {
+    let array = |v: &J| v.as_array().unwrap().clone();
+    data["files"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(path, file)| File {
+            path,
+            archives: array(&file["archives"])
+                .iter()
+                .map(|a| (a[0].as_i64().unwrap(), a[1].as_i64().unwrap()))
+                .collect(),
+            points: array(&file["data"])
+                .iter()
+                .map(|points| {
+                    array(points)
+                        .iter()
+                        .map(|p| (p[0].as_i64().unwrap(), p[1].as_f64().unwrap()))
+                        .collect()
+                })
+                .collect(),
+        })
+        .collect()
+}
+
 pub fn store_of(fixture: &J) -> MemStore {
     let mut store = MemStore::default();
-    for (path, file) in fixture["files"].as_object().unwrap() {
-        let archives: Vec<(i64, i64)> = file["archives"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| (a[0].as_i64().unwrap(), a[1].as_i64().unwrap()))
-            .collect();
-        let rings = store.file(path, &archives);
-        for (ring, points) in rings.iter_mut().zip(file["data"].as_array().unwrap()) {
-            let points: Vec<(i64, f64)> = points
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|p| (p[0].as_i64().unwrap(), p[1].as_f64().unwrap()))
-                .collect();
-            ring.write(&points);
+    for file in files(fixture) {
+        let rings = store.file(file.path, &file.archives);
+        for (ring, points) in rings.iter_mut().zip(&file.points) {
+            ring.write(points);
         }
     }
     for dir in fixture["dirs"].as_array().unwrap() {
