@@ -65,14 +65,7 @@ pub struct Template {
 impl Expr {
     /// Parses a whole target (leading and trailing whitespace allowed).
     pub fn parse(target: &str) -> Result<Expr> {
-        let p = Parser {
-            s: target.as_bytes(),
-            furthest: Cell::new(0),
-            depth: Cell::new(0),
-            too_deep: Cell::new(false),
-            calls: RefCell::new(HashMap::new()),
-            expressions: RefCell::new(HashMap::new()),
-        };
+        let p = Parser::new(target);
         let parsed = p.expression(0);
         if p.too_deep.get() {
             return Err(Error::invalid(format!(
@@ -97,14 +90,7 @@ pub const MAX_DEPTH: usize = 64;
 /// follows (how its `_getFirstPathExpression` reads a series name); `None` when nothing
 /// parses.
 pub fn parse_prefix(text: &str) -> Option<Expr> {
-    let p = Parser {
-        s: text.as_bytes(),
-        furthest: Cell::new(0),
-        depth: Cell::new(0),
-        too_deep: Cell::new(false),
-        calls: RefCell::new(HashMap::new()),
-        expressions: RefCell::new(HashMap::new()),
-    };
+    let p = Parser::new(text);
     p.expression(0).map(|(expr, _)| expr)
 }
 
@@ -137,6 +123,19 @@ fn is_word_char(b: u8) -> bool {
 
 fn is_keyword_char(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'$'
+}
+
+impl<'a> Parser<'a> {
+    fn new(text: &'a str) -> Self {
+        Parser {
+            s: text.as_bytes(),
+            furthest: Cell::new(0),
+            depth: Cell::new(0),
+            too_deep: Cell::new(false),
+            calls: RefCell::new(HashMap::new()),
+            expressions: RefCell::new(HashMap::new()),
+        }
+    }
 }
 
 impl Parser<'_> {
