@@ -319,13 +319,7 @@ async fn list_and_delete(kind: Kind) {
     assert_eq!((rest.names, rest.next), (vec!["q:c".to_owned()], None));
     assert!(sets.delete("q:b").await.unwrap());
     assert!(!sets.delete("q:b").await.unwrap());
-    assert!(
-        sets.get_all("q:b")
-            .await
-            .unwrap()
-            .iter()
-            .all(|s| s.slices.is_empty())
-    );
+    assert!(common::series_empty(&sets, "q:b").await);
     assert_eq!(
         sets.search("", None, 10).await.unwrap().names,
         vec!["q:a", "q:c", "r"]

@@ -97,6 +97,21 @@ pub struct Fixture {
 
 pub const T0: f64 = 1_336_376_415.5;
 
+/// Whether counter `name` holds no sample at any precision.
+pub async fn counter_empty(counters: &Counters, name: &str) -> bool {
+    let all = counters.get_all(name).await.unwrap();
+    all.iter().all(|x| x.samples.is_empty())
+}
+
+/// Whether series `name` (a gauge, a set) holds no slice at any precision.
+pub async fn series_empty<R: tally::engine::series::PlainRules>(
+    series: &tally::engine::series::SeriesService<R>,
+    name: &str,
+) -> bool {
+    let all = series.get_all(name).await.unwrap();
+    all.iter().all(|s| s.slices.is_empty())
+}
+
 /// The total counter `name` holds at `precision` (its samples' counts summed).
 pub async fn held(counters: &Counters, name: &str, precision: u64) -> i64 {
     let samples = counters.get(name, precision).await.unwrap();
