@@ -10,8 +10,8 @@ use std::time::Duration;
 use common::{Fixture, Kind, T0};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use tally::counters::{WriteSeq, WriterSettings};
-use tally::engine::{Applied, BatchSink};
+use tally::counters::WriterSettings;
+use tally::engine::Applied;
 use tally::stats::{Figure, Observation, SliceSummary, StatsWriter};
 use tally::{Error, Stats, StatsSettings};
 
@@ -588,17 +588,12 @@ async fn sequenced_writes_apply_once(kind: Kind) {
             Observation::new("t", 1.0).at(BOOK),
         ])
         .unwrap();
-    let seq = WriteSeq {
-        writer: 0xfeed,
-        lane: 0,
-        seq: 1,
-    };
-    batch.seq = Some(seq);
-    let store = stats.store().clone();
-    assert_eq!(store.apply_batch(&batch).await.unwrap(), Applied::Written);
-    assert_eq!(store.apply_batch(&batch).await.unwrap(), Applied::Duplicate);
-    batch.seq = Some(WriteSeq { seq: 2, ..seq });
-    assert_eq!(store.apply_batch(&batch).await.unwrap(), Applied::Written);
+    let steps = [
+        (0, 1, Applied::Written),
+        (0, 1, Applied::Duplicate),
+        (0, 2, Applied::Written),
+    ];
+    common::apply_numbered(stats.store().as_ref(), &mut batch, 0xfeed, &steps).await;
     let s = &stats.get("s", 60, &[]).await.unwrap()[0].summary;
     assert_eq!((s.count, s.sum), (2, 10.0));
 }
