@@ -12,7 +12,7 @@ use common::{Fixture, Kind, apply_numbered};
 use tally::engine::kinds::{StatsValue, TopValue};
 use tally::engine::plan::{Item, plan};
 use tally::engine::read::{merge_values, read_range};
-use tally::engine::writer::{Writer, WriterSettings};
+use tally::engine::writer::Writer;
 use tally::engine::{
     Applied, Batch, CleanJob, Kind as ValueKind, Precision, Retention, SeriesList, SliceRead,
     SliceSel, SliceStore, Space, Value,
@@ -375,34 +375,30 @@ async fn the_writer_serves_any_space(kind: Kind) {
         Arc::new(s.clone()),
         space.clone(),
         Arc::new(f.clock.clone()),
-        WriterSettings {
-            flush_interval: Duration::from_millis(10),
-            chunk_counters: 3,
-            lanes: 2,
-            ..WriterSettings::default()
-        },
+        common::small_chunks(Duration::from_millis(10)),
     )
     .unwrap();
-    let mut tasks = Vec::new();
-    for t in 0..4u64 {
+    common::concurrently(4, |t| {
         let w = w.clone();
-        tasks.push(tokio::spawn(async move {
+        async move {
             for i in 0..300u64 {
                 // Within the 10 slices kept at 1 s: SQLite's writes trim
                 // what falls out of them.
                 let at = 1000.0 + (i % 10) as f64;
-                w.add(&format!("v{}", (t + i) % 7), Value::Sum(1), Some(at))
-                    .await
-                    .unwrap();
+                w.add(
+                    &format!("v{}", (u64::from(t) + i) % 7),
+                    Value::Sum(1),
+                    Some(at),
+                )
+                .await
+                .unwrap();
                 if i % 50 == 0 {
                     tokio::task::yield_now().await;
                 }
             }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
+        }
+    })
+    .await;
     w.add_many(&[Item {
         name: name("v0"),
         at: ts(1000.0),

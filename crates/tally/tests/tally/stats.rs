@@ -605,18 +605,12 @@ async fn aggregated_writes_are_exact(kind: Kind) {
     let stats = f.stats(settings(&[1, 60, 3600], 100)).await;
     let writer = StatsWriter::start(
         stats.clone(),
-        WriterSettings {
-            flush_interval: Duration::from_millis(5),
-            chunk_counters: 3,
-            lanes: 2,
-            ..WriterSettings::default()
-        },
+        common::small_chunks(Duration::from_millis(5)),
     )
     .unwrap();
-    let mut tasks = Vec::new();
-    for w in 0..4u32 {
+    common::concurrently(4, |w| {
         let writer = writer.clone();
-        tasks.push(tokio::spawn(async move {
+        async move {
             for i in 0..500u32 {
                 let v = f64::from((i * 7 + w) % 100);
                 let at = BOOK + f64::from(i % 100); // the 100 slices kept at 1 s
@@ -625,11 +619,9 @@ async fn aggregated_writes_are_exact(kind: Kind) {
                     .await
                     .unwrap();
             }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
+        }
+    })
+    .await;
     writer
         .record_many(&[Observation::new("agg:0", -1.0).at(BOOK).weight(3)])
         .await

@@ -405,6 +405,28 @@ pub fn table_of_3(
     }
 }
 
+/// A writer's settings that make it flush every `flush_interval` in chunks
+/// of 3 counters over 2 lanes: many small writes, numbered in two lanes.
+pub fn small_chunks(flush_interval: Duration) -> WriterSettings {
+    WriterSettings {
+        flush_interval,
+        chunk_counters: 3,
+        lanes: 2,
+        ..WriterSettings::default()
+    }
+}
+
+/// Spawns `task(i)` for each `i` below `n` and waits until all have ended.
+pub async fn concurrently<Fut>(n: u32, task: impl Fn(u32) -> Fut)
+where
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let tasks: Vec<_> = (0..n).map(|i| tokio::spawn(task(i))).collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
 /// A Redis Cluster of three masters without replicas, and the
 /// `redis+cluster://` target naming its nodes.
 pub fn three_masters() -> (RedisCluster, String) {
