@@ -405,6 +405,20 @@ pub fn table_of_3(
     }
 }
 
+/// A space `id` of `kind` keeping `keep` slices of each `(seconds, keep)`.
+pub fn space(
+    id: &'static str,
+    kind: tally::engine::Kind,
+    precisions: &[(u64, u64)],
+    retention: tally::engine::Retention,
+) -> Arc<tally::engine::Space> {
+    let precisions = precisions
+        .iter()
+        .map(|&(seconds, keep)| tally::engine::Precision::new(seconds, keep))
+        .collect();
+    Arc::new(tally::engine::Space::new(id, kind, precisions, retention).unwrap())
+}
+
 /// A writer's settings that make it flush every `flush_interval` in chunks
 /// of 3 counters over 2 lanes: many small writes, numbered in two lanes.
 pub fn small_chunks(flush_interval: Duration) -> WriterSettings {
