@@ -27,6 +27,11 @@ const LIGHT_LOAD: [&str; 8] = [
     "2",
 ];
 
+/// Whether a figure of the report is a number above 0.
+fn positive(figure: &Value) -> bool {
+    figure.as_f64().unwrap() > 0.0
+}
+
 /// Every run of `runs` says `exact` is true and sent some `items`.
 fn each_exact_and_sent(runs: &[Value], exact: &str, items: &str) {
     for run in runs {
@@ -51,7 +56,7 @@ fn ingest_checks_its_totals_on_both_backends() {
     assert_eq!(runs.len(), 12, "{r}");
     each_exact_and_sent(runs, "totals_exact", "increments");
     let redis = &r["redis"];
-    assert!(redis["hincrby_ops_per_second"][0].as_f64().unwrap() > 0.0);
+    assert!(positive(&redis["hincrby_ops_per_second"][0]));
     assert_eq!(redis["book"]["totals_exact"], true);
     assert!(runs[0]["ratio_to_book"].as_f64().is_some());
     // Beside each Redis run, the bare client, its totals checked; none
@@ -60,7 +65,7 @@ fn ingest_checks_its_totals_on_both_backends() {
         let bare = &run["bare"];
         if run["backend"] == "redis" {
             assert!(bare["increments"].as_u64().unwrap() > 0, "{run}");
-            assert!(run["ratio_to_bare"].as_f64().unwrap() > 0.0, "{run}");
+            assert!(positive(&run["ratio_to_bare"]), "{run}");
             assert!(
                 bare["client_cpu_us_per_increment"].as_f64().is_some(),
                 "{run}"
@@ -129,7 +134,7 @@ fn ingest_measures_daily_views_next_to_the_articles_commands() {
             "redis_cpu_us_per_view",
             "client_cpu_us_per_view",
         ] {
-            assert!(run[field].as_f64().unwrap() > 0.0, "{field}: {run}");
+            assert!(positive(&run[field]), "{field}: {run}");
         }
         assert!(run["checked_entities"].as_u64().unwrap() > 0, "{run}");
         assert!(run["checked_views"].as_u64().unwrap() > 0, "{run}");
@@ -139,18 +144,12 @@ fn ingest_measures_daily_views_next_to_the_articles_commands() {
         } else {
             "evalsha"
         };
-        assert!(
-            run["commands_us_per_view"][command].as_f64().unwrap() > 0.0,
-            "{run}"
-        );
+        assert!(positive(&run["commands_us_per_view"][command]), "{run}");
     }
     let writer = &runs[1]["writer"];
     assert_eq!(writer["written"], writer["accepted"], "{r}");
-    assert!(daily["exact_ratio_to_bare"].as_f64().unwrap() > 0.0, "{r}");
-    assert!(
-        daily["aggregated_ratio_to_bare"].as_f64().unwrap() > 0.0,
-        "{r}"
-    );
+    assert!(positive(&daily["exact_ratio_to_bare"]), "{r}");
+    assert!(positive(&daily["aggregated_ratio_to_bare"]), "{r}");
 }
 
 #[test]
@@ -164,23 +163,14 @@ fn read_reads_back_the_steady_state() {
     assert!(runs[0]["raw_p99_us"].as_f64().is_some());
     assert_eq!(runs[2]["layout"], "expiring", "{r}");
     assert_eq!(runs[3]["samples_per_read"], 84_000);
-    assert!(runs[5]["p99_us"].as_f64().unwrap() > 0.0);
-    assert!(
-        r["expiring_p99_ratio_to_default"].as_f64().unwrap() > 0.0,
-        "{r}"
-    );
+    assert!(positive(&runs[5]["p99_us"]));
+    assert!(positive(&r["expiring_p99_ratio_to_default"]), "{r}");
     // The server's time per read, in both layouts, and its ratio.
-    assert!(runs[0]["redis_us_per_read"].as_f64().unwrap() > 0.0, "{r}");
-    assert!(runs[2]["redis_us_per_read"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(positive(&runs[0]["redis_us_per_read"]), "{r}");
+    assert!(positive(&runs[2]["redis_us_per_read"]), "{r}");
     assert!(runs[2]["raw_p99_us"].is_null(), "{r}");
-    assert!(
-        r["expiring_redis_ratio_to_default"].as_f64().unwrap() > 0.0,
-        "{r}"
-    );
-    assert!(
-        r["expiring_p50_ratio_to_default"].as_f64().unwrap() > 0.0,
-        "{r}"
-    );
+    assert!(positive(&r["expiring_redis_ratio_to_default"]), "{r}");
+    assert!(positive(&r["expiring_p50_ratio_to_default"]), "{r}");
 }
 
 #[test]
@@ -188,13 +178,10 @@ fn memory_checks_the_samples_and_their_encoding() {
     let r = bench(&["memory", "--counters", "30"]);
     assert_eq!(r["samples_held"], 30 * 7 * 120);
     assert!(r["tally"]["listpack_checked"].as_u64().unwrap() > 0, "{r}");
-    assert!(r["book"]["bytes_per_sample"].as_f64().unwrap() > 0.0);
+    assert!(positive(&r["book"]["bytes_per_sample"]));
     // The expiring layout: every sampled counter read back whole.
     assert_eq!(r["expiring"]["listpack_checked"], 30 * 7, "{r}");
-    assert!(
-        r["expiring_ratio_to_default"].as_f64().unwrap() > 0.0,
-        "{r}"
-    );
+    assert!(positive(&r["expiring_ratio_to_default"]), "{r}");
     // Counted once: every sampled counter read back, one key per counter
     // (and its registry shards) in the compact layout, seven in the default.
     assert_eq!(r["once_compact"]["checked"], 30, "{r}");
@@ -229,7 +216,7 @@ fn stats_checks_its_counts_quantiles_and_busy_stat() {
     assert_eq!(runs.len(), 6, "{r}");
     each_exact_and_sent(runs, "counts_exact", "observations");
     for run in runs {
-        assert!(run["ratio_to_book"].as_f64().unwrap() > 0.0, "{run}");
+        assert!(positive(&run["ratio_to_book"]), "{run}");
     }
     // The sketch's 1 % accuracy holds against exact nearest-rank quantiles.
     assert_eq!(r["quantile_errors"].as_array().unwrap().len(), 3, "{r}");
@@ -244,7 +231,7 @@ fn stats_checks_its_counts_quantiles_and_busy_stat() {
     let reads = busy["reads"].as_array().unwrap();
     assert_eq!(reads.len(), 8, "{busy}");
     assert_eq!(reads[0]["slices"], 120, "{busy}");
-    assert!(reads[7]["p99_us"].as_f64().unwrap() > 0.0, "{busy}");
+    assert!(positive(&reads[7]["p99_us"]), "{busy}");
     // Each accuracy keeps its own promise, and a finer one costs more memory.
     let by = r["by_accuracy"].as_array().unwrap();
     assert_eq!(by.len(), 2, "{r}");
@@ -311,7 +298,7 @@ fn retention_checks_every_layout_and_the_peak_pass() {
         assert_eq!(p["first_pass"]["samples_removed"], 0, "{p}");
         assert_eq!(p["increments"], 40 * 60, "{p}");
         assert_eq!(p["hashes_checked"], 40 * 7, "{p}");
-        assert!(l["us_per_busy_counter_per_minute"].as_f64().unwrap() > 0.0);
+        assert!(positive(&l["us_per_busy_counter_per_minute"]));
         assert_eq!(l["target"]["limit"], 15.0, "{l}");
         assert_eq!(l["target"]["scaled"], true, "{l}");
     }
@@ -365,7 +352,7 @@ fn migrate_copies_every_sample_and_reports_its_rate() {
     assert_eq!(r["samples"], 500 * 7 * 3, "{r}");
     assert_eq!(r["batches"], 5, "{r}");
     assert_eq!(r["exact"], true, "{r}");
-    assert!(r["ratio_to_direct"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(positive(&r["ratio_to_direct"]), "{r}");
 }
 
 #[test]
@@ -375,7 +362,7 @@ fn the_older_benches_still_run() {
     let r = bench(&["daily-memory", "--entities", "50", "--days", "2"]);
     assert_eq!(r["views_written"], 100);
     let r = bench(&["cluster", "--seconds", "0.2", "--writers", "2"]);
-    assert!(r["counters_ratio_3_to_1"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(positive(&r["counters_ratio_3_to_1"]), "{r}");
     let dir = tempfile::tempdir().unwrap();
     let sink = format!("sqlite:{}", dir.path().join("sink.sqlite3").display());
     let data = dir.path().join("data");
@@ -416,7 +403,7 @@ fn http_drives_tally_serve_with_wrk_and_checks_totals() {
     for run in runs {
         assert_eq!(run["totals_exact"], true, "{run}");
         assert!(run["server_accepted"].as_u64().unwrap() > 0, "{run}");
-        assert!(run["ratio_to_healthz"].as_f64().unwrap() > 0.0, "{run}");
+        assert!(positive(&run["ratio_to_healthz"]), "{run}");
     }
 }
 
@@ -431,10 +418,7 @@ fn statsd_counts_what_the_server_accepted() {
         "--lines",
         "5",
     ]);
-    assert!(
-        r["bare_socket_datagrams_per_second"].as_f64().unwrap() > 0.0,
-        "{r}"
-    );
+    assert!(positive(&r["bare_socket_datagrams_per_second"]), "{r}");
     let runs = r["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2, "{r}");
     for run in runs {
@@ -461,7 +445,7 @@ fn carbon_reads_back_every_gauge_on_both_backends() {
             "writer_lines_per_second",
             "ratio_to_writer",
         ] {
-            assert!(run[rate].as_f64().unwrap() > 0.0, "{rate}: {run}");
+            assert!(positive(&run[rate]), "{rate}: {run}");
         }
     }
 }
@@ -521,8 +505,8 @@ fn statsd_burst_reports_loss_next_to_the_reference_daemon() {
         assert!(run["recv_buffer_bytes"].as_u64().unwrap() > 0, "{run}");
     }
     assert_eq!(runs[1]["totals_exact"], true, "{burst}");
-    assert!(runs[1]["received_ratio_to_bare_socket"].as_f64().unwrap() > 0.0);
-    assert!(runs[1]["received_ratio_to_statsd"].as_f64().unwrap() > 0.0);
+    assert!(positive(&runs[1]["received_ratio_to_bare_socket"]));
+    assert!(positive(&runs[1]["received_ratio_to_statsd"]));
 }
 
 /// The Graphite bench at tiny sizes on both backends: every case's answers
@@ -559,12 +543,12 @@ fn graphite_renders_and_finds_next_to_graphite_web() {
         assert!(case.get("failed").is_none(), "{case}");
         assert!(case["points"].as_u64().unwrap() > 0, "{case}");
         let web = &case["graphite_web"];
-        assert!(web["requests_per_second"].as_f64().unwrap() > 0.0, "{case}");
+        assert!(positive(&web["requests_per_second"]), "{case}");
         let tally = case["tally"].as_array().unwrap();
         assert_eq!(tally.len(), 2, "{case}");
         for run in tally {
-            assert!(run["requests_per_second"].as_f64().unwrap() > 0.0, "{run}");
-            assert!(run["rps_ratio"].as_f64().unwrap() > 0.0, "{run}");
+            assert!(positive(&run["requests_per_second"]), "{run}");
+            assert!(positive(&run["rps_ratio"]), "{run}");
         }
     }
     assert_eq!(r["library"].as_array().unwrap().len(), 2, "{r}");
@@ -639,8 +623,8 @@ fn retention_fills_the_peak_by_restoring_one_counter() {
         // Every copied counter was scanned and lost exactly its old slices.
         assert_eq!(k["scanned"], scanned, "{k}");
         assert_eq!(k["pass"]["samples_removed"], 30 * 7 * 61, "{k}");
-        assert!(k["cpu_target"]["measured"].as_f64().unwrap() > 0.0, "{k}");
-        assert!(k["used_memory_gib"].as_f64().unwrap() > 0.0, "{k}");
+        assert!(positive(&k["cpu_target"]["measured"]), "{k}");
+        assert!(positive(&k["used_memory_gib"]), "{k}");
     }
 }
 
@@ -649,7 +633,7 @@ fn read_times_a_busy_stat_next_to_a_bare_client() {
     let r = bench(&["read", "--backend", "redis", "--iterations", "50"]);
     let b = &r["busy_stat"];
     assert_eq!(b["layout"], "default", "{b}");
-    assert!(b["kib"].as_f64().unwrap() > 0.0, "{b}");
+    assert!(positive(&b["kib"]), "{b}");
     assert_eq!(b["bare_commands"].as_array().unwrap().len(), 7, "{b}");
     let reads = b["reads"].as_array().unwrap();
     // Every precision at once, then each alone.
@@ -662,8 +646,8 @@ fn read_times_a_busy_stat_next_to_a_bare_client() {
     }
     for x in reads {
         assert_eq!(x["iterations"], 5, "{x}");
-        assert!(x["bare_p50_us"].as_f64().unwrap() > 0.0, "{x}");
-        assert!(x["p50_ratio_to_bare"].as_f64().unwrap() > 0.0, "{x}");
-        assert!(x["redis_us_per_read"].as_f64().unwrap() > 0.0, "{x}");
+        assert!(positive(&x["bare_p50_us"]), "{x}");
+        assert!(positive(&x["p50_ratio_to_bare"]), "{x}");
+        assert!(positive(&x["redis_us_per_read"]), "{x}");
     }
 }

@@ -8,13 +8,28 @@ use std::time::Duration;
 use crate::support;
 
 use redis::Commands;
-use support::{ok, run, tally};
+use support::{ok, run, settings_file, tally};
 use tally_testkit::{RedisOptions, RedisServer};
 
 fn with_dir(dir: &Path, args: &[&str]) -> Command {
     let mut cmd = tally();
     cmd.arg("--data-dir").arg(dir).args(args);
     cmd
+}
+
+/// A connection to the Redis at `url`.
+fn connect(url: impl redis::IntoConnectionInfo) -> redis::Connection {
+    redis::Client::open(url).unwrap().get_connection().unwrap()
+}
+
+/// Runs `tally --data-dir DIR <args>`, asserts success, returns stdout.
+fn ok_in(dir: &Path, args: &[&str]) -> String {
+    ok(&mut with_dir(dir, args))
+}
+
+/// Runs `tally --data-dir DIR <args>` to completion.
+fn run_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    run(&mut with_dir(dir, args))
 }
 
 #[test]
@@ -31,10 +46,7 @@ fn ria_incr_leaves_the_books_keys() {
         "--at",
         "1336376415.5",
     ]));
-    let mut conn = redis::Client::open(server.url())
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut conn = connect(server.url());
     let field: i64 = conn.hget("count:5:hits", "1336376415").unwrap();
     assert_eq!(field, 3);
     let hash: Vec<(String, String)> = conn.hgetall("count:5:hits").unwrap();
@@ -76,10 +88,7 @@ fn expiring_layout_keys_expire_and_the_counter_is_forgotten() {
         .as_secs_f64();
     let at = format!("{now:.1}");
     ok(tally().args(args(&["incr", "hits", "3", "--at", &at])));
-    let mut conn = redis::Client::open(url.clone())
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut conn = connect(url.clone());
     let keys: Vec<String> = conn.keys("*").unwrap();
     assert!(keys.len() >= 7 + 2, "{keys:?}");
     for key in &keys {
@@ -154,10 +163,7 @@ fn ria_clean_once_at_a_given_now() {
     // x: 1 s slices 100-102; old: its 1 s slice at 1 and 5 s slice at 0.
     assert_eq!(report["samples_removed"], 3 + 2, "{report}");
     assert_eq!(report["counters_removed"], 2, "{report}");
-    let mut conn = redis::Client::open(server.url())
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut conn = connect(server.url());
     let mut fields: Vec<String> = conn.hkeys("count:1:x").unwrap();
     fields.sort();
     assert_eq!(fields, vec!["103", "104"]);
@@ -173,46 +179,34 @@ fn ria_clean_once_at_a_given_now() {
 #[test]
 fn runs_on_the_embedded_store_with_no_redis() {
     let dir = tempfile::tempdir().unwrap();
-    ok(&mut with_dir(
-        dir.path(),
-        &["incr", "hits", "--at", "1700000000"],
-    ));
-    ok(&mut with_dir(
-        dir.path(),
-        &["incr", "hits", "4", "--at", "1700000000.9"],
-    ));
-    ok(&mut with_dir(
-        dir.path(),
-        &["incr", "misses", "-2", "--at", "1700000001"],
-    ));
-    let one = ok(&mut with_dir(
-        dir.path(),
-        &["get", "hits", "--precision", "60", "--json"],
-    ));
+    ok_in(dir.path(), &["incr", "hits", "--at", "1700000000"]);
+    ok_in(dir.path(), &["incr", "hits", "4", "--at", "1700000000.9"]);
+    ok_in(dir.path(), &["incr", "misses", "-2", "--at", "1700000001"]);
+    let one = ok_in(dir.path(), &["get", "hits", "--precision", "60", "--json"]);
     assert_eq!(one.trim(), "[[1699999980,5]]");
     let all: serde_json::Value =
-        serde_json::from_str(&ok(&mut with_dir(dir.path(), &["get", "hits", "--json"]))).unwrap();
+        serde_json::from_str(&ok_in(dir.path(), &["get", "hits", "--json"])).unwrap();
     let keys: Vec<&String> = all.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["1", "5", "60", "300", "3600", "18000", "86400"]);
     assert_eq!(all["1"], serde_json::json!([[1700000000, 5]]));
-    let table = ok(&mut with_dir(dir.path(), &["get", "hits"]));
+    let table = ok_in(dir.path(), &["get", "hits"]);
     assert!(
         table.contains("1 min") && table.contains("2023-11-14T22:13:00Z"),
         "{table}"
     );
-    let names = ok(&mut with_dir(dir.path(), &["counters"]));
+    let names = ok_in(dir.path(), &["counters"]);
     assert_eq!(names, "hits\nmisses\n");
-    let page = ok(&mut with_dir(
+    let page = ok_in(
         dir.path(),
         &["counters", "--json", "--after", "hits", "--limit", "5"],
-    ));
+    );
     assert_eq!(page.trim(), r#"["misses"]"#);
     assert_eq!(
-        ok(&mut with_dir(dir.path(), &["delete", "misses", "--json"])).trim(),
+        ok_in(dir.path(), &["delete", "misses", "--json"]).trim(),
         r#"{"deleted":true}"#
     );
     assert_eq!(
-        ok(&mut with_dir(dir.path(), &["counters", "--json"])).trim(),
+        ok_in(dir.path(), &["counters", "--json"]).trim(),
         r#"["hits"]"#
     );
     assert!(dir.path().join("tally.sqlite3").exists());
@@ -242,31 +236,24 @@ fn bad_input_exits_2_and_writes_nothing() {
         (vec!["--layout", "nope", "incr", "x"], "unknown layout"),
     ];
     for (args, message) in cases {
-        let out = run(&mut with_dir(dir.path(), &args));
+        let out = run_in(dir.path(), &args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(message), "{args:?}: {stderr}");
     }
-    ok(&mut with_dir(
+    ok_in(
         dir.path(),
         &["incr", "x", "9223372036854775807", "--at", "5"],
-    ));
-    let out = run(&mut with_dir(
-        dir.path(),
-        &["incr", "x", "1", "--at", "100"],
-    ));
+    );
+    let out = run_in(dir.path(), &["incr", "x", "1", "--at", "100"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("would overflow"));
     assert_eq!(
-        ok(&mut with_dir(dir.path(), &["counters", "--json"])).trim(),
+        ok_in(dir.path(), &["counters", "--json"]).trim(),
         r#"["x"]"#
     );
     assert_eq!(
-        ok(&mut with_dir(
-            dir.path(),
-            &["get", "x", "--precision", "1", "--json"]
-        ))
-        .trim(),
+        ok_in(dir.path(), &["get", "x", "--precision", "1", "--json"]).trim(),
         "[[5,9223372036854775807]]"
     );
 }
@@ -282,7 +269,7 @@ fn several_processes_share_one_sqlite_file() {
             std::thread::spawn(move || {
                 for i in 0..15 {
                     let at = (1_700_000_000 + (w * 15 + i) % 7).to_string();
-                    ok(&mut with_dir(&path, &["incr", "jobs", "2", "--at", &at]));
+                    ok_in(&path, &["incr", "jobs", "2", "--at", &at]);
                 }
             })
         })
@@ -291,11 +278,8 @@ fn several_processes_share_one_sqlite_file() {
         let path = path.clone();
         std::thread::spawn(move || {
             for _ in 0..10 {
-                ok(&mut with_dir(&path, &["get", "jobs", "--json"]));
-                ok(&mut with_dir(
-                    &path,
-                    &["clean", "--once", "--now", "1700000000"],
-                ));
+                ok_in(&path, &["get", "jobs", "--json"]);
+                ok_in(&path, &["clean", "--once", "--now", "1700000000"]);
             }
         })
     };
@@ -303,25 +287,20 @@ fn several_processes_share_one_sqlite_file() {
         w.join().unwrap();
     }
     reader.join().unwrap();
-    let day = ok(&mut with_dir(
-        &path,
-        &["get", "jobs", "--precision", "86400", "--json"],
-    ));
+    let day = ok_in(&path, &["get", "jobs", "--precision", "86400", "--json"]);
     assert_eq!(day.trim(), "[[1699920000,120]]");
 }
 
 #[test]
 fn configuration_layers_flags_over_env_over_file() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tally.toml");
-    std::fs::write(
-        &file,
-        format!(
+    let file = settings_file(
+        dir.path(),
+        &format!(
             "data_dir = {:?}\nprecisions = [10, 60]\nsamples = 5\n",
             dir.path().join("data")
         ),
-    )
-    .unwrap();
+    );
     // The file sets the store and precisions.
     ok(tally().args([
         "--config",
@@ -364,10 +343,7 @@ fn configuration_layers_flags_over_env_over_file() {
 #[test]
 fn clean_runs_until_sigterm() {
     let dir = tempfile::tempdir().unwrap();
-    ok(&mut with_dir(
-        dir.path(),
-        &["--samples", "1", "incr", "x", "--at", "10"],
-    ));
+    ok_in(dir.path(), &["--samples", "1", "incr", "x", "--at", "10"]);
     let mut child = with_dir(
         dir.path(),
         &["--samples", "1", "--clean-interval", "1", "clean"],
@@ -378,7 +354,7 @@ fn clean_runs_until_sigterm() {
     .unwrap();
     // The first pass runs at once and removes the stale counter.
     let gone = tally_testkit::wait_until(tally_testkit::PATIENCE, || {
-        ok(&mut with_dir(dir.path(), &["counters", "--json"])).trim() == "[]"
+        ok_in(dir.path(), &["counters", "--json"]).trim() == "[]"
     });
     assert!(gone, "the cleaner did not remove the stale counter");
     support::terminate(&mut child, "tally clean");
@@ -395,16 +371,10 @@ fn redis_urls_carry_password_database_and_tls() {
     ok(tally().args([
         "--redis", &url, "--layout", "ria", "incr", "pw", "2", "--at", "100",
     ]));
-    let mut db3 = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut db3 = connect(url.as_str());
     let field: i64 = db3.hget("count:60:pw", "60").unwrap();
     assert_eq!(field, 2);
-    let mut db0 = redis::Client::open(format!("redis://:s3cret@127.0.0.1:{}/0", server.port()))
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut db0 = connect(format!("redis://:s3cret@127.0.0.1:{}/0", server.port()));
     assert!(
         !db0.exists::<_, bool>("count:60:pw").unwrap(),
         "written to db 0, not 3"
@@ -501,11 +471,11 @@ const RECORD_LAT: [&str; 8] = [
 #[test]
 fn stats_record_then_get_shows_the_books_slice() {
     let dir = tempfile::tempdir().unwrap();
-    ok(&mut with_dir(dir.path(), &RECORD_LAT));
-    let out = ok(&mut with_dir(
+    ok_in(dir.path(), &RECORD_LAT);
+    let out = ok_in(
         dir.path(),
         &["stats", "get", "lat", "--precision", "60", "--json"],
-    ));
+    );
     let body: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     let slices = body["60"].as_array().unwrap();
     assert_eq!(slices.len(), 1, "{body}");
@@ -523,17 +493,11 @@ fn stats_record_then_get_shows_the_books_slice() {
         (&s["mean"], &s["stddev"]),
         (&serde_json::json!(20.0), &serde_json::json!(10.0))
     );
-    let table = ok(&mut with_dir(
-        dir.path(),
-        &["stats", "get", "lat", "--precision", "60"],
-    ));
+    let table = ok_in(dir.path(), &["stats", "get", "lat", "--precision", "60"]);
     assert!(table.contains("2012-05-07T07:40:00Z"), "{table}");
-    let bad = run(&mut with_dir(
-        dir.path(),
-        &["stats", "record", "lat", "NaN"],
-    ));
+    let bad = run_in(dir.path(), &["stats", "record", "lat", "NaN"]);
     assert!(!bad.status.success());
-    let top = ok(&mut with_dir(
+    let top = ok_in(
         dir.path(),
         &[
             "stats",
@@ -546,7 +510,7 @@ fn stats_record_then_get_shows_the_books_slice() {
             "1336376459",
             "--json",
         ],
-    ));
+    );
     assert!(top.contains("\"name\":\"lat\""), "{top}");
 }
 
@@ -555,23 +519,17 @@ fn migrate_moves_a_data_dir_onto_redis_and_a_rerun_counts_nothing_twice() {
     let dir = tempfile::tempdir().unwrap();
     let server = RedisServer::start();
     for (name, count) in [("pages:home", "4"), ("pages:about", "2")] {
-        ok(&mut with_dir(
-            dir.path(),
-            &["incr", name, count, "--at", "1336376415"],
-        ));
+        ok_in(dir.path(), &["incr", name, count, "--at", "1336376415"]);
     }
-    ok(&mut with_dir(dir.path(), &RECORD_LAT));
+    ok_in(dir.path(), &RECORD_LAT);
     // Daily statistics and time series (at the system's now: Redis
     // expires time series by its own clock).
-    ok(&mut with_dir(dir.path(), &["daily", "incr", "ad-1", "5"]));
-    ok(&mut with_dir(
-        dir.path(),
-        &["ts", "incr", "project", "42", "7"],
-    ));
-    ok(&mut with_dir(
+    ok_in(dir.path(), &["daily", "incr", "ad-1", "5"]);
+    ok_in(dir.path(), &["ts", "incr", "project", "42", "7"]);
+    ok_in(
         dir.path(),
         &["ts", "record", "project.users", "42", "ann", "bob", "ann"],
-    ));
+    );
     let data = dir.path().to_str().unwrap();
     let migrate = |json: bool| {
         let mut cmd = tally();
@@ -685,14 +643,14 @@ fn sets_add_get_and_delete() {
         let mut args = vec!["sets", "add", "users"];
         args.extend_from_slice(members);
         args.extend_from_slice(&["--at", at]);
-        ok(&mut with_dir(dir.path(), &args));
+        ok_in(dir.path(), &args);
     };
     add(&["ann", "bob", "ann"], "1336376415");
     add(&["bob", "cy"], "1336376475");
-    let out = ok(&mut with_dir(
+    let out = ok_in(
         dir.path(),
         &["sets", "get", "users", "--precision", "60", "--json"],
-    ));
+    );
     let body: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(
         body["precisions"]["60"],
@@ -703,20 +661,17 @@ fn sets_add_get_and_delete() {
         "{body}"
     );
     assert_eq!(body["union"]["count"], 3, "{body}");
-    let table = ok(&mut with_dir(dir.path(), &["sets", "get", "users"]));
+    let table = ok_in(dir.path(), &["sets", "get", "users"]);
     assert!(table.contains("users: 3 distinct"), "{table}");
     assert!(table.contains("2012-05-07T07:41:00Z"), "{table}");
-    let bad = run(&mut with_dir(dir.path(), &["sets", "add", "users", ""]));
+    let bad = run_in(dir.path(), &["sets", "add", "users", ""]);
     assert!(!bad.status.success());
     assert!(
         String::from_utf8_lossy(&bad.stderr).contains("must not be empty"),
         "{bad:?}"
     );
-    let deleted = ok(&mut with_dir(
-        dir.path(),
-        &["sets", "delete", "users", "--json"],
-    ));
+    let deleted = ok_in(dir.path(), &["sets", "delete", "users", "--json"]);
     assert_eq!(deleted.trim(), r#"{"deleted":true}"#);
-    let gone = ok(&mut with_dir(dir.path(), &["sets", "get", "users"]));
+    let gone = ok_in(dir.path(), &["sets", "get", "users"]);
     assert!(gone.contains("users: 0 distinct"), "{gone}");
 }

@@ -5,26 +5,16 @@ use std::process::Command;
 
 use tally_testkit::{RedisCluster, RedisServer};
 
+use crate::support;
+
 fn tally(backend: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tally"));
-    for (var, _) in std::env::vars() {
-        if var.starts_with("TALLY_") {
-            cmd.env_remove(var);
-        }
-    }
+    let mut cmd = support::tally();
     cmd.args(backend);
     cmd
 }
 
 fn ok(backend: &[&str], args: &[&str]) -> String {
-    let out = tally(backend).args(args).output().expect("run tally");
-    assert!(
-        out.status.success(),
-        "tally {args:?} failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    support::ok(tally(backend).args(args))
 }
 
 fn json(backend: &[&str], args: &[&str]) -> serde_json::Value {

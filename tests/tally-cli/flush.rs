@@ -14,7 +14,7 @@ use tally::{Backend, BackendConfig, SystemClock};
 use tally_testkit::{PostgresServer, RedisServer};
 
 use crate::support;
-use support::{ok, sqlite_sink, tally};
+use support::{ok, settings_file, sqlite_sink, tally};
 
 const ROWS: usize = 20;
 const WRITERS: i64 = 4;
@@ -41,15 +41,13 @@ counters = ["times_seen", "users"]
 /// the `groups` table, `extra` lines in `[buffers]`. Returns (file, sink URL).
 fn sqlite_config(dir: &Path, extra: &str) -> (std::path::PathBuf, String) {
     let url = sqlite_sink(dir);
-    let file = dir.join("tally.toml");
-    std::fs::write(
-        &file,
-        format!(
+    let file = settings_file(
+        dir,
+        &format!(
             "data_dir = {:?}\n[buffers]\nsink = {url:?}\n{extra}{TABLES_TOML}",
             dir.join("data")
         ),
-    )
-    .unwrap();
+    );
     (file, url)
 }
 
@@ -197,16 +195,14 @@ async fn sigkilled_flusher_redis_to_postgres_is_exact() {
     .await
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tally.toml");
-    std::fs::write(
-        &file,
-        format!(
+    let file = settings_file(
+        dir.path(),
+        &format!(
             "redis = {:?}\n[buffers]\nsink = {:?}\ntick = 0.01\nbatch_rows = 5\nlease = 0.3\n{TABLES_TOML}",
             redis.url(),
             pg.url()
         ),
-    )
-    .unwrap();
+    );
     let sink = open_sink(&pg.url(), &tables()).await.unwrap();
     let backend = BackendConfig::Redis {
         url: redis.url(),

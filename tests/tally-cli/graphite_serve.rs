@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use serde_json::Value as Json;
-use support::Serve;
+use support::{Serve, settings_file};
 use tally_testkit::http::{self, Response};
 
 const TOKEN: &str = "correct-horse";
@@ -105,12 +105,10 @@ fn series_count(answer: &Response) -> usize {
 #[test]
 fn graphite_limits_answer_400_naming_them_from_flag_variable_or_file() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tally.toml");
-    std::fs::write(
-        &file,
+    let file = settings_file(
+        dir.path(),
         "graphite_max_series = 3\ngraphite_max_points = 100\ngraphite_max_find = 3\n",
-    )
-    .unwrap();
+    );
     let file = file.to_str().unwrap().to_owned();
     let flags = [
         "--graphite-max-series",

@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 use tally_testkit::RedisServer;
 
 use crate::support;
-use support::tally;
+use support::{settings_file, tally};
 
 fn run(cmd: &mut Command) -> (Option<i32>, String, String) {
     let Output {
@@ -77,15 +77,13 @@ fn limit_check_exits_3_when_limited_and_reads_policies() {
         (Some(3), serde_json::Value::Null)
     );
     // Named policies from the config file.
-    let file = dir.path().join("tally.toml");
-    std::fs::write(
-        &file,
-        format!(
+    let file = settings_file(
+        dir.path(),
+        &format!(
             "data_dir = {:?}\n[limits.policies.api]\nalgorithm = \"sliding\"\nlimit = 1\nwindow = 3600\non_error = \"closed\"\n",
             dir.path()
         ),
-    )
-    .unwrap();
+    );
     let policy = |key: &str| {
         run(tally().args([
             "--config",

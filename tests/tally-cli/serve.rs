@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use support::Serve;
+use support::{Serve, settings_file};
 
 fn tool(name: &str) -> String {
     tally_testkit::require_binary(
@@ -341,8 +341,7 @@ fn recv_buffer_gauge(base: &str) -> u64 {
 #[test]
 fn the_statsd_receive_buffer_comes_from_the_flag_the_file_or_the_default() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("tally.toml");
-    std::fs::write(&config, "statsd_recv_buffer = 65536\n").unwrap();
+    let config = settings_file(dir.path(), "statsd_recv_buffer = 65536\n");
     let config_flag = config.to_str().unwrap();
     // Linux reports twice the size it was given (its bookkeeping half).
     let from_file = serve(
@@ -544,8 +543,7 @@ fn sigterm_writes_every_line_of_a_carbon_connection_closed_before_it() {
     let port = tally_testkit::free_port();
     // The address from the config file; a flush interval of a minute: only
     // the shutdown's flush can write the lines.
-    let config = dir.path().join("tally.toml");
-    std::fs::write(&config, format!("carbon = \"127.0.0.1:{port}\"\n")).unwrap();
+    let config = settings_file(dir.path(), &format!("carbon = \"127.0.0.1:{port}\"\n"));
     let mut s = serve(
         dir.path(),
         None,

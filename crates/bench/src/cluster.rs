@@ -5,8 +5,6 @@
 //! checks afterwards that the stored totals equal what was sent.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use anyhow::{Result, ensure};
 use tally::{
@@ -14,6 +12,8 @@ use tally::{
     ManualClock, SystemClock, View,
 };
 use tally_testkit::{ClusterOptions, RedisCluster};
+
+use crate::pace::{BatchStore, Timed};
 
 /// One cluster's figures.
 #[derive(Debug, serde::Serialize)]
@@ -84,31 +84,12 @@ async fn measure(masters: usize, seconds: f64, writers: usize) -> Result<Ingest>
     )?;
 
     // Counters first, then daily views, each for `seconds`.
-    let sent = Arc::new(AtomicU64::new(0));
-    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
-    let tasks: Vec<_> = (0..writers as u64)
-        .map(|w| {
-            let (c, sent) = (counters.clone(), sent.clone());
-            tokio::spawn(async move {
-                let mut i = w * 7919;
-                let mut passes = 0u64;
-                while crate::pace::go_on(deadline, &mut passes) {
-                    let batch: Vec<Increment> = (0..BATCH)
-                        .map(|k| Increment::new(format!("n{}", (i + k * 131) % NAMES), 1))
-                        .collect();
-                    i += 1;
-                    c.incr_many(&batch).await?;
-                    sent.fetch_add(BATCH, Ordering::Relaxed);
-                }
-                anyhow::Ok(())
-            })
-        })
-        .collect();
-    let started = Instant::now();
-    for t in tasks {
-        t.await??;
-    }
-    let counter_rate = sent.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64();
+    let (sent, counter_rate) = write(&counters, seconds, writers, |w, n| {
+        (0..BATCH)
+            .map(|k| Increment::new(format!("n{}", (w * 7919 + n + k * 131) % NAMES), 1))
+            .collect()
+    })
+    .await?;
     // Check: every increment is stored once.
     let names: Vec<String> = (0..NAMES).map(|i| format!("n{i}")).collect();
     let mut stored = 0i64;
@@ -118,44 +99,45 @@ async fn measure(masters: usize, seconds: f64, writers: usize) -> Result<Ingest>
         }
     }
     ensure!(
-        stored as u64 == sent.load(Ordering::Relaxed),
-        "{masters} master(s): stored {stored} != sent {}",
-        sent.load(Ordering::Relaxed)
+        stored as u64 == sent,
+        "{masters} master(s): stored {stored} != sent {sent}"
     );
 
-    let views = Arc::new(AtomicU64::new(0));
-    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
-    let tasks: Vec<_> = (0..writers as u64)
-        .map(|w| {
-            let (d, views) = (daily.clone(), views.clone());
-            tokio::spawn(async move {
-                let mut i = w * 104_729;
-                let mut passes = 0u64;
-                while crate::pace::go_on(deadline, &mut passes) {
-                    let batch: Vec<View> = (0..BATCH)
-                        .map(|k| View {
-                            entity: ((i + k * 7) % 100_000).to_string(),
-                            count: 1,
-                            at: None,
-                        })
-                        .collect();
-                    i += BATCH;
-                    d.incr_many(&batch).await?;
-                    views.fetch_add(BATCH, Ordering::Relaxed);
-                }
-                anyhow::Ok(())
+    let (_, daily_rate) = write(&daily, seconds, writers, |w, n| {
+        (0..BATCH)
+            .map(|k| View {
+                entity: ((w * 104_729 + n * BATCH + k * 7) % 100_000).to_string(),
+                count: 1,
+                at: None,
             })
-        })
-        .collect();
-    let started = Instant::now();
-    for t in tasks {
-        t.await??;
-    }
-    let daily_rate = views.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64();
+            .collect()
+    })
+    .await?;
     drop(cluster);
     Ok(Ingest {
         masters,
         counter_increments_per_second: counter_rate,
         daily_views_per_second: daily_rate,
     })
+}
+
+/// `writers` writers sending batches to `store` for `seconds`, writer `w`'s
+/// `n`th batch (from 0) `batch(w, n)`: what they sent, and how many a second.
+async fn write<S: BatchStore>(
+    store: &S,
+    seconds: f64,
+    writers: usize,
+    batch: fn(u64, u64) -> Vec<S::Item>,
+) -> Result<(u64, f64)> {
+    let timed = Timed::start(seconds);
+    let sent = timed
+        .write_batches(store, writers as u64, |w| {
+            let mut n = 0;
+            move || {
+                n += 1;
+                batch(w, n - 1)
+            }
+        })
+        .await?;
+    Ok((sent, sent as f64 / timed.seconds()))
 }

@@ -460,22 +460,15 @@ async fn exact(
 ) -> Result<(u64, f64)> {
     let names: Arc<Vec<String>> = Arc::new((0..distinct).map(name).collect());
     let timed = Timed::start(args.load.seconds);
-    let deadline = timed.deadline;
     let sent = timed
-        .join((0..args.load.writers as u64).map(|w| {
-            let (c, mut picks) = (counters.clone(), Picks::new(&names, w));
-            async move {
-                let (mut passes, mut sent) = (0u64, 0u64);
-                while crate::pace::go_on(deadline, &mut passes) {
-                    let increments: Vec<Increment> = (0..batch)
-                        .map(|_| Increment::new(picks.next(), 1))
-                        .collect();
-                    c.incr_many(&increments).await?;
-                    sent += batch as u64;
-                }
-                Ok(sent)
+        .write_batches(counters, args.load.writers as u64, |w| {
+            let mut picks = Picks::new(&names, w);
+            move || {
+                (0..batch)
+                    .map(|_| Increment::new(picks.next(), 1))
+                    .collect()
             }
-        }))
+        })
         .await?;
     Ok((sent, timed.seconds()))
 }

@@ -43,9 +43,70 @@ impl Timed {
         Ok(sent)
     }
 
+    /// `writers` tasks writing to `store` until the deadline, writer `w`
+    /// sending the batches `batches(w)` makes, one call each; how many items
+    /// they sent in all.
+    pub async fn write_batches<S, B>(
+        &self,
+        store: &S,
+        writers: u64,
+        batches: impl Fn(u64) -> B,
+    ) -> Result<u64>
+    where
+        S: BatchStore,
+        B: FnMut() -> Vec<S::Item> + Send + 'static,
+    {
+        let deadline = self.deadline;
+        self.join((0..writers).map(|w| {
+            let (store, mut next) = (store.clone(), batches(w));
+            async move {
+                let (mut passes, mut sent) = (0u64, 0u64);
+                while go_on(deadline, &mut passes) {
+                    let batch = next();
+                    store.write(&batch).await?;
+                    sent += batch.len() as u64;
+                }
+                Ok(sent)
+            }
+        }))
+        .await
+    }
+
     /// Seconds since the start.
     pub fn seconds(&self) -> f64 {
         self.started.elapsed().as_secs_f64()
+    }
+}
+
+/// A store the benches write whole batches to, one call a batch.
+pub(crate) trait BatchStore: Clone + Send + Sync + 'static {
+    type Item: Send + 'static;
+
+    fn write(&self, batch: &[Self::Item]) -> impl Future<Output = Result<()>> + Send;
+}
+
+impl BatchStore for tally::Counters {
+    type Item = tally::Increment;
+
+    async fn write(&self, batch: &[tally::Increment]) -> Result<()> {
+        Ok(self.incr_many(batch).await?)
+    }
+}
+
+impl BatchStore for tally::Stats {
+    type Item = tally::Observation;
+
+    async fn write(&self, batch: &[tally::Observation]) -> Result<()> {
+        Ok(self.record_many(batch).await?)
+    }
+}
+
+impl BatchStore for tally::DailyStats {
+    type Item = tally::View;
+
+    async fn write(&self, batch: &[tally::View]) -> Result<()> {
+        self.incr_many(batch).await?;
+        Ok(())
     }
 }
 

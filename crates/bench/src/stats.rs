@@ -429,30 +429,20 @@ async fn exact(
     args: &StatsArgs,
 ) -> Result<(u64, f64)> {
     let timed = Timed::start(args.load.seconds);
-    let deadline = timed.deadline;
     let batch = args.load.batch;
     let sent = timed
-        .join((0..args.load.writers).map(|w| {
-            let (stats, names, values) = (stats.clone(), names.clone(), values.clone());
-            async move {
-                let mut i = w * 7919;
-                let (mut passes, mut sent) = (0u64, 0u64);
-                while crate::pace::go_on(deadline, &mut passes) {
-                    let observations: Vec<Observation> = (0..batch)
-                        .map(|_| {
-                            i += 131;
-                            Observation::new(
-                                names[i % names.len()].as_str(),
-                                values[i % values.len()],
-                            )
-                        })
-                        .collect();
-                    stats.record_many(&observations).await?;
-                    sent += batch as u64;
-                }
-                Ok(sent)
+        .write_batches(stats, args.load.writers as u64, |w| {
+            let (names, values) = (names.clone(), values.clone());
+            let mut i = w as usize * 7919;
+            move || {
+                (0..batch)
+                    .map(|_| {
+                        i += 131;
+                        Observation::new(names[i % names.len()].as_str(), values[i % values.len()])
+                    })
+                    .collect()
             }
-        }))
+        })
         .await?;
     Ok((sent, timed.seconds()))
 }

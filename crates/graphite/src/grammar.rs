@@ -65,14 +65,7 @@ pub struct Template {
 impl Expr {
     /// Parses a whole target (leading and trailing whitespace allowed).
     pub fn parse(target: &str) -> Result<Expr> {
-        let p = Parser {
-            s: target.as_bytes(),
-            furthest: Cell::new(0),
-            depth: Cell::new(0),
-            too_deep: Cell::new(false),
-            calls: RefCell::new(HashMap::new()),
-            expressions: RefCell::new(HashMap::new()),
-        };
+        let p = Parser::new(target);
         let parsed = p.expression(0);
         if p.too_deep.get() {
             return Err(Error::invalid(format!(
@@ -97,14 +90,7 @@ pub const MAX_DEPTH: usize = 64;
 /// follows (how its `_getFirstPathExpression` reads a series name); `None` when nothing
 /// parses.
 pub fn parse_prefix(text: &str) -> Option<Expr> {
-    let p = Parser {
-        s: text.as_bytes(),
-        furthest: Cell::new(0),
-        depth: Cell::new(0),
-        too_deep: Cell::new(false),
-        calls: RefCell::new(HashMap::new()),
-        expressions: RefCell::new(HashMap::new()),
-    };
+    let p = Parser::new(text);
     p.expression(0).map(|(expr, _)| expr)
 }
 
@@ -137,6 +123,19 @@ fn is_word_char(b: u8) -> bool {
 
 fn is_keyword_char(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'$'
+}
+
+impl<'a> Parser<'a> {
+    fn new(text: &'a str) -> Self {
+        Parser {
+            s: text.as_bytes(),
+            furthest: Cell::new(0),
+            depth: Cell::new(0),
+            too_deep: Cell::new(false),
+            calls: RefCell::new(HashMap::new()),
+            expressions: RefCell::new(HashMap::new()),
+        }
+    }
 }
 
 impl Parser<'_> {
@@ -450,16 +449,8 @@ impl Parser<'_> {
     /// `pathExpression`: path elements joined by dots, no whitespace inside.
     fn path(&self, pos: usize) -> Parsed<String> {
         let start = self.skip_ws(pos);
-        let (mut text, mut end) = self.element(start)?;
-        while self.peek(end) == Some(b'.') {
-            let Some((more, next)) = self.element(end + 1) else {
-                break;
-            };
-            text.push('.');
-            text.push_str(&more);
-            end = next;
-        }
-        Some((text, end))
+        let (text, end) = self.element(start)?;
+        Some(self.separated(text, end, b'.', Self::element))
     }
 
     /// A path element: adjacent partial elements and `{a,b}` enumerations, at least one.
@@ -505,21 +496,33 @@ impl Parser<'_> {
         (p > pos).then(|| (String::from_utf8_lossy(&out).into_owned(), p))
     }
 
+    /// `text` (ending at `end`) followed by each further `item` after a
+    /// `sep`, as long as one parses; the whole text and where it ends.
+    fn separated(
+        &self,
+        mut text: String,
+        mut end: usize,
+        sep: u8,
+        item: fn(&Self, usize) -> Parsed<String>,
+    ) -> (String, usize) {
+        while self.peek(end) == Some(sep) {
+            let Some((more, next)) = item(self, end + 1) else {
+                break;
+            };
+            text.push(char::from(sep));
+            text.push_str(&more);
+            end = next;
+        }
+        (text, end)
+    }
+
     /// `{partial,partial,...}`, kept with its braces and commas.
     fn enumeration(&self, pos: usize) -> Parsed<String> {
         if self.peek(pos) != Some(b'{') {
             return None;
         }
-        let (first, mut p) = self.partial(pos + 1)?;
-        let mut text = format!("{{{first}");
-        while self.peek(p) == Some(b',') {
-            let Some((more, next)) = self.partial(p + 1) else {
-                break;
-            };
-            text.push(',');
-            text.push_str(&more);
-            p = next;
-        }
+        let (first, p) = self.partial(pos + 1)?;
+        let (mut text, p) = self.separated(format!("{{{first}"), p, b',', Self::partial);
         self.touch(p);
         if self.peek(p) != Some(b'}') {
             return None;

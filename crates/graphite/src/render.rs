@@ -100,15 +100,13 @@ pub(crate) async fn render(
         _ => None,
     };
     let no_null_points = has(params, "noNullPoints");
-    let cache_timeout = match last(params, "cacheTimeout") {
-        Some(timeout) => attime::py_int(timeout).ok_or_else(|| {
-            Error::invalid(format!(
-                "invalid literal for int() with base 10: {}",
-                crate::pyfmt::repr_str(timeout)
-            ))
-        })?,
-        None => DEFAULT_CACHE_DURATION,
-    };
+    let cache_timeout = py_param(
+        params,
+        "cacheTimeout",
+        DEFAULT_CACHE_DURATION,
+        attime::py_int,
+        "invalid literal for int() with base 10",
+    )?;
     let no_cache = has(params, "noCache") || cache_timeout == 0;
     let now = match last(params, "now") {
         Some(v) => attime::parse_at_time(v, clock).map_err(Error::invalid)?,
@@ -126,15 +124,13 @@ pub(crate) async fn render(
     if start == end {
         return Err(Error::invalid("Invalid empty time range"));
     }
-    let x_files_factor = match last(params, "xFilesFactor") {
-        Some(v) => attime::py_float(v).ok_or_else(|| {
-            Error::invalid(format!(
-                "could not convert string to float: {}",
-                crate::pyfmt::repr_str(v)
-            ))
-        })?,
-        None => 0.0,
-    };
+    let x_files_factor = py_param(
+        params,
+        "xFilesFactor",
+        0.0,
+        attime::py_float,
+        "could not convert string to float",
+    )?;
 
     // evaluateTarget over every target.
     let mut exprs = Vec::with_capacity(targets.len());
@@ -424,6 +420,23 @@ fn csv_field(field: &str) -> String {
         format!("\"{}\"", field.replace('"', "\"\""))
     } else {
         field.to_owned()
+    }
+}
+
+/// Parameter `name` read by `parse`, `default` when absent; a value that
+/// does not parse is Python's error, `what: 'value'`.
+fn py_param<T>(
+    params: &[(String, String)],
+    name: &str,
+    default: T,
+    parse: impl Fn(&str) -> Option<T>,
+    what: &str,
+) -> Result<T> {
+    match last(params, name) {
+        None => Ok(default),
+        Some(v) => {
+            parse(v).ok_or_else(|| Error::invalid(format!("{what}: {}", crate::pyfmt::repr_str(v))))
+        }
     }
 }
 

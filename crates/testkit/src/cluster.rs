@@ -411,20 +411,10 @@ impl RedisCluster {
             .replica_of(m)
             .unwrap_or_else(|| panic!("master {m} has no live replica to fail over to"));
         self.nodes[m].kill();
-        let promoted = self.wait(
+        self.wait_promoted(
+            replica,
             Duration::from_millis(self.options.node_timeout_ms * 10 + 10_000),
-            || {
-                self.view(replica)
-                    .iter()
-                    .any(|n| n.id == self.ids[replica] && n.master && !n.slots.is_empty())
-            },
         );
-        assert!(
-            promoted,
-            "replica {replica} was not promoted: {:#?}",
-            self.describe()
-        );
-        self.wait_healthy(Duration::from_secs(30));
         replica
     }
 
@@ -432,7 +422,13 @@ impl RedisCluster {
     /// nothing); waits until it is master and the cluster is ok.
     pub fn manual_failover(&self, r: usize) {
         self.admin(r, &["CLUSTER", "FAILOVER"]);
-        let promoted = self.wait(Duration::from_secs(20), || {
+        self.wait_promoted(r, Duration::from_secs(20));
+    }
+
+    /// Waits up to `patience` until node `r` sees itself a master holding
+    /// slots, then until the cluster is healthy.
+    fn wait_promoted(&self, r: usize, patience: Duration) {
+        let promoted = self.wait(patience, || {
             self.view(r)
                 .iter()
                 .any(|n| n.id == self.ids[r] && n.master && !n.slots.is_empty())

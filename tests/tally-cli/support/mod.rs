@@ -91,6 +91,14 @@ pub fn terminate(child: &mut Child, what: &str) {
     assert!(status.success(), "{status}");
 }
 
+/// Writes `text` as `dir/tally.toml`, a settings file for `--config`, and
+/// returns its path.
+pub fn settings_file(dir: &Path, text: &str) -> PathBuf {
+    let file = dir.join("tally.toml");
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
 /// Runs `cmd` to completion.
 pub fn run(cmd: &mut Command) -> std::process::Output {
     cmd.output().expect("run tally")
@@ -101,7 +109,8 @@ pub fn ok(cmd: &mut Command) -> String {
     let out = cmd.output().expect("run tally");
     assert!(
         out.status.success(),
-        "tally failed ({}): {}",
+        "tally {:?} failed ({}): {}",
+        cmd.get_args().collect::<Vec<_>>(),
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );

@@ -72,10 +72,6 @@ fn params(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
-fn body(answer: &tally_graphite::Answer) -> String {
-    String::from_utf8_lossy(&answer.body).into_owned()
-}
-
 #[tokio::test]
 async fn all_path_expressions_of_a_request_are_read_in_one_fetch() {
     let store = Recording::new(store());
@@ -90,7 +86,7 @@ async fn all_path_expressions_of_a_request_are_read_in_one_fetch() {
     let answer = Graphite::new()
         .render(&store, &p, NOW, &Limits::default())
         .await;
-    assert_eq!(answer.status, 200, "{}", body(&answer));
+    assert_eq!(answer.status, 200, "{}", common::text(&answer));
     let fetches = store.fetches.lock().unwrap();
     assert_eq!(fetches.len(), 1);
     assert_eq!(
@@ -153,7 +149,7 @@ async fn an_embedders_function_reads_another_range_through_its_context() {
         ("format", "json"),
     ]);
     let answer = graphite.render(&store, &p, NOW, &Limits::default()).await;
-    assert_eq!(answer.status, 200, "{}", body(&answer));
+    assert_eq!(answer.status, 200, "{}", common::text(&answer));
     let fetches = store.fetches.lock().unwrap();
     assert_eq!(
         fetches.len(),
@@ -190,7 +186,7 @@ async fn limits_are_400s_naming_the_limit() {
     ]);
     let answer = graphite.render(&store, &p, NOW, &tight).await;
     assert_eq!(answer.status, 400);
-    assert!(body(&answer).contains("series limit"), "{}", body(&answer));
+    common::assert_body_contains(&answer, "series limit");
 
     let p = params(&[
         ("target", "app.*.requests"),
@@ -200,7 +196,7 @@ async fn limits_are_400s_naming_the_limit() {
     ]);
     let answer = graphite.render(&store, &p, NOW, &tight).await;
     assert_eq!(answer.status, 400);
-    assert!(body(&answer).contains("points limit"), "{}", body(&answer));
+    common::assert_body_contains(&answer, "points limit");
     // maxDataPoints brings the answer under the limit.
     let mut p = p;
     p.push(("maxDataPoints".into(), "5".into()));
@@ -210,11 +206,7 @@ async fn limits_are_400s_naming_the_limit() {
         .find(&store, &params(&[("query", "app.*")]), &tight)
         .await;
     assert_eq!(answer.status, 400);
-    assert!(
-        body(&answer).starts_with("Invalid parameters ("),
-        "{}",
-        body(&answer)
-    );
+    common::assert_body_starts(&answer, "Invalid parameters (");
 }
 
 #[tokio::test]
@@ -232,7 +224,7 @@ async fn formats_other_than_json_and_csv_are_refused_naming_both() {
             (answer.status, answer.content_type),
             (400, "text/html; charset=utf-8")
         );
-        let text = body(&answer);
+        let text = common::text(&answer);
         assert!(
             text.contains("format=json") && text.contains("format=csv"),
             "{text}"
@@ -271,45 +263,32 @@ async fn bad_arguments_are_400s_in_graphite_webs_words() {
     let answer = render("scale(app.a.requests, \"x\")").await;
     assert_eq!(answer.status, 400);
     assert_eq!(
-        body(&answer),
+        common::text(&answer),
         "Invalid parameters (Invalid \"float\" value specified for function \"scale\" parameter \"factor\": 'x'); \
          targets: \"scale(app.a.requests, \"x\")\"; func: \"scale([TimeSeries(name=app.a.requests, start=1699999920, \
          end=1700000040, step=60, valuesPerPoint=1, consolidationFunc=average, xFilesFactor=0.0)], 'x')\""
     );
     let answer = render("consolidateBy(app.a.requests, \"median\")").await;
-    assert!(body(&answer).starts_with(
-        "Invalid parameters (Invalid option specified for function \"consolidateBy\" parameter \"consolidationFunc\": 'median')"
-    ), "{}", body(&answer));
+    common::assert_body_starts(
+        &answer,
+        "Invalid parameters (Invalid option specified for function \"consolidateBy\" parameter \"consolidationFunc\": 'median')",
+    );
     let answer = render("alias(app.a.requests)").await;
-    assert!(
-        body(&answer).starts_with(
-            "Invalid parameters (Missing required parameter \"newName\" for function \"alias\")"
-        ),
-        "{}",
-        body(&answer)
+    common::assert_body_starts(
+        &answer,
+        "Invalid parameters (Missing required parameter \"newName\" for function \"alias\")",
     );
     let answer = render("scale(app.a.requests, 1, 2)").await;
-    assert!(
-        body(&answer).starts_with(
-            "Invalid parameters (Too many parameters specified for function \"scale\")"
-        ),
-        "{}",
-        body(&answer)
+    common::assert_body_starts(
+        &answer,
+        "Invalid parameters (Too many parameters specified for function \"scale\")",
     );
     let answer = render("alias(app.a.requests, \"x\", other=1)").await;
-    assert!(
-        body(&answer).starts_with("Invalid parameters (Too many parameters specified"),
-        "{}",
-        body(&answer)
-    );
+    common::assert_body_starts(&answer, "Invalid parameters (Too many parameters specified");
     let answer = render("aliasSub(app.a.requests, \"(\", \"x\")").await;
-    assert_eq!(answer.status, 400, "{}", body(&answer));
+    assert_eq!(answer.status, 400, "{}", common::text(&answer));
     let answer = render("sumSeries(app.a.requests").await;
-    assert!(
-        body(&answer).starts_with("Invalid parameters (could not parse target"),
-        "{}",
-        body(&answer)
-    );
+    common::assert_body_starts(&answer, "Invalid parameters (could not parse target");
     let p = params(&[
         ("target", "app.a.requests"),
         ("maxDataPoints", "0"),
@@ -379,7 +358,7 @@ proptest::proptest! {
         for t in targets {
             let p = params(&[("target", &t), ("from", &from), ("until", &until), ("maxDataPoints", &mdp), ("format", format), ("now", "1700000000")]);
             let answer = rt.block_on(Graphite::new().render(&store, &p, NOW, &Limits::default()));
-            proptest::prop_assert!(matches!(answer.status, 200 | 400), "{} {}", answer.status, body(&answer));
+            proptest::prop_assert!(matches!(answer.status, 200 | 400), "{} {}", answer.status, common::text(&answer));
             let q = params(&[("query", &target), ("format", format)]);
             let _ = rt.block_on(Graphite::new().find(&store, &q, &Limits::default()));
         }
@@ -416,7 +395,7 @@ async fn series_sharing_a_name_merge_as_graphite_webs_merge_results() {
         let answer = Graphite::new()
             .render(&Twins(twins), &p, NOW, &Limits::default())
             .await;
-        assert_eq!(answer.status, 200, "{}", body(&answer));
+        assert_eq!(answer.status, 200, "{}", common::text(&answer));
         let json: serde_json::Value = serde_json::from_slice(&answer.body).unwrap();
         assert_eq!(
             json.as_array().unwrap().len(),

@@ -37,17 +37,8 @@ async fn render(target: &str, from: &str) -> Answer {
 }
 
 fn json(answer: &Answer) -> J {
-    assert_eq!(
-        answer.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&answer.body)
-    );
+    assert_eq!(answer.status, 200, "{}", common::text(answer));
     serde_json::from_slice(&answer.body).unwrap()
-}
-
-fn text(answer: &Answer) -> String {
-    String::from_utf8_lossy(&answer.body).into_owned()
 }
 
 /// A piped call is the nested call here, for the functions that evaluate their argument
@@ -86,11 +77,7 @@ async fn time_shift_takes_align_dst_by_its_listed_name() {
     assert_eq!(plain, keyed);
     let python_name = render("timeShift(tx.gauge.a, \"1h\", alignDST=true)", "-10min").await;
     assert_eq!(python_name.status, 400);
-    assert!(
-        text(&python_name).contains("Unexpected key word arguments: alignDST"),
-        "{}",
-        text(&python_name)
-    );
+    common::assert_body_contains(&python_name, "Unexpected key word arguments: alignDST");
 }
 
 /// summarize and hitcount refuse, before allocating them, more buckets than an answer may
@@ -107,15 +94,15 @@ async fn buckets_past_the_point_limit_are_refused() {
         "hitcount(tx.gauge.a, \"1s\")",
     ] {
         let answer = render_with(store, target, "-1h", &limits).await;
-        assert_eq!(answer.status, 400, "{target}: {}", text(&answer));
+        assert_eq!(answer.status, 400, "{target}: {}", common::text(&answer));
         assert!(
-            text(&answer).contains("point limit"),
+            common::text(&answer).contains("point limit"),
             "{target}: {}",
-            text(&answer)
+            common::text(&answer)
         );
     }
     let fine = render_with(store, "summarize(tx.gauge.a, \"1min\")", "-1h", &limits).await;
-    assert_eq!(fine.status, 200, "{}", text(&fine));
+    assert_eq!(fine.status, 200, "{}", common::text(&fine));
 }
 
 /// Intervals of zero or less: graphite-web divides by zero (a 500) or, summarizing by a
@@ -129,11 +116,11 @@ async fn intervals_of_zero_or_less_are_refused() {
         "hitcount(tx.gauge.a, \"0s\", true)",
     ] {
         let answer = render(target, "-10min").await;
-        assert_eq!(answer.status, 400, "{target}: {}", text(&answer));
+        assert_eq!(answer.status, 400, "{target}: {}", common::text(&answer));
         assert!(
-            text(&answer).contains("interval longer than zero"),
+            common::text(&answer).contains("interval longer than zero"),
             "{target}: {}",
-            text(&answer)
+            common::text(&answer)
         );
     }
     assert_eq!(
@@ -163,8 +150,12 @@ async fn failures_name_the_problem() {
         ),
     ] {
         let answer = render(target, "-10min").await;
-        assert_eq!(answer.status, 400, "{target}: {}", text(&answer));
-        assert!(text(&answer).contains(words), "{target}: {}", text(&answer));
+        assert_eq!(answer.status, 400, "{target}: {}", common::text(&answer));
+        assert!(
+            common::text(&answer).contains(words),
+            "{target}: {}",
+            common::text(&answer)
+        );
     }
 }
 
@@ -247,7 +238,7 @@ proptest::proptest! {
             matches!(answer.status, 200 | 400),
             "{target}: {} {}",
             answer.status,
-            text(&answer)
+            common::text(&answer)
         );
     }
 }

@@ -652,20 +652,10 @@ async fn keyed_changes_apply_once(store: Store, sink: SinkKind) {
     );
     // A change that does not fit the mapping is refused and marks nothing.
     let bad = Update::new("groups").key("id", 43).add("nope", 1);
-    assert!(
-        f.buffers
-            .incr_once("order-2", &bad)
-            .await
-            .unwrap_err()
-            .is_bad_input()
-    );
-    assert!(
-        f.buffers
-            .incr_once("bad key", &seen(43, 1, 100))
-            .await
-            .unwrap_err()
-            .is_bad_input()
-    );
+    for (key, change) in [("order-2", bad), ("bad key", seen(43, 1, 100))] {
+        let err = f.buffers.incr_once(key, &change).await.unwrap_err();
+        assert!(err.is_bad_input(), "{key}: {err}");
+    }
     assert_eq!(
         f.buffers
             .incr_once("order-2", &seen(43, 2, 100))

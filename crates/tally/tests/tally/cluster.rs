@@ -61,7 +61,7 @@ fn counter_slot(name: &str) -> u16 {
 
 /// The total a counter holds (its 60 s precision, summed).
 async fn stored(c: &Counters, name: &str) -> i64 {
-    c.get(name, 60).await.unwrap().iter().map(|s| s.count).sum()
+    crate::common::held(c, name, 60).await
 }
 
 /// Writes `+1` to each of `names` in one batch per loop with the writer's
@@ -142,6 +142,24 @@ impl Group {
     }
 }
 
+/// Waits up to `patience` until the writers have acknowledged `at_least`
+/// writes in all (`acked`); fails with `what` otherwise.
+async fn wait_for_acks(acked: &AtomicI64, at_least: i64, patience: Duration, what: &str) {
+    let deadline = Instant::now() + patience;
+    while acked.load(Ordering::SeqCst) < at_least {
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Tells the writers to stop and waits until they have.
+async fn stop_writers(stop: &AtomicBool, tasks: Vec<tokio::task::JoinHandle<()>>) {
+    stop.store(true, Ordering::SeqCst);
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
 /// Blocks until each group has finished more attempts since `since` (its
 /// [`Group::attempts`] then) than it has tasks: each task has at most one
 /// attempt under way, so at least one of them started after `since` was
@@ -158,15 +176,27 @@ fn wait_for_attempts(groups: &[Group], since: &[u64]) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn slot_migration_under_write_load_loses_and_doubles_nothing() {
-    slot_migration(Layout::default()).await;
+/// Two tests of `body`: `$default` in the default layout, `$expiring` in
+/// the expiring one.
+macro_rules! in_both_layouts {
+    ($body:ident: $default:ident, $expiring:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $default() {
+            $body(Layout::default()).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $expiring() {
+            $body(Layout::parse("expiring", "tally").unwrap()).await;
+        }
+    };
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn slot_migration_in_the_expiring_layout_loses_and_doubles_nothing() {
-    slot_migration(Layout::parse("expiring", "tally").unwrap()).await;
-}
+in_both_layouts!(
+    slot_migration:
+    slot_migration_under_write_load_loses_and_doubles_nothing,
+    slot_migration_in_the_expiring_layout_loses_and_doubles_nothing
+);
 
 async fn slot_migration(layout: Layout) {
     let cluster = Arc::new(RedisCluster::start());
@@ -302,25 +332,13 @@ async fn slot_migration(layout: Layout) {
         .unwrap()
     };
     // Writes go on once the slot is back.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while acked.load(Ordering::SeqCst) <= before {
-        assert!(
-            Instant::now() < deadline,
-            "no write was acknowledged during the migration"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    stop.store(true, Ordering::SeqCst);
-    for t in tasks {
-        t.await.unwrap();
-    }
+    let stalled = "no write was acknowledged during the migration";
+    wait_for_acks(&acked, before + 1, Duration::from_secs(60), stalled).await;
+    stop_writers(&stop, tasks).await;
     let acked = acked.load(Ordering::SeqCst);
     let d_acked = d_acked.load(Ordering::SeqCst);
     assert!(moved > 0, "the slot held no keys to move");
-    assert!(
-        acked > before,
-        "no write was acknowledged during the migration"
-    );
+    assert!(acked > before, "{stalled}");
     assert_eq!(cluster.master_of_slot(slot), from);
     // Exact: nothing lost, nothing doubled, on either side of the slot.
     assert_eq!(stored(&c, "hot").await, acked, "hot counter");
@@ -393,11 +411,13 @@ async fn failover_under_load(
         })
         .collect();
     // Kill it mid-load: once the writers have written a hundred batches.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while acked.load(Ordering::SeqCst) < 100 {
-        assert!(Instant::now() < deadline, "no load before the failover");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for_acks(
+        &acked,
+        100,
+        Duration::from_secs(60),
+        "no load before the failover",
+    )
+    .await;
     let promoted = {
         let cluster = cluster.clone();
         tokio::task::spawn_blocking(move || {
@@ -412,24 +432,12 @@ async fn failover_under_load(
     let at_failover = acked.load(Ordering::SeqCst);
     // Writes resume: wait for a hundred more acknowledgements (with WAIT,
     // those need the restarted node to have synced as the new replica).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while acked.load(Ordering::SeqCst) < at_failover + 100 {
-        assert!(
-            Instant::now() < deadline,
-            "writes did not resume after the failover"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    stop.store(true, Ordering::SeqCst);
-    for t in tasks {
-        t.await.unwrap();
-    }
+    let stalled = "writes did not resume after the failover";
+    wait_for_acks(&acked, at_failover + 100, Duration::from_secs(30), stalled).await;
+    stop_writers(&stop, tasks).await;
     assert_eq!(cluster.lock().unwrap().master_of_slot(slot), promoted);
     let acked = acked.load(Ordering::SeqCst);
-    assert!(
-        acked > at_failover,
-        "writes did not resume after the failover"
-    );
+    assert!(acked > at_failover, "{stalled}");
     (
         acked,
         stored(&c, "hot").await,
@@ -438,15 +446,11 @@ async fn failover_under_load(
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn failover_with_wait_keeps_every_acknowledged_write() {
-    failover_with_wait(Layout::default()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn failover_with_wait_in_the_expiring_layout_keeps_every_acknowledged_write() {
-    failover_with_wait(Layout::parse("expiring", "tally").unwrap()).await;
-}
+in_both_layouts!(
+    failover_with_wait:
+    failover_with_wait_keeps_every_acknowledged_write,
+    failover_with_wait_in_the_expiring_layout_keeps_every_acknowledged_write
+);
 
 async fn failover_with_wait(layout: Layout) {
     // Each write waits for the one replica: what was acknowledged is on the
@@ -466,15 +470,11 @@ async fn failover_with_wait(layout: Layout) {
     assert_eq!(stored, acked);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn failover_without_wait_never_doubles() {
-    failover_without_wait(Layout::default()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn failover_without_wait_in_the_expiring_layout_never_doubles() {
-    failover_without_wait(Layout::parse("expiring", "tally").unwrap()).await;
-}
+in_both_layouts!(
+    failover_without_wait:
+    failover_without_wait_never_doubles,
+    failover_without_wait_in_the_expiring_layout_never_doubles
+);
 
 async fn failover_without_wait(layout: Layout) {
     // Without WAIT, Redis replicates asynchronously: writes acknowledged just

@@ -313,13 +313,7 @@ async fn bad_input_writes_nothing(kind: Kind) {
         assert!(err.to_string().contains(message), "{inc:?}: {err}");
     }
     assert!(f.all_names().await.is_empty());
-    assert!(
-        c.get_all("ok")
-            .await
-            .unwrap()
-            .iter()
-            .all(|x| x.samples.is_empty())
-    );
+    assert!(common::counter_empty(c, "ok").await);
     assert!(c.get("", 1).await.unwrap_err().is_bad_input());
     if let Some(server) = &f.server {
         let mut raw = redis::Client::open(server.url())
@@ -410,14 +404,7 @@ async fn delete_removes_every_precision(kind: Kind) {
     f.counters.incr("gone", 2).await.unwrap();
     f.counters.incr("stays", 2).await.unwrap();
     assert!(f.counters.delete("gone").await.unwrap());
-    assert!(
-        f.counters
-            .get_all("gone")
-            .await
-            .unwrap()
-            .iter()
-            .all(|x| x.samples.is_empty())
-    );
+    assert!(common::counter_empty(&f.counters, "gone").await);
     assert_eq!(f.all_names().await, vec!["stays"]);
     assert!(!f.counters.delete("gone").await.unwrap());
     assert!(!f.counters.delete("never").await.unwrap());
@@ -462,14 +449,7 @@ async fn cleaner_visits_coarse_precisions_on_cadence(kind: Kind) {
     f.counters.incr_at("x", 1, 0.0).await.unwrap();
     f.counters.incr_at("y", 1, 10_000.0).await.unwrap();
     cleaner.pass_at(ts(10_000.0)).await.unwrap();
-    assert!(
-        f.counters
-            .get_all("x")
-            .await
-            .unwrap()
-            .iter()
-            .all(|x| x.samples.is_empty())
-    );
+    assert!(common::counter_empty(&f.counters, "x").await);
     assert_eq!(f.counters.get("y", 60).await.unwrap(), vec![s(9960, 1)]);
     // A pass a minute later removes y's 60 s slice, which passed the cutoff
     // since pass 0 (by name: the pass knows its last visit).
@@ -639,15 +619,7 @@ async fn concurrent_writers_are_exact(kind: Kind) {
     }
     let per_minute = f.counters.get("shared", 60).await.unwrap();
     assert_eq!(per_minute, vec![s(600, 8 * 50 * 3)]);
-    let total: i64 = f
-        .counters
-        .get("shared", 1)
-        .await
-        .unwrap()
-        .iter()
-        .map(|x| x.count)
-        .sum();
-    assert_eq!(total, 8 * 50 * 3);
+    assert_eq!(common::held(&f.counters, "shared", 1).await, 8 * 50 * 3);
     assert_eq!(f.all_names().await.len(), 9);
 }
 

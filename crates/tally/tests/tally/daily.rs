@@ -165,21 +165,31 @@ async fn utc_offset_moves_the_day_boundary(kind: Kind) {
     );
 }
 
+/// Views every writer refuses as bad input: (entity, count, at, what the
+/// error says).
+const BAD_VIEWS: [(&str, i64, Option<f64>, &str); 7] = [
+    ("{advert:1}", 1, None, "must not contain `{`"),
+    ("", 1, None, "must not be empty"),
+    ("a\nb", 1, None, "control characters"),
+    ("ok", 0, None, "from 1 up"),
+    ("ok", -3, None, "from 1 up"),
+    ("ok", 1, Some(f64::NAN), "not a finite"),
+    ("ok", 1, Some(-1.0), "before the Unix epoch"),
+];
+
+/// Asserts that `err`, the answer to a view of `entity`, is bad input
+/// saying `message`.
+fn assert_bad_view(err: &tally::Error, entity: &str, message: &str) {
+    assert!(err.is_bad_input(), "{entity:?}: {err}");
+    assert!(err.to_string().contains(message), "{entity:?}: {err}");
+}
+
 async fn bad_input_changes_nothing(kind: Kind) {
     let f = Fixture::near_now(kind).await;
     let d = f.daily(settings(30)).await;
-    for (entity, count, at, message) in [
-        ("{advert:1}", 1, None, "must not contain `{`"),
-        ("", 1, None, "must not be empty"),
-        ("a\nb", 1, None, "control characters"),
-        ("ok", 0, None, "from 1 up"),
-        ("ok", -3, None, "from 1 up"),
-        ("ok", 1, Some(f64::NAN), "not a finite"),
-        ("ok", 1, Some(-1.0), "before the Unix epoch"),
-    ] {
+    for (entity, count, at, message) in BAD_VIEWS {
         let err = d.incr_by(entity, count, at).await.unwrap_err();
-        assert!(err.is_bad_input(), "{entity:?}: {err}");
-        assert!(err.to_string().contains(message), "{entity:?}: {err}");
+        assert_bad_view(&err, entity, message);
     }
     // A batch with one bad view writes nothing at all.
     let batch = vec![
@@ -1053,20 +1063,12 @@ async fn the_writer_checks_views_as_incr_many_does(kind: Kind) {
     let f = Fixture::near_now(kind).await;
     let d = f.daily(settings(30)).await;
     let w = daily_writer(&d, 500);
-    for (entity, count, at, message) in [
-        ("{advert:1}", 1, None, "must not contain `{`"),
-        ("", 1, None, "must not be empty"),
-        ("ok", 0, None, "from 1 up"),
-        ("ok", -3, None, "from 1 up"),
-        ("ok", 1, Some(f64::NAN), "not a finite"),
-        ("ok", 1, Some(-1.0), "before the Unix epoch"),
-    ] {
+    for (entity, count, at, message) in BAD_VIEWS {
         for err in [
             w.add(entity, count, at).await.unwrap_err(),
             w.try_add(entity, count, at).unwrap_err(),
         ] {
-            assert!(err.is_bad_input(), "{entity:?}: {err}");
-            assert!(err.to_string().contains(message), "{entity:?}: {err}");
+            assert_bad_view(&err, entity, message);
         }
     }
     // A batch with one bad view merges nothing at all, nor one that would

@@ -12,10 +12,10 @@ use common::{Fixture, Kind, apply_numbered};
 use tally::engine::kinds::{StatsValue, TopValue};
 use tally::engine::plan::{Item, plan};
 use tally::engine::read::{merge_values, read_range};
-use tally::engine::writer::{Writer, WriterSettings};
+use tally::engine::writer::Writer;
 use tally::engine::{
-    Applied, Batch, CleanJob, Kind as ValueKind, Precision, Retention, SeriesList, SliceRead,
-    SliceSel, SliceStore, Space, Value,
+    Applied, Batch, CleanJob, Kind as ValueKind, Retention, SeriesList, SliceRead, SliceSel,
+    SliceStore, Space, Value,
 };
 use tally::{Error, Increment, Name, Timestamp};
 
@@ -33,18 +33,11 @@ per_backend!(features:
 
 /// Sums at 1 s (kept 10), 10 s (kept 10) and 100 s (kept 10).
 fn visits() -> Arc<Space> {
-    Arc::new(
-        Space::new(
-            "visits",
-            ValueKind::Sum,
-            vec![
-                Precision::new(100, 10),
-                Precision::new(1, 10),
-                Precision::new(10, 10),
-            ],
-            Retention::Cleaner,
-        )
-        .unwrap(),
+    common::space(
+        "visits",
+        ValueKind::Sum,
+        &[(100, 10), (1, 10), (10, 10)],
+        Retention::Cleaner,
     )
 }
 
@@ -375,34 +368,30 @@ async fn the_writer_serves_any_space(kind: Kind) {
         Arc::new(s.clone()),
         space.clone(),
         Arc::new(f.clock.clone()),
-        WriterSettings {
-            flush_interval: Duration::from_millis(10),
-            chunk_counters: 3,
-            lanes: 2,
-            ..WriterSettings::default()
-        },
+        common::small_chunks(Duration::from_millis(10)),
     )
     .unwrap();
-    let mut tasks = Vec::new();
-    for t in 0..4u64 {
+    common::concurrently(4, |t| {
         let w = w.clone();
-        tasks.push(tokio::spawn(async move {
+        async move {
             for i in 0..300u64 {
                 // Within the 10 slices kept at 1 s: SQLite's writes trim
                 // what falls out of them.
                 let at = 1000.0 + (i % 10) as f64;
-                w.add(&format!("v{}", (t + i) % 7), Value::Sum(1), Some(at))
-                    .await
-                    .unwrap();
+                w.add(
+                    &format!("v{}", (u64::from(t) + i) % 7),
+                    Value::Sum(1),
+                    Some(at),
+                )
+                .await
+                .unwrap();
                 if i % 50 == 0 {
                     tokio::task::yield_now().await;
                 }
             }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
+        }
+    })
+    .await;
     w.add_many(&[Item {
         name: name("v0"),
         at: ts(1000.0),
@@ -567,14 +556,11 @@ fn stats_of(values: &[f64]) -> Value {
 async fn statistics_merge_in_the_store(kind: Kind) {
     let f = Fixture::new(kind).await;
     let s = store(&f).await;
-    let space = Arc::new(
-        Space::new(
-            "latency",
-            ValueKind::Stats,
-            vec![Precision::new(1, 100), Precision::new(60, 10)],
-            Retention::Cleaner,
-        )
-        .unwrap(),
+    let space = common::space(
+        "latency",
+        ValueKind::Stats,
+        &[(1, 100), (60, 10)],
+        Retention::Cleaner,
     );
     let api = name("api");
     let first = [
@@ -639,15 +625,7 @@ fn batch_of(space: &Arc<Space>, series: &Name, at: f64, values: &[f64]) -> Batch
 async fn kinds_no_store_keeps_yet_are_refused(kind: Kind) {
     let f = Fixture::new(kind).await;
     let s = store(&f).await;
-    let space = Arc::new(
-        Space::new(
-            "items",
-            ValueKind::Top,
-            vec![Precision::new(60, 10)],
-            Retention::Cleaner,
-        )
-        .unwrap(),
-    );
+    let space = common::space("items", ValueKind::Top, &[(60, 10)], Retention::Cleaner);
     let g = name("t");
     let b = Batch {
         space: space.clone(),

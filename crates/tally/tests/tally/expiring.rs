@@ -12,9 +12,7 @@ use common::{Fixture, Kind, RawConn, apply_numbered};
 use redis::AsyncCommands;
 use tally::counters::{Applied, CounterWriter, WriteSeq, WriterSettings};
 use tally::engine::plan::plan;
-use tally::engine::{
-    Batch, Kind as ValueKind, Precision, Retention, SeriesList, SliceRead, Space, Value,
-};
+use tally::engine::{Batch, Kind as ValueKind, Retention, SeriesList, SliceRead, Value};
 use tally::{CleanerSettings, Clock, CounterSettings, Error, Increment, Name, SystemClock};
 use tally_testkit::RedisOptions;
 
@@ -303,14 +301,11 @@ async fn another_space_expires_too(kind: Kind) {
         .slice_store(Arc::new(f.clock.clone()))
         .await
         .unwrap();
-    let space = Arc::new(
-        Space::new(
-            "visits",
-            ValueKind::Sum,
-            vec![Precision::new(1, 5), Precision::new(10, 5)],
-            Retention::Expire,
-        )
-        .unwrap(),
+    let space = common::space(
+        "visits",
+        ValueKind::Sum,
+        &[(1, 5), (10, 5)],
+        Retention::Expire,
     );
     let name = Name::new("home").unwrap();
     let at = tally::Timestamp::from_secs(now).unwrap();

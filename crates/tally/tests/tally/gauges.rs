@@ -11,7 +11,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tally::counters::WriterSettings;
 use tally::gauges::{GaugeOp, GaugeSlice, GaugesWriter};
-use tally::{CleanerSettings, Clock, Error};
+use tally::{Clock, Error};
 
 /// A minute's start, well inside T0's minute.
 const MIN: f64 = 1_336_376_400.0;
@@ -227,14 +227,7 @@ async fn list_and_delete(kind: Kind) {
     assert_eq!((rest.names, rest.next), (vec!["q:c".to_owned()], None));
     assert!(gauges.delete("q:b").await.unwrap());
     assert!(!gauges.delete("q:b").await.unwrap());
-    assert!(
-        gauges
-            .get_all("q:b")
-            .await
-            .unwrap()
-            .iter()
-            .all(|s| s.slices.is_empty())
-    );
+    assert!(common::series_empty(&gauges, "q:b").await);
     assert_eq!(gauges.current("q:b").await.unwrap(), None);
     // Its current value went too: an adjustment starts from 0 again.
     gauges.adjust("q:b", 2.0).await.unwrap();
@@ -251,23 +244,11 @@ async fn the_cleaner_trims_gauges(kind: Kind) {
     let f = Fixture::new(kind).await;
     let gauges = f.gauges(&[1, 60], 10, false).await;
     gauges.set("g", 7.0).await.unwrap();
-    let mut cleaner = f
-        .counters
-        .cleaner(CleanerSettings::default())
-        .unwrap()
-        .with_space(gauges.store().clone(), gauges.space().clone())
-        .unwrap();
+    let mut cleaner = f.cleaner_of(&gauges);
     f.clock.advance(700.0);
     let report = cleaner.pass().await.unwrap();
     assert_eq!(report.samples_removed, 2, "{report:?}");
-    assert!(
-        gauges
-            .get_all("g")
-            .await
-            .unwrap()
-            .iter()
-            .all(|s| s.slices.is_empty())
-    );
+    assert!(common::series_empty(&gauges, "g").await);
     gauges.adjust("g", 1.0).await.unwrap();
     assert_eq!(gauges.current("g").await.unwrap(), Some(8.0));
 }

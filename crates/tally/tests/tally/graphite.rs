@@ -146,21 +146,26 @@ impl Server {
     async fn refused(&self, path: &str) -> String {
         let answer = self.request("GET", path, "").await;
         assert_eq!(answer.status, 400, "GET {path}: {}", answer.text());
-        assert!(
-            answer.content_type().starts_with("text/html"),
-            "GET {path}: {}",
-            answer.content_type()
-        );
-        assert!(
-            answer.text().starts_with("Invalid parameters ("),
-            "GET {path}: {}",
-            answer.text()
-        );
+        assert_invalid_parameters(&answer, path);
         answer.text()
     }
 }
 
 /// One Tally server and one graphite-web over the same data.
+/// Asserts graphite-web's refusal page: HTML, "Invalid parameters (...".
+fn assert_invalid_parameters(answer: &Response, what: &str) {
+    assert!(
+        answer.content_type().starts_with("text/html"),
+        "{what}: {}",
+        answer.content_type()
+    );
+    assert!(
+        answer.text().starts_with("Invalid parameters ("),
+        "{what}: {}",
+        answer.text()
+    );
+}
+
 struct Pair {
     _fixture: Fixture,
     tally: Tally,
@@ -463,22 +468,13 @@ async fn renders_match_graphite_web(kind: Kind) {
             "{bad}: {}",
             ours.text()
         );
-        assert!(
-            ours.text().starts_with("Invalid parameters ("),
-            "{}",
-            ours.text()
-        );
-        assert!(ours.content_type().starts_with("text/html"));
+        assert_invalid_parameters(&ours, bad);
     }
     // A target that does not parse, or an unknown function: 400 naming it.
     for bad in ["foo(", "nope(app.h0.requests)"] {
         let (ours, _) = pair.ask("GET", &url(bad, "&from=-1h"), "").await;
         assert_eq!(ours.status, 400, "{bad}: {}", ours.text());
-        assert!(
-            ours.text().starts_with("Invalid parameters ("),
-            "{}",
-            ours.text()
-        );
+        assert_invalid_parameters(&ours, bad);
     }
     // PNG, graphite-web's default format, is refused naming the formats.
     let (ours, _) = pair

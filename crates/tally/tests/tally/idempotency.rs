@@ -154,17 +154,8 @@ async fn keyed_writes_apply_once(kind: Kind) {
             .unwrap_err()
             .is_bad_input()
     );
-    let total = |name: &'static str| async move {
-        counters
-            .get(name, 86_400)
-            .await
-            .unwrap()
-            .iter()
-            .map(|s| s.count)
-            .sum::<i64>()
-    };
-    assert_eq!(total("orders").await, 4);
-    assert_eq!(total("items").await, 2);
+    assert_eq!(common::held(counters, "orders", 86_400).await, 4);
+    assert_eq!(common::held(counters, "items", 86_400).await, 2);
 
     // Two aggregating writers on one store, as two processes: a keyed batch
     // is added once, before and after the flush, whichever gets it.
@@ -249,7 +240,7 @@ async fn keyed_writes_apply_once(kind: Kind) {
     full.shutdown().await;
     a.shutdown().await;
     b.shutdown().await;
-    assert_eq!(total("visits").await, 3);
+    assert_eq!(common::held(counters, "visits", 86_400).await, 3);
 }
 
 /// Issue 11: the writes outside the counters' path (gauges, time series,

@@ -15,11 +15,14 @@ use tally_testkit::{RedisServer, normal_cdf};
 const KIND_STATS: &str = include_str!("../../src/backend/redis/lua/kind_stats.lua");
 const KIND_GAUGE: &str = include_str!("../../src/backend/redis/lua/kind_gauge.lua");
 
-fn connect(server: &RedisServer) -> Connection {
-    redis::Client::open(server.url())
+/// A fresh redis-server (stopped on drop) and a connection to it.
+fn redis() -> (RedisServer, Connection) {
+    let server = RedisServer::start();
+    let conn = redis::Client::open(server.url())
         .unwrap()
         .get_connection()
-        .unwrap()
+        .unwrap();
+    (server, conn)
 }
 
 /// `merge_stats(ARGV[1] or false, ARGV[2])`; an empty ARGV[1] is "absent".
@@ -98,8 +101,7 @@ fn random_settings(rng: &mut StdRng, alpha: f64) -> SketchSettings {
 
 #[test]
 fn lua_stats_merge_writes_the_bytes_of_the_rust_merge() {
-    let server = RedisServer::start();
-    let mut conn = connect(&server);
+    let (_server, mut conn) = redis();
     let script = stats_script();
     let mut rng = StdRng::seed_from_u64(0x5747);
     let mut collapsed = 0;
@@ -140,8 +142,7 @@ fn lua_stats_merge_writes_the_bytes_of_the_rust_merge() {
 
 #[test]
 fn lua_stats_merge_refuses_what_the_rust_merge_refuses() {
-    let server = RedisServer::start();
-    let mut conn = connect(&server);
+    let (_server, mut conn) = redis();
     let script = stats_script();
     let expect_error = |conn: &mut Connection, old: &StatsValue, delta: &StatsValue, msg: &str| {
         let mut rust = old.clone();
@@ -211,8 +212,7 @@ fn random_ops(rng: &mut StdRng) -> GaugeValue {
 
 #[test]
 fn lua_gauge_merge_writes_the_bytes_of_the_rust_merge() {
-    let server = RedisServer::start();
-    let mut conn = connect(&server);
+    let (_server, mut conn) = redis();
     let script = gauge_script();
     let mut rng = StdRng::seed_from_u64(0x6a06e);
     for round in 0..400 {
@@ -250,8 +250,7 @@ fn lua_gauge_merge_writes_the_bytes_of_the_rust_merge() {
 
 #[test]
 fn lua_gauge_merge_keeps_order_and_refuses_infinity() {
-    let server = RedisServer::start();
-    let mut conn = connect(&server);
+    let (_server, mut conn) = redis();
     let script = gauge_script();
     // A slice holding one set, then a delta: `first` then `then` ends at
     // `then`, whichever is larger; adding past f64::MAX is refused.
@@ -285,8 +284,7 @@ fn redis_registers(conn: &mut Connection, key: &str) -> Vec<u8> {
 
 #[test]
 fn distinct_redis_bytes_are_redis_registers() {
-    let server = RedisServer::start();
-    let mut conn = connect(&server);
+    let (_server, mut conn) = redis();
     for n in [3usize, 300, 20_000] {
         let values: Vec<String> = (0..n).map(|i| format!("user:{i}")).collect();
         let ours = DistinctValue::of(&values);
@@ -378,8 +376,7 @@ fn lognormal_slice(rng: &mut StdRng, n: u64) -> StatsValue {
 /// second: one busy statistic's hashes fit the 512 KiB target in Redis.
 #[test]
 fn a_busy_statistic_fits_its_memory_target() {
-    let server = RedisServer::start();
-    let mut conn = connect(&server);
+    let (_server, mut conn) = redis();
     let mut rng = StdRng::seed_from_u64(86_400);
     for n in [1_000u64, 60_000, 3_600_000, 86_400_000] {
         let s = lognormal_slice(&mut rng, n);
@@ -446,8 +443,7 @@ fn usec_per_call(conn: &mut Connection) -> f64 {
 
 #[test]
 fn lua_merge_cost_per_call() {
-    let server = RedisServer::start();
-    let mut conn = connect(&server);
+    let (_server, mut conn) = redis();
     let script = stats_script();
     let looped = Script::new(&format!(
         "{KIND_STATS}\nlocal r\nfor _ = 1, 100 do r = merge_stats(ARGV[1], ARGV[2]) end\nreturn r"

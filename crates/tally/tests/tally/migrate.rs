@@ -294,6 +294,12 @@ async fn everything(tally: &Tally) -> Everything {
 }
 
 /// Where two stores differ, for a readable failure.
+/// Asserts that `tally` holds exactly `all`, listing the differences if not.
+async fn assert_holds(tally: &Tally, all: &Everything) {
+    let got = everything(tally).await;
+    assert!(got == *all, "{:#?}", all_differences(&got, all));
+}
+
 fn all_differences(got: &Everything, want: &Everything) -> Vec<String> {
     let mut out = map_differences(&got.slices, &want.slices);
     out.extend(map_differences(&got.daily, &want.daily));
@@ -482,8 +488,7 @@ async fn sqlite_to_redis_to_cluster_keeps_every_slice() {
     assert_eq!(daily.slices, days as u64);
     let buckets: usize = all.ts.values().map(Vec::len).sum();
     assert_eq!(ts.slices, buckets as u64);
-    let got = everything(&redis).await;
-    assert!(got == all, "{:#?}", all_differences(&got, &all));
+    assert_holds(&redis, &all).await;
     // The services read the copies as they read the originals.
     assert_eq!(
         redis.counters().get("hits:07", 60).await.unwrap(),
@@ -503,8 +508,7 @@ async fn sqlite_to_redis_to_cluster_keeps_every_slice() {
         parts(&again).all(|s| s.batches_written == 0 && s.batches_skipped > 0),
         "{again:?}"
     );
-    let got = everything(&redis).await;
-    assert!(got == all, "{:#?}", all_differences(&got, &all));
+    assert_holds(&redis, &all).await;
 
     // Redis → Cluster, stopped in the counters, in the daily statistics and
     // in the time series (each after its first batch), then run again.
@@ -548,8 +552,7 @@ async fn sqlite_to_redis_to_cluster_keeps_every_slice() {
     }
     assert_eq!(resumed.daily.batches_written, 0, "{resumed:?}");
     assert!(resumed.time_series.batches_written >= 1, "{resumed:?}");
-    let got = everything(&clustered).await;
-    assert!(got == all, "{:#?}", all_differences(&got, &all));
+    assert_holds(&clustered, &all).await;
     same_answers(&sqlite, &clustered).await;
 }
 
@@ -665,8 +668,7 @@ async fn default_to_compact_to_default_keeps_every_slice() {
         .await
         .unwrap();
     assert!(snapshot(&compact).await == slices, "default → compact");
-    let got = everything(&compact).await;
-    assert!(got == all, "{:#?}", all_differences(&got, &all));
+    assert_holds(&compact, &all).await;
     same_answers(&source, &compact).await;
     let raw = redis::Client::open(b.url())
         .unwrap()
@@ -691,6 +693,5 @@ async fn default_to_compact_to_default_keeps_every_slice() {
         .await
         .unwrap();
     assert!(snapshot(&back).await == slices, "compact → default");
-    let got = everything(&back).await;
-    assert!(got == all, "{:#?}", all_differences(&got, &all));
+    assert_holds(&back, &all).await;
 }

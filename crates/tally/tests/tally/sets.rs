@@ -13,7 +13,7 @@ use tally::counters::WriterSettings;
 use tally::engine::kinds::Hll;
 use tally::engine::{Applied, BatchSink, WriteSeq};
 use tally::sets::{SetAdd, SetSlice, SetsWriter};
-use tally::{CleanerSettings, Clock, Error, Sets};
+use tally::{Clock, Error, Sets};
 
 /// A minute's start, two minutes before the fixture's now (T0).
 const BASE: f64 = 1_336_376_280.0;
@@ -319,13 +319,7 @@ async fn list_and_delete(kind: Kind) {
     assert_eq!((rest.names, rest.next), (vec!["q:c".to_owned()], None));
     assert!(sets.delete("q:b").await.unwrap());
     assert!(!sets.delete("q:b").await.unwrap());
-    assert!(
-        sets.get_all("q:b")
-            .await
-            .unwrap()
-            .iter()
-            .all(|s| s.slices.is_empty())
-    );
+    assert!(common::series_empty(&sets, "q:b").await);
     assert_eq!(
         sets.search("", None, 10).await.unwrap().names,
         vec!["q:a", "q:c", "r"]
@@ -337,12 +331,7 @@ async fn the_cleaner_trims_sets(kind: Kind) {
     let f = Fixture::new(kind).await;
     let sets = f.sets(&[1, 60], 10).await;
     sets.add("s", &["a", "b"]).await.unwrap();
-    let mut cleaner = f
-        .counters
-        .cleaner(CleanerSettings::default())
-        .unwrap()
-        .with_space(sets.store().clone(), sets.space().clone())
-        .unwrap();
+    let mut cleaner = f.cleaner_of(&sets);
     f.clock.advance(700.0);
     let report = cleaner.pass().await.unwrap();
     assert_eq!(report.samples_removed, 2, "{report:?}");

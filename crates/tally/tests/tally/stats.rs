@@ -10,10 +10,10 @@ use std::time::Duration;
 use common::{Fixture, Kind, T0};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use tally::counters::{WriteSeq, WriterSettings};
-use tally::engine::{Applied, BatchSink};
+use tally::counters::WriterSettings;
+use tally::engine::Applied;
 use tally::stats::{Figure, Observation, SliceSummary, StatsWriter};
-use tally::{CleanerSettings, Error, Stats, StatsSettings};
+use tally::{Error, Stats, StatsSettings};
 
 /// The book's example instant: 2012-05-07 07:40:15 UTC.
 const BOOK: f64 = 1336376415.0;
@@ -545,12 +545,7 @@ async fn the_cleaner_trims_stats(kind: Kind) {
     let stats = f.stats(settings(&[1, 60], 10)).await;
     stats.record("s", 1.0).await.unwrap();
     stats.record_at("old", 1.0, T0 - 3600.0).await.unwrap();
-    let mut cleaner = f
-        .counters
-        .cleaner(CleanerSettings::default())
-        .unwrap()
-        .with_space(stats.store().clone(), stats.space().clone())
-        .unwrap();
+    let mut cleaner = f.cleaner_of(&stats);
     f.clock.advance(30.0);
     let report = cleaner.pass().await.unwrap();
     // s's 1 s slice (older than 10 s) and both of old's slices go; old, empty,
@@ -593,17 +588,12 @@ async fn sequenced_writes_apply_once(kind: Kind) {
             Observation::new("t", 1.0).at(BOOK),
         ])
         .unwrap();
-    let seq = WriteSeq {
-        writer: 0xfeed,
-        lane: 0,
-        seq: 1,
-    };
-    batch.seq = Some(seq);
-    let store = stats.store().clone();
-    assert_eq!(store.apply_batch(&batch).await.unwrap(), Applied::Written);
-    assert_eq!(store.apply_batch(&batch).await.unwrap(), Applied::Duplicate);
-    batch.seq = Some(WriteSeq { seq: 2, ..seq });
-    assert_eq!(store.apply_batch(&batch).await.unwrap(), Applied::Written);
+    let steps = [
+        (0, 1, Applied::Written),
+        (0, 1, Applied::Duplicate),
+        (0, 2, Applied::Written),
+    ];
+    common::apply_numbered(stats.store().as_ref(), &mut batch, 0xfeed, &steps).await;
     let s = &stats.get("s", 60, &[]).await.unwrap()[0].summary;
     assert_eq!((s.count, s.sum), (2, 10.0));
 }
@@ -615,18 +605,12 @@ async fn aggregated_writes_are_exact(kind: Kind) {
     let stats = f.stats(settings(&[1, 60, 3600], 100)).await;
     let writer = StatsWriter::start(
         stats.clone(),
-        WriterSettings {
-            flush_interval: Duration::from_millis(5),
-            chunk_counters: 3,
-            lanes: 2,
-            ..WriterSettings::default()
-        },
+        common::small_chunks(Duration::from_millis(5)),
     )
     .unwrap();
-    let mut tasks = Vec::new();
-    for w in 0..4u32 {
+    common::concurrently(4, |w| {
         let writer = writer.clone();
-        tasks.push(tokio::spawn(async move {
+        async move {
             for i in 0..500u32 {
                 let v = f64::from((i * 7 + w) % 100);
                 let at = BOOK + f64::from(i % 100); // the 100 slices kept at 1 s
@@ -635,11 +619,9 @@ async fn aggregated_writes_are_exact(kind: Kind) {
                     .await
                     .unwrap();
             }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
+        }
+    })
+    .await;
     writer
         .record_many(&[Observation::new("agg:0", -1.0).at(BOOK).weight(3)])
         .await

@@ -241,6 +241,12 @@ async fn distinct_counts_per_bucket_per_key_and_across_keys(kind: Kind) {
     assert!((big - 10_000).abs() < 300, "{big}");
 }
 
+/// The `n` most frequent items of release `key` in the 10 s bucket of `now`.
+async fn top_items(ts: &tally::Tsdb, key: u32, now: f64, n: usize) -> tally::tsdb::TopItems {
+    let query = TsQuery::new("release", [key], now, now).precision(Some(10));
+    ts.get_top(&query, n).await.unwrap()
+}
+
 async fn most_frequent_items_are_exact_then_bounded(kind: Kind) {
     let f = Fixture::near_now(kind).await;
     let ts = f
@@ -259,13 +265,7 @@ async fn most_frequent_items_are_exact_then_bounded(kind: Kind) {
     )
     .await
     .unwrap();
-    let top = ts
-        .get_top(
-            &TsQuery::new("release", [7], now, now).precision(Some(10)),
-            10,
-        )
-        .await
-        .unwrap();
+    let top = top_items(&ts, 7, now, 10).await;
     let want = |v: &[(&str, i64)]| -> Vec<ItemCount> {
         v.iter()
             .map(|(i, c)| ItemCount {
@@ -280,13 +280,7 @@ async fn most_frequent_items_are_exact_then_bounded(kind: Kind) {
     ts.record_frequency("release", 7, &[item("d", 4)], Some(now))
         .await
         .unwrap();
-    let top = ts
-        .get_top(
-            &TsQuery::new("release", [7], now, now).precision(Some(10)),
-            2,
-        )
-        .await
-        .unwrap();
+    let top = top_items(&ts, 7, now, 2).await;
     assert_eq!(top.items, want(&[("d", 6), ("a", 5)]));
     // The same writes give the same summary as the pure model, on every
     // backend, including evictions with ties.
@@ -303,13 +297,7 @@ async fn most_frequent_items_are_exact_then_bounded(kind: Kind) {
             .unwrap();
     }
     let expected = topn::top(model.items().map(|(k, v)| (k.to_owned(), v)), 10);
-    let top = ts
-        .get_top(
-            &TsQuery::new("release", [8], now, now).precision(Some(10)),
-            10,
-        )
-        .await
-        .unwrap();
+    let top = top_items(&ts, 8, now, 10).await;
     assert_eq!(top.items, expected);
     assert_eq!(top.items.len(), 3, "bounded by the capacity");
 }

@@ -322,6 +322,13 @@ mod tests {
         )
     }
 
+    /// Asserts the points of the slots from `at` on, one after another.
+    fn assert_slots(file: &[u8], at: usize, want: &[(u32, f64)]) {
+        for (i, &point) in want.iter().enumerate() {
+            assert_eq!(slot(file, at + 12 * i), point, "slot {i}");
+        }
+    }
+
     #[test]
     fn paths_become_directories() {
         let s = WhisperSeries::new("app.api.requests", &[(1, 10)]);
@@ -374,10 +381,7 @@ mod tests {
         let file = s.to_bytes();
         let a0 = 16 + 24;
         // Base: the earliest interval, 990, in slot 0; 1000 and 1020 follow.
-        assert_eq!(slot(&file, a0), (990, 0.5));
-        assert_eq!(slot(&file, a0 + 12), (1000, 1.0));
-        assert_eq!(slot(&file, a0 + 24), (0, 0.0));
-        assert_eq!(slot(&file, a0 + 36), (1020, 2.0));
+        assert_slots(&file, a0, &[(990, 0.5), (1000, 1.0), (0, 0.0), (1020, 2.0)]);
         // The coarse archive holds its own point only.
         let a1 = a0 + 4 * 12;
         assert_eq!(slot(&file, a1), (960, 7.0));
@@ -392,10 +396,7 @@ mod tests {
             .point(0, 101, 3.0)
             .point(0, 101, 4.0);
         let file = s.to_bytes();
-        let a0 = 16 + 12;
-        assert_eq!(slot(&file, a0), (103, 2.0));
-        assert_eq!(slot(&file, a0 + 12), (101, 4.0));
-        assert_eq!(slot(&file, a0 + 24), (0, 0.0));
+        assert_slots(&file, 16 + 12, &[(103, 2.0), (101, 4.0), (0, 0.0)]);
     }
 
     #[test]

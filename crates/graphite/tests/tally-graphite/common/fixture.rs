@@ -14,24 +14,47 @@ use super::MemStore;
 /// The data every fixture's requests read: `now`, the whisper files and bare directories.
 pub const DATA: &str = include_str!("../../fixtures/data.json");
 
+/// One whisper file of a fixture data set.
+pub struct File<'a> {
+    pub path: &'a str,
+    /// Its archives' (step, points), finest first.
+    pub archives: Vec<(i64, i64)>,
+    /// Each archive's points written, (timestamp, value).
+    pub points: Vec<Vec<(i64, f64)>>,
+}
+
+/// The files of a fixture data set (`files` of `fixtures/data.json`).
+pub fn files(data: &J) -> Vec<File<'_>> {
+    let array = |v: &J| v.as_array().unwrap().clone();
+    data["files"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(path, file)| File {
+            path,
+            archives: array(&file["archives"])
+                .iter()
+                .map(|a| (a[0].as_i64().unwrap(), a[1].as_i64().unwrap()))
+                .collect(),
+            points: array(&file["data"])
+                .iter()
+                .map(|points| {
+                    array(points)
+                        .iter()
+                        .map(|p| (p[0].as_i64().unwrap(), p[1].as_f64().unwrap()))
+                        .collect()
+                })
+                .collect(),
+        })
+        .collect()
+}
+
 pub fn store_of(fixture: &J) -> MemStore {
     let mut store = MemStore::default();
-    for (path, file) in fixture["files"].as_object().unwrap() {
-        let archives: Vec<(i64, i64)> = file["archives"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| (a[0].as_i64().unwrap(), a[1].as_i64().unwrap()))
-            .collect();
-        let rings = store.file(path, &archives);
-        for (ring, points) in rings.iter_mut().zip(file["data"].as_array().unwrap()) {
-            let points: Vec<(i64, f64)> = points
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|p| (p[0].as_i64().unwrap(), p[1].as_f64().unwrap()))
-                .collect();
-            ring.write(&points);
+    for file in files(fixture) {
+        let rings = store.file(file.path, &file.archives);
+        for (ring, points) in rings.iter_mut().zip(&file.points) {
+            ring.write(points);
         }
     }
     for dir in fixture["dirs"].as_array().unwrap() {
@@ -109,17 +132,27 @@ pub async fn answer(graphite: &Graphite, store: &MemStore, now: i64, request: &J
 
 /// Compares an answer with graphite-web's (`{status, headers, body}`); `Ok(true)` when the
 /// body is the same byte for byte.
-pub fn compare(answer: &Answer, expected: &J) -> Result<bool, String> {
-    let body = String::from_utf8_lossy(&answer.body).into_owned();
-    let want_body = expected["body"].as_str().unwrap();
+/// Whether the answer has the expected status and content type; if not,
+/// both, with the bodies.
+fn same_status_and_type(answer: &Answer, expected: &J) -> Result<(), String> {
     let want_status = expected["status"].as_u64().unwrap() as u16;
     let want_type = expected["headers"]["Content-Type"].as_str().unwrap();
     if answer.status != want_status || answer.content_type != want_type {
         return Err(format!(
-            "want {want_status} {want_type} {want_body}\n  got {} {} {body}",
-            answer.status, answer.content_type
+            "want {want_status} {want_type} {}\n  got {} {} {}",
+            expected["body"].as_str().unwrap(),
+            answer.status,
+            answer.content_type,
+            String::from_utf8_lossy(&answer.body)
         ));
     }
+    Ok(())
+}
+
+pub fn compare(answer: &Answer, expected: &J) -> Result<bool, String> {
+    same_status_and_type(answer, expected)?;
+    let body = String::from_utf8_lossy(&answer.body).into_owned();
+    let want_body = expected["body"].as_str().unwrap();
     for header in ["Pragma", "Cache-Control"] {
         let want = expected["headers"][header].as_str();
         let got = answer
@@ -153,15 +186,8 @@ pub fn compare_functions(
         Some("") | None => graphite.functions(params),
         Some(name) => graphite.function(name, params),
     };
+    same_status_and_type(&answer, expected)?;
     let body = String::from_utf8_lossy(&answer.body).into_owned();
-    let want_status = expected["status"].as_u64().unwrap() as u16;
-    let want_type = expected["headers"]["Content-Type"].as_str().unwrap();
-    if answer.status != want_status || answer.content_type != want_type {
-        return Err(format!(
-            "want {want_status} {want_type}, got {} {}",
-            answer.status, answer.content_type
-        ));
-    }
     let want = parse_json(expected["body"].as_str().unwrap()).ok_or("expected body is not JSON")?;
     let got = parse_json(&body).ok_or_else(|| format!("body is not JSON: {body}"))?;
     let strip = |v: &J| {
@@ -179,8 +205,8 @@ pub fn compare_functions(
             Err(format!("want {w}\n  got  {g}"))
         }
     };
-    if want_status != 200 || got.get("name").is_some() {
-        return if want_status == 200 {
+    if answer.status != 200 || got.get("name").is_some() {
+        return if answer.status == 200 {
             check(&want, &got)
         } else if want == got {
             Ok(())

@@ -11,6 +11,23 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tally_graphite::{Archive, Error, Fetch, Glob, Node, Result, Series, Store, window};
 
+/// An answer's body as text.
+pub fn text(answer: &tally_graphite::Answer) -> String {
+    String::from_utf8_lossy(&answer.body).into_owned()
+}
+
+/// Asserts that an answer's body starts with `prefix`.
+pub fn assert_body_starts(answer: &tally_graphite::Answer, prefix: &str) {
+    let body = text(answer);
+    assert!(body.starts_with(prefix), "{body}");
+}
+
+/// Asserts that an answer's body contains `part`.
+pub fn assert_body_contains(answer: &tally_graphite::Answer, part: &str) {
+    let body = text(answer);
+    assert!(body.contains(part), "{body}");
+}
+
 /// One archive's ring.
 #[derive(Debug, Clone)]
 pub struct Ring {

@@ -12,7 +12,7 @@ use tally_graphite::Graphite;
 use tally_testkit::graphite_web::URL_PREFIX;
 use tally_testkit::{GraphiteWeb, WhisperData, WhisperSeries, http};
 
-use super::fixture::{answer, compare, compare_functions, request_params, store_of};
+use super::fixture::{answer, compare, compare_functions, files, request_params, store_of};
 
 /// One test per fixture named: `fixtures/<name>.json` replayed ([`replay`]) over `$data`
 /// (a `fixtures/*data.json` text).
@@ -88,17 +88,16 @@ pub async fn replay(name: &str, text: &str, data: &str) {
 /// A fixture data set's files as whisper files for the harness's graphite-web.
 pub fn whisper_data(data: &J) -> WhisperData {
     let mut whisper = WhisperData::new();
-    for (path, file) in data["files"].as_object().unwrap() {
-        let archives: Vec<(u32, u32)> = file["archives"]
-            .as_array()
-            .unwrap()
+    for file in files(data) {
+        let archives: Vec<(u32, u32)> = file
+            .archives
             .iter()
-            .map(|a| (a[0].as_u64().unwrap() as u32, a[1].as_u64().unwrap() as u32))
+            .map(|&(step, points)| (u32::try_from(step).unwrap(), u32::try_from(points).unwrap()))
             .collect();
-        let mut series = WhisperSeries::new(path.as_str(), &archives);
-        for (archive, points) in file["data"].as_array().unwrap().iter().enumerate() {
-            for p in points.as_array().unwrap() {
-                series = series.point(archive, p[0].as_i64().unwrap(), p[1].as_f64().unwrap());
+        let mut series = WhisperSeries::new(file.path, &archives);
+        for (archive, points) in file.points.iter().enumerate() {
+            for &(t, v) in points {
+                series = series.point(archive, t, v);
             }
         }
         whisper = whisper.with(series);

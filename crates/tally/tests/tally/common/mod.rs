@@ -97,6 +97,27 @@ pub struct Fixture {
 
 pub const T0: f64 = 1_336_376_415.5;
 
+/// Whether counter `name` holds no sample at any precision.
+pub async fn counter_empty(counters: &Counters, name: &str) -> bool {
+    let all = counters.get_all(name).await.unwrap();
+    all.iter().all(|x| x.samples.is_empty())
+}
+
+/// Whether series `name` (a gauge, a set) holds no slice at any precision.
+pub async fn series_empty<R: tally::engine::series::PlainRules>(
+    series: &tally::engine::series::SeriesService<R>,
+    name: &str,
+) -> bool {
+    let all = series.get_all(name).await.unwrap();
+    all.iter().all(|s| s.slices.is_empty())
+}
+
+/// The total counter `name` holds at `precision` (its samples' counts summed).
+pub async fn held(counters: &Counters, name: &str, precision: u64) -> i64 {
+    let samples = counters.get(name, precision).await.unwrap();
+    samples.iter().map(|s| s.count).sum()
+}
+
 impl Fixture {
     pub async fn new(kind: Kind) -> Self {
         Self::with_settings(kind, CounterSettings::default()).await
@@ -121,6 +142,18 @@ impl Fixture {
             minute as f64,
         )
         .await
+    }
+
+    /// The counters' cleaner (default settings) that trims `series` too.
+    pub fn cleaner_of<R: tally::engine::series::Rules>(
+        &self,
+        series: &tally::engine::series::SeriesService<R>,
+    ) -> tally::engine::Cleaner {
+        self.counters
+            .cleaner(tally::CleanerSettings::default())
+            .unwrap()
+            .with_space(series.store().clone(), series.space().clone())
+            .unwrap()
     }
 
     /// The time-series store on this fixture's backend and clock.
@@ -369,6 +402,42 @@ pub fn table_of_3(
         max_entries: 3,
         when_full,
         ..base
+    }
+}
+
+/// A space `id` of `kind` keeping `keep` slices of each `(seconds, keep)`.
+pub fn space(
+    id: &'static str,
+    kind: tally::engine::Kind,
+    precisions: &[(u64, u64)],
+    retention: tally::engine::Retention,
+) -> Arc<tally::engine::Space> {
+    let precisions = precisions
+        .iter()
+        .map(|&(seconds, keep)| tally::engine::Precision::new(seconds, keep))
+        .collect();
+    Arc::new(tally::engine::Space::new(id, kind, precisions, retention).unwrap())
+}
+
+/// A writer's settings that make it flush every `flush_interval` in chunks
+/// of 3 counters over 2 lanes: many small writes, numbered in two lanes.
+pub fn small_chunks(flush_interval: Duration) -> WriterSettings {
+    WriterSettings {
+        flush_interval,
+        chunk_counters: 3,
+        lanes: 2,
+        ..WriterSettings::default()
+    }
+}
+
+/// Spawns `task(i)` for each `i` below `n` and waits until all have ended.
+pub async fn concurrently<Fut>(n: u32, task: impl Fn(u32) -> Fut)
+where
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let tasks: Vec<_> = (0..n).map(|i| tokio::spawn(task(i))).collect();
+    for t in tasks {
+        t.await.unwrap();
     }
 }
 

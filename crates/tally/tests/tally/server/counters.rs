@@ -59,15 +59,7 @@ pub(super) async fn increments_show_up_in_reads(kind: Kind) {
     assert_eq!(odd["name"], "page/views?x");
     assert_eq!(odd["precisions"]["60"][0][1], 1);
     // Delete, then 404.
-    assert_eq!(
-        s.call(Method::DELETE, "/v1/counters/hits", None, &[])
-            .await
-            .json(),
-        json!({ "deleted": true })
-    );
-    s.call(Method::DELETE, "/v1/counters/hits", None, &[])
-        .await
-        .error(StatusCode::NOT_FOUND, "not_found");
+    s.delete_once("/v1/counters/hits").await;
 }
 
 async fn exact_mode_writes_before_answering(kind: Kind) {
@@ -155,13 +147,13 @@ pub(super) async fn listing_searches_and_pages(kind: Kind) {
         s.get("/v1/counters?prefix=web").await.json()["counters"],
         json!(["web:home"])
     );
-    s.get("/v1/counters?limit=0")
-        .await
-        .error(StatusCode::BAD_REQUEST, "invalid_input");
-    s.get("/v1/counters?limit=abc")
-        .await
-        .error(StatusCode::BAD_REQUEST, "invalid_input");
-    s.get("/v1/counters?colour=red")
-        .await
-        .error(StatusCode::BAD_REQUEST, "invalid_input");
+    s.get_errors(
+        StatusCode::BAD_REQUEST,
+        &[
+            ("/v1/counters?limit=0", "invalid_input"),
+            ("/v1/counters?limit=abc", "invalid_input"),
+            ("/v1/counters?colour=red", "invalid_input"),
+        ],
+    )
+    .await;
 }

@@ -59,13 +59,7 @@ async fn gauges_over_http(kind: Kind) {
         s.get("/v1/gauges?prefix=q:").await.json(),
         json!({ "gauges": ["q:depth"], "next": null })
     );
-    let a = s
-        .call(Method::DELETE, "/v1/gauges/q:depth", None, &[])
-        .await;
-    assert_eq!(a.json(), json!({ "deleted": true }));
-    s.call(Method::DELETE, "/v1/gauges/q:depth", None, &[])
-        .await
-        .error(StatusCode::NOT_FOUND, "not_found");
+    s.delete_once("/v1/gauges/q:depth").await;
     assert_eq!(
         s.get("/v1/gauges/q:depth?precision=60").await.json()["current"],
         Value::Null

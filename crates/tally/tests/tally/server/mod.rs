@@ -63,42 +63,30 @@ impl Drop for TestServer {
     }
 }
 
+/// The server's writers' settings: a flush every 20 ms.
+fn flushing_every_20ms() -> WriterSettings {
+    WriterSettings {
+        flush_interval: Duration::from_millis(20),
+        ..WriterSettings::default()
+    }
+}
+
 async fn server(kind: Kind, settings: ServerSettings, exact: bool) -> TestServer {
     let f = Fixture::near_now(kind).await;
     let clock = std::sync::Arc::new(f.clock.clone());
-    let counter_writer = CounterWriter::start(
-        f.counters.clone(),
-        WriterSettings {
-            flush_interval: Duration::from_millis(20),
-            ..WriterSettings::default()
-        },
-    )
-    .unwrap();
+    let counter_writer = CounterWriter::start(f.counters.clone(), flushing_every_20ms()).unwrap();
     let stats = f.stats(StatsSettings::default()).await;
-    let stats_writer = StatsWriter::start(
-        stats.clone(),
-        WriterSettings {
-            flush_interval: Duration::from_millis(20),
-            ..WriterSettings::default()
-        },
-    )
-    .unwrap();
+    let stats_writer = StatsWriter::start(stats.clone(), flushing_every_20ms()).unwrap();
     let writers = Writers {
         stats: stats_writer.clone(),
         gauges: GaugesWriter::start(
             f.gauges(&f.counters.settings().precisions, 10, false).await,
-            WriterSettings {
-                flush_interval: Duration::from_millis(20),
-                ..WriterSettings::default()
-            },
+            flushing_every_20ms(),
         )
         .unwrap(),
         sets: SetsWriter::start(
             f.sets(&f.counters.settings().precisions, 10).await,
-            WriterSettings {
-                flush_interval: Duration::from_millis(20),
-                ..WriterSettings::default()
-            },
+            flushing_every_20ms(),
         )
         .unwrap(),
     };
@@ -231,6 +219,34 @@ impl TestServer {
         self.call(Method::POST, uri, Some(body), &[]).await
     }
 
+    /// Asserts that DELETE `uri` deletes, and that a second one answers
+    /// `not_found`.
+    async fn delete_once(&self, uri: &str) {
+        let a = self.call(Method::DELETE, uri, None, &[]).await;
+        assert_eq!(a.json(), json!({ "deleted": true }));
+        self.call(Method::DELETE, uri, None, &[])
+            .await
+            .error(StatusCode::NOT_FOUND, "not_found");
+    }
+
+    /// A POST of `body` as this exact text, with this content type if any.
+    async fn post_text(&self, uri: &str, content_type: Option<&str>, body: &str) -> Answer {
+        let mut req = Request::post(uri);
+        if let Some(t) = content_type {
+            req = req.header("content-type", t);
+        }
+        self.send(req.body(Body::from(body.to_owned())).unwrap())
+            .await
+    }
+
+    /// Asserts that each GET of `(uri, code)` answers an error with
+    /// `status` and that code.
+    async fn get_errors(&self, status: StatusCode, cases: &[(&str, &str)]) {
+        for (uri, code) in cases {
+            self.get(uri).await.error(status, code);
+        }
+    }
+
     /// Stops the fixture's writers (what [`Drop`] does on a runtime of
     /// several threads).
     async fn shutdown(&self) {
@@ -325,6 +341,16 @@ async fn with_buffers(s: &mut TestServer) -> (tempfile::TempDir, tally::buffers:
     s.state = AppState::new(services, s.state.settings().clone(), Metrics::default());
     s.router = app(s.state.clone());
     (dir, flusher)
+}
+
+/// The sum of a counter read's day samples (`precisions.86400`).
+fn day_total(read: &Value) -> i64 {
+    read["precisions"]["86400"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[1].as_i64().unwrap())
+        .sum()
 }
 
 /// A keyed POST with `body` (sent as this exact text).

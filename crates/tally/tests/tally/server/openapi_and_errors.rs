@@ -46,13 +46,13 @@ async fn bad_input_is_400_and_writes_nothing(kind: Kind) {
             .error(StatusCode::BAD_REQUEST, code);
     }
     // Broken JSON, and a precision that is not configured.
-    let broken = Request::post("/v1/counters/x/incr")
-        .header("content-type", "application/json")
-        .body(Body::from("{\"count\": 1"))
-        .unwrap();
-    s.send(broken)
-        .await
-        .error(StatusCode::BAD_REQUEST, "invalid_json");
+    s.post_text(
+        "/v1/counters/x/incr",
+        Some("application/json"),
+        "{\"count\": 1",
+    )
+    .await
+    .error(StatusCode::BAD_REQUEST, "invalid_json");
     let p = s.get("/v1/counters/x?precision=7").await;
     p.error(StatusCode::BAD_REQUEST, "unknown_precision");
     assert!(
@@ -89,29 +89,24 @@ async fn bad_input_is_400_and_writes_nothing(kind: Kind) {
 
 async fn not_found_method_and_media_type(kind: Kind) {
     let s = server(kind, ServerSettings::default(), false).await;
-    s.get("/v2/counters")
-        .await
-        .error(StatusCode::NOT_FOUND, "not_found");
-    s.get("/v1/counters/x/nope")
-        .await
-        .error(StatusCode::NOT_FOUND, "not_found");
+    s.get_errors(
+        StatusCode::NOT_FOUND,
+        &[
+            ("/v2/counters", "not_found"),
+            ("/v1/counters/x/nope", "not_found"),
+        ],
+    )
+    .await;
     s.call(Method::PUT, "/v1/counters/x", None, &[])
         .await
         .error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
     s.call(Method::GET, "/v1/incr", None, &[])
         .await
         .error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
-    let text = Request::post("/v1/counters/x/incr")
-        .header("content-type", "text/plain")
-        .body(Body::from("count=1"))
-        .unwrap();
-    s.send(text)
+    s.post_text("/v1/counters/x/incr", Some("text/plain"), "count=1")
         .await
         .error(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type");
-    let no_type = Request::post("/v1/incr")
-        .body(Body::from("{\"increments\": []}"))
-        .unwrap();
-    s.send(no_type)
+    s.post_text("/v1/incr", None, "{\"increments\": []}")
         .await
         .error(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type");
     s.get("/assets/nope.js")
@@ -141,11 +136,7 @@ async fn oversized_bodies_are_413(kind: Kind) {
         .await
         .error(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large");
     let padded = format!("{{\"count\": 1, \"at\": null{}}}", " ".repeat(5000));
-    let req = Request::post("/v1/counters/x/incr")
-        .header("content-type", "application/json")
-        .body(Body::from(padded))
-        .unwrap();
-    s.send(req)
+    s.post_text("/v1/counters/x/incr", Some("application/json"), &padded)
         .await
         .error(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large");
     let many: Vec<Value> = (0..51)
@@ -329,15 +320,15 @@ async fn the_document_decides_400_and_rules_decide_422(kind: Kind) {
     s.post("/v1/ts/m/delete", json!({ "keys": [] }))
         .await
         .error(StatusCode::BAD_REQUEST, "invalid_input");
-    s.get("/v1/ts/m/range?keys=a,,b")
-        .await
-        .error(StatusCode::BAD_REQUEST, "invalid_name");
-    s.get("/v1/ts/m/range?keys=a&rollup=7")
-        .await
-        .error(StatusCode::BAD_REQUEST, "unknown_precision");
-    s.get("/v1/ts/m/top")
-        .await
-        .error(StatusCode::BAD_REQUEST, "invalid_input");
+    s.get_errors(
+        StatusCode::BAD_REQUEST,
+        &[
+            ("/v1/ts/m/range?keys=a,,b", "invalid_name"),
+            ("/v1/ts/m/range?keys=a&rollup=7", "unknown_precision"),
+            ("/v1/ts/m/top", "invalid_input"),
+        ],
+    )
+    .await;
     // ...and the rules in words are 422.
     let ahead = json!({ "key": "k", "at": now + 3600.0 });
     s.post("/v1/ts/m/incr", ahead)

@@ -76,12 +76,14 @@ async fn tokens_guard_writes_and_optionally_reads(kind: Kind) {
         true,
     )
     .await;
-    p.get("/v1/counters")
-        .await
-        .error(StatusCode::UNAUTHORIZED, "unauthorized");
-    p.get("/metrics")
-        .await
-        .error(StatusCode::UNAUTHORIZED, "unauthorized");
+    p.get_errors(
+        StatusCode::UNAUTHORIZED,
+        &[
+            ("/v1/counters", "unauthorized"),
+            ("/metrics", "unauthorized"),
+        ],
+    )
+    .await;
     assert_eq!(
         p.call(
             Method::GET,

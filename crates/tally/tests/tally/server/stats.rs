@@ -47,15 +47,15 @@ pub(super) async fn stats_over_http(kind: Kind) {
         s.post("/v1/record", batch)
             .await
             .error(StatusCode::BAD_REQUEST, "invalid_name");
-        s.get("/v1/stats/lat?quantiles=0,0.5")
-            .await
-            .error(StatusCode::BAD_REQUEST, "invalid_input");
-        s.get("/v1/stats/top?by=median")
-            .await
-            .error(StatusCode::BAD_REQUEST, "invalid_input");
-        s.get("/v1/stats/lat?precision=7")
-            .await
-            .error(StatusCode::BAD_REQUEST, "unknown_precision");
+        s.get_errors(
+            StatusCode::BAD_REQUEST,
+            &[
+                ("/v1/stats/lat?quantiles=0,0.5", "invalid_input"),
+                ("/v1/stats/top?by=median", "invalid_input"),
+                ("/v1/stats/lat?precision=7", "unknown_precision"),
+            ],
+        )
+        .await;
         let batch = json!({ "observations": [{ "name": "api:/a", "value": 5.0, "at": at }, { "name": "api:/b", "value": 7.0, "at": at }] });
         assert_eq!(s.post("/v1/record", batch).await.status, ok);
         s.flush().await;
@@ -100,15 +100,7 @@ pub(super) async fn stats_over_http(kind: Kind) {
             .json();
         assert_eq!(top["stats"][0]["name"], "api:/b", "{top}");
         assert_eq!(top["stats"].as_array().unwrap().len(), 1);
-        assert_eq!(
-            s.call(Method::DELETE, "/v1/stats/lat", None, &[])
-                .await
-                .json(),
-            json!({ "deleted": true })
-        );
-        s.call(Method::DELETE, "/v1/stats/lat", None, &[])
-            .await
-            .error(StatusCode::NOT_FOUND, "not_found");
+        s.delete_once("/v1/stats/lat").await;
         // A deleted (or never recorded) statistic is not found.
         s.get("/v1/stats/lat")
             .await

@@ -2,45 +2,23 @@
 
 use super::*;
 
+use tally::stats::SliceSummary;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statsd_packets_over_udp() {
-    let s = server(Kind::RedisDefault, ServerSettings::default(), false).await;
-    let listener = Listener::start(&s).await;
-    let addr = listener.addr;
-    let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    client
-        .send_to(
-            b"udp:1|c\nudp:2|c|@0.5\ntemp:21|g\nrt:3|ms\nnot a line\nudp:x|c\n",
-            addr,
-        )
-        .await
-        .unwrap();
-    client.send_to(b"udp:10|c|#env:prod", addr).await.unwrap();
-    client
-        .send_to(&[0xff, 0xfe, b':', b'1', b'|', b'c'], addr)
-        .await
-        .unwrap();
+    let (s, listener) = listening(Kind::RedisDefault).await;
+    listener
+        .send(b"udp:1|c\nudp:2|c|@0.5\ntemp:21|g\nrt:3|ms\nnot a line\nudp:x|c\n")
+        .await;
+    listener.send(b"udp:10|c|#env:prod").await;
+    listener.send(&[0xff, 0xfe, b':', b'1', b'|', b'c']).await;
     let metrics = s.state.metrics().clone();
-    let seen = tally_testkit::wait_until(tally_testkit::PATIENCE, || {
-        metrics.statsd_accepted_total() + metrics.statsd_rejected_total() == 8
-    });
-    assert!(
-        seen,
-        "accepted {} rejected {}",
-        metrics.statsd_accepted_total(),
-        metrics.statsd_rejected_total()
-    );
+    assert_lines_taken(&metrics, 8);
     assert_eq!(metrics.statsd_accepted_total(), 5);
     s.flush().await;
     let temp = s.writers.gauges.service().current("temp").await.unwrap();
     assert_eq!(temp, Some(21.0));
-    let rt = s
-        .writers
-        .stats
-        .service()
-        .get("rt", 86_400, &[])
-        .await
-        .unwrap();
+    let rt = stat_days(&s, "rt", &[]).await;
     assert_eq!((rt[0].summary.count, rt[0].summary.sum), (1, 3.0));
     let body = s.get("/v1/counters/udp?precision=86400").await.json();
     assert_eq!(body["precisions"]["86400"][0][1], 1 + 4 + 10, "{body}");
@@ -51,17 +29,28 @@ async fn statsd_packets_over_udp() {
     listener.stop().await;
 }
 
-/// A statsd listener on a free UDP port feeding `s`' writers.
+/// A statsd listener on a free UDP port feeding `s`' writers, and a
+/// client socket that sends to it.
 struct Listener {
     addr: std::net::SocketAddr,
+    client: tokio::net::UdpSocket,
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<()>,
 }
 
+/// A server with default settings on `kind`, and its statsd listener.
+async fn listening(kind: Kind) -> (TestServer, Listener) {
+    let s = server(kind, ServerSettings::default(), false).await;
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let listener = Listener::on(socket, &s).await;
+    (s, listener)
+}
+
 impl Listener {
-    async fn start(s: &TestServer) -> Self {
-        let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    /// A listener on `socket`, already bound.
+    async fn on(socket: tokio::net::UdpSocket, s: &TestServer) -> Self {
         let addr = socket.local_addr().unwrap();
+        let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(tally::server::statsd::listen(
             socket,
@@ -71,7 +60,17 @@ impl Listener {
                 let _ = stopped.await;
             },
         ));
-        Listener { addr, stop, task }
+        Listener {
+            addr,
+            client,
+            stop,
+            task,
+        }
+    }
+
+    /// Sends `packet` as one datagram.
+    async fn send(&self, packet: &[u8]) {
+        self.client.send_to(packet, self.addr).await.unwrap();
     }
 
     /// Stops it and waits until it has.
@@ -89,48 +88,66 @@ impl Listener {
 /// observations; malformed lines are counted by reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statsd_timers_become_weighted_statistics() {
-    let s = server(Kind::SqliteFile, ServerSettings::default(), false).await;
-    let listener = Listener::start(&s).await;
-    let addr = listener.addr;
-    let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let (s, listener) = listening(Kind::SqliteFile).await;
     // 10 + 1 + 4 + 1 observations of the timer; the rest is malformed.
-    client
-        .send_to(
+    listener
+        .send(
             b"api.rt:20|ms|@0.1\napi.rt:5|ms\napi.rt:40|h|@0.25\napi.rt:-1.5|d|#env:prod\n\
               api.rt:x|ms\napi.rt:1|ms|@2\napi.rt:1|timer\n:1|ms\n",
-            addr,
         )
-        .await
-        .unwrap();
+        .await;
     let metrics = s.state.metrics().clone();
-    let seen = tally_testkit::wait_until(tally_testkit::PATIENCE, || {
-        metrics.statsd_accepted_total() + metrics.statsd_rejected_total() == 8
-    });
-    assert!(seen, "accepted {}", metrics.statsd_accepted_total());
+    assert_lines_taken(&metrics, 8);
     assert_eq!(metrics.statsd_accepted_total(), 4);
     s.flush().await;
-    let day = s
-        .writers
-        .stats
-        .service()
-        .get("api.rt", 86_400, &[0.0, 1.0])
-        .await
-        .unwrap();
+    let day = stat_days(&s, "api.rt", &[0.0, 1.0]).await;
     assert_eq!(day.len(), 1);
     let d = &day[0].summary;
     assert_eq!(d.count, 16);
     assert_eq!(d.sum, 20.0 * 10.0 + 5.0 + 40.0 * 4.0 - 1.5);
     assert_eq!((d.min, d.max), (Some(-1.5), Some(40.0)));
     let text = s.get("/metrics").await.text;
-    for reason in ["bad_value", "bad_rate", "unknown_type", "bad_name"] {
+    assert_rejected(
+        &text,
+        &["bad_value", "bad_rate", "unknown_type", "bad_name"],
+        1,
+    );
+    listener.stop().await;
+}
+
+/// Asserts that the listener has taken `lines` lines, accepted or rejected.
+fn assert_lines_taken(metrics: &Metrics, lines: u64) {
+    let seen = tally_testkit::wait_until(tally_testkit::PATIENCE, || {
+        metrics.statsd_accepted_total() + metrics.statsd_rejected_total() == lines
+    });
+    assert!(
+        seen,
+        "accepted {} rejected {}",
+        metrics.statsd_accepted_total(),
+        metrics.statsd_rejected_total()
+    );
+}
+
+/// Asserts that `/metrics`' `text` counts `n` lines rejected for each reason.
+fn assert_rejected(text: &str, reasons: &[&str], n: u64) {
+    for reason in reasons {
         assert!(
             text.contains(&format!(
-                "tally_statsd_lines_rejected_total{{reason=\"{reason}\"}} 1\n"
+                "tally_statsd_lines_rejected_total{{reason=\"{reason}\"}} {n}\n"
             )),
             "{reason}: {text}"
         );
     }
-    listener.stop().await;
+}
+
+/// The day slices of statistic `name`, with `quantiles`.
+async fn stat_days(s: &TestServer, name: &str, quantiles: &[f64]) -> Vec<SliceSummary> {
+    s.writers
+        .stats
+        .service()
+        .get(name, 86_400, quantiles)
+        .await
+        .unwrap()
 }
 
 /// The names a list route answers (`/v1/counters`, `/v1/stats`, ...).
@@ -174,13 +191,7 @@ async fn issue_21_statsd_lines_write_only_under_their_name() {
             .get(&format!("/v1/counters/{name}?precision=86400"))
             .await
             .json();
-        let sum: i64 = days["precisions"]["86400"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p[1].as_i64().unwrap())
-            .sum();
-        assert_eq!(sum, total, "{name}: {days}");
+        assert_eq!(day_total(&days), total, "{name}: {days}");
     }
     // `ts` went into the minute of its `T` time, a minute before now.
     let minutes = s.get("/v1/counters/ts?precision=60").await.json();
@@ -189,25 +200,13 @@ async fn issue_21_statsd_lines_write_only_under_their_name() {
         json!([[now - 60, 1]]),
         "{minutes}"
     );
-    let pk = s
-        .writers
-        .stats
-        .service()
-        .get("pk", 86_400, &[])
-        .await
-        .unwrap();
+    let pk = stat_days(&s, "pk", &[]).await;
     assert_eq!((pk[0].summary.count, pk[0].summary.sum), (2, 3.0));
     assert_eq!(
         (pk[0].summary.min, pk[0].summary.max),
         (Some(1.0), Some(2.0))
     );
-    let mix = s
-        .writers
-        .stats
-        .service()
-        .get("mix", 86_400, &[])
-        .await
-        .unwrap();
+    let mix = stat_days(&s, "mix", &[]).await;
     assert_eq!((mix[0].summary.count, mix[0].summary.sum), (1, 2.0));
     assert_eq!(
         s.writers.gauges.service().current("mix").await.unwrap(),
@@ -216,18 +215,11 @@ async fn issue_21_statsd_lines_write_only_under_their_name() {
     let members = s.get("/v1/sets/mix?precision=86400").await.json();
     assert_eq!(members["union"]["count"], 1, "{members}");
     let text = s.get("/metrics").await.text;
-    for (reason, n) in [
-        ("bad_value", 2),
-        ("time_not_kept", 2),
-        ("event_or_service_check", 2),
-    ] {
-        assert!(
-            text.contains(&format!(
-                "tally_statsd_lines_rejected_total{{reason=\"{reason}\"}} {n}\n"
-            )),
-            "{reason}: {text}"
-        );
-    }
+    assert_rejected(
+        &text,
+        &["bad_value", "time_not_kept", "event_or_service_check"],
+        2,
+    );
     assert!(
         text.contains("tally_statsd_tags_dropped_total 2\n"),
         "{text}"
@@ -243,14 +235,10 @@ async fn issue_21_statsd_lines_write_only_under_their_name() {
 /// in the order sent; a negative value is set with `0|g` then `-5|g`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statsd_gauges_set_and_adjust_in_order() {
-    let s = server(Kind::RedisDefault, ServerSettings::default(), false).await;
-    let listener = Listener::start(&s).await;
-    let addr = listener.addr;
-    let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    client
-        .send_to(b"q:5|g\nq:+3|g\nq:-6|g|#env:prod\nq:x|g\n", addr)
-        .await
-        .unwrap();
+    let (s, listener) = listening(Kind::RedisDefault).await;
+    listener
+        .send(b"q:5|g\nq:+3|g\nq:-6|g|#env:prod\nq:x|g\n")
+        .await;
     let metrics = s.state.metrics().clone();
     assert!(tally_testkit::wait_until(tally_testkit::PATIENCE, || {
         metrics.statsd_accepted_total() == 3
@@ -259,7 +247,7 @@ async fn statsd_gauges_set_and_adjust_in_order() {
     let gauges = s.writers.gauges.service();
     let day = gauges.get("q", 86_400).await.unwrap();
     assert_eq!((day[0].last, day[0].min, day[0].max), (2.0, 2.0, 8.0));
-    client.send_to(b"q:0|g\nq:-5|g", addr).await.unwrap();
+    listener.send(b"q:0|g\nq:-5|g").await;
     assert!(tally_testkit::wait_until(tally_testkit::PATIENCE, || {
         metrics.statsd_accepted_total() == 5
     }));
@@ -276,31 +264,19 @@ async fn statsd_gauges_set_and_adjust_in_order() {
 /// rejected as invalid and writes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statsd_sets_count_distinct_members() {
-    let s = server(Kind::RedisDefault, ServerSettings::default(), false).await;
-    let listener = Listener::start(&s).await;
-    let addr = listener.addr;
-    let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let (s, listener) = listening(Kind::RedisDefault).await;
     let long = format!("users:{}|s", "x".repeat(256));
     let packet = format!("users:ann|s\nusers:bob|s|#env:prod\nusers:ann|s\n{long}\nusers:|s\n");
-    client.send_to(packet.as_bytes(), addr).await.unwrap();
+    listener.send(packet.as_bytes()).await;
     let metrics = s.state.metrics().clone();
-    assert!(tally_testkit::wait_until(tally_testkit::PATIENCE, || {
-        metrics.statsd_accepted_total() + metrics.statsd_rejected_total() == 5
-    }));
+    assert_lines_taken(&metrics, 5);
     assert_eq!(metrics.statsd_accepted_total(), 3);
     s.flush().await;
     let read = s.get("/v1/sets/users?precision=86400").await.json();
     assert_eq!(read["precisions"]["86400"][0]["count"], 2, "{read}");
     assert_eq!(read["union"]["count"], 2, "{read}");
     let text = s.get("/metrics").await.text;
-    for reason in ["invalid", "bad_value"] {
-        assert!(
-            text.contains(&format!(
-                "tally_statsd_lines_rejected_total{{reason=\"{reason}\"}} 1\n"
-            )),
-            "{reason}: {text}"
-        );
-    }
+    assert_rejected(&text, &["invalid", "bad_value"], 1);
     assert!(!text.contains("unsupported"), "{text}");
     listener.stop().await;
 }
@@ -320,15 +296,7 @@ async fn statsd_kernel_drops_show_in_metrics() {
         client.send_to(b"flood:1|c", addr).unwrap();
     }
     let metrics = s.state.metrics().clone();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let listening = tokio::spawn(tally::server::statsd::listen(
-        socket,
-        s.statsd.clone(),
-        metrics.clone(),
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let listener = Listener::on(socket, &s).await;
     // Each datagram was queued or dropped by the kernel: wait until the
     // listener has drained and handled what was queued (not until the count
     // merely stood still for a while, which a stalled listener also does).
@@ -373,9 +341,5 @@ async fn statsd_kernel_drops_show_in_metrics() {
         "{}",
         a.text
     );
-    stop.send(()).unwrap();
-    tokio::time::timeout(tally_testkit::PATIENCE, listening)
-        .await
-        .expect("listener stops")
-        .unwrap();
+    listener.stop().await;
 }

@@ -24,11 +24,10 @@ pub(super) async fn time_series_and_daily_over_http(kind: Kind) {
         s.post("/v1/ts/incr", batch).await.json(),
         json!({ "written": 2 })
     );
+    // A read of `group` over the last 30 s.
+    let last_30s = |query: &str| format!("/v1/ts/group/{query}&start={}&end={now}", now - 30.0);
     let range = s
-        .get(&format!(
-            "/v1/ts/group/range?keys=42,7&start={}&end={now}&rollup=10",
-            now - 30.0
-        ))
+        .get(&format!("{}&rollup=10", last_30s("range?keys=42,7")))
         .await
         .json();
     assert_eq!(range["rollup"], 10);
@@ -43,13 +42,7 @@ pub(super) async fn time_series_and_daily_over_http(kind: Kind) {
         (json!("42"), 4),
         "{range}"
     );
-    let sums = s
-        .get(&format!(
-            "/v1/ts/group/sums?keys=7&start={}&end={now}",
-            now - 30.0
-        ))
-        .await
-        .json();
+    let sums = s.get(&last_30s("sums?keys=7")).await.json();
     assert_eq!(sums["totals"][0]["total"], 2, "{sums}");
     s.post(
         "/v1/ts/group/distinct",
@@ -57,10 +50,7 @@ pub(super) async fn time_series_and_daily_over_http(kind: Kind) {
     )
     .await;
     let d = s
-        .get(&format!(
-            "/v1/ts/group/distinct?keys=42&view=totals&start={}&end={now}",
-            now - 30.0
-        ))
+        .get(&last_30s("distinct?keys=42&view=totals"))
         .await
         .json();
     assert_eq!(d["totals"][0]["total"], 3, "{d}");
@@ -69,20 +59,16 @@ pub(super) async fn time_series_and_daily_over_http(kind: Kind) {
         json!({ "key": "42", "items": [["x", 5], ["y", 9]], "at": now }),
     )
     .await;
-    let top = s
-        .get(&format!(
-            "/v1/ts/group/top?key=42&n=1&start={}&end={now}",
-            now - 30.0
-        ))
-        .await
-        .json();
+    let top = s.get(&last_30s("top?key=42&n=1")).await.json();
     assert_eq!(top["items"], json!([{ "item": "y", "count": 9 }]), "{top}");
-    s.get("/v1/ts/group/range")
-        .await
-        .error(StatusCode::BAD_REQUEST, "invalid_input");
-    s.get("/v1/ts/group/distinct?keys=42&view=pie")
-        .await
-        .error(StatusCode::BAD_REQUEST, "invalid_input");
+    s.get_errors(
+        StatusCode::BAD_REQUEST,
+        &[
+            ("/v1/ts/group/range", "invalid_input"),
+            ("/v1/ts/group/distinct?keys=42&view=pie", "invalid_input"),
+        ],
+    )
+    .await;
     assert_eq!(
         s.post("/v1/ts/group/merge", json!({ "into": "42", "from": "7" }))
             .await
@@ -124,10 +110,12 @@ pub(super) async fn time_series_and_daily_over_http(kind: Kind) {
         s.get(&format!("/v1/daily/314/days/{today}")).await.json()["count"],
         2
     );
-    s.get("/v1/daily/314/days/2026-13-01")
-        .await
-        .error(StatusCode::BAD_REQUEST, "invalid_input");
-    s.get("/v1/daily/314/days/2026é1-22")
-        .await
-        .error(StatusCode::BAD_REQUEST, "invalid_input");
+    s.get_errors(
+        StatusCode::BAD_REQUEST,
+        &[
+            ("/v1/daily/314/days/2026-13-01", "invalid_input"),
+            ("/v1/daily/314/days/2026é1-22", "invalid_input"),
+        ],
+    )
+    .await;
 }
