@@ -78,6 +78,23 @@ export function clockTime(date = new Date()) {
   return date.toLocaleTimeString('en-GB', { hour12: false });
 }
 
+/** After a load that worked: the error line hidden, the time in `note`. */
+export function showLoaded(errorBox, note) {
+  errorBox.hidden = true;
+  note.textContent = `Live · updated ${clockTime()}`;
+}
+
+/**
+ * After a load of `name` that failed with `e`: why in the error line (the
+ * API's answer, or the server out of reach), `note` marking the view stale.
+ */
+export function showFailed(name, errorBox, note, e) {
+  errorBox.textContent =
+    e instanceof ApiError ? `Could not read ${name}: ${e.message}` : `Could not reach the server (${e.message}).`;
+  errorBox.hidden = false;
+  note.textContent = `Stale · failed at ${clockTime()}`;
+}
+
 /**
  * A live detail of `name`: a head (the name, a "Live · updated" note and a
  * Pause button), an error line, then `body`. `load()` draws the latest;
@@ -100,16 +117,8 @@ export function liveDetail(name, body, ms, load) {
     ms,
     () =>
       load().then(
-        () => {
-          errorBox.hidden = true;
-          updated.textContent = `Live · updated ${clockTime()}`;
-        },
-        (e) => {
-          errorBox.textContent =
-            e instanceof ApiError ? `Could not read ${name}: ${e.message}` : `Could not reach the server (${e.message}).`;
-          errorBox.hidden = false;
-          updated.textContent = `Stale · failed at ${clockTime()}`;
-        },
+        () => showLoaded(errorBox, updated),
+        (e) => showFailed(name, errorBox, updated, e),
       ),
     () => paused,
   );

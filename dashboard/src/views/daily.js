@@ -4,9 +4,9 @@
 //
 // Hash: #/daily?entity=<entity>&days=<n>
 
-import { ApiError, getJson } from '../api.js';
+import { getJson } from '../api.js';
 import { dayBars, PALETTE } from '../charts.js';
-import { clockTime, every, h } from '../dom.js';
+import { every, h, showFailed, showLoaded } from '../dom.js';
 import { buildHash, dayToUnix, fmtCount, seg, summarize } from '../lib.js';
 
 const DAYS = [7, 30, 90];
@@ -104,13 +104,9 @@ export function dailyView(root) {
           'aria-label',
           `${name}: ${fmtCount(sum)} over the last ${n} days, ${fmtCount(answer.today?.count ?? 0)} today, ${fmtCount(answer.total)} all time`,
         );
-        errorBox.hidden = true;
-        note.textContent = `Live · updated ${clockTime()}`;
+        showLoaded(errorBox, note);
       } catch (e) {
-        errorBox.textContent =
-          e instanceof ApiError ? `Could not read ${name}: ${e.message}` : `Could not reach the server (${e.message}).`;
-        errorBox.hidden = false;
-        note.textContent = `Stale · failed at ${clockTime()}`;
+        showFailed(name, errorBox, note, e);
       }
     };
     stopLive = every(REFRESH_MS, tick);

@@ -4,9 +4,9 @@
 //
 // Hash: #/ts?model=<model>&keys=<a,b>&range=<seconds>
 
-import { ApiError, getJson } from '../api.js';
+import { getJson } from '../api.js';
 import { PALETTE, timeChart } from '../charts.js';
-import { clockTime, every, h } from '../dom.js';
+import { every, h, showFailed, showLoaded } from '../dom.js';
 import { buildHash, fmtCount, fmtDuration, fmtLocal, rangeStart, seg, splitKeys, summarize } from '../lib.js';
 
 const RANGES = [3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400];
@@ -152,13 +152,9 @@ export function tsView(root) {
           'aria-label',
           `${m}: ${sums.map((s) => `${s.key} total ${fmtCount(s.total)}`).join(', ')} over the last ${fmtDuration(span)}`,
         );
-        errorBox.hidden = true;
-        note.textContent = `Live · updated ${clockTime()}`;
+        showLoaded(errorBox, note);
       } catch (e) {
-        errorBox.textContent =
-          e instanceof ApiError ? `Could not read ${m}: ${e.message}` : `Could not reach the server (${e.message}).`;
-        errorBox.hidden = false;
-        note.textContent = `Stale · failed at ${clockTime()}`;
+        showFailed(m, errorBox, note, e);
       }
     };
     stopLive = every(REFRESH_MS, tick);
