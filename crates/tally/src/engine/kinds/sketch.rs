@@ -26,6 +26,8 @@
 //! This module owns the bucket math and the count bound (2^53), not the
 //! encoding: the statistics kind encodes the sketch inside its blob.
 
+use std::cell::Cell;
+
 use crate::error::{Error, Result};
 
 /// The default relative accuracy.
@@ -85,6 +87,25 @@ impl SketchSettings {
             max_buckets,
             gamma,
             ln_gamma: gamma.ln(),
+        })
+    }
+
+    /// [`SketchSettings::new`], remembering the last settings made here on
+    /// this thread: each stored statistic carries its settings, and a read
+    /// decodes hundreds of them, all alike (`new` takes a logarithm).
+    pub(crate) fn remembered(alpha: f64, max_buckets: u32) -> Result<Self> {
+        thread_local! {
+            static LAST: Cell<Option<SketchSettings>> = const { Cell::new(None) };
+        }
+        LAST.with(|last| match last.get() {
+            Some(s) if s.alpha.to_bits() == alpha.to_bits() && s.max_buckets == max_buckets => {
+                Ok(s)
+            }
+            _ => {
+                let s = Self::new(alpha, max_buckets)?;
+                last.set(Some(s));
+                Ok(s)
+            }
         })
     }
 
@@ -422,6 +443,59 @@ impl Sketch {
         unreachable!("the stores add up to the count")
     }
 
+    /// [`Sketch::value_at_rank`] of each of `ranks` (ascending, each from 1
+    /// to the count) in one walk of the buckets, handed to `each` in order.
+    /// The walk adds up whole runs of buckets below the next rank (a read
+    /// asks each of hundreds of slices for the same few quantiles).
+    ///
+    /// # Panics
+    ///
+    /// When a rank is out of order or out of range.
+    pub fn values_at_ranks(&self, ranks: &[u64], mut each: impl FnMut(f64)) {
+        assert!(
+            ranks.windows(2).all(|w| w[0] <= w[1])
+                && ranks.first().is_none_or(|&r| r >= 1)
+                && ranks.last().is_none_or(|&r| r <= self.count),
+            "ranks ascending, within 1..={}",
+            self.count
+        );
+        let s = self.settings;
+        let mut next = 0;
+        let mut seen = 0u64;
+        // The most negative values first: the negative store's highest
+        // indexes.
+        let negative = &self.negative;
+        walk(
+            &negative.counts,
+            true,
+            &mut seen,
+            ranks,
+            &mut next,
+            |k, n| {
+                let v = -s.bucket_value(negative.first + k as i32);
+                (0..n).for_each(|_| each(v));
+            },
+        );
+        seen += self.zeros;
+        while next < ranks.len() && ranks[next] <= seen {
+            each(0.0);
+            next += 1;
+        }
+        let positive = &self.positive;
+        walk(
+            &positive.counts,
+            false,
+            &mut seen,
+            ranks,
+            &mut next,
+            |k, n| {
+                let v = s.bucket_value(positive.first + k as i32);
+                (0..n).for_each(|_| each(v));
+            },
+        );
+        assert_eq!(next, ranks.len(), "the stores add up to the count");
+    }
+
     /// Every non-empty bucket as (the value it reports, its count), in
     /// ascending order of value: the most negative first, then the zeros,
     /// then the positive values.
@@ -445,6 +519,55 @@ impl Sketch {
             .chain(zeros)
             .chain(positive)
             .filter(|&(_, c)| c > 0)
+    }
+}
+
+/// Walks a store's `counts` (from the last when `rev`) with `seen`
+/// observations before it, for the ranks of `ranks` from `*next` on:
+/// `hit(k, n)` for each bucket `k` (an index into `counts`) holding `n` of
+/// them. Leaves `seen` past the store, or wherever the last rank was met.
+fn walk(
+    counts: &[u64],
+    rev: bool,
+    seen: &mut u64,
+    ranks: &[u64],
+    next: &mut usize,
+    mut hit: impl FnMut(usize, usize),
+) {
+    const RUN: usize = 8;
+    let len = counts.len();
+    let at = |k: usize| if rev { len - 1 - k } else { k };
+    let mut k = 0;
+    while k < len && *next < ranks.len() {
+        let target = ranks[*next];
+        // Whole runs of buckets below the target, then one at a time.
+        while k + RUN <= len {
+            let run = if rev {
+                &counts[len - k - RUN..len - k]
+            } else {
+                &counts[k..k + RUN]
+            };
+            let total: u64 = run.iter().sum();
+            if *seen + total >= target {
+                break;
+            }
+            *seen += total;
+            k += RUN;
+        }
+        while k < len && *seen + counts[at(k)] < target {
+            *seen += counts[at(k)];
+            k += 1;
+        }
+        if k == len {
+            return;
+        }
+        *seen += counts[at(k)];
+        let first = *next;
+        while *next < ranks.len() && ranks[*next] <= *seen {
+            *next += 1;
+        }
+        hit(at(k), *next - first);
+        k += 1;
     }
 }
 
@@ -498,6 +621,37 @@ mod tests {
         assert_eq!(b[2], (0.0, 1));
         assert!((b[0].0 + 5.0).abs() <= 5.0 * s.settings().alpha() * (1.0 + 1e-9));
         assert!(Sketch::default().buckets().next().is_none());
+    }
+
+    /// All ranks at once read what each rank alone reads, through the
+    /// negative store, the zeros and the positive store.
+    #[test]
+    fn values_at_ranks_are_each_rank_alone() {
+        let mut s = Sketch::default();
+        for (x, w) in [
+            (-5.0, 2),
+            (0.0, 3),
+            (3.0, 4),
+            (-0.5, 1),
+            (100.0, 1),
+            (7.0, 2),
+        ] {
+            s.add(x, w).unwrap();
+        }
+        let ranks: Vec<u64> = (1..=s.count()).collect();
+        let at_ranks = |s: &Sketch, ranks: &[u64]| {
+            let mut got = Vec::new();
+            s.values_at_ranks(ranks, |v| got.push(v));
+            got
+        };
+        let want: Vec<f64> = ranks.iter().map(|&r| s.value_at_rank(r).unwrap()).collect();
+        assert_eq!(at_ranks(&s, &ranks), want);
+        let some = [2, 2, 6, 13];
+        assert_eq!(
+            at_ranks(&s, &some),
+            some.map(|r| s.value_at_rank(r).unwrap())
+        );
+        assert!(at_ranks(&Sketch::default(), &[]).is_empty());
     }
 
     #[test]
@@ -626,6 +780,32 @@ mod tests {
                     prop_assert!(x > 0 && y > 0);
                 }
             }
+        }
+
+        /// All ranks at once read what each rank alone reads, over stores
+        /// of hundreds of buckets (walked in runs) on both sides of zero.
+        #[test]
+        fn values_at_ranks_are_each_rank_alone_in_long_stores(
+            values in proptest::collection::vec(
+                (-300i32..300, 0u64..4, any::<bool>()), 0..400,
+            ),
+            picks in proptest::collection::vec(any::<proptest::sample::Index>(), 0..12),
+        ) {
+            let mut s = Sketch::default();
+            for &(e, w, neg) in &values {
+                let x = if e == 0 { 0.0 } else { 1.0101f64.powi(e) };
+                s.add(if neg { -x } else { x }, w + 1).unwrap();
+            }
+            let mut ranks: Vec<u64> = if s.count() == 0 {
+                Vec::new()
+            } else {
+                picks.iter().map(|i| 1 + i.index(s.count() as usize) as u64).collect()
+            };
+            ranks.sort_unstable();
+            let mut got = Vec::new();
+            s.values_at_ranks(&ranks, |v| got.push(v));
+            let want: Vec<f64> = ranks.iter().map(|&r| s.value_at_rank(r).unwrap()).collect();
+            prop_assert_eq!(got, want);
         }
 
         /// Adding one value at a time under a bound gives the store that
