@@ -526,6 +526,19 @@ mod tests {
                 .map_err(|e| e.to_string());
             prop_assert_eq!(got, want);
             prop_assert_eq!(fast.at, general.at);
+            // `number` takes the same inline path for integers.
+            let mut fast = Reader::new(&bytes, "statistic");
+            let mut general = Reader::new(&bytes, "statistic");
+            let got = fast.number().map(f64::to_bits).map_err(|e| e.to_string());
+            let want = general
+                .any_number()
+                .map(|n| match n {
+                    Number::Int(n) => (n as f64).to_bits(),
+                    Number::Float(x) => x.to_bits(),
+                })
+                .map_err(|e| e.to_string());
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(fast.at, general.at);
         }
 
         #[test]
