@@ -318,13 +318,14 @@ impl SeriesService<StatRules> {
     ) -> Result<StatSeries> {
         let sketch = self.rules().settings.keeps_sketch(precision);
         let qs = if sketch { qs } else { &[] };
+        let keys: Vec<String> = qs.iter().map(|&q| summary::quantile_key(q)).collect();
         let slices = kept
             .iter()
             .filter(|(start, _)| slices.contains(*start))
             .map(|(start, v)| {
                 Ok(SliceSummary {
                     start: *start,
-                    summary: Summary::of(stats_of(v)?, qs)?,
+                    summary: Summary::keyed(stats_of(v)?, qs, &keys)?,
                 })
             })
             .collect::<Result<_>>()?;

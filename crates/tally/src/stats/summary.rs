@@ -43,12 +43,16 @@ impl Summary {
     /// The view of `value` with the quantiles `qs` (already checked to be
     /// in `[0, 1]`): the kind's own summary, quantiles keyed by `q`.
     pub fn of(value: &StatsValue, qs: &[f64]) -> Result<Self> {
-        let mut quantiles = BTreeMap::new();
-        for &q in qs {
-            if let Some(v) = value.quantile(q)? {
-                quantiles.insert(quantile_key(q), v);
-            }
-        }
+        let keys: Vec<String> = qs.iter().map(|&q| quantile_key(q)).collect();
+        Self::keyed(value, qs, &keys)
+    }
+
+    /// [`Summary::of`] with the keys of `qs` made once by the caller
+    /// (`keys[i]` is `quantile_key(qs[i])`): a read of every slice of a
+    /// statistic summarises hundreds of slices with the same quantiles.
+    pub(crate) fn keyed(value: &StatsValue, qs: &[f64], keys: &[String]) -> Result<Self> {
+        debug_assert_eq!(qs.len(), keys.len());
+        let quantiles = keys.iter().cloned().zip(value.quantiles(qs)?).collect();
         Ok(Summary {
             count: value.count(),
             sum: value.sum(),

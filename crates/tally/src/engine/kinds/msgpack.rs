@@ -195,6 +195,10 @@ impl<'a> Reader<'a> {
 
     /// A number in any integer or float form, as a double.
     pub(crate) fn number(&mut self) -> Result<f64> {
+        if let Some((n, next)) = plain_int(self.bytes, self.at) {
+            self.at = next;
+            return Ok(n as f64);
+        }
         Ok(match self.any_number()? {
             Number::Int(n) => n as f64,
             Number::Float(x) => x,
@@ -213,7 +217,66 @@ impl<'a> Reader<'a> {
 
     /// An integer in `min..=max`. A float holding an integral value is
     /// accepted too (a script may have computed it), a fraction is not.
+    ///
+    /// An integer form holding a value in range is read inline, without
+    /// the dispatch through [`Number`]; anything else (a float, a value out
+    /// of range, a malformed or short input) goes the general way, which
+    /// reads it from the same byte and fails the same way.
+    #[inline(always)]
     pub(crate) fn int_in(&mut self, field: &str, min: i64, max: i64) -> Result<i64> {
+        if let Some((n, next)) = plain_int(self.bytes, self.at)
+            && (min..=max).contains(&n)
+        {
+            self.at = next;
+            return Ok(n);
+        }
+        self.int_in_general(field, min, max)
+    }
+
+    /// `len` integers, each read as [`Reader::int_in`] reads it and handed
+    /// in order to `each`; a problem `each` answers fails the read as
+    /// corrupt, naming it.
+    ///
+    /// The loop of a sketch's bucket array, hundreds of numbers a slice on
+    /// the read path: the position stays in a register for the whole array
+    /// (through `&mut self` it is stored and reloaded for every number).
+    #[inline(always)]
+    pub(crate) fn ints_in(
+        &mut self,
+        len: usize,
+        field: &str,
+        (min, max): (i64, i64),
+        mut each: impl FnMut(i64) -> std::result::Result<(), String>,
+    ) -> Result<()> {
+        let bytes = self.bytes;
+        let mut at = self.at;
+        for _ in 0..len {
+            let n = match plain_int(bytes, at) {
+                Some((n, next)) if (min..=max).contains(&n) => {
+                    at = next;
+                    n
+                }
+                _ => {
+                    self.at = at;
+                    let n = self.int_in_general(field, min, max)?;
+                    at = self.at;
+                    n
+                }
+            };
+            if let Err(problem) = each(n) {
+                self.at = at;
+                return Err(self.corrupt(problem));
+            }
+        }
+        self.at = at;
+        Ok(())
+    }
+
+    /// [`Reader::int_in`] for every form: floats, values out of range, and
+    /// the errors.
+    #[cold]
+    #[inline(never)]
+    fn int_in_general(&mut self, field: &str, min: i64, max: i64) -> Result<i64> {
         let n = match self.any_number()? {
             Number::Int(n) => n,
             Number::Float(x) if x.trunc() == x && x.abs() < TWO_63 => x as i128,
@@ -253,6 +316,41 @@ impl<'a> Reader<'a> {
             )))
         }
     }
+}
+
+/// The integer written at `bytes[at..]` in one of MessagePack's integer
+/// forms, if its value fits an `i64`, and the index past it; `None` for
+/// anything else (another form, too few bytes).
+#[inline(always)]
+fn plain_int(bytes: &[u8], at: usize) -> Option<(i64, usize)> {
+    // A fixint (0x00..=0x7f, 0xe0..=0xff) is its own value as an i8, and
+    // the only byte whose i8 is -32 or more.
+    let fix = *bytes.get(at)? as i8;
+    if fix >= -32 {
+        return Some((i64::from(fix), at + 1));
+    }
+    wide_int(bytes, at)
+}
+
+/// [`plain_int`] past the fixints: the forms with a tag byte.
+#[inline]
+fn wide_int(bytes: &[u8], at: usize) -> Option<(i64, usize)> {
+    let (&b, tail) = bytes.get(at..)?.split_first()?;
+    fn be<const N: usize>(tail: &[u8]) -> Option<[u8; N]> {
+        tail.get(..N)?.try_into().ok()
+    }
+    let (n, len) = match b {
+        0xcc => (i64::from(*tail.first()?), 1),
+        0xcd => (i64::from(u16::from_be_bytes(be(tail)?)), 2),
+        0xce => (i64::from(u32::from_be_bytes(be(tail)?)), 4),
+        0xcf => (i64::try_from(u64::from_be_bytes(be(tail)?)).ok()?, 8),
+        0xd0 => (i64::from(*tail.first()? as i8), 1),
+        0xd1 => (i64::from(i16::from_be_bytes(be(tail)?)), 2),
+        0xd2 => (i64::from(i32::from_be_bytes(be(tail)?)), 4),
+        0xd3 => (i64::from_be_bytes(be(tail)?), 8),
+        _ => return None,
+    };
+    Some((n, at + 1 + len))
 }
 
 #[cfg(test)]
@@ -377,7 +475,72 @@ mod tests {
         );
     }
 
+    /// Bytes that start with every integer form (and some others), in
+    /// range or not, whole or cut short.
+    fn arb_number_bytes() -> impl Strategy<Value = Vec<u8>> {
+        let int =
+            prop_oneof![any::<i64>(), -200i64..200, (-(1i64 << 53))..(1i64 << 53),].prop_map(|n| {
+                let mut out = Vec::new();
+                Writer::new(&mut out).int(n);
+                out
+            });
+        let float = any::<f64>().prop_map(|x| {
+            let mut out = Vec::new();
+            Writer::new(&mut out).number(x);
+            out
+        });
+        let tag = prop_oneof![
+            Just(0xcfu8),
+            Just(0xd3),
+            Just(0xca),
+            Just(0xcb),
+            0xc0u8..0xe0
+        ];
+        let tagged = (tag, proptest::collection::vec(any::<u8>(), 0..10))
+            .prop_map(|(t, rest)| [&[t][..], &rest].concat());
+        // Mostly whole, sometimes a byte or two short.
+        let cut = prop_oneof![4 => Just(0usize), 1 => 1usize..3];
+        (prop_oneof![int, float, tagged], cut)
+            .prop_map(|(bytes, cut)| bytes[..bytes.len().saturating_sub(cut)].to_vec())
+    }
+
     proptest! {
+        /// The inline integer path reads what the general one reads, and
+        /// fails where it fails with the same error, leaving the reader at
+        /// the same byte.
+        #[test]
+        fn int_in_is_the_general_reading(
+            bytes in arb_number_bytes(),
+            (min, max) in prop_oneof![
+                Just((i64::MIN, i64::MAX)),
+                Just((-(1i64 << 53), 1i64 << 53)),
+                Just((0, 1i64 << 53)),
+                (-300i64..300, 0i64..300).prop_map(|(a, w)| (a, a + w)),
+            ],
+        ) {
+            let mut fast = Reader::new(&bytes, "statistic");
+            let mut general = Reader::new(&bytes, "statistic");
+            let got = fast.int_in("a bucket difference", min, max).map_err(|e| e.to_string());
+            let want = general
+                .int_in_general("a bucket difference", min, max)
+                .map_err(|e| e.to_string());
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(fast.at, general.at);
+            // `number` takes the same inline path for integers.
+            let mut fast = Reader::new(&bytes, "statistic");
+            let mut general = Reader::new(&bytes, "statistic");
+            let got = fast.number().map(f64::to_bits).map_err(|e| e.to_string());
+            let want = general
+                .any_number()
+                .map(|n| match n {
+                    Number::Int(n) => (n as f64).to_bits(),
+                    Number::Float(x) => x.to_bits(),
+                })
+                .map_err(|e| e.to_string());
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(fast.at, general.at);
+        }
+
         #[test]
         fn numbers_round_trip(x in any::<f64>().prop_filter("finite", |x| x.is_finite())) {
             let mut out = Vec::new();

@@ -241,6 +241,64 @@ impl StatsValue {
         Ok(Some(v.clamp(self.min, self.max)))
     }
 
+    /// [`StatsValue::quantile`] of each of `qs`, in their order, in one
+    /// walk of the sketch (a read asks every slice for several); empty when
+    /// nothing was observed. Fails as `quantile` on the first `q` outside
+    /// 0 to 1.
+    pub fn quantiles(&self, qs: &[f64]) -> Result<Vec<f64>> {
+        if let Some(&q) = qs.iter().find(|q| !(0.0..=1.0).contains(*q)) {
+            return Err(Error::InvalidInput(format!(
+                "a quantile must be between 0 and 1, got {q}"
+            )));
+        }
+        if self.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut out = vec![0.0; qs.len()];
+        // (rank, position in qs) of those the sketch answers, by rank: on
+        // the stack for the few quantiles a read asks for.
+        let mut few = [(0u64, 0usize); 16];
+        let mut many = Vec::new();
+        let ranked = if qs.len() <= few.len() {
+            &mut few[..]
+        } else {
+            many.resize(qs.len(), (0, 0));
+            &mut many[..]
+        };
+        let mut n = 0;
+        for (i, &q) in qs.iter().enumerate() {
+            if q == 0.0 {
+                out[i] = self.min;
+            } else if q == 1.0 {
+                out[i] = self.max;
+            } else {
+                ranked[n] = (nearest_rank(q, self.count()), i);
+                n += 1;
+            }
+        }
+        let ranked = &mut ranked[..n];
+        if !ranked.is_sorted() {
+            ranked.sort_unstable();
+        }
+        let mut ranks = [0u64; 16];
+        let mut more = Vec::new();
+        let ranks = if n <= ranks.len() {
+            &mut ranks[..n]
+        } else {
+            more.resize(n, 0);
+            &mut more[..]
+        };
+        for (r, &(rank, _)) in ranks.iter_mut().zip(ranked.iter()) {
+            *r = rank;
+        }
+        let mut k = 0;
+        self.sketch.values_at_ranks(ranks, |v| {
+            out[ranked[k].1] = v.clamp(self.min, self.max);
+            k += 1;
+        });
+        Ok(out)
+    }
+
     /// The sketch.
     pub fn sketch(&self) -> &Sketch {
         &self.sketch
@@ -311,17 +369,19 @@ fn encode_store(w: &mut Writer<'_>, store: &Store) {
 fn decode_store(r: &mut Reader<'_>, max: u32, which: &str) -> Result<Store> {
     let first = r.int_in(which, i64::from(i32::MIN), i64::from(i32::MAX))? as i32;
     let len = r.array()?;
+    // The hot loop of a read of statistics (hundreds of buckets a slice).
     let mut counts = Vec::with_capacity(len);
     let mut previous = 0i64;
     let limit = MAX_COUNT as i64;
-    for _ in 0..len {
-        let count = previous + r.int_in("a bucket difference", -limit, limit)?;
+    r.ints_in(len, "a bucket difference", (-limit, limit), |difference| {
+        let count = previous + difference;
         if !(0..=limit).contains(&count) {
-            return Err(r.corrupt(format!("a bucket count is {count}")));
+            return Err(format!("a bucket count is {count}"));
         }
         counts.push(count as u64);
         previous = count;
-    }
+        Ok(())
+    })?;
     Store::from_parts(first, counts, max).map_err(|e| r.corrupt(e))
 }
 
@@ -356,7 +416,7 @@ impl Codec for StatsValue {
             i64::from(MIN_MAX_BUCKETS),
             i64::from(MAX_MAX_BUCKETS),
         )? as u32;
-        let settings = SketchSettings::new(alpha, max_buckets).map_err(|e| r.corrupt(e))?;
+        let settings = SketchSettings::remembered(alpha, max_buckets).map_err(|e| r.corrupt(e))?;
         let count = r.int_in("count", 0, MAX_COUNT as i64)? as u64;
         let sum = r.finite("sum")?;
         let sumsq = r.finite("sumsq")?;

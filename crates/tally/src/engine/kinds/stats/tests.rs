@@ -193,6 +193,16 @@ fn quantiles_outside_0_to_1_are_refused() {
                 .contains("a quantile must be between 0 and 1"),
             "{err}"
         );
+        // Several at once fail the same way, on the first one outside.
+        for empty in [false, true] {
+            let s = if empty {
+                StatsValue::default()
+            } else {
+                s.clone()
+            };
+            let err = s.quantiles(&[0.5, q, 2.0]).unwrap_err();
+            assert_eq!(err.to_string(), s.quantile(q).unwrap_err().to_string());
+        }
     }
 }
 
@@ -232,6 +242,34 @@ fn the_encoding_is_the_documented_msgpack_array() {
     assert_eq!(StatsValue::decode(&s.to_bytes()).unwrap(), s);
 }
 
+/// A bucket difference written in any integer form, or as an integral
+/// float (a script may compute one), reads as the same value.
+#[test]
+fn bucket_differences_read_in_every_form() {
+    let s = of(&[1.0, 1.03]);
+    let good = s.to_bytes();
+    let head = &good[..good.len() - 7];
+    for minus_one in [
+        &[0xff][..],
+        &[0xd0, 0xff],
+        &[0xd1, 0xff, 0xff],
+        &[0xd2, 0xff, 0xff, 0xff, 0xff],
+        &[0xd3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+        &[0xca, 0xbf, 0x80, 0, 0],
+        &[0xcb, 0xbf, 0xf0, 0, 0, 0, 0, 0, 0],
+    ] {
+        for one in [
+            &[0x01][..],
+            &[0xcc, 0x01],
+            &[0xcd, 0, 1],
+            &[0xcf, 0, 0, 0, 0, 0, 0, 0, 1],
+        ] {
+            let bytes = [head, &[0x00, 0x93], one, minus_one, one, &[0x00, 0x90]].concat();
+            assert_eq!(StatsValue::decode(&bytes).unwrap(), s, "{bytes:02x?}");
+        }
+    }
+}
+
 #[test]
 fn malformed_blobs_are_corrupt_and_say_why() {
     let good = of(&[1.0, 1.03]).to_bytes();
@@ -253,6 +291,36 @@ fn malformed_blobs_are_corrupt_and_say_why() {
         (
             [&good[..1], &[0x02], &good[2..]].concat(),
             "the format is 2",
+        ),
+        // The bucket arrays, read by their own loop: a fraction, a count
+        // below zero, an array cut short, a number that is not one.
+        (
+            [
+                &good[..good.len() - 7],
+                &[0x00, 0x93, 0x01, 0xca, 0x3f, 0xc0, 0, 0, 0x01, 0x00, 0x90],
+            ]
+            .concat(),
+            "a bucket difference is 1.5, not an integer",
+        ),
+        (
+            [
+                &good[..good.len() - 7],
+                &[0x00, 0x92, 0x01, 0xfe, 0x00, 0x90],
+            ]
+            .concat(),
+            "a bucket count is -1",
+        ),
+        (
+            [&good[..good.len() - 7], &[0x00, 0x93, 0x01, 0xd1, 0xff]].concat(),
+            "it ends early",
+        ),
+        (
+            [
+                &good[..good.len() - 7],
+                &[0x00, 0x93, 0x01, 0xc0, 0x01, 0x00, 0x90],
+            ]
+            .concat(),
+            "expected a number at byte",
         ),
     ];
     for (bytes, why) in cases {
@@ -346,6 +414,21 @@ proptest! {
         let back = StatsValue::decode(&other.to_bytes()).unwrap();
         prop_assert_eq!(back.settings(), other.settings());
         prop_assert_eq!(&back, &other);
+    }
+
+    /// `quantiles` answers, in one walk of the sketch, what `quantile`
+    /// answers for each q, in any order, repeated or not.
+    #[test]
+    fn quantiles_at_once_are_each_quantile(
+        s in arb_stats(arb_value()),
+        qs in proptest::collection::vec(
+            prop_oneof![Just(0.0), Just(1.0), Just(0.5), Just(0.999), 0.0f64..=1.0],
+            0..12,
+        ),
+    ) {
+        let each: Vec<Option<f64>> = qs.iter().map(|&q| s.quantile(q).unwrap()).collect();
+        let want: Vec<f64> = each.into_iter().flatten().collect();
+        prop_assert_eq!(s.quantiles(&qs).unwrap(), want);
     }
 
     /// Quantiles are within alpha of the exact nearest-rank ones for
