@@ -17,7 +17,7 @@
 //! A busy statistic (issue 20 §5, Redis, default layout, on a server of its
 //! own): every retained slice of every precision written as 1,000 lognormal
 //! observations a second leave it (`tally bench stats`'s busy stat, at the
-//! default accuracy of 1 %), then the server's memory growth, and the
+//! default accuracy of 1 %), then the memory of its keys, and the
 //! latency (p50, p99) of reading every precision at once and each
 //! precision alone (`Stats::get_all`, `Stats::get`, default quantiles),
 //! each read alternating with a bare redis-rs client sending the commands
@@ -99,7 +99,7 @@ pub struct BusyStat {
     pub layout: &'static str,
     pub accuracy: f64,
     pub observations_held: u64,
-    /// The server's `used_memory` growth once the stat is written.
+    /// The memory of the stat's keys once it is written (`server::keys_memory`).
     pub bytes: i64,
     pub kib: f64,
     pub target_kib: f64,

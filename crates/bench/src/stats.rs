@@ -13,7 +13,7 @@
 //! - Memory and read latency of one busy stat at steady state: every
 //!   retained slice of every precision written (through the store's write
 //!   path) with what 1,000 lognormal observations a second (sigma 0.5 in
-//!   log space) leave in it, then `used_memory` grown and the latency of
+//!   log space) leave in it, then the memory of its keys and the latency of
 //!   reading every precision, one at a time and all at once.
 //!
 //! Values are lognormal (median 100, sigma 0.5 in log space) from a seeded
@@ -34,7 +34,7 @@ use tally_testkit::normal_cdf;
 
 use crate::ingest::{LoadArgs, finish};
 use crate::pace::{ROUND, Timed, another_round};
-use crate::server::{BenchRedis, Kind, Opened, quantile, used_memory};
+use crate::server::{BenchRedis, Kind, Opened, keys_memory, quantile};
 
 /// ln 100: a median of 100 (e.g. milliseconds).
 const MU: f64 = 4.605_170_185_988_091;
@@ -564,8 +564,8 @@ fn busy_slice(settings: &StatsSettings, rng: &mut StdRng, n: f64) -> Result<Stat
 }
 
 /// Fills every retained slice of every precision of one stat as 1,000
-/// lognormal observations a second leave it, then measures the server's
-/// memory growth and the read latency of every precision.
+/// lognormal observations a second leave it, then measures its
+/// memory (its keys') and the read latency of every precision.
 async fn busy_stat(redis: &BenchRedis, stats: &Stats, iterations: usize) -> Result<Busy> {
     let settings = stats.settings().clone();
     let (bytes, held) = fill_busy(redis, stats).await?;
@@ -600,13 +600,17 @@ async fn busy_stat(redis: &BenchRedis, stats: &Stats, iterations: usize) -> Resu
 }
 
 /// Writes the busy stat (the `busy` of [`busy_stat`]) and checks it reads
-/// back whole; returns the server's memory growth and the observations held.
+/// back whole; returns the memory of its keys (`keys_memory`) and the
+/// observations held.
 pub(crate) async fn fill_busy(redis: &BenchRedis, stats: &Stats) -> Result<(i64, u64)> {
     let settings = stats.settings().clone();
     let name = tally::Name::new("busy")?;
     let mut rng = StdRng::seed_from_u64(86_400);
     let now = SystemClock.now().as_secs_f64() as u64;
-    let before = used_memory(&redis.url()).await?;
+    ensure!(
+        keys_memory(&redis.url()).await? == 0,
+        "the busy statistic is written on an empty server"
+    );
     let mut held = 0u64;
     for &p in &settings.precisions {
         let current = now / p * p;
@@ -633,7 +637,7 @@ pub(crate) async fn fill_busy(redis: &BenchRedis, stats: &Stats) -> Result<(i64,
             stats.store().apply(&batch).await?;
         }
     }
-    let bytes = used_memory(&redis.url()).await? - before;
+    let bytes = keys_memory(&redis.url()).await?;
     let all = stats.get_all("busy", &DEFAULT_QUANTILES).await?;
     let counted: u64 = all
         .iter()
