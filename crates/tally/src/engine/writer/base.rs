@@ -36,7 +36,10 @@ pub(crate) struct Base {
     pub(crate) closed: AtomicBool,
     /// The random id its writes carry ([`crate::engine::WriteSeq`]).
     pub(crate) writer: u64,
-    pub(crate) accepted: AtomicU64,
+    /// Counted by every add, from every thread: on a cache line of its
+    /// own, so that its writes do not evict what every add reads
+    /// (`closed`, `settings`).
+    pub(crate) accepted: OwnLine<AtomicU64>,
     pub(crate) written: AtomicU64,
     pub(crate) rejected: AtomicU64,
     pub(crate) flushes: AtomicU64,
@@ -44,6 +47,19 @@ pub(crate) struct Base {
     pub(crate) retries: AtomicU64,
     pub(crate) duplicates: AtomicU64,
     pub(crate) flush_micros: AtomicU64,
+}
+
+/// A value alone on its cache line (128 bytes: two 64-byte lines, as the
+/// adjacent-line prefetcher pairs them).
+#[repr(align(128))]
+pub(crate) struct OwnLine<T>(pub(crate) T);
+
+impl<T> std::ops::Deref for OwnLine<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.0
+    }
 }
 
 impl Base {
@@ -59,7 +75,7 @@ impl Base {
             room: Notify::new(),
             closed: AtomicBool::new(false),
             writer: rand::random::<u64>(),
-            accepted: AtomicU64::new(0),
+            accepted: OwnLine(AtomicU64::new(0)),
             written: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
