@@ -511,16 +511,17 @@ pub(crate) struct Registry {
 impl Registry {
     pub(crate) fn builtin() -> Registry {
         let mut registry = Registry::default();
-        for f in combine::functions()
-            .into_iter()
-            .chain(transform::functions())
-            .chain(moving::functions())
-            .chain(time::functions())
-            .chain(alias::functions())
-            .chain(special::functions())
-            .chain(group::functions())
-            .chain(filter::functions())
-        {
+        let modules = [
+            combine::functions(),
+            transform::functions(),
+            moving::functions(),
+            time::functions(),
+            alias::functions(),
+            special::functions(),
+            group::functions(),
+            filter::functions(),
+        ];
+        for f in modules.into_iter().flatten() {
             registry.add(f);
         }
         registry
