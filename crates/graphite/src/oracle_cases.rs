@@ -67,8 +67,8 @@ pub(crate) fn agree(source: &str, text: &str, check: impl Fn(&str) -> Result<(),
 
 /// Declares the two differential tests of one piece of graphite-web, both checking each case
 /// line with `$check`: `$recorded` on the cases recorded in `tests/oracle/cases/$cases`, and
-/// `$run_now` on fresh ones its generator `$script` (of `tests/oracle/`) writes with `$args`
-/// as the test runs.
+/// `$run_now` on fresh ones its generator `$script` (of `tests/oracle/`) writes with the
+/// arguments `$arg` (seed, count) as the test runs.
 macro_rules! differential_tests {
     (
         $check:ident,
