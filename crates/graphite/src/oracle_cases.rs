@@ -64,3 +64,32 @@ pub(crate) fn agree(source: &str, text: &str, check: impl Fn(&str) -> Result<(),
         bad.join("\n")
     );
 }
+
+/// Declares the two differential tests of one piece of graphite-web, both checking each case
+/// line with `$check`: `$recorded` on the cases recorded in `tests/oracle/cases/$cases`, and
+/// `$run_now` on fresh ones its generator `$script` (of `tests/oracle/`) writes with the
+/// arguments `$arg` (seed, count) as the test runs.
+macro_rules! differential_tests {
+    (
+        $check:ident,
+        $recorded:ident($cases:literal),
+        $run_now:ident($script:literal, $($arg:literal),+ $(,)?) $(,)?
+    ) => {
+        #[test]
+        fn $recorded() {
+            $crate::oracle_cases::agree(
+                concat!("tests/oracle/cases/", $cases),
+                include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/cases/", $cases)),
+                $check,
+            );
+        }
+
+        #[test]
+        fn $run_now() {
+            let text = $crate::oracle_cases::generate($script, &[$($arg),+]);
+            let source = concat!($script $(, " ", $arg)+);
+            $crate::oracle_cases::agree(source, &text, $check);
+        }
+    };
+}
+pub(crate) use differential_tests;

@@ -119,21 +119,11 @@ fn check_attime_case(line: &str) -> std::result::Result<(), String> {
     }
 }
 
-/// Differential check against graphite-web's `attime.py` on the cases recorded from it
-/// (`tests/oracle/attime_cases.py 1 2000`).
-#[test]
-fn agrees_with_graphite_webs_attime_on_the_recorded_cases() {
-    crate::oracle_cases::agree(
-        "tests/oracle/cases/attime.jsonl",
-        include_str!("../../tests/oracle/cases/attime.jsonl"),
-        check_attime_case,
-    );
-}
-
-/// The same on fresh cases, written by `attime.py` from the reference virtual environment
-/// as the test runs (another seed than the recorded ones).
-#[test]
-fn agrees_with_graphite_webs_attime_run_now() {
-    let text = crate::oracle_cases::generate("attime_cases.py", &["2", "2000"]);
-    crate::oracle_cases::agree("attime_cases.py 2 2000", &text, check_attime_case);
-}
+// Differential checks against graphite-web's `attime.py`: on the cases recorded from it
+// (`tests/oracle/attime_cases.py 1 2000`), and on fresh ones it writes from the reference
+// virtual environment as the test runs (another seed than the recorded ones).
+crate::oracle_cases::differential_tests!(
+    check_attime_case,
+    agrees_with_graphite_webs_attime_on_the_recorded_cases("attime.jsonl"),
+    agrees_with_graphite_webs_attime_run_now("attime_cases.py", "2", "2000"),
+);

@@ -3,69 +3,60 @@
 
 use std::sync::Arc;
 
-use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value};
 use crate::grammar::{Expr, parse_prefix};
 use crate::pyre::Substitution;
 use crate::{Error, Result, Series};
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
-    vec![
-        Builtin::arc(
-            Signature::new(
-                "alias",
-                "alias(seriesList, newName)",
-                "Alias",
-                "Gives every series of the list the same new name.",
+    // Each renames the series list it takes first.
+    let renaming =
+        |name: &str, function: &str, description: &str, params: Vec<Param>, body: SyncBody| {
+            let series_list = Param::new("seriesList", ParamType::SeriesList).required();
+            let params = std::iter::once(series_list).chain(params).collect();
+            Builtin::arc(
+                Signature::new(name, function, "Alias", description).params(params),
+                body,
             )
-            .params(vec![
-                Param::new("seriesList", ParamType::SeriesList).required(),
-                Param::new("newName", ParamType::String).required(),
-            ]),
+        };
+    vec![
+        renaming(
+            "alias",
+            "alias(seriesList, newName)",
+            "Gives every series of the list the same new name.",
+            vec![Param::new("newName", ParamType::String).required()],
             alias,
         ),
-        Builtin::arc(
-            Signature::new(
-                "aliasByNode",
-                "aliasByNode(seriesList, *nodes)",
-                "Alias",
-                "Renames each series to some of the dotted nodes of its (first) path, joined by \
-                 dots; nodes count from 0, negative ones from the end, and a name instead of a \
-                 number takes that tag's value.",
-            )
-            .params(vec![
-                Param::new("seriesList", ParamType::SeriesList).required(),
+        renaming(
+            "aliasByNode",
+            "aliasByNode(seriesList, *nodes)",
+            "Renames each series to some of the dotted nodes of its (first) path, joined by \
+             dots; nodes count from 0, negative ones from the end, and a name instead of a \
+             number takes that tag's value.",
+            vec![
                 Param::new("nodes", ParamType::NodeOrTag)
                     .required()
                     .multiple(),
-            ]),
+            ],
             alias_by_node,
         ),
-        Builtin::arc(
-            Signature::new(
-                "aliasSub",
-                "aliasSub(seriesList, search, replace)",
-                "Alias",
-                "Renames each series by a regular expression substitution on its name; the \
-                 replacement may refer to groups as \\1 or \\g<name>.",
-            )
-            .params(vec![
-                Param::new("seriesList", ParamType::SeriesList).required(),
+        renaming(
+            "aliasSub",
+            "aliasSub(seriesList, search, replace)",
+            "Renames each series by a regular expression substitution on its name; the \
+             replacement may refer to groups as \\1 or \\g<name>.",
+            vec![
                 Param::new("search", ParamType::String).required(),
                 Param::new("replace", ParamType::String).required(),
-            ]),
+            ],
             alias_sub,
         ),
-        Builtin::arc(
-            Signature::new(
-                "aliasByMetric",
-                "aliasByMetric(seriesList)",
-                "Alias",
-                "Renames each series to the last dotted node of the path inside its name \
-                 (for a function's result, of the innermost parentheses, up to any comma).",
-            )
-            .params(vec![
-                Param::new("seriesList", ParamType::SeriesList).required(),
-            ]),
+        renaming(
+            "aliasByMetric",
+            "aliasByMetric(seriesList)",
+            "Renames each series to the last dotted node of the path inside its name \
+             (for a function's result, of the innermost parentheses, up to any comma).",
+            Vec::new(),
             alias_by_metric,
         ),
     ]
@@ -195,14 +186,19 @@ mod tests {
     #[test]
     fn metric_names_follow_substr_and_its_comma_cut() {
         // Each expectation is graphite-web's aliasByMetric on the same name.
-        assert_eq!(metric_name("app.web1.requests"), "requests");
-        assert_eq!(metric_name("sumSeries(app.*.requests)"), "requests");
-        assert_eq!(metric_name("scale(app.web1.requests,2)"), "requests");
-        assert_eq!(metric_name("app.web1.requests)x(y"), "");
-        assert_eq!(metric_name("a,b.c,d"), "c");
-        assert_eq!(metric_name("plain"), "plain");
-        assert_eq!(metric_name("a.b,c\nd,e"), "b,c\nd");
-        assert_eq!(metric_name("a.b,c\n"), "b\n");
-        assert_eq!(metric_name(""), "");
+        let cases = [
+            ("app.web1.requests", "requests"),
+            ("sumSeries(app.*.requests)", "requests"),
+            ("scale(app.web1.requests,2)", "requests"),
+            ("app.web1.requests)x(y", ""),
+            ("a,b.c,d", "c"),
+            ("plain", "plain"),
+            ("a.b,c\nd,e", "b,c\nd"),
+            ("a.b,c\n", "b\n"),
+            ("", ""),
+        ];
+        for (name, want) in cases {
+            assert_eq!(metric_name(name), want, "aliasByMetric of {name:?}");
+        }
     }
 }

@@ -15,7 +15,7 @@ use super::agg::{
     AggFunc, Normalized, Span, common_tags, lcm, made, normalize, path_expressions, rows, safe_div,
     xff_row, zip_longest,
 };
-use super::{Alias, Args, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use super::{Alias, Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value};
 use crate::pyfmt::format_g;
 use crate::{Error, Result, Series};
 
@@ -156,11 +156,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                 description,
                 params.clone(),
             );
-            let f: Arc<dyn Function> = Arc::new(Fixed {
-                signature: signature.aggregator(),
-                func,
-                shape,
-            });
+            let f = Builtin::arc(signature.aggregator(), Fixed { func, shape });
             match name {
                 "sumSeries" => out.push(Alias::arc("sum", &f)),
                 "averageSeries" => out.push(Alias::arc("avg", &f)),
@@ -289,17 +285,12 @@ enum Shape {
 
 /// An aggregator with its function fixed (`sumSeries` is `aggregate(..., "sum")`).
 struct Fixed {
-    signature: Signature,
     func: &'static str,
     shape: Shape,
 }
 
 #[async_trait::async_trait]
-impl Function for Fixed {
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
+impl Body for Fixed {
     async fn call(&self, cx: &Context<'_>, mut args: Args) -> Result<Value> {
         let result = match self.shape {
             Shape::Lists => aggregate(cx, args.take_all_series(0), self.func, None)?,

@@ -12,7 +12,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::agg::AggFunc;
-use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value};
 use crate::pyfmt::format_g;
 use crate::pyre;
 use crate::{Error, Result, Series};
@@ -31,7 +31,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
             Param::new("pattern", ParamType::String).required(),
         ]
     };
-    let filter = |name: &str, description: &str, body| {
+    let filter = |name: &str, description: &str, body: SyncBody| {
         Builtin::arc(
             Signature::new(
                 name,

@@ -19,12 +19,12 @@ use super::agg::{
 };
 use super::alias::agg_key;
 use super::combine::aggregate;
-use super::{Alias, Args, Context, Function, Param, ParamType, Signature, Value};
+use super::{Alias, Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value};
 use crate::{Error, Result, Series};
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
-    let as_percent: Arc<dyn Function> = Arc::new(AsPercent {
-        signature: Signature::new(
+    let as_percent = Builtin::arc(
+        Signature::new(
             "asPercent",
             "asPercent(seriesList, total=None, *nodes)",
             "Combine",
@@ -41,12 +41,13 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
             Param::new("nodes", ParamType::NodeOrTag).multiple(),
         ])
         .aggregator(),
-    });
+        AsPercent,
+    );
     vec![
         Alias::arc("pct", &as_percent),
         as_percent,
-        Arc::new(GroupBy {
-            signature: Signature::new(
+        Builtin::arc(
+            Signature::new(
                 "groupByNode",
                 "groupByNode(seriesList, nodeNum, callback='average')",
                 "Combine",
@@ -61,10 +62,10 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                 Param::new("callback", ParamType::AggOrSeriesFunc)
                     .default(Value::Str("average".to_owned())),
             ]),
-            single: true,
-        }),
-        Arc::new(GroupBy {
-            signature: Signature::new(
+            GroupBy { single: true },
+        ),
+        Builtin::arc(
+            Signature::new(
                 "groupByNodes",
                 "groupByNodes(seriesList, callback, *nodes)",
                 "Combine",
@@ -77,8 +78,8 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                 Param::new("callback", ParamType::AggOrSeriesFunc).required(),
                 Param::new("nodes", ParamType::NodeOrTag).multiple(),
             ]),
-            single: false,
-        }),
+            GroupBy { single: false },
+        ),
     ]
 }
 
@@ -109,18 +110,17 @@ impl<T> Groups<T> {
 
 /// `groupByNode` (one node, callback third, `average` by default) and `groupByNodes`.
 struct GroupBy {
-    signature: Signature,
     single: bool,
 }
 
 #[async_trait::async_trait]
-impl Function for GroupBy {
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
+impl Body for GroupBy {
     async fn call(&self, cx: &Context<'_>, mut args: Args) -> Result<Value> {
-        let name = &self.signature.name;
+        let name = if self.single {
+            "groupByNode"
+        } else {
+            "groupByNodes"
+        };
         let (callback, nodes) = if self.single {
             let callback = args
                 .get(2)
@@ -184,16 +184,10 @@ impl Function for GroupBy {
 }
 
 /// `asPercent` (and its alias `pct`).
-struct AsPercent {
-    signature: Signature,
-}
+struct AsPercent;
 
 #[async_trait::async_trait]
-impl Function for AsPercent {
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
+impl Body for AsPercent {
     async fn call(&self, cx: &Context<'_>, mut args: Args) -> Result<Value> {
         let nodes = args.all(2).to_vec();
         let total = match args.get(1) {

@@ -428,26 +428,44 @@ pub trait Function: Send + Sync {
 /// A synchronous built-in's body.
 pub(crate) type SyncBody = fn(&Context<'_>, Args) -> Result<Value>;
 
-/// A built-in function: its signature and body.
-pub(crate) struct Builtin {
-    pub(crate) signature: Signature,
-    pub(crate) body: SyncBody,
+/// A built-in's call on validated arguments: a plain function, or a value that holds what
+/// a family of built-ins differs in (`movingSum`'s aggregate) or that awaits more
+/// evaluation (`timeShift`). [`Builtin`] gives it its signature.
+#[async_trait::async_trait]
+pub(crate) trait Body: Send + Sync {
+    async fn call(&self, cx: &Context<'_>, args: Args) -> Result<Value>;
 }
 
-impl Builtin {
-    pub(crate) fn arc(signature: Signature, body: SyncBody) -> Arc<dyn Function> {
+#[async_trait::async_trait]
+impl<F> Body for F
+where
+    F: Fn(&Context<'_>, Args) -> Result<Value> + Send + Sync,
+{
+    async fn call(&self, cx: &Context<'_>, args: Args) -> Result<Value> {
+        self(cx, args)
+    }
+}
+
+/// A built-in function: its signature and body.
+pub(crate) struct Builtin<B> {
+    signature: Signature,
+    body: B,
+}
+
+impl<B: Body + 'static> Builtin<B> {
+    pub(crate) fn arc(signature: Signature, body: B) -> Arc<dyn Function> {
         Arc::new(Builtin { signature, body })
     }
 }
 
 #[async_trait::async_trait]
-impl Function for Builtin {
+impl<B: Body> Function for Builtin<B> {
     fn signature(&self) -> &Signature {
         &self.signature
     }
 
     async fn call(&self, cx: &Context<'_>, args: Args) -> Result<Value> {
-        (self.body)(cx, args)
+        self.body.call(cx, args).await
     }
 }
 
@@ -493,16 +511,17 @@ pub(crate) struct Registry {
 impl Registry {
     pub(crate) fn builtin() -> Registry {
         let mut registry = Registry::default();
-        for f in combine::functions()
-            .into_iter()
-            .chain(transform::functions())
-            .chain(moving::functions())
-            .chain(time::functions())
-            .chain(alias::functions())
-            .chain(special::functions())
-            .chain(group::functions())
-            .chain(filter::functions())
-        {
+        let modules = [
+            combine::functions(),
+            transform::functions(),
+            moving::functions(),
+            time::functions(),
+            alias::functions(),
+            special::functions(),
+            group::functions(),
+            filter::functions(),
+        ];
+        for f in modules.into_iter().flatten() {
             registry.add(f);
         }
         registry

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use super::agg::AggFunc;
-use super::{Args, Context, Function, Param, ParamType, Signature, Value};
+use super::{Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value};
 use crate::attime::parse_offset;
 use crate::{Error, Result};
 
@@ -54,18 +54,13 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                 ]),
             Param::new("xFilesFactor", ParamType::Float),
         ]);
-        Arc::new(Moving {
-            signature,
-            agg,
-            tag: name,
-        }) as Arc<dyn Function>
+        Builtin::arc(signature, Moving { agg, tag: name })
     })
     .collect()
 }
 
 /// One moving-window function: its aggregate and the tag (its own name) it sets.
 struct Moving {
-    signature: Signature,
     agg: AggFunc,
     tag: &'static str,
 }
@@ -128,11 +123,7 @@ fn py_slice(len: usize, start: i64, stop: i64) -> std::ops::Range<usize> {
 }
 
 #[async_trait::async_trait]
-impl Function for Moving {
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
+impl Body for Moving {
     async fn call(&self, cx: &Context<'_>, mut args: Args) -> Result<Value> {
         let list = args.take_series(0);
         if list.is_empty() {

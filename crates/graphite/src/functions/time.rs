@@ -15,7 +15,7 @@ use std::sync::Arc;
 use super::agg::AggFunc;
 use super::moving::{shift_time, xff_of};
 use super::transform::copy_with;
-use super::{Args, Context, Function, Param, ParamType, Signature, Value};
+use super::{Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value};
 use crate::attime::parse_offset;
 use crate::pyfmt::py_sum;
 use crate::{Error, Result, Series};
@@ -30,8 +30,8 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
     };
     let series_list = || Param::new("seriesList", ParamType::SeriesList).required();
     vec![
-        Arc::new(TimeShift {
-            signature: Signature::new(
+        Builtin::arc(
+            Signature::new(
                 "timeShift",
                 "timeShift(seriesList, timeShift, resetEnd=True, alignDST=False)",
                 "Transform",
@@ -53,9 +53,10 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                 Param::new("resetEnd", ParamType::Boolean).default(Value::Bool(true)),
                 Param::new("alignDst", ParamType::Boolean).default(Value::Bool(false)),
             ]),
-        }),
-        Arc::new(Summarize {
-            signature: Signature::new(
+            TimeShift,
+        ),
+        Builtin::arc(
+            Signature::new(
                 "summarize",
                 "summarize(seriesList, intervalString, func='sum', alignToFrom=False)",
                 "Transform",
@@ -72,9 +73,10 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                 Param::new("func", ParamType::AggFunc).default(Value::Str("sum".to_owned())),
                 Param::new("alignToFrom", ParamType::Boolean).default(Value::Bool(false)),
             ]),
-        }),
-        Arc::new(Hitcount {
-            signature: Signature::new(
+            Summarize,
+        ),
+        Builtin::arc(
+            Signature::new(
                 "hitcount",
                 "hitcount(seriesList, intervalString, alignToInterval=False)",
                 "Transform",
@@ -90,7 +92,8 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                     .suggestions(interval_suggestions()),
                 Param::new("alignToInterval", ParamType::Boolean).default(Value::Bool(false)),
             ]),
-        }),
+            Hitcount,
+        ),
     ]
 }
 
@@ -136,16 +139,10 @@ fn bucket_limit(cx: &Context<'_>, func: &str, buckets: i64) -> Result<usize> {
         })
 }
 
-struct TimeShift {
-    signature: Signature,
-}
+struct TimeShift;
 
 #[async_trait::async_trait]
-impl Function for TimeShift {
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
+impl Body for TimeShift {
     async fn call(&self, cx: &Context<'_>, mut args: Args) -> Result<Value> {
         let list = args.take_series(0);
         let mut shift = args.str(1).unwrap_or_default().to_owned();
@@ -183,16 +180,10 @@ impl Function for TimeShift {
     }
 }
 
-struct Summarize {
-    signature: Signature,
-}
+struct Summarize;
 
 #[async_trait::async_trait]
-impl Function for Summarize {
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
+impl Body for Summarize {
     async fn call(&self, cx: &Context<'_>, mut args: Args) -> Result<Value> {
         let list = args.take_series(0);
         let (text, interval) = interval_of(&args, 1, "summarize")?;
@@ -222,11 +213,7 @@ impl Function for Summarize {
             series
                 .tags
                 .insert("summarizeFunction".to_owned(), func.clone());
-            let name = format!(
-                "summarize({}, \"{text}\", \"{func}\"{})",
-                series.name,
-                if align { ", true" } else { "" }
-            );
+            let name = bucketed_name("summarize", &series, &[&text, &func], align);
             let mut result = copy_with(&series, name, values);
             result.start = start;
             result.end = end;
@@ -235,6 +222,14 @@ impl Function for Summarize {
         }
         Ok(Value::Series(out))
     }
+}
+
+/// The name graphite-web gives `func`'s buckets of `series`: `func(name, "arg", …)`, and
+/// `, true` last when they are aligned.
+fn bucketed_name(func: &str, series: &Series, quoted: &[&str], align: bool) -> String {
+    let quoted: String = quoted.iter().map(|arg| format!(", \"{arg}\"")).collect();
+    let align = if align { ", true" } else { "" };
+    format!("{func}({}{quoted}{align})", series.name)
 }
 
 /// `_summarizeValues`: for each bucket `[t, t + interval)` from `start` while `t < end`, the
@@ -284,16 +279,10 @@ fn summarize_values(
     (out, t)
 }
 
-struct Hitcount {
-    signature: Signature,
-}
+struct Hitcount;
 
 #[async_trait::async_trait]
-impl Function for Hitcount {
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
+impl Body for Hitcount {
     async fn call(&self, cx: &Context<'_>, mut args: Args) -> Result<Value> {
         let mut list = args.take_series(0);
         let (text, interval) = interval_of(&args, 1, "hitcount")?;
@@ -327,11 +316,7 @@ impl Function for Hitcount {
             positive("hitcount", &text, interval)?;
             let (start, values) = hits(cx, &series, interval)?;
             series.tags.insert("hitcount".to_owned(), text.clone());
-            let name = format!(
-                "hitcount({}, \"{text}\"{})",
-                series.name,
-                if align { ", true" } else { "" }
-            );
+            let name = bucketed_name("hitcount", &series, &[&text], align);
             let mut result = copy_with(&series, name, values);
             result.start = start;
             result.step = interval;

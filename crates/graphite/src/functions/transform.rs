@@ -12,12 +12,30 @@
 use std::sync::Arc;
 
 use super::agg::rows;
-use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value};
 use crate::pyfmt::format_g;
 use crate::{Error, Result, Series};
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
     let series_list = || Param::new("seriesList", ParamType::SeriesList).required();
+    // The counter functions: the same parameters, `maxValue` and `minValue` as graphite-web's
+    // `_nonNegativeDelta` reads them.
+    let counter = |name: &str, description: &str, body: SyncBody| {
+        Builtin::arc(
+            Signature::new(
+                name,
+                &format!("{name}(seriesList, maxValue=None, minValue=None)"),
+                "Transform",
+                description,
+            )
+            .params(vec![
+                series_list(),
+                Param::new("maxValue", ParamType::Float),
+                Param::new("minValue", ParamType::Float),
+            ]),
+            body,
+        )
+    };
     vec![
         Builtin::arc(
             Signature::new(
@@ -80,35 +98,17 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
             .params(vec![series_list()]),
             derivative,
         ),
-        Builtin::arc(
-            Signature::new(
-                "perSecond",
-                "perSecond(seriesList, maxValue=None, minValue=None)",
-                "Transform",
-                "The increase per second of a counter: nonNegativeDerivative divided by the \
-                 step, rounded to six decimals; maxValue and minValue as there.",
-            )
-            .params(vec![
-                series_list(),
-                Param::new("maxValue", ParamType::Float),
-                Param::new("minValue", ParamType::Float),
-            ]),
+        counter(
+            "perSecond",
+            "The increase per second of a counter: nonNegativeDerivative divided by the step, \
+             rounded to six decimals; maxValue and minValue as there.",
             per_second,
         ),
-        Builtin::arc(
-            Signature::new(
-                "nonNegativeDerivative",
-                "nonNegativeDerivative(seriesList, maxValue=None, minValue=None)",
-                "Transform",
-                "The increase of a counter from each value to the next. A decrease is a reset \
-                 and gives null, unless maxValue (and minValue) say where the counter wraps; \
-                 values above maxValue or below minValue are left out.",
-            )
-            .params(vec![
-                series_list(),
-                Param::new("maxValue", ParamType::Float),
-                Param::new("minValue", ParamType::Float),
-            ]),
+        counter(
+            "nonNegativeDerivative",
+            "The increase of a counter from each value to the next. A decrease is a reset and \
+             gives null, unless maxValue (and minValue) say where the counter wraps; values \
+             above maxValue or below minValue are left out.",
             non_negative_derivative,
         ),
         Builtin::arc(
@@ -200,28 +200,44 @@ fn explicit_none(args: &Args, i: usize, func: &str, param: &str) -> Result<()> {
     Ok(())
 }
 
-fn scale(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
-    let factor_value = args.get(1).cloned().unwrap_or(Value::None);
-    let Some(factor) = args.f64(1) else {
-        return Err(Error::invalid(format!(
-            "scale needs a numeric factor, not {}",
-            factor_value.repr()
-        )));
-    };
+/// Parameter 1 as a number and as given; an error saying `func` needs `what` when it is
+/// not a number.
+fn number_arg(args: &Args, func: &str, what: &str) -> Result<(f64, Value)> {
+    let raw = args.get(1).cloned().unwrap_or(Value::None);
+    match args.f64(1) {
+        Some(x) => Ok((x, raw)),
+        None => Err(Error::invalid(format!(
+            "{func} needs {what}, not {}",
+            raw.repr()
+        ))),
+    }
+}
+
+/// Each series of parameter 0 with `op` applied to its non-null values, tagged `func: tag`
+/// and renamed `func(name<printed>)` (`printed`, the arguments as graphite-web prints them,
+/// each after a comma).
+fn pointwise(
+    mut args: Args,
+    func: &str,
+    tag: String,
+    printed: &str,
+    op: impl Fn(f64) -> f64,
+) -> Result<Value> {
     let mut list = args.take_series(0);
     for series in &mut list {
-        series
-            .tags
-            .insert("scale".to_owned(), factor_value.to_py_str());
-        rename(
-            series,
-            format!("scale({},{})", series.name, format_g(factor)),
-        );
+        series.tags.insert(func.to_owned(), tag.clone());
+        rename(series, format!("{func}({}{printed})", series.name));
         for v in series.values.iter_mut().flatten() {
-            *v *= factor;
+            *v = op(*v);
         }
     }
     Ok(Value::Series(list))
+}
+
+fn scale(_cx: &Context<'_>, args: Args) -> Result<Value> {
+    let (factor, raw) = number_arg(&args, "scale", "a numeric factor")?;
+    let printed = format!(",{}", format_g(factor));
+    pointwise(args, "scale", raw.to_py_str(), &printed, |v| v * factor)
 }
 
 /// Python's `'%d' % x` of a float: its integral part in full (`int(x)`), or why it has none.
@@ -238,13 +254,7 @@ fn percent_d(x: f64) -> Option<String> {
 }
 
 fn scale_to_seconds(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
-    let raw = args.get(1).cloned().unwrap_or(Value::None);
-    let Some(seconds) = args.f64(1) else {
-        return Err(Error::invalid(format!(
-            "scaleToSeconds needs a number of seconds, not {}",
-            raw.repr()
-        )));
-    };
+    let (seconds, raw) = number_arg(&args, "scaleToSeconds", "a number of seconds")?;
     let mut list = args.take_series(0);
     if list.is_empty() {
         return Ok(Value::Series(list));
@@ -268,88 +278,66 @@ fn scale_to_seconds(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
     Ok(Value::Series(list))
 }
 
-fn offset(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
-    let raw = args.get(1).cloned().unwrap_or(Value::None);
-    let Some(factor) = args.f64(1) else {
-        return Err(Error::invalid(format!(
-            "offset needs a number to add, not {}",
-            raw.repr()
-        )));
-    };
-    let mut list = args.take_series(0);
-    for series in &mut list {
-        series.tags.insert("offset".to_owned(), raw.to_py_str());
-        rename(
-            series,
-            format!("offset({},{})", series.name, format_g(factor)),
-        );
-        for v in series.values.iter_mut().flatten() {
-            *v += factor;
-        }
-    }
-    Ok(Value::Series(list))
+fn offset(_cx: &Context<'_>, args: Args) -> Result<Value> {
+    let (factor, raw) = number_arg(&args, "offset", "a number to add")?;
+    let printed = format!(",{}", format_g(factor));
+    pointwise(args, "offset", raw.to_py_str(), &printed, |v| v + factor)
 }
 
-fn absolute(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
-    let mut list = args.take_series(0);
-    for series in &mut list {
-        series.tags.insert("absolute".to_owned(), "1".to_owned());
-        rename(series, format!("absolute({})", series.name));
-        for v in series.values.iter_mut().flatten() {
-            *v = v.abs();
-        }
-    }
-    Ok(Value::Series(list))
+fn absolute(_cx: &Context<'_>, args: Args) -> Result<Value> {
+    pointwise(args, "absolute", "1".to_owned(), "", f64::abs)
 }
 
-fn derivative(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
+/// Each series of parameter 0 as a copy with the values `values_of` gives, tagged
+/// `func: 1` and named `func(name)`.
+fn each_copied(
+    mut args: Args,
+    func: &str,
+    mut values_of: impl FnMut(&Series) -> Result<Vec<Option<f64>>>,
+) -> Result<Value> {
     let list = args.take_series(0);
-    let out = list
-        .into_iter()
-        .map(|mut series| {
-            let mut prev: Option<f64> = None;
-            let values = series
-                .values
-                .iter()
-                .map(|&v| {
-                    let delta = match (prev, v) {
-                        (Some(p), Some(v)) => Some(v - p),
-                        _ => None,
-                    };
-                    prev = v;
-                    delta
-                })
-                .collect();
-            series.tags.insert("derivative".to_owned(), "1".to_owned());
-            let name = format!("derivative({})", series.name);
-            copy_with(&series, name, values)
-        })
-        .collect();
+    let mut out = Vec::with_capacity(list.len());
+    for mut series in list {
+        let values = values_of(&series)?;
+        series.tags.insert(func.to_owned(), "1".to_owned());
+        let name = format!("{func}({})", series.name);
+        out.push(copy_with(&series, name, values));
+    }
     Ok(Value::Series(out))
 }
 
-fn integral(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
-    let list = args.take_series(0);
-    let out = list
-        .into_iter()
-        .map(|mut series| {
-            let mut current = 0.0;
-            let values = series
-                .values
-                .iter()
-                .map(|v| {
-                    v.map(|v| {
-                        current += v;
-                        current
-                    })
+fn derivative(_cx: &Context<'_>, args: Args) -> Result<Value> {
+    each_copied(args, "derivative", |series| {
+        let mut prev: Option<f64> = None;
+        Ok(series
+            .values
+            .iter()
+            .map(|&v| {
+                let delta = match (prev, v) {
+                    (Some(p), Some(v)) => Some(v - p),
+                    _ => None,
+                };
+                prev = v;
+                delta
+            })
+            .collect())
+    })
+}
+
+fn integral(_cx: &Context<'_>, args: Args) -> Result<Value> {
+    each_copied(args, "integral", |series| {
+        let mut current = 0.0;
+        Ok(series
+            .values
+            .iter()
+            .map(|v| {
+                v.map(|v| {
+                    current += v;
+                    current
                 })
-                .collect();
-            series.tags.insert("integral".to_owned(), "1".to_owned());
-            let name = format!("integral({})", series.name);
-            copy_with(&series, name, values)
-        })
-        .collect();
-    Ok(Value::Series(out))
+            })
+            .collect())
+    })
 }
 
 /// `_nonNegativeDelta`: the increase from `prev` to `val` and the next `prev`. A value past
@@ -420,40 +408,21 @@ fn non_negative_values(
     Ok(out)
 }
 
-fn non_negative_derivative(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
+/// `nonNegativeDerivative` and `perSecond` (`func`): each series' non-negative deltas, each
+/// mapped by `per_step` (the step given); parameters 1 and 2 are `maxValue` and `minValue`.
+fn counter_increases(args: Args, func: &str, per_step: impl Fn(f64, i64) -> f64) -> Result<Value> {
     let (max_value, min_value) = (args.f64(1), args.f64(2));
-    let list = args.take_series(0);
-    let mut out = Vec::with_capacity(list.len());
-    for mut series in list {
-        let values = non_negative_values(
-            "nonNegativeDerivative",
-            &series,
-            max_value,
-            min_value,
-            |d, _| d,
-        )?;
-        series
-            .tags
-            .insert("nonNegativeDerivative".to_owned(), "1".to_owned());
-        let name = format!("nonNegativeDerivative({})", series.name);
-        out.push(copy_with(&series, name, values));
-    }
-    Ok(Value::Series(out))
+    each_copied(args, func, |series| {
+        non_negative_values(func, series, max_value, min_value, &per_step)
+    })
 }
 
-fn per_second(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
-    let (max_value, min_value) = (args.f64(1), args.f64(2));
-    let list = args.take_series(0);
-    let mut out = Vec::with_capacity(list.len());
-    for mut series in list {
-        let values = non_negative_values("perSecond", &series, max_value, min_value, |d, step| {
-            round6(d / step as f64)
-        })?;
-        series.tags.insert("perSecond".to_owned(), "1".to_owned());
-        let name = format!("perSecond({})", series.name);
-        out.push(copy_with(&series, name, values));
-    }
-    Ok(Value::Series(out))
+fn non_negative_derivative(_cx: &Context<'_>, args: Args) -> Result<Value> {
+    counter_increases(args, "nonNegativeDerivative", |d, _| d)
+}
+
+fn per_second(_cx: &Context<'_>, args: Args) -> Result<Value> {
+    counter_increases(args, "perSecond", |d, step| round6(d / step as f64))
 }
 
 fn keep_last_value(_cx: &Context<'_>, mut args: Args) -> Result<Value> {

@@ -182,21 +182,11 @@ fn check_grammar_case(line: &str) -> std::result::Result<(), String> {
     }
 }
 
-/// Differential check against graphite-web's grammar on the cases recorded from it
-/// (`tests/oracle/grammar_cases.py 1 2000`).
-#[test]
-fn agrees_with_graphite_webs_grammar_on_the_recorded_cases() {
-    crate::oracle_cases::agree(
-        "tests/oracle/cases/grammar.jsonl",
-        include_str!("../../tests/oracle/cases/grammar.jsonl"),
-        check_grammar_case,
-    );
-}
-
-/// The same on fresh cases, written by graphite-web's grammar from the reference virtual
-/// environment as the test runs (another seed than the recorded ones).
-#[test]
-fn agrees_with_graphite_webs_grammar_run_now() {
-    let text = crate::oracle_cases::generate("grammar_cases.py", &["2", "1000"]);
-    crate::oracle_cases::agree("grammar_cases.py 2 1000", &text, check_grammar_case);
-}
+// Differential checks against graphite-web's grammar: on the cases recorded from it
+// (`tests/oracle/grammar_cases.py 1 2000`), and on fresh ones it writes from the reference
+// virtual environment as the test runs (another seed than the recorded ones).
+crate::oracle_cases::differential_tests!(
+    check_grammar_case,
+    agrees_with_graphite_webs_grammar_on_the_recorded_cases("grammar.jsonl"),
+    agrees_with_graphite_webs_grammar_run_now("grammar_cases.py", "2", "1000"),
+);

@@ -7,10 +7,8 @@ use crate::common;
 
 use std::sync::Arc;
 
-use common::MemStore;
-use tally_graphite::{
-    Args, Context, Function, Graphite, Limits, Param, ParamType, Result, Signature, Value,
-};
+use common::{MemStore, PlainFunction};
+use tally_graphite::{Graphite, Limits, Param, ParamType, Signature, Value};
 
 const NOW: i64 = 1_700_000_000;
 
@@ -54,24 +52,10 @@ async fn render(graphite: &Graphite, target: &str) -> tally_graphite::Answer {
     graphite.render(&store(), &p, NOW, &Limits::default()).await
 }
 
-/// An embedder's aggregator: the first series of its list, as it is.
-struct FirstSeries(Signature);
-
-#[async_trait::async_trait]
-impl Function for FirstSeries {
-    fn signature(&self) -> &Signature {
-        &self.0
-    }
-
-    async fn call(&self, _cx: &Context<'_>, mut args: Args) -> Result<Value> {
-        let mut list = args.take_all_series(0).into_iter().flatten();
-        Ok(Value::Series(list.next().into_iter().collect()))
-    }
-}
-
 #[tokio::test]
 async fn an_embedders_aggregator_is_offered_and_called_as_a_group_by_node_callback() {
-    let first = FirstSeries(
+    // An embedder's aggregator: the first series of its list, as it is.
+    let first = PlainFunction(
         Signature::new(
             "firstSeries",
             "firstSeries(*seriesLists)",
@@ -85,6 +69,10 @@ async fn an_embedders_aggregator_is_offered_and_called_as_a_group_by_node_callba
                 .multiple(),
         ])
         .aggregator(),
+        |mut args| {
+            let mut list = args.take_all_series(0).into_iter().flatten();
+            Ok(Value::Series(list.next().into_iter().collect()))
+        },
     );
     let graphite = Graphite::new().with_function(Arc::new(first));
     let info = graphite.function("groupByNode", &[]);

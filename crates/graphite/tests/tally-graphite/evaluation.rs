@@ -6,7 +6,7 @@ use crate::common;
 
 use std::sync::{Arc, Mutex};
 
-use common::MemStore;
+use common::{MemStore, PlainFunction};
 use tally_graphite::{
     Args, Context, Error, Fetch, Function, Glob, Graphite, Limits, Node, Param, ParamType, Result,
     Series, Signature, Store, Value,
@@ -70,6 +70,16 @@ fn params(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect()
+}
+
+/// The parameters of a JSON render of `target` from `from` to `NOW`.
+fn json_render(target: &str, from: &str) -> Vec<(String, String)> {
+    params(&[
+        ("target", target),
+        ("from", from),
+        ("now", "1700000000"),
+        ("format", "json"),
+    ])
 }
 
 #[tokio::test]
@@ -142,12 +152,7 @@ fn hour_before() -> Arc<dyn Function> {
 async fn an_embedders_function_reads_another_range_through_its_context() {
     let store = Recording::new(store());
     let graphite = Graphite::new().with_function(hour_before());
-    let p = params(&[
-        ("target", "hourBefore(app.a.requests)"),
-        ("from", "-3min"),
-        ("now", "1700000000"),
-        ("format", "json"),
-    ]);
+    let p = json_render("hourBefore(app.a.requests)", "-3min");
     let answer = graphite.render(&store, &p, NOW, &Limits::default()).await;
     assert_eq!(answer.status, 200, "{}", common::text(&answer));
     let fetches = store.fetches.lock().unwrap();
@@ -178,22 +183,12 @@ async fn limits_are_400s_naming_the_limit() {
         max_points: 20,
         max_find: 1,
     };
-    let p = params(&[
-        ("target", "app.*.*"),
-        ("from", "-5min"),
-        ("now", "1700000000"),
-        ("format", "json"),
-    ]);
+    let p = json_render("app.*.*", "-5min");
     let answer = graphite.render(&store, &p, NOW, &tight).await;
     assert_eq!(answer.status, 400);
     common::assert_body_contains(&answer, "series limit");
 
-    let p = params(&[
-        ("target", "app.*.requests"),
-        ("from", "-15min"),
-        ("now", "1700000000"),
-        ("format", "json"),
-    ]);
+    let p = json_render("app.*.requests", "-15min");
     let answer = graphite.render(&store, &p, NOW, &tight).await;
     assert_eq!(answer.status, 400);
     common::assert_body_contains(&answer, "points limit");
@@ -247,12 +242,7 @@ async fn a_store_failure_is_a_500() {
 async fn bad_arguments_are_400s_in_graphite_webs_words() {
     let store = store();
     let render = |target: &str| {
-        let p = params(&[
-            ("target", target),
-            ("from", "-2min"),
-            ("now", "1700000000"),
-            ("format", "json"),
-        ]);
+        let p = json_render(target, "-2min");
         let store = &store;
         async move {
             Graphite::new()
@@ -308,37 +298,22 @@ async fn a_path_in_a_keyword_argument_is_not_fetched_as_in_graphite_web() {
     // graphite-web prefetches only positional arguments' paths; a keyword argument's path
     // evaluates to an empty list.
     let store = Recording::new(store());
-    let graphite = Graphite::new().with_function(Arc::new(Pair(
+    let graphite = Graphite::new().with_function(Arc::new(PlainFunction(
         Signature::new("pair", "pair(a, b=None)", "Tally", "both lists").params(vec![
             Param::new("a", ParamType::SeriesList).required(),
             Param::new("b", ParamType::SeriesList),
         ]),
+        |mut args| {
+            let mut a = args.take_series(0);
+            a.extend(args.take_series(1));
+            Ok(Value::Series(a))
+        },
     )));
-    let p = params(&[
-        ("target", "pair(app.a.requests, b=app.b.requests)"),
-        ("from", "-2min"),
-        ("now", "1700000000"),
-        ("format", "json"),
-    ]);
+    let p = json_render("pair(app.a.requests, b=app.b.requests)", "-2min");
     let answer = graphite.render(&store, &p, NOW, &Limits::default()).await;
     let json: serde_json::Value = serde_json::from_slice(&answer.body).unwrap();
     assert_eq!(json.as_array().unwrap().len(), 1, "{json}");
     assert_eq!(store.fetches.lock().unwrap()[0].0, vec!["app.a.requests"]);
-}
-
-struct Pair(Signature);
-
-#[async_trait::async_trait]
-impl Function for Pair {
-    fn signature(&self) -> &Signature {
-        &self.0
-    }
-
-    async fn call(&self, _cx: &Context<'_>, mut args: Args) -> Result<Value> {
-        let mut a = args.take_series(0);
-        a.extend(args.take_series(1));
-        Ok(Value::Series(a))
-    }
 }
 
 proptest::proptest! {

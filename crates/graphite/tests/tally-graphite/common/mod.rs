@@ -9,7 +9,10 @@ pub mod replay;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use tally_graphite::{Archive, Error, Fetch, Glob, Node, Result, Series, Store, window};
+use tally_graphite::{
+    Archive, Args, Context, Error, Fetch, Function, Glob, Node, Result, Series, Signature, Store,
+    Value, window,
+};
 
 /// An answer's body as text.
 pub fn text(answer: &tally_graphite::Answer) -> String {
@@ -26,6 +29,21 @@ pub fn assert_body_starts(answer: &tally_graphite::Answer, prefix: &str) {
 pub fn assert_body_contains(answer: &tally_graphite::Answer, part: &str) {
     let body = text(answer);
     assert!(body.contains(part), "{body}");
+}
+
+/// An embedder's function that needs nothing of its context: its signature, and its body
+/// on the validated arguments.
+pub struct PlainFunction(pub Signature, pub fn(Args) -> Result<Value>);
+
+#[async_trait::async_trait]
+impl Function for PlainFunction {
+    fn signature(&self) -> &Signature {
+        &self.0
+    }
+
+    async fn call(&self, _cx: &Context<'_>, args: Args) -> Result<Value> {
+        (self.1)(args)
+    }
 }
 
 /// One archive's ring.
