@@ -103,7 +103,16 @@ fn not_built(feature: &str) -> crate::Error {
 /// `store_on!(backend, |db| on_sqlite, |redis, layout| on_redis)` builds it
 /// from a SQLite database or from a Redis connection and its key layout
 /// (`_` where unused); a build with neither store backend has no arm to run.
+/// `store_on!(backend, SqliteType, RedisType)` builds one whose SQLite store
+/// takes the database alone and whose Redis store the connection and layout.
 macro_rules! store_on {
+    ($backend:expr, $sqlite:ty, $redis:ty $(,)?) => {
+        store_on!(
+            $backend,
+            |db| <$sqlite>::new(db.clone()).await?,
+            |redis, layout| <$redis>::new(redis.clone(), layout)
+        )
+    };
     ($backend:expr, |$db:ident| $sqlite:expr, |$redis:ident, $layout:tt| $on_redis:expr $(,)?) => {
         Ok(match $backend {
             #[cfg(not(any(feature = "redis", feature = "sqlite")))]
@@ -259,18 +268,14 @@ impl Backend {
     pub async fn buffer_store(&self) -> Result<Arc<dyn BufferStore>> {
         store_on!(
             self,
-            |db| sqlite::SqliteBufferStore::new(db.clone()).await?,
-            |redis, layout| self::redis::RedisBufferStore::new(redis.clone(), layout)
+            sqlite::SqliteBufferStore,
+            self::redis::RedisBufferStore
         )
     }
 
     /// The lock store on this backend.
     pub async fn lock_store(&self) -> Result<Arc<dyn LockStore>> {
-        store_on!(
-            self,
-            |db| sqlite::SqliteLockStore::new(db.clone()).await?,
-            |redis, layout| self::redis::RedisLockStore::new(redis.clone(), layout)
-        )
+        store_on!(self, sqlite::SqliteLockStore, self::redis::RedisLockStore)
     }
 
     /// The idempotency records' store on this backend; on Redis, records go
@@ -278,8 +283,8 @@ impl Backend {
     pub async fn idempotency_store(&self) -> Result<Arc<dyn IdempotencyStore>> {
         store_on!(
             self,
-            |db| sqlite::SqliteIdempotencyStore::new(db.clone()).await?,
-            |redis, layout| self::redis::RedisIdempotencyStore::new(redis.clone(), layout)
+            sqlite::SqliteIdempotencyStore,
+            self::redis::RedisIdempotencyStore
         )
     }
 
@@ -287,8 +292,8 @@ impl Backend {
     pub async fn limiter_store(&self) -> Result<Arc<dyn LimiterStore>> {
         store_on!(
             self,
-            |db| sqlite::SqliteLimiterStore::new(db.clone()).await?,
-            |redis, layout| self::redis::RedisLimiterStore::new(redis.clone(), layout)
+            sqlite::SqliteLimiterStore,
+            self::redis::RedisLimiterStore
         )
     }
 }

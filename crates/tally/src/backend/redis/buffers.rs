@@ -55,13 +55,10 @@ impl RedisBufferStore {
         RedisBufferStore {
             redis,
             prefix,
-            incr: Script::new(concat!(
-                include_str!("lua/once.lua"),
-                include_str!("lua/buffer_incr.lua")
-            )),
-            claim: Script::new(include_str!("lua/buffer_claim.lua")),
-            take_over: Script::new(include_str!("lua/buffer_take_over.lua")),
-            release: Script::new(include_str!("lua/buffer_release.lua")),
+            incr: lua!("once", "buffer_incr"),
+            claim: lua!("buffer_claim"),
+            take_over: lua!("buffer_take_over"),
+            release: lua!("buffer_release"),
         }
     }
 

@@ -65,15 +65,8 @@ impl RedisDailyStore {
         Ok(RedisDailyStore {
             redis,
             prefix: prefix.to_owned(),
-            incr: Script::new(concat!(
-                include_str!("lua/once.lua"),
-                include_str!("lua/daily_sum.lua"),
-                include_str!("lua/daily_incr.lua")
-            )),
-            total: Script::new(concat!(
-                include_str!("lua/daily_sum.lua"),
-                include_str!("lua/daily_total.lua")
-            )),
+            incr: lua!("once", "daily_sum", "daily_incr"),
+            total: lua!("daily_sum", "daily_total"),
         })
     }
 

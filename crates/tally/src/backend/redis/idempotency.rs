@@ -30,8 +30,8 @@ impl RedisIdempotencyStore {
         RedisIdempotencyStore {
             redis,
             prefix,
-            claim: Script::new(include_str!("lua/idem_claim.lua")),
-            finish: Script::new(include_str!("lua/idem_finish.lua")),
+            claim: lua!("idem_claim"),
+            finish: lua!("idem_finish"),
         }
     }
 

@@ -36,21 +36,9 @@ impl RedisLimiterStore {
         RedisLimiterStore {
             redis,
             prefix,
-            fixed: Script::new(concat!(
-                include_str!("lua/once.lua"),
-                include_str!("lua/int.lua"),
-                include_str!("lua/limit_fixed.lua")
-            )),
-            sliding: Script::new(concat!(
-                include_str!("lua/once.lua"),
-                include_str!("lua/int.lua"),
-                include_str!("lua/limit_sliding.lua")
-            )),
-            gcra: Script::new(concat!(
-                include_str!("lua/once.lua"),
-                include_str!("lua/int.lua"),
-                include_str!("lua/limit_gcra.lua")
-            )),
+            fixed: lua!("once", "int", "limit_fixed"),
+            sliding: lua!("once", "int", "limit_sliding"),
+            gcra: lua!("once", "int", "limit_gcra"),
         }
     }
 

@@ -32,9 +32,9 @@ impl RedisLockStore {
         RedisLockStore {
             redis,
             prefix,
-            acquire: Script::new(include_str!("lua/lock_acquire.lua")),
-            release: Script::new(include_str!("lua/lock_release.lua")),
-            extend: Script::new(include_str!("lua/lock_extend.lua")),
+            acquire: lua!("lock_acquire"),
+            release: lua!("lock_release"),
+            extend: lua!("lock_extend"),
         }
     }
 

@@ -35,6 +35,22 @@ macro_rules! with_redis {
     };
 }
 
+/// The script made of the named files of `lua/`, in order, as one text
+/// (a helper such as `once.lua` comes before the script that calls it):
+/// `lua!("once", "int", "limit_fixed")` is `once.lua`, `int.lua` and
+/// `limit_fixed.lua`.
+#[cfg(feature = "redis")]
+macro_rules! lua {
+    ($($file:literal),+ $(,)?) => {
+        ::redis::Script::new(concat!($(include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src/backend/redis/lua/",
+            $file,
+            ".lua"
+        ))),+))
+    };
+}
+
 with_redis! {
     mod buffers;
     mod daily;

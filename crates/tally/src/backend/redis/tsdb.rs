@@ -95,21 +95,12 @@ impl RedisTsdbStore {
         Ok(RedisTsdbStore {
             redis,
             prefix: prefix.to_owned(),
-            add: Script::new(concat!(
-                include_str!("lua/once.lua"),
-                include_str!("lua/kind_top.lua"),
-                include_str!("lua/ts_ops.lua"),
-                include_str!("lua/ts_add.lua")
-            )),
-            union: Script::new(include_str!("lua/ts_union.lua")),
-            delete: Script::new(include_str!("lua/ts_delete.lua")),
-            take: Script::new(include_str!("lua/ts_merge_take.lua")),
-            give: Script::new(concat!(
-                include_str!("lua/kind_top.lua"),
-                include_str!("lua/ts_ops.lua"),
-                include_str!("lua/ts_merge_give.lua")
-            )),
-            done: Script::new(include_str!("lua/ts_merge_done.lua")),
+            add: lua!("once", "kind_top", "ts_ops", "ts_add"),
+            union: lua!("ts_union"),
+            delete: lua!("ts_delete"),
+            take: lua!("ts_merge_take"),
+            give: lua!("kind_top", "ts_ops", "ts_merge_give"),
+            done: lua!("ts_merge_done"),
         })
     }
 

@@ -108,13 +108,10 @@ impl RedisSliceStore {
             redis,
             layout,
             apply: std::array::from_fn(|i| Script::new(&kinds::KINDS[i].apply_lua())),
-            revert: Script::new(concat!(
-                include_str!("../lua/engine_undo.lua"),
-                include_str!("../lua/engine_revert.lua")
-            )),
-            clean: Script::new(include_str!("../lua/engine_clean.lua")),
-            delete: Script::new(include_str!("../lua/engine_delete.lua")),
-            list: Script::new(include_str!("../lua/expiring_list.lua")),
+            revert: lua!("engine_undo", "engine_revert"),
+            clean: lua!("engine_clean"),
+            delete: lua!("engine_delete"),
+            list: lua!("expiring_list"),
             clock,
         })
     }

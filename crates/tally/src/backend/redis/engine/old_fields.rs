@@ -230,29 +230,20 @@ mod tests {
     /// or not; a hash in another encoding is read with HKEYS instead.
     #[tokio::test]
     async fn fields_read_from_dump_are_those_hkeys_answers() {
-        let server = tally_testkit::RedisServer::start();
-        let (redis, store) = default_store(&server.url()).await;
-        let mut conn = redis.handle();
+        let (server, store, mut conn) = listpack_server().await;
         let fields = listpack_edge_texts();
         // A hash of the shape the cleaner meets: 181 slices in a row.
         let slices: Vec<String> = (0..181).map(|k| (1_700_000_000 + k).to_string()).collect();
         let big: Vec<String> = (0..600).map(|k| k.to_string()).collect();
-        let hashes = [("odd", &fields), ("slices", &slices), ("big", &big)];
         // Long values stay in the listpack (12- and 32-bit string lengths);
         // 600 entries do not.
-        keep_long_values_in_listpacks(&mut conn).await;
+        let hashes = [("odd", &fields), ("slices", &slices), ("big", &big)];
         for compression in ["yes", "no"] {
             config_set(&mut conn, "rdbcompression", compression).await;
             let mut keys = vec!["missing"];
             for (key, fields) in hashes {
                 for f in fields.iter() {
-                    let _: () = redis::cmd("HSET")
-                        .arg(key)
-                        .arg(f)
-                        .arg(1)
-                        .query_async(&mut conn)
-                        .await
-                        .unwrap();
+                    hset(&mut conn, key, f, 1).await;
                 }
                 keys.push(key);
             }

@@ -323,11 +323,8 @@ mod tests {
     /// and as fields, compressed or not; another encoding is `None`.
     #[tokio::test]
     async fn entries_read_from_dump_are_those_hgetall_answers() {
-        let server = tally_testkit::RedisServer::start();
-        let (redis, _store) = default_store(&server.url()).await;
-        let mut conn = redis.handle();
+        let (_server, _store, mut conn) = listpack_server().await;
         let texts = listpack_edge_texts();
-        keep_long_values_in_listpacks(&mut conn).await;
         let text = |r: &Reply| match r {
             Reply::Int(i) => i.to_string().into_bytes(),
             Reply::BulkString(b) => b.clone(),
@@ -337,15 +334,8 @@ mod tests {
             config_set(&mut conn, "rdbcompression", compression).await;
             for (i, t) in texts.iter().enumerate() {
                 // As a value of a slice, and as a field.
-                let _: () = redis::cmd("HSET")
-                    .arg("values")
-                    .arg(1_700_000_000 + i)
-                    .arg(t)
-                    .arg(t)
-                    .arg(i)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
+                hset(&mut conn, "values", 1_700_000_000 + i, t).await;
+                hset(&mut conn, "values", t, i).await;
             }
             let payload = dump_payload(&mut conn, "values").await;
             let Some(Reply::Array(got)) = dump_as_hgetall(&payload) else {
@@ -364,13 +354,7 @@ mod tests {
         }
         let big: Vec<String> = (0..600).map(|k| k.to_string()).collect();
         for k in &big {
-            let _: () = redis::cmd("HSET")
-                .arg("big")
-                .arg(k)
-                .arg(k)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
+            hset(&mut conn, "big", k, k).await;
         }
         let payload = dump_payload(&mut conn, "big").await;
         assert_eq!(dump_as_hgetall(&payload), None);

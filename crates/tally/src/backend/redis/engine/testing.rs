@@ -1,6 +1,6 @@
 //! What the store's tests share.
 
-use super::super::Redis;
+use super::super::{Redis, RedisHandle};
 use super::super::layout::Layout;
 use super::RedisSliceStore;
 use crate::clock::SharedClock;
@@ -69,14 +69,37 @@ pub(super) fn listpack_edge_texts() -> Vec<String> {
     .collect()
 }
 
-/// Up to 512 entries of up to 10,000 bytes stay in a hash's listpack.
-pub(super) async fn keep_long_values_in_listpacks(conn: &mut impl redis::aio::ConnectionLike) {
+/// What the DUMP readers' tests read from: a new server, the default store
+/// on it and a connection; up to 512 entries of up to 10,000 bytes stay in
+/// a hash's listpack there.
+pub(super) async fn listpack_server() -> (tally_testkit::RedisServer, RedisSliceStore, RedisHandle)
+{
+    let server = tally_testkit::RedisServer::start();
+    let (redis, store) = default_store(&server.url()).await;
+    let mut conn = redis.handle();
     for (setting, value) in [
         ("hash-max-listpack-entries", "512"),
         ("hash-max-listpack-value", "10000"),
     ] {
-        config_set(conn, setting, value).await;
+        config_set(&mut conn, setting, value).await;
     }
+    (server, store, conn)
+}
+
+/// `HSET key field value`.
+pub(super) async fn hset(
+    conn: &mut impl redis::aio::ConnectionLike,
+    key: &str,
+    field: impl redis::ToRedisArgs,
+    value: impl redis::ToRedisArgs,
+) {
+    let _: () = redis::cmd("HSET")
+        .arg(key)
+        .arg(field)
+        .arg(value)
+        .query_async(conn)
+        .await
+        .unwrap();
 }
 
 /// `CONFIG SET setting value`.

@@ -90,8 +90,6 @@ fn expiring_keys_never_meet_the_default_ones() {
     let counters = Space::counters(&[60], 10);
     let stats = stats_space();
     let layout = Layout::parse("expiring", "app").unwrap();
-    assert_eq!(layout.name(), "expiring");
-    assert_eq!(layout.prefix(), "app");
     let shard = shard_of("hits");
     let keys = layout.space_keys(&counters);
     assert!(keys.is_expiring());
@@ -114,8 +112,6 @@ fn compact_keys_are_one_hash_per_series_with_integer_fields() {
     let counters = Space::counters(&[1, 60], 10);
     let stats = stats_space();
     let layout = Layout::parse("compact", "app").unwrap();
-    assert_eq!(layout.name(), "compact");
-    assert_eq!(layout.prefix(), "app");
     let shard = shard_of("hits");
     let keys = layout.space_keys(&counters);
     assert!(keys.is_compact());
@@ -191,6 +187,15 @@ fn end_scores_mark_only_writes_that_prove_their_chunks() {
     let (score, _) = end_score(4_000_000_000, Some((fine, 240)), true);
     assert_eq!(score / ENDS_SCALE, 4_000_000_000);
     assert!(score < 1 << 53);
+}
+
+#[test]
+fn layouts_parse_from_their_name_and_prefix() {
+    for name in ["expiring", "compact"] {
+        let layout = Layout::parse(name, "app").unwrap();
+        assert_eq!(layout.name(), name);
+        assert_eq!(layout.prefix(), "app");
+    }
 }
 
 #[test]
