@@ -34,6 +34,12 @@ pub struct Item {
     pub delta: Value,
 }
 
+/// The count of a write that states none (serde's default for the
+/// `count` of an increment or a view): 1.
+pub(crate) fn one() -> i64 {
+    1
+}
+
 /// The instant of a write: `at` (Unix seconds with a fraction) validated,
 /// or `now` when it is not given.
 pub fn time(at: Option<f64>, now: Timestamp) -> Result<Timestamp> {
