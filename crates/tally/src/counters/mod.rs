@@ -51,15 +51,11 @@ pub struct Increment {
     /// The counter.
     pub name: String,
     /// The amount (may be negative); defaults to 1.
-    #[serde(default = "one")]
+    #[serde(default = "crate::engine::plan::one")]
     pub count: i64,
     /// Unix seconds with a fraction; defaults to now.
     #[serde(default)]
     pub at: Option<f64>,
-}
-
-fn one() -> i64 {
-    1
 }
 
 impl Increment {

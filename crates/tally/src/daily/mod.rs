@@ -94,15 +94,11 @@ pub struct View {
     /// The entity id.
     pub entity: String,
     /// How many views (at least 1); defaults to 1.
-    #[serde(default = "one")]
+    #[serde(default = "crate::engine::plan::one")]
     pub count: i64,
     /// When, Unix seconds; defaults to now.
     #[serde(default)]
     pub at: Option<f64>,
-}
-
-fn one() -> i64 {
-    1
 }
 
 /// A day and its count.

@@ -308,8 +308,7 @@ fn shard_of(key: &(Name, Day)) -> usize {
 async fn flusher(inner: Arc<Inner>, control: mpsc::UnboundedReceiver<Control>) {
     let next_seq = vec![1u64; inner.base.settings.lanes];
     run_flusher(&inner.base, control, next_seq, |next_seq, deadline| {
-        let inner = inner.clone();
-        Box::pin(async move { flush_once(&inner, next_seq, deadline).await })
+        flush_once(inner.clone(), next_seq, deadline)
     })
     .await
 }
@@ -320,12 +319,17 @@ struct Pending {
     adds: u64,
 }
 
-/// Takes everything waiting and writes it.
-async fn flush_once(inner: &Arc<Inner>, next_seq: &mut [u64], deadline: Option<Instant>) {
+/// Takes everything waiting and writes it; gives the lanes' next numbers
+/// back.
+async fn flush_once(
+    inner: Arc<Inner>,
+    mut next_seq: Vec<u64>,
+    deadline: Option<Instant>,
+) -> Vec<u64> {
     let started = Instant::now();
     let mut taken = inner.shards.take_all(|shard| &mut shard.table);
     if taken.is_empty() {
-        return;
+        return next_seq;
     }
     let entries = taken.len();
     taken.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -384,6 +388,7 @@ async fn flush_once(inner: &Arc<Inner>, next_seq: &mut [u64], deadline: Option<I
         written += w;
     }
     inner.base.flushed(entries, written, started.elapsed());
+    next_seq
 }
 
 /// Writes one chunk as write `seq` of its lane, sending it again with the

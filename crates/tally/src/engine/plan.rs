@@ -34,6 +34,12 @@ pub struct Item {
     pub delta: Value,
 }
 
+/// The count of a write that states none (serde's default for the
+/// `count` of an increment or a view): 1.
+pub(crate) fn one() -> i64 {
+    1
+}
+
 /// The instant of a write: `at` (Unix seconds with a fraction) validated,
 /// or `now` when it is not given.
 pub fn time(at: Option<f64>, now: Timestamp) -> Result<Timestamp> {
@@ -200,6 +206,14 @@ mod tests {
         Name::new(n).unwrap()
     }
 
+    /// The plan of sums, each `(series, at, sum)`.
+    fn plan_sums(space: &Space, sums: &[(&Name, f64, i64)]) -> Result<Vec<SeriesWrite>> {
+        plan(
+            space,
+            sums.iter().map(|&(n, at, d)| (n, ts(at), Value::Sum(d))),
+        )
+    }
+
     fn cell(precision: u64, slice: u64, sum: i64) -> CellDelta {
         CellDelta {
             precision,
@@ -212,15 +226,7 @@ mod tests {
     fn merges_per_slice_and_orders_by_name() {
         let space = Space::counters(&[1, 60], 10);
         let (a, b) = (name("a"), name("b"));
-        let writes = plan(
-            &space,
-            [
-                (&b, ts(100.0), Value::Sum(1)),
-                (&a, ts(100.0), Value::Sum(2)),
-                (&b, ts(101.5), Value::Sum(3)),
-            ],
-        )
-        .unwrap();
+        let writes = plan_sums(&space, &[(&b, 100.0, 1), (&a, 100.0, 2), (&b, 101.5, 3)]).unwrap();
         assert_eq!(writes.len(), 2);
         assert_eq!(writes[0].name, a);
         assert_eq!(writes[0].cells, vec![cell(1, 100, 2), cell(60, 60, 2)]);
@@ -235,28 +241,14 @@ mod tests {
         let space = Space::counters(&[1, 5], 10);
         let (x, y) = (name("x"), name("y"));
         // y's slice at 1 s does not overflow (6 and 7 differ); its 5 s one does.
-        let err = plan(
-            &space,
-            [
-                (&x, ts(5.0), Value::Sum(1)),
-                (&y, ts(6.0), Value::Sum(i64::MAX)),
-                (&y, ts(7.0), Value::Sum(1)),
-            ],
-        )
-        .unwrap_err();
+        let err =
+            plan_sums(&space, &[(&x, 5.0, 1), (&y, 6.0, i64::MAX), (&y, 7.0, 1)]).unwrap_err();
         assert_eq!(
             err.overflow().unwrap_or_else(|| panic!("{err}")),
             ("counter", "y", 5, 5, 1)
         );
         // i64::MIN is out of range too.
-        let err = plan(
-            &space,
-            [
-                (&x, ts(5.0), Value::Sum(-i64::MAX)),
-                (&x, ts(5.0), Value::Sum(-1)),
-            ],
-        )
-        .unwrap_err();
+        let err = plan_sums(&space, &[(&x, 5.0, -i64::MAX), (&x, 5.0, -1)]).unwrap_err();
         assert!(matches!(err, Error::Overflow { precision: 1, .. }), "{err}");
     }
 

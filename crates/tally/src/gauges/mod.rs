@@ -229,10 +229,7 @@ fn reading_of(v: &Value) -> Result<GaugeReading> {
         Value::Gauge(g) => g.reading().ok_or_else(|| {
             Error::Corrupt("a stored gauge slice depends on a value before it".into())
         }),
-        other => Err(Error::Backend(format!(
-            "internal error: the gauges space holds a {} value",
-            other.kind()
-        ))),
+        other => Err(other.misplaced(SPACE)),
     }
 }
 

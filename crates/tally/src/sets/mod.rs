@@ -338,10 +338,7 @@ impl SeriesService<SetRules> {
 fn distinct_of(v: &Value) -> Result<&DistinctValue> {
     match v {
         Value::Distinct(d) => Ok(d),
-        other => Err(Error::Backend(format!(
-            "internal error: the sets space holds a {} value",
-            other.kind()
-        ))),
+        other => Err(other.misplaced(SPACE)),
     }
 }
 

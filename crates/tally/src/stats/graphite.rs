@@ -250,6 +250,11 @@ mod tests {
         (leaf(shape, node).read)(v, step)
     }
 
+    /// What each of `nodes` reads of `v` at `step`, in that order.
+    fn reads(shape: &Shape, nodes: &[&str], v: &Value, step: u64) -> Vec<Option<f64>> {
+        nodes.iter().map(|n| read(shape, n, v, step)).collect()
+    }
+
     fn close(a: f64, b: f64, rel: f64) -> bool {
         (a - b).abs() <= rel * b.abs().max(1e-12)
     }
@@ -263,12 +268,11 @@ mod tests {
             ["count", "sum", "min", "max", "mean", "stddev", "p50", "p99"]
         );
         let v = stat(&[10.0, 20.0, 30.0]);
-        assert_eq!(read(&shape, "count", &v, 60), Some(3.0));
-        assert_eq!(read(&shape, "sum", &v, 60), Some(60.0));
-        assert_eq!(read(&shape, "min", &v, 60), Some(10.0));
-        assert_eq!(read(&shape, "max", &v, 60), Some(30.0));
-        assert_eq!(read(&shape, "mean", &v, 60), Some(20.0));
-        assert_eq!(read(&shape, "stddev", &v, 60), Some(10.0));
+        let summary = ["count", "sum", "min", "max", "mean", "stddev"];
+        assert_eq!(
+            reads(&shape, &summary, &v, 60),
+            [3.0, 60.0, 10.0, 30.0, 20.0, 10.0].map(Some)
+        );
         assert!(close(read(&shape, "p50", &v, 60).unwrap(), 20.0, 0.01));
         assert_eq!(read(&shape, "p99", &v, 60), Some(30.0));
         // A precision without a sketch shows no quantiles, the rest as ever.
@@ -284,13 +288,19 @@ mod tests {
         // 1..=10: statsd's count_90 = round(9) = 9 values, 1..=9.
         let values: Vec<f64> = (1..=10).map(f64::from).collect();
         let v = stat(&values);
-        assert_eq!(read(&shape, "count", &v, 10), Some(10.0));
-        assert_eq!(read(&shape, "count_ps", &v, 10), Some(1.0));
-        assert_eq!(read(&shape, "lower", &v, 10), Some(1.0));
-        assert_eq!(read(&shape, "upper", &v, 10), Some(10.0));
-        assert_eq!(read(&shape, "sum", &v, 10), Some(55.0));
-        assert_eq!(read(&shape, "sum_squares", &v, 10), Some(385.0));
-        assert_eq!(read(&shape, "mean", &v, 10), Some(5.5));
+        let exact = [
+            "count",
+            "count_ps",
+            "lower",
+            "upper",
+            "sum",
+            "sum_squares",
+            "mean",
+        ];
+        assert_eq!(
+            reads(&shape, &exact, &v, 10),
+            [10.0, 1.0, 1.0, 10.0, 55.0, 385.0, 5.5].map(Some)
+        );
         // Population standard deviation of 1..=10: sqrt(8.25).
         assert!(close(
             read(&shape, "std", &v, 10).unwrap(),
@@ -308,11 +318,17 @@ mod tests {
         ));
         assert!(close(read(&shape, "upper_90", &v, 10).unwrap(), 9.0, 0.01));
         // 99.9 % of 10 values rounds to all 10: exact, as statsd's.
-        assert_eq!(read(&shape, "count_99_9", &v, 10), Some(10.0));
-        assert_eq!(read(&shape, "sum_99_9", &v, 10), Some(55.0));
-        assert_eq!(read(&shape, "mean_99_9", &v, 10), Some(5.5));
-        assert_eq!(read(&shape, "sum_squares_99_9", &v, 10), Some(385.0));
-        assert_eq!(read(&shape, "upper_99_9", &v, 10), Some(10.0));
+        let all = [
+            "count_99_9",
+            "sum_99_9",
+            "mean_99_9",
+            "sum_squares_99_9",
+            "upper_99_9",
+        ];
+        assert_eq!(
+            reads(&shape, &all, &v, 10),
+            [10.0, 55.0, 5.5, 385.0, 10.0].map(Some)
+        );
     }
 
     #[test]
@@ -320,13 +336,16 @@ mod tests {
         let shape = statsd_shape(&[10], &[0.9, 0.5]);
         // Two values: the median is their mean; 90 % of 2 rounds to both.
         let two = stat(&[3.0, 8.0]);
-        assert_eq!(read(&shape, "median", &two, 10), Some(5.5));
-        assert_eq!(read(&shape, "upper_90", &two, 10), Some(8.0));
-        assert_eq!(read(&shape, "sum_90", &two, 10), Some(11.0));
-        assert_eq!(read(&shape, "sum_squares_90", &two, 10), Some(73.0));
+        let nodes = ["median", "upper_90", "sum_90", "sum_squares_90"];
+        assert_eq!(
+            reads(&shape, &nodes, &two, 10),
+            [5.5, 8.0, 11.0, 73.0].map(Some)
+        );
         // 50 % of 2 is the lowest alone: the min.
-        assert_eq!(read(&shape, "upper_50", &two, 10), Some(3.0));
-        assert_eq!(read(&shape, "sum_squares_50", &two, 10), Some(9.0));
+        assert_eq!(
+            reads(&shape, &["upper_50", "sum_squares_50"], &two, 10),
+            [3.0, 9.0].map(Some)
+        );
         // Between the ends, the sketch's values; the lowest still the min.
         let values: Vec<f64> = (1..=10).map(|v| f64::from(v) * 1.1).collect();
         let v = stat(&values);
@@ -351,13 +370,14 @@ mod tests {
     fn statsd_percentiles_of_one_value_and_of_too_few() {
         let shape = statsd_shape(&[10], &[0.9, 0.05]);
         let one = stat(&[7.0]);
-        assert_eq!(read(&shape, "count_90", &one, 10), Some(1.0));
-        assert_eq!(read(&shape, "upper_90", &one, 10), Some(7.0));
-        assert_eq!(read(&shape, "sum_squares_90", &one, 10), Some(49.0));
+        let ninety = ["count_90", "upper_90", "sum_squares_90"];
+        assert_eq!(reads(&shape, &ninety, &one, 10), [1.0, 7.0, 49.0].map(Some));
         // 5 % of 4 values rounds to none: statsd writes no percentile metrics.
         let four = stat(&[1.0, 2.0, 3.0, 4.0]);
-        assert_eq!(read(&shape, "count_5", &four, 10), None);
-        assert_eq!(read(&shape, "upper_5", &four, 10), None);
+        assert_eq!(
+            reads(&shape, &["count_5", "upper_5"], &four, 10),
+            [None, None]
+        );
         assert_eq!(in_threshold(50.0, 5), 3); // Math.round(2.5) = 3
     }
 

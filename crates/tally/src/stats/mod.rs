@@ -487,10 +487,7 @@ impl SeriesService<StatRules> {
 fn stats_of(v: &Value) -> Result<&StatsValue> {
     match v {
         Value::Stats(s) => Ok(s),
-        other => Err(Error::Backend(format!(
-            "internal error: the stats space holds a {} value",
-            other.kind()
-        ))),
+        other => Err(other.misplaced(SPACE)),
     }
 }
 

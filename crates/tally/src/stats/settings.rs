@@ -164,8 +164,10 @@ mod tests {
     #[test]
     fn defaults_follow_the_counters_and_keep_every_sketch() {
         let s = StatsSettings::default().validate().unwrap();
-        assert_eq!(s.precisions, vec![1, 5, 60, 300, 3600, 18000, 86400]);
-        assert_eq!(s.samples, 120);
+        // The book's 1 s to 1 day, 120 slices each (`defaults_are_the_books`).
+        let counters = CounterSettings::default();
+        assert_eq!(s.precisions, counters.precisions);
+        assert_eq!(s.samples, counters.samples);
         assert_eq!(s.accuracy, 0.01);
         assert_eq!(s.max_buckets, 2048);
         assert!(s.precisions.iter().all(|&p| s.keeps_sketch(p)));

@@ -92,15 +92,11 @@ pub struct TsIncrement {
     /// The key (an id).
     pub key: String,
     /// The amount, 1 to 2^53; defaults to 1.
-    #[serde(default = "one")]
+    #[serde(default = "crate::engine::plan::one")]
     pub count: i64,
     /// Unix seconds; defaults to now.
     #[serde(default)]
     pub at: Option<f64>,
-}
-
-fn one() -> i64 {
-    1
 }
 
 impl TsIncrement {

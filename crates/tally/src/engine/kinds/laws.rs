@@ -1,6 +1,7 @@
 //! The laws every kind's property tests check (test builds only): merging
 //! is associative, commutative where the kind allows, the identity changes
-//! nothing on either side, and an encoding decodes to the same value.
+//! nothing on either side, an encoding decodes to the same value, and a
+//! refused operation changes nothing.
 
 use proptest::prelude::*;
 
@@ -42,6 +43,29 @@ pub(crate) fn check_corrupt<T: Codec + std::fmt::Debug>(blobs: &[&[u8]]) {
             "{bad:?}"
         );
     }
+}
+
+/// Runs `op` on `v`: it must fail and leave `v` as it was (a refused
+/// operation changes nothing). Its error.
+pub(crate) fn refused<T: Clone + PartialEq + std::fmt::Debug>(
+    v: &mut T,
+    op: impl FnOnce(&mut T) -> crate::Result<()>,
+) -> crate::Error {
+    let before = v.clone();
+    let err = op(v).expect_err("refused");
+    assert_eq!(*v, before, "changed by a refused operation ({err})");
+    err
+}
+
+/// [`refused`], the error saying the count would pass 2^53
+/// ([`crate::Error::InvalidCount`]).
+pub(crate) fn count_refused<T: Clone + PartialEq + std::fmt::Debug>(
+    v: &mut T,
+    op: impl FnOnce(&mut T) -> crate::Result<()>,
+) -> crate::Error {
+    let err = refused(v, op);
+    assert!(matches!(err, crate::Error::InvalidCount(_)), "{err}");
+    err
 }
 
 /// Decoding the encoding of `v` gives `v`.

@@ -208,6 +208,16 @@ impl Value {
         }
     }
 
+    /// The internal error of `self` read from the space `space`, which
+    /// keeps values of another kind (a space keeps one kind, so this is a
+    /// bug).
+    pub(crate) fn misplaced(&self, space: &str) -> Error {
+        Error::Backend(format!(
+            "internal error: the {space} space holds a {} value",
+            self.kind()
+        ))
+    }
+
     /// The sum, for a value of [`Kind::Sum`].
     pub const fn as_sum(&self) -> Option<i64> {
         match self {

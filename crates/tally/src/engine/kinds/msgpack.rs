@@ -38,11 +38,19 @@ impl<'a> Writer<'a> {
     pub(crate) fn array(&mut self, len: usize) {
         if len < 16 {
             self.out.push(0x90 | len as u8);
-        } else if len <= 0xffff {
-            self.out.push(0xdc);
+        } else {
+            self.long_len(len, 0xdc, 0xdd);
+        }
+    }
+
+    /// A length past the short forms: `tag16` and a big-endian u16 when
+    /// it fits, else `tag32` and a u32 (arrays' and strings' headers).
+    fn long_len(&mut self, len: usize, tag16: u8, tag32: u8) {
+        if len <= 0xffff {
+            self.out.push(tag16);
             self.out.extend_from_slice(&(len as u16).to_be_bytes());
         } else {
-            self.out.push(0xdd);
+            self.out.push(tag32);
             self.out.extend_from_slice(&(len as u32).to_be_bytes());
         }
     }
@@ -103,12 +111,8 @@ impl<'a> Writer<'a> {
             self.out.push(0xa0 | len as u8);
         } else if len <= 0xff {
             self.out.extend_from_slice(&[0xd9, len as u8]);
-        } else if len <= 0xffff {
-            self.out.push(0xda);
-            self.out.extend_from_slice(&(len as u16).to_be_bytes());
         } else {
-            self.out.push(0xdb);
-            self.out.extend_from_slice(&(len as u32).to_be_bytes());
+            self.long_len(len, 0xda, 0xdb);
         }
         self.out.extend_from_slice(s.as_bytes());
     }

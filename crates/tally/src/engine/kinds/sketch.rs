@@ -269,20 +269,15 @@ impl Store {
 }
 
 /// A DDSketch: counts per logarithmic bucket of positive and negative
-/// values, and a count of zeros.
-#[derive(Clone, Debug, PartialEq)]
+/// values, and a count of zeros. Its default is empty, with the default
+/// settings.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Sketch {
     settings: SketchSettings,
     count: u64,
     zeros: u64,
     positive: Store,
     negative: Store,
-}
-
-impl Default for Sketch {
-    fn default() -> Self {
-        Self::new(SketchSettings::default())
-    }
 }
 
 impl Sketch {

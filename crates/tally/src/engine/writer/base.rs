@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use futures::future::BoxFuture;
 use rustc_hash::FxBuildHasher;
 use tokio::sync::{Notify, mpsc, oneshot};
 
@@ -185,15 +184,16 @@ impl ControlHandle {
     }
 }
 
-/// A flusher's loop: calls `flush_once(state, deadline)` on the writer's
-/// interval, when a handle asks, when the table fills, and once more when
-/// closed (with a deadline [`SHUTDOWN_GRACE`] away, after which a flush
-/// stops retrying), then answers everyone waiting and returns.
-pub(crate) async fn run_flusher<S: Send>(
+/// A flusher's loop: calls `flush_once(state, deadline)`, which gives the
+/// state back for the next flush, on the writer's interval, when a handle
+/// asks, when the table fills, and once more when closed (with a deadline
+/// [`SHUTDOWN_GRACE`] away, after which a flush stops retrying), then
+/// answers everyone waiting and returns.
+pub(crate) async fn run_flusher<S: Send, F: Future<Output = S>>(
     base: &Base,
     mut control: mpsc::UnboundedReceiver<Control>,
     mut state: S,
-    mut flush_once: impl for<'a> FnMut(&'a mut S, Option<Instant>) -> BoxFuture<'a, ()>,
+    mut flush_once: impl FnMut(S, Option<Instant>) -> F,
 ) {
     // The first tick one interval from now, not at once: a flush at start
     // has nothing to write, and one that ran late (a busy machine) would
@@ -217,7 +217,7 @@ pub(crate) async fn run_flusher<S: Send>(
         if closing.is_some() {
             base.closed.store(true, Ordering::Relaxed);
         }
-        flush_once(&mut state, deadline).await;
+        state = flush_once(state, deadline).await;
         if let Some(done) = waiter {
             let _ = done.send(());
         }

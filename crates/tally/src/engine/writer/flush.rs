@@ -10,8 +10,7 @@ use super::*;
 pub(super) async fn flusher(inner: Arc<Inner>, control: mpsc::UnboundedReceiver<Control>) {
     let lanes = Lanes::new(inner.base.writer, inner.base.settings.lanes);
     run_flusher(&inner.base, control, lanes, |lanes, deadline| {
-        let inner = inner.clone();
-        Box::pin(async move { flush_once(&inner, lanes, deadline).await })
+        flush_once(inner.clone(), lanes, deadline)
     })
     .await
 }
@@ -57,12 +56,12 @@ pub(super) struct Chunk {
     pub(super) adds: Vec<u64>,
 }
 
-/// Takes everything waiting and writes it.
-async fn flush_once(inner: &Arc<Inner>, lanes: &mut Lanes, deadline: Option<Instant>) {
+/// Takes everything waiting and writes it; gives the lanes back.
+async fn flush_once(inner: Arc<Inner>, mut lanes: Lanes, deadline: Option<Instant>) -> Lanes {
     let started = Instant::now();
     let taken = inner.shards.take_all(|shard| &mut shard.table);
     if taken.is_empty() {
-        return;
+        return lanes;
     }
     let entries: usize = taken.iter().map(|(_, p)| p.seconds.len()).sum();
     let adds: u64 = taken.iter().map(|(_, p)| p.adds()).sum();
@@ -111,6 +110,7 @@ async fn flush_once(inner: &Arc<Inner>, lanes: &mut Lanes, deadline: Option<Inst
     let took = started.elapsed();
     inner.base.flushed(entries, adds - lost, took);
     inner.flush_latency.observe(took);
+    lanes
 }
 
 /// Cuts name-ordered series writes into chunks of at most `series` series

@@ -52,19 +52,14 @@ const FIELDS: usize = 13;
 pub const DEFAULT_QUANTILES: [f64; 5] = [0.5, 0.75, 0.9, 0.99, 0.999];
 
 /// The statistics of the values observed in one slice (or merged slices).
-#[derive(Clone, Debug)]
+/// Its default is empty, its sketch with the default settings.
+#[derive(Clone, Debug, Default)]
 pub struct StatsValue {
     sum: f64,
     sumsq: f64,
     min: f64,
     max: f64,
     sketch: Sketch,
-}
-
-impl Default for StatsValue {
-    fn default() -> Self {
-        Self::new(SketchSettings::default())
-    }
 }
 
 impl PartialEq for StatsValue {
