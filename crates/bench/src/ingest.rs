@@ -104,6 +104,26 @@ pub struct LoadArgs {
     pub book_connections: usize,
 }
 
+impl LoadArgs {
+    /// Refuses a `--batch` outside 1 to `max_batch`, the library's limit.
+    pub(crate) fn check_batch(&self, max_batch: usize) -> Result<()> {
+        ensure!(
+            (1..=max_batch).contains(&self.batch),
+            "--batch must be 1 to {max_batch}"
+        );
+        Ok(())
+    }
+}
+
+/// Refuses an empty list of sizes, or a size of 0, passed as `flag`.
+pub(crate) fn check_sizes(flag: &str, sizes: &[u64]) -> Result<()> {
+    ensure!(
+        !sizes.is_empty() && sizes.iter().all(|&n| n > 0),
+        "{flag} needs positive sizes"
+    );
+    Ok(())
+}
+
 /// How increments reach the store.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -193,15 +213,8 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
         args.load.seconds > 0.0 && args.load.writers > 0 && args.load.adders > 0,
         "seconds, writers and adders must be positive"
     );
-    ensure!(
-        (1..=tally::counters::MAX_BATCH).contains(&args.load.batch),
-        "--batch must be 1 to {}",
-        tally::counters::MAX_BATCH
-    );
-    ensure!(
-        !args.counters.is_empty() && args.counters.iter().all(|&n| n > 0),
-        "--counters needs positive sizes"
-    );
+    args.load.check_batch(tally::counters::MAX_BATCH)?;
+    check_sizes("--counters", &args.counters)?;
     ensure!(
         args.daily_entities.is_none() || args.backend.kinds().contains(&Kind::Redis),
         "--daily-entities runs on Redis: pass --backend redis or both"
