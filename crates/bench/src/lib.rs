@@ -370,14 +370,10 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
             let r = read::run(backend, iterations).await?;
             report(&r, json, |r| {
                 for l in &r.runs {
-                    let raw = match (
-                        l.raw_p50_us,
-                        l.raw_p99_us,
-                        l.p99_ratio_to_raw,
-                        l.redis_us_per_read,
-                    ) {
-                        (Some(a), Some(b), Some(x), Some(s)) => format!(
-                            "  (bare pipeline p50 {a:.0} us, p99 {b:.0} us; p99 x{x:.2}; inside Redis {s:.0} us)"
+                    let raw = match (&l.raw, l.redis_us_per_read) {
+                        (Some(raw), Some(s)) => format!(
+                            "  (bare pipeline p50 {:.0} us, p99 {:.0} us; p99 x{:.2}; inside Redis {s:.0} us)",
+                            raw.raw_p50_us, raw.raw_p99_us, raw.p99_ratio_to_raw
                         ),
                         _ => String::new(),
                     };
@@ -390,8 +386,11 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
                         l.read, l.samples_per_read, l.p50_us, l.p99_us
                     );
                 }
-                if let Some(x) = r.expiring_p99_ratio_to_default {
-                    println!("expiring vs default, one counter's p99: x{x:.2}");
+                if let Some(x) = &r.expiring {
+                    println!(
+                        "expiring vs default, one counter's p99: x{:.2}",
+                        x.expiring_p99_ratio_to_default
+                    );
                 }
                 if let Some(b) = &r.busy_stat {
                     println!(
