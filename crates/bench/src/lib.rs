@@ -781,49 +781,56 @@ fn print_retention(r: &retention::Retention) -> Result<()> {
     for l in &r.layouts {
         let name = serde_json::to_value(l.layout)?;
         let name = name.as_str().unwrap_or_default();
-        if let Some(p) = &l.regular_pass {
-            println!(
-                "{name}: regular pass over {} busy counters a minute after the last: {:.3} s, \
-                 Redis CPU {:.3} s, removed {} ({} per counter at {:?} s, exact): \
-                 {:.2} us per busy counter per minute",
-                r.counters,
-                p.pass.seconds,
-                p.pass.redis_cpu_seconds,
-                p.pass.samples_removed,
-                p.removed_per_counter,
-                p.due_precisions,
-                l.us_per_busy_counter_per_minute
-            );
-        }
-        if let Some(e) = &l.expiring {
-            let x = &e.expire;
-            println!(
-                "{name}: entering a chunk {:.2} us per write (rounds of {} writes, Redis CPU s: \
-                 new chunk {:.3?}, inside one {:.3?})",
-                e.roll_us_per_write,
-                r.counters,
-                e.new_chunk_rounds_cpu_seconds,
-                e.existing_chunk_rounds_cpu_seconds
-            );
-            println!(
-                "{name}: expiring a chunk key {:.2} us ({} keys in {:.2} s: Redis CPU {:.4} s less \
-                 idle {:.4} s per {:.2} s)",
-                x.us_per_key, x.keys, x.seconds, x.cpu_seconds, x.idle_cpu_seconds, x.idle_seconds
-            );
-            let rates: Vec<String> = e
-                .chunks_per_minute
-                .iter()
-                .map(|c| format!("{} s {:.5}", c.precision, c.per_minute))
-                .collect();
-            println!(
-                "{name}: chunks per counter per minute: {} (total {:.4}); x ({:.2} + {:.2}) us = \
-                 {:.2} us per busy counter per minute",
-                rates.join(", "),
-                e.chunks_per_minute_total,
-                e.roll_us_per_write,
-                x.us_per_key,
-                l.us_per_busy_counter_per_minute
-            );
+        match &l.work {
+            retention::Work::RegularPass(p) => {
+                println!(
+                    "{name}: regular pass over {} busy counters a minute after the last: {:.3} s, \
+                     Redis CPU {:.3} s, removed {} ({} per counter at {:?} s, exact): \
+                     {:.2} us per busy counter per minute",
+                    r.counters,
+                    p.pass.seconds,
+                    p.pass.redis_cpu_seconds,
+                    p.pass.samples_removed,
+                    p.removed_per_counter,
+                    p.due_precisions,
+                    l.us_per_busy_counter_per_minute
+                );
+            }
+            retention::Work::Expiring(e) => {
+                let x = &e.expire;
+                println!(
+                    "{name}: entering a chunk {:.2} us per write (rounds of {} writes, Redis CPU s: \
+                     new chunk {:.3?}, inside one {:.3?})",
+                    e.roll_us_per_write,
+                    r.counters,
+                    e.new_chunk_rounds_cpu_seconds,
+                    e.existing_chunk_rounds_cpu_seconds
+                );
+                println!(
+                    "{name}: expiring a chunk key {:.2} us ({} keys in {:.2} s: Redis CPU {:.4} s less \
+                     idle {:.4} s per {:.2} s)",
+                    x.us_per_key,
+                    x.keys,
+                    x.seconds,
+                    x.cpu_seconds,
+                    x.idle_cpu_seconds,
+                    x.idle_seconds
+                );
+                let rates: Vec<String> = e
+                    .chunks_per_minute
+                    .iter()
+                    .map(|c| format!("{} s {:.5}", c.precision, c.per_minute))
+                    .collect();
+                println!(
+                    "{name}: chunks per counter per minute: {} (total {:.4}); x ({:.2} + {:.2}) us = \
+                     {:.2} us per busy counter per minute",
+                    rates.join(", "),
+                    e.chunks_per_minute_total,
+                    e.roll_us_per_write,
+                    x.us_per_key,
+                    l.us_per_busy_counter_per_minute
+                );
+            }
         }
         println!("{name}: {}", status(&l.target));
     }
