@@ -304,12 +304,13 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
                     );
                 }
                 for run in &r.runs {
-                    let ratios = match (
-                        run.ratio_to_ceiling,
-                        run.ratio_to_book,
-                        run.cpu_ratio_to_ceiling,
-                    ) {
-                        (Some(c), Some(b), Some(cpu)) => {
+                    let ratios = match &run.redis {
+                        Some(ingest::RedisRun {
+                            ratio_to_ceiling: Some(c),
+                            ratio_to_book: b,
+                            cpu_ratio_to_ceiling: Some(cpu),
+                            ..
+                        }) => {
                             format!("  {c:.2} of ceiling ({cpu:.2} in Redis CPU), x{b:.1} the book")
                         }
                         _ => String::new(),
@@ -323,14 +324,15 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
                         run.increments,
                         run.seconds
                     );
-                    if let (Some(bare), Some(ratio)) = (&run.bare, run.ratio_to_bare) {
+                    if let Some(x) = &run.redis {
+                        let (bare, ratio) = (&x.bare, x.ratio_to_bare);
                         println!(
                             "       {ratio:.2} of the bare client ({:.0} increments/s, {} connections x {} a round trip); \
                              Redis CPU {:.2} / {:.2} us, client CPU {:.2} / {:.2} us per increment (Tally / bare)",
                             bare.per_second,
                             bare.connections,
                             bare.per_round_trip,
-                            run.redis_cpu_us_per_increment.unwrap_or(f64::NAN),
+                            x.redis_cpu_us_per_increment,
                             bare.redis_cpu_us_per_increment,
                             run.client_cpu_us_per_increment,
                             bare.client_cpu_us_per_increment
