@@ -742,12 +742,13 @@ fn print_graphite(r: &graphite::Report) -> Result<()> {
         );
     }
     for f in &r.finds {
-        let bare = match (&f.bare, f.p99_ratio_to_bare, f.p99_target_met) {
-            (Some(b), Some(x), Some(m)) => format!(
-                "; bare pipeline ({} names) p50 {:.0} us p99 {:.0} us, p99 x{x:.2}: {} (x3)",
-                b.names,
-                b.p50_us,
-                b.p99_us,
+        let bare = match (&f.redis, f.p99_target_met) {
+            (Some(x), Some(m)) => format!(
+                "; bare pipeline ({} names) p50 {:.0} us p99 {:.0} us, p99 x{:.2}: {} (x3)",
+                x.bare.names,
+                x.bare.p50_us,
+                x.bare.p99_us,
+                x.p99_ratio_to_bare,
                 met(m)
             ),
             _ => String::new(),
