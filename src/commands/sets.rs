@@ -46,8 +46,7 @@ pub struct AddArgs {
 }
 
 pub async fn run(command: SetsCommand, config: &Config) -> Result<()> {
-    let tally = context::open(config).await?;
-    let sets = tally.sets();
+    let sets = context::open(config).await?.sets();
     match command {
         SetsCommand::Add(AddArgs { name, members, at }) => {
             let mut add = SetAdd::new(name, members);

@@ -126,6 +126,13 @@ pub struct KeysOverRange {
     json: bool,
 }
 
+impl KeysOverRange {
+    /// The query of these keys over this range.
+    fn query(&self, now: f64) -> Result<TsQuery> {
+        self.range.query(&self.of.model, self.of.keys.clone(), now)
+    }
+}
+
 /// A time range and an optional precision (`--rollup`).
 #[derive(clap::Args, Debug)]
 pub struct RangeArgs {
@@ -218,22 +225,11 @@ pub async fn run(command: TsCommand, config: &Config) -> Result<()> {
             inc.at = time(&at)?;
             ts.incr_multi(&[inc]).await?;
         }
-        TsCommand::Get(KeysOverRange {
-            of: ModelKeys { model, keys },
-            range,
-            json,
-        }) => {
-            let series = ts.get_range(&range.query(&model, keys, now)?).await?;
-            print_series(&model, &series, json)?;
+        TsCommand::Get(k) => {
+            let series = ts.get_range(&k.query(now)?).await?;
+            print_series(&k.of.model, &series, k.json)?;
         }
-        TsCommand::Sums(KeysOverRange {
-            of: ModelKeys { model, keys },
-            range,
-            json,
-        }) => {
-            let totals = ts.get_sums(&range.query(&model, keys, now)?).await?;
-            print_totals(&totals, json)?;
-        }
+        TsCommand::Sums(k) => print_totals(&ts.get_sums(&k.query(now)?).await?, k.json)?,
         TsCommand::Record {
             model,
             key,

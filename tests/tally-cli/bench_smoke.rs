@@ -7,8 +7,14 @@ use crate::support;
 use serde_json::Value;
 use support::{ok, tally};
 
-/// Runs `tally bench <args> --json` and parses its one line of JSON.
-fn bench(args: &[&str]) -> Value {
+/// Runs `tally bench <command> --json`, `command` split at white space,
+/// and parses its one line of JSON.
+fn bench(command: &str) -> Value {
+    bench_args(command.split_whitespace())
+}
+
+/// The same with the arguments given one by one (a path may hold spaces).
+fn bench_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Value {
     let mut cmd = tally();
     cmd.arg("bench").args(args).arg("--json");
     let out = ok(&mut cmd);
@@ -16,16 +22,7 @@ fn bench(args: &[&str]) -> Value {
 }
 
 /// The short, light load of the `ingest` and `stats` runs.
-const LIGHT_LOAD: [&str; 8] = [
-    "--seconds",
-    "0.2",
-    "--writers",
-    "4",
-    "--batch",
-    "10",
-    "--book-connections",
-    "2",
-];
+const LIGHT_LOAD: &str = "--seconds 0.2 --writers 4 --batch 10 --book-connections 2";
 
 /// Whether a figure of the report is a number above 0.
 fn positive(figure: &Value) -> bool {
@@ -42,14 +39,9 @@ fn each_exact_and_sent(runs: &[Value], exact: &str, items: &str) {
 
 #[test]
 fn ingest_checks_its_totals_on_both_backends() {
-    let r = bench(
-        &[
-            &["ingest", "--counters", "1,10"][..],
-            &LIGHT_LOAD,
-            &["--benchmark-requests", "20000"],
-        ]
-        .concat(),
-    );
+    let r = bench(&format!(
+        "ingest --counters 1,10 {LIGHT_LOAD} --benchmark-requests 20000"
+    ));
     assert_eq!(r["bench"], "ingest");
     let runs = r["runs"].as_array().unwrap();
     // 2 backends x 2 sizes x 3 modes, each checked exact.
@@ -90,15 +82,10 @@ fn ingest_checks_its_totals_on_both_backends() {
 
 #[test]
 fn ingest_runs_in_the_compact_layout_next_to_its_own_commands() {
-    let r = bench(
-        &[
-            &["ingest", "--backend", "redis", "--key-layout", "compact"][..],
-            &["--counters", "10", "--modes", "exact-batch,aggregated"],
-            &LIGHT_LOAD,
-            &["--benchmark-requests", "20000"],
-        ]
-        .concat(),
-    );
+    let r = bench(&format!(
+        "ingest --backend redis --key-layout compact --counters 10 \
+         --modes exact-batch,aggregated {LIGHT_LOAD} --benchmark-requests 20000"
+    ));
     let runs = r["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2, "{r}");
     each_exact_and_sent(runs, "totals_exact", "increments");
@@ -112,13 +99,9 @@ fn ingest_runs_in_the_compact_layout_next_to_its_own_commands() {
 
 #[test]
 fn ingest_measures_daily_views_next_to_the_articles_commands() {
-    let r = bench(
-        &[
-            &["ingest", "--daily-entities", "2000", "--daily-only"][..],
-            &LIGHT_LOAD,
-        ]
-        .concat(),
-    );
+    let r = bench(&format!(
+        "ingest --daily-entities 2000 --daily-only {LIGHT_LOAD}"
+    ));
     assert_eq!(r["bench"], "ingest");
     assert!(r["runs"].as_array().unwrap().is_empty(), "{r}");
     let daily = &r["daily"];
@@ -154,7 +137,7 @@ fn ingest_measures_daily_views_next_to_the_articles_commands() {
 
 #[test]
 fn read_reads_back_the_steady_state() {
-    let r = bench(&["read", "--iterations", "10"]);
+    let r = bench("read --iterations 10");
     let runs = r["runs"].as_array().unwrap();
     // Redis in the default and the expiring layout, then SQLite.
     assert_eq!(runs.len(), 6, "{r}");
@@ -175,7 +158,7 @@ fn read_reads_back_the_steady_state() {
 
 #[test]
 fn memory_checks_the_samples_and_their_encoding() {
-    let r = bench(&["memory", "--counters", "30"]);
+    let r = bench("memory --counters 30");
     assert_eq!(r["samples_held"], 30 * 7 * 120);
     assert!(r["tally"]["listpack_checked"].as_u64().unwrap() > 0, "{r}");
     assert!(positive(&r["book"]["bytes_per_sample"]));
@@ -195,21 +178,10 @@ fn memory_checks_the_samples_and_their_encoding() {
 
 #[test]
 fn stats_checks_its_counts_quantiles_and_busy_stat() {
-    let r = bench(
-        &[
-            &["stats", "--stats", "1,10"][..],
-            &LIGHT_LOAD,
-            &[
-                "--quantile-values",
-                "2000",
-                "--iterations",
-                "2",
-                "--accuracies",
-                "0.005,0.02",
-            ],
-        ]
-        .concat(),
-    );
+    let r = bench(&format!(
+        "stats --stats 1,10 {LIGHT_LOAD} --quantile-values 2000 --iterations 2 \
+         --accuracies 0.005,0.02"
+    ));
     assert_eq!(r["bench"], "stats");
     let runs = r["runs"].as_array().unwrap();
     // 2 sizes x (book, exact, aggregated), each count checked exact.
@@ -250,15 +222,7 @@ fn stats_checks_its_counts_quantiles_and_busy_stat() {
 
 #[test]
 fn clean_removes_exactly_the_old_samples() {
-    let r = bench(&[
-        "clean",
-        "--counters",
-        "300",
-        "--book-counters",
-        "30",
-        "--recent",
-        "120",
-    ]);
+    let r = bench("clean --counters 300 --book-counters 30 --recent 120");
     assert_eq!(r["scanned"], 300);
     assert_eq!(r["samples_removed"], 300 * 7 * 2);
     assert_eq!(r["book_counters"], 30);
@@ -270,17 +234,7 @@ fn clean_removes_exactly_the_old_samples() {
 
 #[test]
 fn retention_checks_every_layout_and_the_peak_pass() {
-    let r = bench(&[
-        "retention",
-        "--counters",
-        "40",
-        "--peak-counters",
-        "20",
-        "--repeats",
-        "2",
-        "--batch",
-        "7",
-    ]);
+    let r = bench("retention --counters 40 --peak-counters 20 --repeats 2 --batch 7");
     assert_eq!(r["bench"], "retention");
     assert_eq!(r["counters"], 40);
     assert_eq!(r["batch"], 7);
@@ -347,7 +301,7 @@ fn retention_checks_every_layout_and_the_peak_pass() {
 
 #[test]
 fn migrate_copies_every_sample_and_reports_its_rate() {
-    let r = bench(&["migrate", "--counters", "500", "--samples", "3"]);
+    let r = bench("migrate --counters 500 --samples 3");
     assert_eq!(r["bench"], "migrate");
     assert_eq!(r["samples"], 500 * 7 * 3, "{r}");
     assert_eq!(r["batches"], 5, "{r}");
@@ -357,11 +311,11 @@ fn migrate_copies_every_sample_and_reports_its_rate() {
 
 #[test]
 fn the_older_benches_still_run() {
-    let r = bench(&["plan", "--increments", "1000"]);
+    let r = bench("plan --increments 1000");
     assert_eq!(r["increments"], 1000);
-    let r = bench(&["daily-memory", "--entities", "50", "--days", "2"]);
+    let r = bench("daily-memory --entities 50 --days 2");
     assert_eq!(r["views_written"], 100);
-    let r = bench(&["cluster", "--seconds", "0.2", "--writers", "2"]);
+    let r = bench("cluster --seconds 0.2 --writers 2");
     assert!(positive(&r["counters_ratio_3_to_1"]), "{r}");
     let dir = tempfile::tempdir().unwrap();
     let sink = format!("sqlite:{}", dir.path().join("sink.sqlite3").display());
@@ -386,17 +340,7 @@ fn the_older_benches_still_run() {
 
 #[test]
 fn http_drives_tally_serve_with_wrk_and_checks_totals() {
-    let r = bench(&[
-        "http",
-        "--seconds",
-        "1",
-        "--counters",
-        "10",
-        "--batch",
-        "10",
-        "--connections",
-        "4",
-    ]);
+    let r = bench("http --seconds 1 --counters 10 --batch 10 --connections 4");
     let runs = r["runs"].as_array().unwrap();
     // 2 backends x (single, batch), each checked exact against what the server accepted.
     assert_eq!(runs.len(), 4, "{r}");
@@ -409,15 +353,7 @@ fn http_drives_tally_serve_with_wrk_and_checks_totals() {
 
 #[test]
 fn statsd_counts_what_the_server_accepted() {
-    let r = bench(&[
-        "statsd",
-        "--seconds",
-        "0.5",
-        "--counters",
-        "10",
-        "--lines",
-        "5",
-    ]);
+    let r = bench("statsd --seconds 0.5 --counters 10 --lines 5");
     assert!(positive(&r["bare_socket_datagrams_per_second"]), "{r}");
     let runs = r["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2, "{r}");
@@ -429,9 +365,7 @@ fn statsd_counts_what_the_server_accepted() {
 
 #[test]
 fn carbon_reads_back_every_gauge_on_both_backends() {
-    let r = bench(&[
-        "carbon", "--lines", "20000", "--names", "100", "--repeat", "2",
-    ]);
+    let r = bench("carbon --lines 20000 --names 100 --repeat 2");
     assert_eq!(r["bench"], "carbon");
     assert_eq!(r["lines"], 20_000, "{r}");
     let runs = r["runs"].as_array().unwrap();
@@ -456,19 +390,7 @@ fn carbon_reads_back_every_gauge_on_both_backends() {
 /// reach). Every loss must match the kernel's drop counter of its socket.
 #[test]
 fn statsd_burst_reports_loss_next_to_the_reference_daemon() {
-    let r = bench(&[
-        "statsd",
-        "--backend",
-        "sqlite",
-        "--seconds",
-        "0.3",
-        "--counters",
-        "10",
-        "--lines",
-        "5",
-        "--burst",
-        "5000",
-    ]);
+    let r = bench("statsd --backend sqlite --seconds 0.3 --counters 10 --lines 5 --burst 5000");
     let burst = &r["burst"];
     assert_eq!(burst["datagrams"], 5000, "{burst}");
     assert_eq!(burst["recv_buffer_requested"], 8 << 20, "{burst}");
@@ -515,27 +437,10 @@ fn statsd_burst_reports_loss_next_to_the_reference_daemon() {
 #[test]
 fn graphite_renders_and_finds_next_to_graphite_web() {
     let venv = tally_testkit::graphite_venv();
-    let r = bench(&[
-        "graphite",
-        "--seconds",
-        "0.3",
-        "--connections",
-        "2",
-        "--series",
-        "5",
-        "--many",
-        "20",
-        "--iterations",
-        "5",
-        "--find-hosts",
-        "20",
-        "--find-metrics",
-        "5",
-        "--workers",
-        "1",
-        "--graphite-venv",
-        venv.to_str().unwrap(),
-    ]);
+    let command = "graphite --seconds 0.3 --connections 2 --series 5 --many 20 --iterations 5 \
+                   --find-hosts 20 --find-metrics 5 --workers 1";
+    let venv = ["--graphite-venv", venv.to_str().unwrap()];
+    let r = bench_args(command.split_whitespace().chain(venv));
     assert_eq!(r["bench"], "graphite", "{r}");
     let renders = r["renders"].as_array().unwrap();
     assert_eq!(renders.len(), 4, "{r}");
@@ -566,17 +471,7 @@ fn graphite_renders_and_finds_next_to_graphite_web() {
 
 #[test]
 fn retention_measures_the_compact_layouts_passes() {
-    let r = bench(&[
-        "retention",
-        "--layouts",
-        "compact",
-        "--counters",
-        "40",
-        "--peak-counters",
-        "20",
-        "--batch",
-        "7",
-    ]);
+    let r = bench("retention --layouts compact --counters 40 --peak-counters 20 --batch 7");
     let layouts = r["layouts"].as_array().unwrap();
     assert_eq!(layouts.len(), 1, "{r}");
     let l = &layouts[0];
@@ -606,15 +501,7 @@ fn retention_measures_the_compact_layouts_passes() {
 
 #[test]
 fn retention_fills_the_peak_by_restoring_one_counter() {
-    let r = bench(&[
-        "retention",
-        "--layouts",
-        "default,ria",
-        "--counters",
-        "20",
-        "--peak-counters",
-        "30",
-    ]);
+    let r = bench("retention --layouts default,ria --counters 20 --peak-counters 30");
     let peak = r["peak"].as_array().unwrap();
     assert_eq!(peak.len(), 2, "{r}");
     for (k, scanned) in peak.iter().zip([30, 30 * 7]) {
@@ -630,7 +517,7 @@ fn retention_fills_the_peak_by_restoring_one_counter() {
 
 #[test]
 fn read_times_a_busy_stat_next_to_a_bare_client() {
-    let r = bench(&["read", "--backend", "redis", "--iterations", "50"]);
+    let r = bench("read --backend redis --iterations 50");
     let b = &r["busy_stat"];
     assert_eq!(b["layout"], "default", "{b}");
     assert!(positive(&b["kib"]), "{b}");

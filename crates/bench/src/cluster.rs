@@ -35,9 +35,6 @@ pub struct ClusterBench {
     pub daily_ratio_3_to_1: f64,
 }
 
-const NAMES: u64 = 10_000;
-const BATCH: u64 = 100;
-
 pub async fn run(seconds: f64, writers: usize) -> Result<ClusterBench> {
     ensure!(
         seconds > 0.0 && writers > 0,
@@ -84,14 +81,9 @@ async fn measure(masters: usize, seconds: f64, writers: usize) -> Result<Ingest>
     )?;
 
     // Counters first, then daily views, each for `seconds`.
-    let (sent, counter_rate) = write(&counters, seconds, writers, |w, n| {
-        (0..BATCH)
-            .map(|k| Increment::new(format!("n{}", (w * 7919 + n + k * 131) % NAMES), 1))
-            .collect()
-    })
-    .await?;
+    let (sent, counter_rate) = write(&counters, seconds, writers, increments).await?;
     // Check: every increment is stored once.
-    let names: Vec<String> = (0..NAMES).map(|i| format!("n{i}")).collect();
+    let names: Vec<String> = (0..NAMES).map(name).collect();
     let mut stored = 0i64;
     for chunk in names.chunks(1000) {
         for series in counters.get_many(chunk, Some(86_400)).await? {
@@ -103,16 +95,7 @@ async fn measure(masters: usize, seconds: f64, writers: usize) -> Result<Ingest>
         "{masters} master(s): stored {stored} != sent {sent}"
     );
 
-    let (_, daily_rate) = write(&daily, seconds, writers, |w, n| {
-        (0..BATCH)
-            .map(|k| View {
-                entity: ((w * 104_729 + n * BATCH + k * 7) % 100_000).to_string(),
-                count: 1,
-                at: None,
-            })
-            .collect()
-    })
-    .await?;
+    let (_, daily_rate) = write(&daily, seconds, writers, views).await?;
     drop(cluster);
     Ok(Ingest {
         masters,
@@ -140,4 +123,33 @@ async fn write<S: BatchStore>(
         })
         .await?;
     Ok((sent, sent as f64 / timed.seconds()))
+}
+
+/// The workload: batches of `BATCH`, spread over `NAMES` counters and
+/// `ENTITIES` daily entities.
+const NAMES: u64 = 10_000;
+const ENTITIES: u64 = 100_000;
+const BATCH: u64 = 100;
+
+/// The counter names.
+fn name(i: u64) -> String {
+    format!("n{i}")
+}
+
+/// Writer `w`'s `n`th batch of counter increments.
+fn increments(w: u64, n: u64) -> Vec<Increment> {
+    (0..BATCH)
+        .map(|k| Increment::new(name((w * 7919 + n + k * 131) % NAMES), 1))
+        .collect()
+}
+
+/// Writer `w`'s `n`th batch of daily views.
+fn views(w: u64, n: u64) -> Vec<View> {
+    (0..BATCH)
+        .map(|k| View {
+            entity: ((w * 104_729 + n * BATCH + k * 7) % ENTITIES).to_string(),
+            count: 1,
+            at: None,
+        })
+        .collect()
 }

@@ -104,6 +104,26 @@ pub struct LoadArgs {
     pub book_connections: usize,
 }
 
+impl LoadArgs {
+    /// Refuses a `--batch` outside 1 to `max_batch`, the library's limit.
+    pub(crate) fn check_batch(&self, max_batch: usize) -> Result<()> {
+        ensure!(
+            (1..=max_batch).contains(&self.batch),
+            "--batch must be 1 to {max_batch}"
+        );
+        Ok(())
+    }
+}
+
+/// Refuses an empty list of sizes, or a size of 0, passed as `flag`.
+pub(crate) fn check_sizes(flag: &str, sizes: &[u64]) -> Result<()> {
+    ensure!(
+        !sizes.is_empty() && sizes.iter().all(|&n| n > 0),
+        "{flag} needs positive sizes"
+    );
+    Ok(())
+}
+
 /// How increments reach the store.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -129,30 +149,35 @@ pub struct Run {
     /// This process's CPU microseconds per increment (the library's client
     /// side; on SQLite, the store's work too).
     pub client_cpu_us_per_increment: f64,
-    /// Redis only: the bare client on the same picks, pipelined alike.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bare: Option<Bare>,
-    /// Redis only: `per_second` ÷ the bare client's.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ratio_to_bare: Option<f64>,
-    /// Redis only: `per_second` ÷ (raw HINCRBY ops/s ÷ precisions).
+    /// Redis only: the run next to its baselines and inside the server.
+    #[serde(flatten)]
+    pub redis: Option<RedisRun>,
+}
+
+/// A Redis run's figures next to its baselines, and the server's side.
+#[derive(Debug, serde::Serialize)]
+pub struct RedisRun {
+    /// The bare client on the same picks, pipelined alike.
+    pub bare: Bare,
+    /// `per_second` ÷ the bare client's.
+    pub ratio_to_bare: f64,
+    /// `per_second` ÷ (raw HINCRBY ops/s ÷ precisions), once the HINCRBY
+    /// after the runs is measured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_ceiling: Option<f64>,
-    /// Redis only: `per_second` ÷ the book's algorithm.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ratio_to_book: Option<f64>,
-    /// Redis only: the server's CPU microseconds per increment.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub redis_cpu_us_per_increment: Option<f64>,
-    /// Redis only: where the server's time went, `INFO commandstats` over
-    /// the run: microseconds per increment by command (commands that scripts
-    /// run are counted on their own too, inside `evalsha`'s time).
+    /// `per_second` ÷ the book's algorithm.
+    pub ratio_to_book: f64,
+    /// The server's CPU microseconds per increment.
+    pub redis_cpu_us_per_increment: f64,
+    /// Where the server's time went, `INFO commandstats` over the run:
+    /// microseconds per increment by command (commands that scripts run are
+    /// counted on their own too, inside `evalsha`'s time).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub commands_us_per_increment: BTreeMap<String, f64>,
-    /// Redis only: the ceiling in CPU terms (raw HINCRBY CPU per op ×
-    /// precisions) ÷ `redis_cpu_us_per_increment`: the share of the ceiling
-    /// reached if the server were the only limit. Other load on the machine
-    /// moves it much less than `ratio_to_ceiling`.
+    /// The ceiling in CPU terms (raw HINCRBY CPU per op × precisions) ÷
+    /// `redis_cpu_us_per_increment`: the share of the ceiling reached if the
+    /// server were the only limit, set with `ratio_to_ceiling`. Other load
+    /// on the machine moves it much less than `ratio_to_ceiling`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_ratio_to_ceiling: Option<f64>,
 }
@@ -193,15 +218,8 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
         args.load.seconds > 0.0 && args.load.writers > 0 && args.load.adders > 0,
         "seconds, writers and adders must be positive"
     );
-    ensure!(
-        (1..=tally::counters::MAX_BATCH).contains(&args.load.batch),
-        "--batch must be 1 to {}",
-        tally::counters::MAX_BATCH
-    );
-    ensure!(
-        !args.counters.is_empty() && args.counters.iter().all(|&n| n > 0),
-        "--counters needs positive sizes"
-    );
+    args.load.check_batch(tally::counters::MAX_BATCH)?;
+    check_sizes("--counters", &args.counters)?;
     ensure!(
         args.daily_entities.is_none() || args.backend.kinds().contains(&Kind::Redis),
         "--daily-entities runs on Redis: pass --backend redis or both"
@@ -257,12 +275,12 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
                     Mode::Aggregated => aggregated(&counters, distinct, &args).await?,
                 };
                 let client_cpu_us = (self_cpu_seconds() - client_before) * 1e6 / increments as f64;
-                let (cpu_us, commands) = match &redis {
-                    Some(r) => (
-                        Some((r.cpu_seconds().await? - cpu_before) * 1e6 / increments as f64),
+                let server = match &redis {
+                    Some(r) => Some((
+                        (r.cpu_seconds().await? - cpu_before) * 1e6 / increments as f64,
                         commands_per_increment(r, increments).await?,
-                    ),
-                    None => (None, BTreeMap::new()),
+                    )),
+                    None => None,
                 };
                 let names: Vec<String> = (0..distinct).map(name).collect();
                 let totals = match kind {
@@ -314,13 +332,15 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
                     per_second,
                     totals_exact: true,
                     client_cpu_us_per_increment: client_cpu_us,
-                    ratio_to_bare: bare.as_ref().map(|b| per_second / b.per_second),
-                    bare,
-                    ratio_to_ceiling: None,
-                    ratio_to_book: None,
-                    redis_cpu_us_per_increment: cpu_us,
-                    commands_us_per_increment: commands,
-                    cpu_ratio_to_ceiling: None,
+                    redis: bare.zip(server).map(|(bare, (cpu_us, commands))| RedisRun {
+                        ratio_to_bare: per_second / bare.per_second,
+                        bare,
+                        ratio_to_ceiling: None,
+                        ratio_to_book: per_second / book_rate,
+                        redis_cpu_us_per_increment: cpu_us,
+                        commands_us_per_increment: commands,
+                        cpu_ratio_to_ceiling: None,
+                    }),
                 });
                 drop(counters);
                 drop(opened);
@@ -334,10 +354,10 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
             let ceiling = (before + after) / 2.0 / np as f64;
             let ceiling_cpu_us = (before_cpu + after_cpu) / 2.0 * np as f64;
             for run in &mut runs[first..] {
-                run.ratio_to_ceiling = Some(run.per_second / ceiling);
-                run.ratio_to_book = Some(run.per_second / book_rate);
-                run.cpu_ratio_to_ceiling =
-                    run.redis_cpu_us_per_increment.map(|us| ceiling_cpu_us / us);
+                if let Some(x) = &mut run.redis {
+                    x.ratio_to_ceiling = Some(run.per_second / ceiling);
+                    x.cpu_ratio_to_ceiling = Some(ceiling_cpu_us / x.redis_cpu_us_per_increment);
+                }
             }
             baselines = Some(Baselines {
                 hincrby_ops_per_second: [before, after],

@@ -304,12 +304,13 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
                     );
                 }
                 for run in &r.runs {
-                    let ratios = match (
-                        run.ratio_to_ceiling,
-                        run.ratio_to_book,
-                        run.cpu_ratio_to_ceiling,
-                    ) {
-                        (Some(c), Some(b), Some(cpu)) => {
+                    let ratios = match &run.redis {
+                        Some(ingest::RedisRun {
+                            ratio_to_ceiling: Some(c),
+                            ratio_to_book: b,
+                            cpu_ratio_to_ceiling: Some(cpu),
+                            ..
+                        }) => {
                             format!("  {c:.2} of ceiling ({cpu:.2} in Redis CPU), x{b:.1} the book")
                         }
                         _ => String::new(),
@@ -323,14 +324,15 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
                         run.increments,
                         run.seconds
                     );
-                    if let (Some(bare), Some(ratio)) = (&run.bare, run.ratio_to_bare) {
+                    if let Some(x) = &run.redis {
+                        let (bare, ratio) = (&x.bare, x.ratio_to_bare);
                         println!(
                             "       {ratio:.2} of the bare client ({:.0} increments/s, {} connections x {} a round trip); \
                              Redis CPU {:.2} / {:.2} us, client CPU {:.2} / {:.2} us per increment (Tally / bare)",
                             bare.per_second,
                             bare.connections,
                             bare.per_round_trip,
-                            run.redis_cpu_us_per_increment.unwrap_or(f64::NAN),
+                            x.redis_cpu_us_per_increment,
                             bare.redis_cpu_us_per_increment,
                             run.client_cpu_us_per_increment,
                             bare.client_cpu_us_per_increment
@@ -370,14 +372,10 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
             let r = read::run(backend, iterations).await?;
             report(&r, json, |r| {
                 for l in &r.runs {
-                    let raw = match (
-                        l.raw_p50_us,
-                        l.raw_p99_us,
-                        l.p99_ratio_to_raw,
-                        l.redis_us_per_read,
-                    ) {
-                        (Some(a), Some(b), Some(x), Some(s)) => format!(
-                            "  (bare pipeline p50 {a:.0} us, p99 {b:.0} us; p99 x{x:.2}; inside Redis {s:.0} us)"
+                    let raw = match (&l.raw, l.redis_us_per_read) {
+                        (Some(raw), Some(s)) => format!(
+                            "  (bare pipeline p50 {:.0} us, p99 {:.0} us; p99 x{:.2}; inside Redis {s:.0} us)",
+                            raw.raw_p50_us, raw.raw_p99_us, raw.p99_ratio_to_raw
                         ),
                         _ => String::new(),
                     };
@@ -390,8 +388,11 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
                         l.read, l.samples_per_read, l.p50_us, l.p99_us
                     );
                 }
-                if let Some(x) = r.expiring_p99_ratio_to_default {
-                    println!("expiring vs default, one counter's p99: x{x:.2}");
+                if let Some(x) = &r.expiring {
+                    println!(
+                        "expiring vs default, one counter's p99: x{:.2}",
+                        x.expiring_p99_ratio_to_default
+                    );
                 }
                 if let Some(b) = &r.busy_stat {
                     println!(
@@ -741,12 +742,13 @@ fn print_graphite(r: &graphite::Report) -> Result<()> {
         );
     }
     for f in &r.finds {
-        let bare = match (&f.bare, f.p99_ratio_to_bare, f.p99_target_met) {
-            (Some(b), Some(x), Some(m)) => format!(
-                "; bare pipeline ({} names) p50 {:.0} us p99 {:.0} us, p99 x{x:.2}: {} (x3)",
-                b.names,
-                b.p50_us,
-                b.p99_us,
+        let bare = match (&f.redis, f.p99_target_met) {
+            (Some(x), Some(m)) => format!(
+                "; bare pipeline ({} names) p50 {:.0} us p99 {:.0} us, p99 x{:.2}: {} (x3)",
+                x.bare.names,
+                x.bare.p50_us,
+                x.bare.p99_us,
+                x.p99_ratio_to_bare,
                 met(m)
             ),
             _ => String::new(),
@@ -782,49 +784,56 @@ fn print_retention(r: &retention::Retention) -> Result<()> {
     for l in &r.layouts {
         let name = serde_json::to_value(l.layout)?;
         let name = name.as_str().unwrap_or_default();
-        if let Some(p) = &l.regular_pass {
-            println!(
-                "{name}: regular pass over {} busy counters a minute after the last: {:.3} s, \
-                 Redis CPU {:.3} s, removed {} ({} per counter at {:?} s, exact): \
-                 {:.2} us per busy counter per minute",
-                r.counters,
-                p.pass.seconds,
-                p.pass.redis_cpu_seconds,
-                p.pass.samples_removed,
-                p.removed_per_counter,
-                p.due_precisions,
-                l.us_per_busy_counter_per_minute
-            );
-        }
-        if let Some(e) = &l.expiring {
-            let x = &e.expire;
-            println!(
-                "{name}: entering a chunk {:.2} us per write (rounds of {} writes, Redis CPU s: \
-                 new chunk {:.3?}, inside one {:.3?})",
-                e.roll_us_per_write,
-                r.counters,
-                e.new_chunk_rounds_cpu_seconds,
-                e.existing_chunk_rounds_cpu_seconds
-            );
-            println!(
-                "{name}: expiring a chunk key {:.2} us ({} keys in {:.2} s: Redis CPU {:.4} s less \
-                 idle {:.4} s per {:.2} s)",
-                x.us_per_key, x.keys, x.seconds, x.cpu_seconds, x.idle_cpu_seconds, x.idle_seconds
-            );
-            let rates: Vec<String> = e
-                .chunks_per_minute
-                .iter()
-                .map(|c| format!("{} s {:.5}", c.precision, c.per_minute))
-                .collect();
-            println!(
-                "{name}: chunks per counter per minute: {} (total {:.4}); x ({:.2} + {:.2}) us = \
-                 {:.2} us per busy counter per minute",
-                rates.join(", "),
-                e.chunks_per_minute_total,
-                e.roll_us_per_write,
-                x.us_per_key,
-                l.us_per_busy_counter_per_minute
-            );
+        match &l.work {
+            retention::Work::RegularPass(p) => {
+                println!(
+                    "{name}: regular pass over {} busy counters a minute after the last: {:.3} s, \
+                     Redis CPU {:.3} s, removed {} ({} per counter at {:?} s, exact): \
+                     {:.2} us per busy counter per minute",
+                    r.counters,
+                    p.pass.seconds,
+                    p.pass.redis_cpu_seconds,
+                    p.pass.samples_removed,
+                    p.removed_per_counter,
+                    p.due_precisions,
+                    l.us_per_busy_counter_per_minute
+                );
+            }
+            retention::Work::Expiring(e) => {
+                let x = &e.expire;
+                println!(
+                    "{name}: entering a chunk {:.2} us per write (rounds of {} writes, Redis CPU s: \
+                     new chunk {:.3?}, inside one {:.3?})",
+                    e.roll_us_per_write,
+                    r.counters,
+                    e.new_chunk_rounds_cpu_seconds,
+                    e.existing_chunk_rounds_cpu_seconds
+                );
+                println!(
+                    "{name}: expiring a chunk key {:.2} us ({} keys in {:.2} s: Redis CPU {:.4} s less \
+                     idle {:.4} s per {:.2} s)",
+                    x.us_per_key,
+                    x.keys,
+                    x.seconds,
+                    x.cpu_seconds,
+                    x.idle_cpu_seconds,
+                    x.idle_seconds
+                );
+                let rates: Vec<String> = e
+                    .chunks_per_minute
+                    .iter()
+                    .map(|c| format!("{} s {:.5}", c.precision, c.per_minute))
+                    .collect();
+                println!(
+                    "{name}: chunks per counter per minute: {} (total {:.4}); x ({:.2} + {:.2}) us = \
+                     {:.2} us per busy counter per minute",
+                    rates.join(", "),
+                    e.chunks_per_minute_total,
+                    e.roll_us_per_write,
+                    x.us_per_key,
+                    l.us_per_busy_counter_per_minute
+                );
+            }
         }
         println!("{name}: {}", status(&l.target));
     }

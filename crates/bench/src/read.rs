@@ -55,19 +55,23 @@ pub struct Latency {
     pub p50_us: f64,
     pub p99_us: f64,
     pub mean_us: f64,
-    /// Redis only: the bare pipeline's p50 and p99, and ours ÷ theirs.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub raw_p50_us: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub raw_p99_us: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub p99_ratio_to_raw: Option<f64>,
+    /// Redis, default layout only: the bare pipeline's figures.
+    #[serde(flatten)]
+    pub raw: Option<Raw>,
     /// Redis only: the server's own time per read (`INFO commandstats`
     /// DUMP and HGETALL microseconds ÷ reads, warm-up included), the part of the
     /// latency spent inside Redis; other load on the machine moves it much
     /// less than the latencies.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub redis_us_per_read: Option<f64>,
+}
+
+/// The bare pipeline's p50 and p99, and ours ÷ theirs.
+#[derive(Debug, serde::Serialize)]
+pub struct Raw {
+    pub raw_p50_us: f64,
+    pub raw_p99_us: f64,
+    pub p99_ratio_to_raw: f64,
 }
 
 /// The bench's result.
@@ -78,19 +82,24 @@ pub struct Read {
     pub precisions: usize,
     pub samples: u64,
     pub runs: Vec<Latency>,
-    /// Redis only: the p99 of reading every precision of one counter in
-    /// the expiring layout ÷ the same in the default layout.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expiring_p99_ratio_to_default: Option<f64>,
-    /// The same for the p50.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expiring_p50_ratio_to_default: Option<f64>,
-    /// The same for the server's time per read.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expiring_redis_ratio_to_default: Option<f64>,
+    /// Redis only: the expiring layout's figures ÷ the default layout's.
+    #[serde(flatten)]
+    pub expiring: Option<ExpiringRatios>,
     /// Redis only: reads of one busy statistic against a bare client.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub busy_stat: Option<BusyStat>,
+}
+
+/// Reading every precision of one counter in the expiring layout, each
+/// figure ÷ the same in the default layout.
+#[derive(Debug, serde::Serialize)]
+pub struct ExpiringRatios {
+    /// Of the p99.
+    pub expiring_p99_ratio_to_default: f64,
+    /// Of the p50.
+    pub expiring_p50_ratio_to_default: f64,
+    /// Of the server's time per read.
+    pub expiring_redis_ratio_to_default: f64,
 }
 
 /// Reads of one busy statistic, each next to a bare client's.
@@ -183,18 +192,7 @@ pub async fn run(backend: Which, iterations: usize) -> Result<Read> {
             );
         }
     }
-    // The expiring layout's one-counter figure ÷ the default layout's.
-    let ratio = |figure: fn(&Latency) -> Option<f64>| {
-        let one = |layout: &str| {
-            runs.iter()
-                .find(|l| l.layout == Some(layout) && l.counters == 1)
-                .and_then(figure)
-        };
-        one("expiring").zip(one("default")).map(|(e, d)| e / d)
-    };
-    let expiring_p99_ratio_to_default = ratio(|l| Some(l.p99_us));
-    let expiring_p50_ratio_to_default = ratio(|l| Some(l.p50_us));
-    let expiring_redis_ratio_to_default = ratio(|l| l.redis_us_per_read);
+    let expiring = expiring_ratios(&runs);
     let busy_stat = if backend.kinds().contains(&Kind::Redis) {
         Some(busy_stat((iterations / 10).max(5)).await?)
     } else {
@@ -206,10 +204,23 @@ pub async fn run(backend: Which, iterations: usize) -> Result<Read> {
         precisions: np,
         samples: settings.samples,
         runs,
-        expiring_p99_ratio_to_default,
-        expiring_p50_ratio_to_default,
-        expiring_redis_ratio_to_default,
+        expiring,
         busy_stat,
+    })
+}
+
+/// The expiring layout's one-counter figures ÷ the default layout's, when
+/// both were measured.
+fn expiring_ratios(runs: &[Latency]) -> Option<ExpiringRatios> {
+    let one = |layout: &str| {
+        runs.iter()
+            .find(|l| l.layout == Some(layout) && l.counters == 1)
+    };
+    let (e, d) = (one("expiring")?, one("default")?);
+    Some(ExpiringRatios {
+        expiring_p99_ratio_to_default: e.p99_us / d.p99_us,
+        expiring_p50_ratio_to_default: e.p50_us / d.p50_us,
+        expiring_redis_ratio_to_default: e.redis_us_per_read? / d.redis_us_per_read?,
     })
 }
 
@@ -506,9 +517,11 @@ fn latency(
         p50_us: quantile(times, 0.5),
         p99_us: p99,
         mean_us: times.iter().sum::<f64>() / times.len() as f64,
-        raw_p50_us: raw.map(|r| quantile(r, 0.5)),
-        raw_p99_us: raw.map(|r| quantile(r, 0.99)),
-        p99_ratio_to_raw: raw.map(|r| p99 / quantile(r, 0.99)),
+        raw: raw.map(|r| Raw {
+            raw_p50_us: quantile(r, 0.5),
+            raw_p99_us: quantile(r, 0.99),
+            p99_ratio_to_raw: p99 / quantile(r, 0.99),
+        }),
         redis_us_per_read: None,
     }
 }

@@ -173,11 +173,19 @@ pub struct LayoutRetention {
     /// Redis CPU microseconds spent on retention per busy counter per
     /// minute.
     pub us_per_busy_counter_per_minute: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub regular_pass: Option<RegularPass>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expiring: Option<Expiring>,
+    #[serde(flatten)]
+    pub work: Work,
     pub target: Target,
+}
+
+/// What retention does in a layout: the cleaner's regular pass (`default`,
+/// `ria`, `compact`), or entering and expiring chunks (`expiring`). In the
+/// JSON, a field `regular_pass` or `expiring`.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Work {
+    RegularPass(RegularPass),
+    Expiring(Expiring),
 }
 
 /// A figure against its target.
@@ -457,7 +465,7 @@ async fn regular(
             scaled,
             n != MILLION as u64,
         ),
-        regular_pass: Some(RegularPass {
+        work: Work::RegularPass(RegularPass {
             fill_seconds,
             first_pass: first,
             traffic_seconds,
@@ -468,7 +476,6 @@ async fn regular(
             hashes_checked: checked,
             commands,
         }),
-        expiring: None,
     })
 }
 
@@ -593,8 +600,7 @@ async fn expiring(
             us,
             false,
         ),
-        regular_pass: None,
-        expiring: Some(Expiring {
+        work: Work::Expiring(Expiring {
             fill_seconds,
             new_chunk_rounds_cpu_seconds: new,
             existing_chunk_rounds_cpu_seconds: existing,

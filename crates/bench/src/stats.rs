@@ -32,7 +32,7 @@ use tally::stats::{DEFAULT_QUANTILES, Observation};
 use tally::{Clock, Stats, StatsSettings, StatsWriter, SystemClock};
 use tally_testkit::normal_cdf;
 
-use crate::ingest::{LoadArgs, finish};
+use crate::ingest::{LoadArgs, check_sizes, finish};
 use crate::pace::{ROUND, Timed, another_round};
 use crate::server::{BenchRedis, Kind, Opened, keys_memory, quantile};
 
@@ -170,15 +170,8 @@ pub async fn run(args: StatsArgs) -> Result<StatsBench> {
             && args.quantile_values > 0,
         "seconds, writers, adders, book connections, iterations and quantile values must be positive"
     );
-    ensure!(
-        (1..=tally::stats::MAX_BATCH).contains(&args.load.batch),
-        "--batch must be 1 to {}",
-        tally::stats::MAX_BATCH
-    );
-    ensure!(
-        !args.stats.is_empty() && args.stats.iter().all(|&n| n > 0),
-        "--stats needs positive sizes"
-    );
+    args.load.check_batch(tally::stats::MAX_BATCH)?;
+    check_sizes("--stats", &args.stats)?;
     let mut by_settings = Vec::with_capacity(args.accuracies.len());
     for &accuracy in &args.accuracies {
         by_settings.push(
@@ -198,7 +191,8 @@ pub async fn run(args: StatsArgs) -> Result<StatsBench> {
         let names: Arc<Vec<String>> = Arc::new((0..distinct).map(|i| format!("s{i}")).collect());
         redis.flush().await?;
         let cpu = redis.cpu_seconds().await?;
-        let (sent, secs) = book_update_stats(&redis, &names, &values, &args).await?;
+        let picks = Picks::new(names, values.clone());
+        let (sent, secs) = book_update_stats(&redis, &picks, &args).await?;
         let book_cpu = (redis.cpu_seconds().await? - cpu) * 1e6 / sent.max(1) as f64;
         let book_rate = sent as f64 / secs;
         runs.push(Run {
@@ -217,11 +211,11 @@ pub async fn run(args: StatsArgs) -> Result<StatsBench> {
             let stats = open_stats(&opened, &settings).await?;
             let cpu = redis.cpu_seconds().await?;
             let (sent, secs) = match mode {
-                "exact" => exact(&stats, &names, &values, &args).await?,
-                _ => aggregated(&stats, &names, &values, &args).await?,
+                "exact" => exact(&stats, &picks, &args).await?,
+                _ => aggregated(&stats, &picks, &args).await?,
             };
             let cpu_us = (redis.cpu_seconds().await? - cpu) * 1e6 / sent.max(1) as f64;
-            check_counts(&stats, &names, sent, mode).await?;
+            check_counts(&stats, &picks.names, sent, mode).await?;
             runs.push(Run {
                 mode,
                 stats: distinct,
@@ -289,6 +283,42 @@ async fn open_stats(opened: &Opened, settings: &StatsSettings) -> Result<Stats> 
     Ok(Stats::with_clock(store, settings.clone(), clock)?)
 }
 
+/// What the ingest runs record: names of `names` with values of `values`,
+/// each writer taking its own stride through both.
+#[derive(Clone)]
+struct Picks {
+    names: Arc<Vec<String>>,
+    values: Arc<Vec<f64>>,
+    i: usize,
+}
+
+impl Picks {
+    fn new(names: Arc<Vec<String>>, values: Arc<Vec<f64>>) -> Self {
+        Picks {
+            names,
+            values,
+            i: 0,
+        }
+    }
+
+    /// The picks of writer `w`.
+    fn of_writer(&self, w: usize) -> Self {
+        Picks {
+            i: w * 7919,
+            ..self.clone()
+        }
+    }
+
+    /// The next observation's name and value.
+    fn next(&mut self) -> (&str, f64) {
+        self.i += 131;
+        (
+            &self.names[self.i % self.names.len()],
+            self.values[self.i % self.values.len()],
+        )
+    }
+}
+
 /// `n` lognormal values (median 100, sigma 0.5), by Box-Muller.
 fn lognormals(rng: &mut StdRng, n: usize) -> Vec<f64> {
     (0..n)
@@ -310,8 +340,7 @@ fn lognormals(rng: &mut StdRng, n: usize) -> Vec<f64> {
 /// `count` members must add up to the observations acknowledged.
 async fn book_update_stats(
     redis: &BenchRedis,
-    names: &Arc<Vec<String>>,
-    values: &Arc<Vec<f64>>,
+    picks: &Picks,
     args: &StatsArgs,
 ) -> Result<(u64, f64)> {
     let mut conns = Vec::with_capacity(args.load.book_connections);
@@ -322,15 +351,12 @@ async fn book_update_stats(
     let deadline = timed.deadline;
     let sent = timed
         .join(conns.into_iter().enumerate().map(|(w, mut conn)| {
-            let (names, values) = (names.clone(), values.clone());
+            let mut picks = picks.of_writer(w);
             async move {
-                let mut i = w * 7919;
                 let mut temp = 0u64;
                 let (mut passes, mut sent) = (0u64, 0u64);
                 while crate::pace::go_on(deadline, &mut passes) {
-                    let name = &names[i % names.len()];
-                    let value = values[i % values.len()];
-                    i += 131;
+                    let (name, value) = picks.next();
                     let destination = format!("stats:{name}:book");
                     let start_key = format!("{destination}:start");
                     loop {
@@ -400,7 +426,7 @@ async fn book_update_stats(
     let secs = timed.seconds();
     let mut conn = redis.raw().await?;
     let mut counted = 0.0;
-    for name in names.iter() {
+    for name in picks.names.iter() {
         for key in [
             format!("stats:{name}:book"),
             format!("stats:{name}:book:last"),
@@ -422,23 +448,17 @@ async fn book_update_stats(
 
 /// `writers` tasks calling `record_many` with `batch` observations (now)
 /// for `seconds`.
-async fn exact(
-    stats: &Stats,
-    names: &Arc<Vec<String>>,
-    values: &Arc<Vec<f64>>,
-    args: &StatsArgs,
-) -> Result<(u64, f64)> {
+async fn exact(stats: &Stats, picks: &Picks, args: &StatsArgs) -> Result<(u64, f64)> {
     let timed = Timed::start(args.load.seconds);
     let batch = args.load.batch;
     let sent = timed
         .write_batches(stats, args.load.writers as u64, |w| {
-            let (names, values) = (names.clone(), values.clone());
-            let mut i = w as usize * 7919;
+            let mut picks = picks.of_writer(w as usize);
             move || {
                 (0..batch)
                     .map(|_| {
-                        i += 131;
-                        Observation::new(names[i % names.len()].as_str(), values[i % values.len()])
+                        let (name, value) = picks.next();
+                        Observation::new(name, value)
                     })
                     .collect()
             }
@@ -449,27 +469,19 @@ async fn exact(
 
 /// `adders` tasks calling `StatsWriter::record` for `seconds`, then a
 /// flush; the time includes the flush.
-async fn aggregated(
-    stats: &Stats,
-    names: &Arc<Vec<String>>,
-    values: &Arc<Vec<f64>>,
-    args: &StatsArgs,
-) -> Result<(u64, f64)> {
+async fn aggregated(stats: &Stats, picks: &Picks, args: &StatsArgs) -> Result<(u64, f64)> {
     let writer = StatsWriter::start(stats.clone(), WriterSettings::default())?;
     let timed = Timed::start(args.load.seconds);
     let deadline = timed.deadline;
     let sent = timed
         .join((0..args.load.adders).map(|w| {
-            let (writer, names, values) = (writer.clone(), names.clone(), values.clone());
+            let (writer, mut picks) = (writer.clone(), picks.of_writer(w));
             async move {
-                let mut i = w * 7919;
                 let mut sent = 0u64;
                 loop {
                     for _ in 0..ROUND {
-                        i += 131;
-                        writer
-                            .record(&names[i % names.len()], values[i % values.len()], None)
-                            .await?;
+                        let (name, value) = picks.next();
+                        writer.record(name, value, None).await?;
                     }
                     if !another_round(deadline, &mut sent).await {
                         break Ok(sent);
