@@ -73,6 +73,76 @@ export function every(ms, tick, paused = () => false) {
   };
 }
 
+/**
+ * Fills `root` with a query form named `label` (its `fields`, then a Show
+ * button) over an output area of class `outClass`, which it returns.
+ * Submitting the form sets the location's hash to what `hash()` says.
+ */
+export function queryView(root, { label, outClass, fields, hash }) {
+  const form = h(
+    'form',
+    { class: 'panel query-form', role: 'search', 'aria-label': label },
+    ...fields,
+    h('button', { type: 'submit' }, 'Show'),
+  );
+  const out = h('div', { class: outClass });
+  root.replaceChildren(form, out);
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    location.hash = hash();
+  });
+  return out;
+}
+
+/**
+ * What a live chart view keeps while it shows something: `stop`, the end
+ * of its refreshes (what `every` returns), and `chart`, the chart they
+ * draw. `end()` stops the one and destroys the other.
+ */
+export function liveChart() {
+  const live = {
+    stop: null,
+    chart: null,
+    end() {
+      if (live.stop) live.stop();
+      live.stop = null;
+      if (live.chart) live.chart.destroy();
+      live.chart = null;
+    },
+  };
+  return live;
+}
+
+/** The panel a view shows while nothing is chosen: `title`, then `children`. */
+export function emptyPanel(title, ...children) {
+  return h('div', { class: 'panel empty' }, h('h2', {}, title), ...children);
+}
+
+/**
+ * The detail of one live chart: a head (`name` and a "Loading…" note), an
+ * error line, `above`, then the figure `figureId`: `title` and `caption`
+ * over the chart's element, then `below`. Returns `{ nodes, note,
+ * errorBox, chartEl }`: the nodes to show and the parts a refresh fills.
+ */
+export function chartDetail({ name, figureId, title, caption, above = [], below = [] }) {
+  const note = h('span', { class: 'live-note muted small' }, 'Loading…');
+  const errorBox = h('p', { class: 'error', role: 'alert', hidden: true });
+  const chartEl = h('div', { class: 'chart', role: 'img' });
+  const nodes = [
+    h('div', { class: 'detail-head' }, h('h2', {}, name), h('div', { class: 'detail-tools' }, note)),
+    errorBox,
+    ...above,
+    h(
+      'figure',
+      { class: 'panel chart-card wide', id: figureId },
+      h('figcaption', {}, h('h3', {}, title), caption),
+      chartEl,
+      ...below,
+    ),
+  ];
+  return { nodes, note, errorBox, chartEl };
+}
+
 /** Local "HH:MM:SS" of a Date, for "updated at" notes. */
 export function clockTime(date = new Date()) {
   return date.toLocaleTimeString('en-GB', { hour12: false });

@@ -6,7 +6,7 @@
 
 import { getJson } from '../api.js';
 import { dayBars, PALETTE } from '../charts.js';
-import { every, h, showFailed, showLoaded } from '../dom.js';
+import { chartDetail, emptyPanel, every, h, liveChart, queryView, showFailed, showLoaded } from '../dom.js';
 import { buildHash, dayToUnix, fmtCount, seg, summarize } from '../lib.js';
 
 const DAYS = [7, 30, 90];
@@ -14,8 +14,7 @@ const REFRESH_MS = 10000;
 
 export function dailyView(root) {
   let shown = null;
-  let chart = null;
-  let stopLive = null;
+  const live = liveChart();
 
   const entity = h('input', { id: 'daily-entity', name: 'entity', required: true, autocomplete: 'off', spellcheck: 'false', placeholder: 'ad:42' });
   const days = h(
@@ -23,34 +22,20 @@ export function dailyView(root) {
     { id: 'daily-days', name: 'days' },
     DAYS.map((d) => h('option', { value: String(d) }, `last ${d} days`)),
   );
-  const form = h(
-    'form',
-    { class: 'panel query-form', role: 'search', 'aria-label': 'Daily statistics' },
-    h('div', { class: 'field grow' }, h('label', { for: 'daily-entity', class: 'field-label' }, 'Entity'), entity),
-    h('div', { class: 'field' }, h('label', { for: 'daily-days', class: 'field-label' }, 'Days'), days),
-    h('button', { type: 'submit' }, 'Show'),
-  );
-  const out = h('div', { class: 'daily-out' });
-  root.replaceChildren(form, out);
-
-  form.addEventListener('submit', (ev) => {
-    ev.preventDefault();
-    location.hash = buildHash('daily', { entity: entity.value.trim(), days: days.value });
+  const out = queryView(root, {
+    label: 'Daily statistics',
+    outClass: 'daily-out',
+    fields: [
+      h('div', { class: 'field grow' }, h('label', { for: 'daily-entity', class: 'field-label' }, 'Entity'), entity),
+      h('div', { class: 'field' }, h('label', { for: 'daily-days', class: 'field-label' }, 'Days'), days),
+    ],
+    hash: () => buildHash('daily', { entity: entity.value.trim(), days: days.value }),
   });
-
-  function stop() {
-    if (stopLive) stopLive();
-    stopLive = null;
-    if (chart) chart.destroy();
-    chart = null;
-  }
 
   function showIntro() {
     out.replaceChildren(
-      h(
-        'div',
-        { class: 'panel empty' },
-        h('h2', {}, 'Daily statistics'),
+      emptyPanel(
+        'Daily statistics',
         h('p', {}, 'Give an entity (an ad, a page, a user…) to see its count per day, today and all time.'),
         h('pre', {}, h('code', {}, `curl -X POST ${new URL('v1/daily/ad:42/incr', location.href)}`)),
       ),
@@ -63,35 +48,29 @@ export function dailyView(root) {
   }
 
   function show(name, n) {
-    stop();
-    const note = h('span', { class: 'live-note muted small' }, 'Loading…');
-    const errorBox = h('p', { class: 'error', role: 'alert', hidden: true });
+    live.end();
     const today = stat('Today', 'daily-today');
     const period = stat(`Last ${n} days`, 'daily-period');
     const total = stat('All time', 'daily-total');
-    const chartEl = h('div', { class: 'chart', role: 'img' });
     const caption = h('p', { class: 'muted small' });
-    out.replaceChildren(
-      h('div', { class: 'detail-head' }, h('h2', {}, name), h('div', { class: 'detail-tools' }, note)),
-      errorBox,
-      h('div', { class: 'stats' }, today.el, period.el, total.el),
-      h(
-        'figure',
-        { class: 'panel chart-card wide', id: 'daily-figure' },
-        h('figcaption', {}, h('h3', {}, `Count per day, last ${n} days`), caption),
-        chartEl,
-      ),
-    );
+    const { nodes, note, errorBox, chartEl } = chartDetail({
+      name,
+      figureId: 'daily-figure',
+      title: `Count per day, last ${n} days`,
+      caption,
+      above: [h('div', { class: 'stats' }, today.el, period.el, total.el)],
+    });
+    out.replaceChildren(...nodes);
 
     const tick = async () => {
       try {
         const answer = await getJson(`v1/daily/${seg(name)}?days=${n}`);
         const xs = answer.days.map((d) => dayToUnix(d.day));
         const ys = answer.days.map((d) => d.count);
-        if (!chart) {
-          chart = dayBars('daily', chartEl, { label: name, colour: PALETTE[0] }, [xs, ys]);
+        if (!live.chart) {
+          live.chart = dayBars('daily', chartEl, { label: name, colour: PALETTE[0] }, [xs, ys]);
         } else {
-          chart.update([xs, ys]);
+          live.chart.update([xs, ys]);
         }
         const { total: sum, peak, at } = summarize(ys);
         today.value.textContent = fmtCount(answer.today?.count ?? 0);
@@ -109,7 +88,7 @@ export function dailyView(root) {
         showFailed(name, errorBox, note, e);
       }
     };
-    stopLive = every(REFRESH_MS, tick);
+    live.stop = every(REFRESH_MS, tick);
   }
 
   function update(p) {
@@ -122,7 +101,7 @@ export function dailyView(root) {
     shown = sig;
     if (name) show(name, n);
     else {
-      stop();
+      live.end();
       showIntro();
     }
   }
@@ -132,7 +111,7 @@ export function dailyView(root) {
     focus: () => entity.focus(),
     unmount() {
       shown = null;
-      stop();
+      live.end();
     },
   };
 }

@@ -6,7 +6,7 @@
 
 import { getJson } from '../api.js';
 import { PALETTE, timeChart } from '../charts.js';
-import { every, h, showFailed, showLoaded } from '../dom.js';
+import { chartDetail, emptyPanel, every, h, liveChart, queryView, showFailed, showLoaded } from '../dom.js';
 import { buildHash, fmtCount, fmtDuration, fmtLocal, rangeStart, seg, splitKeys, summarize } from '../lib.js';
 
 const RANGES = [3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400];
@@ -14,9 +14,8 @@ const REFRESH_MS = 10000;
 
 export function tsView(root) {
   let params = {};
-  let chart = null;
+  const live = liveChart();
   let chartKey = null;
-  let stopLive = null;
   let shown = null;
 
   const model = h('input', { id: 'ts-model', name: 'model', required: true, autocomplete: 'off', spellcheck: 'false' });
@@ -34,46 +33,37 @@ export function tsView(root) {
     { id: 'ts-range', name: 'range' },
     RANGES.map((r) => h('option', { value: String(r) }, `last ${fmtDuration(r)}`)),
   );
-  const form = h(
-    'form',
-    { class: 'panel query-form', role: 'search', 'aria-label': 'Time series' },
-    h('div', { class: 'field' }, h('label', { for: 'ts-model', class: 'field-label' }, 'Model'), model),
-    h(
-      'div',
-      { class: 'field grow' },
-      h('label', { for: 'ts-keys', class: 'field-label' }, 'Keys'),
-      keys,
-      h('span', { id: 'ts-keys-help', class: 'muted small' }, 'Comma-separated'),
-    ),
-    h('div', { class: 'field' }, h('label', { for: 'ts-range', class: 'field-label' }, 'Range'), range),
-    h('button', { type: 'submit' }, 'Show'),
-  );
-  const out = h('div', { class: 'ts-out' });
-  root.replaceChildren(form, out);
-
-  form.addEventListener('submit', (ev) => {
-    ev.preventDefault();
-    location.hash = buildHash('ts', {
-      model: model.value.trim(),
-      keys: splitKeys(keys.value).join(','),
-      range: range.value,
-    });
+  const out = queryView(root, {
+    label: 'Time series',
+    outClass: 'ts-out',
+    fields: [
+      h('div', { class: 'field' }, h('label', { for: 'ts-model', class: 'field-label' }, 'Model'), model),
+      h(
+        'div',
+        { class: 'field grow' },
+        h('label', { for: 'ts-keys', class: 'field-label' }, 'Keys'),
+        keys,
+        h('span', { id: 'ts-keys-help', class: 'muted small' }, 'Comma-separated'),
+      ),
+      h('div', { class: 'field' }, h('label', { for: 'ts-range', class: 'field-label' }, 'Range'), range),
+    ],
+    hash: () =>
+      buildHash('ts', {
+        model: model.value.trim(),
+        keys: splitKeys(keys.value).join(','),
+        range: range.value,
+      }),
   });
 
   function stop() {
-    if (stopLive) stopLive();
-    stopLive = null;
-    if (chart) chart.destroy();
-    chart = null;
+    live.end();
     chartKey = null;
   }
 
   function showIntro() {
     out.replaceChildren(
-      h(
-        'div',
-        { class: 'panel empty' },
-        h('h2', {}, 'Time series'),
+      emptyPanel(
+        'Time series',
         h('p', {}, 'Give a model and one or more of its keys to chart their counts over time.'),
         h('pre', {}, h('code', {}, `curl -X POST ${new URL('v1/ts/pages/incr', location.href)} \\\n  -H 'Content-Type: application/json' -d '{"key": "home"}'`)),
       ),
@@ -82,20 +72,14 @@ export function tsView(root) {
 
   function show(m, ks, span) {
     stop();
-    const heading = h('h2', {}, m);
-    const note = h('span', { class: 'live-note muted small' }, 'Loading…');
     const caption = h('p', { class: 'muted small', id: 'ts-caption' });
-    const errorBox = h('p', { class: 'error', role: 'alert', hidden: true });
-    const chartEl = h('div', { class: 'chart', role: 'img' });
     const totals = h('tbody');
-    out.replaceChildren(
-      h('div', { class: 'detail-head' }, heading, h('div', { class: 'detail-tools' }, note)),
-      errorBox,
-      h(
-        'figure',
-        { class: 'panel chart-card wide', id: 'ts-figure' },
-        h('figcaption', {}, h('h3', {}, `Counts per bucket, last ${fmtDuration(span)}`), caption),
-        chartEl,
+    const { nodes, note, errorBox, chartEl } = chartDetail({
+      name: m,
+      figureId: 'ts-figure',
+      title: `Counts per bucket, last ${fmtDuration(span)}`,
+      caption,
+      below: [
         h(
           'table',
           { class: 'totals' },
@@ -103,8 +87,9 @@ export function tsView(root) {
           h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Key'), h('th', { scope: 'col', class: 'num' }, 'Total'), h('th', { scope: 'col', class: 'num' }, 'Peak'))),
           totals,
         ),
-      ),
-    );
+      ],
+    });
+    out.replaceChildren(...nodes);
 
     const tick = async () => {
       const end = Math.floor(Date.now() / 1000);
@@ -115,9 +100,9 @@ export function tsView(root) {
         const xs = series.length ? series[0].points.map(([t]) => t) : [];
         const data = [xs, ...series.map((s) => s.points.map(([, c]) => c))];
         const key = `${answer.rollup}/${series.map((s) => s.key).join(',')}`;
-        if (!chart || chartKey !== key) {
-          if (chart) chart.destroy();
-          chart = timeChart(
+        if (!live.chart || chartKey !== key) {
+          if (live.chart) live.chart.destroy();
+          live.chart = timeChart(
             'ts',
             chartEl,
             {
@@ -130,7 +115,7 @@ export function tsView(root) {
           );
           chartKey = key;
         } else {
-          chart.update(data);
+          live.chart.update(data);
         }
         caption.textContent = xs.length
           ? `rollup ${fmtDuration(answer.rollup)} · ${fmtCount(xs.length)} buckets from ${fmtLocal(xs[0])} to ${fmtLocal(xs[xs.length - 1])}`
@@ -157,7 +142,7 @@ export function tsView(root) {
         showFailed(m, errorBox, note, e);
       }
     };
-    stopLive = every(REFRESH_MS, tick);
+    live.stop = every(REFRESH_MS, tick);
   }
 
   function update(p) {

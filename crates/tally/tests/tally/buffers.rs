@@ -178,6 +178,15 @@ fn settings() -> FlusherSettings {
     }
 }
 
+/// [`settings`] with a lease of 1 s and a retention of `retention_secs`.
+fn one_second_lease(retention_secs: u64) -> FlusherSettings {
+    FlusherSettings {
+        lease: Duration::from_secs(1),
+        retention: Duration::from_secs(retention_secs),
+        ..settings()
+    }
+}
+
 per_backend!(
     sqlite_store_sqlite_sink(Kind::SqliteFile, SinkKind::Sqlite),
     sqlite_store_postgres_sink(Kind::SqliteFile, SinkKind::Postgres),
@@ -545,12 +554,7 @@ async fn backlog_metrics_track_pending_rows(store: Store, sink: SinkKind) {
 async fn ancient_claims_are_left_for_an_operator(store: Store, sink: SinkKind) {
     let f = Fixture::new(store, sink).await;
     f.buffers.incr(&seen(1, 3, 1)).await.unwrap();
-    let s = FlusherSettings {
-        lease: Duration::from_secs(1),
-        retention: Duration::from_secs(10),
-        ..settings()
-    };
-    let a = f.flusher(&f.buffers, s.clone());
+    let a = f.flusher(&f.buffers, one_second_lease(10));
     assert!(!a.claim().await.unwrap().is_empty());
     f.clock.advance(11.0);
     let r = a.tick().await.unwrap();
@@ -614,12 +618,7 @@ async fn a_refused_batch_does_not_stall_the_others(store: Store, sink: SinkKind)
 async fn batch_ids_are_forgotten_after_twice_the_retention(store: Store, sink: SinkKind) {
     let f = Fixture::new(store, sink).await;
     f.buffers.incr(&seen(1, 1, 1)).await.unwrap();
-    let s = FlusherSettings {
-        lease: Duration::from_secs(1),
-        retention: Duration::from_secs(100),
-        ..settings()
-    };
-    let flusher = f.flusher(&f.buffers, s);
+    let flusher = f.flusher(&f.buffers, one_second_lease(100));
     let claims = flusher.claim().await.unwrap();
     let ids: Vec<_> = claims.iter().map(|c| c.batch).collect();
     flusher.finish(&claims).await.unwrap();

@@ -66,14 +66,13 @@ async fn stored(c: &Counters, name: &str) -> i64 {
 
 /// Writes `+1` to each of `names` in one batch per loop with the writer's
 /// next sequence number, retrying that batch (same number) until it is acknowledged; counts the
-/// acknowledged batches and the errors seen on the way.
+/// acknowledged batches and the errors seen on the way in `group`.
 fn spawn_counter_writer(
     c: Counters,
     names: Vec<String>,
     writer: u64,
     stop: Arc<AtomicBool>,
-    acked: Arc<AtomicI64>,
-    errors: Arc<AtomicU64>,
+    group: Group,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let incs: Vec<Increment> = names.iter().map(|n| Increment::new(n, 1)).collect();
@@ -93,12 +92,12 @@ fn spawn_counter_writer(
                     Ok(Applied::Duplicate) => break, // an earlier attempt landed
                     Err(e) => {
                         assert!(Instant::now() < deadline, "writes never resumed: {e}");
-                        errors.fetch_add(1, Ordering::SeqCst);
+                        group.errors.fetch_add(1, Ordering::SeqCst);
                         tokio::time::sleep(Duration::from_millis(50)).await;
                     }
                 }
             }
-            acked.fetch_add(1, Ordering::SeqCst);
+            group.acked.fetch_add(1, Ordering::SeqCst);
         }
     })
 }
@@ -109,17 +108,16 @@ fn spawn_daily_writer(
     d: DailyStats,
     entity: String,
     stop: Arc<AtomicBool>,
-    acked: Arc<AtomicI64>,
-    errors: Arc<AtomicU64>,
+    group: Group,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         while !stop.load(Ordering::SeqCst) {
             match d.incr(&entity).await {
                 Ok(_) => {
-                    acked.fetch_add(1, Ordering::SeqCst);
+                    group.acked.fetch_add(1, Ordering::SeqCst);
                 }
                 Err(_) => {
-                    errors.fetch_add(1, Ordering::SeqCst);
+                    group.errors.fetch_add(1, Ordering::SeqCst);
                 }
             }
         }
@@ -136,6 +134,16 @@ struct Group {
 }
 
 impl Group {
+    /// A group of `tasks` writer tasks that have acknowledged and failed
+    /// nothing yet.
+    fn new(tasks: u64) -> Self {
+        Group {
+            tasks,
+            acked: Arc::new(AtomicI64::new(0)),
+            errors: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
     /// Attempts finished so far, acknowledged or failed.
     fn attempts(&self) -> u64 {
         self.acked.load(Ordering::SeqCst) as u64 + self.errors.load(Ordering::SeqCst)
@@ -239,8 +247,7 @@ async fn slot_migration(layout: Layout) {
     let to = *cluster.masters().iter().find(|&&m| m != from).unwrap();
 
     let stop = Arc::new(AtomicBool::new(false));
-    let (acked, errors) = (Arc::new(AtomicI64::new(0)), Arc::new(AtomicU64::new(0)));
-    let (d_acked, d_errors) = (Arc::new(AtomicI64::new(0)), Arc::new(AtomicU64::new(0)));
+    let (counts, views, series) = (Group::new(3), Group::new(2), Group::new(1));
     let mut tasks = Vec::new();
     for w in 0..3 {
         tasks.push(spawn_counter_writer(
@@ -248,8 +255,7 @@ async fn slot_migration(layout: Layout) {
             vec!["hot".into(), cold.clone()],
             w,
             stop.clone(),
-            acked.clone(),
-            errors.clone(),
+            counts.clone(),
         ));
     }
     for _ in 0..2 {
@@ -257,47 +263,28 @@ async fn slot_migration(layout: Layout) {
             d.clone(),
             entity.clone(),
             stop.clone(),
-            d_acked.clone(),
-            d_errors.clone(),
+            views.clone(),
         ));
     }
-    let (t_acked, t_errors) = (Arc::new(AtomicI64::new(0)), Arc::new(AtomicU64::new(0)));
     {
-        let (ts, model, stop) = (ts.clone(), model.clone(), stop.clone());
-        let (t_acked, t_errors) = (t_acked.clone(), t_errors.clone());
+        let (ts, model, stop, series) = (ts.clone(), model.clone(), stop.clone(), series.clone());
         tasks.push(tokio::spawn(async move {
             while !stop.load(Ordering::SeqCst) {
                 match ts.incr(&model, "k", 1).await {
-                    Ok(()) => t_acked.fetch_add(1, Ordering::SeqCst),
-                    Err(_) => t_errors.fetch_add(1, Ordering::SeqCst) as i64,
+                    Ok(()) => series.acked.fetch_add(1, Ordering::SeqCst),
+                    Err(_) => series.errors.fetch_add(1, Ordering::SeqCst) as i64,
                 };
             }
         }));
     }
-    let groups = [
-        Group {
-            tasks: 3,
-            acked: acked.clone(),
-            errors: errors.clone(),
-        },
-        Group {
-            tasks: 2,
-            acked: d_acked.clone(),
-            errors: d_errors.clone(),
-        },
-        Group {
-            tasks: 1,
-            acked: t_acked.clone(),
-            errors: t_errors.clone(),
-        },
-    ];
+    let groups = [counts.clone(), views.clone(), series.clone()];
     // Every kind of writer has written into the slot before it moves.
     let deadline = Instant::now() + Duration::from_secs(60);
     while groups.iter().any(|g| g.acked.load(Ordering::SeqCst) == 0) {
         assert!(Instant::now() < deadline, "no write was acknowledged");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let before = acked.load(Ordering::SeqCst);
+    let before = counts.acked.load(Ordering::SeqCst);
 
     // Move the slot one key at a time while the writers go on, then back.
     let moved = {
@@ -333,10 +320,10 @@ async fn slot_migration(layout: Layout) {
     };
     // Writes go on once the slot is back.
     let stalled = "no write was acknowledged during the migration";
-    wait_for_acks(&acked, before + 1, Duration::from_secs(60), stalled).await;
+    wait_for_acks(&counts.acked, before + 1, Duration::from_secs(60), stalled).await;
     stop_writers(&stop, tasks).await;
-    let acked = acked.load(Ordering::SeqCst);
-    let d_acked = d_acked.load(Ordering::SeqCst);
+    let acked = counts.acked.load(Ordering::SeqCst);
+    let d_acked = views.acked.load(Ordering::SeqCst);
     assert!(moved > 0, "the slot held no keys to move");
     assert!(acked > before, "{stalled}");
     assert_eq!(cluster.master_of_slot(slot), from);
@@ -345,7 +332,7 @@ async fn slot_migration(layout: Layout) {
     assert_eq!(stored(&c, &cold).await, acked, "cold counter");
     assert_eq!(d.total(&entity).await.unwrap(), d_acked, "daily total");
     assert_eq!(d.today_count(&entity).await.unwrap().count, d_acked);
-    let t_acked = t_acked.load(Ordering::SeqCst);
+    let t_acked = series.acked.load(Ordering::SeqCst);
     let now = clock.now().as_secs_f64();
     for rollup in [3600, 86_400] {
         let sums = ts
@@ -376,9 +363,9 @@ async fn slot_migration(layout: Layout) {
         "migration: {moved} key moves; counters {acked} batches acknowledged, {} errors retried; \
          daily {d_acked} views acknowledged, {} failed; time series {t_acked} acknowledged, \
          {} failed; redirections: {redirects:?}",
-        errors.load(Ordering::SeqCst),
-        d_errors.load(Ordering::SeqCst),
-        t_errors.load(Ordering::SeqCst)
+        counts.errors.load(Ordering::SeqCst),
+        views.errors.load(Ordering::SeqCst),
+        series.errors.load(Ordering::SeqCst)
     );
     assert!(!redirects.is_empty(), "no ASK or TRYAGAIN was answered");
 }
@@ -397,7 +384,7 @@ async fn failover_under_load(
     let cluster = Arc::new(std::sync::Mutex::new(cluster));
 
     let stop = Arc::new(AtomicBool::new(false));
-    let (acked, errors) = (Arc::new(AtomicI64::new(0)), Arc::new(AtomicU64::new(0)));
+    let counts = Group::new(3);
     let tasks: Vec<_> = (0..3)
         .map(|w| {
             spawn_counter_writer(
@@ -405,14 +392,13 @@ async fn failover_under_load(
                 vec!["hot".into()],
                 w,
                 stop.clone(),
-                acked.clone(),
-                errors.clone(),
+                counts.clone(),
             )
         })
         .collect();
     // Kill it mid-load: once the writers have written a hundred batches.
     wait_for_acks(
-        &acked,
+        &counts.acked,
         100,
         Duration::from_secs(60),
         "no load before the failover",
@@ -429,19 +415,25 @@ async fn failover_under_load(
         .await
         .unwrap()
     };
-    let at_failover = acked.load(Ordering::SeqCst);
+    let at_failover = counts.acked.load(Ordering::SeqCst);
     // Writes resume: wait for a hundred more acknowledgements (with WAIT,
     // those need the restarted node to have synced as the new replica).
     let stalled = "writes did not resume after the failover";
-    wait_for_acks(&acked, at_failover + 100, Duration::from_secs(30), stalled).await;
+    wait_for_acks(
+        &counts.acked,
+        at_failover + 100,
+        Duration::from_secs(30),
+        stalled,
+    )
+    .await;
     stop_writers(&stop, tasks).await;
     assert_eq!(cluster.lock().unwrap().master_of_slot(slot), promoted);
-    let acked = acked.load(Ordering::SeqCst);
+    let acked = counts.acked.load(Ordering::SeqCst);
     assert!(acked > at_failover, "{stalled}");
     (
         acked,
         stored(&c, "hot").await,
-        errors.load(Ordering::SeqCst),
+        counts.errors.load(Ordering::SeqCst),
         at_failover,
     )
 }

@@ -417,6 +417,17 @@ return totalView";
     }
 }
 
+/// Writes `fields` into hash `key` in one HSET, as code other than Tally's
+/// did.
+async fn hset(raw: &mut RawConn, key: &str, fields: &[(&str, &str)]) {
+    let mut cmd = redis::cmd("HSET");
+    cmd.arg(key);
+    for (field, value) in fields {
+        cmd.arg(field).arg(value);
+    }
+    let _: () = raw.query(&cmd).await;
+}
+
 /// What the seed-code suite starts from: a fixture near now, Tally's daily
 /// statistics keeping `retention_days`, a raw connection for the seed's
 /// code, and today.
@@ -689,39 +700,25 @@ async fn data_of_earlier_tally_versions_reads_right_and_migrates(kind: Kind) {
         t,
     } = Seeded::new(kind, 30).await;
     let expire = t.plus(31).start_secs(0);
+    let (today, yesterday) = (t.yyyymmdd().to_string(), t.plus(-1).yyyymmdd().to_string());
     // 20 views in all, 13 of them on days an earlier version dropped.
-    let _: () = raw
-        .query(
-            redis::cmd("HSET")
-                .arg(seed::key("old"))
-                .arg(t.yyyymmdd().to_string())
-                .arg(5)
-                .arg(t.plus(-1).yyyymmdd().to_string())
-                .arg(2),
-        )
-        .await;
+    hset(
+        &mut raw,
+        &seed::key("old"),
+        &[(&today, "5"), (&yesterday, "2")],
+    )
+    .await;
     let _: () = raw
         .query(redis::cmd("EXPIREAT").arg(seed::key("old")).arg(expire))
         .await;
-    let _: () = raw
-        .query(
-            redis::cmd("HSET")
-                .arg("{advert:old}:stats")
-                .arg("total")
-                .arg(20)
-                .arg("first")
-                .arg(t.plus(-1).yyyymmdd().to_string()),
-        )
-        .await;
+    hset(
+        &mut raw,
+        "{advert:old}:stats",
+        &[("total", "20"), ("first", &yesterday)],
+    )
+    .await;
     // An entity whose day data expired: only the running total is left.
-    let _: () = raw
-        .query(
-            redis::cmd("HSET")
-                .arg("{advert:idle}:stats")
-                .arg("total")
-                .arg(7),
-        )
-        .await;
+    hset(&mut raw, "{advert:idle}:stats", &[("total", "7")]).await;
     assert_eq!(d.total("old").await.unwrap(), 20);
     assert_eq!(d.total("idle").await.unwrap(), 7);
     assert_eq!(d.day("old", t.plus(-1)).await.unwrap(), 2);
@@ -759,14 +756,7 @@ async fn values_that_are_not_counts_are_reported(kind: Kind) {
         mut raw,
         t,
     } = Seeded::new(kind, 30).await;
-    let _: () = raw
-        .query(
-            redis::cmd("HSET")
-                .arg(seed::key("odd"))
-                .arg("note")
-                .arg("hello"),
-        )
-        .await;
+    hset(&mut raw, &seed::key("odd"), &[("note", "hello")]).await;
     let err = d.total("odd").await.unwrap_err();
     assert!(matches!(err, Error::Corrupt(_)), "{err}");
     assert!(err.to_string().contains("note"), "{err}");

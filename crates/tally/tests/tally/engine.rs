@@ -371,23 +371,20 @@ async fn the_writer_serves_any_space(kind: Kind) {
         common::small_chunks(Duration::from_millis(10)),
     )
     .unwrap();
-    common::concurrently(4, |t| {
-        let w = w.clone();
-        async move {
-            for i in 0..300u64 {
-                // Within the 10 slices kept at 1 s: SQLite's writes trim
-                // what falls out of them.
-                let at = 1000.0 + (i % 10) as f64;
-                w.add(
-                    &format!("v{}", (u64::from(t) + i) % 7),
-                    Value::Sum(1),
-                    Some(at),
-                )
-                .await
-                .unwrap();
-                if i % 50 == 0 {
-                    tokio::task::yield_now().await;
-                }
+    common::concurrently(4, &w, |w, t| async move {
+        for i in 0..300u64 {
+            // Within the 10 slices kept at 1 s: SQLite's writes trim
+            // what falls out of them.
+            let at = 1000.0 + (i % 10) as f64;
+            w.add(
+                &format!("v{}", (u64::from(t) + i) % 7),
+                Value::Sum(1),
+                Some(at),
+            )
+            .await
+            .unwrap();
+            if i % 50 == 0 {
+                tokio::task::yield_now().await;
             }
         }
     })

@@ -42,44 +42,43 @@ per_backend!(layouts:
 async fn set_and_adjust_in_order(kind: Kind) {
     let f = Fixture::new(kind).await;
     let gauges = f.gauges(&[60, 3600], 10, false).await;
-    gauges
-        .apply_many(&[
-            GaugeOp::set("queue", 5.0).at(MIN + 1.0),
-            GaugeOp::adjust("queue", 3.0).at(MIN + 2.0),
-            GaugeOp::adjust("queue", -6.0).at(MIN + 3.0),
-        ])
-        .await
-        .unwrap();
-    assert_eq!(
-        gauges.get("queue", 60).await.unwrap(),
-        vec![slice(MIN, 2.0, 2.0, 8.0)]
-    );
-    assert_eq!(gauges.current("queue").await.unwrap(), Some(2.0));
-    // Set a negative value the statsd way, in the same slice.
-    gauges
-        .apply_many(&[
-            GaugeOp::set("queue", 0.0).at(MIN + 4.0),
-            GaugeOp::adjust("queue", -5.0).at(MIN + 5.0),
-        ])
-        .await
-        .unwrap();
-    assert_eq!(
-        gauges.get("queue", 60).await.unwrap(),
-        vec![slice(MIN, -5.0, -5.0, 8.0)]
-    );
-    // The same operations in the other order end elsewhere: order is kept.
-    gauges
-        .apply_many(&[
-            GaugeOp::adjust("other", -6.0).at(MIN + 1.0),
-            GaugeOp::adjust("other", 3.0).at(MIN + 2.0),
-            GaugeOp::set("other", 5.0).at(MIN + 3.0),
-        ])
-        .await
-        .unwrap();
-    assert_eq!(
-        gauges.get("other", 60).await.unwrap(),
-        vec![slice(MIN, 5.0, -6.0, 5.0)]
-    );
+    // Each step is one write, read back as the gauge's minute slice and its
+    // current value.
+    let steps = [
+        (
+            "queue",
+            vec![
+                GaugeOp::set("queue", 5.0).at(MIN + 1.0),
+                GaugeOp::adjust("queue", 3.0).at(MIN + 2.0),
+                GaugeOp::adjust("queue", -6.0).at(MIN + 3.0),
+            ],
+            slice(MIN, 2.0, 2.0, 8.0),
+        ),
+        // Set a negative value the statsd way, in the same slice.
+        (
+            "queue",
+            vec![
+                GaugeOp::set("queue", 0.0).at(MIN + 4.0),
+                GaugeOp::adjust("queue", -5.0).at(MIN + 5.0),
+            ],
+            slice(MIN, -5.0, -5.0, 8.0),
+        ),
+        // The same operations in the other order end elsewhere: order is kept.
+        (
+            "other",
+            vec![
+                GaugeOp::adjust("other", -6.0).at(MIN + 1.0),
+                GaugeOp::adjust("other", 3.0).at(MIN + 2.0),
+                GaugeOp::set("other", 5.0).at(MIN + 3.0),
+            ],
+            slice(MIN, 5.0, -6.0, 5.0),
+        ),
+    ];
+    for (name, ops, want) in steps {
+        gauges.apply_many(&ops).await.unwrap();
+        assert_eq!(gauges.get(name, 60).await.unwrap(), vec![want], "{ops:?}");
+        assert_eq!(gauges.current(name).await.unwrap(), Some(want.last));
+    }
 }
 
 /// An adjustment in a new slice starts from the gauge's value (kept by the

@@ -220,6 +220,11 @@ impl Pair {
         (ours, theirs)
     }
 
+    /// GETs `path` from both.
+    async fn get(&self, path: &str) -> (Response, Response) {
+        self.ask("GET", path, "").await
+    }
+
     /// Asks both and checks they agree; returns Tally's answer.
     async fn same(&self, method: &str, path: &str, body: &str) -> Json {
         let (ours, theirs) = self.ask(method, path, body).await;
@@ -447,11 +452,9 @@ async fn renders_match_graphite_web(kind: Kind) {
     .await;
     // CSV, byte for byte.
     let (ours, theirs) = pair
-        .ask(
-            "GET",
-            &format!("/render?target=app.h1.*&from=-2min&format=csv&now={NOW}"),
-            "",
-        )
+        .get(&format!(
+            "/render?target=app.h1.*&from=-2min&format=csv&now={NOW}"
+        ))
         .await;
     assert_eq!((ours.status, ours.text()), (theirs.status, theirs.text()));
     // Bad times and empty ranges are 400 on both.
@@ -461,7 +464,7 @@ async fn renders_match_graphite_web(kind: Kind) {
         "&from=-1h&until=-1h",
         "&until=xyz",
     ] {
-        let (ours, theirs) = pair.ask("GET", &url("app.h0.requests", bad), "").await;
+        let (ours, theirs) = pair.get(&url("app.h0.requests", bad)).await;
         assert_eq!(
             (ours.status, theirs.status),
             (400, 400),
@@ -472,17 +475,15 @@ async fn renders_match_graphite_web(kind: Kind) {
     }
     // A target that does not parse, or an unknown function: 400 naming it.
     for bad in ["foo(", "nope(app.h0.requests)"] {
-        let (ours, _) = pair.ask("GET", &url(bad, "&from=-1h"), "").await;
+        let (ours, _) = pair.get(&url(bad, "&from=-1h")).await;
         assert_eq!(ours.status, 400, "{bad}: {}", ours.text());
         assert_invalid_parameters(&ours, bad);
     }
     // PNG, graphite-web's default format, is refused naming the formats.
     let (ours, _) = pair
-        .ask(
-            "GET",
-            &format!("/render?target=app.h0.requests&from=-1h&now={NOW}"),
-            "",
-        )
+        .get(&format!(
+            "/render?target=app.h0.requests&from=-1h&now={NOW}"
+        ))
         .await;
     assert_eq!(ours.status, 400);
     assert!(
@@ -500,11 +501,10 @@ async fn renders_match_graphite_web(kind: Kind) {
         .await
         .unwrap();
     let (ours, _) = pair
-        .ask(
-            "GET",
-            &url("tally:http:route:GET_/v1/counters/_name_", "&from=-1min"),
-            "",
-        )
+        .get(&url(
+            "tally:http:route:GET_/v1/counters/_name_",
+            "&from=-1min",
+        ))
         .await;
     let answer: Json = serde_json::from_slice(&ours.body).unwrap();
     let points = answer[0]["datapoints"].as_array().unwrap();
@@ -538,14 +538,10 @@ async fn finds_match_graphite_web(kind: Kind) {
         "app.h0.requests",
         "app.latency",
     ] {
-        pair.same("GET", &format!("/metrics/find?query={}", encode(query)), "")
-            .await;
-        pair.same(
-            "GET",
-            &format!("/metrics/expand?query={}", encode(query)),
-            "",
-        )
-        .await;
+        for route in ["find", "expand"] {
+            let path = format!("/metrics/{route}?query={}", encode(query));
+            pair.same("GET", &path, "").await;
+        }
     }
     // Grafana's query editor: from/until in the URL, a raw body.
     pair.same(

@@ -28,6 +28,16 @@ per_backend!(
     keyed_kinds_apply_once
 );
 
+/// Asserts that `first` is written and `again` (the same key, from this
+/// client or another) is answered as a duplicate, awaited in that order.
+async fn written_then_duplicate(
+    first: impl Future<Output = tally::Result<Applied>>,
+    again: impl Future<Output = tally::Result<Applied>>,
+) {
+    assert_eq!(first.await.unwrap(), Applied::Written);
+    assert_eq!(again.await.unwrap(), Applied::Duplicate);
+}
+
 async fn keyed_writes_apply_once(kind: Kind) {
     let f = Fixture::near_now(kind).await;
     let clock = Arc::new(f.clock.clone());
@@ -139,14 +149,11 @@ async fn keyed_writes_apply_once(kind: Kind) {
     let order = [Increment::new("orders", 3), Increment::new("items", 2)];
     tries(&ONCE, || counters.incr_many_once("order-1", &order)).await;
     let one = [Increment::new("orders", 1)];
-    assert_eq!(
-        counters.incr_many_once("order-2", &one).await.unwrap(),
-        Applied::Written
-    );
-    assert_eq!(
-        counters.incr_once("order-2", "orders", 1).await.unwrap(),
-        Applied::Duplicate
-    );
+    written_then_duplicate(
+        counters.incr_many_once("order-2", &one),
+        counters.incr_once("order-2", "orders", 1),
+    )
+    .await;
     assert!(
         counters
             .incr_once("bad key", "orders", 1)
@@ -177,14 +184,11 @@ async fn keyed_writes_apply_once(kind: Kind) {
     )
     .unwrap();
     let visit = [Increment::new("visits", 1)];
-    assert_eq!(
-        a.add_many_once(&idem, "visit-1", &visit).await.unwrap(),
-        Applied::Written
-    );
-    assert_eq!(
-        b.add_many_once(&idem_b, "visit-1", &visit).await.unwrap(),
-        Applied::Duplicate
-    );
+    written_then_duplicate(
+        a.add_many_once(&idem, "visit-1", &visit),
+        b.add_many_once(&idem_b, "visit-1", &visit),
+    )
+    .await;
     a.flush().await.unwrap();
     assert_eq!(
         a.add_many_once(&idem, "visit-1", &visit).await.unwrap(),
@@ -258,14 +262,11 @@ async fn keyed_kinds_apply_once(kind: Kind) {
     let ops = [GaugeOp::set("queue", 5.0), GaugeOp::adjust("queue", 2.0)];
     tries(&ONCE, || gauges.apply_many_once("g-1", &ops)).await;
     let adjust = [GaugeOp::adjust("queue", 1.0)];
-    assert_eq!(
-        other.apply_many_once("g-2", &adjust).await.unwrap(),
-        Applied::Written
-    );
-    assert_eq!(
-        gauges.apply_many_once("g-2", &adjust).await.unwrap(),
-        Applied::Duplicate
-    );
+    written_then_duplicate(
+        other.apply_many_once("g-2", &adjust),
+        gauges.apply_many_once("g-2", &adjust),
+    )
+    .await;
     assert_eq!(gauges.current("queue").await.unwrap(), Some(8.0));
     assert!(
         gauges

@@ -23,16 +23,20 @@ struct Fixture {
 /// 2012-05-07T07:40:00Z: a minute boundary.
 const MINUTE: u64 = 1_336_376_400_000;
 
+/// A limiter on `backend`'s store, reading `clock`.
+async fn limiter(backend: &Backend, clock: &ManualClock) -> Limiter {
+    Limiter::new(
+        backend.limiter_store().await.unwrap(),
+        Arc::new(clock.clone()),
+    )
+}
+
 impl Fixture {
     async fn new(kind: Kind) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let (config, servers) = backends::start(kind, dir.path());
         let clock = ManualClock::at(MINUTE as f64 / 1000.0);
-        let backend = Backend::open(&config).await.unwrap();
-        let limiter = Limiter::new(
-            backend.limiter_store().await.unwrap(),
-            Arc::new(clock.clone()),
-        );
+        let limiter = limiter(&Backend::open(&config).await.unwrap(), &clock).await;
         Fixture {
             clock,
             config,
@@ -47,14 +51,10 @@ impl Fixture {
     }
 
     async fn other(&self) -> Limiter {
-        if self.config == BackendConfig::SqliteMemory {
-            return self.limiter.clone();
+        match backends::other_client(&self.config).await {
+            Some(backend) => limiter(&backend, &self.clock).await,
+            None => self.limiter.clone(),
         }
-        let backend = Backend::open(&self.config).await.unwrap();
-        Limiter::new(
-            backend.limiter_store().await.unwrap(),
-            Arc::new(self.clock.clone()),
-        )
     }
 
     async fn check(&self, key: &str, limit: &Limit, cost: u64) -> Decision {

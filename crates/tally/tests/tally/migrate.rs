@@ -37,11 +37,9 @@ async fn open(target: &str) -> Tally {
 type Snapshot = BTreeMap<(String, String, u64), Vec<(u64, Value)>>;
 
 async fn snapshot(tally: &Tally) -> Snapshot {
-    let store = tally
-        .backend()
-        .slice_store(tally.clock().clone())
-        .await
-        .unwrap();
+    // The slice store Tally's statistics, gauges and sets write through
+    // reads every space.
+    let store = tally.stats().store().clone();
     let spaces: [Arc<Space>; 4] = [
         tally.counters().space().clone(),
         tally.stats().space().clone(),
@@ -642,6 +640,20 @@ async fn bad_settings_are_refused_before_anything_is_read() {
     }
 }
 
+/// Migrates `from` into `to` under job `job`; `to` then holds every slice
+/// of `slices` and everything of `all`.
+async fn migrate_and_check(
+    from: &Tally,
+    to: &Tally,
+    job: &str,
+    slices: &Snapshot,
+    all: &Everything,
+) {
+    migrate(from, to, &settings(job), |_| {}).await.unwrap();
+    assert!(snapshot(to).await == *slices, "{job}");
+    assert_holds(to, all).await;
+}
+
 /// The compact layout (one hash per series) takes a migration in and gives
 /// it back: default → compact → default keeps every slice, day and bucket,
 /// and the compact store holds one hash per series, none per precision.
@@ -664,11 +676,7 @@ async fn default_to_compact_to_default_keeps_every_slice() {
     let slices = snapshot(&source).await;
     let all = everything(&source).await;
     let compact = open_in(b.url(), "compact").await;
-    migrate(&source, &compact, &settings("to-compact"), |_| {})
-        .await
-        .unwrap();
-    assert!(snapshot(&compact).await == slices, "default → compact");
-    assert_holds(&compact, &all).await;
+    migrate_and_check(&source, &compact, "to-compact", &slices, &all).await;
     same_answers(&source, &compact).await;
     let raw = redis::Client::open(b.url())
         .unwrap()
@@ -689,9 +697,5 @@ async fn default_to_compact_to_default_keeps_every_slice() {
     assert_eq!(keys("*}:@:*").await.len(), 60, "one hash per counter");
     assert!(keys("*}:60:*").await.is_empty(), "no hash per precision");
     let back = open_in(c.url(), "default").await;
-    migrate(&compact, &back, &settings("from-compact"), |_| {})
-        .await
-        .unwrap();
-    assert!(snapshot(&back).await == slices, "compact → default");
-    assert_holds(&back, &all).await;
+    migrate_and_check(&compact, &back, "from-compact", &slices, &all).await;
 }

@@ -608,17 +608,14 @@ async fn aggregated_writes_are_exact(kind: Kind) {
         common::small_chunks(Duration::from_millis(5)),
     )
     .unwrap();
-    common::concurrently(4, |w| {
-        let writer = writer.clone();
-        async move {
-            for i in 0..500u32 {
-                let v = f64::from((i * 7 + w) % 100);
-                let at = BOOK + f64::from(i % 100); // the 100 slices kept at 1 s
-                writer
-                    .record(&format!("agg:{}", i % 10), v, Some(at))
-                    .await
-                    .unwrap();
-            }
+    common::concurrently(4, &writer, |writer, w| async move {
+        for i in 0..500u32 {
+            let v = f64::from((i * 7 + w) % 100);
+            let at = BOOK + f64::from(i % 100); // the 100 slices kept at 1 s
+            writer
+                .record(&format!("agg:{}", i % 10), v, Some(at))
+                .await
+                .unwrap();
         }
     })
     .await;

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use tally::BackendConfig;
+use tally::{Backend, BackendConfig};
 use tally_testkit::{RedisCluster, RedisServer};
 
 /// Where a suite's state lives.
@@ -51,4 +51,13 @@ pub fn start(kind: Kind, dir: &Path) -> (BackendConfig, Servers) {
         }
     };
     (config, servers)
+}
+
+/// Another client (own connections) on the store `config` names, or `None`
+/// for SQLite in memory, which only the first client sees.
+pub async fn other_client(config: &BackendConfig) -> Option<Backend> {
+    if *config == BackendConfig::SqliteMemory {
+        return None;
+    }
+    Some(Backend::open(config).await.unwrap())
 }

@@ -430,12 +430,15 @@ pub fn small_chunks(flush_interval: Duration) -> WriterSettings {
     }
 }
 
-/// Spawns `task(i)` for each `i` below `n` and waits until all have ended.
-pub async fn concurrently<Fut>(n: u32, task: impl Fn(u32) -> Fut)
+/// Spawns `task(shared.clone(), i)` for each `i` below `n` and waits until
+/// all have ended.
+pub async fn concurrently<S: Clone, Fut>(n: u32, shared: &S, task: impl Fn(S, u32) -> Fut)
 where
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    let tasks: Vec<_> = (0..n).map(|i| tokio::spawn(task(i))).collect();
+    let tasks: Vec<_> = (0..n)
+        .map(|i| tokio::spawn(task(shared.clone(), i)))
+        .collect();
     for t in tasks {
         t.await.unwrap();
     }

@@ -52,19 +52,26 @@ async fn buffered_rows_over_http(kind: Kind) {
     // What the table mapping refuses (an unknown table or column, a missing
     // key column) is 422: the document leaves the mapping to the
     // configuration. What the document refuses is 400.
-    let bad = json!({ "table": "nope", "key": { "id": "1" }, "add": { "times_seen": 1 } });
-    s.post("/v1/buffers/incr", bad)
-        .await
-        .error(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable");
-    let bad = json!({ "table": "groups", "key": { "id": "1" }, "add": { "drop table": 1 } });
-    s.post("/v1/buffers/incr", bad)
-        .await
-        .error(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable");
+    for (bad, status, code) in [
+        (
+            json!({ "table": "nope", "key": { "id": "1" }, "add": { "times_seen": 1 } }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "unprocessable",
+        ),
+        (
+            json!({ "table": "groups", "key": { "id": "1" }, "add": { "drop table": 1 } }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "unprocessable",
+        ),
+        (
+            json!({ "table": "groups", "key": { "id": "1" }, "add": { "times_seen": 1.5 } }),
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
+    ] {
+        s.post("/v1/buffers/incr", bad).await.error(status, code);
+    }
     s.get("/v1/buffers/groups/row")
         .await
         .error(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable");
-    let bad = json!({ "table": "groups", "key": { "id": "1" }, "add": { "times_seen": 1.5 } });
-    s.post("/v1/buffers/incr", bad)
-        .await
-        .error(StatusCode::BAD_REQUEST, "invalid_json");
 }

@@ -228,6 +228,14 @@ pub(super) async fn idempotent_writes_over_http(kind: Kind) {
     }
 }
 
+/// Sends the retry of a write that a crashed server applied under `key`
+/// and asserts that it succeeds; returns the answer.
+async fn retry(s: &TestServer, uri: &str, body: Value, key: &str) -> Answer {
+    let a = keyed(s, uri, &body.to_string(), key).await;
+    assert_eq!(a.status, StatusCode::OK, "{uri}: {}", a.text);
+    a
+}
+
 /// Issue 11 part 2: a server that applied a keyed write and died before
 /// recording its answer leaves no record; the retry runs the request again
 /// and must not apply it twice. Each write is first made through the
@@ -244,17 +252,14 @@ pub(super) async fn keyed_writes_close_the_crash_window(kind: Kind) {
         .incr_many_once("c-1", &[tally::Increment::new("crash:c", 5).at(now)])
         .await
         .unwrap();
-    let a = keyed(
+    let a = retry(
         &s,
         "/v1/counters/crash:c/incr",
-        &json!({ "count": 5, "at": now }).to_string(),
+        json!({ "count": 5, "at": now }),
         "c-1",
     )
     .await;
-    assert_eq!(
-        (a.status, a.json()),
-        (StatusCode::OK, json!({ "written": 1 }))
-    );
+    assert_eq!(a.json(), json!({ "written": 1 }));
     let c = s.get("/v1/counters/crash:c").await.json();
     assert_eq!(day_total(&c), 5, "{c}");
 
@@ -264,14 +269,13 @@ pub(super) async fn keyed_writes_close_the_crash_window(kind: Kind) {
         .apply_many_once("g-1", &[GaugeOp::adjust("crash:g", 2.0).at(now)])
         .await
         .unwrap();
-    let a = keyed(
+    retry(
         &s,
         "/v1/gauges/crash:g",
-        &json!({ "delta": 2, "at": now }).to_string(),
+        json!({ "delta": 2, "at": now }),
         "g-1",
     )
     .await;
-    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
     assert_eq!(s.get("/v1/gauges/crash:g").await.json()["current"], 2.0);
 
     // Time series: a count and item counts.
@@ -281,8 +285,7 @@ pub(super) async fn keyed_writes_close_the_crash_window(kind: Kind) {
         .await
         .unwrap();
     let body = json!({ "increments": [{ "model": "crash", "key": "k", "count": 3 }] });
-    let a = keyed(&s, "/v1/ts/incr", &body.to_string(), "t-1").await;
-    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    retry(&s, "/v1/ts/incr", body, "t-1").await;
     let sums = s.get("/v1/ts/crash/sums?keys=k").await.json();
     assert_eq!(sums["totals"][0]["total"], 3, "{sums}");
     let items = [("x".to_owned(), 2)];
@@ -290,8 +293,7 @@ pub(super) async fn keyed_writes_close_the_crash_window(kind: Kind) {
         .await
         .unwrap();
     let body = json!({ "key": "k", "items": [["x", 2]] });
-    let a = keyed(&s, "/v1/ts/crash/frequent", &body.to_string(), "t-2").await;
-    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    retry(&s, "/v1/ts/crash/frequent", body, "t-2").await;
     let top = s.get("/v1/ts/crash/top?key=k&n=5").await.json();
     assert_eq!(top["items"][0]["count"], 2, "{top}");
 
@@ -306,14 +308,7 @@ pub(super) async fn keyed_writes_close_the_crash_window(kind: Kind) {
         .incr_many_once("d-1", std::slice::from_ref(&view))
         .await
         .unwrap();
-    let a = keyed(
-        &s,
-        "/v1/daily/crash-e/incr",
-        &json!({ "count": 2 }).to_string(),
-        "d-1",
-    )
-    .await;
-    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let a = retry(&s, "/v1/daily/crash-e/incr", json!({ "count": 2 }), "d-1").await;
     assert_eq!(
         (a.json()["day_count"].clone(), a.json()["total"].clone()),
         (json!(2), json!(2))
@@ -328,8 +323,7 @@ pub(super) async fn keyed_writes_close_the_crash_window(kind: Kind) {
     buffers.incr_once("b-1", &change).await.unwrap();
     flusher.drain().await.unwrap();
     let body = json!({ "table": "groups", "key": { "id": "7" }, "add": { "times_seen": 4 } });
-    let a = keyed(&s, "/v1/buffers/incr", &body.to_string(), "b-1").await;
-    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    retry(&s, "/v1/buffers/incr", body, "b-1").await;
     flusher.drain().await.unwrap();
     let row = s.get("/v1/buffers/groups/row?id=7").await.json();
     assert_eq!(row["counters"]["times_seen"], 4, "{row}");
@@ -341,10 +335,10 @@ pub(super) async fn keyed_writes_close_the_crash_window(kind: Kind) {
         .await
         .unwrap();
     assert_eq!((d.allowed, d.remaining), (true, 1));
-    let a = keyed(
+    let a = retry(
         &s,
         "/v1/limits/crash-u/check",
-        &json!({ "policy": "api" }).to_string(),
+        json!({ "policy": "api" }),
         "l-1",
     )
     .await;
@@ -373,14 +367,13 @@ pub(super) async fn keyed_writes_close_the_crash_window(kind: Kind) {
         tally::Acquisition::Acquired(lease) => lease,
         held => panic!("{held:?}"),
     };
-    let a = keyed(
+    let a = retry(
         &s,
         "/v1/locks/crash-l/acquire",
-        &json!({ "ttl_ms": 10000 }).to_string(),
+        json!({ "ttl_ms": 10000 }),
         "k-1",
     )
     .await;
-    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
     let lease = a.json();
     assert_eq!(
         (

@@ -161,6 +161,13 @@ impl Answer {
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text))
     }
 
+    /// Asserts a 200 answer whose content type starts with `prefix`.
+    fn ok_with_type(&self, prefix: &str) {
+        assert_eq!(self.status, StatusCode::OK, "{}", self.text);
+        let content_type = self.headers["content-type"].to_str().unwrap();
+        assert!(content_type.starts_with(prefix), "{content_type}");
+    }
+
     /// Asserts an error answer with this status and code.
     fn error(&self, status: StatusCode, code: &str) {
         assert_eq!(self.status, status, "{}", self.text);

@@ -74,18 +74,23 @@ async fn sets_over_http(kind: Kind) {
     s.post("/v1/sets/other", json!({ "members": ["é".repeat(255)] }))
         .await
         .error(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable");
-    s.get("/v1/sets/other")
-        .await
-        .error(StatusCode::NOT_FOUND, "not_found");
-    s.get("/v1/sets/users?precision=7")
-        .await
-        .error(StatusCode::BAD_REQUEST, "unknown_precision");
-    s.get(&format!("/v1/sets/users?from={}&to={at}", at + 1))
-        .await
-        .error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_time");
-    s.get("/v1/sets/users?from=x")
-        .await
-        .error(StatusCode::BAD_REQUEST, "invalid_input");
+    let backwards = format!("/v1/sets/users?from={}&to={at}", at + 1);
+    for (uri, status, code) in [
+        ("/v1/sets/other", StatusCode::NOT_FOUND, "not_found"),
+        (
+            "/v1/sets/users?precision=7",
+            StatusCode::BAD_REQUEST,
+            "unknown_precision",
+        ),
+        (&backwards, StatusCode::UNPROCESSABLE_ENTITY, "invalid_time"),
+        (
+            "/v1/sets/users?from=x",
+            StatusCode::BAD_REQUEST,
+            "invalid_input",
+        ),
+    ] {
+        s.get(uri).await.error(status, code);
+    }
     assert_eq!(
         s.get("/v1/sets?prefix=us").await.json(),
         json!({ "sets": ["users"], "next": null })
