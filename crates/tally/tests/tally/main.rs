@@ -36,6 +36,7 @@ mod redis_counters;
 mod server;
 mod sets;
 mod stats;
+mod stats_pending;
 mod stats_timeline;
 mod statsd_reference;
 mod tsdb;

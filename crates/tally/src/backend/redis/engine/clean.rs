@@ -11,7 +11,7 @@ use super::keys::Cleaning;
 use super::list::lex_bounds;
 use super::list::zrangebylex;
 use super::old_fields::at_or_before;
-use crate::engine::{CleanJob, CleanReport, Due, Space};
+use crate::engine::{CleanJob, CleanReport, Due, Kind, Precision, Space};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -149,6 +149,7 @@ impl RedisSliceStore {
         job: &CleanJob,
         book_rule: bool,
         shared: Option<&[Option<Trim>]>,
+        pending: Option<(SpaceKeys<'_>, &[Precision])>,
         entries: impl Fn(&[String]) -> Vec<CleanEntry>,
     ) -> Result<CleanReport> {
         let reading = |t: &Option<Trim>| matches!(t, Some(Trim::Upto(_) | Trim::Within(..)));
@@ -165,6 +166,10 @@ impl RedisSliceStore {
             }
             report.scanned += members.len() as u64;
             let mut work = entries(&members);
+            if let Some((keys, precisions)) = pending {
+                self.fold_pending(keys, precisions, &work).await?;
+                report.round_trips += 1;
+            }
             if work
                 .iter()
                 .any(|e| e.hashes.iter().any(|(_, t)| reading(t)))
@@ -193,6 +198,36 @@ impl RedisSliceStore {
         Ok(report)
     }
 
+    /// Folds the pending slices of `entries`' statistics into their
+    /// precisions' slices (`engine_fold.lua`), before they are trimmed.
+    async fn fold_pending(
+        &self,
+        keys: SpaceKeys<'_>,
+        precisions: &[Precision],
+        entries: &[CleanEntry],
+    ) -> Result<()> {
+        let Some(first) = entries.first() else {
+            return Ok(());
+        };
+        let n = first.hashes.len();
+        let mut cmd = super::super::evalsha(&self.fold, entries.len() * (n + 1));
+        for entry in entries {
+            cmd.arg(keys.pending(&entry.member));
+            for (key, _) in &entry.hashes {
+                cmd.arg(key.as_str());
+            }
+        }
+        cmd.arg(n);
+        for p in precisions {
+            cmd.arg(p.seconds);
+        }
+        self.redis
+            .eval_cmd(&self.fold, &cmd)
+            .await
+            .map_err(Error::from)?;
+        Ok(())
+    }
+
     /// Cleans one registry shard of the default or compact layout. The
     /// compact layout's one hash per series stands at every precision's
     /// position, each with that precision's fields.
@@ -209,7 +244,9 @@ impl RedisSliceStore {
             .map(|r| keys.trim_at(r.seconds, job.due_of(r).map(Trim::from)))
             .collect();
         let registry = keys.registry(shard);
-        self.clean_registry(&registry, job, false, Some(&cutoffs), |names| {
+        let pending = (space.kind == Kind::Stats && keys.folds_stats())
+            .then_some((keys, space.precisions.as_slice()));
+        self.clean_registry(&registry, job, false, Some(&cutoffs), pending, |names| {
             names
                 .iter()
                 .filter_map(|n| Name::new(n.as_str()).ok())
@@ -230,7 +267,7 @@ impl RedisSliceStore {
     /// Cleans the book's `known:`, with the book's rules: each member's
     /// precision comes from the member itself.
     async fn clean_ria(&self, job: &CleanJob) -> Result<CleanReport> {
-        self.clean_registry(layout::RIA_KNOWN, job, true, None, |members| {
+        self.clean_registry(layout::RIA_KNOWN, job, true, None, None, |members| {
             members
                 .iter()
                 .filter_map(|member| {

@@ -53,7 +53,14 @@ pub(super) const KINDS: [KindStore; 4] = [
     },
     KindStore {
         kind: Kind::Stats,
-        merge: Some((include_str!("../lua/kind_stats.lua"), "merge_stats")),
+        // With the pending slices' functions (`stats_fold.lua`).
+        merge: Some((
+            concat!(
+                include_str!("../lua/kind_stats.lua"),
+                include_str!("../lua/stats_fold.lua")
+            ),
+            "merge_stats",
+        )),
         current: false,
         scratch: 0,
         dump: false,

@@ -83,6 +83,8 @@ pub struct RedisSliceStore {
     apply: [Script; kinds::KINDS.len()],
     revert: Script,
     clean: Script,
+    /// `engine_fold.lua`: statistics' pending slices folded before a clean.
+    fold: Script,
     delete: Script,
     /// `expiring_list.lua` (the expiring layout's listing).
     list: Script,
@@ -110,6 +112,7 @@ impl RedisSliceStore {
             apply: std::array::from_fn(|i| Script::new(&kinds::KINDS[i].apply_lua())),
             revert: lua!("engine_undo", "engine_revert"),
             clean: lua!("engine_clean"),
+            fold: lua!("kind_stats", "stats_fold", "engine_fold"),
             delete: lua!("engine_delete"),
             list: lua!("expiring_list"),
             clock,

@@ -71,7 +71,20 @@ pub(super) fn apply_call<'a>(
     let marker = batch.seq.is_some();
     let ends = keys.keeps_ends();
     let per_registry = 1 + usize::from(ends);
-    let currents = if kind.current { writes.len() } else { 0 };
+    // Statistics go through their pending slices where the layout keeps
+    // them (`stats_fold.lua`): a series' pending key takes the place a
+    // gauge's current-value key has.
+    let pending = kind.kind == Kind::Stats && keys.folds_stats();
+    let folds: Vec<bool> = if pending {
+        writes.iter().map(|w| folds(&batch.space, w)).collect()
+    } else {
+        Vec::new()
+    };
+    let currents = if kind.current || pending {
+        writes.len()
+    } else {
+        0
+    };
     let first_current = usize::from(marker) + hashes + per_registry * registries.len() + 1;
     let nkeys = first_current - 1 + currents + kind.scratch;
     let mut cmd = super::super::evalsha(script, nkeys);
@@ -99,18 +112,24 @@ pub(super) fn apply_call<'a>(
         }
     }
     for (w, &shard) in writes.iter().zip(&shards).take(currents) {
-        keys.write_current(&mut buf, w.name.as_str(), shard);
+        if pending {
+            keys.write_pending(&mut buf, w.name.as_str(), shard);
+        } else {
+            keys.write_current(&mut buf, w.name.as_str(), shard);
+        }
         cmd.arg(buf.as_str());
     }
     for n in 1..=kind.scratch {
         cmd.arg(keys.scratch(shards[0], n));
     }
     // ARGV: the header, then per hash its (slice, delta) pairs.
-    cmd.arg(match (ends, marker) {
-        (false, false) => "0",
-        (false, true) => "1",
-        (true, false) => "2",
-        (true, true) => "3",
+    cmd.arg(match (ends, pending, marker) {
+        (false, false, false) => "0",
+        (false, false, true) => "1",
+        (true, _, false) => "2",
+        (true, _, true) => "3",
+        (false, true, false) => "4",
+        (false, true, true) => "5",
     })
     .arg(batch.seq.map_or(0, |s| s.seq))
     .arg(kind.kind.code())
@@ -123,6 +142,20 @@ pub(super) fn apply_call<'a>(
             cmd.arg(first_current + g.series)
                 .arg(g.cells[0].precision)
                 .arg(g.ttl);
+        } else if pending {
+            // The series' pending slice (0: every precision at once), and
+            // the hash's precision (0 in the compact layout, whose fields
+            // name theirs).
+            cmd.arg(if folds[g.series] {
+                first_current + g.series
+            } else {
+                0
+            })
+            .arg(if keys.is_compact() {
+                0
+            } else {
+                g.cells[0].precision
+            });
         }
         cmd.arg(g.cells.len());
         for c in g.cells {
@@ -190,6 +223,18 @@ pub(super) fn apply_call<'a>(
         op_keys,
         ops,
     })
+}
+
+/// True when `write` goes through its series' pending slice: one cell per
+/// precision of `space`, in its order (finest first), all with the same
+/// delta, as one observation (or several in one finest slice) gives.
+fn folds(space: &Space, write: &SeriesWrite) -> bool {
+    write.cells.len() == space.precisions.len()
+        && write
+            .cells
+            .iter()
+            .zip(&space.precisions)
+            .all(|(c, p)| c.precision == p.seconds && c.delta == write.cells[0].delta)
 }
 
 /// The `engine_revert.lua` call that takes back `call` (see that script):

@@ -14,14 +14,21 @@ use crate::engine::{Precision, Retention, Value};
 /// keys by name.
 const ECHO: &str = r#"
 local out = {}
-local marker, expiring, seq, kind, h, at = apply_header()
-out[#out + 1] = 'header ' .. marker .. ' ' .. tostring(expiring) .. ' ' .. seq .. ' ' .. kind
+local marker, expiring, pending, seq, kind, h, at = apply_header()
+out[#out + 1] = 'header ' .. marker .. ' ' .. tostring(expiring) .. ' ' .. tostring(pending)
+  .. ' ' .. seq .. ' ' .. kind
 if marker == 1 then out[#out + 1] = 'lane ' .. KEYS[1] end
 local gauge = kind == '5'
 for k = 1, h do
-  local ck, run, life, m, first = apply_hash(at, gauge)
+  local ck, run, life, m, first, pend, hp
+  if pending then
+    pend, hp, m, first = apply_pending_hash(at)
+  else
+    ck, run, life, m, first = apply_hash(at, gauge)
+  end
   local line = 'hash ' .. KEYS[marker + k]
   if ck then line = line .. ' current ' .. KEYS[ck] .. ' run ' .. run .. ' life ' .. life end
+  if pend then line = line .. ' pending ' .. (pend > 0 and KEYS[pend] or 'none') .. ' at ' .. hp end
   out[#out + 1] = line
   for j = 0, m - 1 do
 out[#out + 1] = 'cell ' .. ARGV[first + 2 * j] .. ' ' .. ARGV[first + 2 * j + 1]
@@ -92,8 +99,9 @@ fn expected(keys: SpaceKeys<'_>, batch: &Batch, now: Timestamp) -> Vec<String> {
     let writes: Vec<&SeriesWrite> = batch.writes.iter().collect();
     let groups = keys.groups(&batch.space, &writes, now).unwrap();
     let ends = keys.keeps_ends();
+    let pending = batch.space.kind == Kind::Stats && keys.folds_stats();
     let mut out = vec![format!(
-        "header {} {ends} {} {}",
+        "header {} {ends} {pending} {} {}",
         u8::from(batch.seq.is_some()),
         batch.seq.map_or(0, |s| s.seq),
         batch.space.kind.code()
@@ -148,6 +156,21 @@ fn expected(keys: SpaceKeys<'_>, batch: &Batch, now: Timestamp) -> Vec<String> {
             // registries.
             line += &format!("@ {} life {}", g.cells[0].precision, g.ttl);
         }
+        if pending {
+            // A series of one cell per precision with one delta goes
+            // through its pending slice.
+            match folds(&batch.space, writes[g.series]) {
+                true => line += &format!(" pending {}", keys.pending(name)),
+                false => line += " pending none",
+            }
+            // The hash's precision; 0 in the compact layout.
+            let at = if keys.is_compact() {
+                0
+            } else {
+                g.cells[0].precision
+            };
+            line += &format!(" at {at}");
+        }
         out.push(line);
         for c in g.cells {
             out.push(format!("cell {} {}", field(c), delta(&c.delta)));
@@ -200,7 +223,7 @@ fn expected(keys: SpaceKeys<'_>, batch: &Batch, now: Timestamp) -> Vec<String> {
             }
         }
     }
-    if kind.current {
+    if kind.current || pending {
         nkeys += writes.len();
     }
     out.push(format!("keys {}", nkeys + kind.scratch));
@@ -209,7 +232,8 @@ fn expected(keys: SpaceKeys<'_>, batch: &Batch, now: Timestamp) -> Vec<String> {
 
 /// What Rust builds for `engine_apply.lua` is what its prelude reads,
 /// in every layout, with and without a writer lane, for sums, blobs,
-/// gauges' current-value keys and sets' scratch keys.
+/// gauges' current-value keys, statistics' pending slices (series "e",
+/// one cell per precision) and sets' scratch keys.
 #[tokio::test]
 async fn the_apply_prelude_reads_what_rust_builds() {
     let server = tally_testkit::RedisServer::start();
@@ -304,6 +328,7 @@ async fn the_apply_prelude_reads_what_rust_builds() {
                 write("a", &[(1, 999_998), (1, 999_999), (60, 999_960)], &delta),
                 write("b.c", &[(60, 999_960)], &delta),
                 write("d", &[(1, 1_000_000)], &delta),
+                write("e", &[(1, 1_000_000), (60, 999_960)], &delta),
             ],
             seq,
         };

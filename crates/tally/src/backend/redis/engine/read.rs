@@ -9,14 +9,85 @@ use super::super::dump;
 use super::RedisSliceStore;
 use super::kinds;
 use crate::engine::store::{Reads, check_stored, check_sums};
-use crate::engine::{SliceRead, SliceSel, Slices};
+use crate::engine::{Kind, SliceRead, SliceSel, Slices, Value};
 use crate::error::{Error, Result};
 
 impl RedisSliceStore {
     pub(super) async fn read_slices(&self, read: SliceRead<'_>) -> Result<Vec<Vec<Slices>>> {
         let parse = kinds::of(read.space.kind)?.parse;
-        self.read_with(read, |reply, sel, start| parse_hash(reply, sel, start, parse))
-            .await
+        let stored = self.read_with(read, |reply, sel, start| parse_hash(reply, sel, start, parse));
+        let keys = self.layout.space_keys(read.space);
+        if read.space.kind != Kind::Stats || !keys.folds_stats() {
+            return stored.await;
+        }
+        // Statistics: each series' pending slice (`stats_fold.lua`), asked
+        // for at the same time, added to every precision's slice holding it.
+        let (mut slices, pending) = futures::try_join!(stored, self.read_pending(read))?;
+        for (per, pending) in slices.iter_mut().zip(pending) {
+            let Some((second, value)) = pending else {
+                continue;
+            };
+            for (slices, &r) in per.iter_mut().zip(read.precisions) {
+                let Some(precision) = read.space.precisions.iter().find(|p| p.seconds == r) else {
+                    continue;
+                };
+                let start = precision.slice_of_second(second);
+                if let SliceSel::Range { from, to } = read.slices
+                    && !(from..=to).contains(&start)
+                {
+                    continue;
+                }
+                match slices.binary_search_by_key(&start, |(s, _)| *s) {
+                    Ok(i) => slices[i].1.merge(&value)?,
+                    Err(i) => slices.insert(i, (start, value.clone())),
+                }
+            }
+        }
+        Ok(slices)
+    }
+
+    /// Each series' pending slice of statistics (`stats_fold.lua`): the
+    /// second its finest slice starts at and its value, `None` when it has
+    /// none; one HMGET per series, one pipeline per slot.
+    async fn read_pending(&self, read: SliceRead<'_>) -> Result<Vec<Option<(u64, Value)>>> {
+        let keys = self.layout.space_keys(read.space);
+        let finest = read
+            .space
+            .precisions
+            .first()
+            .map_or(0, |p| p.seconds);
+        let pending: Vec<String> = read.names.iter().map(|n| keys.pending(n.as_str())).collect();
+        let pipes = pending
+            .iter()
+            .map(|key| {
+                let mut pipe = redis::pipe();
+                pipe.cmd("HMGET").arg(key).arg("s").arg("b");
+                pipe
+            })
+            .collect();
+        let replies = self.redis.run_pipelines(pipes).await?;
+        let parse = kinds::of(Kind::Stats)?.parse;
+        replies
+            .into_iter()
+            .zip(&pending)
+            .map(|(reply, key)| {
+                let corrupt = |why: String| Error::Corrupt(format!("{key}: {why}"));
+                let Some(Reply::Array(fields)) = reply.into_iter().next() else {
+                    return Err(corrupt("redis answered no HMGET".into()));
+                };
+                match fields.as_slice() {
+                    [Reply::Nil, ..] => Ok(None),
+                    [field, blob] => {
+                        let field: u64 = reply_number(field, "a slice").map_err(corrupt)?;
+                        let second = keys
+                            .slice_of_field(finest, field)
+                            .ok_or_else(|| corrupt(format!("{field} is not a {finest} s slice")))?;
+                        Ok(Some((second, parse(blob).map_err(corrupt)?)))
+                    }
+                    other => Err(corrupt(format!("HMGET answered {other:?}"))),
+                }
+            })
+            .collect()
     }
 
     pub(super) async fn read_sum_slices(&self, read: SliceRead<'_>) -> Result<Reads<i64>> {

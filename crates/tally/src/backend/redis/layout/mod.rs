@@ -404,6 +404,30 @@ impl SpaceKeys<'_> {
         buf
     }
 
+    /// Writes the key of statistic `name`'s pending slice (`stats_fold.lua`)
+    /// into `buf`, replacing what it held:
+    /// `{<prefix>:<shard>}[:<space>]:pend:<name>`, in its series' slot.
+    pub fn write_pending(&self, buf: &mut String, name: &str, shard: u32) {
+        buf.clear();
+        self.write_base(buf, shard);
+        let _ = write!(buf, ":pend:{name}");
+    }
+
+    /// The key of statistic `name`'s pending slice.
+    pub fn pending(&self, name: &str) -> String {
+        let mut buf = String::new();
+        self.write_pending(&mut buf, name, self.shard(name));
+        buf
+    }
+
+    /// True when statistics are written through a pending slice of the
+    /// finest precision (`stats_fold.lua`): in the default and compact
+    /// layouts; the expiring layout writes every precision (its finest
+    /// chunks expire before a fold could come).
+    pub fn folds_stats(&self) -> bool {
+        matches!(self, SpaceKeys::Default { .. } | SpaceKeys::Compact { .. })
+    }
+
     /// Scratch key `n` of a write in `shard`'s slot (the distinct kind's
     /// merge works in two, empty before and after each call):
     /// `{<prefix>:<shard>}[:<space>]:scratch:<n>`.

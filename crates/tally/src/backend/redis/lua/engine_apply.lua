@@ -15,7 +15,8 @@
 -- order ARGV lists them; then gauges' current-value keys, one per series; then a kind's
 -- scratch keys (sets: two), last.
 -- ARGV[1]  '1' when KEYS[1] is the writer lane's record, else '0'; '3' and
---          '2' say the same for the expiring layout
+--          '2' say the same for the expiring layout, '5' and '4' for a write
+--          of statistics through their pending slices (stats_fold.lua)
 -- ARGV[2]  the write's sequence number in its lane
 -- ARGV[3]  the space's kind code: '1' for sums, else a key of KIND_MERGE
 -- ARGV[4]  h, the number of hashes
@@ -27,6 +28,13 @@
 -- Gauges (kind '5') put three more before each hash's m: the KEYS index of
 -- the gauge's current-value key (after the registries), the hash's
 -- precision, and the seconds that key lives (0: for ever).
+-- A write through pending slices ('4', '5') puts two before each hash's m:
+-- the KEYS index of its series' pending slice (after the registries), or
+-- 0 when the series is written to every precision at once; and the hash's
+-- precision, or 0 in the compact layout, whose fields say theirs
+-- (`(precision << 32) | index`). The hashes of one series with a pending
+-- slice hold one cell per precision, finest first, all with the same
+-- delta.
 -- The expiring layout instead has, after the hashes: the `ends@e` score
 -- below which a series has expired (for pruning), then per registry to the
 -- end: n, then per series its name, end score, '1' if it must set its
@@ -44,12 +52,21 @@ local function count(s)
 end
 
 -- The header: 1 when KEYS[1] is the writer lane's record (else 0), true in
--- the expiring layout, the sequence number and the kind's code (texts), h,
--- and the ARGV index of the first hash.
+-- the expiring layout, true for a write through pending slices, the
+-- sequence number and the kind's code (texts), h, and the ARGV index of the
+-- first hash.
 local function apply_header()
   local flag = ARGV[1]
-  return (flag == '1' or flag == '3') and 1 or 0, flag == '2' or flag == '3',
-    ARGV[2], ARGV[3], tonumber(ARGV[4]), 5
+  return (flag == '1' or flag == '3' or flag == '5') and 1 or 0, flag == '2' or flag == '3',
+    flag == '4' or flag == '5', ARGV[2], ARGV[3], tonumber(ARGV[4]), 5
+end
+
+-- A write through pending slices: the hash whose ARGV start at `at`: the
+-- KEYS index of its series' pending slice (0: none), its precision (text;
+-- '0' in the compact layout), m, and the index of its first (field, delta)
+-- pair.
+local function apply_pending_hash(at)
+  return tonumber(ARGV[at]), ARGV[at + 1], count(ARGV[at + 2]), at + 3
 end
 
 -- The hash whose ARGV start at `at`: for gauges, its current-value key's
@@ -137,7 +154,7 @@ end
 -- kind), every merge already done is taken back (sums by subtraction,
 -- blobs by restoring the value they held) and the error
 -- "TALLY_OVERFLOW <op> ..." or "TALLY_FAILED <op> <message>" is returned.
-local marker, expiring, seq, kind, h, first = apply_header()
+local marker, expiring, pending, seq, kind, h, first = apply_header()
 if marker == 1 then
   local last = tonumber(redis.call('GET', KEYS[1]) or '0')
   if tonumber(seq) <= last then
@@ -172,8 +189,56 @@ local NEW_HASH_MIN, NEW_HASH_MAX = 3, 500
 local failed, err = nil, nil
 -- Blob kinds: the value each operation found (false: none), to restore.
 local saved = nil
+-- Writes through pending slices: every change, to take back.
+local undo = nil
 local at, op = first, 0
-if not merge then
+if pending then
+  -- Statistics (stats_fold.lua): a series with a pending slice is its
+  -- consecutive hashes naming the same one; the others merge each cell.
+  undo = {}
+  local k = 1
+  while k <= h and not failed do
+    local pend, hp, m, pairs_at = apply_pending_hash(at)
+    if pend == 0 then
+      local key = KEYS[marker + k]
+      at = pairs_at
+      for _ = 1, m do
+        local e = fold_merge(undo, key, ARGV[at], ARGV[at + 1])
+        if e then
+          failed, err = op, e
+          break
+        end
+        at, op = at + 2, op + 1
+      end
+      k = k + 1
+    else
+      local first_op, first_k, keys, precisions, fields, delta = op, k, {}, {}, {}, nil
+      while k <= h do
+        local this
+        this, hp, m, pairs_at = apply_pending_hash(at)
+        if this ~= pend then break end
+        at = pairs_at
+        for _ = 1, m do
+          keys[#keys + 1] = KEYS[marker + k]
+          precisions[#precisions + 1] = hp ~= '0' and hp
+            or string.format('%d', math.floor(tonumber(ARGV[at]) / 4294967296))
+          fields[#fields + 1] = ARGV[at]
+          delta = delta or ARGV[at + 1]
+          at, op = at + 2, op + 1
+        end
+        k = k + 1
+      end
+      local e, had = fold_write(undo, KEYS[pend], keys, precisions, fields, delta)
+      if e then
+        failed, err = first_op, e
+      end
+      -- A statistic with a pending slice is registered: no ZADD for it.
+      for j = first_k, k - 1 do
+        held[j] = had
+      end
+    end
+  end
+elseif not merge then
   for k = 1, h do
     local key = KEYS[marker + k]
     local _, _, _, m, pairs_at = apply_hash(at, false)
@@ -255,9 +320,10 @@ end
 
 if failed then
   -- Take back the operations before the failed one: sums by subtraction,
-  -- blobs by restoring what they held.
+  -- blobs by restoring what they held; through pending slices, every
+  -- change noted.
   local at, op = first, 0
-  for k = 1, h do
+  for k = 1, pending and 0 or h do
     local key = KEYS[marker + k]
     local _, _, _, m, pairs_at = apply_hash(at, gauge)
     at = pairs_at
@@ -274,6 +340,9 @@ if failed then
       op = op + 1
     end
     if op >= failed then break end
+  end
+  if pending then
+    fold_undo(undo)
   end
   if not merge then
     if string.find(err, 'overflow', 1, true) then

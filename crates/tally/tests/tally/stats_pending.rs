@@ -1,0 +1,165 @@
+//! Statistics through their pending slice on Redis (issue 20 §3,
+//! `lua/stats_fold.lua`): an exact write of one observation waits in its
+//! statistic's pending slice, which the next second's write folds into
+//! every precision; what the store keeps is checked key by key, reads see
+//! the pending slice at every precision, a failed call leaves nothing, and
+//! deleting a statistic takes its pending slice with it.
+
+use crate::common;
+
+use common::{Fixture, Kind, T0};
+use redis::AsyncCommands;
+use tally::stats::{Observation, SliceSummary};
+use tally::{Error, StatsSettings};
+
+per_backend!(
+    redis_default_layout(Kind::RedisDefault),
+    redis_compact_layout(Kind::RedisCompact):
+    an_observation_waits_in_its_pending_slice,
+    a_failed_call_leaves_the_pending_slices_as_they_were,
+);
+
+fn settings() -> StatsSettings {
+    StatsSettings {
+        precisions: vec![1, 60],
+        samples: 100,
+        ..StatsSettings::default()
+    }
+}
+
+/// (start, count, sum) of each slice.
+fn slices(read: Vec<SliceSummary>) -> Vec<(u64, u64, f64)> {
+    read.into_iter()
+        .map(|s| (s.start, s.summary.count, s.summary.sum))
+        .collect()
+}
+
+/// The fields of hash `key`, sorted.
+async fn fields(raw: &mut redis::aio::MultiplexedConnection, key: &str) -> Vec<String> {
+    let mut f: Vec<String> = raw.hkeys(key).await.unwrap();
+    f.sort();
+    f
+}
+
+/// What each of `keys` holds: a hash's fields and values, a sorted set's
+/// members and scores, sorted.
+async fn snapshot(
+    raw: &mut redis::aio::MultiplexedConnection,
+    keys: &[String],
+) -> Vec<(String, Vec<(Vec<u8>, Vec<u8>)>)> {
+    let mut all = Vec::new();
+    for key in keys {
+        let kind: String = redis::cmd("TYPE").arg(key).query_async(raw).await.unwrap();
+        let mut held: Vec<(Vec<u8>, Vec<u8>)> = match kind.as_str() {
+            "hash" => raw.hgetall(key).await.unwrap(),
+            "zset" => raw.zrange_withscores(key, 0, -1).await.unwrap(),
+            other => panic!("{key} is a {other}"),
+        };
+        held.sort();
+        all.push((key.clone(), held));
+    }
+    all.sort();
+    all
+}
+
+async fn an_observation_waits_in_its_pending_slice(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let stats = f.stats(settings()).await;
+    let mut raw = f.raw().await;
+    let second = T0.floor() as u64;
+    stats.record_at("lat", 10.0, T0).await.unwrap();
+    stats.record_at("lat", 20.0, T0 + 0.2).await.unwrap();
+    // Both wait in one pending slice; no precision's hash holds them yet.
+    let pending: Vec<String> = raw.keys("*:pend:lat").await.unwrap();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    let pend = pending[0].clone();
+    assert_eq!(fields(&mut raw, &pend).await, vec!["b", "s", "t"]);
+    let stored: Vec<String> = raw.keys("*lat").await.unwrap();
+    assert_eq!(stored, vec![pend.clone()], "only the pending slice is kept");
+    // Reads add it at every precision.
+    let minute = second - second % 60;
+    assert_eq!(
+        slices(stats.get("lat", 1, &[]).await.unwrap()),
+        vec![(second, 2, 30.0)]
+    );
+    assert_eq!(
+        slices(stats.get("lat", 60, &[]).await.unwrap()),
+        vec![(minute, 2, 30.0)]
+    );
+    // The next second folds the first into both precisions.
+    stats.record_at("lat", 5.0, T0 + 1.0).await.unwrap();
+    // An observation older than the pending slice goes to both at once.
+    stats.record_at("lat", 1.0, T0 - 3.0).await.unwrap();
+    let hashes: Vec<String> = raw.keys("*lat").await.unwrap();
+    assert!(
+        hashes.len() > 1,
+        "the fold wrote the precisions' hashes: {hashes:?}"
+    );
+    let held: Vec<(String, Vec<u8>)> = raw.hgetall(&pend).await.unwrap();
+    let s = held.iter().find(|(k, _)| k == "s").map(|(_, v)| v.clone());
+    assert!(s.is_some(), "a pending slice is kept: {held:?}");
+    assert_eq!(
+        slices(stats.get("lat", 1, &[]).await.unwrap()),
+        vec![
+            (second - 3, 1, 1.0),
+            (second, 2, 30.0),
+            (second + 1, 1, 5.0)
+        ]
+    );
+    assert_eq!(
+        slices(stats.get("lat", 60, &[]).await.unwrap()),
+        vec![(minute, 4, 36.0)]
+    );
+    // Ranges see the pending slice too.
+    let range = stats
+        .summary(&["lat"], second, second + 1, &[])
+        .await
+        .unwrap();
+    assert_eq!((range.summary.count, range.summary.sum), (3, 35.0));
+    // Deleting the statistic takes every key of it.
+    assert!(stats.delete("lat").await.unwrap());
+    let left: Vec<String> = raw.keys("*lat").await.unwrap();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+async fn a_failed_call_leaves_the_pending_slices_as_they_were(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let stats = f.stats(settings()).await;
+    let mut raw = f.raw().await;
+    let max = 1u64 << 53;
+    // "z-big" holds the most observations a slice may count, in its pending
+    // slice; "a-small" one observation in its own.
+    stats
+        .record_many(&[
+            Observation::new("z-big", 1.0).at(T0).weight(max),
+            Observation::new("a-small", 1.0).at(T0),
+        ])
+        .await
+        .unwrap();
+    let before: Vec<String> = raw.keys("*").await.unwrap();
+    let held = snapshot(&mut raw, &before).await;
+    // A call that folds a-small's pending slice, starts a new one, and then
+    // overflows z-big's count is refused whole.
+    let e = stats
+        .record_many(&[
+            Observation::new("a-small", 2.0).at(T0 + 1.0),
+            Observation::new("z-big", 1.0).at(T0),
+        ])
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidCount(_)), "{e}");
+    let mut after: Vec<String> = raw.keys("*").await.unwrap();
+    let mut keys = before.clone();
+    keys.sort();
+    after.sort();
+    assert_eq!(after, keys, "no key made or removed");
+    assert_eq!(
+        snapshot(&mut raw, &before).await,
+        held,
+        "every key as it was"
+    );
+    assert_eq!(
+        slices(stats.get("a-small", 1, &[]).await.unwrap()),
+        vec![(T0.floor() as u64, 1, 1.0)]
+    );
+}
