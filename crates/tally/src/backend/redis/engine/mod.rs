@@ -6,6 +6,11 @@
 //! HINCRBY, taken back by subtraction when one overflows; blob kinds with
 //! their kind's Lua merge (`kind_*.lua`, dispatched by kind code through
 //! `engine_kinds.lua`), taken back by restoring the values they held.
+//! Statistics in the default and compact layouts go through a pending
+//! slice per statistic (`stats_fold.lua`): an exact write of one
+//! observation merges into it, and the write that opens a later finest
+//! slice (or the cleaner, before it trims: `engine_fold.lua`) folds it into
+//! every precision; reads add it ([`read`]).
 //! Distinct values are kept as Redis's own HyperLogLog strings, merged by
 //! PFADD and PFMERGE in two scratch keys of the call's slot
 //! (`kind_distinct.lua`) and read back into [`crate::engine::kinds::Hll`]
