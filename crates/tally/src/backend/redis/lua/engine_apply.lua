@@ -212,7 +212,7 @@ if pending then
       end
       k = k + 1
     else
-      local first_op, first_k, keys, precisions, fields, delta = op, k, {}, {}, {}, nil
+      local first_op, keys, precisions, fields, delta = op, {}, {}, {}, nil
       while k <= h do
         local this
         this, hp, m, pairs_at = apply_pending_hash(at)
@@ -228,13 +228,9 @@ if pending then
         end
         k = k + 1
       end
-      local e, had = fold_write(undo, KEYS[pend], keys, precisions, fields, delta)
+      local e = fold_write(undo, KEYS[pend], keys, precisions, fields, delta)
       if e then
         failed, err = first_op, e
-      end
-      -- A statistic with a pending slice is registered: no ZADD for it.
-      for j = first_k, k - 1 do
-        held[j] = had
       end
     end
   end

@@ -79,14 +79,12 @@ end
 
 -- Writes `delta` at `fields` (one per precision, finest first, in hashes
 -- `keys`, of the precisions `precisions`, texts) through the pending slice
--- `pend`. Returns nil, or the error's
--- text; and true when the statistic had a pending slice already (so it is
--- registered: a pending slice exists only after a write that registered
--- its statistic, and goes with it).
+-- `pend`. Returns nil, or the error's text. (The call registers the
+-- statistic as every write does: a cleaner of an older Tally, which knows
+-- no pending slice, may have dropped it from its registry.)
 local function fold_write(undo, pend, keys, precisions, fields, delta)
   local cur = redis.call('HMGET', pend, 's', 'b', 't')
   local f = fields[1]
-  local had = cur[1] ~= false
   if cur[1] == f then
     local b = merge_stats(cur[2], delta)
     if type(b) == 'table' then
@@ -94,9 +92,9 @@ local function fold_write(undo, pend, keys, precisions, fields, delta)
     end
     undo[#undo + 1] = {pend, 'b', cur[2]}
     redis.call('HSET', pend, 'b', b)
-    return nil, had
+    return nil
   end
-  if had and tonumber(f) < tonumber(cur[1]) then
+  if cur[1] and tonumber(f) < tonumber(cur[1]) then
     -- Older than the pending slice: every precision at once.
     for i = 1, #keys do
       local e = fold_merge(undo, keys[i], fields[i], delta)
@@ -104,7 +102,7 @@ local function fold_write(undo, pend, keys, precisions, fields, delta)
         return e
       end
     end
-    return nil, had
+    return nil
   end
   local checked = merge_stats(false, delta)
   if type(checked) == 'table' then
@@ -122,5 +120,5 @@ local function fold_write(undo, pend, keys, precisions, fields, delta)
   undo[#undo + 1] = {pend, 'b', false}
   undo[#undo + 1] = {pend, 't', false}
   redis.call('HSET', pend, 's', f, 'b', checked, 't', table.concat(t, ' '))
-  return nil, had
+  return nil
 end
