@@ -388,36 +388,43 @@ impl SpaceKeys<'_> {
         buf
     }
 
+    /// Writes `{<prefix>:<shard>}[:<space>]:<what>:<name>`, a key of series
+    /// `name`'s own in its slot, into `buf`, replacing what it held.
+    fn write_own(&self, buf: &mut String, what: &str, name: &str, shard: u32) {
+        buf.clear();
+        self.write_base(buf, shard);
+        let _ = write!(buf, ":{what}:{name}");
+    }
+
+    /// [`SpaceKeys::write_own`] into a new string.
+    fn own(&self, what: &str, name: &str) -> String {
+        let mut buf = String::new();
+        self.write_own(&mut buf, what, name, self.shard(name));
+        buf
+    }
+
     /// Writes the key of gauge `name`'s current value (the value after its
     /// latest operation) into `buf`, replacing what it held:
     /// `{<prefix>:<shard>}[:<space>]:cur:<name>`, in its series' slot.
     pub fn write_current(&self, buf: &mut String, name: &str, shard: u32) {
-        buf.clear();
-        self.write_base(buf, shard);
-        let _ = write!(buf, ":cur:{name}");
+        self.write_own(buf, "cur", name, shard);
     }
 
     /// The key of gauge `name`'s current value.
     pub fn current(&self, name: &str) -> String {
-        let mut buf = String::new();
-        self.write_current(&mut buf, name, self.shard(name));
-        buf
+        self.own("cur", name)
     }
 
     /// Writes the key of statistic `name`'s pending slice (`stats_fold.lua`)
     /// into `buf`, replacing what it held:
     /// `{<prefix>:<shard>}[:<space>]:pend:<name>`, in its series' slot.
     pub fn write_pending(&self, buf: &mut String, name: &str, shard: u32) {
-        buf.clear();
-        self.write_base(buf, shard);
-        let _ = write!(buf, ":pend:{name}");
+        self.write_own(buf, "pend", name, shard);
     }
 
     /// The key of statistic `name`'s pending slice.
     pub fn pending(&self, name: &str) -> String {
-        let mut buf = String::new();
-        self.write_pending(&mut buf, name, self.shard(name));
-        buf
+        self.own("pend", name)
     }
 
     /// True when statistics are written through a pending slice of the
