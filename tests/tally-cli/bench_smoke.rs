@@ -184,11 +184,18 @@ fn stats_checks_its_counts_quantiles_and_busy_stat() {
     ));
     assert_eq!(r["bench"], "stats");
     let runs = r["runs"].as_array().unwrap();
-    // 2 sizes x (book, exact, aggregated), each count checked exact.
-    assert_eq!(runs.len(), 6, "{r}");
+    // 2 sizes x (book, bare, exact, aggregated), each count checked exact
+    // (the bare client's: each statistic it wrote is registered).
+    assert_eq!(runs.len(), 8, "{r}");
     each_exact_and_sent(runs, "counts_exact", "observations");
     for run in runs {
         assert!(positive(&run["ratio_to_book"]), "{run}");
+        // Exact writes are measured against the bare client's commands.
+        assert_eq!(
+            run["mode"] == "exact",
+            run["ratio_to_bare"].as_f64().is_some_and(|r| r > 0.0),
+            "{run}"
+        );
     }
     // The sketch's 1 % accuracy holds against exact nearest-rank quantiles.
     assert_eq!(r["quantile_errors"].as_array().unwrap().len(), 3, "{r}");
@@ -521,7 +528,10 @@ fn read_times_a_busy_stat_next_to_a_bare_client() {
     let b = &r["busy_stat"];
     assert_eq!(b["layout"], "default", "{b}");
     assert!(positive(&b["kib"]), "{b}");
-    assert_eq!(b["bare_commands"].as_array().unwrap().len(), 7, "{b}");
+    // One HGETALL per precision and the HMGET of the pending slice.
+    let bare = b["bare_commands"].as_array().unwrap();
+    assert_eq!(bare.len(), 8, "{b}");
+    assert!(bare[7].as_str().unwrap().starts_with("HMGET "), "{b}");
     let reads = b["reads"].as_array().unwrap();
     // Every precision at once, then each alone.
     assert_eq!(reads.len(), 8, "{b}");

@@ -36,9 +36,11 @@ use crate::server::BenchRedis;
 /// for those slices, for a bare client to send in the same run (`tally
 /// bench read`'s busy statistic). Today one `HGETALL` of each (series,
 /// precision) hash, whose fields are slice starts and values each slice's
-/// moments and sketch as one blob. The one place the bench says which keys
-/// and commands a statistic's read needs: change it with the statistics'
-/// storage, so the ceiling follows what a read must fetch.
+/// moments and sketch as one blob, and where the layout keeps statistics'
+/// pending slices (`default`, `compact`) one `HMGET` of its `s` and `b`.
+/// The one place the bench says which keys and commands a statistic's read
+/// needs: change it with the statistics' storage, so the ceiling follows
+/// what a read must fetch.
 pub fn stat_read_commands(
     layout: &Layout,
     space: &Space,
@@ -46,10 +48,75 @@ pub fn stat_read_commands(
     precisions: &[u64],
 ) -> Vec<Vec<String>> {
     let keys = layout.space_keys(space);
-    precisions
+    let mut commands: Vec<Vec<String>> = precisions
         .iter()
         .map(|&p| vec!["HGETALL".to_owned(), keys.hash(p, name)])
-        .collect()
+        .collect();
+    if keys.folds_stats() {
+        commands.push(
+            ["HMGET", &keys.pending(name), "s", "b"]
+                .map(str::to_owned)
+                .to_vec(),
+        );
+    }
+    commands
+}
+
+/// The commands an exact write of one observation of statistic `name`,
+/// at second `second`, sends through its pending slice in `layout`
+/// (issue 20 §3), each as its words, for the bare client of `tally bench
+/// stats`: `HMGET` of the pending slice's `s` and `b`, `HSET` of its `s`,
+/// `b` (`blob`) and `t`, and `ZADD` of the name into its registry shard;
+/// when `fold` (its first observation in that second), the fold's `HGET`
+/// and `HSET` of the slice at each precision of `space` first. Plain
+/// commands: no Lua, no merge, no check. The one place the bench says which
+/// commands the design needs; BENCHMARKS.md lists the same.
+pub fn stat_write_commands(
+    layout: &Layout,
+    space: &Space,
+    name: &str,
+    second: u64,
+    blob: &[u8],
+    fold: bool,
+) -> Vec<Vec<Vec<u8>>> {
+    let keys = layout.space_keys(space);
+    let pending = keys.pending(name).into_bytes();
+    let words = |w: &[&[u8]]| w.iter().map(|b| b.to_vec()).collect::<Vec<_>>();
+    let mut commands = Vec::new();
+    let mut t = Vec::new();
+    for p in &space.precisions {
+        let hash = keys.hash(p.seconds, name);
+        let slice = p.slice_of_second(second);
+        let field = keys.field(p.seconds, slice).unwrap_or(slice).to_string();
+        if fold {
+            commands.push(words(&[b"HGET", hash.as_bytes(), field.as_bytes()]));
+            commands.push(words(&[b"HSET", hash.as_bytes(), field.as_bytes(), blob]));
+        }
+        t.push(format!("{}:{field}", p.seconds));
+    }
+    let finest = t
+        .first()
+        .and_then(|f| f.split(':').nth(1))
+        .unwrap_or("0")
+        .to_owned();
+    commands.push(words(&[b"HMGET", &pending, b"s", b"b"]));
+    commands.push(words(&[
+        b"HSET",
+        &pending,
+        b"s",
+        finest.as_bytes(),
+        b"b",
+        blob,
+        b"t",
+        t.join(" ").as_bytes(),
+    ]));
+    commands.push(words(&[
+        b"ZADD",
+        keys.registry(keys.shard(name)).as_bytes(),
+        b"0",
+        name.as_bytes(),
+    ]));
+    commands
 }
 
 /// What the bare client measured.

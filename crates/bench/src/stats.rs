@@ -19,21 +19,24 @@
 //! Values are lognormal (median 100, sigma 0.5 in log space) from a seeded
 //! generator, drawn before the clock starts.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{Context, Result, ensure};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use tally::backend::redis::Layout;
 use tally::counters::WriterSettings;
 use tally::engine::kinds::StatsValue;
-use tally::engine::{Batch, CellDelta, SeriesWrite, Value};
+use tally::engine::{Batch, CellDelta, SeriesWrite, Space, Value};
 use tally::stats::{DEFAULT_QUANTILES, Observation};
 use tally::{Clock, Stats, StatsSettings, StatsWriter, SystemClock};
 use tally_testkit::normal_cdf;
 
+use crate::bare::stat_write_commands;
 use crate::ingest::{LoadArgs, check_sizes, finish};
-use crate::pace::{ROUND, Timed, another_round};
+use crate::pace::{ROUND, Timed, another_round, go_on};
 use crate::server::{BenchRedis, Kind, Opened, keys_memory, quantile};
 
 /// ln 100: a median of 100 (e.g. milliseconds).
@@ -88,15 +91,22 @@ fn load_help(arg: clap::Arg) -> clap::Arg {
 /// One ingest run.
 #[derive(Debug, serde::Serialize)]
 pub struct Run {
-    /// `book`, `exact` or `aggregated`.
+    /// `book`, `bare`, `exact` or `aggregated`.
     pub mode: &'static str,
     pub stats: u64,
     pub observations: u64,
     pub seconds: f64,
     pub per_second: f64,
+    /// The stored counts were checked against what was acknowledged (for
+    /// `bare`, which merges nothing: every statistic it wrote is
+    /// registered).
     pub counts_exact: bool,
     /// `per_second` ÷ the book's algorithm over the same stats.
     pub ratio_to_book: f64,
+    /// `exact`: `per_second` ÷ the bare client's (the design's commands
+    /// with no Lua: [`crate::bare::stat_write_commands`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_bare: Option<f64>,
     /// The server's CPU microseconds per observation.
     pub redis_cpu_us_per_observation: f64,
 }
@@ -203,7 +213,28 @@ pub async fn run(args: StatsArgs) -> Result<StatsBench> {
             per_second: book_rate,
             counts_exact: true,
             ratio_to_book: 1.0,
+            ratio_to_bare: None,
             redis_cpu_us_per_observation: book_cpu,
+        });
+        redis.flush().await?;
+        let space = open_stats(&Opened::open(Kind::Redis, Some(&redis)).await?, &settings)
+            .await?
+            .space()
+            .clone();
+        let cpu = redis.cpu_seconds().await?;
+        let (sent, secs) = bare(&redis, space, &picks, &args, &settings).await?;
+        let bare_rate = sent as f64 / secs;
+        runs.push(Run {
+            mode: "bare",
+            stats: distinct,
+            observations: sent,
+            seconds: secs,
+            per_second: bare_rate,
+            counts_exact: true,
+            ratio_to_book: bare_rate / book_rate,
+            ratio_to_bare: None,
+            redis_cpu_us_per_observation: (redis.cpu_seconds().await? - cpu) * 1e6
+                / sent.max(1) as f64,
         });
         for mode in ["exact", "aggregated"] {
             redis.flush().await?;
@@ -224,6 +255,7 @@ pub async fn run(args: StatsArgs) -> Result<StatsBench> {
                 per_second: sent as f64 / secs,
                 counts_exact: true,
                 ratio_to_book: sent as f64 / secs / book_rate,
+                ratio_to_bare: (mode == "exact").then(|| sent as f64 / secs / bare_rate),
                 redis_cpu_us_per_observation: cpu_us,
             });
         }
@@ -465,6 +497,87 @@ async fn exact(stats: &Stats, picks: &Picks, args: &StatsArgs) -> Result<(u64, f
         })
         .await?;
     Ok((sent, timed.seconds()))
+}
+
+/// The bare client over the same picks (issue 20 §2: the ceiling of exact
+/// statistics): `writers` connections of `batch` observations a round
+/// trip, each observation's commands from
+/// [`crate::bare::stat_write_commands`] in the default layout with one
+/// observation's blob, the fold's commands for a statistic's first
+/// observation in a second (counted once for all connections, as the store
+/// folds once). It merges nothing, so what it stores is not checked beyond
+/// every statistic it wrote being registered.
+async fn bare(
+    redis: &BenchRedis,
+    space: Arc<Space>,
+    picks: &Picks,
+    args: &StatsArgs,
+    settings: &StatsSettings,
+) -> Result<(u64, f64)> {
+    let mut one = StatsValue::new(settings.sketch()?);
+    one.record(100.0)?;
+    let mut blob = Vec::new();
+    Value::Stats(Box::new(one)).encode(&mut blob);
+    let blob = Arc::new(blob);
+    let layout = Arc::new(Layout::default());
+    let seen: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
+    let mut conns = Vec::with_capacity(args.load.writers);
+    for _ in 0..args.load.writers {
+        conns.push(redis.raw().await?);
+    }
+    let timed = Timed::start(args.load.seconds);
+    let deadline = timed.deadline;
+    let batch = args.load.batch;
+    let sent = timed
+        .join(conns.into_iter().enumerate().map(|(w, mut conn)| {
+            let mut picks = picks.of_writer(w);
+            let (blob, layout, space, seen) =
+                (blob.clone(), layout.clone(), space.clone(), seen.clone());
+            async move {
+                let (mut passes, mut sent) = (0u64, 0u64);
+                while go_on(deadline, &mut passes) {
+                    let second = SystemClock.now().as_secs_f64() as u64;
+                    let mut pipe = redis::pipe();
+                    for _ in 0..batch {
+                        let (name, _) = picks.next();
+                        let fold = seen
+                            .lock()
+                            .expect("not poisoned")
+                            .insert(name.to_owned(), second)
+                            != Some(second);
+                        for words in stat_write_commands(&layout, &space, name, second, &blob, fold)
+                        {
+                            let mut cmd = redis::Cmd::new();
+                            for word in words {
+                                cmd.arg(word);
+                            }
+                            pipe.add_command(cmd).ignore();
+                        }
+                    }
+                    let () = pipe.query_async(&mut conn).await?;
+                    sent += batch as u64;
+                }
+                Ok(sent)
+            }
+        }))
+        .await?;
+    let secs = timed.seconds();
+    let written = seen.lock().expect("not poisoned").len() as u64;
+    let keys = layout.space_keys(&space);
+    let mut conn = redis.raw().await?;
+    let mut registered = 0u64;
+    for shard in 0..tally::backend::redis::layout::SHARDS {
+        let n: u64 = redis::cmd("ZCARD")
+            .arg(keys.registry(shard))
+            .query_async(&mut conn)
+            .await?;
+        registered += n;
+    }
+    ensure!(
+        registered == written,
+        "the bare client wrote {written} statistics but {registered} are registered"
+    );
+    Ok((sent, secs))
 }
 
 /// `adders` tasks calling `StatsWriter::record` for `seconds`, then a
