@@ -17,6 +17,7 @@ per_backend!(
     redis_compact_layout(Kind::RedisCompact):
     an_observation_waits_in_its_pending_slice,
     a_failed_call_leaves_the_pending_slices_as_they_were,
+    a_pending_slice_outlives_a_change_of_precisions,
 );
 
 fn settings() -> StatsSettings {
@@ -161,5 +162,42 @@ async fn a_failed_call_leaves_the_pending_slices_as_they_were(kind: Kind) {
     assert_eq!(
         slices(stats.get("a-small", 1, &[]).await.unwrap()),
         vec![(T0.floor() as u64, 1, 1.0)]
+    );
+}
+
+/// A pending slice written before the statistics' precisions changed is
+/// read, and folded, at the precisions it was written for that are still
+/// kept: the 1 s precision gone, 5 s new, 60 s kept. As before pending
+/// slices, what was written before a precision existed is not in it.
+async fn a_pending_slice_outlives_a_change_of_precisions(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let second = T0.floor() as u64;
+    let (five, minute) = (second - second % 5, second - second % 60);
+    f.stats(settings())
+        .await
+        .record_at("lat", 10.0, T0)
+        .await
+        .unwrap();
+    let now = f
+        .stats(StatsSettings {
+            precisions: vec![5, 60],
+            samples: 100,
+            ..StatsSettings::default()
+        })
+        .await;
+    assert!(now.get("lat", 5, &[]).await.unwrap().is_empty());
+    assert_eq!(
+        slices(now.get("lat", 60, &[]).await.unwrap()),
+        vec![(minute, 1, 10.0)]
+    );
+    // The next second folds it into 60 s (1 s is gone) and starts a new one.
+    now.record_at("lat", 20.0, T0 + 1.0).await.unwrap();
+    assert_eq!(
+        slices(now.get("lat", 5, &[]).await.unwrap()),
+        vec![(five, 1, 20.0)]
+    );
+    assert_eq!(
+        slices(now.get("lat", 60, &[]).await.unwrap()),
+        vec![(minute, 2, 30.0)]
     );
 }

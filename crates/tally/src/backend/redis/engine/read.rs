@@ -12,6 +12,10 @@ use crate::engine::store::{Reads, check_stored, check_sums};
 use crate::engine::{Kind, SliceRead, SliceSel, Slices, Value};
 use crate::error::{Error, Result};
 
+/// A statistic's pending slice as read: the second its finest slice starts
+/// at, its value, and the precisions it folds into.
+type Pending = (u64, Value, Vec<u64>);
+
 impl RedisSliceStore {
     pub(super) async fn read_slices(&self, read: SliceRead<'_>) -> Result<Vec<Vec<Slices>>> {
         let parse = kinds::of(read.space.kind)?.parse;
@@ -21,16 +25,21 @@ impl RedisSliceStore {
             return stored.await;
         }
         // Statistics: each series' pending slice (`stats_fold.lua`), asked
-        // for at the same time, added to every precision's slice holding it.
+        // for at the same time, added to the slice holding it at every
+        // precision it folds into (those the statistic kept when it was
+        // written: a fold passes over the others).
         let (mut slices, pending) = futures::try_join!(stored, self.read_pending(read))?;
         for (per, pending) in slices.iter_mut().zip(pending) {
-            let Some((second, value)) = pending else {
+            let Some((second, value, folds_into)) = pending else {
                 continue;
             };
             for (slices, &r) in per.iter_mut().zip(read.precisions) {
                 let Some(precision) = read.space.precisions.iter().find(|p| p.seconds == r) else {
                     continue;
                 };
+                if !folds_into.contains(&r) {
+                    continue;
+                }
                 let start = precision.slice_of_second(second);
                 if let SliceSel::Range { from, to } = read.slices
                     && !(from..=to).contains(&start)
@@ -47,9 +56,10 @@ impl RedisSliceStore {
     }
 
     /// Each series' pending slice of statistics (`stats_fold.lua`): the
-    /// second its finest slice starts at and its value, `None` when it has
-    /// none; one HMGET per series, one pipeline per slot.
-    async fn read_pending(&self, read: SliceRead<'_>) -> Result<Vec<Option<(u64, Value)>>> {
+    /// second its finest slice starts at, its value and the precisions it
+    /// folds into (its `t`), `None` when it has none; one HMGET per series,
+    /// one pipeline per slot.
+    async fn read_pending(&self, read: SliceRead<'_>) -> Result<Vec<Option<Pending>>> {
         let keys = self.layout.space_keys(read.space);
         let finest = read
             .space
@@ -61,7 +71,7 @@ impl RedisSliceStore {
             .iter()
             .map(|key| {
                 let mut pipe = redis::pipe();
-                pipe.cmd("HMGET").arg(key).arg("s").arg("b");
+                pipe.cmd("HMGET").arg(key).arg("s").arg("b").arg("t");
                 pipe
             })
             .collect();
@@ -77,12 +87,21 @@ impl RedisSliceStore {
                 };
                 match fields.as_slice() {
                     [Reply::Nil, ..] => Ok(None),
-                    [field, blob] => {
+                    [field, blob, folds_into] => {
                         let field: u64 = reply_number(field, "a slice").map_err(corrupt)?;
-                        let second = keys
-                            .slice_of_field(finest, field)
-                            .ok_or_else(|| corrupt(format!("{field} is not a {finest} s slice")))?;
-                        Ok(Some((second, parse(blob).map_err(corrupt)?)))
+                        // A compact field names its own precision (the
+                        // finest when it was written, whatever it is now).
+                        let precision = if keys.is_compact() { field >> 32 } else { finest };
+                        let second = keys.slice_of_field(precision, field).ok_or_else(|| {
+                            corrupt(format!("{field} is not a {precision} s slice"))
+                        })?;
+                        let folds_into = std::str::from_utf8(reply_bytes(folds_into, "a fold").map_err(corrupt)?)
+                            .map_err(|e| corrupt(e.to_string()))?
+                            .split_whitespace()
+                            .map(|pf| pf.split(':').next().and_then(|p| p.parse().ok()))
+                            .collect::<Option<Vec<u64>>>()
+                            .ok_or_else(|| corrupt("its t is not <precision>:<field>".into()))?;
+                        Ok(Some((second, parse(blob).map_err(corrupt)?, folds_into)))
                     }
                     other => Err(corrupt(format!("HMGET answered {other:?}"))),
                 }

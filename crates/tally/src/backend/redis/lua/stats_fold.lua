@@ -85,7 +85,11 @@ end
 local function fold_write(undo, pend, keys, precisions, fields, delta)
   local cur = redis.call('HMGET', pend, 's', 'b', 't')
   local f = fields[1]
-  if cur[1] == f then
+  -- The same slice: the same finest field at the same finest precision
+  -- (after a change of precisions a field can name another slice); `t`
+  -- starts with that precision and field.
+  local head, t = precisions[1] .. ':' .. f, cur[3] or ''
+  if cur[1] == f and (t == head or string.sub(t, 1, #head + 1) == head .. ' ') then
     local b = merge_stats(cur[2], delta)
     if type(b) == 'table' then
       return b.err
