@@ -10,7 +10,7 @@ use crate::common;
 use common::{Fixture, Kind, T0};
 use redis::AsyncCommands;
 use tally::stats::{Observation, SliceSummary};
-use tally::{Error, StatsSettings};
+use tally::{Error, Stats, StatsSettings};
 
 per_backend!(
     redis_default_layout(Kind::RedisDefault),
@@ -28,8 +28,9 @@ fn settings() -> StatsSettings {
     }
 }
 
-/// (start, count, sum) of each slice.
-fn slices(read: Vec<SliceSummary>) -> Vec<(u64, u64, f64)> {
+/// (start, count, sum) of each slice of `name` at `precision`.
+async fn slices(stats: &Stats, name: &str, precision: u64) -> Vec<(u64, u64, f64)> {
+    let read: Vec<SliceSummary> = stats.get(name, precision, &[]).await.unwrap();
     read.into_iter()
         .map(|s| (s.start, s.summary.count, s.summary.sum))
         .collect()
@@ -79,14 +80,8 @@ async fn an_observation_waits_in_its_pending_slice(kind: Kind) {
     assert_eq!(stored, vec![pend.clone()], "only the pending slice is kept");
     // Reads add it at every precision.
     let minute = second - second % 60;
-    assert_eq!(
-        slices(stats.get("lat", 1, &[]).await.unwrap()),
-        vec![(second, 2, 30.0)]
-    );
-    assert_eq!(
-        slices(stats.get("lat", 60, &[]).await.unwrap()),
-        vec![(minute, 2, 30.0)]
-    );
+    assert_eq!(slices(&stats, "lat", 1).await, vec![(second, 2, 30.0)]);
+    assert_eq!(slices(&stats, "lat", 60).await, vec![(minute, 2, 30.0)]);
     // The next second folds the first into both precisions.
     stats.record_at("lat", 5.0, T0 + 1.0).await.unwrap();
     // An observation older than the pending slice goes to both at once.
@@ -100,17 +95,14 @@ async fn an_observation_waits_in_its_pending_slice(kind: Kind) {
     let s = held.iter().find(|(k, _)| k == "s").map(|(_, v)| v.clone());
     assert!(s.is_some(), "a pending slice is kept: {held:?}");
     assert_eq!(
-        slices(stats.get("lat", 1, &[]).await.unwrap()),
+        slices(&stats, "lat", 1).await,
         vec![
             (second - 3, 1, 1.0),
             (second, 2, 30.0),
             (second + 1, 1, 5.0)
         ]
     );
-    assert_eq!(
-        slices(stats.get("lat", 60, &[]).await.unwrap()),
-        vec![(minute, 4, 36.0)]
-    );
+    assert_eq!(slices(&stats, "lat", 60).await, vec![(minute, 4, 36.0)]);
     // Ranges see the pending slice too.
     let range = stats
         .summary(&["lat"], second, second + 1, &[])
@@ -160,7 +152,7 @@ async fn a_failed_call_leaves_the_pending_slices_as_they_were(kind: Kind) {
         "every key as it was"
     );
     assert_eq!(
-        slices(stats.get("a-small", 1, &[]).await.unwrap()),
+        slices(&stats, "a-small", 1).await,
         vec![(T0.floor() as u64, 1, 1.0)]
     );
 }
@@ -186,18 +178,9 @@ async fn a_pending_slice_outlives_a_change_of_precisions(kind: Kind) {
         })
         .await;
     assert!(now.get("lat", 5, &[]).await.unwrap().is_empty());
-    assert_eq!(
-        slices(now.get("lat", 60, &[]).await.unwrap()),
-        vec![(minute, 1, 10.0)]
-    );
+    assert_eq!(slices(&now, "lat", 60).await, vec![(minute, 1, 10.0)]);
     // The next second folds it into 60 s (1 s is gone) and starts a new one.
     now.record_at("lat", 20.0, T0 + 1.0).await.unwrap();
-    assert_eq!(
-        slices(now.get("lat", 5, &[]).await.unwrap()),
-        vec![(five, 1, 20.0)]
-    );
-    assert_eq!(
-        slices(now.get("lat", 60, &[]).await.unwrap()),
-        vec![(minute, 2, 30.0)]
-    );
+    assert_eq!(slices(&now, "lat", 5).await, vec![(five, 1, 20.0)]);
+    assert_eq!(slices(&now, "lat", 60).await, vec![(minute, 2, 30.0)]);
 }
