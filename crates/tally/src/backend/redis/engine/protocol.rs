@@ -13,7 +13,7 @@ use super::super::expiring;
 use super::super::layout::SpaceKeys;
 use super::kinds::KindStore;
 use crate::clock::Timestamp;
-use crate::engine::{Batch, CellDelta, Kind, SeriesWrite, Space};
+use crate::engine::{Batch, CellDelta, Kind, SeriesWrite, Space, Value};
 use crate::error::Result;
 use crate::name::Name;
 
@@ -137,21 +137,42 @@ pub(super) fn apply_call<'a>(
     let mut ops = Vec::with_capacity(groups.list.iter().map(|g| g.cells.len()).sum());
     let mut op_keys = Vec::with_capacity(ops.capacity());
     let mut blob = Vec::new();
-    for (k, g) in groups.list.iter().enumerate() {
+    let mut k = 0;
+    while k < groups.list.len() {
+        let g = &groups.list[k];
+        if pending && folds[g.series] {
+            // One entry for the series' hashes: its pending slice, how
+            // many hashes, its cells, the delta once, then per cell its
+            // precision (0 in the compact layout) and field.
+            let n = groups.list[k..]
+                .iter()
+                .take_while(|o| o.series == g.series)
+                .count();
+            let series = &groups.list[k..k + n];
+            cmd.arg(first_current + g.series)
+                .arg(n)
+                .arg(series.iter().map(|o| o.cells.len()).sum::<usize>());
+            arg_delta(&mut cmd, kind, &g.cells[0].delta, &mut blob);
+            for (j, o) in series.iter().enumerate() {
+                for c in o.cells {
+                    cmd.arg(if keys.is_compact() { 0 } else { c.precision })
+                        .arg(keys.field(c.precision, c.slice)?);
+                    op_keys.push(usize::from(marker) + k + j + 1);
+                    ops.push((&writes[g.series].name, c));
+                }
+            }
+            k += n;
+            continue;
+        }
         if kind.current {
             cmd.arg(first_current + g.series)
                 .arg(g.cells[0].precision)
                 .arg(g.ttl);
         } else if pending {
-            // The series' pending slice (0: every precision at once), and
-            // the hash's precision (0 in the compact layout, whose fields
-            // name theirs).
-            cmd.arg(if folds[g.series] {
-                first_current + g.series
-            } else {
-                0
-            })
-            .arg(if keys.is_compact() {
+            // A hash written directly (every precision at once), and its
+            // precision (0 in the compact layout, whose fields name
+            // theirs).
+            cmd.arg(0).arg(if keys.is_compact() {
                 0
             } else {
                 g.cells[0].precision
@@ -162,17 +183,11 @@ pub(super) fn apply_call<'a>(
             // The field: the slice start, or in the compact layout the
             // precision and slice index in one integer.
             cmd.arg(keys.field(c.precision, c.slice)?);
-            match c.delta.as_sum() {
-                Some(d) => cmd.arg(d),
-                None => {
-                    blob.clear();
-                    (kind.encode)(&c.delta, &mut blob);
-                    cmd.arg(blob.as_slice())
-                }
-            };
+            arg_delta(&mut cmd, kind, &c.delta, &mut blob);
             op_keys.push(usize::from(marker) + k + 1);
             ops.push((&writes[g.series].name, c));
         }
+        k += 1;
     }
     if ends {
         // Then the `ends@e` score below which a series' data has all
@@ -223,6 +238,19 @@ pub(super) fn apply_call<'a>(
         op_keys,
         ops,
     })
+}
+
+/// Adds `delta` to `cmd`: a sum as its number, else the kind's encoding
+/// (made in `blob`).
+fn arg_delta(cmd: &mut redis::Cmd, kind: &KindStore, delta: &Value, blob: &mut Vec<u8>) {
+    match delta.as_sum() {
+        Some(d) => cmd.arg(d),
+        None => {
+            blob.clear();
+            (kind.encode)(delta, blob);
+            cmd.arg(blob.as_slice())
+        }
+    };
 }
 
 /// True when `write` goes through its series' pending slice: one cell per

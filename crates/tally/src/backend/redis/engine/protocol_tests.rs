@@ -19,21 +19,32 @@ out[#out + 1] = 'header ' .. marker .. ' ' .. tostring(expiring) .. ' ' .. tostr
   .. ' ' .. seq .. ' ' .. kind
 if marker == 1 then out[#out + 1] = 'lane ' .. KEYS[1] end
 local gauge = kind == '5'
-for k = 1, h do
-  local ck, run, life, m, first, pend, hp
+local k = 1
+while k <= h do
+  local ck, run, life, m, first, pend, n, hp, delta
   if pending then
-    pend, hp, m, first = apply_pending_hash(at)
+    pend, n, hp, m, delta, first = apply_pending_entry(at)
   else
     ck, run, life, m, first = apply_hash(at, gauge)
+    n = 1
   end
-  local line = 'hash ' .. KEYS[marker + k]
-  if ck then line = line .. ' current ' .. KEYS[ck] .. ' run ' .. run .. ' life ' .. life end
-  if pend then line = line .. ' pending ' .. (pend > 0 and KEYS[pend] or 'none') .. ' at ' .. hp end
-  out[#out + 1] = line
-  for j = 0, m - 1 do
+  if pend and pend > 0 then
+    out[#out + 1] = 'entry pending ' .. KEYS[pend] .. ' hashes ' .. n .. ' delta ' .. delta
+    for j = 0, m - 1 do
+out[#out + 1] = 'cell ' .. KEYS[marker + k + (n == 1 and 0 or j)] .. ' at ' .. ARGV[first + 2 * j]
+  .. ' ' .. ARGV[first + 2 * j + 1]
+    end
+  else
+    local line = 'hash ' .. KEYS[marker + k]
+    if ck then line = line .. ' current ' .. KEYS[ck] .. ' run ' .. run .. ' life ' .. life end
+    if pend then line = line .. ' pending none at ' .. hp end
+    out[#out + 1] = line
+    for j = 0, m - 1 do
 out[#out + 1] = 'cell ' .. ARGV[first + 2 * j] .. ' ' .. ARGV[first + 2 * j + 1]
+    end
   end
   at = first + 2 * m
+  k = k + n
 end
 local reg = marker + h
 if expiring then
@@ -145,8 +156,30 @@ fn expected(keys: SpaceKeys<'_>, batch: &Batch, now: Timestamp) -> Vec<String> {
             c.slice
         }
     };
+    // The compact layout's fields name their precision: 0 is sent.
+    let at = |c: &CellDelta| if keys.is_compact() { 0 } else { c.precision };
+    let mut entered = None;
     for g in &groups.list {
         let name = writes[g.series].name.as_str();
+        nkeys += 1;
+        if pending && folds(&batch.space, writes[g.series]) {
+            // A series of one cell per precision with one delta is one
+            // entry through its pending slice: its hashes, the delta once,
+            // each cell's precision and field.
+            if entered != Some(g.series) {
+                entered = Some(g.series);
+                let n = groups.list.iter().filter(|o| o.series == g.series).count();
+                out.push(format!(
+                    "entry pending {} hashes {n} delta {}",
+                    keys.pending(name),
+                    delta(&g.cells[0].delta)
+                ));
+            }
+            for c in g.cells {
+                out.push(format!("cell {} at {} {}", hash(g), at(c), field(c)));
+            }
+            continue;
+        }
         let mut line = format!("hash {}", hash(g));
         if kind.current {
             let current = keys.current(name);
@@ -157,25 +190,13 @@ fn expected(keys: SpaceKeys<'_>, batch: &Batch, now: Timestamp) -> Vec<String> {
             line += &format!("@ {} life {}", g.cells[0].precision, g.ttl);
         }
         if pending {
-            // A series of one cell per precision with one delta goes
-            // through its pending slice.
-            match folds(&batch.space, writes[g.series]) {
-                true => line += &format!(" pending {}", keys.pending(name)),
-                false => line += " pending none",
-            }
-            // The hash's precision; 0 in the compact layout.
-            let at = if keys.is_compact() {
-                0
-            } else {
-                g.cells[0].precision
-            };
-            line += &format!(" at {at}");
+            // Written to every precision at once; the hash's precision.
+            line += &format!(" pending none at {}", at(&g.cells[0]));
         }
         out.push(line);
         for c in g.cells {
             out.push(format!("cell {} {}", field(c), delta(&c.delta)));
         }
-        nkeys += 1;
     }
     let mut shards: Vec<u32> = writes.iter().map(|w| keys.shard(w.name.as_str())).collect();
     shards.sort_unstable();
@@ -349,11 +370,6 @@ async fn the_apply_prelude_reads_what_rust_builds() {
         let want = expected(keys, &batch, now);
         assert_eq!(got, want, "{} layout, {}", layout.name(), space.kind);
         // Each op's KEYS index is its hash's.
-        let hashes: Vec<String> = got
-            .iter()
-            .filter_map(|l| l.strip_prefix("hash "))
-            .map(|l| l.split(' ').next().unwrap().to_owned())
-            .collect();
         let mut ops = call.ops.iter().zip(&call.op_keys);
         for (k, g) in keys
             .groups(&batch.space, &writes, now)
@@ -366,7 +382,13 @@ async fn the_apply_prelude_reads_what_rust_builds() {
                 let ((name, cell), &index) = ops.next().unwrap();
                 assert_eq!(*cell, c);
                 assert_eq!(name.as_str(), writes[g.series].name.as_str());
-                assert_eq!(index, usize::from(call.marker) + k + 1, "{}", hashes[k]);
+                assert_eq!(
+                    index,
+                    usize::from(call.marker) + k + 1,
+                    "{} layout, {}, hash {k}",
+                    layout.name(),
+                    space.kind
+                );
             }
         }
         assert!(ops.next().is_none());

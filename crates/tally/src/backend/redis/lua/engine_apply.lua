@@ -28,13 +28,16 @@
 -- Gauges (kind '5') put three more before each hash's m: the KEYS index of
 -- the gauge's current-value key (after the registries), the hash's
 -- precision, and the seconds that key lives (0: for ever).
--- A write through pending slices ('4', '5') puts two before each hash's m:
--- the KEYS index of its series' pending slice (after the registries), or
--- 0 when the series is written to every precision at once; and the hash's
--- precision, or 0 in the compact layout, whose fields say theirs
--- (`(precision << 32) | index`). The hashes of one series with a pending
--- slice hold one cell per precision, finest first, all with the same
--- delta.
+-- A write through pending slices ('4', '5') has entries instead of
+-- hashes, until h hashes are named. An entry written to every precision at
+-- once is one hash: '0', the hash's precision (0 in the compact layout,
+-- whose fields say theirs: `(precision << 32) | index`), then m and its
+-- pairs as above. A series written through its pending slice is one entry
+-- for all its hashes, its delta sent once: the KEYS index of its pending
+-- slice (after the registries), n, the number of hashes it names (one per
+-- precision; 1 in the compact layout), c, its cells (one per precision,
+-- finest first), the delta, then c pairs of precision (0 in the compact
+-- layout) and field; in the compact layout every cell is in the one hash.
 -- The expiring layout instead has, after the hashes: the `ends@e` score
 -- below which a series has expired (for pruning), then per registry to the
 -- end: n, then per series its name, end score, '1' if it must set its
@@ -61,12 +64,19 @@ local function apply_header()
     flag == '4' or flag == '5', ARGV[2], ARGV[3], tonumber(ARGV[4]), 5
 end
 
--- A write through pending slices: the hash whose ARGV start at `at`: the
--- KEYS index of its series' pending slice (0: none), its precision (text;
--- '0' in the compact layout), m, and the index of its first (field, delta)
--- pair.
-local function apply_pending_hash(at)
-  return tonumber(ARGV[at]), ARGV[at + 1], count(ARGV[at + 2]), at + 3
+-- A write through pending slices: the entry whose ARGV start at `at`: the
+-- KEYS index of its series' pending slice (0: a hash written directly),
+-- the number of hashes it names, its precision (text, '0' in the compact
+-- layout; nil for a pending slice's entry), its number of cells, its delta
+-- (nil for a hash written directly), and the index of its first pair:
+-- (field, delta) for a hash written directly, (precision, field) for a
+-- pending slice's entry.
+local function apply_pending_entry(at)
+  local pend = tonumber(ARGV[at])
+  if pend == 0 then
+    return 0, 1, ARGV[at + 1], count(ARGV[at + 2]), nil, at + 3
+  end
+  return pend, tonumber(ARGV[at + 1]), nil, tonumber(ARGV[at + 2]), ARGV[at + 3], at + 4
 end
 
 -- The hash whose ARGV start at `at`: for gauges, its current-value key's
@@ -193,12 +203,13 @@ local saved = nil
 local undo = nil
 local at, op = first, 0
 if pending then
-  -- Statistics (stats_fold.lua): a series with a pending slice is its
-  -- consecutive hashes naming the same one; the others merge each cell.
+  -- Statistics (stats_fold.lua): a series with a pending slice is one
+  -- entry; the common write (a finest slice already pending) reads only its
+  -- first pair.
   undo = {}
   local k = 1
   while k <= h and not failed do
-    local pend, hp, m, pairs_at = apply_pending_hash(at)
+    local pend, n, hp, m, delta, pairs_at = apply_pending_entry(at)
     if pend == 0 then
       local key = KEYS[marker + k]
       at = pairs_at
@@ -210,29 +221,30 @@ if pending then
         end
         at, op = at + 2, op + 1
       end
-      k = k + 1
     else
-      local first_op, keys, precisions, fields, delta = op, {}, {}, {}, nil
-      while k <= h do
-        local this
-        this, hp, m, pairs_at = apply_pending_hash(at)
-        if this ~= pend then break end
-        at = pairs_at
-        for _ = 1, m do
-          keys[#keys + 1] = KEYS[marker + k]
-          precisions[#precisions + 1] = hp ~= '0' and hp
-            or string.format('%d', math.floor(tonumber(ARGV[at]) / 4294967296))
-          fields[#fields + 1] = ARGV[at]
-          delta = delta or ARGV[at + 1]
-          at, op = at + 2, op + 1
+      local p, f = ARGV[pairs_at], ARGV[pairs_at + 1]
+      if p == '0' then
+        p = string.format('%d', math.floor(tonumber(f) / 4294967296))
+      end
+      local cur = redis.call('HMGET', KEYS[pend], 's', 'b', 't')
+      local same, e = fold_same(undo, KEYS[pend], cur, p, f, delta)
+      if not same and not e then
+        local keys, precisions, fields = {}, {}, {}
+        for j = 0, m - 1 do
+          local pj, fj = ARGV[pairs_at + 2 * j], ARGV[pairs_at + 2 * j + 1]
+          keys[j + 1] = KEYS[marker + k + (n == 1 and 0 or j)]
+          precisions[j + 1] = pj ~= '0' and pj
+            or string.format('%d', math.floor(tonumber(fj) / 4294967296))
+          fields[j + 1] = fj
         end
-        k = k + 1
+        e = fold_open(undo, KEYS[pend], cur, keys, precisions, fields, delta)
       end
-      local e = fold_write(undo, KEYS[pend], keys, precisions, fields, delta)
       if e then
-        failed, err = first_op, e
+        failed, err = op, e
       end
+      at, op = pairs_at + 2 * m, op + m
     end
+    k = k + n
   end
 elseif not merge then
   for k = 1, h do

@@ -77,27 +77,41 @@ local function fold_pending(undo, pend, keys, precisions)
   return fold_held(undo, pend, keys, precisions, redis.call('HMGET', pend, 's', 'b', 't'))
 end
 
--- Writes `delta` at `fields` (one per precision, finest first, in hashes
--- `keys`, of the precisions `precisions`, texts) through the pending slice
--- `pend`. Returns nil, or the error's text. (The call registers the
--- statistic as every write does: a cleaner of an older Tally, which knows
--- no pending slice, may have dropped it from its registry.)
-local function fold_write(undo, pend, keys, precisions, fields, delta)
-  local cur = redis.call('HMGET', pend, 's', 'b', 't')
-  local f = fields[1]
+-- A write of `delta` through the pending slice `pend` (`cur`: what HMGET of
+-- its s, b and t answered) whose finest cell is `field` at `precision`
+-- (texts): when that slice is the one pending, merges it there and
+-- answers true; else false (fold_open does the write). Answers also the
+-- error's text, if any.
+local function fold_same(undo, pend, cur, precision, field, delta)
   -- The same slice: the same finest field at the same finest precision
   -- (after a change of precisions a field can name another slice); `t`
   -- starts with that precision and field.
-  local head, t = precisions[1] .. ':' .. f, cur[3] or ''
-  if cur[1] == f and (t == head or string.sub(t, 1, #head + 1) == head .. ' ') then
-    local b = merge_stats(cur[2], delta)
-    if type(b) == 'table' then
-      return b.err
-    end
-    undo[#undo + 1] = {pend, 'b', cur[2]}
-    redis.call('HSET', pend, 'b', b)
-    return nil
+  if cur[1] ~= field then
+    return false, nil
   end
+  local head, t = precision .. ':' .. field, cur[3] or ''
+  if not (t == head or string.sub(t, 1, #head + 1) == head .. ' ') then
+    return false, nil
+  end
+  local b = merge_stats(cur[2], delta)
+  if type(b) == 'table' then
+    return true, b.err
+  end
+  undo[#undo + 1] = {pend, 'b', cur[2]}
+  redis.call('HSET', pend, 'b', b)
+  return true, nil
+end
+
+-- Writes `delta` at `fields` (one per precision, finest first, in hashes
+-- `keys`, of the precisions `precisions`, texts) through the pending slice
+-- `pend` (`cur` as for fold_same) when fold_same did not: a write older
+-- than the pending slice goes to every precision at once, a later one
+-- folds the pending slice and takes its place. Returns nil, or the
+-- error's text. (The call registers the statistic as every write does: a
+-- cleaner of an older Tally, which knows no pending slice, may have
+-- dropped it from its registry.)
+local function fold_open(undo, pend, cur, keys, precisions, fields, delta)
+  local f = fields[1]
   if cur[1] and tonumber(f) < tonumber(cur[1]) then
     -- Older than the pending slice: every precision at once.
     for i = 1, #keys do
