@@ -20,7 +20,11 @@
 //! their writer lane, the last sequence number applied, as the engine's
 //! writes do: `<prefix>:daily-writer:<writer hex>:<lane>`, or on a cluster
 //! one per slot, `<prefix>:daily-writer:{<tag>}:<writer hex>:<lane>` with a
-//! tag that hashes to that slot ([`slot_tag`]). Days are read with one
+//! tag that hashes to that slot ([`slot_tag`]). Per entity the script runs
+//! one HGETALL and one HSET and makes no table: its sums are plain Lua
+//! numbers while every value and sum stays below 2^53, two exact limbs
+//! past it, and an earlier Tally's `:stats` total is read only when one
+//! EXISTS of all the call's `:stats` keys finds one. Days are read with one
 //! HMGET; the total with one `daily_total.lua` call summing the hash (at
 //! most retention + 1 fields once Tally has written), exactly (64-bit,
 //! whatever Lua's doubles can hold).
@@ -130,7 +134,7 @@ impl RedisDailyStore {
             let floor = &floor;
             async move {
                 let mut keys = Vec::with_capacity(1 + 3 * members.len());
-                let mut args: Vec<String> = Vec::with_capacity(5 + 5 * members.len());
+                let mut args: Vec<String> = Vec::with_capacity(5 + 4 * members.len());
                 match seq {
                     Some(seq) => {
                         keys.push(self.lane_key(&seq, *slot));
@@ -141,13 +145,18 @@ impl RedisDailyStore {
                 args.push(if mark.is_some() { "1" } else { "0" }.to_owned());
                 args.push(floor.clone());
                 args.push(members.len().to_string());
+                // Every views key, then every stats key, then every mark.
+                keys.extend(members.iter().map(|&g| self.views_key(groups[g].entity)));
+                keys.extend(members.iter().map(|&g| self.stats_key(groups[g].entity)));
+                if let Some(mark) = mark {
+                    keys.extend(
+                        members
+                            .iter()
+                            .map(|&g| once::key(&self.tag(groups[g].entity), mark)),
+                    );
+                }
                 for &g in members {
                     let group = &groups[g];
-                    keys.push(self.views_key(group.entity));
-                    keys.push(self.stats_key(group.entity));
-                    if let Some(mark) = mark {
-                        keys.push(once::key(&self.tag(group.entity), mark));
-                    }
                     args.push(group.days.len().to_string());
                     args.push(group.before.to_string());
                     for (day, count) in &group.days {
