@@ -195,8 +195,10 @@ local M = 9007199254740992
 -- reach 2^53, for `exact` to take it. Only called when no entity of the
 -- call has a `:stats` key, so there is no earlier total to add.
 local function small(views, mark, flat, n, before, first)
-  -- total: every value; held: `before`'s; fold: the old days'.
-  local total, held, fold, nold = 0, 0, 0, 0
+  -- total: every value; held: `before`'s; fold: the old days'; had1:
+  -- the first day's (day1), nil when the hash has no such field.
+  local total, held, fold, nold, had1 = 0, 0, 0, 0, nil
+  local day1 = n > 0 and ARGV[first] or nil
   for i = 2, #flat, 2 do
     local x = tonumber(flat[i])
     if not x or x % 1 ~= 0 or x >= M or x <= -M then
@@ -211,7 +213,9 @@ local function small(views, mark, flat, n, before, first)
       return false
     end
     local field = flat[i - 1]
-    if field == 'before' then
+    if field == day1 then
+      had1 = x
+    elseif field == 'before' then
       held = x
     elseif #field == 8 and field < floor and not find(field, '%D') then
       nold = nold + 1
@@ -231,7 +235,7 @@ local function small(views, mark, flat, n, before, first)
       stored[flat[i]] = flat[i + 1]
     end
   end
-  if not applied then
+  if not applied and before ~= '0' then
     local b = tonumber(before)
     if b >= M or b <= -M then
       return false
@@ -242,19 +246,19 @@ local function small(views, mark, flat, n, before, first)
     end
   end
   for j = 1, n do
-    local day = ARGV[first + 2 * j - 2]
-    local had
-    if stored then
-      had = stored[day]
+    local day, count = ARGV[first + 2 * j - 2], 0
+    if j == 1 then
+      count = had1 or 0
+    elseif stored then
+      count = tonumber(stored[day] or '0')
     else
       for i = 1, #flat, 2 do
         if flat[i] == day then
-          had = flat[i + 1]
+          count = tonumber(flat[i + 1])
           break
         end
       end
     end
-    local count = had and tonumber(had) or 0
     if not applied then
       local add = tonumber(ARGV[first + 2 * j - 1])
       if add >= M or add <= -M then
@@ -274,7 +278,8 @@ local function small(views, mark, flat, n, before, first)
     end
     -- Everything fits 64 bits (it is below 2^53): write.
     if n == 1 then
-      redis.call('HSET', views, ARGV[first], counts[1])
+      -- A new day's count is the views sent: their text as it came.
+      redis.call('HSET', views, day1, had1 and counts[1] or ARGV[first + 1])
     elseif n > 1 then
       for j = 1, n do
         set[2 * j - 1] = ARGV[first + 2 * j - 2]
