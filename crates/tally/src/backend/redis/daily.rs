@@ -21,11 +21,10 @@
 //! writes do: `<prefix>:daily-writer:<writer hex>:<lane>`, or on a cluster
 //! one per slot, `<prefix>:daily-writer:{<tag>}:<writer hex>:<lane>` with a
 //! tag that hashes to that slot ([`slot_tag`]). Per entity the script runs
-//! one HGETALL and one HSET and makes no table of its own (the command is
-//! built in place, no string per argument): its sums are plain Lua
-//! numbers while every value and sum stays below 2^53, two exact limbs
-//! past it, and an earlier Tally's `:stats` total is read only when one
-//! EXISTS of all the call's `:stats` keys finds one. Days are read with one
+//! one HGETALL and one HSET and makes no table of its own: its sums are
+//! plain Lua numbers while every value and sum stays below 2^53, two exact
+//! limbs past it, and an earlier Tally's `:stats` total is read only when
+//! one EXISTS of all the call's `:stats` keys finds one. Days are read with one
 //! HMGET; the total with one `daily_total.lua` call summing the hash (at
 //! most retention + 1 fields once Tally has written), exactly (64-bit,
 //! whatever Lua's doubles can hold).
