@@ -352,7 +352,9 @@ per_backend!(
     concurrent_writers_of_both_kinds_agree,
     data_of_earlier_tally_versions_reads_right_and_migrates,
     values_that_are_not_counts_are_reported,
-    sums_stay_exact_beyond_what_doubles_hold
+    sums_stay_exact_beyond_what_doubles_hold,
+    sums_stay_exact_on_both_sides_of_2_to_the_53,
+    a_big_batch_finds_the_one_earlier_total_in_it
 );
 
 /// Seed 004's `ViewStatsRepository`, command for command.
@@ -804,6 +806,134 @@ async fn sums_stay_exact_beyond_what_doubles_hold(kind: Kind) {
     let err = d.total("max").await.unwrap_err();
     assert!(matches!(err, Error::Corrupt(_)), "{err}");
     assert!(err.to_string().contains("beyond 64 bits"), "{err}");
+}
+
+/// The write sums in plain Lua numbers while every value and sum is below
+/// 2^53 (doubles hold every integer below it) and in exact limbs past it:
+/// values, days, `before` and totals just below, at and past 2^53, on both
+/// sides of zero, in one batch with small entities, then keyed and repeated.
+async fn sums_stay_exact_on_both_sides_of_2_to_the_53(kind: Kind) {
+    let Seeded {
+        f: _f,
+        d,
+        mut raw,
+        t,
+    } = Seeded::new(kind, 30).await;
+    let m = 1i64 << 53;
+    // A day of 2^53 - 1 that Tally's view takes to 2^53.
+    seed::incr(&mut raw, "edge", t, m - 1).await;
+    // Two days each below 2^53 whose sum is not.
+    seed::incr(&mut raw, "pair", t.plus(-1), m / 2 + 1).await;
+    seed::incr(&mut raw, "pair", t.plus(-2), m / 2 + 1).await;
+    // A sum that passes 2^53 on the way and ends below it.
+    seed::incr(&mut raw, "swing", t.plus(-1), m - 1).await;
+    seed::incr(&mut raw, "swing", t.plus(-2), m - 1).await;
+    seed::incr(&mut raw, "swing", t.plus(-3), -(m - 1)).await;
+    // Down to -2^53.
+    seed::incr(&mut raw, "low", t.plus(-1), -(m - 1)).await;
+    seed::incr(&mut raw, "low", t.plus(-2), -1).await;
+    // Old days folded into `before`: to 2^53 - 1, and to 2^53.
+    seed::incr(&mut raw, "fold", t.plus(-40), m - 3).await;
+    hset(&mut raw, &seed::key("fold"), &[("before", "2")]).await;
+    seed::incr(&mut raw, "fold2", t.plus(-40), m - 1).await;
+    hset(&mut raw, &seed::key("fold2"), &[("before", "1")]).await;
+    // Just below 2^53 after the view, on either side of zero.
+    seed::incr(&mut raw, "near", t, m - 2).await;
+    seed::incr(&mut raw, "negnear", t.plus(-1), -(m - 2)).await;
+    let big = [
+        ("edge", m, m),
+        ("pair", 1, m + 3),
+        ("swing", 1, m),
+        ("low", 1, 1 - m),
+        ("fold", 1, m),
+        ("fold2", 1, m + 1),
+        ("near", m - 1, m - 1),
+        ("negnear", 1, 3 - m),
+    ];
+    let small = ["s0", "s1", "s2"];
+    // Small entities first, between and after the big ones.
+    let mut expected: Vec<(&str, i64, i64)> = vec![(small[0], 1, 1)];
+    expected.extend(&big[..4]);
+    expected.push((small[1], 1, 1));
+    expected.extend(&big[4..]);
+    expected.push((small[2], 1, 1));
+    let views: Vec<tally::View> = expected
+        .iter()
+        .map(|(entity, _, _)| tally::View {
+            entity: (*entity).into(),
+            count: 1,
+            at: None,
+        })
+        .collect();
+    let answers = |counted: &[tally::daily::Counted]| -> Vec<(i64, i64)> {
+        counted.iter().map(|c| (c.day_count, c.total)).collect()
+    };
+    let want: Vec<(i64, i64)> = expected
+        .iter()
+        .map(|&(_, day, total)| (day, total))
+        .collect();
+    assert_eq!(answers(&d.incr_many(&views).await.unwrap()), want);
+    for &(entity, day, total) in &expected {
+        assert_eq!(seed::day(&mut raw, entity, t).await, day, "{entity}");
+        assert_eq!(d.total(entity).await.unwrap(), total, "{entity}");
+    }
+    for (entity, before) in [("fold", m - 1), ("fold2", m)] {
+        let held: i64 = raw
+            .query(redis::cmd("HGET").arg(seed::key(entity)).arg("before"))
+            .await;
+        assert_eq!(held, before, "{entity}");
+        assert_eq!(seed::day(&mut raw, entity, t.plus(-40)).await, 0);
+    }
+
+    // Keyed: written once, and its repeat answers the counts as they are.
+    let want: Vec<(i64, i64)> = want
+        .iter()
+        .map(|&(day, total)| (day + 1, total + 1))
+        .collect();
+    for applied in [Applied::Written, Applied::Duplicate] {
+        let (got, counted) = d.incr_many_once("k-53", &views).await.unwrap();
+        assert_eq!(got, applied);
+        assert_eq!(answers(&counted), want, "{applied:?}");
+    }
+    for (&(entity, _, _), &(day, total)) in expected.iter().zip(&want) {
+        assert_eq!(seed::day(&mut raw, entity, t).await, day, "{entity}");
+        assert_eq!(d.total(entity).await.unwrap(), total, "{entity}");
+    }
+}
+
+/// A write looks up an earlier Tally's totals only when one of its
+/// entities has one (one EXISTS of every `:stats` key of a call, 1,000 at
+/// a time): in a batch of 1,100 entities, the one entity with an earlier
+/// total, past the first 1,000, is still migrated, and the others are not
+/// touched by it.
+async fn a_big_batch_finds_the_one_earlier_total_in_it(kind: Kind) {
+    let Seeded {
+        f: _f,
+        d,
+        mut raw,
+        t,
+    } = Seeded::new(kind, 30).await;
+    hset(&mut raw, "{advert:e1050}:stats", &[("total", "7")]).await;
+    let views: Vec<tally::View> = (0..1100)
+        .map(|i| tally::View {
+            entity: format!("e{i}"),
+            count: 1,
+            at: None,
+        })
+        .collect();
+    let counted = d.incr_many(&views).await.unwrap();
+    for (i, c) in counted.iter().enumerate() {
+        let total = if i == 1050 { 8 } else { 1 };
+        assert_eq!((c.day_count, c.total), (1, total), "e{i}");
+    }
+    let stats: i64 = raw
+        .query(redis::cmd("EXISTS").arg("{advert:e1050}:stats"))
+        .await;
+    assert_eq!(stats, 0);
+    assert_eq!(seed::total(&mut raw, "e1050").await, 8);
+    assert_eq!(d.total("e1050").await.unwrap(), 8);
+    assert_eq!(seed::day(&mut raw, "e1050", t).await, 1);
+    assert_eq!(seed::total(&mut raw, "e1049").await, 1);
 }
 
 /// A daily writer of `d` that flushes only when asked (or at shutdown).

@@ -20,7 +20,11 @@
 //! their writer lane, the last sequence number applied, as the engine's
 //! writes do: `<prefix>:daily-writer:<writer hex>:<lane>`, or on a cluster
 //! one per slot, `<prefix>:daily-writer:{<tag>}:<writer hex>:<lane>` with a
-//! tag that hashes to that slot ([`slot_tag`]). Days are read with one
+//! tag that hashes to that slot ([`slot_tag`]). Per entity the script runs
+//! one HGETALL and one HSET and makes no table of its own: its sums are
+//! plain Lua numbers while every value and sum stays below 2^53, two exact
+//! limbs past it, and an earlier Tally's `:stats` total is read only when
+//! one EXISTS of all the call's `:stats` keys finds one. Days are read with one
 //! HMGET; the total with one `daily_total.lua` call summing the hash (at
 //! most retention + 1 fields once Tally has written), exactly (64-bit,
 //! whatever Lua's doubles can hold).
@@ -77,13 +81,23 @@ impl RedisDailyStore {
 
     /// `{<prefix>:<id>}:views`, the article's key.
     pub fn views_key(&self, entity: &Name) -> String {
-        format!("{}:views", self.tag(entity))
+        let mut key = String::new();
+        self.push_key(&mut key, entity, "views");
+        key
     }
 
     /// `{<prefix>:<id>}:stats`, where earlier Tally versions kept a running
     /// total (read, then migrated by the next write).
     pub fn stats_key(&self, entity: &Name) -> String {
-        format!("{}:stats", self.tag(entity))
+        let mut key = String::new();
+        self.push_key(&mut key, entity, "stats");
+        key
+    }
+
+    /// Appends `{<prefix>:<id>}:<suffix>` (an entity's views or stats key)
+    /// to `out`.
+    fn push_key(&self, out: &mut String, entity: &Name, suffix: &str) {
+        out.extend(["{", &self.prefix, ":", entity.as_str(), "}:", suffix]);
     }
 
     /// The key of a writer lane's record for the entities of `slot` (on a
@@ -125,39 +139,48 @@ impl RedisDailyStore {
         } else {
             calls.push((None, (0..groups.len()).collect()));
         }
-        let floor = floor.yyyymmdd().to_string();
+        let floor = floor.yyyymmdd();
         let answers = try_join_all(calls.iter().map(|(slot, members)| {
-            let floor = &floor;
             async move {
-                let mut keys = Vec::with_capacity(1 + 3 * members.len());
-                let mut args: Vec<String> = Vec::with_capacity(5 + 5 * members.len());
-                match seq {
-                    Some(seq) => {
-                        keys.push(self.lane_key(&seq, *slot));
-                        args.extend(["1".to_owned(), seq.seq.to_string()]);
-                    }
-                    None => args.extend(["0".to_owned(), "0".to_owned()]),
+                // The command is built in place: no string per argument.
+                let per = if mark.is_some() { 3 } else { 2 };
+                let mut eval =
+                    super::evalsha(&self.incr, usize::from(seq.is_some()) + per * members.len());
+                // KEYS: the lane's record, then every views key, then
+                // every stats key, then every mark.
+                if let Some(seq) = seq {
+                    eval.arg(self.lane_key(&seq, *slot));
                 }
-                args.push(if mark.is_some() { "1" } else { "0" }.to_owned());
-                args.push(floor.clone());
-                args.push(members.len().to_string());
+                let mut key = String::new();
+                for suffix in ["views", "stats"] {
+                    for &g in members {
+                        key.clear();
+                        self.push_key(&mut key, groups[g].entity, suffix);
+                        eval.arg(key.as_str());
+                    }
+                }
+                if let Some(mark) = mark {
+                    for &g in members {
+                        eval.arg(once::key(&self.tag(groups[g].entity), mark));
+                    }
+                }
+                match seq {
+                    Some(seq) => eval.arg(1).arg(seq.seq),
+                    None => eval.arg(0).arg(0),
+                };
+                eval.arg(u8::from(mark.is_some()))
+                    .arg(floor)
+                    .arg(members.len());
                 for &g in members {
                     let group = &groups[g];
-                    keys.push(self.views_key(group.entity));
-                    keys.push(self.stats_key(group.entity));
-                    if let Some(mark) = mark {
-                        keys.push(once::key(&self.tag(group.entity), mark));
-                    }
-                    args.push(group.days.len().to_string());
-                    args.push(group.before.to_string());
+                    eval.arg(group.days.len()).arg(group.before);
                     for (day, count) in &group.days {
-                        args.push(day.yyyymmdd().to_string());
-                        args.push(count.to_string());
+                        eval.arg(day.yyyymmdd()).arg(*count);
                     }
                 }
                 let value = self
                     .redis
-                    .eval_write(&self.incr, &keys, &args)
+                    .eval_cmd(&self.incr, &eval)
                     .await
                     .map_err(Error::from)?;
                 let answer = parse_answer(self, value, members.iter().map(|&g| groups[g]))?;

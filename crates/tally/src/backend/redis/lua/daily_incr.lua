@@ -9,7 +9,8 @@
 -- KEYS: the writer lane's record when ARGV[1] is '1'
 --       (`<prefix>:daily-writer:<writer hex>:<lane>`, or on a cluster
 --       `<prefix>:daily-writer:{<tag of the slot>}:<writer hex>:<lane>`),
---       then per entity, in ARGV's order:
+--       then each entity's views key, then each one's stats key, then,
+--       when ARGV[3] is '1', each one's mark key, all in ARGV's order:
 --       {<prefix>:<id>}:views  hash YYYYMMDD -> views (the article's key),
 --           plus `before`: the views of the days that left the window. The
 --           article's HMGET of dates never asks for it; its HVALS total
@@ -17,8 +18,8 @@
 --       {<prefix>:<id>}:stats  an earlier Tally's running total and oldest
 --           day: migrated here (its missing part goes to `before`, the key
 --           is deleted, the views hash loses that Tally's TTL)
---       {<prefix>:<id>}:applied:<writer hex>  a keyed write's mark, when
---           ARGV[3] is '1' (lua/once.lua)
+--       {<prefix>:<id>}:applied:<writer hex>  a keyed write's mark
+--           (lua/once.lua)
 -- ARGV[1]  '1' when KEYS[1] is the writer lane's record, else '0'
 -- ARGV[2]  the call's sequence number in that lane (else '0')
 -- ARGV[3]  '1' when each entity has a mark key, else '0'
@@ -31,13 +32,19 @@
 --
 -- Per entity one HGETALL of the hash (at most retention + 2 fields, as
 -- every write folds the older days), and one HSET of its days: no scan
--- over entities, no cleaner. Every sum is checked before anything of the
--- entity is written. Sums are exact (two limbs, lua/daily_sum.lua).
+-- over entities, no cleaner. The stats keys of the whole call are looked
+-- up by one EXISTS first: an entity's `:stats` total is read only when one
+-- of them is there (data of an earlier Tally not migrated yet). Every sum
+-- is checked before anything of the entity is written, and every sum is
+-- exact: in plain Lua numbers (`small`) while every value read and every
+-- sum made stays below 2^53 in magnitude, where doubles hold integers
+-- exactly; else in two limbs (`exact`, lua/daily_sum.lua).
 --
 -- Returns a flat list, per entity: its status, then
 --   1 (written) or 0 (its mark, or the lane's record, says it was applied
---   already: nothing written): n day counts after the write (decimal
---   texts), then the all-time total after it as hi, lo (hi * 10^9 + lo);
+--   already: nothing written): n day counts after the write (integers or
+--   decimal texts), then the all-time total after it as hi, lo
+--   (hi * 10^9 + lo);
 --   2 overflow of the total, 3 overflow of a day, 4 overflow of `before`,
 --   5 a value that is not an integer; then "<key> <field>" (nothing
 --   written for the entity).
@@ -48,7 +55,13 @@ local lane = ARGV[1] == '1'
 local marks = ARGV[3] == '1'
 local floor = ARGV[4]
 local entities = tonumber(ARGV[5])
-local per = marks and 3 or 2
+local find, tonumber, unpack, min = string.find, tonumber, unpack, math.min
+
+-- KEYS[v0 + e], KEYS[s0 + e], KEYS[m0 + e]: entity e's views, stats and
+-- mark keys.
+local v0 = lane and 1 or 0
+local s0 = v0 + entities
+local m0 = s0 + entities
 
 local replay = false
 if lane then
@@ -56,20 +69,24 @@ if lane then
   replay = last ~= false and tonumber(ARGV[2]) <= tonumber(last)
 end
 
-local out = {}
-local k = lane and 2 or 1
-local at = 6
-for _ = 1, entities do
-  local views, stats, mark = KEYS[k], KEYS[k + 1], nil
-  if marks then
-    mark = KEYS[k + 2]
+-- Whether any entity of the call has an earlier Tally's `:stats` key.
+local legacy = false
+for i = s0 + 1, s0 + entities, 1000 do
+  if redis.call('EXISTS', unpack(KEYS, i, min(i + 999, s0 + entities))) > 0 then
+    legacy = true
+    break
   end
-  k = k + per
-  local n, before = tonumber(ARGV[at]), ARGV[at + 1]
-  local first = at + 2
-  at = first + 2 * n
+end
+
+local out, o = {}, 0
+
+-- Tables reused from entity to entity (each read up to its own count).
+local old, counts, set = {}, {}, {}
+
+-- One entity in two limbs, whatever its values (the general path): `flat`
+-- is its HGETALL, its days are ARGV[first], ARGV[first + 2], ...
+local function exact(views, stats, mark, flat, n, before, first)
   local status, detail = 1, nil
-  local flat = redis.call('HGETALL', views)
   local total, bad = sum_values(flat, 2, 2)
   -- fold: what `before` receives (old days, an earlier Tally's missing
   -- part and views dated before the window). stored: the day fields.
@@ -82,7 +99,7 @@ for _ = 1, entities do
       local field = flat[i]
       if field == 'before' then
         sum_add(before_now, flat[i + 1])
-      elseif #field == 8 and not string.find(field, '%D') then
+      elseif #field == 8 and not find(field, '%D') then
         if field < floor then
           old[#old + 1] = field
           sum_add(fold, flat[i + 1])
@@ -142,7 +159,7 @@ for _ = 1, entities do
         redis.call('HINCRBY', views, 'before', sum_text(fold))
       end
       for i = 1, #old, 1000 do
-        redis.call('HDEL', views, unpack(old, i, math.min(i + 999, #old)))
+        redis.call('HDEL', views, unpack(old, i, min(i + 999, #old)))
       end
       if gap then
         redis.call('DEL', stats)
@@ -151,16 +168,156 @@ for _ = 1, entities do
       once_mark(mark)
     end
   end
-  out[#out + 1] = status
+  out[o + 1] = status
+  o = o + 1
   if status <= 1 then
     for j = 1, n do
-      out[#out + 1] = counts[j]
+      out[o + j] = counts[j]
     end
+    o = o + n
     sum_norm(total)
-    out[#out + 1] = total[1]
-    out[#out + 1] = total[2]
+    out[o + 1], out[o + 2] = total[1], total[2]
+    o = o + 2
   else
-    out[#out + 1] = detail
+    out[o + 1] = detail
+    o = o + 1
+  end
+end
+
+-- 2^53: every integer of a smaller magnitude is a double exactly, and a
+-- sum of two such integers is computed exactly whenever the result is
+-- below it too (rounding is monotonic, so a true sum of 2^53 or more
+-- could not come out below it).
+local M = 9007199254740992
+
+-- One entity in plain numbers, without a table of its own; false (before
+-- any write) when a value is not an integer below 2^53 or a sum would
+-- reach 2^53, for `exact` to take it. Only called when no entity of the
+-- call has a `:stats` key, so there is no earlier total to add.
+local function small(views, mark, flat, n, before, first)
+  -- total: every value; held: `before`'s; fold: the old days'; had1:
+  -- the first day's (day1), nil when the hash has no such field.
+  local total, held, fold, nold, had1 = 0, 0, 0, 0, nil
+  local day1 = n > 0 and ARGV[first] or nil
+  for i = 2, #flat, 2 do
+    local x = tonumber(flat[i])
+    if not x or x % 1 ~= 0 or x >= M or x <= -M then
+      return false
+    end
+    if (x >= E9 or x <= -E9) and not find(flat[i], '^%-?%d+$') then
+      -- Read as sum_values reads it: digits only from 10^9 on.
+      return false
+    end
+    total = total + x
+    if total >= M or total <= -M then
+      return false
+    end
+    local field = flat[i - 1]
+    if field == day1 then
+      had1 = x
+    elseif field == 'before' then
+      held = x
+    elseif #field == 8 and field < floor and not find(field, '%D') then
+      nold = nold + 1
+      old[nold] = field
+      fold = fold + x
+      if fold >= M or fold <= -M then
+        return false
+      end
+    end
+  end
+  local applied = replay or (mark ~= nil and once_applied(mark))
+  local stored = nil
+  if n > 8 then
+    -- Many days: look them up in a table rather than by a scan each.
+    stored = {}
+    for i = 1, #flat, 2 do
+      stored[flat[i]] = flat[i + 1]
+    end
+  end
+  if not applied and before ~= '0' then
+    local b = tonumber(before)
+    if b >= M or b <= -M then
+      return false
+    end
+    total, fold = total + b, fold + b
+    if total >= M or total <= -M or fold >= M or fold <= -M then
+      return false
+    end
+  end
+  for j = 1, n do
+    local day, count = ARGV[first + 2 * j - 2], 0
+    if j == 1 then
+      count = had1 or 0
+    elseif stored then
+      count = tonumber(stored[day] or '0')
+    else
+      for i = 1, #flat, 2 do
+        if flat[i] == day then
+          count = tonumber(flat[i + 1])
+          break
+        end
+      end
+    end
+    if not applied then
+      local add = tonumber(ARGV[first + 2 * j - 1])
+      if add >= M or add <= -M then
+        return false
+      end
+      count, total = count + add, total + add
+      if count >= M or count <= -M or total >= M or total <= -M then
+        return false
+      end
+    end
+    counts[j] = count
+  end
+  if not applied then
+    local kept = held + fold
+    if kept >= M or kept <= -M then
+      return false
+    end
+    -- Everything fits 64 bits (it is below 2^53): write.
+    if n == 1 then
+      -- A new day's count is the views sent: their text as it came.
+      redis.call('HSET', views, day1, had1 and counts[1] or ARGV[first + 1])
+    elseif n > 1 then
+      for j = 1, n do
+        set[2 * j - 1] = ARGV[first + 2 * j - 2]
+        set[2 * j] = counts[j]
+      end
+      redis.call('HSET', views, unpack(set, 1, 2 * n))
+    end
+    if fold ~= 0 then
+      redis.call('HINCRBY', views, 'before', fold)
+    end
+    for i = 1, nold, 1000 do
+      redis.call('HDEL', views, unpack(old, i, min(i + 999, nold)))
+    end
+    if mark ~= nil then
+      once_mark(mark)
+    end
+  end
+  out[o + 1] = applied and 0 or 1
+  for j = 1, n do
+    out[o + 1 + j] = counts[j]
+  end
+  out[o + n + 2], out[o + n + 3] = 0, total
+  o = o + n + 3
+  return true
+end
+
+local at = 6
+for e = 1, entities do
+  local views, mark = KEYS[v0 + e], nil
+  if marks then
+    mark = KEYS[m0 + e]
+  end
+  local n, before = tonumber(ARGV[at]), ARGV[at + 1]
+  local first = at + 2
+  at = first + 2 * n
+  local flat = redis.call('HGETALL', views)
+  if legacy or not small(views, mark, flat, n, before, first) then
+    exact(views, KEYS[s0 + e], mark, flat, n, before, first)
   end
 end
 if lane and not replay then
