@@ -52,7 +52,7 @@ pub fn stat_read_commands(
         .iter()
         .map(|&p| vec!["HGETALL".to_owned(), keys.hash(p, name)])
         .collect();
-    if keys.folds_stats() {
+    if keys.folds(Kind::Stats) {
         commands.push(
             ["HMGET", &keys.pending(name), "s", "b"]
                 .map(str::to_owned)

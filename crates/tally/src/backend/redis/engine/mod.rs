@@ -88,8 +88,9 @@ pub struct RedisSliceStore {
     apply: [Script; kinds::KINDS.len()],
     revert: Script,
     clean: Script,
-    /// `engine_fold.lua`: statistics' pending slices folded before a clean.
-    fold: Script,
+    /// `engine_fold.lua` of each kind of [`kinds::KINDS`] written through
+    /// pending slices: those slices folded before a clean.
+    fold: [Option<Script>; kinds::KINDS.len()],
     delete: Script,
     /// `expiring_list.lua` (the expiring layout's listing).
     list: Script,
@@ -117,7 +118,7 @@ impl RedisSliceStore {
             apply: std::array::from_fn(|i| Script::new(&kinds::KINDS[i].apply_lua())),
             revert: lua!("engine_undo", "engine_revert"),
             clean: lua!("engine_clean"),
-            fold: lua!("kind_stats", "stats_fold", "engine_fold"),
+            fold: std::array::from_fn(|i| kinds::KINDS[i].fold_lua().map(|l| Script::new(&l))),
             delete: lua!("engine_delete"),
             list: lua!("expiring_list"),
             clock,

@@ -30,9 +30,10 @@
 -- precision, and the seconds that key lives (0: for ever).
 -- A write through pending slices ('4', '5') has entries instead of
 -- hashes, until h hashes are named. An entry written to every precision at
--- once is one hash: '0', the hash's precision (0 in the compact layout,
--- whose fields say theirs: `(precision << 32) | index`), then m and its
--- pairs as above. A series written through its pending slice is one entry
+-- once is one hash: '0', the KEYS index of its series' pending slice when a
+-- direct write must check its sums against it (sums; else 0), the hash's
+-- precision (0 in the compact layout, whose fields say theirs:
+-- `(precision << 32) | index`), then m and its pairs as above. A series written through its pending slice is one entry
 -- for all its hashes, its delta sent once: the KEYS index of its pending
 -- slice (after the registries), n, the number of hashes it names (one per
 -- precision; 1 in the compact layout), c, its cells (one per precision,
@@ -68,13 +69,14 @@ end
 -- KEYS index of its series' pending slice (0: a hash written directly),
 -- the number of hashes it names, its precision (text, '0' in the compact
 -- layout; nil for a pending slice's entry), its number of cells, its delta
--- (nil for a hash written directly), and the index of its first pair:
+-- (for a hash written directly: the KEYS index of the pending slice its
+-- sums are checked against, 0 for none), and the index of its first pair:
 -- (field, delta) for a hash written directly, (precision, field) for a
 -- pending slice's entry.
 local function apply_pending_entry(at)
   local pend = tonumber(ARGV[at])
   if pend == 0 then
-    return 0, 1, ARGV[at + 1], count(ARGV[at + 2]), nil, at + 3
+    return 0, 1, ARGV[at + 2], count(ARGV[at + 3]), tonumber(ARGV[at + 1]), at + 4
   end
   return pend, tonumber(ARGV[at + 1]), nil, tonumber(ARGV[at + 2]), ARGV[at + 3], at + 4
 end
@@ -203,23 +205,47 @@ local saved = nil
 local undo = nil
 local at, op = first, 0
 if pending then
-  -- Statistics (stats_fold.lua): a series with a pending slice is one
-  -- entry; the common write (a finest slice already pending) reads only its
-  -- first pair.
+  -- Statistics and sums (stats_fold.lua): a series with a pending slice is
+  -- one entry; the common write (its finest slice pending) reads only its
+  -- first pair. Sums keep `held` (a series found holding a count is
+  -- registered: no ZADD).
   undo = {}
+  local checked = {}
   local k = 1
   while k <= h and not failed do
     local pend, n, hp, m, delta, pairs_at = apply_pending_entry(at)
     if pend == 0 then
       local key = KEYS[marker + k]
+      local cur = nil
+      if delta > 0 then
+        cur = checked[delta] or redis.call('HMGET', KEYS[delta], 's', 'b', 't')
+        checked[delta] = cur
+      end
       at = pairs_at
+      local r = nil
       for _ = 1, m do
-        local e = fold_merge(undo, key, ARGV[at], ARGV[at + 1])
+        local e
+        if FOLD_SUMS then
+          r = redis.pcall('HINCRBY', key, ARGV[at], ARGV[at + 1])
+          if type(r) == 'table' and r.err then
+            e = r.err
+          else
+            undo[#undo + 1] = {key, ARGV[at], nil, ARGV[at + 1]}
+            if cur then
+              e = fold_sum_check(KEYS[delta], cur, key, hp, ARGV[at], r)
+            end
+          end
+        else
+          e = fold_merge(undo, key, ARGV[at], ARGV[at + 1])
+        end
         if e then
           failed, err = op, e
           break
         end
         at, op = at + 2, op + 1
+      end
+      if FOLD_SUMS then
+        held[k] = m > 0 and r ~= count(ARGV[at - 1])
       end
     else
       local p, f = ARGV[pairs_at], ARGV[pairs_at + 1]
@@ -228,7 +254,11 @@ if pending then
       end
       local cur = redis.call('HMGET', KEYS[pend], 's', 'b', 't')
       local same, e = fold_same(undo, KEYS[pend], cur, p, f, delta)
-      if not same and not e then
+      local cell = nil
+      if same and FOLD_SUMS then
+        -- A pending slice exists only while its series is registered.
+        held[k + n - 1] = true
+      elseif not same and not e then
         local keys, precisions, fields = {}, {}, {}
         for j = 0, m - 1 do
           local pj, fj = ARGV[pairs_at + 2 * j], ARGV[pairs_at + 2 * j + 1]
@@ -237,10 +267,21 @@ if pending then
             or string.format('%d', math.floor(tonumber(fj) / 4294967296))
           fields[j + 1] = fj
         end
-        e = fold_open(undo, KEYS[pend], cur, keys, precisions, fields, delta)
+        if FOLD_SUMS then
+          local r
+          e, r = fold_sum_open(undo, KEYS[pend], cur, keys, precisions, fields, delta)
+          if e then
+            -- The cell that overflowed, when it was one of the write's.
+            cell = r
+          else
+            held[k + n - 1] = r ~= count(delta)
+          end
+        else
+          e = fold_open(undo, KEYS[pend], cur, keys, precisions, fields, delta)
+        end
       end
       if e then
-        failed, err = op, e
+        failed, err = op + (cell or 0), e
       end
       at, op = pairs_at + 2 * m, op + m
     end
