@@ -25,7 +25,7 @@ use tally::backend::redis::Layout;
 use tally::backend::redis::layout::{
     DEFAULT_PREFIX, compact_field, default_registry, shard_of, tag,
 };
-use tally::engine::Space;
+use tally::engine::{Kind, Space};
 use tally::{Clock, CounterSettings, SystemClock};
 
 use crate::pace::{Timed, go_on, self_cpu_seconds};
