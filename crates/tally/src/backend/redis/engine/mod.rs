@@ -10,7 +10,9 @@
 //! slice per statistic (`stats_fold.lua`): an exact write of one
 //! observation merges into it, and the write that opens a later finest
 //! slice (or the cleaner, before it trims: `engine_fold.lua`) folds it into
-//! every precision; reads add it ([`read`]).
+//! every precision; reads add it ([`read`]). Busy counters in the default
+//! layout do the same with a count (opened by a slice's second write, so
+//! that a counter written once a slice keeps its hashes only).
 //! Distinct values are kept as Redis's own HyperLogLog strings, merged by
 //! PFADD and PFMERGE in two scratch keys of the call's slot
 //! (`kind_distinct.lua`) and read back into [`crate::engine::kinds::Hll`]
