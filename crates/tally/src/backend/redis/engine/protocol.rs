@@ -137,6 +137,14 @@ pub(super) fn apply_call<'a>(
     .arg(batch.seq.map_or(0, |s| s.seq))
     .arg(kind.kind.code())
     .arg(hashes);
+    if pending {
+        // The space's precisions, which a pending slice's entry names
+        // once here rather than per cell.
+        cmd.arg(batch.space.precisions.len());
+        for p in &batch.space.precisions {
+            cmd.arg(p.seconds);
+        }
+    }
     let mut ops = Vec::with_capacity(groups.list.iter().map(|g| g.cells.len()).sum());
     let mut op_keys = Vec::with_capacity(ops.capacity());
     let mut through_pending = Vec::new();
@@ -146,22 +154,19 @@ pub(super) fn apply_call<'a>(
         let g = &groups.list[k];
         if pending && folds[g.series] {
             // One entry for the series' hashes: its pending slice, how
-            // many hashes, its cells, the delta once, then per cell its
-            // precision (0 in the compact layout) and field.
+            // many hashes, the delta once, then its cells' fields (one per
+            // precision, in the space's order).
             let n = groups.list[k..]
                 .iter()
                 .take_while(|o| o.series == g.series)
                 .count();
             let series = &groups.list[k..k + n];
-            cmd.arg(first_current + g.series)
-                .arg(n)
-                .arg(series.iter().map(|o| o.cells.len()).sum::<usize>());
+            cmd.arg(first_current + g.series).arg(n);
             arg_delta(&mut cmd, kind, &g.cells[0].delta, &mut blob);
             through_pending.push(ops.len()..ops.len() + series.iter().map(|o| o.cells.len()).sum::<usize>());
             for (j, o) in series.iter().enumerate() {
                 for c in o.cells {
-                    cmd.arg(if keys.is_compact() { 0 } else { c.precision })
-                        .arg(keys.field(c.precision, c.slice)?);
+                    cmd.arg(keys.field(c.precision, c.slice)?);
                     op_keys.push(usize::from(marker) + k + j + 1);
                     ops.push((&writes[g.series].name, c));
                 }

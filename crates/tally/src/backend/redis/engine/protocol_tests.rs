@@ -17,13 +17,20 @@ local out = {}
 local marker, expiring, pending, seq, kind, h, at = apply_header()
 out[#out + 1] = 'header ' .. marker .. ' ' .. tostring(expiring) .. ' ' .. tostring(pending)
   .. ' ' .. seq .. ' ' .. kind
+local np, pat = 0, 0
+if pending then
+  np, pat = apply_precisions()
+  local line = 'precisions'
+  for j = 0, np - 1 do line = line .. ' ' .. ARGV[pat + j] end
+  out[#out + 1] = line
+end
 if marker == 1 then out[#out + 1] = 'lane ' .. KEYS[1] end
 local gauge = kind == '5'
 local k = 1
 while k <= h do
   local ck, run, life, m, first, pend, n, hp, delta
   if pending then
-    pend, n, hp, m, delta, first = apply_pending_entry(at)
+    pend, n, hp, m, delta, first = apply_pending_entry(at, np)
   else
     ck, run, life, m, first = apply_hash(at, gauge)
     n = 1
@@ -31,8 +38,8 @@ while k <= h do
   if pend and pend > 0 then
     out[#out + 1] = 'entry pending ' .. KEYS[pend] .. ' hashes ' .. n .. ' delta ' .. delta
     for j = 0, m - 1 do
-out[#out + 1] = 'cell ' .. KEYS[marker + k + (n == 1 and 0 or j)] .. ' at ' .. ARGV[first + 2 * j]
-  .. ' ' .. ARGV[first + 2 * j + 1]
+out[#out + 1] = 'cell ' .. KEYS[marker + k + (n == 1 and 0 or j)] .. ' at ' .. ARGV[pat + j]
+  .. ' ' .. ARGV[first + j]
     end
   else
     local line = 'hash ' .. KEYS[marker + k]
@@ -45,7 +52,7 @@ out[#out + 1] = 'cell ' .. KEYS[marker + k + (n == 1 and 0 or j)] .. ' at ' .. A
 out[#out + 1] = 'cell ' .. ARGV[first + 2 * j] .. ' ' .. ARGV[first + 2 * j + 1]
     end
   end
-  at = first + 2 * m
+  at = first + (pend and pend > 0 and m or 2 * m)
   k = k + n
 end
 local reg = marker + h
@@ -119,6 +126,15 @@ fn expected(keys: SpaceKeys<'_>, batch: &Batch, now: Timestamp) -> Vec<String> {
         batch.seq.map_or(0, |s| s.seq),
         batch.space.kind.code()
     )];
+    if pending {
+        let list: Vec<String> = batch
+            .space
+            .precisions
+            .iter()
+            .map(|p| p.seconds.to_string())
+            .collect();
+        out.push(format!("precisions {}", list.join(" ")));
+    }
     let mut nkeys = 0;
     if let Some(seq) = batch.seq {
         let shard = keys.shard(writes[0].name.as_str());
@@ -178,7 +194,7 @@ fn expected(keys: SpaceKeys<'_>, batch: &Batch, now: Timestamp) -> Vec<String> {
                 ));
             }
             for c in g.cells {
-                out.push(format!("cell {} at {} {}", hash(g), at(c), field(c)));
+                out.push(format!("cell {} at {} {}", hash(g), c.precision, field(c)));
             }
             continue;
         }
