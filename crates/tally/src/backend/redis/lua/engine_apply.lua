@@ -226,38 +226,63 @@ if pending then
   local k = 1
   while k <= h and not failed do
     local pend, n, hp, m, delta, pairs_at = apply_pending_entry(at, np)
-    if pend == 0 then
+    if pend == 0 and FOLD_SUMS then
+      -- Sums written directly: the loop of the other layouts (a new hash of
+      -- several fields is one HSET), noted in `undo` as one range of ARGV
+      -- pairs, each sum checked against the series' pending count.
       local key = KEYS[marker + k]
       local cur = nil
       if delta > 0 then
         cur = checked[delta] or redis.call('HMGET', KEYS[delta], 's', 'b', 't')
         checked[delta] = cur
+        if not cur[1] or cur[2] == '0' then
+          cur = nil
+        end
       end
       at = pairs_at
-      local r = nil
-      for _ = 1, m do
-        local e
-        if FOLD_SUMS then
-          r = redis.pcall('HINCRBY', key, ARGV[at], ARGV[at + 1])
-          if type(r) == 'table' and r.err then
-            e = r.err
-          else
-            undo[#undo + 1] = {key, ARGV[at], nil, ARGV[at + 1]}
-            if cur then
-              e = fold_sum_check(KEYS[delta], cur, key, hp, ARGV[at], r)
+      if m >= NEW_HASH_MIN and m <= NEW_HASH_MAX and redis.call('EXISTS', key) == 0 then
+        redis.call('HSET', key, unpack(ARGV, at, at + 2 * m - 1))
+        undo[#undo + 1] = {key, false, false, false, false, at, m, true}
+        if cur then
+          for j = 0, m - 1 do
+            local e = fold_sum_check(KEYS[delta], cur, key, hp, ARGV[at + 2 * j], tonumber(ARGV[at + 2 * j + 1]))
+            if e then
+              failed, err = op + j, e
+              break
             end
           end
-        else
-          e = fold_merge(undo, key, ARGV[at], ARGV[at + 1])
         end
+        at, op = at + 2 * m, op + m
+        held[k] = false
+      else
+        local r, from = nil, at
+        for _ = 1, m do
+          r = redis.pcall('HINCRBY', key, ARGV[at], ARGV[at + 1])
+          if type(r) == 'table' and r.err then
+            failed, err = op, r.err
+            break
+          end
+          local e = cur and fold_sum_check(KEYS[delta], cur, key, hp, ARGV[at], r)
+          at = at + 2
+          if e then
+            failed, err = op, e
+            break
+          end
+          op = op + 1
+        end
+        undo[#undo + 1] = {key, false, false, false, false, from, (at - from) / 2}
+        held[k] = m > 0 and r ~= count(ARGV[at - 1])
+      end
+    elseif pend == 0 then
+      local key = KEYS[marker + k]
+      at = pairs_at
+      for _ = 1, m do
+        local e = fold_merge(undo, key, ARGV[at], ARGV[at + 1])
         if e then
           failed, err = op, e
           break
         end
         at, op = at + 2, op + 1
-      end
-      if FOLD_SUMS then
-        held[k] = m > 0 and r ~= count(ARGV[at - 1])
       end
     else
       local p, f = ARGV[pat], ARGV[pairs_at]

@@ -23,8 +23,11 @@
 -- older Tally, which writes every precision) add up exactly.
 --
 -- A write's changes are noted in `undo` ({key, field, old value or false},
--- or for a sum {key, field, nil, delta added, true for a pending value}),
--- so that a failed call takes all of them back (fold_undo).
+-- or for a sum {key, field, nil, delta added, true for a pending value},
+-- or for sums written directly {key, false, false, false, false, the ARGV
+-- index of their first (field, delta) pair, how many, true when the hash
+-- was made by them}), so that a failed call takes all of them back
+-- (fold_undo).
 
 -- Sums: a pending slice adds up writes whose delta and running value are at
 -- most SUM_SMALL characters (below 10^16 in magnitude), and is opened only
@@ -37,7 +40,17 @@ local SUM_SMALL, SUM_OPEN = 16, 9e17
 local function fold_undo(undo)
   for i = #undo, 1, -1 do
     local u = undo[i]
-    if u[4] then
+    if u[6] then
+      -- Sums written directly: the u[7] ARGV pairs from u[6] added to hash
+      -- u[1], or (u[8]) the hash made by them.
+      if u[8] then
+        redis.call('DEL', u[1])
+      else
+        for j = 0, u[7] - 1 do
+          take_back(u[1], ARGV[u[6] + 2 * j], ARGV[u[6] + 2 * j + 1])
+        end
+      end
+    elseif u[4] then
       -- A sum: subtracted (a pending value keeps its field, even at 0).
       if u[5] then
         local d = u[4]
