@@ -292,6 +292,15 @@ if pending then
       if same and FOLD_SUMS then
         -- A pending slice exists only while its series is registered.
         held[k + n - 1] = true
+      elseif not same and not e and FOLD_SUMS then
+        local r
+        e, r = fold_sum_open(undo, KEYS[pend], cur, marker + k, n, m, pat, pairs_at, delta)
+        if e then
+          -- The cell that overflowed, when it was one of the write's.
+          cell = r
+        else
+          held[k + n - 1] = r ~= count(delta)
+        end
       elseif not same and not e then
         local keys, precisions, fields = {}, {}, {}
         for j = 0, m - 1 do
@@ -299,18 +308,7 @@ if pending then
           precisions[j + 1] = ARGV[pat + j]
           fields[j + 1] = ARGV[pairs_at + j]
         end
-        if FOLD_SUMS then
-          local r
-          e, r = fold_sum_open(undo, KEYS[pend], cur, keys, precisions, fields, delta)
-          if e then
-            -- The cell that overflowed, when it was one of the write's.
-            cell = r
-          else
-            held[k + n - 1] = r ~= count(delta)
-          end
-        else
-          e = fold_open(undo, KEYS[pend], cur, keys, precisions, fields, delta)
-        end
+        e = fold_open(undo, KEYS[pend], cur, keys, precisions, fields, delta)
       end
       if e then
         failed, err = op + (cell or 0), e

@@ -26,8 +26,10 @@
 -- or for a sum {key, field, nil, delta added, true for a pending value},
 -- or for sums written directly {key, false, false, false, false, the ARGV
 -- index of their first (field, delta) pair, how many, true when the hash
--- was made by them}), so that a failed call takes all of them back
--- (fold_undo).
+-- was made by them}, or for a sum's cells written to every precision
+-- {false, false, false, delta, false, false, false, false, KEYS base, KEYS
+-- step, ARGV index of the first field, how many}), so that a failed call
+-- takes all of them back (fold_undo).
 
 -- Sums: a pending slice adds up writes whose delta and running value are at
 -- most SUM_SMALL characters (below 10^16 in magnitude), and is opened only
@@ -49,6 +51,12 @@ local function fold_undo(undo)
         for j = 0, u[7] - 1 do
           take_back(u[1], ARGV[u[6] + 2 * j], ARGV[u[6] + 2 * j + 1])
         end
+      end
+    elseif u[9] then
+      -- A sum's cells written to every precision (fold_sum_open): u[12]
+      -- of them, hash KEYS[u[9] + u[10] * j], field ARGV[u[11] + j].
+      for j = 0, u[12] - 1 do
+        take_back(KEYS[u[9] + u[10] * j], ARGV[u[11] + j], u[4])
       end
     elseif u[4] then
       -- A sum: subtracted (a pending value keeps its field, even at 0).
@@ -203,27 +211,39 @@ local function fold_open(undo, pend, cur, keys, precisions, fields, delta)
   return nil
 end
 
--- Sums: writes `delta` at `fields` (one per precision, finest first, in
--- hashes `keys` of the precisions `precisions`, texts) when fold_same did
--- not take it: folds what the pending slice `pend` holds (`cur` as for
--- fold_same), adds `delta` to every precision's slice (exact: HINCRBY says
--- when it would overflow), and opens the pending slice at this slice, at 0,
--- for the writes to come: when one was held (the series is busy) or this
--- slice held something already. A series written once a slice keeps no
--- pending slice. Returns nil and what the coarsest slice holds now (a
--- number), or the error's text and the failed cell's position from 0.
-local function fold_sum_open(undo, pend, cur, keys, precisions, fields, delta)
-  local e = fold_held(undo, pend, keys, precisions, cur)
-  if e then
-    return e
-  end
-  local r, first, big = nil, nil, false
-  for i = 1, #keys do
-    r = redis.pcall('HINCRBY', keys[i], fields[i], delta)
-    if type(r) == 'table' and r.err then
-      return r.err, i - 1
+-- Sums: writes `delta` to a series' m cells when fold_same did not take
+-- it: the cells' hashes are KEYS[kbase + j] (KEYS[kbase] for all when n,
+-- the hashes named, is 1), their precisions ARGV[pat + j], their fields
+-- ARGV[at + j], for j from 0. Folds what the pending slice `pend` holds
+-- (`cur` as for fold_same), adds `delta` to every precision's slice (exact:
+-- HINCRBY says when it would overflow), and opens the pending slice at this
+-- slice, at 0, for the writes to come: when one was held (the series is
+-- busy) or this slice held something already. A series written once a
+-- slice keeps no pending slice. Returns nil and what the coarsest slice
+-- holds now (a number), or the error's text and the failed cell's position
+-- from 0.
+local function fold_sum_open(undo, pend, cur, kbase, n, m, pat, at, delta)
+  local one = n == 1 and 0 or 1
+  if cur[1] then
+    local keys, precisions = {}, {}
+    for j = 0, m - 1 do
+      keys[j + 1] = KEYS[kbase + one * j]
+      precisions[j + 1] = ARGV[pat + j]
     end
-    undo[#undo + 1] = {keys[i], fields[i], nil, delta}
+    local e = fold_held(undo, pend, keys, precisions, cur)
+    if e then
+      return e
+    end
+  end
+  local cells = {false, false, false, delta, false, false, false, false, kbase, one, at, 0}
+  undo[#undo + 1] = cells
+  local r, first, big = nil, nil, false
+  for j = 0, m - 1 do
+    r = redis.pcall('HINCRBY', KEYS[kbase + one * j], ARGV[at + j], delta)
+    if type(r) == 'table' and r.err then
+      return r.err, j
+    end
+    cells[12] = j + 1
     first = first or r
     if r >= SUM_OPEN or r <= -SUM_OPEN then
       big = true
@@ -231,13 +251,13 @@ local function fold_sum_open(undo, pend, cur, keys, precisions, fields, delta)
   end
   if not big and (cur[1] or first ~= tonumber(delta)) then
     local t = {}
-    for i = 1, #fields do
-      t[i] = precisions[i] .. ':' .. fields[i]
+    for j = 0, m - 1 do
+      t[j + 1] = ARGV[pat + j] .. ':' .. ARGV[at + j]
     end
     undo[#undo + 1] = {pend, 's', false}
     undo[#undo + 1] = {pend, 'b', false}
     undo[#undo + 1] = {pend, 't', false}
-    redis.call('HSET', pend, 's', fields[1], 'b', '0', 't', table.concat(t, ' '))
+    redis.call('HSET', pend, 's', ARGV[at], 'b', '0', 't', table.concat(t, ' '))
   end
   return nil, r
 end
