@@ -209,14 +209,29 @@ impl RedisSliceStore {
         precisions: &[Precision],
         entries: &[CleanEntry],
     ) -> Result<()> {
-        let Some(first) = entries.first() else {
+        // Which entries have a pending slice: one EXISTS each, pipelined
+        // (a busy counter's pending slice is rare at a pass; the fold
+        // script's keys cost more than the question).
+        let pending: Vec<String> = entries.iter().map(|e| keys.pending(&e.member)).collect();
+        let mut ask = redis::pipe();
+        for key in &pending {
+            ask.exists(key);
+        }
+        let held = self.redis.run_pipelines(vec![ask]).await?;
+        let held: Vec<&CleanEntry> = entries
+            .iter()
+            .zip(held.into_iter().flatten())
+            .filter(|(_, exists)| matches!(exists, redis::Value::Int(1)))
+            .map(|(e, _)| e)
+            .collect();
+        let Some(first) = held.first() else {
             return Ok(());
         };
         // Each entry's hashes: one per precision, then its pending slice.
         let n = precisions.len();
         debug_assert_eq!(first.hashes.len(), n + 1);
-        let mut cmd = super::super::evalsha(fold, entries.len() * (n + 1));
-        for entry in entries {
+        let mut cmd = super::super::evalsha(fold, held.len() * (n + 1));
+        for entry in held {
             cmd.arg(keys.pending(&entry.member));
             for (key, _) in &entry.hashes[..n] {
                 cmd.arg(key.as_str());
