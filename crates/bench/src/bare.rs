@@ -25,7 +25,7 @@ use tally::backend::redis::Layout;
 use tally::backend::redis::layout::{
     DEFAULT_PREFIX, compact_field, default_registry, shard_of, tag,
 };
-use tally::engine::Space;
+use tally::engine::{Kind, Space};
 use tally::{Clock, CounterSettings, SystemClock};
 
 use crate::pace::{Timed, go_on, self_cpu_seconds};
@@ -52,7 +52,7 @@ pub fn stat_read_commands(
         .iter()
         .map(|&p| vec!["HGETALL".to_owned(), keys.hash(p, name)])
         .collect();
-    if keys.folds_stats() {
+    if keys.folds(Kind::Stats) {
         commands.push(
             ["HMGET", &keys.pending(name), "s", "b"]
                 .map(str::to_owned)

@@ -15,6 +15,7 @@ mod carbon;
 mod carbon_reference;
 mod cluster;
 mod counters;
+mod counters_pending;
 mod daily;
 mod engine;
 mod expiring;

@@ -3,15 +3,17 @@
 //! that knows no earlier visit); the expiring layout has nothing to clean.
 
 use futures::StreamExt;
+use redis::Script;
 
 use super::super::Redis;
 use super::super::layout::{self, SpaceKeys};
 use super::RedisSliceStore;
+use super::kinds;
 use super::keys::Cleaning;
 use super::list::lex_bounds;
 use super::list::zrangebylex;
 use super::old_fields::at_or_before;
-use crate::engine::{CleanJob, CleanReport, Due, Kind, Precision, Space};
+use crate::engine::{CleanJob, CleanReport, Due, Precision, Space};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -149,7 +151,7 @@ impl RedisSliceStore {
         job: &CleanJob,
         book_rule: bool,
         shared: Option<&[Option<Trim>]>,
-        pending: Option<(SpaceKeys<'_>, &[Precision])>,
+        pending: Option<(SpaceKeys<'_>, &[Precision], &Script)>,
         entries: impl Fn(&[String]) -> Vec<CleanEntry>,
     ) -> Result<CleanReport> {
         let reading = |t: &Option<Trim>| matches!(t, Some(Trim::Upto(_) | Trim::Within(..)));
@@ -166,8 +168,8 @@ impl RedisSliceStore {
             }
             report.scanned += members.len() as u64;
             let mut work = entries(&members);
-            if let Some((keys, precisions)) = pending {
-                self.fold_pending(keys, precisions, &work).await?;
+            if let Some((keys, precisions, fold)) = pending {
+                self.fold_pending(fold, keys, precisions, &work).await?;
                 report.round_trips += 1;
             }
             if work
@@ -198,22 +200,40 @@ impl RedisSliceStore {
         Ok(report)
     }
 
-    /// Folds the pending slices of `entries`' statistics into their
-    /// precisions' slices (`engine_fold.lua`), before they are trimmed.
+    /// Folds the pending slices of `entries` into their precisions' slices
+    /// (`fold`: the kind's `engine_fold.lua`), before they are trimmed.
     async fn fold_pending(
         &self,
+        fold: &Script,
         keys: SpaceKeys<'_>,
         precisions: &[Precision],
         entries: &[CleanEntry],
     ) -> Result<()> {
-        let Some(first) = entries.first() else {
+        // Which entries have a pending slice: one EXISTS each, pipelined
+        // (a busy counter's pending slice is rare at a pass; the fold
+        // script's keys cost more than the question).
+        let pending: Vec<String> = entries.iter().map(|e| keys.pending(&e.member)).collect();
+        let mut ask = redis::pipe();
+        for key in &pending {
+            ask.exists(key);
+        }
+        let held = self.redis.run_pipelines(vec![ask]).await?;
+        let held: Vec<&CleanEntry> = entries
+            .iter()
+            .zip(held.into_iter().flatten())
+            .filter(|(_, exists)| matches!(exists, redis::Value::Int(1)))
+            .map(|(e, _)| e)
+            .collect();
+        let Some(first) = held.first() else {
             return Ok(());
         };
-        let n = first.hashes.len();
-        let mut cmd = super::super::evalsha(&self.fold, entries.len() * (n + 1));
-        for entry in entries {
+        // Each entry's hashes: one per precision, then its pending slice.
+        let n = precisions.len();
+        debug_assert_eq!(first.hashes.len(), n + 1);
+        let mut cmd = super::super::evalsha(fold, held.len() * (n + 1));
+        for entry in held {
             cmd.arg(keys.pending(&entry.member));
-            for (key, _) in &entry.hashes {
+            for (key, _) in &entry.hashes[..n] {
                 cmd.arg(key.as_str());
             }
         }
@@ -222,7 +242,7 @@ impl RedisSliceStore {
             cmd.arg(p.seconds);
         }
         self.redis
-            .eval_cmd(&self.fold, &cmd)
+            .eval_cmd(fold, &cmd)
             .await
             .map_err(Error::from)?;
         Ok(())
@@ -238,26 +258,40 @@ impl RedisSliceStore {
         space: &Space,
         job: &CleanJob,
     ) -> Result<CleanReport> {
-        let cutoffs: Vec<Option<Trim>> = space
+        let mut cutoffs: Vec<Option<Trim>> = space
             .precisions
             .iter()
             .map(|r| keys.trim_at(r.seconds, job.due_of(r).map(Trim::from)))
             .collect();
         let registry = keys.registry(shard);
-        let pending = (space.kind == Kind::Stats && keys.folds_stats())
-            .then_some((keys, space.precisions.as_slice()));
+        let fold = self.fold[kinds::index(space.kind)?].as_ref();
+        let pending = fold
+            .filter(|_| keys.folds(space.kind))
+            .map(|fold| (keys, space.precisions.as_slice(), fold));
+        // A series' pending slice is one more hash of its entry, with
+        // nothing due: the entry is dropped only while it does not exist
+        // either (a write may make one between the fold and the trim).
+        if pending.is_some() {
+            cutoffs.push(None);
+        }
         self.clean_registry(&registry, job, false, Some(&cutoffs), pending, |names| {
             names
                 .iter()
                 .filter_map(|n| Name::new(n.as_str()).ok())
-                .map(|name| CleanEntry {
-                    hashes: space
+                .map(|name| {
+                    let mut hashes: Vec<(String, Option<Trim>)> = space
                         .precisions
                         .iter()
                         .zip(&cutoffs)
                         .map(|(r, c)| (keys.hash(r.seconds, name.as_str()), c.clone()))
-                        .collect(),
-                    member: name.into_string(),
+                        .collect();
+                    if pending.is_some() {
+                        hashes.push((keys.pending(name.as_str()), None));
+                    }
+                    CleanEntry {
+                        hashes,
+                        member: name.into_string(),
+                    }
                 })
                 .collect()
         })

@@ -3,7 +3,7 @@
 
 use super::RedisSliceStore;
 use super::kinds;
-use crate::engine::{Kind, Space};
+use crate::engine::Space;
 use crate::error::Result;
 use crate::name::Name;
 
@@ -25,7 +25,7 @@ impl RedisSliceStore {
         if kinds::of(space.kind).is_ok_and(|k| k.current) {
             invocation.key(keys.current(name.as_str()));
         }
-        if space.kind == Kind::Stats && keys.folds_stats() {
+        if keys.folds(space.kind) {
             invocation.key(keys.pending(name.as_str()));
         }
         let deleted: u64 = invocation.invoke_async(&mut self.redis.handle()).await?;

@@ -32,6 +32,10 @@ pub(super) struct KindStore {
     /// True when a shard's applied part can be taken back on a cluster
     /// (`engine_revert.lua`, by subtraction).
     pub revert: bool,
+    /// True when its series can be written through a pending slice of the
+    /// finest precision (`stats_fold.lua`), in the layouts that keep one
+    /// ([`super::super::layout::SpaceKeys::folds`]).
+    pub fold: bool,
     /// Appends a delta's bytes as the apply call sends them (sums go as
     /// integers and never come here).
     pub encode: fn(&Value, &mut Vec<u8>),
@@ -48,23 +52,18 @@ pub(super) const KINDS: [KindStore; 4] = [
         scratch: 0,
         dump: true,
         revert: true,
+        fold: true,
         encode: Value::encode,
         parse: |v| sum_of(v).map(Value::Sum),
     },
     KindStore {
         kind: Kind::Stats,
-        // With the pending slices' functions (`stats_fold.lua`).
-        merge: Some((
-            concat!(
-                include_str!("../lua/kind_stats.lua"),
-                include_str!("../lua/stats_fold.lua")
-            ),
-            "merge_stats",
-        )),
+        merge: Some((include_str!("../lua/kind_stats.lua"), "merge_stats")),
         current: false,
         scratch: 0,
         dump: false,
         revert: false,
+        fold: true,
         encode: Value::encode,
         parse: |v| parse_blob(Kind::Stats, v),
     },
@@ -75,6 +74,7 @@ pub(super) const KINDS: [KindStore; 4] = [
         scratch: 0,
         dump: false,
         revert: false,
+        fold: false,
         encode: Value::encode,
         parse: |v| parse_blob(Kind::Gauge, v),
     },
@@ -87,6 +87,7 @@ pub(super) const KINDS: [KindStore; 4] = [
         scratch: 2,
         dump: false,
         revert: false,
+        fold: false,
         encode: |value, out| match value {
             Value::Distinct(d) => d.encode_for_redis(out),
             other => other.encode(out),
@@ -123,7 +124,8 @@ pub(super) fn of(kind: Kind) -> Result<&'static KindStore> {
 
 impl KindStore {
     /// The apply script's text for this kind: `engine_apply.lua` after the
-    /// undo prelude, the kind's merge and its line in `KIND_MERGE`.
+    /// undo prelude, the kind's merge, its pending slices' functions (when
+    /// it has them) and its line in `KIND_MERGE`.
     pub fn apply_lua(&self) -> String {
         let (merge, line) = match self.merge {
             Some((file, function)) => (
@@ -135,11 +137,40 @@ impl KindStore {
         [
             include_str!("../lua/engine_undo.lua"),
             merge,
+            &self.fold_prelude(),
             include_str!("../lua/engine_kinds.lua"),
             &line,
             super::protocol::APPLY_LUA,
         ]
         .concat()
+    }
+
+    /// The cleaner's fold of this kind's pending slices (`engine_fold.lua`
+    /// after the undo prelude, the kind's merge and the pending slices'
+    /// functions), for a kind that has them.
+    pub fn fold_lua(&self) -> Option<String> {
+        self.fold.then(|| {
+            [
+                include_str!("../lua/engine_undo.lua"),
+                self.merge.map_or("", |(file, _)| file),
+                &self.fold_prelude(),
+                include_str!("../lua/engine_fold.lua"),
+            ]
+            .concat()
+        })
+    }
+
+    /// `stats_fold.lua` after its FOLD_SUMS line, for a kind written
+    /// through pending slices; else nothing.
+    fn fold_prelude(&self) -> String {
+        if !self.fold {
+            return String::new();
+        }
+        format!(
+            "local FOLD_SUMS = {}\n{}",
+            self.merge.is_none(),
+            include_str!("../lua/stats_fold.lua")
+        )
     }
 }
 

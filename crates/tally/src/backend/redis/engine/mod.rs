@@ -10,7 +10,9 @@
 //! slice per statistic (`stats_fold.lua`): an exact write of one
 //! observation merges into it, and the write that opens a later finest
 //! slice (or the cleaner, before it trims: `engine_fold.lua`) folds it into
-//! every precision; reads add it ([`read`]).
+//! every precision; reads add it ([`read`]). Busy counters in the default
+//! layout do the same with a count (opened by a slice's second write, so
+//! that a counter written once a slice keeps its hashes only).
 //! Distinct values are kept as Redis's own HyperLogLog strings, merged by
 //! PFADD and PFMERGE in two scratch keys of the call's slot
 //! (`kind_distinct.lua`) and read back into [`crate::engine::kinds::Hll`]
@@ -88,8 +90,9 @@ pub struct RedisSliceStore {
     apply: [Script; kinds::KINDS.len()],
     revert: Script,
     clean: Script,
-    /// `engine_fold.lua`: statistics' pending slices folded before a clean.
-    fold: Script,
+    /// `engine_fold.lua` of each kind of [`kinds::KINDS`] written through
+    /// pending slices: those slices folded before a clean.
+    fold: [Option<Script>; kinds::KINDS.len()],
     delete: Script,
     /// `expiring_list.lua` (the expiring layout's listing).
     list: Script,
@@ -117,7 +120,7 @@ impl RedisSliceStore {
             apply: std::array::from_fn(|i| Script::new(&kinds::KINDS[i].apply_lua())),
             revert: lua!("engine_undo", "engine_revert"),
             clean: lua!("engine_clean"),
-            fold: lua!("kind_stats", "stats_fold", "engine_fold"),
+            fold: std::array::from_fn(|i| kinds::KINDS[i].fold_lua().map(|l| Script::new(&l))),
             delete: lua!("engine_delete"),
             list: lua!("expiring_list"),
             clock,

@@ -38,6 +38,9 @@ pub(super) struct ApplyCall<'a> {
     /// The KEYS index of each op's hash.
     pub op_keys: Vec<usize>,
     pub ops: Vec<(&'a Name, &'a CellDelta)>,
+    /// The ops written through a series' pending slice, each series' as
+    /// one range of `ops` (finest first).
+    pub pending: Vec<std::ops::Range<usize>>,
 }
 
 /// Builds the EVALSHA of `script` (`engine_apply.lua` for `kind`) for
@@ -74,7 +77,7 @@ pub(super) fn apply_call<'a>(
     // Statistics go through their pending slices where the layout keeps
     // them (`stats_fold.lua`): a series' pending key takes the place a
     // gauge's current-value key has.
-    let pending = kind.kind == Kind::Stats && keys.folds_stats();
+    let pending = keys.folds(kind.kind);
     let folds: Vec<bool> = if pending {
         writes.iter().map(|w| folds(&batch.space, w)).collect()
     } else {
@@ -134,29 +137,36 @@ pub(super) fn apply_call<'a>(
     .arg(batch.seq.map_or(0, |s| s.seq))
     .arg(kind.kind.code())
     .arg(hashes);
+    if pending {
+        // The space's precisions, which a pending slice's entry names
+        // once here rather than per cell.
+        cmd.arg(batch.space.precisions.len());
+        for p in &batch.space.precisions {
+            cmd.arg(p.seconds);
+        }
+    }
     let mut ops = Vec::with_capacity(groups.list.iter().map(|g| g.cells.len()).sum());
     let mut op_keys = Vec::with_capacity(ops.capacity());
+    let mut through_pending = Vec::new();
     let mut blob = Vec::new();
     let mut k = 0;
     while k < groups.list.len() {
         let g = &groups.list[k];
         if pending && folds[g.series] {
             // One entry for the series' hashes: its pending slice, how
-            // many hashes, its cells, the delta once, then per cell its
-            // precision (0 in the compact layout) and field.
+            // many hashes, the delta once, then its cells' fields (one per
+            // precision, in the space's order).
             let n = groups.list[k..]
                 .iter()
                 .take_while(|o| o.series == g.series)
                 .count();
             let series = &groups.list[k..k + n];
-            cmd.arg(first_current + g.series)
-                .arg(n)
-                .arg(series.iter().map(|o| o.cells.len()).sum::<usize>());
+            cmd.arg(first_current + g.series).arg(n);
             arg_delta(&mut cmd, kind, &g.cells[0].delta, &mut blob);
+            through_pending.push(ops.len()..ops.len() + series.iter().map(|o| o.cells.len()).sum::<usize>());
             for (j, o) in series.iter().enumerate() {
                 for c in o.cells {
-                    cmd.arg(if keys.is_compact() { 0 } else { c.precision })
-                        .arg(keys.field(c.precision, c.slice)?);
+                    cmd.arg(keys.field(c.precision, c.slice)?);
                     op_keys.push(usize::from(marker) + k + j + 1);
                     ops.push((&writes[g.series].name, c));
                 }
@@ -169,14 +179,21 @@ pub(super) fn apply_call<'a>(
                 .arg(g.cells[0].precision)
                 .arg(g.ttl);
         } else if pending {
-            // A hash written directly (every precision at once), and its
-            // precision (0 in the compact layout, whose fields name
-            // theirs).
-            cmd.arg(0).arg(if keys.is_compact() {
-                0
-            } else {
-                g.cells[0].precision
-            });
+            // A hash written directly (every precision at once): for sums
+            // its series' pending slice, which its counts are checked
+            // against (else 0), and its precision (0 in the compact layout,
+            // whose fields name theirs).
+            cmd.arg(0)
+                .arg(if kind.kind == Kind::Sum {
+                    first_current + g.series
+                } else {
+                    0
+                })
+                .arg(if keys.is_compact() {
+                    0
+                } else {
+                    g.cells[0].precision
+                });
         }
         cmd.arg(g.cells.len());
         for c in g.cells {
@@ -237,6 +254,7 @@ pub(super) fn apply_call<'a>(
         marker,
         op_keys,
         ops,
+        pending: through_pending,
     })
 }
 
@@ -268,8 +286,9 @@ fn folds(space: &Space, write: &SeriesWrite) -> bool {
 /// The `engine_revert.lua` call that takes back `call` (see that script):
 /// KEYS are the shard's registry (and `ends@e`), then the call's hashes,
 /// its lane record (if any) standing in at the first so that the ops'
-/// indices still match, shifted for the registry keys placed first.
-/// `None` when the call merged nothing.
+/// indices still match, shifted for the registry keys placed first, then
+/// the pending slices of the series written through one. `None` when the
+/// call merged nothing.
 pub(super) fn revert_call<'s>(
     script: &'s Script,
     keys: SpaceKeys<'_>,
@@ -299,19 +318,53 @@ pub(super) fn revert_call<'s>(
     for key in &hash_keys {
         invocation.key(key);
     }
+    let first_pending = shift + hash_keys.len() + 1;
+    for range in &call.pending {
+        invocation.key(keys.pending(call.ops[range.start].0.as_str()));
+    }
     // The writer lane's record keeps the reverted number: the writer's
     // next numbers are above it, so they still apply.
-    invocation.arg(keys.ends_scale()).arg(call.ops.len());
+    let direct = call.ops.len() - call.pending.iter().map(ExactSizeIterator::len).sum::<usize>();
+    invocation.arg(keys.ends_scale()).arg(direct);
     let mut series: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    let mut in_pending = vec![false; call.ops.len()];
+    for range in &call.pending {
+        in_pending[range.clone()].fill(true);
+    }
     for (i, (name, c)) in call.ops.iter().enumerate() {
         let key_index = call.op_keys[i] + shift;
-        invocation
-            .arg(key_index)
-            .arg(keys.field(c.precision, c.slice)?)
-            .arg(c.delta.as_sum().unwrap_or_default());
+        if !in_pending[i] {
+            invocation
+                .arg(key_index)
+                .arg(keys.field(c.precision, c.slice)?)
+                .arg(c.delta.as_sum().unwrap_or_default());
+        }
         let list = series.entry(name.as_str()).or_default();
         if !list.contains(&key_index) {
             list.push(key_index);
+        }
+    }
+    // Then the series written through their pending slices: each its
+    // pending slice, delta, finest cell (`<precision>:<field>`, as its
+    // `t` starts) and cells (KEYS index and field).
+    invocation.arg(call.pending.len());
+    for (j, range) in call.pending.iter().enumerate() {
+        let (name, finest) = call.ops[range.start];
+        series.entry(name.as_str()).or_default().push(first_pending + j);
+        invocation
+            .arg(first_pending + j)
+            .arg(finest.delta.as_sum().unwrap_or_default())
+            .arg(format!(
+                "{}:{}",
+                finest.precision,
+                keys.field(finest.precision, finest.slice)?
+            ))
+            .arg(range.len());
+        for i in range.clone() {
+            let (_, c) = call.ops[i];
+            invocation
+                .arg(call.op_keys[i] + shift)
+                .arg(keys.field(c.precision, c.slice)?);
         }
     }
     for (name, list) in series {

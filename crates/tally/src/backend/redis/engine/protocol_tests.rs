@@ -7,7 +7,7 @@ use super::super::kinds;
 use super::super::testing::write;
 use super::*;
 use crate::engine::store::WriteSeq;
-use crate::engine::{Precision, Retention, Value};
+use crate::engine::{Precision, Retention, SliceRead, Value};
 
 /// After the apply script's protocol part: a walk of the call as the
 /// apply script walks it, answering what it read, one line per item,
@@ -17,13 +17,20 @@ local out = {}
 local marker, expiring, pending, seq, kind, h, at = apply_header()
 out[#out + 1] = 'header ' .. marker .. ' ' .. tostring(expiring) .. ' ' .. tostring(pending)
   .. ' ' .. seq .. ' ' .. kind
+local np, pat = 0, 0
+if pending then
+  np, pat = apply_precisions()
+  local line = 'precisions'
+  for j = 0, np - 1 do line = line .. ' ' .. ARGV[pat + j] end
+  out[#out + 1] = line
+end
 if marker == 1 then out[#out + 1] = 'lane ' .. KEYS[1] end
 local gauge = kind == '5'
 local k = 1
 while k <= h do
   local ck, run, life, m, first, pend, n, hp, delta
   if pending then
-    pend, n, hp, m, delta, first = apply_pending_entry(at)
+    pend, n, hp, m, delta, first = apply_pending_entry(at, np)
   else
     ck, run, life, m, first = apply_hash(at, gauge)
     n = 1
@@ -31,19 +38,21 @@ while k <= h do
   if pend and pend > 0 then
     out[#out + 1] = 'entry pending ' .. KEYS[pend] .. ' hashes ' .. n .. ' delta ' .. delta
     for j = 0, m - 1 do
-out[#out + 1] = 'cell ' .. KEYS[marker + k + (n == 1 and 0 or j)] .. ' at ' .. ARGV[first + 2 * j]
-  .. ' ' .. ARGV[first + 2 * j + 1]
+out[#out + 1] = 'cell ' .. KEYS[marker + k + (n == 1 and 0 or j)] .. ' at ' .. ARGV[pat + j]
+  .. ' ' .. ARGV[first + j]
     end
   else
     local line = 'hash ' .. KEYS[marker + k]
     if ck then line = line .. ' current ' .. KEYS[ck] .. ' run ' .. run .. ' life ' .. life end
-    if pend then line = line .. ' pending none at ' .. hp end
+    if pend then
+      line = line .. ' pending none' .. (delta > 0 and ' checks ' .. KEYS[delta] or '') .. ' at ' .. hp
+    end
     out[#out + 1] = line
     for j = 0, m - 1 do
 out[#out + 1] = 'cell ' .. ARGV[first + 2 * j] .. ' ' .. ARGV[first + 2 * j + 1]
     end
   end
-  at = first + 2 * m
+  at = first + (pend and pend > 0 and m or 2 * m)
   k = k + n
 end
 local reg = marker + h
@@ -110,13 +119,22 @@ fn expected(keys: SpaceKeys<'_>, batch: &Batch, now: Timestamp) -> Vec<String> {
     let writes: Vec<&SeriesWrite> = batch.writes.iter().collect();
     let groups = keys.groups(&batch.space, &writes, now).unwrap();
     let ends = keys.keeps_ends();
-    let pending = batch.space.kind == Kind::Stats && keys.folds_stats();
+    let pending = keys.folds(batch.space.kind);
     let mut out = vec![format!(
         "header {} {ends} {pending} {} {}",
         u8::from(batch.seq.is_some()),
         batch.seq.map_or(0, |s| s.seq),
         batch.space.kind.code()
     )];
+    if pending {
+        let list: Vec<String> = batch
+            .space
+            .precisions
+            .iter()
+            .map(|p| p.seconds.to_string())
+            .collect();
+        out.push(format!("precisions {}", list.join(" ")));
+    }
     let mut nkeys = 0;
     if let Some(seq) = batch.seq {
         let shard = keys.shard(writes[0].name.as_str());
@@ -176,7 +194,7 @@ fn expected(keys: SpaceKeys<'_>, batch: &Batch, now: Timestamp) -> Vec<String> {
                 ));
             }
             for c in g.cells {
-                out.push(format!("cell {} at {} {}", hash(g), at(c), field(c)));
+                out.push(format!("cell {} at {} {}", hash(g), c.precision, field(c)));
             }
             continue;
         }
@@ -190,8 +208,13 @@ fn expected(keys: SpaceKeys<'_>, batch: &Batch, now: Timestamp) -> Vec<String> {
             line += &format!("@ {} life {}", g.cells[0].precision, g.ttl);
         }
         if pending {
-            // Written to every precision at once; the hash's precision.
-            line += &format!(" pending none at {}", at(&g.cells[0]));
+            // Written to every precision at once (sums checked against the
+            // series' pending slice); the hash's precision.
+            line += " pending none";
+            if batch.space.kind == Kind::Sum {
+                line += &format!(" checks {}", keys.pending(name));
+            }
+            line += &format!(" at {}", at(&g.cells[0]));
         }
         out.push(line);
         for c in g.cells {
@@ -454,14 +477,19 @@ async fn a_reverted_call_leaves_what_it_found() {
         assert_eq!(calls.len(), 1);
         store.run_apply(&calls[0]).await.unwrap();
         store.run_revert(keys, &space, &calls[0]).await.unwrap();
-        for (res, slice) in cells {
-            let field = |name: &str| {
-                let key = keys.cell_hash(&space, res, slice, name).unwrap();
-                let field = keys.field(res, slice).unwrap();
-                ask::<Option<i64>>(&redis, "HGET", key, field)
-            };
-            assert_eq!(field("a").await, Some(5), "{}", layout.name());
-            assert_eq!(field(b).await, None, "{}", layout.name());
+        // Read through the store: in the default layout the counts are in
+        // the series' pending slices.
+        let names = [Name::new("a").unwrap(), Name::new(b).unwrap()];
+        let read = store
+            .read_sum_slices(SliceRead::new(&space, &names, &[1, 60]))
+            .await
+            .unwrap();
+        let want: Vec<Vec<(u64, i64)>> = cells.iter().map(|&(_, slice)| vec![(slice, 5)]).collect();
+        assert_eq!(read[0], want, "{}", layout.name());
+        assert_eq!(read[1], vec![vec![], vec![]], "{}", layout.name());
+        if keys.folds(Kind::Sum) {
+            let gone: bool = ask(&redis, "HEXISTS", keys.pending(b), "s").await;
+            assert!(!gone, "{b}'s pending slice is gone with its count");
         }
         let registered = |name: &'static str| {
             ask::<Option<f64>>(&redis, "ZSCORE", keys.registry(keys.shard(name)), name)
@@ -492,4 +520,76 @@ async fn ask<T: redis::FromRedisValue>(
         .query_async(&mut conn)
         .await
         .unwrap()
+}
+
+/// A counter's write through its pending slice, folded by a later write
+/// before the revert comes (the default layout), is taken back from every
+/// precision's slice: the later write stays whole.
+#[tokio::test]
+async fn a_revert_after_a_fold_takes_back_from_the_precisions() {
+    use crate::clock::{ManualClock, SharedClock};
+    let server = tally_testkit::RedisServer::start();
+    let redis = super::super::super::Redis::connect(&server.url())
+        .await
+        .unwrap();
+    let now = 1_000_020u64;
+    let clock: SharedClock = Arc::new(ManualClock::at(now as f64));
+    let space = Arc::new(Space::counters(&[1, 60], 10));
+    let layout = Layout::default();
+    let store =
+        super::super::RedisSliceStore::new(redis.clone(), layout.clone(), clock).unwrap();
+    let keys = layout.space_keys(&space);
+    let at = |second: u64| [(1, second), (60, second / 60 * 60)];
+    let batch = |n: i64, second: u64, seq: u64| Batch {
+        space: space.clone(),
+        writes: vec![write("a", &at(second), &Value::Sum(n))],
+        seq: Some(WriteSeq {
+            writer: 1,
+            lane: 0,
+            seq,
+        }),
+    };
+    let pending = || async {
+        let got: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(keys.pending("a"))
+            .arg("s")
+            .arg("b")
+            .query_async(&mut redis.handle())
+            .await
+            .unwrap();
+        got
+    };
+    // The second write into a slice opens the pending slice, the third
+    // goes into it.
+    store.apply_batch(&batch(1, now - 1, 1)).await.unwrap();
+    assert_eq!(pending().await, vec![None, None]);
+    store.apply_batch(&batch(1, now - 1, 2)).await.unwrap();
+    assert_eq!(
+        pending().await,
+        vec![Some((now - 1).to_string()), Some("0".into())]
+    );
+    let third = batch(3, now - 1, 3);
+    let calls = store.apply_calls(keys, &third).unwrap();
+    assert_eq!(calls[0].pending.len(), 1, "a's write is one pending entry");
+    store.run_apply(&calls[0]).await.unwrap();
+    assert_eq!(
+        pending().await,
+        vec![Some((now - 1).to_string()), Some("3".into())]
+    );
+    // The next second's write folds the 3 into both precisions.
+    store.apply_batch(&batch(4, now, 4)).await.unwrap();
+    store.run_revert(keys, &space, &calls[0]).await.unwrap();
+    let names = [Name::new("a").unwrap()];
+    let read = store
+        .read_sum_slices(SliceRead::new(&space, &names, &[1, 60]))
+        .await
+        .unwrap();
+    assert_eq!(
+        read[0],
+        vec![
+            vec![(now - 1, 2), (now, 4)],
+            vec![((now - 1) / 60 * 60, 2), (now, 4)]
+        ]
+    );
+    assert_eq!(pending().await, vec![Some(now.to_string()), Some("0".into())]);
 }

@@ -9,57 +9,53 @@ use super::super::dump;
 use super::RedisSliceStore;
 use super::kinds;
 use crate::engine::store::{Reads, check_stored, check_sums};
-use crate::engine::{Kind, SliceRead, SliceSel, Slices, Value};
+use crate::engine::{SliceRead, SliceSel, Slices};
 use crate::error::{Error, Result};
 
-/// A statistic's pending slice as read: the second its finest slice starts
+/// A series' pending slice as read: the second its finest slice starts
 /// at, its value, and the precisions it folds into.
-type Pending = (u64, Value, Vec<u64>);
+type Pending<T> = (u64, T, Vec<u64>);
 
 impl RedisSliceStore {
     pub(super) async fn read_slices(&self, read: SliceRead<'_>) -> Result<Vec<Vec<Slices>>> {
         let parse = kinds::of(read.space.kind)?.parse;
         let stored = self.read_with(read, |reply, sel, start| parse_hash(reply, sel, start, parse));
-        let keys = self.layout.space_keys(read.space);
-        if read.space.kind != Kind::Stats || !keys.folds_stats() {
+        if !self.layout.space_keys(read.space).folds(read.space.kind) {
             return stored.await;
         }
-        // Statistics: each series' pending slice (`stats_fold.lua`), asked
-        // for at the same time, added to the slice holding it at every
-        // precision it folds into (those the statistic kept when it was
-        // written: a fold passes over the others).
-        let (mut slices, pending) = futures::try_join!(stored, self.read_pending(read))?;
-        for (per, pending) in slices.iter_mut().zip(pending) {
-            let Some((second, value, folds_into)) = pending else {
-                continue;
-            };
-            for (slices, &r) in per.iter_mut().zip(read.precisions) {
-                let Some(precision) = read.space.precisions.iter().find(|p| p.seconds == r) else {
-                    continue;
-                };
-                if !folds_into.contains(&r) {
-                    continue;
-                }
-                let start = precision.slice_of_second(second);
-                if let SliceSel::Range { from, to } = read.slices
-                    && !(from..=to).contains(&start)
-                {
-                    continue;
-                }
-                match slices.binary_search_by_key(&start, |(s, _)| *s) {
-                    Ok(i) => slices[i].1.merge(&value)?,
-                    Err(i) => slices.insert(i, (start, value.clone())),
-                }
-            }
-        }
+        let (mut slices, pending) = futures::try_join!(stored, self.read_pending(read, parse))?;
+        add_pending(read, &mut slices, pending, |a, b| a.merge(b))?;
         Ok(slices)
     }
 
-    /// Each series' pending slice of statistics (`stats_fold.lua`): the
-    /// second its finest slice starts at, its value and the precisions it
+    pub(super) async fn read_sum_slices(&self, read: SliceRead<'_>) -> Result<Reads<i64>> {
+        check_sums(read.space)?;
+        let stored = self.read_with(read, |reply, sel, start| {
+            parse_hash(reply, sel, start, sum_of)
+        });
+        if !self.layout.space_keys(read.space).folds(read.space.kind) {
+            return stored.await;
+        }
+        let (mut slices, pending) = futures::try_join!(stored, self.read_pending(read, sum_of))?;
+        let name = read.space.noun();
+        add_pending(read, &mut slices, pending, |a, b| {
+            *a = a.checked_add(*b).ok_or_else(|| {
+                Error::Corrupt(format!("a {name}'s slice and its pending slice overflow together"))
+            })?;
+            Ok(())
+        })?;
+        Ok(slices)
+    }
+
+    /// Each series' pending slice (`stats_fold.lua`): the second its finest
+    /// slice starts at, its value (parsed by `parse`) and the precisions it
     /// folds into (its `t`), `None` when it has none; one HMGET per series,
-    /// one pipeline per slot.
-    async fn read_pending(&self, read: SliceRead<'_>) -> Result<Vec<Option<Pending>>> {
+    /// one pipeline per slot, sent beside the slices' reads.
+    async fn read_pending<T>(
+        &self,
+        read: SliceRead<'_>,
+        parse: impl Fn(&Reply) -> std::result::Result<T, String>,
+    ) -> Result<Vec<Option<Pending<T>>>> {
         let keys = self.layout.space_keys(read.space);
         let finest = read
             .space
@@ -76,7 +72,6 @@ impl RedisSliceStore {
             })
             .collect();
         let replies = self.redis.run_pipelines(pipes).await?;
-        let parse = kinds::of(Kind::Stats)?.parse;
         replies
             .into_iter()
             .zip(&pending)
@@ -107,14 +102,6 @@ impl RedisSliceStore {
                 }
             })
             .collect()
-    }
-
-    pub(super) async fn read_sum_slices(&self, read: SliceRead<'_>) -> Result<Reads<i64>> {
-        check_sums(read.space)?;
-        self.read_with(read, |reply, sel, start| {
-            parse_hash(reply, sel, start, sum_of)
-        })
-        .await
     }
 
     /// Every (series, precision)'s hash, one pipeline per slot (its DUMP
@@ -270,6 +257,42 @@ impl RedisSliceStore {
             })
             .collect()
     }
+}
+
+/// Adds each series' pending slice (`stats_fold.lua`) to the slice holding
+/// it at every precision read that it folds into (those the series kept
+/// when it was written: a fold passes over the others), within the read's
+/// slices; `add` merges two values of one slice.
+fn add_pending<T: Clone>(
+    read: SliceRead<'_>,
+    slices: &mut [Vec<Vec<(u64, T)>>],
+    pending: Vec<Option<Pending<T>>>,
+    add: impl Fn(&mut T, &T) -> Result<()>,
+) -> Result<()> {
+    for (per, pending) in slices.iter_mut().zip(pending) {
+        let Some((second, value, folds_into)) = pending else {
+            continue;
+        };
+        for (slices, &r) in per.iter_mut().zip(read.precisions) {
+            let Some(precision) = read.space.precisions.iter().find(|p| p.seconds == r) else {
+                continue;
+            };
+            if !folds_into.contains(&r) {
+                continue;
+            }
+            let start = precision.slice_of_second(second);
+            if let SliceSel::Range { from, to } = read.slices
+                && !(from..=to).contains(&start)
+            {
+                continue;
+            }
+            match slices.binary_search_by_key(&start, |(s, _)| *s) {
+                Ok(i) => add(&mut slices[i].1, &value)?,
+                Err(i) => slices.insert(i, (start, value.clone())),
+            }
+        }
+    }
+    Ok(())
 }
 
 pub(super) fn reply_bytes<'v>(v: &'v Reply, what: &str) -> std::result::Result<&'v [u8], String> {

@@ -50,7 +50,7 @@
 use std::fmt::Write as _;
 
 use crate::engine::store::WriteSeq;
-use crate::engine::{Precision, Space};
+use crate::engine::{Kind, Precision, Space};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -427,12 +427,19 @@ impl SpaceKeys<'_> {
         self.own("pend", name)
     }
 
-    /// True when statistics are written through a pending slice of the
-    /// finest precision (`stats_fold.lua`): in the default and compact
-    /// layouts; the expiring layout writes every precision (its finest
-    /// chunks expire before a fold could come).
-    pub fn folds_stats(&self) -> bool {
-        matches!(self, SpaceKeys::Default { .. } | SpaceKeys::Compact { .. })
+    /// True when series of `kind` are written through a pending slice of
+    /// the finest precision (`stats_fold.lua`): statistics in the default
+    /// and compact layouts, sums (counters) in the default layout. The
+    /// expiring layout writes every precision (its finest chunks expire
+    /// before a fold could come); the book's keys are the book's, which
+    /// its own code reads; a compact counter keeps one key (a pending
+    /// slice would be a second).
+    pub fn folds(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::Stats => matches!(self, SpaceKeys::Default { .. } | SpaceKeys::Compact { .. }),
+            Kind::Sum => matches!(self, SpaceKeys::Default { .. }),
+            _ => false,
+        }
     }
 
     /// Scratch key `n` of a write in `shard`'s slot (the distinct kind's

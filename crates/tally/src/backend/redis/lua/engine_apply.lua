@@ -28,16 +28,19 @@
 -- Gauges (kind '5') put three more before each hash's m: the KEYS index of
 -- the gauge's current-value key (after the registries), the hash's
 -- precision, and the seconds that key lives (0: for ever).
--- A write through pending slices ('4', '5') has entries instead of
--- hashes, until h hashes are named. An entry written to every precision at
--- once is one hash: '0', the hash's precision (0 in the compact layout,
--- whose fields say theirs: `(precision << 32) | index`), then m and its
--- pairs as above. A series written through its pending slice is one entry
--- for all its hashes, its delta sent once: the KEYS index of its pending
--- slice (after the registries), n, the number of hashes it names (one per
--- precision; 1 in the compact layout), c, its cells (one per precision,
--- finest first), the delta, then c pairs of precision (0 in the compact
--- layout) and field; in the compact layout every cell is in the one hash.
+-- A write through pending slices ('4', '5') puts before them ARGV[5], np,
+-- and the space's np precisions (finest first), then has entries instead
+-- of hashes, until h hashes are named. An entry written to every precision
+-- at once is one hash: '0', the KEYS index of its series' pending slice
+-- when a direct write must check its sums against it (sums; else 0), the
+-- hash's precision (0 in the compact layout, whose fields say theirs:
+-- `(precision << 32) | index`), then m and its pairs as above. A series
+-- written through its pending slice (one cell per precision, in their
+-- order, all with one delta) is one entry for all its hashes, its delta
+-- sent once: the KEYS index of its pending slice (after the registries),
+-- n, the number of hashes it names (one per precision; 1 in the compact
+-- layout, whose one hash holds every cell), the delta, then np fields, one
+-- per precision.
 -- The expiring layout instead has, after the hashes: the `ends@e` score
 -- below which a series has expired (for pruning), then per registry to the
 -- end: n, then per series its name, end score, '1' if it must set its
@@ -60,23 +63,33 @@ end
 -- first hash.
 local function apply_header()
   local flag = ARGV[1]
+  local pending = flag == '4' or flag == '5'
   return (flag == '1' or flag == '3' or flag == '5') and 1 or 0, flag == '2' or flag == '3',
-    flag == '4' or flag == '5', ARGV[2], ARGV[3], tonumber(ARGV[4]), 5
+    pending, ARGV[2], ARGV[3], tonumber(ARGV[4]), pending and 6 + tonumber(ARGV[5]) or 5
 end
 
--- A write through pending slices: the entry whose ARGV start at `at`: the
--- KEYS index of its series' pending slice (0: a hash written directly),
--- the number of hashes it names, its precision (text, '0' in the compact
--- layout; nil for a pending slice's entry), its number of cells, its delta
--- (nil for a hash written directly), and the index of its first pair:
--- (field, delta) for a hash written directly, (precision, field) for a
--- pending slice's entry.
-local function apply_pending_entry(at)
+-- A write through pending slices: the number of the space's precisions,
+-- and the ARGV index of the first (texts, finest first: ARGV[at + j] for j
+-- from 0).
+local function apply_precisions()
+  return tonumber(ARGV[5]), 6
+end
+
+-- A write through pending slices: the entry whose ARGV start at `at` (`np`:
+-- the space's number of precisions): the KEYS index of its series' pending
+-- slice (0: a hash written directly), the number of hashes it names, its
+-- precision (text, '0' in the compact layout; nil for a pending slice's
+-- entry), its number of cells (np for a pending slice's entry), its delta
+-- (for a hash written directly: the KEYS index of the pending slice its
+-- sums are checked against, 0 for none), and the index of its first pair
+-- (field, delta) for a hash written directly, of its first field (one per
+-- precision, in the precisions' order) for a pending slice's entry.
+local function apply_pending_entry(at, np)
   local pend = tonumber(ARGV[at])
   if pend == 0 then
-    return 0, 1, ARGV[at + 1], count(ARGV[at + 2]), nil, at + 3
+    return 0, 1, ARGV[at + 2], count(ARGV[at + 3]), tonumber(ARGV[at + 1]), at + 4
   end
-  return pend, tonumber(ARGV[at + 1]), nil, tonumber(ARGV[at + 2]), ARGV[at + 3], at + 4
+  return pend, tonumber(ARGV[at + 1]), nil, np, ARGV[at + 2], at + 3
 end
 
 -- The hash whose ARGV start at `at`: for gauges, its current-value key's
@@ -203,14 +216,64 @@ local saved = nil
 local undo = nil
 local at, op = first, 0
 if pending then
-  -- Statistics (stats_fold.lua): a series with a pending slice is one
-  -- entry; the common write (a finest slice already pending) reads only its
-  -- first pair.
+  -- Statistics and sums (stats_fold.lua): a series with a pending slice is
+  -- one entry; the common write (its finest slice pending) reads only its
+  -- first pair. Sums keep `held` (a series found holding a count is
+  -- registered: no ZADD).
   undo = {}
+  local checked = {}
+  local np, pat = apply_precisions()
   local k = 1
   while k <= h and not failed do
-    local pend, n, hp, m, delta, pairs_at = apply_pending_entry(at)
-    if pend == 0 then
+    local pend, n, hp, m, delta, pairs_at = apply_pending_entry(at, np)
+    if pend == 0 and FOLD_SUMS then
+      -- Sums written directly: the loop of the other layouts (a new hash of
+      -- several fields is one HSET), noted in `undo` as one range of ARGV
+      -- pairs, each sum checked against the series' pending count.
+      local key = KEYS[marker + k]
+      local cur = nil
+      if delta > 0 then
+        cur = checked[delta] or redis.call('HMGET', KEYS[delta], 's', 'b', 't')
+        checked[delta] = cur
+        if not cur[1] or cur[2] == '0' then
+          cur = nil
+        end
+      end
+      at = pairs_at
+      if m >= NEW_HASH_MIN and m <= NEW_HASH_MAX and redis.call('EXISTS', key) == 0 then
+        redis.call('HSET', key, unpack(ARGV, at, at + 2 * m - 1))
+        undo[#undo + 1] = {key, false, false, false, false, at, m, true}
+        if cur then
+          for j = 0, m - 1 do
+            local e = fold_sum_check(KEYS[delta], cur, key, hp, ARGV[at + 2 * j], tonumber(ARGV[at + 2 * j + 1]))
+            if e then
+              failed, err = op + j, e
+              break
+            end
+          end
+        end
+        at, op = at + 2 * m, op + m
+        held[k] = false
+      else
+        local r, from = nil, at
+        for _ = 1, m do
+          r = redis.pcall('HINCRBY', key, ARGV[at], ARGV[at + 1])
+          if type(r) == 'table' and r.err then
+            failed, err = op, r.err
+            break
+          end
+          local e = cur and fold_sum_check(KEYS[delta], cur, key, hp, ARGV[at], r)
+          at = at + 2
+          if e then
+            failed, err = op, e
+            break
+          end
+          op = op + 1
+        end
+        undo[#undo + 1] = {key, false, false, false, false, from, (at - from) / 2}
+        held[k] = m > 0 and r ~= count(ARGV[at - 1])
+      end
+    elseif pend == 0 then
       local key = KEYS[marker + k]
       at = pairs_at
       for _ = 1, m do
@@ -222,27 +285,35 @@ if pending then
         at, op = at + 2, op + 1
       end
     else
-      local p, f = ARGV[pairs_at], ARGV[pairs_at + 1]
-      if p == '0' then
-        p = string.format('%d', math.floor(tonumber(f) / 4294967296))
-      end
+      local p, f = ARGV[pat], ARGV[pairs_at]
       local cur = redis.call('HMGET', KEYS[pend], 's', 'b', 't')
       local same, e = fold_same(undo, KEYS[pend], cur, p, f, delta)
-      if not same and not e then
+      local cell = nil
+      if same and FOLD_SUMS then
+        -- A pending slice exists only while its series is registered.
+        held[k + n - 1] = true
+      elseif not same and not e and FOLD_SUMS then
+        local r
+        e, r = fold_sum_open(undo, KEYS[pend], cur, marker + k, n, m, pat, pairs_at, delta)
+        if e then
+          -- The cell that overflowed, when it was one of the write's.
+          cell = r
+        else
+          held[k + n - 1] = r ~= count(delta)
+        end
+      elseif not same and not e then
         local keys, precisions, fields = {}, {}, {}
         for j = 0, m - 1 do
-          local pj, fj = ARGV[pairs_at + 2 * j], ARGV[pairs_at + 2 * j + 1]
           keys[j + 1] = KEYS[marker + k + (n == 1 and 0 or j)]
-          precisions[j + 1] = pj ~= '0' and pj
-            or string.format('%d', math.floor(tonumber(fj) / 4294967296))
-          fields[j + 1] = fj
+          precisions[j + 1] = ARGV[pat + j]
+          fields[j + 1] = ARGV[pairs_at + j]
         end
         e = fold_open(undo, KEYS[pend], cur, keys, precisions, fields, delta)
       end
       if e then
-        failed, err = op, e
+        failed, err = op + (cell or 0), e
       end
-      at, op = pairs_at + 2 * m, op + m
+      at, op = pairs_at + m, op + m
     end
     k = k + n
   end

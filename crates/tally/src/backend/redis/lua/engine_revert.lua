@@ -10,7 +10,15 @@
 -- ARGV[2]  n, the number of deltas to take back
 -- ARGV[3 .. 2+3n]  n triples: hash key index, field (slice start, or the
 --                  compact layout's integer field), delta
--- then per counter to the end: its name, k, and the k indices of its hashes;
+-- then p, the number of counters written through their pending slices
+-- (stats_fold.lua), and per such counter: its pending slice's key index,
+-- the delta, its finest cell as `<precision>:<field>`, c, and c pairs of
+-- hash key index and field (one per precision, finest first). The delta is
+-- taken from the pending slice while it still holds that finest cell, else
+-- (folded since) from every precision's field; a pending slice left at 0
+-- goes, as a field does.
+-- then per counter to the end: its name, k, and the k indices of its hashes
+-- (and of its pending slice);
 -- a counter whose hashes are all empty afterwards leaves the registry. In
 -- the expiring layout every such counter's end score loses its mark (its
 -- chunks may have gone with what was taken back, so its next write sets
@@ -22,6 +30,27 @@ for i = 0, n - 1 do
   take_back(KEYS[tonumber(ARGV[at])], ARGV[at + 1], ARGV[at + 2])
 end
 local at = 3 + 3 * n
+local p = tonumber(ARGV[at])
+at = at + 1
+for _ = 1, p do
+  local pend, delta, head, c = KEYS[tonumber(ARGV[at])], ARGV[at + 1], ARGV[at + 2], tonumber(ARGV[at + 3])
+  local cur = redis.call('HMGET', pend, 's', 't')
+  local t = cur[2] or ''
+  local s = string.match(head, ':(%d+)$')
+  if delta == '0' then
+    -- Nothing to take back.
+  elseif cur[1] == s and (t == head or string.sub(t, 1, #head + 1) == head .. ' ') then
+    local left = redis.call('HINCRBY', pend, 'b', string.sub(delta, 1, 1) == '-' and string.sub(delta, 2) or '-' .. delta)
+    if left == 0 then
+      redis.call('DEL', pend)
+    end
+  else
+    for j = 0, c - 1 do
+      take_back(KEYS[tonumber(ARGV[at + 4 + 2 * j])], ARGV[at + 5 + 2 * j], delta)
+    end
+  end
+  at = at + 4 + 2 * c
+end
 while at <= #ARGV do
   local name, k = ARGV[at], tonumber(ARGV[at + 1])
   local empty = true

@@ -1,31 +1,74 @@
--- The pending slice of a statistic (issue 20 §3), prepended after
--- kind_stats.lua to the statistics' apply script (engine_apply.lua) and to
--- the cleaner's engine_fold.lua.
+-- The pending slice of a series (issue 20 §3), prepended to the apply
+-- script (engine_apply.lua) of statistics (after kind_stats.lua) and of sums
+-- (after engine_undo.lua), and to the cleaner's engine_fold.lua, each after
+-- a line setting FOLD_SUMS: true for sums (added with HINCRBY), false for
+-- statistics (merged with merge_stats).
 --
--- In the default and compact layouts, an exact write of one statistic whose
--- cells are one per precision, all with the same delta (what one
--- observation gives, or several in one finest slice), is merged into the
--- statistic's pending slice instead of into every precision: the hash
--- `{<prefix>:<shard>}:<space>:pend:<name>`, with fields
+-- In the layouts that keep one (SpaceKeys::folds), an exact write of one
+-- series whose cells are one per precision, all with the same delta (what
+-- one observation or increment gives, or several in one finest slice), is
+-- merged into the series' pending slice instead of into every precision:
+-- the hash `{<prefix>:<shard>}[:<space>]:pend:<name>`, with fields
 --   s  the finest cell's field: which slice is pending
---   b  its blob (kind_stats.lua's encoding)
+--   b  its value (a statistic's blob, kind_stats.lua's encoding; a sum's
+--      decimal integer)
 --   t  where that slice folds: `<precision>:<field>` for every precision,
 --      finest first, separated by spaces
--- A write that opens a later finest slice first folds the pending blob into
+-- A write that opens a later finest slice first folds the pending value into
 -- every precision's slice (`t`), then starts the new one; a write older than
 -- the pending slice goes to every precision at once; the cleaner folds
--- every pending slice before it trims. Reads add the pending blob to each
+-- every pending slice before it trims. Reads add the pending value to each
 -- precision's slice that holds it. The stored slices and the pending one
 -- never hold the same observation, so writes by either path (and by an
 -- older Tally, which writes every precision) add up exactly.
 --
--- A write's changes are noted in `undo` ({key, field, old value or false}),
--- so that a failed call takes all of them back (fold_undo).
+-- A write's changes are noted in `undo` ({key, field, old value or false},
+-- or for a sum {key, field, nil, delta added, true for a pending value},
+-- or for sums written directly {key, false, false, false, false, the ARGV
+-- index of their first (field, delta) pair, how many, true when the hash
+-- was made by them}, or for a sum's cells written to every precision
+-- {false, false, false, delta, false, false, false, false, KEYS base, KEYS
+-- step, ARGV index of the first field, how many}), so that a failed call
+-- takes all of them back (fold_undo).
+
+-- Sums: a pending slice adds up writes whose delta and running value are at
+-- most SUM_SMALL characters (below 10^16 in magnitude), and is opened only
+-- where every precision's slice it folds into is below SUM_OPEN (9 * 10^17)
+-- in magnitude after the opening write. Precision slices change while it
+-- exists only by direct writes, which check the sum with it
+-- (fold_sum_check), so a fold never overflows.
+local SUM_SMALL, SUM_OPEN = 16, 9e17
 
 local function fold_undo(undo)
   for i = #undo, 1, -1 do
     local u = undo[i]
-    if u[3] then
+    if u[6] then
+      -- Sums written directly: the u[7] ARGV pairs from u[6] added to hash
+      -- u[1], or (u[8]) the hash made by them.
+      if u[8] then
+        redis.call('DEL', u[1])
+      else
+        for j = 0, u[7] - 1 do
+          take_back(u[1], ARGV[u[6] + 2 * j], ARGV[u[6] + 2 * j + 1])
+        end
+      end
+    elseif u[9] then
+      -- A sum's cells written to every precision (fold_sum_open): u[12]
+      -- of them, hash KEYS[u[9] + u[10] * j], field ARGV[u[11] + j].
+      for j = 0, u[12] - 1 do
+        take_back(KEYS[u[9] + u[10] * j], ARGV[u[11] + j], u[4])
+      end
+    elseif u[4] then
+      -- A sum: subtracted (a pending value keeps its field, even at 0).
+      if u[5] then
+        local d = u[4]
+        if d ~= '0' then
+          redis.call('HINCRBY', u[1], 'b', string.sub(d, 1, 1) == '-' and string.sub(d, 2) or '-' .. d)
+        end
+      else
+        take_back(u[1], u[2], u[4])
+      end
+    elseif u[3] then
       redis.call('HSET', u[1], u[2], u[3])
     else
       redis.call('HDEL', u[1], u[2])
@@ -35,6 +78,14 @@ end
 
 -- Merges `delta` into `field` of hash `key`; nil, or the error's text.
 local function fold_merge(undo, key, field, delta)
+  if FOLD_SUMS then
+    local r = redis.pcall('HINCRBY', key, field, delta)
+    if type(r) == 'table' and r.err then
+      return r.err
+    end
+    undo[#undo + 1] = {key, field, nil, delta}
+    return nil
+  end
   local old = redis.call('HGET', key, field)
   local new = merge_stats(old, delta)
   if type(new) == 'table' then
@@ -54,7 +105,9 @@ local function fold_held(undo, pend, keys, precisions, cur)
   if not cur[1] then
     return nil
   end
-  for p, f in string.gmatch(cur[3] or '', '(%d+):(%d+)') do
+  -- (A sum's pending slice opens at 0: nothing to fold then.)
+  local nothing = FOLD_SUMS and cur[2] == '0'
+  for p, f in string.gmatch(nothing and '' or cur[3] or '', '(%d+):(%d+)') do
     for i = 1, #keys do
       if precisions[i] == p then
         local e = fold_merge(undo, keys[i], f, cur[2])
@@ -93,6 +146,18 @@ local function fold_same(undo, pend, cur, precision, field, delta)
   if not (t == head or string.sub(t, 1, #head + 1) == head .. ' ') then
     return false, nil
   end
+  if FOLD_SUMS then
+    -- Within SUM_SMALL, so that no fold can overflow (fold_sum_open).
+    if #delta > SUM_SMALL or #cur[2] > SUM_SMALL then
+      return false, nil
+    end
+    local r = redis.pcall('HINCRBY', pend, 'b', delta)
+    if type(r) == 'table' and r.err then
+      return true, r.err
+    end
+    undo[#undo + 1] = {pend, 'b', nil, delta, true}
+    return true, nil
+  end
   local b = merge_stats(cur[2], delta)
   if type(b) == 'table' then
     return true, b.err
@@ -122,9 +187,14 @@ local function fold_open(undo, pend, cur, keys, precisions, fields, delta)
     end
     return nil
   end
-  local checked = merge_stats(false, delta)
-  if type(checked) == 'table' then
-    return checked.err
+  -- The new pending value: a sum's delta as sent (an integer Rust
+  -- wrote), a statistic's blob checked by its merge.
+  local checked = delta
+  if not FOLD_SUMS then
+    checked = merge_stats(false, delta)
+    if type(checked) == 'table' then
+      return checked.err
+    end
   end
   local e = fold_held(undo, pend, keys, precisions, cur)
   if e then
@@ -138,5 +208,83 @@ local function fold_open(undo, pend, cur, keys, precisions, fields, delta)
   undo[#undo + 1] = {pend, 'b', false}
   undo[#undo + 1] = {pend, 't', false}
   redis.call('HSET', pend, 's', f, 'b', checked, 't', table.concat(t, ' '))
+  return nil
+end
+
+-- Sums: writes `delta` to a series' m cells when fold_same did not take
+-- it: the cells' hashes are KEYS[kbase + j] (KEYS[kbase] for all when n,
+-- the hashes named, is 1), their precisions ARGV[pat + j], their fields
+-- ARGV[at + j], for j from 0. Folds what the pending slice `pend` holds
+-- (`cur` as for fold_same), adds `delta` to every precision's slice (exact:
+-- HINCRBY says when it would overflow), and opens the pending slice at this
+-- slice, at 0, for the writes to come: when one was held (the series is
+-- busy) or this slice held something already. A series written once a
+-- slice keeps no pending slice. Returns nil and what the coarsest slice
+-- holds now (a number), or the error's text and the failed cell's position
+-- from 0.
+local function fold_sum_open(undo, pend, cur, kbase, n, m, pat, at, delta)
+  local one = n == 1 and 0 or 1
+  if cur[1] then
+    local keys, precisions = {}, {}
+    for j = 0, m - 1 do
+      keys[j + 1] = KEYS[kbase + one * j]
+      precisions[j + 1] = ARGV[pat + j]
+    end
+    local e = fold_held(undo, pend, keys, precisions, cur)
+    if e then
+      return e
+    end
+  end
+  local cells = {false, false, false, delta, false, false, false, false, kbase, one, at, 0}
+  undo[#undo + 1] = cells
+  local r, first, big = nil, nil, false
+  for j = 0, m - 1 do
+    r = redis.pcall('HINCRBY', KEYS[kbase + one * j], ARGV[at + j], delta)
+    if type(r) == 'table' and r.err then
+      return r.err, j
+    end
+    cells[12] = j + 1
+    first = first or r
+    if r >= SUM_OPEN or r <= -SUM_OPEN then
+      big = true
+    end
+  end
+  if not big and (cur[1] or first ~= tonumber(delta)) then
+    local t = {}
+    for j = 0, m - 1 do
+      t[j + 1] = ARGV[pat + j] .. ':' .. ARGV[at + j]
+    end
+    undo[#undo + 1] = {pend, 's', false}
+    undo[#undo + 1] = {pend, 'b', false}
+    undo[#undo + 1] = {pend, 't', false}
+    redis.call('HSET', pend, 's', ARGV[at], 'b', '0', 't', table.concat(t, ' '))
+  end
+  return nil, r
+end
+
+-- Sums: after a direct write left `r` (a number) in `field` of hash `key`
+-- at `precision` (texts), checks that its sum with the series' pending value
+-- still fits a 64-bit integer where that slice is one the pending slice
+-- (`cur`, as for fold_same) folds into, so that its fold cannot overflow.
+-- Exact near the limit (the stored value's text, added in a scratch field
+-- of the pending slice by HINCRBY). nil, or the overflow's error text.
+local function fold_sum_check(pend, cur, key, precision, field, r)
+  local b = cur[2]
+  if not cur[1] or b == '0' then
+    return nil
+  end
+  local tok = precision .. ':' .. field
+  if not string.find(' ' .. cur[3] .. ' ', ' ' .. tok .. ' ', 1, true) then
+    return nil
+  end
+  if math.abs(r) + math.abs(tonumber(b)) < 9e18 then
+    return nil
+  end
+  redis.call('HSET', pend, '~', redis.call('HGET', key, field))
+  local sum = redis.pcall('HINCRBY', pend, '~', b)
+  redis.call('HDEL', pend, '~')
+  if type(sum) == 'table' and sum.err then
+    return sum.err
+  end
   return nil
 end

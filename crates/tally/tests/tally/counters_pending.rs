@@ -1,0 +1,193 @@
+//! Counters through their pending slice on Redis's default layout (issue
+//! 20, `lua/stats_fold.lua` with sums): a counter written once a slice
+//! keeps its seven hashes as before; the second write into a slice opens a
+//! pending slice, later writes into that slice go there alone, and the
+//! next slice's write folds it into every precision. What the store keeps
+//! is checked key by key; reads, the cleaner, deleting and overflow see the
+//! pending count.
+
+use crate::common;
+
+use common::{Fixture, Kind, held};
+use redis::AsyncCommands;
+use tally::{CleanerSettings, CounterSettings, Increment};
+
+per_backend!(
+    redis_default_layout(Kind::RedisDefault):
+    a_busy_counter_counts_in_its_pending_slice,
+    a_sparse_counter_keeps_no_pending_slice,
+    the_cleaner_folds_and_keeps_a_pending_count,
+    a_direct_write_that_would_overflow_with_the_pending_count_writes_nothing,
+    deleting_a_counter_takes_its_pending_slice,
+);
+
+fn ts(secs: f64) -> tally::Timestamp {
+    tally::Timestamp::from_secs_f64(secs).unwrap()
+}
+
+fn settings() -> CounterSettings {
+    CounterSettings {
+        precisions: vec![1, 60],
+        samples: 100,
+    }
+}
+
+/// The pending slice of counter `name`: its key and its `s` and `b`, or
+/// `None` when it has none.
+async fn pending(
+    raw: &mut redis::aio::MultiplexedConnection,
+    name: &str,
+) -> Option<(String, String, String)> {
+    let keys: Vec<String> = raw.keys(format!("*:pend:{name}")).await.unwrap();
+    assert!(keys.len() <= 1, "{keys:?}");
+    let key = keys.into_iter().next()?;
+    let (s, b): (String, String) = redis::cmd("HMGET")
+        .arg(&key)
+        .arg("s")
+        .arg("b")
+        .query_async(raw)
+        .await
+        .unwrap();
+    Some((key, s, b))
+}
+
+/// The count stored in the hash of `name` at `precision`, field `slice`,
+/// not counting a pending slice.
+async fn stored(
+    raw: &mut redis::aio::MultiplexedConnection,
+    name: &str,
+    precision: u64,
+    slice: u64,
+) -> Option<i64> {
+    let keys: Vec<String> = raw.keys(format!("*:{precision}:{name}")).await.unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    raw.hget(&keys[0], slice).await.unwrap()
+}
+
+async fn a_busy_counter_counts_in_its_pending_slice(kind: Kind) {
+    let f = Fixture::with_settings(kind, settings()).await;
+    let mut raw = f.raw().await;
+    let t = 1_000_020.0;
+    f.counters.incr_at("hits", 1, t).await.unwrap();
+    assert_eq!(
+        pending(&mut raw, "hits").await,
+        None,
+        "one write: no pending slice"
+    );
+    // The second write into the slice opens it (at 0), the third goes there.
+    f.counters.incr_at("hits", 2, t + 0.5).await.unwrap();
+    let (_, s, b) = pending(&mut raw, "hits").await.expect("opened");
+    assert_eq!((s.as_str(), b.as_str()), ("1000020", "0"));
+    f.counters.incr_at("hits", 4, t + 0.7).await.unwrap();
+    let (_, _, b) = pending(&mut raw, "hits").await.unwrap();
+    assert_eq!(b, "4");
+    assert_eq!(stored(&mut raw, "hits", 1, 1_000_020).await, Some(3));
+    assert_eq!(stored(&mut raw, "hits", 60, 1_000_020).await, Some(3));
+    // Reads add it, at every precision.
+    assert_eq!(held(&f.counters, "hits", 1).await, 7);
+    assert_eq!(held(&f.counters, "hits", 60).await, 7);
+    // The next second's write folds it and opens the next (the counter is
+    // busy).
+    f.counters.incr_at("hits", 8, t + 1.0).await.unwrap();
+    assert_eq!(stored(&mut raw, "hits", 1, 1_000_020).await, Some(7));
+    assert_eq!(stored(&mut raw, "hits", 1, 1_000_021).await, Some(8));
+    assert_eq!(stored(&mut raw, "hits", 60, 1_000_020).await, Some(15));
+    let (_, s, b) = pending(&mut raw, "hits").await.unwrap();
+    assert_eq!((s.as_str(), b.as_str()), ("1000021", "0"));
+    let samples = f.counters.get("hits", 1).await.unwrap();
+    let got: Vec<(u64, i64)> = samples.iter().map(|s| (s.start, s.count)).collect();
+    assert_eq!(got, vec![(1_000_020, 7), (1_000_021, 8)]);
+    assert_eq!(held(&f.counters, "hits", 60).await, 15);
+    assert_eq!(f.all_names().await, vec!["hits"]);
+}
+
+async fn a_sparse_counter_keeps_no_pending_slice(kind: Kind) {
+    let f = Fixture::with_settings(kind, settings()).await;
+    let mut raw = f.raw().await;
+    for (i, t) in [1_000_020.0, 1_000_021.5, 1_000_090.0]
+        .into_iter()
+        .enumerate()
+    {
+        f.counters.incr_at("rare", 1, t).await.unwrap();
+        assert_eq!(pending(&mut raw, "rare").await, None, "write {i}");
+    }
+    assert_eq!(held(&f.counters, "rare", 1).await, 3);
+    assert_eq!(stored(&mut raw, "rare", 60, 1_000_020).await, Some(2));
+}
+
+async fn the_cleaner_folds_and_keeps_a_pending_count(kind: Kind) {
+    let f = Fixture::with_settings(kind, settings()).await;
+    let mut raw = f.raw().await;
+    let t = 1_000_020.0;
+    for n in [1, 1, 5] {
+        f.counters.incr_at("hits", n, t).await.unwrap();
+    }
+    assert_eq!(pending(&mut raw, "hits").await.unwrap().2, "5");
+    let mut cleaner = f.counters.cleaner(CleanerSettings::default()).unwrap();
+    cleaner.pass_at(ts(t + 5.0)).await.unwrap();
+    // Folded before the trim (nothing was due): every count in the hashes.
+    assert_eq!(pending(&mut raw, "hits").await, None);
+    assert_eq!(stored(&mut raw, "hits", 1, 1_000_020).await, Some(7));
+    assert_eq!(stored(&mut raw, "hits", 60, 1_000_020).await, Some(7));
+    assert_eq!(f.all_names().await, vec!["hits"]);
+    // A pass long after trims every slice, a pending count folded first:
+    // the counters leave their registry with nothing left behind.
+    for n in [1, 1, 2] {
+        f.counters.incr_at("late", n, t + 1000.0).await.unwrap();
+    }
+    assert_eq!(pending(&mut raw, "late").await.unwrap().2, "2");
+    cleaner.pass_at(ts(t + 100_000.0)).await.unwrap();
+    assert!(f.all_names().await.is_empty());
+    assert_eq!(pending(&mut raw, "late").await, None);
+    for name in ["hits", "late"] {
+        assert_eq!(held(&f.counters, name, 60).await, 0, "{name}");
+    }
+}
+
+async fn a_direct_write_that_would_overflow_with_the_pending_count_writes_nothing(kind: Kind) {
+    let f = Fixture::with_settings(kind, settings()).await;
+    let mut raw = f.raw().await;
+    let t = 1_000_020.0;
+    for n in [1, 1, 5] {
+        f.counters.incr_at("big", n, t).await.unwrap();
+    }
+    // 60 s slice: 2 stored, 5 pending. A batch of two seconds (written to
+    // every precision at once) bringing it to i64::MAX - 1 stored would
+    // overflow once the 5 fold in.
+    let d = (i64::MAX - 3) / 2;
+    let err = f
+        .counters
+        .incr_many(&[
+            Increment::new("big", d).at(t),
+            Increment::new("big", d).at(t + 1.0),
+        ])
+        .await
+        .unwrap_err();
+    assert!(err.overflow().is_some(), "{err}");
+    assert_eq!(stored(&mut raw, "big", 1, 1_000_020).await, Some(2));
+    assert_eq!(stored(&mut raw, "big", 1, 1_000_021).await, None);
+    assert_eq!(stored(&mut raw, "big", 60, 1_000_020).await, Some(2));
+    assert_eq!(pending(&mut raw, "big").await.unwrap().2, "5");
+    assert_eq!(held(&f.counters, "big", 60).await, 7);
+    // Up to the limit is fine.
+    f.counters
+        .incr_many(&[
+            Increment::new("big", d - 3).at(t),
+            Increment::new("big", d - 2).at(t + 1.0),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(held(&f.counters, "big", 60).await, i64::MAX - 1);
+}
+
+async fn deleting_a_counter_takes_its_pending_slice(kind: Kind) {
+    let f = Fixture::with_settings(kind, settings()).await;
+    let mut raw = f.raw().await;
+    for n in [1, 1, 5] {
+        f.counters.incr_at("gone", n, 1_000_020.0).await.unwrap();
+    }
+    assert!(pending(&mut raw, "gone").await.is_some());
+    assert!(f.counters.delete("gone").await.unwrap());
+    assert_eq!(pending(&mut raw, "gone").await, None);
+    assert_eq!(held(&f.counters, "gone", 1).await, 0);
+}
