@@ -206,6 +206,43 @@ local held = {}
 -- that, HINCRBY per field is as cheap as the lookup.
 local NEW_HASH_MIN, NEW_HASH_MAX = 3, 500
 
+-- Sums: adds the m (field, delta) pairs from ARGV[at] to hash `key`: a hash
+-- that does not exist yet, of NEW_HASH_MIN to NEW_HASH_MAX fields (in the
+-- compact layout, a series' first write: a field per precision), with one
+-- HSET (its values are the deltas, as HINCRBY would leave them), else one
+-- HINCRBY each. With `cur` (what HMGET answered of the series' pending
+-- slice `pend`; `hp` the hash's precision), each sum is checked against its
+-- pending count (fold_sum_check). Returns the ARGV index after the pairs
+-- added, whether the hash held a count before (its last HINCRBY answered
+-- other than its delta: count, no tonumber for the usual '1'), whether one
+-- HSET made it, how many pairs were added, and the failed pair's position
+-- from 0 and its error (nils when none failed).
+local function add_sums(key, at, m, pend, cur, hp)
+  if m >= NEW_HASH_MIN and m <= NEW_HASH_MAX and redis.call('EXISTS', key) == 0 then
+    redis.call('HSET', key, unpack(ARGV, at, at + 2 * m - 1))
+    for j = 0, cur and m - 1 or -1 do
+      local e = fold_sum_check(pend, cur, key, hp, ARGV[at + 2 * j], tonumber(ARGV[at + 2 * j + 1]))
+      if e then
+        return at + 2 * m, false, true, m, j, e
+      end
+    end
+    return at + 2 * m, false, true, m, nil, nil
+  end
+  local r
+  for j = 0, m - 1 do
+    r = redis.pcall('HINCRBY', key, ARGV[at], ARGV[at + 1])
+    if type(r) == 'table' and r.err then
+      return at, false, false, j, j, r.err
+    end
+    at = at + 2
+    local e = cur and fold_sum_check(pend, cur, key, hp, ARGV[at - 2], r)
+    if e then
+      return at, false, false, j + 1, j, e
+    end
+  end
+  return at, m > 0 and r ~= count(ARGV[at - 1]), false, m, nil, nil
+end
+
 -- The first operation that failed (0-based) and its error. No closure or
 -- table but `held` is made on the way for sums: this runs for every exact
 -- increment.
@@ -239,39 +276,13 @@ if pending then
           cur = nil
         end
       end
-      at = pairs_at
-      if m >= NEW_HASH_MIN and m <= NEW_HASH_MAX and redis.call('EXISTS', key) == 0 then
-        redis.call('HSET', key, unpack(ARGV, at, at + 2 * m - 1))
-        undo[#undo + 1] = {key, false, false, false, false, at, m, true}
-        if cur then
-          for j = 0, m - 1 do
-            local e = fold_sum_check(KEYS[delta], cur, key, hp, ARGV[at + 2 * j], tonumber(ARGV[at + 2 * j + 1]))
-            if e then
-              failed, err = op + j, e
-              break
-            end
-          end
-        end
-        at, op = at + 2 * m, op + m
-        held[k] = false
+      local made, done, j, e
+      at, held[k], made, done, j, e = add_sums(key, pairs_at, m, cur and KEYS[delta], cur, hp)
+      undo[#undo + 1] = {key, false, false, false, false, pairs_at, done, made}
+      if e then
+        failed, err = op + j, e
       else
-        local r, from = nil, at
-        for _ = 1, m do
-          r = redis.pcall('HINCRBY', key, ARGV[at], ARGV[at + 1])
-          if type(r) == 'table' and r.err then
-            failed, err = op, r.err
-            break
-          end
-          local e = cur and fold_sum_check(KEYS[delta], cur, key, hp, ARGV[at], r)
-          at = at + 2
-          if e then
-            failed, err = op, e
-            break
-          end
-          op = op + 1
-        end
-        undo[#undo + 1] = {key, false, false, false, false, from, (at - from) / 2}
-        held[k] = m > 0 and r ~= count(ARGV[at - 1])
+        op = op + m
       end
     elseif pend == 0 then
       local key = KEYS[marker + k]
@@ -319,31 +330,14 @@ if pending then
   end
 elseif not merge then
   for k = 1, h do
-    local key = KEYS[marker + k]
     local _, _, _, m, pairs_at = apply_hash(at, false)
-    at = pairs_at
-    if m >= NEW_HASH_MIN and m <= NEW_HASH_MAX and redis.call('EXISTS', key) == 0 then
-      -- A hash that does not exist yet (in the compact layout, a series'
-      -- first write: a field per precision) is made with one HSET; its
-      -- values are the deltas, as HINCRBY would leave them.
-      redis.call('HSET', key, unpack(ARGV, at, at + 2 * m - 1))
-      at, op = at + 2 * m, op + m
-      held[k] = false
-    else
-      local r
-      for _ = 1, m do
-        r = redis.pcall('HINCRBY', key, ARGV[at], ARGV[at + 1])
-        if type(r) == 'table' and r.err then
-          failed, err = op, r.err
-          break
-        end
-        at, op = at + 2, op + 1
-      end
-      -- count: no tonumber for the usual delta '1' (tonumber costs more
-      -- than the ZADD this check saves).
-      held[k] = m > 0 and r ~= count(ARGV[at - 1])
+    local j, e
+    at, held[k], _, _, j, e = add_sums(KEYS[marker + k], pairs_at, m, nil, nil, nil)
+    if e then
+      failed, err = op + j, e
+      break
     end
-    if failed then break end
+    op = op + m
   end
 else
   saved = {}
