@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::process::require_binary;
+use crate::process::{PATIENCE, require_binary};
 use crate::redis::{RedisOptions, RedisServer};
 use crate::resp::{self, Reply};
 
@@ -123,9 +123,9 @@ impl RedisCluster {
         } else {
             cluster.create_by_hand();
         }
-        cluster.wait_healthy(Duration::from_secs(30));
+        cluster.wait_healthy(PATIENCE);
         let replicas = cluster.options.replicas_per_master;
-        let attached = cluster.wait(Duration::from_secs(30), || {
+        let attached = cluster.wait(PATIENCE, || {
             (0..cluster.nodes.len()).all(|i| {
                 let view = cluster.view(i);
                 view.iter()
@@ -202,7 +202,7 @@ impl RedisCluster {
                 ],
             );
         }
-        let all_known = self.wait(Duration::from_secs(20), || {
+        let all_known = self.wait(PATIENCE, || {
             (0..self.nodes.len()).all(|i| self.cluster_info(i).known_nodes == self.nodes.len())
         });
         assert!(all_known, "nodes did not meet: {:#?}", self.describe());
@@ -384,7 +384,7 @@ impl RedisCluster {
                 self.admin(m, &["CLUSTER", "SETSLOT", &s, "NODE", &self.ids[to]]);
             }
         }
-        let agreed = self.wait(Duration::from_secs(20), || {
+        let agreed = self.wait(PATIENCE, || {
             self.live_indices().all(|i| {
                 self.view(i).iter().any(|n| {
                     n.id == self.ids[to] && n.slots.iter().any(|&(a, b)| a <= slot && slot <= b)
@@ -413,7 +413,7 @@ impl RedisCluster {
         self.nodes[m].kill();
         self.wait_promoted(
             replica,
-            Duration::from_millis(self.options.node_timeout_ms * 10 + 10_000),
+            Duration::from_millis(self.options.node_timeout_ms * 10) + PATIENCE,
         );
         replica
     }
@@ -422,7 +422,7 @@ impl RedisCluster {
     /// nothing); waits until it is master and the cluster is ok.
     pub fn manual_failover(&self, r: usize) {
         self.admin(r, &["CLUSTER", "FAILOVER"]);
-        self.wait_promoted(r, Duration::from_secs(20));
+        self.wait_promoted(r, PATIENCE);
     }
 
     /// Waits up to `patience` until node `r` sees itself a master holding
@@ -438,14 +438,14 @@ impl RedisCluster {
             "replica {r} was not promoted: {:#?}",
             self.describe()
         );
-        self.wait_healthy(Duration::from_secs(30));
+        self.wait_healthy(PATIENCE);
     }
 
     /// Starts a killed node again (it rejoins, as a replica of whoever took
     /// its slots) and waits until the cluster is healthy.
     pub fn restart_node(&mut self, i: usize) {
         self.nodes[i].start_again();
-        self.wait_healthy(Duration::from_secs(30));
+        self.wait_healthy(PATIENCE);
     }
 
     fn live_indices(&self) -> impl Iterator<Item = usize> + '_ {

@@ -37,7 +37,9 @@ pub use graphite_web::{
     carbon_reference_datagrams, carbon_reference_parse, graphite_venv, install_graphite_venv,
 };
 pub use postgres::PostgresServer;
-pub use process::{PATIENCE, free_port, in_time, in_time_blocking, require_binary, wait_until};
+pub use process::{
+    PATIENCE, free_port, in_time, in_time_blocking, on_one_day, require_binary, wait_until,
+};
 pub use redis::{RedisOptions, RedisServer};
 pub use statsd::{Flush, Flushed, GraphiteCapture, STATSD_VERSION, StatsdDaemon, StatsdOptions};
 

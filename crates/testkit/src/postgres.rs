@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 
-use crate::process::{free_port, stop_child, wait_until};
+use crate::process::{PATIENCE, free_port, stop_child, wait_until};
 
 const INSTALL_HINT: &str = "Install PostgreSQL with `sudo apt-get install postgresql` (binaries in /usr/lib/postgresql/*/bin)";
 
@@ -152,7 +152,7 @@ impl PostgresServer {
             .stderr(log)
             .spawn()
             .map_err(|e| format!("spawn postgres: {e}"))?;
-        let ready = wait_until(Duration::from_secs(30), || {
+        let ready = wait_until(PATIENCE, || {
             if let Ok(Some(_)) = child.try_wait() {
                 return true;
             }

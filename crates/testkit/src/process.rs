@@ -1,12 +1,14 @@
 //! What starting, waiting for and stopping a server process needs: a free
 //! port, a binary found on `PATH`, the patience a test has, polling until a
-//! condition holds, runs retried until one is in time, and a stop that
-//! escalates to SIGKILL. The crate root re-exports the public ones.
+//! condition holds, runs retried until one is in time or on one UTC day,
+//! and a stop that escalates to SIGKILL. The crate root re-exports the
+//! public ones.
 
 use std::net::TcpListener;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// A port that was free on 127.0.0.1 a moment ago.
 ///
@@ -90,6 +92,44 @@ pub fn in_time_blocking<T>(window: Duration, mut attempt: impl FnMut(u32) -> T) 
     panic!("no run of {IN_TIME_RUNS} took less than {window:?}");
 }
 
+/// Runs `attempt` until a run starts and ends on one UTC day, and returns
+/// that run's result (or goes on with that run's panic).
+///
+/// For a test whose expectations name "today" by the wall clock of a
+/// process it does not own (`tally serve`'s or the CLI's today): a run
+/// that midnight fell in is thrown away, whatever it found (a panic too),
+/// and the next run starts afresh, so `attempt` makes its own servers and
+/// data. Nothing waits for midnight to pass, and a run takes far less than
+/// a day, so the second run is on one day.
+pub fn on_one_day<T>(attempt: impl FnMut() -> T) -> T {
+    on_one_day_of(utc_day, attempt)
+}
+
+/// How many runs [`on_one_day`] tries before it fails.
+const ONE_DAY_RUNS: u32 = 3;
+
+/// [`on_one_day`], with `day` telling the day.
+fn on_one_day_of<T>(mut day: impl FnMut() -> u64, mut attempt: impl FnMut() -> T) -> T {
+    for _ in 0..ONE_DAY_RUNS {
+        let started = day();
+        let out = catch_unwind(AssertUnwindSafe(&mut attempt));
+        if day() == started {
+            return out.unwrap_or_else(|panic| resume_unwind(panic));
+        }
+        eprintln!("the UTC day turned during the run: it runs again");
+    }
+    panic!("the UTC day turned during each of {ONE_DAY_RUNS} runs");
+}
+
+/// The UTC day of the system's clock, in days since 1970-01-01.
+fn utc_day() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
+        / 86_400
+}
+
 /// Stops a server: `signal` (through `kill`, e.g. `"-QUIT"`, a server's
 /// quick shutdown) and, if it has not exited within `grace`, SIGKILL.
 pub(crate) fn stop_child(child: &mut Child, signal: &str, grace: Duration) {
@@ -117,5 +157,26 @@ mod tests {
             run
         });
         assert_eq!(out, 1);
+    }
+
+    /// A run the day turned in is run again, even one that panicked; a run
+    /// on one day keeps its outcome, its panic too.
+    #[test]
+    fn on_one_day_runs_again_only_across_midnight() {
+        // Days read at each run's start and end: 7 → 8, then 8 → 8.
+        let mut days = [7, 8, 8, 8].into_iter();
+        let mut runs = 0;
+        let out = on_one_day_of(
+            || days.next().unwrap(),
+            || {
+                runs += 1;
+                assert!(runs > 1, "the first run fails, across midnight");
+                runs
+            },
+        );
+        assert_eq!(out, 2);
+        let kept =
+            catch_unwind(|| on_one_day_of(|| 8, || -> u32 { panic!("a failure on one day") }));
+        assert!(kept.is_err(), "a failing run on one day fails");
     }
 }

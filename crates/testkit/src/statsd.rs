@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::process::{free_port, require_binary};
+use crate::process::{PATIENCE, free_port, require_binary};
 
 /// The version of the npm package `statsd` the harness runs.
 pub const STATSD_VERSION: &str = "0.9.0";
@@ -191,7 +191,7 @@ impl StatsdDaemon {
             node,
             _config: config,
         };
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + PATIENCE;
         loop {
             if daemon.packets_received().is_ok() {
                 return Ok(daemon);
@@ -202,10 +202,9 @@ impl StatsdDaemon {
                 ));
             }
             if Instant::now() >= deadline {
-                return Err(
-                    "the reference statsd daemon did not answer on its management port in 30 s"
-                        .into(),
-                );
+                return Err(format!(
+                    "the reference statsd daemon did not answer on its management port in {PATIENCE:?}"
+                ));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
