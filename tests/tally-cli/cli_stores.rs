@@ -103,20 +103,27 @@ fn both_stores(backend: &[&str]) {
     assert_eq!(out.status.code(), Some(2));
 }
 
+// The daily counts are today's by the CLI's clock: each test runs again,
+// on a fresh store, when the UTC day turned during it.
+
 #[test]
 fn both_stores_on_sqlite() {
-    let dir = tempfile::tempdir().unwrap();
-    let dir = dir.path().to_str().unwrap().to_owned();
-    both_stores(&["--data-dir", &dir]);
+    tally_testkit::on_one_day(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().to_str().unwrap().to_owned();
+        both_stores(&["--data-dir", &dir]);
+    });
 }
 
 #[test]
 fn both_stores_on_redis() {
-    let server = RedisServer::start();
-    let url = server.url();
-    both_stores(&["--redis", &url]);
-    let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
-    assert_eq!(seed_total(&mut conn, "314"), 3);
+    tally_testkit::on_one_day(|| {
+        let server = RedisServer::start();
+        let url = server.url();
+        both_stores(&["--redis", &url]);
+        let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+        assert_eq!(seed_total(&mut conn, "314"), 3);
+    });
 }
 
 /// Seed 004's total script, verbatim (`getTotalViewsCount`).
@@ -140,6 +147,12 @@ fn seed_total(conn: &mut redis::Connection, entity: &str) -> i64 {
 /// said 9, and 1 after one more Tally write.
 #[test]
 fn daily_reads_agree_with_the_seed_code() {
+    tally_testkit::on_one_day(daily_reads_agree_once);
+}
+
+/// One run of [`daily_reads_agree_with_the_seed_code`], on a server of its
+/// own.
+fn daily_reads_agree_once() {
     let server = RedisServer::start();
     let url = server.url();
     let backend = ["--redis", url.as_str()];
@@ -192,13 +205,15 @@ fn daily_reads_agree_with_the_seed_code() {
 
 #[test]
 fn both_stores_and_counters_on_a_cluster_with_wait() {
-    let cluster = RedisCluster::start();
-    let urls = cluster.urls().join(",");
-    let backend = ["--redis-cluster", urls.as_str(), "--wait-replicas", "1"];
-    both_stores(&backend);
-    ok(&backend, &["incr", "hits", "5"]);
-    let got = json(&backend, &["get", "hits", "--precision", "86400", "--json"]);
-    assert_eq!(got[0][1], 5);
+    tally_testkit::on_one_day(|| {
+        let cluster = RedisCluster::start();
+        let urls = cluster.urls().join(",");
+        let backend = ["--redis-cluster", urls.as_str(), "--wait-replicas", "1"];
+        both_stores(&backend);
+        ok(&backend, &["incr", "hits", "5"]);
+        let got = json(&backend, &["get", "hits", "--precision", "86400", "--json"]);
+        assert_eq!(got[0][1], 5);
+    });
 }
 
 /// `--layout compact`: a counter is one hash on the server, read back by

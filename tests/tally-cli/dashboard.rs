@@ -131,7 +131,7 @@ impl Server {
                 }
             }
         });
-        let addr = match rx.recv_timeout(Duration::from_secs(30)) {
+        let addr = match rx.recv_timeout(tally_testkit::PATIENCE) {
             Ok(addr) => addr.parse().expect("listen address"),
             Err(_) => {
                 let _ = child.kill();
@@ -340,12 +340,14 @@ fn count_at(samples: &Value, start: u64) -> i64 {
 fn dashboard_charts_show_the_fed_data() {
     chromium();
     node_ready();
-    // A UTC day must not turn while the test runs (today's count moves):
-    // five minutes covers a run on a loaded machine, not only an idle one.
-    let to_midnight = DAY - now() % DAY;
-    if to_midnight < 300 {
-        std::thread::sleep(Duration::from_secs(to_midnight + 1));
-    }
+    // Today's count moves when the UTC day turns: a run midnight fell in
+    // runs again (waiting for midnight instead, as this test did, could
+    // outlast the 3 minutes nextest gives a test).
+    tally_testkit::on_one_day(charts_show_the_fed_data);
+}
+
+/// One run of [`dashboard_charts_show_the_fed_data`], on a server of its own.
+fn charts_show_the_fed_data() {
     let server = Server::start(&[], true);
     let t = now();
     let t0 = t - 20;
@@ -368,8 +370,11 @@ fn dashboard_charts_show_the_fed_data() {
         json!({"count": 3, "at": t0 - 7}),
     );
     let statsd = server.statsd.unwrap();
+    // `-q1`, not `-w1`: nc waits for its input however late this process
+    // writes it (with `-w1` it gives up after 1 s of nothing to read, and
+    // a loaded machine can stall the write that long: nothing is sent).
     let mut nc = Command::new(tool("nc"))
-        .args(["-u", "-w1", "127.0.0.1", &statsd.port().to_string()])
+        .args(["-u", "-q1", "127.0.0.1", &statsd.port().to_string()])
         .stdin(Stdio::piped())
         .spawn()
         .expect("run nc");

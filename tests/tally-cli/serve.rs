@@ -462,7 +462,7 @@ fn gauge_now(base: &str, name: &str) -> serde_json::Value {
 
 /// Polls `GET /v1/gauges/{name}` until its current value is `value`.
 fn wait_for_gauge(base: &str, name: &str, value: f64) {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + tally_testkit::PATIENCE;
     while gauge_now(base, name) != value {
         assert!(
             Instant::now() < deadline,
@@ -510,9 +510,11 @@ fn carbon_lines_from_nc_set_gauges_and_bad_ones_are_counted() {
     ));
     wait_for_gauge(&s.base, "app.after", 1.0);
     assert_eq!(gauge_now(&s.base, "app.bad"), serde_json::Value::Null);
-    // UDP on the same address.
+    // UDP on the same address. `-q1`, not `-w1`: nc waits for its input
+    // however late the pipe's writer runs (with `-w1` it gives up after 1 s
+    // of nothing to read, and a loaded machine can stall `printf` that long).
     sh(&format!(
-        "printf \"app.udp 2 $(date +%s)\\n\" | nc -u -w1 127.0.0.1 {port}"
+        "printf \"app.udp 2 $(date +%s)\\n\" | nc -u -q1 127.0.0.1 {port}"
     ));
     wait_for_gauge(&s.base, "app.udp", 2.0);
     let (code, metrics) = curl(&[&format!("{}/metrics", s.base)]);

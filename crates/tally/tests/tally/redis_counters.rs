@@ -259,7 +259,7 @@ async fn reconnects_after_redis_restarts() {
         f.server.as_mut().unwrap().restart();
         // The first call after a restart may see the dropped connection; the
         // client reconnects by itself and later calls succeed.
-        let deadline = Instant::now() + Duration::from_secs(15);
+        let deadline = Instant::now() + tally_testkit::PATIENCE;
         let mut failures = 0;
         loop {
             match f.counters.incr_at("r", 1, 100.0).await {
