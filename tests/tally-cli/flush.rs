@@ -119,19 +119,28 @@ async fn kill_and_restart(config_file: &Path, backend: BackendConfig, sink: Arc<
         if kill % 2 == 0 {
             tokio::time::sleep(Duration::from_millis(40 + rng.next() % 260)).await;
         } else {
-            // Every other kill waits for the flusher to hold a claim, so
-            // some kills land mid-claim however slowly a loaded machine
-            // starts the process.
-            let deadline = std::time::Instant::now() + Duration::from_secs(30);
-            while buffers.stats().await.unwrap().claims == 0 {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "the flusher took no claim in 30 s"
-                );
-                tokio::time::sleep(Duration::from_millis(2)).await;
+            // Every other kill lands while a claim is held, however slowly a
+            // loaded machine runs the flusher: once a claim shows, the
+            // flusher is stopped (SIGSTOP) where it is, and killed so if the
+            // claim is still held; if it was let go meanwhile, the flusher
+            // goes on and the wait starts again.
+            let deadline = std::time::Instant::now() + tally_testkit::PATIENCE;
+            loop {
+                while buffers.stats().await.unwrap().claims == 0 {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "the flusher took no claim"
+                    );
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                signal(&child, "-STOP");
+                if buffers.stats().await.unwrap().claims > 0 {
+                    break;
+                }
+                signal(&child, "-CONT");
             }
         }
-        child.kill().unwrap(); // SIGKILL
+        child.kill().unwrap(); // SIGKILL, stopped or not
         child.wait().unwrap();
         if buffers.stats().await.unwrap().claims > 0 {
             mid_claim += 1;
@@ -180,6 +189,15 @@ async fn kill_and_restart(config_file: &Path, backend: BackendConfig, sink: Arc<
     eprintln!(
         "{total} increments over {ROWS} rows exact after {KILLS} SIGKILLs, {mid_claim} of them leaving a claim behind"
     );
+}
+
+/// Sends `child` the signal `sig` (`"-STOP"`, `"-CONT"`) with `kill`.
+fn signal(child: &std::process::Child, sig: &str) {
+    let sent = std::process::Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill {sig} {}: {sent}", child.id());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
