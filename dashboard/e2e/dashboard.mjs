@@ -71,24 +71,44 @@ async function precisionChart(page, id, p, kept) {
   return data;
 }
 
-/** Moves the mouse over the point of chart `id` at x = `t`; returns the tooltip's text parts. */
+/**
+ * Moves the mouse over the point of chart `id` at x = `t`; returns the tooltip's text parts.
+ *
+ * A live refresh may redraw the chart, its window moved on, between finding the point's
+ * place and reading the tooltip, which then describes the point now under the mouse. So
+ * the tooltip is read at once with the x of the point it describes, and the mouse moved
+ * again (1 px up or down, so it moves) until that x is `t`.
+ */
 async function hover(page, id, figure, t) {
-  const pos = await page.evaluate(
-    ({ id, t }) => {
-      const u = window.tallyCharts[id];
-      const box = u.over.getBoundingClientRect();
-      return { x: box.left + u.valToPos(t, 'x'), y: box.top + box.height / 2 };
-    },
-    { id, t },
-  );
-  await page.mouse.move(pos.x, pos.y);
-  const tip = page.locator(`${figure} .chart-tip`);
-  await tip.waitFor({ state: 'visible', timeout: TIMEOUT });
-  return {
-    title: await tip.locator('.tip-title').textContent(),
-    sub: await tip.locator('.tip-sub').count() ? await tip.locator('.tip-sub').textContent() : '',
-    values: await tip.locator('.tip-value').allTextContents(),
-  };
+  const deadline = Date.now() + TIMEOUT;
+  for (let nudge = 0; ; nudge = 1 - nudge) {
+    const pos = await page.evaluate(
+      ({ id, t }) => {
+        const u = window.tallyCharts[id];
+        const box = u.over.getBoundingClientRect();
+        return { x: box.left + u.valToPos(t, 'x'), y: box.top + box.height / 2 };
+      },
+      { id, t },
+    );
+    await page.mouse.move(pos.x, pos.y + nudge);
+    await page.locator(`${figure} .chart-tip`).waitFor({ state: 'visible', timeout: TIMEOUT });
+    const seen = await page.evaluate(
+      ({ id, figure }) => {
+        const u = window.tallyCharts[id];
+        const tip = document.querySelector(`${figure} .chart-tip`);
+        const texts = (sel) => [...tip.querySelectorAll(sel)].map((e) => e.textContent);
+        return {
+          x: u.cursor.idx == null ? null : u.data[0][u.cursor.idx],
+          title: texts('.tip-title')[0] ?? '',
+          sub: texts('.tip-sub')[0] ?? '',
+          values: texts('.tip-value'),
+        };
+      },
+      { id, figure },
+    );
+    if (seen.x === t) return { title: seen.title, sub: seen.sub, values: seen.values };
+    check(Date.now() < deadline, `chart ${id}: the mouse never rested on the point at ${utc(t)}, the tooltip shows ${seen.x}`);
+  }
 }
 
 /**
