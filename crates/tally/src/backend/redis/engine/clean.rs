@@ -209,10 +209,22 @@ impl RedisSliceStore {
         precisions: &[Precision],
         entries: &[CleanEntry],
     ) -> Result<()> {
-        // Which entries have a pending slice: one EXISTS each, pipelined
-        // (a busy counter's pending slice is rare at a pass; the fold
-        // script's keys cost more than the question).
+        // Which entries have a pending slice. A busy counter's pending
+        // slice is rare at a pass, so first one EXISTS of all of them (the
+        // batch shares its registry's shard, so its keys share a slot):
+        // nothing to fold when it answers 0. Else one EXISTS each,
+        // pipelined (the fold script's keys cost more than the question).
         let pending: Vec<String> = entries.iter().map(|e| keys.pending(&e.member)).collect();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let any: u64 = redis::cmd("EXISTS")
+            .arg(&pending)
+            .query_async(&mut self.redis.handle())
+            .await?;
+        if any == 0 {
+            return Ok(());
+        }
         let mut ask = redis::pipe();
         for key in &pending {
             ask.exists(key);

@@ -124,9 +124,24 @@ pub(super) fn of(kind: Kind) -> Result<&'static KindStore> {
 
 impl KindStore {
     /// The apply script's text for this kind: `engine_apply.lua` after the
-    /// undo prelude, the kind's merge, its pending slices' functions (when
-    /// it has them) and its line in `KIND_MERGE`.
+    /// sums' fast path, the undo prelude, the kind's merge, its pending
+    /// slices' functions (when it has them) and its line in `KIND_MERGE`.
     pub fn apply_lua(&self) -> String {
+        [self.fast_lua(), &self.full_apply_lua()].concat()
+    }
+
+    /// The sums' fast path (`sum_fast.lua`), first in their apply script:
+    /// a busy counter's increment into its pending slice, before the full
+    /// path's functions are made. Nothing for other kinds.
+    fn fast_lua(&self) -> &'static str {
+        match (self.fold, self.merge) {
+            (true, None) => include_str!("../lua/sum_fast.lua"),
+            _ => "",
+        }
+    }
+
+    /// The apply script without [`KindStore::fast_lua`].
+    pub(super) fn full_apply_lua(&self) -> String {
         let (merge, line) = match self.merge {
             Some((file, function)) => (
                 file,

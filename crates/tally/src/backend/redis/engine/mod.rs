@@ -175,4 +175,6 @@ impl SliceStore for RedisSliceStore {
 }
 
 #[cfg(test)]
+mod sum_fast_tests;
+#[cfg(test)]
 pub(super) mod testing;

@@ -1,0 +1,190 @@
+//! The sums' fast path (`lua/sum_fast.lua`) against the full path, on a
+//! real redis-server: each call runs on the same stored state through the
+//! apply script with and without the fast path, and must answer the same
+//! and leave every key the same; a third script, the fast path alone, says
+//! which calls it takes.
+
+use std::sync::Arc;
+
+use super::super::layout::Layout;
+use super::kinds;
+use super::testing::write;
+use super::*;
+use crate::engine::store::WriteSeq;
+use super::protocol::ApplyCall;
+use crate::engine::{SeriesWrite, Value};
+
+/// Every key of the server: its name, its DUMP and whether it expires,
+/// in name order.
+async fn state(conn: &mut crate::backend::redis::RedisHandle) -> Vec<(String, Vec<u8>, bool)> {
+    let mut names: Vec<String> = redis::cmd("KEYS").arg("*").query_async(conn).await.unwrap();
+    names.sort();
+    let mut out = Vec::new();
+    for name in names {
+        let dump: Vec<u8> = redis::cmd("DUMP").arg(&name).query_async(conn).await.unwrap();
+        let ttl: i64 = redis::cmd("PTTL").arg(&name).query_async(conn).await.unwrap();
+        out.push((name, dump, ttl > 0));
+    }
+    out
+}
+
+/// Puts back `saved` ([`state`]) as the server's only keys.
+async fn restore(conn: &mut crate::backend::redis::RedisHandle, saved: &[(String, Vec<u8>, bool)]) {
+    let _: () = redis::cmd("FLUSHALL").query_async(conn).await.unwrap();
+    for (name, dump, expires) in saved {
+        let ttl = if *expires { 604_800_000 } else { 0 };
+        let _: () = redis::cmd("RESTORE")
+            .arg(name)
+            .arg(ttl)
+            .arg(dump.as_slice())
+            .query_async(conn)
+            .await
+            .unwrap();
+    }
+}
+
+/// `call` sent as EVAL of `script`: its reply, or its error's text.
+async fn run(
+    conn: &mut crate::backend::redis::RedisHandle,
+    script: &str,
+    call: &ApplyCall<'_>,
+) -> std::result::Result<redis::Value, String> {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(script);
+    for arg in call.cmd.args_iter().skip(2) {
+        match arg {
+            redis::Arg::Simple(bytes) => cmd.arg(bytes),
+            _ => unreachable!("only plain arguments"),
+        };
+    }
+    cmd.query_async(conn).await.map_err(|e| e.to_string())
+}
+
+/// One call to run both ways.
+struct Case {
+    what: &'static str,
+    before: Vec<Batch>,
+    count: Option<&'static str>,
+    call: Batch,
+    fast: bool,
+}
+
+#[tokio::test]
+async fn the_fast_path_does_what_the_full_path_does() {
+    use crate::clock::{ManualClock, SharedClock};
+    let server = tally_testkit::RedisServer::start();
+    let redis = super::super::Redis::connect(&server.url()).await.unwrap();
+    let now = 1_000_020u64;
+    let clock: SharedClock = Arc::new(ManualClock::at(now as f64));
+    let space = Arc::new(Space::counters(&[1, 60], 10));
+    let layout = Layout::default();
+    let store = super::RedisSliceStore::new(redis.clone(), layout.clone(), clock).unwrap();
+    let keys = layout.space_keys(&space);
+    let sums = kinds::of(Kind::Sum).unwrap();
+    let (with_fast, full) = (sums.apply_lua(), sums.full_apply_lua());
+    let fast_alone = format!(
+        "{}\nreturn 'full path'",
+        with_fast.strip_suffix(full.as_str()).unwrap()
+    );
+    assert!(fast_alone.len() > 100, "the sums' script starts with its fast path");
+    let at = |second: u64| [(1, second), (60, second / 60 * 60)];
+    let batch = |writes: Vec<SeriesWrite>, seq: Option<u64>| Batch {
+        space: space.clone(),
+        writes,
+        seq: seq.map(|seq| WriteSeq {
+            writer: 1,
+            lane: 0,
+            seq,
+        }),
+    };
+    let one = |n: i64, second: u64, seq: Option<u64>| {
+        batch(vec![write("a", &at(second), &Value::Sum(n))], seq)
+    };
+    let pending = keys.pending("a");
+    let mut conn = redis.handle();
+    // What a case is, what is written first, the pending count then set by
+    // hand (if any), the call, and whether the fast path takes it.
+    let busy = || vec![one(1, now, None); 2];
+    let lane = |seqs: [u64; 2]| seqs.map(|seq| one(1, now, Some(seq))).to_vec();
+    let case = |what, before, count, call, fast| Case {
+        what,
+        before,
+        count,
+        call,
+        fast,
+    };
+    let both = vec![
+        write("a", &at(now), &Value::Sum(1)),
+        write("b", &at(now), &Value::Sum(1)),
+    ];
+    // Deltas and pending counts of 16 and 17 characters (SUM_SMALL).
+    let (d16, d17) = (-100_000_000_000_000, -1_000_000_000_000_000);
+    let (c16, c17) = (Some("-100000000000000"), Some("10000000000000000"));
+    let cases = vec![
+        case("a new counter", vec![], None, one(1, now, None), false),
+        case("the opening write", vec![one(1, now, None)], None, one(1, now, None), false),
+        case("into the pending slice", busy(), None, one(3, now, None), true),
+        case("a negative delta", busy(), None, one(-7, now, None), true),
+        case("with its lane's record", lane([1, 2]), None, one(2, now, Some(3)), true),
+        case("a replayed write", lane([1, 5]), None, one(2, now, Some(4)), true),
+        case("the next slice, which folds", busy(), None, one(1, now + 1, None), false),
+        case("an older slice", busy(), None, one(1, now - 1, None), false),
+        case("a delta of 17 characters", busy(), None, one(d17, now, None), false),
+        case("a delta of 16 characters", busy(), None, one(d16, now, None), true),
+        case("a count of 16 characters", busy(), c16, one(1, now, None), true),
+        case("a count of 17 characters", busy(), c17, one(1, now, None), false),
+        case("a count that is not a number", busy(), Some("x"), one(1, now, None), false),
+        case("two counters in one call", busy(), None, batch(both, None), false),
+    ];
+    for (i, c) in cases.iter().enumerate() {
+        let Case {
+            what,
+            before,
+            count,
+            call,
+            fast,
+        } = c;
+        let _: () = redis::cmd("FLUSHALL").query_async(&mut conn).await.unwrap();
+        for b in before {
+            store.apply_batch(b).await.unwrap();
+        }
+        if let Some(count) = count {
+            let _: () = redis::cmd("HSET")
+                .arg(&pending)
+                .arg("b")
+                .arg(*count)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+        }
+        let saved = state(&mut conn).await;
+        let calls = store.apply_calls(keys, call).unwrap();
+        assert_eq!(calls.len(), 1, "{what}");
+        let took = run(&mut conn, &fast_alone, &calls[0]).await;
+        restore(&mut conn, &saved).await;
+        let fast_reply = run(&mut conn, &with_fast, &calls[0]).await;
+        let fast_state = state(&mut conn).await;
+        restore(&mut conn, &saved).await;
+        let full_reply = run(&mut conn, &full, &calls[0]).await;
+        let full_state = state(&mut conn).await;
+        assert_eq!(fast_reply, full_reply, "case {i}, {what}: the reply");
+        assert_eq!(fast_state, full_state, "case {i}, {what}: what is stored");
+        assert_eq!(
+            took != Ok(redis::Value::BulkString(b"full path".to_vec())),
+            *fast,
+            "case {i}, {what}: taken by the fast path ({took:?})"
+        );
+        // What the fast path answers: written (something changed) or a
+        // replay (nothing did).
+        match (fast, &fast_reply) {
+            (true, Ok(redis::Value::Int(1))) => {
+                assert_ne!(fast_state, saved, "case {i}, {what}: written")
+            }
+            (true, Ok(redis::Value::Int(0))) => {
+                assert_eq!(fast_state, saved, "case {i}, {what}: a replay")
+            }
+            (true, other) => panic!("case {i}, {what}: the fast path answered {other:?}"),
+            (false, _) => {}
+        }
+    }
+}
