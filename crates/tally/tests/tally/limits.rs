@@ -200,18 +200,23 @@ async fn decisions_match_the_pure_algorithms(kind: Kind) {
         seed ^= seed << 17;
         seed
     };
+    // Windows of a minute, not a second: Redis expires a limiter's keys by
+    // its own clock, about a window after the test's clock is done with
+    // them, so only a stall of a minute between two checks could expire
+    // one early (at a second, a busy machine's stall did).
+    const S: u64 = 60;
     for limit in [
-        Limit::new(Algorithm::Fixed, 7, 1_000),
-        Limit::new(Algorithm::Sliding, 7, 1_000),
-        Limit::new(Algorithm::Sliding, 1_000, 3_000),
-        Limit::new(Algorithm::Gcra, 7, 1_000).with_burst(4),
-        Limit::new(Algorithm::Gcra, 3, 1_000),
+        Limit::new(Algorithm::Fixed, 7, 1_000 * S),
+        Limit::new(Algorithm::Sliding, 7, 1_000 * S),
+        Limit::new(Algorithm::Sliding, 1_000, 3_000 * S),
+        Limit::new(Algorithm::Gcra, 7, 1_000 * S).with_burst(4),
+        Limit::new(Algorithm::Gcra, 3, 1_000 * S),
     ] {
         let key = format!("{limit:?}");
         let mut model = Model::default();
         let mut now = MINUTE + 17;
         for _ in 0..300 {
-            now += rng() % 400;
+            now += rng() % 400 * S;
             let cost = 1 + rng() % 4;
             f.at_ms(now);
             let index = now / limit.window_ms;
