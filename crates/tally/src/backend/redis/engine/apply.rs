@@ -10,7 +10,8 @@ use redis::{RedisError, Value as Reply};
 use super::super::WriteFailure;
 use super::super::layout::SpaceKeys;
 use super::RedisSliceStore;
-use super::protocol::{ApplyCall, apply_call};
+use super::protocol::{ApplyCall, apply_call, short_call};
+use super::PENDING_AT_MAX;
 use crate::engine::store::check_stored;
 use crate::engine::{Applied, Batch, SeriesWrite};
 use crate::error::{Error, Result};
@@ -22,6 +23,9 @@ impl RedisSliceStore {
             return Ok(Applied::Written);
         }
         let keys = self.layout.space_keys(&batch.space);
+        if let Some(applied) = self.apply_short(keys, batch).await? {
+            return Ok(applied);
+        }
         let calls = self.apply_calls(keys, batch)?;
         let results = join_all(calls.iter().map(|call| self.run_apply(call))).await;
         if let Some(failed) = results.iter().position(Result::is_err) {
@@ -91,14 +95,67 @@ impl RedisSliceStore {
             .collect()
     }
 
+    /// A write of one busy counter into the slice its pending slice was
+    /// last seen at, as the short call (`sum_short.lua`): its answer, or
+    /// `None` when the batch is another write or the call found the
+    /// pending slice elsewhere (it wrote nothing: the full call follows).
+    async fn apply_short(&self, keys: SpaceKeys<'_>, batch: &Batch) -> Result<Option<Applied>> {
+        let Some((cmd, pending, field)) = short_call(&self.short, keys, batch)? else {
+            return Ok(None);
+        };
+        if self.pending_seen(&pending) != Some(field) {
+            return Ok(None);
+        }
+        match self.redis.eval_cmd(&self.short, &cmd).await {
+            Ok(Reply::Int(2)) => Ok(Some(Applied::Written)),
+            Ok(Reply::Int(0)) => Ok(Some(Applied::Duplicate)),
+            Ok(Reply::Int(3)) => {
+                self.pending_lost(&pending);
+                Ok(None)
+            }
+            Ok(other) => Err(Error::Backend(format!("sum_short.lua answered {other:?}"))),
+            Err(WriteFailure::Redis(e)) => Err(e.into()),
+            Err(WriteFailure::Tally(e)) => Err(e),
+        }
+    }
+
+    /// The field `pending` was last seen at.
+    pub(super) fn pending_seen(&self, pending: &str) -> Option<u64> {
+        let seen = self.pending_at.lock().unwrap_or_else(|e| e.into_inner());
+        seen.get(pending).copied()
+    }
+
+    /// Notes `pending` at `field`.
+    fn pending_found(&self, pending: &str, field: u64) {
+        let mut seen = self.pending_at.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.len() >= PENDING_AT_MAX && !seen.contains_key(pending) {
+            seen.clear();
+        }
+        seen.insert(pending.to_owned(), field);
+    }
+
+    /// Forgets where `pending` was.
+    fn pending_lost(&self, pending: &str) {
+        let mut seen = self.pending_at.lock().unwrap_or_else(|e| e.into_inner());
+        seen.remove(pending);
+    }
+
     pub(super) async fn run_apply(&self, call: &ApplyCall<'_>) -> Result<Applied> {
         match self
             .redis
             .eval_cmd(self.apply_script(call.kind)?.0, &call.cmd)
             .await
         {
-            Ok(Reply::Int(1)) => Ok(Applied::Written),
-            Ok(Reply::Int(_)) => Ok(Applied::Duplicate),
+            Ok(Reply::Int(reply @ (1 | 2))) => {
+                if let Some((pending, field)) = &call.only {
+                    match reply {
+                        2 => self.pending_found(pending, *field),
+                        _ => self.pending_lost(pending),
+                    }
+                }
+                Ok(Applied::Written)
+            }
+            Ok(Reply::Int(0)) => Ok(Applied::Duplicate),
             Ok(other) => Err(Error::Backend(format!(
                 "engine_apply.lua answered {other:?}"
             ))),

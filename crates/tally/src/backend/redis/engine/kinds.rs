@@ -130,12 +130,16 @@ impl KindStore {
         [self.fast_lua(), &self.full_apply_lua()].concat()
     }
 
-    /// The sums' fast path (`sum_fast.lua`), first in their apply script:
-    /// a busy counter's increment into its pending slice, before the full
-    /// path's functions are made. Nothing for other kinds.
+    /// The sums' fast path (`sum_pending.lua`, `sum_fast.lua`), first in
+    /// their apply script: a busy counter's increment into its pending
+    /// slice, before the full path's functions are made. Nothing for other
+    /// kinds.
     fn fast_lua(&self) -> &'static str {
         match (self.fold, self.merge) {
-            (true, None) => include_str!("../lua/sum_fast.lua"),
+            (true, None) => concat!(
+                include_str!("../lua/sum_pending.lua"),
+                include_str!("../lua/sum_fast.lua")
+            ),
             _ => "",
         }
     }

@@ -79,6 +79,14 @@ use crate::engine::{
 use crate::error::{Error, Result};
 use crate::name::Name;
 
+/// Counters' pending slices as last seen: key to finest field, at most
+/// [`PENDING_AT_MAX`] of them (emptied when full: a counter forgotten
+/// only takes the full call once more).
+type PendingAt = std::collections::HashMap<String, u64>;
+
+/// The most pending slices a store remembers.
+const PENDING_AT_MAX: usize = 100_000;
+
 /// Every space's values in Redis.
 #[derive(Clone, Debug)]
 pub struct RedisSliceStore {
@@ -96,6 +104,12 @@ pub struct RedisSliceStore {
     delete: Script,
     /// `expiring_list.lua` (the expiring layout's listing).
     list: Script,
+    /// `sum_short.lua`: a busy counter's increment into its pending slice.
+    short: Script,
+    /// Where each counter's pending slice was last seen (its key: its
+    /// finest field), from the answers of this store's calls: a write into
+    /// that slice is sent as the short call ([`apply`]).
+    pending_at: std::sync::Arc<std::sync::Mutex<PendingAt>>,
     /// What the expiring layout measures expiry and windows from.
     clock: SharedClock,
 }
@@ -123,6 +137,8 @@ impl RedisSliceStore {
             fold: std::array::from_fn(|i| kinds::KINDS[i].fold_lua().map(|l| Script::new(&l))),
             delete: lua!("engine_delete"),
             list: lua!("expiring_list"),
+            short: Script::new(protocol::SHORT_LUA),
+            pending_at: Default::default(),
             clock,
         })
     }

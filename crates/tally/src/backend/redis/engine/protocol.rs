@@ -20,6 +20,12 @@ use crate::name::Name;
 /// `engine_apply.lua`: its protocol part, then the merge.
 pub(super) const APPLY_LUA: &str = include_str!("../lua/engine_apply.lua");
 
+/// `sum_short.lua` after `sum_pending.lua`: the short call's script.
+pub(super) const SHORT_LUA: &str = concat!(
+    include_str!("../lua/sum_pending.lua"),
+    include_str!("../lua/sum_short.lua")
+);
+
 /// The line that ends the protocol part of [`APPLY_LUA`].
 #[cfg(test)]
 const END_OF_PROTOCOL: &str = "-- End of the protocol.\n";
@@ -41,6 +47,47 @@ pub(super) struct ApplyCall<'a> {
     /// The ops written through a series' pending slice, each series' as
     /// one range of `ops` (finest first).
     pub pending: Vec<std::ops::Range<usize>>,
+    /// A call of one counter through its pending slice: that slice's key
+    /// and its finest cell's field, which the call's answer (2) says the
+    /// pending slice is at afterwards ([`short_call`]).
+    pub only: Option<(String, u64)>,
+}
+
+/// The short call (`sum_short.lua`) of `batch`, a write of one counter
+/// through its pending slice, for a client that saw that slice last at
+/// this write's finest slice: KEYS the lane's record (if any) and the
+/// pending slice, ARGV whether there is a record, the sequence number, the
+/// finest precision, the finest cell's field and the delta. `None` for any
+/// other batch. Answers also the pending slice's key and the field.
+pub(super) fn short_call(
+    script: &Script,
+    keys: SpaceKeys<'_>,
+    batch: &Batch,
+) -> Result<Option<(redis::Cmd, String, u64)>> {
+    let [write] = batch.writes.as_slice() else {
+        return Ok(None);
+    };
+    if batch.space.kind != Kind::Sum || !keys.folds(Kind::Sum) || !folds(&batch.space, write) {
+        return Ok(None);
+    }
+    let (Some(finest), Some(delta)) = (write.cells.first(), write.cells[0].delta.as_sum()) else {
+        return Ok(None);
+    };
+    let name = write.name.as_str();
+    let shard = keys.shard(name);
+    let pending = keys.pending(name);
+    let field = keys.field(finest.precision, finest.slice)?;
+    let mut cmd = super::super::evalsha(script, 1 + usize::from(batch.seq.is_some()));
+    if let Some(seq) = &batch.seq {
+        cmd.arg(keys.writer(seq, shard));
+    }
+    cmd.arg(pending.as_str())
+        .arg(if batch.seq.is_some() { "1" } else { "0" })
+        .arg(batch.seq.map_or(0, |s| s.seq))
+        .arg(finest.precision)
+        .arg(field)
+        .arg(delta);
+    Ok(Some((cmd, pending, field)))
 }
 
 /// Builds the EVALSHA of `script` (`engine_apply.lua` for `kind`) for
@@ -247,6 +294,13 @@ pub(super) fn apply_call<'a>(
             }
         }
     }
+    let only = match (writes, through_pending.first()) {
+        ([w], Some(_)) if kind.kind == Kind::Sum => Some((
+            keys.pending(w.name.as_str()),
+            keys.field(w.cells[0].precision, w.cells[0].slice)?,
+        )),
+        _ => None,
+    };
     Ok(ApplyCall {
         cmd,
         kind: kind.kind,
@@ -255,6 +309,7 @@ pub(super) fn apply_call<'a>(
         op_keys,
         ops,
         pending: through_pending,
+        only,
     })
 }
 

@@ -1,8 +1,10 @@
-//! The sums' fast path (`lua/sum_fast.lua`) against the full path, on a
-//! real redis-server: each call runs on the same stored state through the
-//! apply script with and without the fast path, and must answer the same
-//! and leave every key the same; a third script, the fast path alone, says
-//! which calls it takes.
+//! The sums' fast path (`lua/sum_fast.lua`) and short call
+//! (`lua/sum_short.lua`) against the full path, on a real redis-server:
+//! each call runs on the same stored state through the apply script with
+//! and without the fast path, and must answer the same and leave every key
+//! the same; a third script, the fast path alone, says which calls it
+//! takes, and the short call of each one-counter write must do what the
+//! fast path does where it takes the write, and nothing elsewhere.
 
 use std::sync::Arc;
 
@@ -11,8 +13,8 @@ use super::kinds;
 use super::testing::write;
 use super::*;
 use crate::engine::store::WriteSeq;
-use super::protocol::ApplyCall;
-use crate::engine::{SeriesWrite, Value};
+use super::protocol::{ApplyCall, SHORT_LUA, short_call};
+use crate::engine::{Applied, SeriesWrite, Value};
 
 /// Every key of the server: its name, its DUMP and whether it expires,
 /// in name order.
@@ -136,6 +138,7 @@ async fn the_fast_path_does_what_the_full_path_does() {
         case("a count that is not a number", busy(), Some("x"), one(1, now, None), false),
         case("two counters in one call", busy(), None, batch(both, None), false),
     ];
+    let mut shorts = 0;
     for (i, c) in cases.iter().enumerate() {
         let Case {
             what,
@@ -177,7 +180,7 @@ async fn the_fast_path_does_what_the_full_path_does() {
         // What the fast path answers: written (something changed) or a
         // replay (nothing did).
         match (fast, &fast_reply) {
-            (true, Ok(redis::Value::Int(1))) => {
+            (true, Ok(redis::Value::Int(2))) => {
                 assert_ne!(fast_state, saved, "case {i}, {what}: written")
             }
             (true, Ok(redis::Value::Int(0))) => {
@@ -186,5 +189,108 @@ async fn the_fast_path_does_what_the_full_path_does() {
             (true, other) => panic!("case {i}, {what}: the fast path answered {other:?}"),
             (false, _) => {}
         }
+        // The short call of a one-counter write: what the full path does
+        // where the fast path takes the write, else nothing (3).
+        if let Some((cmd, _, _)) = short_call(&store.short, keys, call).unwrap() {
+            restore(&mut conn, &saved).await;
+            let mut eval = redis::cmd("EVAL");
+            eval.arg(SHORT_LUA);
+            for arg in cmd.args_iter().skip(2) {
+                match arg {
+                    redis::Arg::Simple(bytes) => eval.arg(bytes),
+                    _ => unreachable!("only plain arguments"),
+                };
+            }
+            let reply: std::result::Result<redis::Value, String> =
+                eval.query_async(&mut conn).await.map_err(|e| e.to_string());
+            let short_state = state(&mut conn).await;
+            if *fast {
+                assert_eq!(reply, full_reply, "case {i}, {what}: the short call's reply");
+                assert_eq!(short_state, full_state, "case {i}, {what}: after the short call");
+            } else {
+                assert_eq!(reply, Ok(redis::Value::Int(3)), "case {i}, {what}: short call");
+                assert_eq!(short_state, saved, "case {i}, {what}: the short call left all");
+            }
+            shorts += 1;
+        }
     }
+    assert_eq!(shorts, cases.len() - 1, "every one-counter write has a short call");
+}
+
+/// The store sends a busy counter's writes into the slice its pending
+/// slice was last seen at as the short call, and the full call again when
+/// the short one finds the pending slice elsewhere; every count lands once.
+#[tokio::test]
+async fn busy_writes_take_the_short_call() {
+    use crate::clock::{ManualClock, SharedClock};
+    use crate::engine::SliceRead;
+    use crate::name::Name;
+    let server = tally_testkit::RedisServer::start();
+    let redis = super::super::Redis::connect(&server.url()).await.unwrap();
+    let now = 1_000_020u64;
+    let clock: SharedClock = Arc::new(ManualClock::at(now as f64));
+    let space = Arc::new(Space::counters(&[1, 60], 10));
+    let layout = Layout::default();
+    let store = super::RedisSliceStore::new(redis.clone(), layout.clone(), clock).unwrap();
+    let keys = layout.space_keys(&space);
+    let pending = keys.pending("a");
+    let one = |n: i64, seq: u64| Batch {
+        space: space.clone(),
+        writes: vec![write("a", &[(1, now), (60, now / 60 * 60)], &Value::Sum(n))],
+        seq: Some(WriteSeq {
+            writer: 1,
+            lane: 0,
+            seq,
+        }),
+    };
+    let short_loaded = || async {
+        let loaded: Vec<bool> = redis::cmd("SCRIPT")
+            .arg("EXISTS")
+            .arg(store.short.get_hash())
+            .query_async(&mut redis.handle())
+            .await
+            .unwrap();
+        loaded[0]
+    };
+    // The first write goes to every precision, the second opens the
+    // pending slice and says so: the store notes where it is.
+    store.apply_batch(&one(1, 1)).await.unwrap();
+    assert_eq!(store.pending_seen(&pending), None);
+    store.apply_batch(&one(2, 2)).await.unwrap();
+    assert_eq!(store.pending_seen(&pending), Some(now));
+    assert!(!short_loaded().await, "no short call yet");
+    // The third is the short call; its replay writes nothing.
+    assert_eq!(store.apply_batch(&one(4, 3)).await.unwrap(), Applied::Written);
+    assert!(short_loaded().await, "the third write was the short call");
+    assert_eq!(store.apply_batch(&one(4, 3)).await.unwrap(), Applied::Duplicate);
+    // Another writer's fold moved the pending slice: the short call writes
+    // nothing, the full call follows, and the store notes the slice again.
+    let _: () = redis::cmd("HSET")
+        .arg(&pending)
+        .arg("s")
+        .arg(now - 1)
+        .query_async(&mut redis.handle())
+        .await
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(&pending)
+        .arg("t")
+        .arg(format!("1:{} 60:{}", now - 1, now / 60 * 60))
+        .query_async(&mut redis.handle())
+        .await
+        .unwrap();
+    store.apply_batch(&one(8, 4)).await.unwrap();
+    assert_eq!(store.pending_seen(&pending), Some(now));
+    let names = [Name::new("a").unwrap()];
+    let read = store
+        .read_sum_slices(SliceRead::new(&space, &names, &[1, 60]))
+        .await
+        .unwrap();
+    // The second write went to every precision (1 + 2), the short call's 4
+    // waited in the pending slice, which the last write found moved to
+    // now - 1 and folded there before writing its 8 to every precision.
+    assert_eq!(
+        read[0],
+        vec![vec![(now - 1, 4), (now, 11)], vec![(now / 60 * 60, 15)]]
+    );
 }

@@ -170,8 +170,10 @@ end
 -- with their kind's function (prepended: engine_kinds.lua) and write it
 -- back (HSET). Operations are numbered from 0 in ARGV order.
 --
--- Returns 1 when written, 0 when the lane's record already holds this
--- sequence number or a later one (a replayed write: nothing is merged).
+-- Returns 1 when written (2 for a call of one counter whose pending slice
+-- is then at the write's slice, see sum_short.lua), 0 when the lane's
+-- record already holds this sequence number or a later one (a replayed
+-- write: nothing is merged).
 -- The record is set to the number, with a 7-day expiry, only when the
 -- write succeeds. If a merge fails (overflow, wrong type, a blob of another
 -- kind), every merge already done is taken back (sums by subtraction,
@@ -252,6 +254,9 @@ local saved = nil
 -- Writes through pending slices: every change, to take back.
 local undo = nil
 local at, op = first, 0
+-- Sums through a pending slice, a call of one counter: its pending slice
+-- and the field of its finest cell.
+local only_pend, only_field = nil, nil
 if pending then
   -- Statistics and sums (stats_fold.lua): a series with a pending slice is
   -- one entry; the common write (its finest slice pending) reads only its
@@ -297,6 +302,11 @@ if pending then
       end
     else
       local p, f = ARGV[pat], ARGV[pairs_at]
+      if FOLD_SUMS and n == h then
+        -- A call of one counter: it answers 2 when the counter's pending
+        -- slice is at this write's slice afterwards (sum_short.lua).
+        only_pend, only_field = KEYS[pend], f
+      end
       local cur = redis.call('HMGET', KEYS[pend], 's', 'b', 't')
       local same, e = fold_same(undo, KEYS[pend], cur, p, f, delta)
       local cell = nil
@@ -503,5 +513,8 @@ else
 end
 if marker == 1 then
   redis.call('SET', KEYS[1], seq, 'EX', 604800)
+end
+if only_pend and redis.call('HGET', only_pend, 's') == only_field then
+  return 2
 end
 return 1
