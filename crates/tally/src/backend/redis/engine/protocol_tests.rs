@@ -527,18 +527,9 @@ async fn ask<T: redis::FromRedisValue>(
 /// precision's slice: the later write stays whole.
 #[tokio::test]
 async fn a_revert_after_a_fold_takes_back_from_the_precisions() {
-    use crate::clock::{ManualClock, SharedClock};
-    let server = tally_testkit::RedisServer::start();
-    let redis = super::super::super::Redis::connect(&server.url())
-        .await
-        .unwrap();
     let now = 1_000_020u64;
-    let clock: SharedClock = Arc::new(ManualClock::at(now as f64));
-    let space = Arc::new(Space::counters(&[1, 60], 10));
-    let layout = Layout::default();
-    let store =
-        super::super::RedisSliceStore::new(redis.clone(), layout.clone(), clock).unwrap();
-    let keys = layout.space_keys(&space);
+    let (_server, redis, store, space) = super::super::testing::counters_at(now).await;
+    let keys = store.layout.space_keys(&space);
     let at = |second: u64| [(1, second), (60, second / 60 * 60)];
     let batch = |n: i64, second: u64, seq: u64| Batch {
         space: space.clone(),
@@ -579,13 +570,8 @@ async fn a_revert_after_a_fold_takes_back_from_the_precisions() {
     // The next second's write folds the 3 into both precisions.
     store.apply_batch(&batch(4, now, 4)).await.unwrap();
     store.run_revert(keys, &space, &calls[0]).await.unwrap();
-    let names = [Name::new("a").unwrap()];
-    let read = store
-        .read_sum_slices(SliceRead::new(&space, &names, &[1, 60]))
-        .await
-        .unwrap();
     assert_eq!(
-        read[0],
+        super::super::testing::sums_of(&store, &space, "a").await,
         vec![
             vec![(now - 1, 2), (now, 4)],
             vec![((now - 1) / 60 * 60, 2), (now, 4)]

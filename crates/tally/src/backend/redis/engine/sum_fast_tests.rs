@@ -6,11 +6,8 @@
 //! takes, and the short call of each one-counter write must do what the
 //! fast path does where it takes the write, and nothing elsewhere.
 
-use std::sync::Arc;
-
-use super::super::layout::Layout;
 use super::kinds;
-use super::testing::write;
+use super::testing::{counters_at, sums_of, write};
 use super::*;
 use crate::engine::store::WriteSeq;
 use super::protocol::{ApplyCall, SHORT_LUA, short_call};
@@ -73,15 +70,9 @@ struct Case {
 
 #[tokio::test]
 async fn the_fast_path_does_what_the_full_path_does() {
-    use crate::clock::{ManualClock, SharedClock};
-    let server = tally_testkit::RedisServer::start();
-    let redis = super::super::Redis::connect(&server.url()).await.unwrap();
     let now = 1_000_020u64;
-    let clock: SharedClock = Arc::new(ManualClock::at(now as f64));
-    let space = Arc::new(Space::counters(&[1, 60], 10));
-    let layout = Layout::default();
-    let store = super::RedisSliceStore::new(redis.clone(), layout.clone(), clock).unwrap();
-    let keys = layout.space_keys(&space);
+    let (_server, redis, store, space) = counters_at(now).await;
+    let keys = store.layout.space_keys(&space);
     let sums = kinds::of(Kind::Sum).unwrap();
     let (with_fast, full) = (sums.apply_lua(), sums.full_apply_lua());
     let fast_alone = format!(
@@ -222,17 +213,9 @@ async fn the_fast_path_does_what_the_full_path_does() {
 /// the short one finds the pending slice elsewhere; every count lands once.
 #[tokio::test]
 async fn busy_writes_take_the_short_call() {
-    use crate::clock::{ManualClock, SharedClock};
-    use crate::engine::SliceRead;
-    use crate::name::Name;
-    let server = tally_testkit::RedisServer::start();
-    let redis = super::super::Redis::connect(&server.url()).await.unwrap();
     let now = 1_000_020u64;
-    let clock: SharedClock = Arc::new(ManualClock::at(now as f64));
-    let space = Arc::new(Space::counters(&[1, 60], 10));
-    let layout = Layout::default();
-    let store = super::RedisSliceStore::new(redis.clone(), layout.clone(), clock).unwrap();
-    let keys = layout.space_keys(&space);
+    let (_server, redis, store, space) = counters_at(now).await;
+    let keys = store.layout.space_keys(&space);
     let pending = keys.pending("a");
     let one = |n: i64, seq: u64| Batch {
         space: space.clone(),
@@ -281,16 +264,11 @@ async fn busy_writes_take_the_short_call() {
         .unwrap();
     store.apply_batch(&one(8, 4)).await.unwrap();
     assert_eq!(store.pending_seen(&pending), Some(now));
-    let names = [Name::new("a").unwrap()];
-    let read = store
-        .read_sum_slices(SliceRead::new(&space, &names, &[1, 60]))
-        .await
-        .unwrap();
     // The second write went to every precision (1 + 2), the short call's 4
     // waited in the pending slice, which the last write found moved to
     // now - 1 and folded there before writing its 8 to every precision.
     assert_eq!(
-        read[0],
+        sums_of(&store, &space, "a").await,
         vec![vec![(now - 1, 4), (now, 11)], vec![(now / 60 * 60, 15)]]
     );
 }

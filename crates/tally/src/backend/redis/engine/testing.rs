@@ -121,3 +121,37 @@ pub(super) async fn config_set(
 pub(super) async fn dump_payload(conn: &mut impl redis::aio::ConnectionLike, key: &str) -> Vec<u8> {
     redis::cmd("DUMP").arg(key).query_async(conn).await.unwrap()
 }
+
+/// A redis-server and a store on it in the default layout, its clock at
+/// `now`, with counters at 1 and 60 s (10 samples): the server must live
+/// as long as the store is used.
+pub(super) async fn counters_at(
+    now: u64,
+) -> (
+    tally_testkit::RedisServer,
+    Redis,
+    RedisSliceStore,
+    std::sync::Arc<crate::engine::Space>,
+) {
+    let server = tally_testkit::RedisServer::start();
+    let redis = Redis::connect(&server.url()).await.unwrap();
+    let clock: SharedClock = std::sync::Arc::new(crate::clock::ManualClock::at(now as f64));
+    let store = RedisSliceStore::new(redis.clone(), Layout::default(), clock).unwrap();
+    let space = std::sync::Arc::new(crate::engine::Space::counters(&[1, 60], 10));
+    (server, redis, store, space)
+}
+
+/// The slices of counter `name` of `space` at 1 and 60 s, read through
+/// `store` (pending slices included).
+pub(super) async fn sums_of(
+    store: &RedisSliceStore,
+    space: &crate::engine::Space,
+    name: &str,
+) -> Vec<Vec<(u64, i64)>> {
+    let names = [Name::new(name).unwrap()];
+    let mut read = store
+        .read_sum_slices(crate::engine::SliceRead::new(space, &names, &[1, 60]))
+        .await
+        .unwrap();
+    read.swap_remove(0)
+}
