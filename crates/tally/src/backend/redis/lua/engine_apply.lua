@@ -254,9 +254,9 @@ local saved = nil
 -- Writes through pending slices: every change, to take back.
 local undo = nil
 local at, op = first, 0
--- Sums through a pending slice, a call of one counter: its pending slice
--- and the field of its finest cell.
-local only_pend, only_field = nil, nil
+-- What a call that writes answers: 1, or 2 for a call of one counter
+-- whose pending slice is at the write's slice afterwards (sum_short.lua).
+local written = 1
 if pending then
   -- Statistics and sums (stats_fold.lua): a series with a pending slice is
   -- one entry; the common write (its finest slice pending) reads only its
@@ -302,25 +302,22 @@ if pending then
       end
     else
       local p, f = ARGV[pat], ARGV[pairs_at]
-      if FOLD_SUMS and n == h then
-        -- A call of one counter: it answers 2 when the counter's pending
-        -- slice is at this write's slice afterwards (sum_short.lua).
-        only_pend, only_field = KEYS[pend], f
-      end
       local cur = redis.call('HMGET', KEYS[pend], 's', 'b', 't')
       local same, e = fold_same(undo, KEYS[pend], cur, p, f, delta)
       local cell = nil
       if same and FOLD_SUMS then
         -- A pending slice exists only while its series is registered.
         held[k + n - 1] = true
+        if n == h then written = 2 end
       elseif not same and not e and FOLD_SUMS then
-        local r
-        e, r = fold_sum_open(undo, KEYS[pend], cur, marker + k, n, m, pat, pairs_at, delta)
+        local r, opened
+        e, r, opened = fold_sum_open(undo, KEYS[pend], cur, marker + k, n, m, pat, pairs_at, delta)
         if e then
           -- The cell that overflowed, when it was one of the write's.
           cell = r
         else
           held[k + n - 1] = r ~= count(delta)
+          if opened and n == h then written = 2 end
         end
       elseif not same and not e then
         local keys, precisions, fields = {}, {}, {}
@@ -514,7 +511,4 @@ end
 if marker == 1 then
   redis.call('SET', KEYS[1], seq, 'EX', 604800)
 end
-if only_pend and redis.call('HGET', only_pend, 's') == only_field then
-  return 2
-end
-return 1
+return written

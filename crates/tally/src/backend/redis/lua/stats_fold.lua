@@ -219,9 +219,9 @@ end
 -- HINCRBY says when it would overflow), and opens the pending slice at this
 -- slice, at 0, for the writes to come: when one was held (the series is
 -- busy) or this slice held something already. A series written once a
--- slice keeps no pending slice. Returns nil and what the coarsest slice
--- holds now (a number), or the error's text and the failed cell's position
--- from 0.
+-- slice keeps no pending slice. Returns nil, what the coarsest slice holds
+-- now (a number) and whether it opened the pending slice, or the error's
+-- text and the failed cell's position from 0.
 local function fold_sum_open(undo, pend, cur, kbase, n, m, pat, at, delta)
   local one = n == 1 and 0 or 1
   if cur[1] then
@@ -249,7 +249,8 @@ local function fold_sum_open(undo, pend, cur, kbase, n, m, pat, at, delta)
       big = true
     end
   end
-  if not big and (cur[1] or first ~= tonumber(delta)) then
+  local opened = not big and (cur[1] or first ~= tonumber(delta))
+  if opened then
     local t = {}
     for j = 0, m - 1 do
       t[j + 1] = ARGV[pat + j] .. ':' .. ARGV[at + j]
@@ -259,7 +260,7 @@ local function fold_sum_open(undo, pend, cur, kbase, n, m, pat, at, delta)
     undo[#undo + 1] = {pend, 't', false}
     redis.call('HSET', pend, 's', ARGV[at], 'b', '0', 't', table.concat(t, ' '))
   end
-  return nil, r
+  return nil, r, opened
 end
 
 -- Sums: after a direct write left `r` (a number) in `field` of hash `key`
