@@ -100,12 +100,10 @@ impl RedisSliceStore {
     /// `None` when the batch is another write or the call found the
     /// pending slice elsewhere (it wrote nothing: the full call follows).
     async fn apply_short(&self, keys: SpaceKeys<'_>, batch: &Batch) -> Result<Option<Applied>> {
-        let Some((cmd, pending, field)) = short_call(&self.short, keys, batch)? else {
+        let seen = |pending: &str, field| self.pending_seen(pending) == Some(field);
+        let Some((cmd, pending)) = short_call(&self.short, keys, batch, seen)? else {
             return Ok(None);
         };
-        if self.pending_seen(&pending) != Some(field) {
-            return Ok(None);
-        }
         match self.redis.eval_cmd(&self.short, &cmd).await {
             Ok(Reply::Int(2)) => Ok(Some(Applied::Written)),
             Ok(Reply::Int(0)) => Ok(Some(Applied::Duplicate)),

@@ -58,12 +58,15 @@ pub(super) struct ApplyCall<'a> {
 /// this write's finest slice: KEYS the lane's record (if any) and the
 /// pending slice, ARGV whether there is a record, the sequence number, the
 /// finest precision, the finest cell's field and the delta. `None` for any
-/// other batch. Answers also the pending slice's key and the field.
+/// other batch, or when `seen` (given the pending slice's key and the
+/// field) says the client did not see the pending slice there: the call
+/// is built only when it will be sent. Answers also the key.
 pub(super) fn short_call(
     script: &Script,
     keys: SpaceKeys<'_>,
     batch: &Batch,
-) -> Result<Option<(redis::Cmd, String, u64)>> {
+    seen: impl FnOnce(&str, u64) -> bool,
+) -> Result<Option<(redis::Cmd, String)>> {
     let [write] = batch.writes.as_slice() else {
         return Ok(None);
     };
@@ -77,6 +80,9 @@ pub(super) fn short_call(
     let shard = keys.shard(name);
     let pending = keys.pending(name);
     let field = keys.field(finest.precision, finest.slice)?;
+    if !seen(&pending, field) {
+        return Ok(None);
+    }
     let mut cmd = super::super::evalsha(script, 1 + usize::from(batch.seq.is_some()));
     if let Some(seq) = &batch.seq {
         cmd.arg(keys.writer(seq, shard));
@@ -87,7 +93,7 @@ pub(super) fn short_call(
         .arg(finest.precision)
         .arg(field)
         .arg(delta);
-    Ok(Some((cmd, pending, field)))
+    Ok(Some((cmd, pending)))
 }
 
 /// Builds the EVALSHA of `script` (`engine_apply.lua` for `kind`) for

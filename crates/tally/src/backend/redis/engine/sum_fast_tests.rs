@@ -182,7 +182,7 @@ async fn the_fast_path_does_what_the_full_path_does() {
         }
         // The short call of a one-counter write: what the full path does
         // where the fast path takes the write, else nothing (3).
-        if let Some((cmd, _, _)) = short_call(&store.short, keys, call).unwrap() {
+        if let Some((cmd, _)) = short_call(&store.short, keys, call, |_, _| true).unwrap() {
             restore(&mut conn, &saved).await;
             let mut eval = redis::cmd("EVAL");
             eval.arg(SHORT_LUA);
