@@ -190,6 +190,20 @@ end
 -- could not come out below it).
 local M = 9007199254740992
 
+-- x and y each plus the integer text v, or nil when v or either sum
+-- leaves (-M, M) (small's check: the caller then takes exact).
+local function add_small(v, x, y)
+  local a = tonumber(v)
+  if a >= M or a <= -M then
+    return nil
+  end
+  x, y = x + a, y + a
+  if x >= M or x <= -M or y >= M or y <= -M then
+    return nil
+  end
+  return x, y
+end
+
 -- One entity in plain numbers, without a table of its own; false (before
 -- any write) when a value is not an integer below 2^53 or a sum would
 -- reach 2^53, for `exact` to take it. Only called when no entity of the
@@ -236,12 +250,8 @@ local function small(views, mark, flat, n, before, first)
     end
   end
   if not applied and before ~= '0' then
-    local b = tonumber(before)
-    if b >= M or b <= -M then
-      return false
-    end
-    total, fold = total + b, fold + b
-    if total >= M or total <= -M or fold >= M or fold <= -M then
+    total, fold = add_small(before, total, fold)
+    if not total then
       return false
     end
   end
@@ -260,12 +270,8 @@ local function small(views, mark, flat, n, before, first)
       end
     end
     if not applied then
-      local add = tonumber(ARGV[first + 2 * j - 1])
-      if add >= M or add <= -M then
-        return false
-      end
-      count, total = count + add, total + add
-      if count >= M or count <= -M or total >= M or total <= -M then
+      count, total = add_small(ARGV[first + 2 * j - 1], count, total)
+      if not count then
         return false
       end
     end
