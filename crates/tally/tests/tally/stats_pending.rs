@@ -13,9 +13,7 @@ use tally::stats::{Observation, SliceSummary};
 use tally::{Error, Stats, StatsSettings};
 
 per_backend!(
-    redis_default_layout(Kind::RedisDefault),
-    redis_compact_layout(Kind::RedisCompact):
-    an_observation_waits_in_its_pending_slice,
+    stats_pending: an_observation_waits_in_its_pending_slice,
     a_failed_call_leaves_the_pending_slices_as_they_were,
     a_pending_slice_outlives_a_change_of_precisions,
 );

@@ -538,6 +538,14 @@ macro_rules! per_backend {
             $($test),*
         );
     };
+    // The layouts whose statistics wait in a pending slice.
+    (stats_pending: $($test:ident),* $(,)?) => {
+        $crate::per_backend!(
+            redis_default_layout($crate::common::Kind::RedisDefault),
+            redis_compact_layout($crate::common::Kind::RedisCompact):
+            $($test),*
+        );
+    };
     (server: $($test:ident),* $(,)?) => {
         $crate::per_backend!(
             sqlite($crate::common::Kind::SqliteMemory),
