@@ -181,7 +181,7 @@ end
 -- with all of them stays below 2^53 and far from infinite sums, as every
 -- merge of them in order does. Any other write merges the queue and the
 -- delta into `b` in order, as the merges one by one would have done.
-local STATS_QUEUE_BYTES = 4096
+local STATS_QUEUE_BYTES = 2048
 local STATS_QUEUE_COUNT = 1099511627776 -- 2^40
 local STATS_QUEUE_BASE = 4503599627370496 -- 2^52
 local STATS_QUEUE_SUM = 1e300
