@@ -223,7 +223,7 @@ end
 -- deltas of its queue `q` (false or nil: none) merged in, in order, as a
 -- table; or nil and the error reply.
 local function stats_pending_value(b, q)
-  local o, err = stats_blob(b, 'pending value', true)
+  local o, err = stats_blob(b, 'stored value', true)
   if not o or stats_queue_empty(q) then
     return o, err
   end
@@ -249,7 +249,12 @@ local function stats_format(blob, format)
   if string.byte(blob, 1) == 0x9d then
     return '\157' .. string.char(format) .. string.sub(blob, 3)
   end
-  local t = cmsgpack.unpack(blob)
+  -- (Not a blob this code writes: as it is when it is no statistic, for
+  -- the merge that takes it to say so.)
+  local t = stats_blob(blob, 'stored value', true)
+  if not t then
+    return blob
+  end
   t[1] = format
   return cmsgpack.pack(t)
 end
