@@ -501,3 +501,206 @@ fn lua_merge_cost_per_call() {
         assert!(cost > 0.0 && merge > 0.0);
     }
 }
+
+const ENGINE_UNDO: &str = include_str!("../../src/backend/redis/lua/engine_undo.lua");
+const STATS_FOLD: &str = include_str!("../../src/backend/redis/lua/stats_fold.lua");
+
+/// `stats_fold.lua` for statistics, after what it needs.
+fn with_stats_fold(body: &str) -> Script {
+    Script::new(&format!(
+        "{ENGINE_UNDO}{KIND_STATS}local FOLD_SUMS = false\n{STATS_FOLD}\n{body}"
+    ))
+}
+
+/// Writes each delta of ARGV as `engine_apply.lua` writes one statistic's
+/// observations of one second: into the pending slice KEYS[1] (fold_same,
+/// else fold_open), folding into field 100 of KEYS[2] (precision 1).
+/// Returns how many waited in the slice's queue and how many were merged
+/// into its value (or opened it).
+fn pending_writes_script() -> Script {
+    with_stats_fold(
+        "local undo, queued, merged = {}, 0, 0\n\
+         for i = 1, #ARGV do\n\
+           local cur = fold_read(KEYS[1])\n\
+           local before = cur[4] and #cur[4] or -1\n\
+           local same, e = fold_same(undo, KEYS[1], cur, '1', '100', ARGV[i])\n\
+           if not same and not e then\n\
+             e = fold_open(undo, KEYS[1], cur, {KEYS[2]}, {'1'}, {'100'}, ARGV[i])\n\
+           end\n\
+           if e then return redis.error_reply(e) end\n\
+           local q = redis.call('HGET', KEYS[1], 'q')\n\
+           if before >= 0 and q and #q > before then queued = queued + 1 else merged = merged + 1 end\n\
+         end\n\
+         return {queued, merged}",
+    )
+}
+
+/// The cleaner's fold (`engine_fold.lua`'s fold_pending) of the pending
+/// slice KEYS[1] into KEYS[2]; returns what field 100 of KEYS[2] holds.
+fn pending_fold_script() -> Script {
+    with_stats_fold(
+        "local e = fold_pending({}, KEYS[1], {KEYS[2]}, {'1'})\n\
+         if e then return redis.error_reply(e) end\n\
+         return redis.call('HGET', KEYS[2], '100')",
+    )
+}
+
+/// `merge_stats` of every delta of ARGV in turn, from nothing: what the
+/// pending slice held before its queue.
+fn merges_one_by_one_script() -> Script {
+    Script::new(&format!(
+        "{KIND_STATS}\nlocal b = false\n\
+         for i = 1, #ARGV do\n\
+           b = merge_stats(b, ARGV[i])\n\
+           if type(b) == 'table' then return b end\n\
+         end\n\
+         return b"
+    ))
+}
+
+/// A delta as the store's writes send them: mostly one observation, at
+/// times a bigger statistic (another bucket bound, or none), a weight too
+/// big to queue, or (when `wild`) a value whose square is too big to queue
+/// (and whose slice then keeps no queue).
+fn random_delta(rng: &mut StdRng, alpha: f64, wild: bool) -> StatsValue {
+    let settings = SketchSettings::new(alpha, 2048).unwrap();
+    let mut d = StatsValue::new(settings);
+    match rng.random_range(0..100) {
+        0..=4 => {
+            let settings = random_settings(rng, alpha);
+            return random_stats(rng, settings);
+        }
+        5 => d.record_weighted(3.0, 1 << 41).unwrap(),
+        6 if wild => d.record(-1e151).unwrap(),
+        _ => {
+            let mu = rng.random_range(-2.0..6.0);
+            d.record(lognormal(rng, mu, 1.0)).unwrap();
+        }
+    }
+    d
+}
+
+/// Issue 20 §3: a statistic's writes into its pending slice wait in its
+/// queue and are merged (when the queue is full, or by the fold) in the
+/// order written, so the value read (Rust: value and queue) and the value
+/// folded (Lua) are byte for byte those of merging every write at once, as
+/// the pending slice did before its queue. The pending value is format 2.
+#[test]
+fn lua_stats_queue_then_fold_writes_the_bytes_of_merges_one_by_one() {
+    let (_server, mut conn) = redis();
+    let (writes, fold, one_by_one) = (
+        pending_writes_script(),
+        pending_fold_script(),
+        merges_one_by_one_script(),
+    );
+    let mut rng = StdRng::seed_from_u64(0x9e11);
+    let (mut queued, mut merged) = (0, 0);
+    for round in 0..60 {
+        let alpha = [0.01, 0.02, 0.001][round % 3];
+        let n = if round % 10 == 0 {
+            1
+        } else {
+            rng.random_range(2..400)
+        };
+        let deltas: Vec<Vec<u8>> = (0..n)
+            .map(|_| random_delta(&mut rng, alpha, round % 4 == 3).to_bytes())
+            .collect();
+        let _: () = redis::cmd("DEL")
+            .arg("pend")
+            .arg("slices")
+            .query(&mut conn)
+            .unwrap();
+        let (q, m): (u64, u64) = writes
+            .key("pend")
+            .key("slices")
+            .arg(&deltas)
+            .invoke(&mut conn)
+            .unwrap();
+        queued += q;
+        merged += m;
+        let mut expected = StatsValue::identity();
+        for d in &deltas {
+            expected.merge(&StatsValue::decode(d).unwrap()).unwrap();
+        }
+        let (value, queue): (Vec<u8>, Option<Vec<u8>>) = redis::cmd("HMGET")
+            .arg("pend")
+            .arg("b")
+            .arg("q")
+            .query(&mut conn)
+            .unwrap();
+        assert_eq!(&value[..2], &[0x9d, 2], "round {round}: format 2");
+        let read = StatsValue::decode_pending(&value, queue.as_deref()).unwrap();
+        assert_eq!(read.to_bytes(), expected.to_bytes(), "round {round}: read");
+        let folded: Vec<u8> = fold.key("pend").key("slices").invoke(&mut conn).unwrap();
+        let before: Vec<u8> = one_by_one.arg(&deltas).invoke(&mut conn).unwrap();
+        assert_eq!(folded, before, "round {round}: folded");
+        assert_eq!(folded, expected.to_bytes(), "round {round}: folded");
+        let left: bool = redis::cmd("EXISTS").arg("pend").query(&mut conn).unwrap();
+        assert!(!left, "round {round}: the fold took the pending slice");
+    }
+    println!("{queued} writes queued, {merged} merged");
+    assert!(queued > 5000, "too few writes queued: {queued}");
+    assert!(merged > 300, "too few writes merged: {merged}");
+}
+
+/// A write the queue cannot take is merged as before, and refused as
+/// before: another accuracy, a count past 2^53. An older Tally, which reads
+/// and merges format 1 only, fails on the pending value of format 2
+/// instead of reading it without its queue.
+#[test]
+fn lua_stats_queue_refuses_what_the_merge_refuses() {
+    let (_server, mut conn) = redis();
+    let writes = pending_writes_script();
+    let mut one = StatsValue::default();
+    one.record(1.0).unwrap();
+    let mut coarse = StatsValue::new(SketchSettings::new(0.02, 2048).unwrap());
+    coarse.record(1.0).unwrap();
+    let err = writes
+        .key("pend")
+        .key("slices")
+        .arg(one.to_bytes())
+        .arg(one.to_bytes())
+        .arg(coarse.to_bytes())
+        .invoke::<(u64, u64)>(&mut conn)
+        .unwrap_err();
+    assert_eq!(
+        error_line(&err),
+        "TALLY_FAILED stats: relative accuracy 0.02 differs from the stored 0.01"
+    );
+    let mut big = StatsValue::default();
+    big.record_weighted(1.0, (1 << 53) - 1).unwrap();
+    let err = writes
+        .key("pend")
+        .key("slices")
+        .arg(big.to_bytes())
+        .invoke::<(u64, u64)>(&mut conn)
+        .unwrap_err();
+    assert_eq!(error_line(&err), "TALLY_OVERFLOW stats count");
+    // What an older Tally reads and merges.
+    let value: Vec<u8> = redis::cmd("HGET")
+        .arg("pend")
+        .arg("b")
+        .query(&mut conn)
+        .unwrap();
+    let e = StatsValue::decode(&value).unwrap_err().to_string();
+    assert!(e.contains("format"), "{e}");
+    let merge = stats_script();
+    let err = merge
+        .arg(&value)
+        .arg(one.to_bytes())
+        .invoke::<Vec<u8>>(&mut conn)
+        .unwrap_err();
+    assert_eq!(
+        error_line(&err),
+        "TALLY_FAILED stats: the stored value is not a statistic"
+    );
+    let err = merge
+        .arg(one.to_bytes())
+        .arg(&value)
+        .invoke::<Vec<u8>>(&mut conn)
+        .unwrap_err();
+    assert_eq!(
+        error_line(&err),
+        "TALLY_FAILED stats: the delta is not a statistic"
+    );
+}

@@ -3,12 +3,17 @@
 //! statistic's pending slice, which the next second's write folds into
 //! every precision; what the store keeps is checked key by key, reads see
 //! the pending slice at every precision, a failed call leaves nothing, and
-//! deleting a statistic takes its pending slice with it.
+//! deleting a statistic takes its pending slice with it. Observations of
+//! the pending second wait in its queue (`q`) and the value (`b`) is of
+//! format 2; a pending slice of format 1 without a queue, as the commit
+//! before the queue wrote it, reads and takes writes the same.
 
 use crate::common;
 
 use common::{Fixture, Kind, T0};
 use redis::AsyncCommands;
+use tally::engine::Codec;
+use tally::engine::kinds::StatsValue;
 use tally::stats::{Observation, SliceSummary};
 use tally::{Error, Stats, StatsSettings};
 
@@ -16,6 +21,9 @@ per_backend!(
     stats_pending: an_observation_waits_in_its_pending_slice,
     a_failed_call_leaves_the_pending_slices_as_they_were,
     a_pending_slice_outlives_a_change_of_precisions,
+    a_pending_slice_written_before_its_queue_reads_and_takes_writes,
+    a_failed_call_takes_back_what_it_queued,
+    the_cleaner_folds_the_queue,
 );
 
 fn settings() -> StatsSettings {
@@ -73,7 +81,7 @@ async fn an_observation_waits_in_its_pending_slice(kind: Kind) {
     let pending: Vec<String> = raw.keys("*:pend:lat").await.unwrap();
     assert_eq!(pending.len(), 1, "{pending:?}");
     let pend = pending[0].clone();
-    assert_eq!(fields(&mut raw, &pend).await, vec!["b", "s", "t"]);
+    assert_eq!(fields(&mut raw, &pend).await, vec!["b", "q", "s", "t"]);
     let stored: Vec<String> = raw.keys("*lat").await.unwrap();
     assert_eq!(stored, vec![pend.clone()], "only the pending slice is kept");
     // Reads add it at every precision.
@@ -181,4 +189,138 @@ async fn a_pending_slice_outlives_a_change_of_precisions(kind: Kind) {
     now.record_at("lat", 20.0, T0 + 1.0).await.unwrap();
     assert_eq!(slices(&now, "lat", 5).await, vec![(five, 1, 20.0)]);
     assert_eq!(slices(&now, "lat", 60).await, vec![(minute, 2, 30.0)]);
+}
+
+/// The one pending slice's key.
+async fn pending_key(raw: &mut redis::aio::MultiplexedConnection, name: &str) -> String {
+    let pending: Vec<String> = raw.keys(format!("*:pend:{name}")).await.unwrap();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    pending[0].clone()
+}
+
+/// Statistics written by the commit before the queue (issue 20 §3) keep a
+/// pending value of format 1 and no queue: they read the same, and writes
+/// into that slice merge it (now of format 2, with a queue), queue, and fold
+/// as for any other.
+async fn a_pending_slice_written_before_its_queue_reads_and_takes_writes(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let stats = f.stats(settings()).await;
+    let mut raw = f.raw().await;
+    let second = T0.floor() as u64;
+    let minute = second - second % 60;
+    stats.record_at("lat", 5.0, T0 - 1.0).await.unwrap();
+    stats.record_at("lat", 10.0, T0).await.unwrap();
+    stats.record_at("lat", 20.0, T0 + 0.2).await.unwrap();
+    // The pending slice as the commit before wrote it: its value merged, of
+    // format 1 (the stored slices' bytes), no queue.
+    let pend = pending_key(&mut raw, "lat").await;
+    let (value, queue): (Vec<u8>, Option<Vec<u8>>) = redis::cmd("HMGET")
+        .arg(&pend)
+        .arg("b")
+        .arg("q")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(&value[..2], &[0x9d, 2], "a pending value of format 2");
+    assert!(queue.is_some(), "the second observation waits in the queue");
+    let merged = StatsValue::decode_pending(&value, queue.as_deref()).unwrap();
+    let old = merged.to_bytes();
+    assert_eq!(&old[..2], &[0x9d, 1]);
+    let _: () = raw.hset(&pend, "b", &old).await.unwrap();
+    let _: () = raw.hdel(&pend, "q").await.unwrap();
+    assert_eq!(fields(&mut raw, &pend).await, vec!["b", "s", "t"]);
+    assert_eq!(
+        slices(&stats, "lat", 1).await,
+        vec![(second - 1, 1, 5.0), (second, 2, 30.0)]
+    );
+    assert_eq!(slices(&stats, "lat", 60).await, vec![(minute, 3, 35.0)]);
+    // A write into it merges it, of format 2 with a queue; the next waits.
+    stats.record_at("lat", 7.0, T0 + 0.3).await.unwrap();
+    let value: Vec<u8> = raw.hget(&pend, "b").await.unwrap();
+    assert_eq!(&value[..2], &[0x9d, 2]);
+    assert_eq!(fields(&mut raw, &pend).await, vec!["b", "q", "s", "t"]);
+    stats.record_at("lat", 1.0, T0 + 0.4).await.unwrap();
+    assert_eq!(
+        slices(&stats, "lat", 1).await,
+        vec![(second - 1, 1, 5.0), (second, 4, 38.0)]
+    );
+    // The next second folds it, queue and all.
+    stats.record_at("lat", 2.0, T0 + 1.0).await.unwrap();
+    assert_eq!(
+        slices(&stats, "lat", 1).await,
+        vec![
+            (second - 1, 1, 5.0),
+            (second, 4, 38.0),
+            (second + 1, 1, 2.0)
+        ]
+    );
+    assert_eq!(slices(&stats, "lat", 60).await, vec![(minute, 6, 45.0)]);
+}
+
+/// A failed call takes back the observations it put in a queue.
+async fn a_failed_call_takes_back_what_it_queued(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let stats = f.stats(settings()).await;
+    let mut raw = f.raw().await;
+    let max = 1u64 << 53;
+    stats
+        .record_many(&[
+            Observation::new("z-big", 1.0).at(T0).weight(max),
+            Observation::new("a-small", 1.0).at(T0),
+        ])
+        .await
+        .unwrap();
+    stats.record_at("a-small", 3.0, T0 + 0.1).await.unwrap();
+    let pend = pending_key(&mut raw, "a-small").await;
+    let queue: Vec<u8> = raw.hget(&pend, "q").await.unwrap();
+    let before: Vec<String> = raw.keys("*").await.unwrap();
+    let held = snapshot(&mut raw, &before).await;
+    // a-small's observation waits in its queue, then z-big's count
+    // overflows: the call is refused whole.
+    let e = stats
+        .record_many(&[
+            Observation::new("a-small", 2.0).at(T0 + 0.2),
+            Observation::new("z-big", 1.0).at(T0),
+        ])
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidCount(_)), "{e}");
+    assert_eq!(raw.hget::<_, _, Vec<u8>>(&pend, "q").await.unwrap(), queue);
+    assert_eq!(
+        snapshot(&mut raw, &before).await,
+        held,
+        "every key as it was"
+    );
+    assert_eq!(
+        slices(&stats, "a-small", 1).await,
+        vec![(T0.floor() as u64, 2, 4.0)]
+    );
+}
+
+/// The cleaner folds a pending slice's queue with its value.
+async fn the_cleaner_folds_the_queue(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let stats = f.stats(settings()).await;
+    let mut raw = f.raw().await;
+    let second = T0.floor() as u64;
+    let minute = second - second % 60;
+    for (i, x) in [10.0, 20.0, 30.0].into_iter().enumerate() {
+        stats
+            .record_at("lat", x, T0 + 0.1 * i as f64)
+            .await
+            .unwrap();
+    }
+    let pend = pending_key(&mut raw, "lat").await;
+    let queue: Vec<u8> = raw.hget(&pend, "q").await.unwrap();
+    let value: Vec<u8> = raw.hget(&pend, "b").await.unwrap();
+    let waiting = StatsValue::decode_pending(&value, Some(&queue)).unwrap();
+    assert_eq!(waiting.count(), 3);
+    assert_eq!(StatsValue::decode_pending(&value, None).unwrap().count(), 1);
+    let mut cleaner = f.cleaner_of(&stats);
+    f.clock.advance(30.0);
+    cleaner.pass().await.unwrap();
+    let left: Vec<String> = raw.keys("*:pend:*").await.unwrap();
+    assert!(left.is_empty(), "the cleaner folded it: {left:?}");
+    assert_eq!(slices(&stats, "lat", 1).await, vec![(second, 3, 60.0)]);
+    assert_eq!(slices(&stats, "lat", 60).await, vec![(minute, 3, 60.0)]);
 }

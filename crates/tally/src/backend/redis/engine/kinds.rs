@@ -6,7 +6,7 @@
 use redis::Value as Reply;
 
 use super::read::{reply_bytes, sum_of};
-use crate::engine::kinds::{DistinctValue, Hll};
+use crate::engine::kinds::{DistinctValue, Hll, StatsValue};
 use crate::engine::store::check_stored;
 use crate::engine::{Kind, Value};
 use crate::error::{Error, Result};
@@ -41,6 +41,9 @@ pub(super) struct KindStore {
     pub encode: fn(&Value, &mut Vec<u8>),
     /// A stored value from a hash field's reply.
     pub parse: fn(&Reply) -> std::result::Result<Value, String>,
+    /// A pending slice's value (`stats_fold.lua`) from the replies of its
+    /// fields `b` and `q`, for a kind that has them.
+    pub parse_pending: fn(&Reply, &Reply) -> std::result::Result<Value, String>,
 }
 
 /// Every kind this store keeps.
@@ -55,6 +58,10 @@ pub(super) const KINDS: [KindStore; 4] = [
         fold: true,
         encode: Value::encode,
         parse: |v| sum_of(v).map(Value::Sum),
+        parse_pending: |b, q| {
+            no_queue(q)?;
+            sum_of(b).map(Value::Sum)
+        },
     },
     KindStore {
         kind: Kind::Stats,
@@ -66,6 +73,15 @@ pub(super) const KINDS: [KindStore; 4] = [
         fold: true,
         encode: Value::encode,
         parse: |v| parse_blob(Kind::Stats, v),
+        parse_pending: |b, q| {
+            let q = match q {
+                Reply::Nil => None,
+                q => Some(reply_bytes(q, "a queue")?),
+            };
+            StatsValue::decode_pending(reply_bytes(b, "a value")?, q)
+                .map(|v| Value::Stats(Box::new(v)))
+                .map_err(|e| e.to_string())
+        },
     },
     KindStore {
         kind: Kind::Gauge,
@@ -77,6 +93,7 @@ pub(super) const KINDS: [KindStore; 4] = [
         fold: false,
         encode: Value::encode,
         parse: |v| parse_blob(Kind::Gauge, v),
+        parse_pending: no_pending,
     },
     // Registers go as Redis's own HyperLogLog, for PFMERGE, and are kept
     // as Redis's own HyperLogLog strings.
@@ -97,8 +114,22 @@ pub(super) const KINDS: [KindStore; 4] = [
                 .map(|h| Value::Distinct(Box::new(DistinctValue::Registers(Box::new(h)))))
                 .map_err(|e| e.to_string())
         },
+        parse_pending: no_pending,
     },
 ];
+
+/// The `parse_pending` of a kind without pending slices.
+fn no_pending(_: &Reply, _: &Reply) -> std::result::Result<Value, String> {
+    Err("this kind keeps no pending slice".into())
+}
+
+/// Fails unless a pending slice's `q` is absent (only statistics queue).
+pub(super) fn no_queue(q: &Reply) -> std::result::Result<(), String> {
+    match q {
+        Reply::Nil => Ok(()),
+        other => Err(format!("it holds {other:?} as q, which only a statistic has")),
+    }
+}
 
 /// A kept blob of `kind`, decoded by its codec.
 fn parse_blob(kind: Kind, v: &Reply) -> std::result::Result<Value, String> {

@@ -18,12 +18,14 @@ type Pending<T> = (u64, T, Vec<u64>);
 
 impl RedisSliceStore {
     pub(super) async fn read_slices(&self, read: SliceRead<'_>) -> Result<Vec<Vec<Slices>>> {
-        let parse = kinds::of(read.space.kind)?.parse;
+        let kind = kinds::of(read.space.kind)?;
+        let parse = kind.parse;
         let stored = self.read_with(read, |reply, sel, start| parse_hash(reply, sel, start, parse));
         if !self.layout.space_keys(read.space).folds(read.space.kind) {
             return stored.await;
         }
-        let (mut slices, pending) = futures::try_join!(stored, self.read_pending(read, parse))?;
+        let (mut slices, pending) =
+            futures::try_join!(stored, self.read_pending(read, kind.parse_pending))?;
         add_pending(read, &mut slices, pending, |a, b| a.merge(b))?;
         Ok(slices)
     }
@@ -36,7 +38,11 @@ impl RedisSliceStore {
         if !self.layout.space_keys(read.space).folds(read.space.kind) {
             return stored.await;
         }
-        let (mut slices, pending) = futures::try_join!(stored, self.read_pending(read, sum_of))?;
+        let pending = self.read_pending(read, |b, q| {
+            kinds::no_queue(q)?;
+            sum_of(b)
+        });
+        let (mut slices, pending) = futures::try_join!(stored, pending)?;
         let name = read.space.noun();
         add_pending(read, &mut slices, pending, |a, b| {
             *a = a.checked_add(*b).ok_or_else(|| {
@@ -48,13 +54,14 @@ impl RedisSliceStore {
     }
 
     /// Each series' pending slice (`stats_fold.lua`): the second its finest
-    /// slice starts at, its value (parsed by `parse`) and the precisions it
-    /// folds into (its `t`), `None` when it has none; one HMGET per series,
-    /// one pipeline per slot, sent beside the slices' reads.
+    /// slice starts at, its value (parsed by `parse` from its `b` and `q`, a
+    /// statistic's queue) and the precisions it folds into (its `t`), `None`
+    /// when it has none; one HMGET per series, one pipeline per slot, sent
+    /// beside the slices' reads.
     async fn read_pending<T>(
         &self,
         read: SliceRead<'_>,
-        parse: impl Fn(&Reply) -> std::result::Result<T, String>,
+        parse: impl Fn(&Reply, &Reply) -> std::result::Result<T, String>,
     ) -> Result<Vec<Option<Pending<T>>>> {
         let keys = self.layout.space_keys(read.space);
         let finest = read
@@ -67,7 +74,7 @@ impl RedisSliceStore {
             .iter()
             .map(|key| {
                 let mut pipe = redis::pipe();
-                pipe.cmd("HMGET").arg(key).arg("s").arg("b").arg("t");
+                pipe.cmd("HMGET").arg(key).arg("s").arg("b").arg("t").arg("q");
                 pipe
             })
             .collect();
@@ -82,7 +89,7 @@ impl RedisSliceStore {
                 };
                 match fields.as_slice() {
                     [Reply::Nil, ..] => Ok(None),
-                    [field, blob, folds_into] => {
+                    [field, blob, folds_into, queue] => {
                         let field: u64 = reply_number(field, "a slice").map_err(corrupt)?;
                         // A compact field names its own precision (the
                         // finest when it was written, whatever it is now).
@@ -96,7 +103,7 @@ impl RedisSliceStore {
                             .map(|pf| pf.split(':').next().and_then(|p| p.parse().ok()))
                             .collect::<Option<Vec<u64>>>()
                             .ok_or_else(|| corrupt("its t is not <precision>:<field>".into()))?;
-                        Ok(Some((second, parse(blob).map_err(corrupt)?, folds_into)))
+                        Ok(Some((second, parse(blob, queue).map_err(corrupt)?, folds_into)))
                     }
                     other => Err(corrupt(format!("HMGET answered {other:?}"))),
                 }

@@ -302,7 +302,7 @@ if pending then
       end
     else
       local p, f = ARGV[pat], ARGV[pairs_at]
-      local cur = redis.call('HMGET', KEYS[pend], 's', 'b', 't')
+      local cur = fold_read(KEYS[pend])
       local same, e = fold_same(undo, KEYS[pend], cur, p, f, delta)
       local cell = nil
       if same and FOLD_SUMS then

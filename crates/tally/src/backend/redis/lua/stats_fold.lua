@@ -14,6 +14,10 @@
 --      decimal integer)
 --   t  where that slice folds: `<precision>:<field>` for every precision,
 --      finest first, separated by spaces
+--   q  statistics only: the queue of deltas written into the slice since
+--      `b` was last merged (kind_stats.lua's stats_queue_*), absent when
+--      the slice keeps none; `b` is then of format 2 (an older Tally fails
+--      on it rather than miss the queue)
 -- A write that opens a later finest slice first folds the pending value into
 -- every precision's slice (`t`), then starts the new one; a write older than
 -- the pending slice goes to every precision at once; the cleaner folds
@@ -76,6 +80,26 @@ local function fold_undo(undo)
   end
 end
 
+-- What the pending slice `pend` holds, as the functions below take it
+-- (`cur`): its s, b and t, and for statistics its q, with b not read
+-- (nil) until a fold or a merge asks for it (fold_b): a write into the
+-- slice pending only appends to q.
+local function fold_read(pend)
+  if FOLD_SUMS then
+    return redis.call('HMGET', pend, 's', 'b', 't')
+  end
+  local r = redis.call('HMGET', pend, 's', 't', 'q')
+  return {r[1], nil, r[2], r[3]}
+end
+
+-- The b of `cur` (fold_read), read now when it was not.
+local function fold_b(pend, cur)
+  if cur[2] == nil then
+    cur[2] = redis.call('HGET', pend, 'b')
+  end
+  return cur[2]
+end
+
 -- Merges `delta` into `field` of hash `key`; nil, or the error's text.
 local function fold_merge(undo, key, field, delta)
   if FOLD_SUMS then
@@ -107,10 +131,26 @@ local function fold_held(undo, pend, keys, precisions, cur)
   end
   -- (A sum's pending slice opens at 0: nothing to fold then.)
   local nothing = FOLD_SUMS and cur[2] == '0'
+  local value = cur[2]
+  if not FOLD_SUMS then
+    -- A statistic's value with its queue merged in, of format 1 as
+    -- every precision's slices keep it.
+    local b, q = fold_b(pend, cur), cur[4]
+    if not stats_queue_empty(q) then
+      local t, err = stats_pending_value(b, q)
+      if not t then
+        return err.err
+      end
+      t[1] = 1
+      value = cmsgpack.pack(t)
+    else
+      value = stats_format(b, 1)
+    end
+  end
   for p, f in string.gmatch(nothing and '' or cur[3] or '', '(%d+):(%d+)') do
     for i = 1, #keys do
       if precisions[i] == p then
-        local e = fold_merge(undo, keys[i], f, cur[2])
+        local e = fold_merge(undo, keys[i], f, value)
         if e then
           return e
         end
@@ -121,13 +161,16 @@ local function fold_held(undo, pend, keys, precisions, cur)
   undo[#undo + 1] = {pend, 's', cur[1]}
   undo[#undo + 1] = {pend, 'b', cur[2]}
   undo[#undo + 1] = {pend, 't', cur[3]}
+  if not FOLD_SUMS then
+    undo[#undo + 1] = {pend, 'q', cur[4]}
+  end
   redis.call('DEL', pend)
   return nil
 end
 
 -- fold_held of what `pend` holds now.
 local function fold_pending(undo, pend, keys, precisions)
-  return fold_held(undo, pend, keys, precisions, redis.call('HMGET', pend, 's', 'b', 't'))
+  return fold_held(undo, pend, keys, precisions, fold_read(pend))
 end
 
 -- A write of `delta` through the pending slice `pend` (`cur`: what HMGET of
@@ -158,12 +201,40 @@ local function fold_same(undo, pend, cur, precision, field, delta)
     undo[#undo + 1] = {pend, 'b', nil, delta, true}
     return true, nil
   end
-  local b = merge_stats(cur[2], delta)
-  if type(b) == 'table' then
-    return true, b.err
+  -- A statistic: the delta waits in the slice's queue when it can (the
+  -- common write: no sketch decoded), else the queue and the delta are
+  -- merged into b, in order.
+  local q = cur[4]
+  if stats_queue_takes(q, delta) then
+    undo[#undo + 1] = {pend, 'q', q}
+    redis.call('HSET', pend, 'q', q .. delta)
+    return true, nil
   end
-  undo[#undo + 1] = {pend, 'b', cur[2]}
-  redis.call('HSET', pend, 'b', b)
+  local d, err = stats_blob(delta, 'delta')
+  if not d then
+    return true, err.err
+  end
+  local b = fold_b(pend, cur)
+  local t
+  t, err = stats_pending_value(b, q)
+  if t then
+    t, err = stats_merge_values(t, d)
+  end
+  if not t then
+    return true, err.err
+  end
+  t[1] = 2
+  local new = stats_queue_new(t)
+  undo[#undo + 1] = {pend, 'b', b}
+  undo[#undo + 1] = {pend, 'q', q}
+  if new then
+    redis.call('HSET', pend, 'b', cmsgpack.pack(t), 'q', new)
+  else
+    redis.call('HSET', pend, 'b', cmsgpack.pack(t))
+    if q then
+      redis.call('HDEL', pend, 'q')
+    end
+  end
   return true, nil
 end
 
@@ -188,13 +259,15 @@ local function fold_open(undo, pend, cur, keys, precisions, fields, delta)
     return nil
   end
   -- The new pending value: a sum's delta as sent (an integer Rust
-  -- wrote), a statistic's blob checked by its merge.
-  local checked = delta
+  -- wrote), a statistic's blob checked, as format 2, with a queue when it
+  -- may keep one.
+  local checked, q = delta, false
   if not FOLD_SUMS then
-    checked = merge_stats(false, delta)
-    if type(checked) == 'table' then
-      return checked.err
+    local d, err = stats_blob(delta, 'delta')
+    if not d then
+      return err.err
     end
+    checked, q = stats_format(delta, 2), stats_queue_new(d)
   end
   local e = fold_held(undo, pend, keys, precisions, cur)
   if e then
@@ -207,7 +280,12 @@ local function fold_open(undo, pend, cur, keys, precisions, fields, delta)
   undo[#undo + 1] = {pend, 's', false}
   undo[#undo + 1] = {pend, 'b', false}
   undo[#undo + 1] = {pend, 't', false}
-  redis.call('HSET', pend, 's', f, 'b', checked, 't', table.concat(t, ' '))
+  if q then
+    undo[#undo + 1] = {pend, 'q', false}
+    redis.call('HSET', pend, 's', f, 'b', checked, 't', table.concat(t, ' '), 'q', q)
+  else
+    redis.call('HSET', pend, 's', f, 'b', checked, 't', table.concat(t, ' '))
+  end
   return nil
 end
 

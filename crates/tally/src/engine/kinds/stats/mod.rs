@@ -37,6 +37,14 @@
 //! count (the first one absolute), which keeps the numbers small. Numbers
 //! are written as cmsgpack writes them (see `engine::kinds::msgpack`). An empty
 //! value writes zeros for count, sums, min and max and empty stores.
+//!
+//! A Redis pending slice (`backend/redis/lua/stats_fold.lua`) keeps its
+//! value as the same array with format `2` (so that a Tally from before
+//! format 2 fails on it rather than read it short) and beside it a queue:
+//! the MessagePack number of the value's `alpha`, then the blobs (format 1)
+//! written into the slice since, one after the other
+//! ([`StatsValue::decode_pending`] reads the two; `kind_stats.lua`'s
+//! `stats_pending_value` is its Lua twin).
 
 use super::msgpack::{Reader, Writer};
 use super::sketch::{MAX_COUNT, MAX_MAX_BUCKETS, MIN_MAX_BUCKETS, Sketch, SketchSettings, Store};
@@ -45,6 +53,8 @@ use crate::error::{Error, Result};
 
 /// The encoding's format number.
 const FORMAT: i64 = 1;
+/// The format number of a Redis pending slice's value.
+const FORMAT_PENDING: i64 = 2;
 /// The number of elements of an encoded value.
 const FIELDS: usize = 13;
 
@@ -400,52 +410,89 @@ impl Codec for StatsValue {
 
     fn decode(bytes: &[u8]) -> Result<Self> {
         let mut r = Reader::new(bytes, "statistic");
-        let fields = r.array()?;
-        if fields != FIELDS {
-            return Err(r.corrupt(format!("it has {fields} fields, not {FIELDS}")));
-        }
-        r.int_in("the format", FORMAT, FORMAT)?;
-        let alpha = r.finite("alpha")?;
-        let max_buckets = r.int_in(
-            "max_buckets",
-            i64::from(MIN_MAX_BUCKETS),
-            i64::from(MAX_MAX_BUCKETS),
-        )? as u32;
-        let settings = SketchSettings::remembered(alpha, max_buckets).map_err(|e| r.corrupt(e))?;
-        let count = r.int_in("count", 0, MAX_COUNT as i64)? as u64;
-        let sum = r.finite("sum")?;
-        let sumsq = r.finite("sumsq")?;
-        let min = r.finite("min")?;
-        let max = r.finite("max")?;
-        let zeros = r.int_in("zeros", 0, MAX_COUNT as i64)? as u64;
-        let positive = decode_store(&mut r, max_buckets, "pos_first")?;
-        let negative = decode_store(&mut r, max_buckets, "neg_first")?;
+        let value = read_value(&mut r, FORMAT)?;
         r.finish()?;
-        let sketch =
-            Sketch::from_parts(settings, zeros, positive, negative).map_err(|e| r.corrupt(e))?;
-        if sketch.count() != count {
-            return Err(r.corrupt(format!(
-                "its count {count} differs from its buckets' total {}",
-                sketch.count()
-            )));
-        }
-        if count == 0 {
-            if sum != 0.0 || sumsq != 0.0 || min != 0.0 || max != 0.0 {
-                return Err(r.corrupt("an empty statistic has a non-zero sum, min or max"));
-            }
-        } else if min > max || sumsq < 0.0 {
-            return Err(r.corrupt(format!(
-                "min {min} is above max {max} or sumsq {sumsq} is negative"
-            )));
-        }
-        Ok(StatsValue {
-            sum,
-            sumsq,
-            min,
-            max,
-            sketch,
-        })
+        Ok(value)
     }
+}
+
+impl StatsValue {
+    /// The value of a Redis pending slice: its blob `value` (format 1, as
+    /// a Tally before format 2 wrote it, or 2) with every delta of its
+    /// `queue` (none when `None` or empty) merged in, in their order, as
+    /// `kind_stats.lua` merges them.
+    pub fn decode_pending(value: &[u8], queue: Option<&[u8]>) -> Result<StatsValue> {
+        let mut r = Reader::new(value, "statistic");
+        let mut value = read_value(&mut r, FORMAT_PENDING)?;
+        r.finish()?;
+        let Some(queue) = queue.filter(|q| !q.is_empty()) else {
+            return Ok(value);
+        };
+        let mut r = Reader::new(queue, "statistic's pending queue");
+        r.finite("the queue's alpha")?;
+        while r.finish().is_err() {
+            value.merge(&read_value(&mut r, FORMAT)?)?;
+        }
+        Ok(value)
+    }
+
+    /// The bytes of this value as a Redis pending slice keeps it (format
+    /// 2), and the header of its empty queue.
+    pub fn encode_pending(&self) -> (Vec<u8>, Vec<u8>) {
+        let mut value = self.to_bytes();
+        value[1] = FORMAT_PENDING as u8;
+        let mut header = Vec::new();
+        Writer::new(&mut header).number(self.settings().alpha());
+        (value, header)
+    }
+}
+
+/// One encoded value from `r`, of a format from 1 to `newest`.
+fn read_value(r: &mut Reader<'_>, newest: i64) -> Result<StatsValue> {
+    let fields = r.array()?;
+    if fields != FIELDS {
+        return Err(r.corrupt(format!("it has {fields} fields, not {FIELDS}")));
+    }
+    r.int_in("the format", FORMAT, newest)?;
+    let alpha = r.finite("alpha")?;
+    let max_buckets = r.int_in(
+        "max_buckets",
+        i64::from(MIN_MAX_BUCKETS),
+        i64::from(MAX_MAX_BUCKETS),
+    )? as u32;
+    let settings = SketchSettings::remembered(alpha, max_buckets).map_err(|e| r.corrupt(e))?;
+    let count = r.int_in("count", 0, MAX_COUNT as i64)? as u64;
+    let sum = r.finite("sum")?;
+    let sumsq = r.finite("sumsq")?;
+    let min = r.finite("min")?;
+    let max = r.finite("max")?;
+    let zeros = r.int_in("zeros", 0, MAX_COUNT as i64)? as u64;
+    let positive = decode_store(r, max_buckets, "pos_first")?;
+    let negative = decode_store(r, max_buckets, "neg_first")?;
+    let sketch =
+        Sketch::from_parts(settings, zeros, positive, negative).map_err(|e| r.corrupt(e))?;
+    if sketch.count() != count {
+        return Err(r.corrupt(format!(
+            "its count {count} differs from its buckets' total {}",
+            sketch.count()
+        )));
+    }
+    if count == 0 {
+        if sum != 0.0 || sumsq != 0.0 || min != 0.0 || max != 0.0 {
+            return Err(r.corrupt("an empty statistic has a non-zero sum, min or max"));
+        }
+    } else if min > max || sumsq < 0.0 {
+        return Err(r.corrupt(format!(
+            "min {min} is above max {max} or sumsq {sumsq} is negative"
+        )));
+    }
+    Ok(StatsValue {
+        sum,
+        sumsq,
+        min,
+        max,
+        sketch,
+    })
 }
 
 #[cfg(test)]

@@ -324,6 +324,54 @@ fn malformed_blobs_are_corrupt_and_say_why() {
     }
 }
 
+/// A Redis pending slice: its value of format 2 (or 1, as written before
+/// the queue) and its queue (the accuracy, then deltas of format 1) read as
+/// the deltas merged in order; a format past 2, a queue of anything else,
+/// or a delta of format 2 is corrupt.
+#[test]
+fn pending_values_and_queues_read_as_their_merge() {
+    let (a, b, c) = (of(&[1.0, 2.5]), of(&[-3.0]), of(&[0.0, 7.0, 7.0]));
+    let (value, header) = a.encode_pending();
+    assert_eq!(&value[..2], &[0x9d, 0x02]);
+    assert_eq!(value[2..], a.to_bytes()[2..]);
+    assert_eq!(
+        header,
+        [0xcb, 0x3f, 0x84, 0x7a, 0xe1, 0x47, 0xae, 0x14, 0x7b]
+    );
+    assert!(
+        StatsValue::decode(&value).is_err(),
+        "an older reader refuses it"
+    );
+    let queue = [&header[..], &b.to_bytes(), &c.to_bytes()].concat();
+    let want = merged(&a, &[&b, &c]);
+    for v in [&value, &a.to_bytes()] {
+        assert_eq!(StatsValue::decode_pending(v, Some(&queue)).unwrap(), want);
+        assert_eq!(StatsValue::decode_pending(v, Some(&header)).unwrap(), a);
+        assert_eq!(StatsValue::decode_pending(v, None).unwrap(), a);
+        assert_eq!(StatsValue::decode_pending(v, Some(&[])).unwrap(), a);
+    }
+    let three = [&value[..1], &[0x03], &value[2..]].concat();
+    let bad: Vec<(Vec<u8>, Vec<u8>, &str)> = vec![
+        (three, header.clone(), "the format is 3"),
+        (value.clone(), vec![0x93], "expected a number"),
+        (
+            value.clone(),
+            [&header[..], &b.to_bytes()[..3]].concat(),
+            "does not fit",
+        ),
+        (
+            value.clone(),
+            [&header[..], &value[..]].concat(),
+            "the format is 2",
+        ),
+    ];
+    for (v, q, why) in bad {
+        let err = StatsValue::decode_pending(&v, Some(&q)).unwrap_err();
+        assert!(matches!(err, Error::Corrupt(_)), "{err}");
+        assert!(err.to_string().contains(why), "{err} (wanted {why})");
+    }
+}
+
 #[test]
 fn lognormal_quantiles_are_within_alpha() {
     let mut rng = StdRng::seed_from_u64(7);
