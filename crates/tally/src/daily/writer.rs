@@ -3,8 +3,9 @@
 //!
 //! [`DailyWriter::add`] validates a view exactly as
 //! [`DailyStats::incr_many`] does (the entity id, a count of at least 1,
-//! the time) and merges it into a sharded in-memory table keyed by
-//! (entity, day), with a checked add (a count that would overflow is
+//! the time) and merges it into a sharded in-memory table keyed by entity
+//! (so a view of a waiting entity is merged with nothing allocated), an
+//! entry per (entity, day), with a checked add (a count that would overflow is
 //! refused as bad input and nothing is merged). A background flusher takes
 //! the table every `flush_interval` (or as soon as it holds
 //! `flush_entries` entries), sorts it by entity and writes it in chunks of
@@ -163,15 +164,22 @@ impl DailyWriter {
     /// room when full and so configured.
     pub async fn add(&self, entity: &str, count: i64, at: Option<f64>) -> Result<()> {
         let day = self.check_one(entity, count, at)?;
-        let inner = &self.inner;
+        self.merging(1, || self.merge_one(entity, day, count)).await
+    }
+
+    /// Runs `merge` of `views` checked views until it finds room, waiting
+    /// for a flush each time the table is full, when so configured.
+    async fn merging(&self, views: usize, merge: impl Fn() -> Result<()>) -> Result<()> {
+        let base = &self.inner.base;
         loop {
-            let room = inner.base.room.notified();
-            match self.merge_one(entity, day, count) {
+            let room = base.room.notified();
+            match merge() {
                 Err(Error::Overloaded(_))
-                    if inner.base.settings.when_full == WhenFull::Wait
-                        && !inner.base.closed.load(Ordering::Relaxed) =>
+                    if base.settings.when_full == WhenFull::Wait
+                        && views <= base.settings.max_entries
+                        && !base.closed.load(Ordering::Relaxed) =>
                 {
-                    inner.base.flush_soon.notify_one();
+                    base.flush_soon.notify_one();
                     room.await;
                 }
                 other => return other,
@@ -247,21 +255,8 @@ impl DailyWriter {
     /// flush and tries again, when so configured).
     pub async fn add_many(&self, views: &[View]) -> Result<()> {
         let checked = self.check(views)?;
-        let inner = &self.inner;
-        loop {
-            let room = inner.base.room.notified();
-            match self.merge_all(&checked) {
-                Err(Error::Overloaded(_))
-                    if inner.base.settings.when_full == WhenFull::Wait
-                        && checked.len() <= inner.base.settings.max_entries
-                        && !inner.base.closed.load(Ordering::Relaxed) =>
-                {
-                    inner.base.flush_soon.notify_one();
-                    room.await;
-                }
-                other => return other,
-            }
-        }
+        self.merging(checked.len(), || self.merge_all(&checked))
+            .await
     }
 
     /// Checks `views` as [`DailyStats::incr_many`] does: their entity,
