@@ -221,9 +221,9 @@ impl DailyStats {
         Ok((Name::from_checked(v.entity.clone()), day))
     }
 
-    /// Checks a view's parts as [`DailyStats::check`] does, in the same
-    /// order and with the same errors, and gives its day; reads `now` only
-    /// when `at` is not given, and makes no [`Name`].
+    /// Checks a view's parts (its entity id, its count, its time, in that
+    /// order) and gives its day; reads `now` only when `at` is not given,
+    /// and makes no [`Name`] (the writer's path).
     fn check_view(
         &self,
         entity: &str,
