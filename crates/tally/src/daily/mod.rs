@@ -151,8 +151,24 @@ pub struct DailyStats {
 /// Validates an entity id: a [`Name`] without `{` or `}` (they would change
 /// the Redis hash tag).
 pub fn entity_id(entity: &str) -> Result<Name> {
-    Name::untagged("an entity id", entity)
+    check_entity(entity)?;
+    Ok(Name::from_checked(entity.to_owned()))
 }
+
+/// Checks an entity id as [`entity_id`] does, without making a [`Name`]
+/// of it (the writer's path: only an entity new to its table needs one).
+/// A refusal is [`Name::untagged`]'s own error.
+fn check_entity(entity: &str) -> Result<()> {
+    Name::check(entity)?;
+    // `{` and `}` are ASCII, so no other character's UTF-8 holds their bytes.
+    if entity.bytes().any(|b| b == b'{' || b == b'}') {
+        return Name::untagged(ENTITY, entity).map(drop);
+    }
+    Ok(())
+}
+
+/// What an entity id is called in errors.
+const ENTITY: &str = "an entity id";
 
 impl DailyStats {
     /// Daily statistics on `store`, on the system clock.
@@ -201,15 +217,31 @@ impl DailyStats {
     /// Checks a view (its entity id, its count, its time; `at` defaults to
     /// `now`) and gives its entity and day.
     fn check(&self, v: &View, now: Timestamp) -> Result<(Name, Day)> {
-        let entity = entity_id(&v.entity)?;
-        if v.count < 1 {
+        let day = self.check_view(&v.entity, v.count, v.at, || now)?;
+        Ok((Name::from_checked(v.entity.clone()), day))
+    }
+
+    /// Checks a view's parts (its entity id, its count, its time, in that
+    /// order) and gives its day; reads `now` only when `at` is not given,
+    /// and makes no [`Name`] (the writer's path).
+    fn check_view(
+        &self,
+        entity: &str,
+        count: i64,
+        at: Option<f64>,
+        now: impl FnOnce() -> Timestamp,
+    ) -> Result<Day> {
+        check_entity(entity)?;
+        if count < 1 {
             return Err(Error::InvalidCount(format!(
-                "views are counted from 1 up, got {} for entity {:?}",
-                v.count, v.entity
+                "views are counted from 1 up, got {count} for entity {entity:?}"
             )));
         }
-        let at = plan::time(v.at, now)?;
-        Ok((entity, Day::of(at, self.settings.utc_offset_minutes)))
+        let at = match at {
+            Some(at) => Timestamp::from_secs_f64(at)?,
+            None => now(),
+        };
+        Ok(Day::of(at, self.settings.utc_offset_minutes))
     }
 
     /// The oldest day kept when today is `today`.

@@ -3,8 +3,9 @@
 //!
 //! [`DailyWriter::add`] validates a view exactly as
 //! [`DailyStats::incr_many`] does (the entity id, a count of at least 1,
-//! the time) and merges it into a sharded in-memory table keyed by
-//! (entity, day), with a checked add (a count that would overflow is
+//! the time) and merges it into a sharded in-memory table keyed by entity
+//! (so a view of a waiting entity is merged with nothing allocated), an
+//! entry per (entity, day), with a checked add (a count that would overflow is
 //! refused as bad input and nothing is merged). A background flusher takes
 //! the table every `flush_interval` (or as soon as it holds
 //! `flush_entries` entries), sorts it by entity and writes it in chunks of
@@ -65,10 +66,30 @@ struct Entry {
     adds: u64,
 }
 
-type Table = HashMap<(Name, Day), Entry, FxBuildHasher>;
+/// What waits for one entity: an entry per day (nearly always one).
+#[derive(Debug, Default)]
+struct Waiting {
+    days: Vec<(Day, Entry)>,
+}
 
-/// Entries taken from the table for one store call.
-type Chunk = Vec<((Name, Day), Entry)>;
+impl Waiting {
+    fn day(&mut self, day: Day) -> Option<&mut Entry> {
+        self.days
+            .iter_mut()
+            .find_map(|(d, e)| (*d == day).then_some(e))
+    }
+}
+
+/// Keyed by entity, so that a view of an entity that waits already is
+/// found by its `&str`, with no [`Name`] made.
+type Table = HashMap<Name, Waiting, FxBuildHasher>;
+
+/// Writes taken from the table for one store call, and the adds each
+/// stands for.
+struct Chunk {
+    writes: Vec<DailyWrite>,
+    adds: Vec<u64>,
+}
 
 #[derive(Default)]
 struct Shard {
@@ -142,25 +163,89 @@ impl DailyWriter {
     /// Merges `count` views of `entity` at `at` (default now), waiting for
     /// room when full and so configured.
     pub async fn add(&self, entity: &str, count: i64, at: Option<f64>) -> Result<()> {
-        self.add_many(&[View {
-            entity: entity.to_owned(),
-            count,
-            at,
-        }])
-        .await
+        let day = self.check_one(entity, count, at)?;
+        self.merging(1, || self.merge_one(entity, day, count)).await
+    }
+
+    /// Runs `merge` of `views` checked views until it finds room, waiting
+    /// for a flush each time the table is full, when so configured.
+    async fn merging(&self, views: usize, merge: impl Fn() -> Result<()>) -> Result<()> {
+        let base = &self.inner.base;
+        loop {
+            let room = base.room.notified();
+            match merge() {
+                Err(Error::Overloaded(_))
+                    if base.settings.when_full == WhenFull::Wait
+                        && views <= base.settings.max_entries
+                        && !base.closed.load(Ordering::Relaxed) =>
+                {
+                    base.flush_soon.notify_one();
+                    room.await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Merges without ever waiting: fails with [`Error::Overloaded`] when
     /// full or shut down. Checks the view first, as
     /// [`DailyStats::incr_many`] does.
     pub fn try_add(&self, entity: &str, count: i64, at: Option<f64>) -> Result<()> {
-        let view = View {
-            entity: entity.to_owned(),
-            count,
-            at,
+        let day = self.check_one(entity, count, at)?;
+        self.merge_one(entity, day, count)
+    }
+
+    /// Checks one view as [`DailyStats::incr_many`] does and gives its day;
+    /// reads the clock only when `at` is not given.
+    fn check_one(&self, entity: &str, count: i64, at: Option<f64>) -> Result<Day> {
+        if self.inner.base.closed.load(Ordering::Relaxed) {
+            return Err(shut_down());
+        }
+        let daily = &self.inner.daily;
+        daily.check_view(entity, count, at, || daily.clock.now())
+    }
+
+    /// Merges one checked view under its shard's lock: into the entry of
+    /// its (entity, day) when one waits (nothing allocated), else into a
+    /// new entry, which takes room or fails with [`Error::Overloaded`].
+    fn merge_one(&self, entity: &str, day: Day, count: i64) -> Result<()> {
+        let inner = &self.inner;
+        let created = {
+            let mut shard = inner.shards.lock(shard_of(entity));
+            // Checked under the lock, as in `merge_all`.
+            if inner.base.closed.load(Ordering::Relaxed) {
+                return Err(shut_down());
+            }
+            match shard.table.get_mut(entity) {
+                Some(waiting) => match waiting.day(day) {
+                    Some(entry) => {
+                        entry.count = entry
+                            .count
+                            .checked_add(count)
+                            .ok_or_else(|| overflow(count, entity, day))?;
+                        entry.adds += 1;
+                        false
+                    }
+                    None => {
+                        inner.base.reserve_n(1)?;
+                        waiting.days.push((day, Entry { count, adds: 1 }));
+                        true
+                    }
+                },
+                None => {
+                    inner.base.reserve_n(1)?;
+                    shard.table.insert(
+                        Name::from_checked(entity.to_owned()),
+                        Waiting {
+                            days: vec![(day, Entry { count, adds: 1 })],
+                        },
+                    );
+                    true
+                }
+            }
         };
-        let checked = self.check(std::slice::from_ref(&view))?;
-        self.merge(&checked)
+        self.merged(1, usize::from(created));
+        Ok(())
     }
 
     /// Merges a batch of views, all or nothing: every view is checked
@@ -170,60 +255,49 @@ impl DailyWriter {
     /// flush and tries again, when so configured).
     pub async fn add_many(&self, views: &[View]) -> Result<()> {
         let checked = self.check(views)?;
-        let inner = &self.inner;
-        loop {
-            let room = inner.base.room.notified();
-            match self.merge(&checked) {
-                Err(Error::Overloaded(_))
-                    if inner.base.settings.when_full == WhenFull::Wait
-                        && checked.len() <= inner.base.settings.max_entries
-                        && !inner.base.closed.load(Ordering::Relaxed) =>
-                {
-                    inner.base.flush_soon.notify_one();
-                    room.await;
-                }
-                other => return other,
-            }
-        }
+        self.merging(checked.len(), || self.merge_all(&checked))
+            .await
     }
 
-    /// Checks `views` as [`DailyStats::incr_many`] does: their (entity,
-    /// day) and count.
-    fn check(&self, views: &[View]) -> Result<Vec<((Name, Day), i64)>> {
+    /// Checks `views` as [`DailyStats::incr_many`] does: their entity,
+    /// day and count, with their shard.
+    fn check<'v>(&self, views: &'v [View]) -> Result<Vec<Checked<'v>>> {
         if self.inner.base.closed.load(Ordering::Relaxed) {
             return Err(shut_down());
         }
         plan::check_batch_len(views.len(), MAX_BATCH, "views")?;
-        let now = self.inner.daily.clock.now();
+        let daily = &self.inner.daily;
+        let now = daily.clock.now();
         views
             .iter()
-            .map(|v| Ok((self.inner.daily.check(v, now)?, v.count)))
+            .map(|v| {
+                Ok(Checked {
+                    entity: &v.entity,
+                    day: daily.check_view(&v.entity, v.count, v.at, || now)?,
+                    count: v.count,
+                    shard: shard_of(&v.entity),
+                })
+            })
             .collect()
     }
 
-    /// Merges checked views, all or nothing, and counts them.
-    fn merge(&self, views: &[((Name, Day), i64)]) -> Result<()> {
-        let inner = &self.inner;
-        let created = self.merge_all(views)?;
-        inner
-            .base
-            .accepted
-            .fetch_add(views.len() as u64, Ordering::Relaxed);
-        if created > 0
-            && inner.base.entries.load(Ordering::Relaxed) >= inner.base.settings.flush_entries
-        {
-            inner.base.flush_soon.notify_one();
+    /// Counts `views` merged, `created` of them into new entries, and asks
+    /// for a flush when the table holds enough.
+    fn merged(&self, views: usize, created: usize) {
+        let base = &self.inner.base;
+        base.accepted.fetch_add(views as u64, Ordering::Relaxed);
+        if created > 0 && base.entries.load(Ordering::Relaxed) >= base.settings.flush_entries {
+            base.flush_soon.notify_one();
         }
-        Ok(())
     }
 
     /// With the shards the views touch locked (in ascending order, so no
     /// two callers deadlock): refuses when shut down, works out every new
     /// count with a checked add and, only if all fit and there is room for
-    /// the new entries ([`Error::Overloaded`] otherwise), stores them.
-    /// Returns the entries made.
-    fn merge_all(&self, views: &[((Name, Day), i64)]) -> Result<usize> {
-        let shard_of_view: Vec<usize> = views.iter().map(|(k, _)| shard_of(k)).collect();
+    /// the new entries ([`Error::Overloaded`] otherwise), stores them and
+    /// counts the views.
+    fn merge_all(&self, views: &[Checked<'_>]) -> Result<()> {
+        let shard_of_view: Vec<usize> = views.iter().map(|v| v.shard).collect();
         let mut guards = self.inner.shards.lock_all(&shard_of_view);
         // Checked under the locks: the final flush takes each shard's table
         // under its lock after `closed` is set, so a view either is in the
@@ -232,44 +306,57 @@ impl DailyWriter {
             return Err(shut_down());
         }
         // The new entries, merged first in a scratch map so that nothing
-        // changes when one would overflow.
-        let mut next: HashMap<&(Name, Day), (usize, Entry), FxBuildHasher> = HashMap::default();
-        for (i, (key, count)) in views.iter().enumerate() {
+        // changes when one would overflow; with whether each is new.
+        let mut next: HashMap<(&str, Day), (usize, Entry, bool), FxBuildHasher> =
+            HashMap::default();
+        for v in views {
             let g = guards
-                .binary_search_by_key(&shard_of_view[i], |(s, _)| *s)
+                .binary_search_by_key(&v.shard, |(s, _)| *s)
                 .expect("locked");
-            let entry = match next.get(key) {
-                Some(&(_, e)) => e,
-                None => guards[g].1.table.get(key).copied().unwrap_or_default(),
+            let (entry, new) = match next.get(&(v.entity, v.day)) {
+                Some(&(_, e, new)) => (e, new),
+                None => match guards[g]
+                    .1
+                    .table
+                    .get_mut(v.entity)
+                    .and_then(|w| w.day(v.day))
+                {
+                    Some(e) => (*e, false),
+                    None => (Entry::default(), true),
+                },
             };
-            let count = entry.count.checked_add(*count).ok_or_else(|| {
-                Error::InvalidCount(format!(
-                    "{count} more views of entity {:?} on {} would overflow what waits to be \
-                     written; nothing was merged",
-                    key.0.as_str(),
-                    key.1
-                ))
-            })?;
-            next.insert(
-                key,
-                (
-                    g,
-                    Entry {
-                        count,
-                        adds: entry.adds + 1,
-                    },
-                ),
-            );
+            let count = entry
+                .count
+                .checked_add(v.count)
+                .ok_or_else(|| overflow(v.count, v.entity, v.day))?;
+            let entry = Entry {
+                count,
+                adds: entry.adds + 1,
+            };
+            next.insert((v.entity, v.day), (g, entry, new));
         }
-        let created = next
-            .iter()
-            .filter(|(key, (g, _))| !guards[*g].1.table.contains_key(*key))
-            .count();
+        let created = next.values().filter(|(_, _, new)| *new).count();
         self.inner.base.reserve_n(created)?;
-        for (key, (g, entry)) in next {
-            guards[g].1.table.insert(key.clone(), entry);
+        for ((entity, day), (g, entry, _)) in next {
+            let table = &mut guards[g].1.table;
+            match table.get_mut(entity) {
+                Some(w) => match w.day(day) {
+                    Some(e) => *e = entry,
+                    None => w.days.push((day, entry)),
+                },
+                None => {
+                    table.insert(
+                        Name::from_checked(entity.to_owned()),
+                        Waiting {
+                            days: vec![(day, entry)],
+                        },
+                    );
+                }
+            }
         }
-        Ok(created)
+        drop(guards);
+        self.merged(views.len(), created);
+        Ok(())
     }
 
     /// Flushes now and waits until everything added before this call is
@@ -294,13 +381,31 @@ impl DailyWriter {
     }
 }
 
+/// A view of [`DailyWriter::add_many`] once checked.
+struct Checked<'v> {
+    entity: &'v str,
+    day: Day,
+    count: i64,
+    shard: usize,
+}
+
 /// The error of an add to a writer that was shut down.
 fn shut_down() -> Error {
     Error::Overloaded("the daily writer is shut down".into())
 }
 
-fn shard_of(key: &(Name, Day)) -> usize {
-    Shards::<Shard>::of(key)
+/// The error of views that would overflow what waits for their (entity,
+/// day).
+fn overflow(count: i64, entity: &str, day: Day) -> Error {
+    Error::InvalidCount(format!(
+        "{count} more views of entity {entity:?} on {day} would overflow what waits to be \
+         written; nothing was merged"
+    ))
+}
+
+/// The shard of an entity (all its days wait in the same one).
+fn shard_of(entity: &str) -> usize {
+    Shards::<Shard>::of(entity)
 }
 
 /// The flusher task: flushes on its interval, when asked, when the table
@@ -311,12 +416,6 @@ async fn flusher(inner: Arc<Inner>, control: mpsc::UnboundedReceiver<Control>) {
         flush_once(inner.clone(), next_seq, deadline)
     })
     .await
-}
-
-/// A write on its way: the store's write and the adds it stands for.
-struct Pending {
-    write: DailyWrite,
-    adds: u64,
 }
 
 /// Takes everything waiting and writes it; gives the lanes' next numbers
@@ -331,19 +430,11 @@ async fn flush_once(
     if taken.is_empty() {
         return next_seq;
     }
-    let entries = taken.len();
+    let entries: usize = taken.iter().map(|(_, w)| w.days.len()).sum();
     taken.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let now = inner.daily.clock.now();
     let floor = inner.daily.floor_at(now);
-    let chunks: Vec<Chunk> = {
-        let size = inner.base.settings.chunk_counters;
-        let mut chunks = Vec::with_capacity(entries.div_ceil(size));
-        let mut rest = taken.into_iter().peekable();
-        while rest.peek().is_some() {
-            chunks.push(rest.by_ref().take(size).collect());
-        }
-        chunks
-    };
+    let chunks = chunks_of(taken, entries, inner.base.settings.chunk_counters, floor);
     let n_lanes = inner.base.settings.lanes.min(chunks.len());
     let mut per_lane: Vec<Vec<Chunk>> = (0..n_lanes).map(|_| Vec::new()).collect();
     for (i, chunk) in chunks.into_iter().enumerate() {
@@ -356,25 +447,13 @@ async fn flush_once(
             async move {
                 let (mut written, mut lost) = (0u64, 0u64);
                 for chunk in chunks {
-                    let pending = chunk
-                        .into_iter()
-                        .map(|((entity, day), e)| Pending {
-                            write: DailyWrite {
-                                entity,
-                                day,
-                                count: e.count,
-                                floor,
-                            },
-                            adds: e.adds,
-                        })
-                        .collect();
                     let at = WriteSeq {
                         writer: inner.base.writer,
                         lane: lane as u32,
                         seq,
                     };
                     seq += 1;
-                    let (w, l) = write_chunk(&inner, pending, at, now, deadline).await;
+                    let (w, l) = write_chunk(&inner, chunk, at, now, deadline).await;
                     written += w;
                     lost += l;
                 }
@@ -391,38 +470,80 @@ async fn flush_once(
     next_seq
 }
 
+/// Cuts what a flush took (sorted by entity) into chunks of at most
+/// `size` writes, an entity's days in day order; `entries` is how many
+/// (entity, day) entries it holds.
+fn chunks_of(taken: Vec<(Name, Waiting)>, entries: usize, size: usize, floor: Day) -> Vec<Chunk> {
+    let mut chunks: Vec<Chunk> = Vec::with_capacity(entries.div_ceil(size));
+    let mut left = entries;
+    for (entity, mut waiting) in taken {
+        waiting.days.sort_unstable_by_key(|(day, _)| *day);
+        let mut entity = Some(entity);
+        let last = waiting.days.len().saturating_sub(1);
+        for (i, (day, e)) in waiting.days.into_iter().enumerate() {
+            let chunk = match chunks.last_mut() {
+                Some(c) if c.writes.len() < size => c,
+                _ => {
+                    let n = size.min(left);
+                    chunks.push(Chunk {
+                        writes: Vec::with_capacity(n),
+                        adds: Vec::with_capacity(n),
+                    });
+                    chunks.last_mut().expect("just pushed")
+                }
+            };
+            // The name moves into its last write, and is copied only for
+            // an entity with views on several days.
+            let entity = if i == last {
+                entity.take()
+            } else {
+                entity.clone()
+            };
+            chunk.writes.push(DailyWrite {
+                entity: entity.expect("taken at its last day"),
+                day,
+                count: e.count,
+                floor,
+            });
+            chunk.adds.push(e.adds);
+            left -= 1;
+        }
+    }
+    chunks
+}
+
 /// Writes one chunk as write `seq` of its lane, sending it again with the
 /// same number until it is acknowledged, or until `deadline` passes.
 /// Returns the adds written and those lost (refused for good, or given up
 /// at shutdown).
 async fn write_chunk(
     inner: &Inner,
-    pending: Vec<Pending>,
+    chunk: Chunk,
     seq: WriteSeq,
     now: crate::Timestamp,
     deadline: Option<Instant>,
 ) -> (u64, u64) {
     let store = inner.daily.store();
-    let writes: Vec<DailyWrite> = pending.iter().map(|p| p.write.clone()).collect();
+    let Chunk { writes, adds } = chunk;
     let mut backoff = Backoff::new();
     loop {
         let failure = match store.incr_lane(&writes, seq, now).await {
-            Ok(answers) if answers.len() == pending.len() => {
+            Ok(answers) if answers.len() == writes.len() => {
                 inner.base.chunks.fetch_add(1, Ordering::Relaxed);
                 let (mut written, mut lost) = (0u64, 0u64);
-                for (p, answer) in pending.iter().zip(answers) {
+                for ((write, &adds), answer) in writes.iter().zip(&adds).zip(answers) {
                     match answer {
                         Ok(DailyWritten { applied, .. }) => {
                             if applied == Applied::Duplicate {
                                 inner.base.duplicates.fetch_add(1, Ordering::Relaxed);
                             }
-                            written += p.adds;
+                            written += adds;
                         }
                         Err(e) => {
-                            inner.base.rejected.fetch_add(p.adds, Ordering::Relaxed);
-                            lost += p.adds;
-                            tracing::error!(error = %e, entity = %p.write.entity,
-                                day = %p.write.day, views = p.adds,
+                            inner.base.rejected.fetch_add(adds, Ordering::Relaxed);
+                            lost += adds;
+                            tracing::error!(error = %e, entity = %write.entity,
+                                day = %write.day, views = adds,
                                 "these views could not be written and are dropped");
                         }
                     }
@@ -432,13 +553,13 @@ async fn write_chunk(
             Ok(answers) => Error::Backend(format!(
                 "the daily store answered {} results for {} writes",
                 answers.len(),
-                pending.len()
+                writes.len()
             )),
             Err(e) if retryable(&e) => e,
             Err(e) => {
                 // Refused as a whole (not a store's way of refusing one
                 // write): nothing of it was written.
-                let adds: u64 = pending.iter().map(|p| p.adds).sum();
+                let adds: u64 = adds.iter().sum();
                 inner.base.rejected.fetch_add(adds, Ordering::Relaxed);
                 tracing::error!(error = %e, views = adds,
                     "the daily store refused a chunk; these views are dropped");
@@ -447,12 +568,12 @@ async fn write_chunk(
         };
         inner.base.retries.fetch_add(1, Ordering::Relaxed);
         if deadline.is_some_and(|d| Instant::now() >= d) {
-            let adds: u64 = pending.iter().map(|p| p.adds).sum();
+            let adds: u64 = adds.iter().sum();
             tracing::error!(error = %failure, views = adds,
                 "stopping with the backend unavailable: these unflushed views are lost");
             return (0, adds);
         }
-        tracing::warn!(error = %failure, writes = pending.len(),
+        tracing::warn!(error = %failure, writes = writes.len(),
             retry_in_ms = backoff.next_ms(), "daily flush failed; retrying");
         backoff.wait().await;
     }
@@ -527,7 +648,11 @@ mod tests {
             .flat_map(|s| {
                 s.table
                     .iter()
-                    .map(|((n, d), e)| ((n.as_str().to_owned(), *d), *e))
+                    .flat_map(|(n, w)| {
+                        w.days
+                            .iter()
+                            .map(|(d, e)| ((n.as_str().to_owned(), *d), *e))
+                    })
                     .collect::<Vec<_>>()
             })
             .collect();
@@ -591,6 +716,56 @@ mod tests {
         assert_eq!(table(&w), before);
         let stats = w.stats();
         assert_eq!((stats.accepted, stats.pending_entries), (1, 1));
+    }
+
+    /// The single-view path (no `View`, no `Name` unless the entity is
+    /// new) refuses what a batch refuses, with the same error, and merges
+    /// into the entry of its (entity, day).
+    #[tokio::test]
+    async fn a_single_add_checks_and_merges_as_a_batch_of_one_does() {
+        let w = writer(100, WhenFull::Error);
+        let now = 1_700_000_000.0;
+        let today = Day::of(crate::Timestamp::from_secs_f64(now).unwrap(), 0);
+        w.try_add("a", i64::MAX - 1, None).unwrap();
+        let before = table(&w);
+        for (entity, count, at) in [
+            ("", 1, None),
+            ("c{1}", 1, None),
+            ("c}", 1, None),
+            ("c\u{7}", 1, None),
+            (&"x".repeat(257), 1, None),
+            ("c", 0, None),
+            ("c", 1, Some(f64::NAN)),
+            ("a", 2, None),
+        ] {
+            let batch = w.add_many(&[view(entity, count, at)]).await.unwrap_err();
+            let single = w.try_add(entity, count, at).unwrap_err();
+            let waiting = w.add(entity, count, at).await.unwrap_err();
+            assert!(single.is_bad_input(), "{single}");
+            assert_eq!(single.to_string(), batch.to_string());
+            assert_eq!(waiting.to_string(), batch.to_string());
+        }
+        assert_eq!(table(&w), before);
+        w.add("b", 2, None).await.unwrap();
+        w.add("b", 3, Some(now - 5.0)).await.unwrap();
+        w.try_add("b", 1, Some(now - 86_400.0)).unwrap();
+        w.try_add("a", 1, None).unwrap();
+        assert_eq!(
+            table(&w),
+            vec![
+                (
+                    ("a".into(), today),
+                    Entry {
+                        count: i64::MAX,
+                        adds: 2
+                    }
+                ),
+                (("b".into(), today.plus(-1)), Entry { count: 1, adds: 1 }),
+                (("b".into(), today), Entry { count: 5, adds: 2 }),
+            ]
+        );
+        let stats = w.stats();
+        assert_eq!((stats.accepted, stats.pending_entries), (5, 3));
     }
 
     #[tokio::test]
