@@ -309,9 +309,14 @@ impl<'a> Reader<'a> {
             .map_err(|_| self.corrupt(format!("the string at byte {at} is not UTF-8")))
     }
 
+    /// Whether every byte has been read.
+    pub(crate) fn at_end(&self) -> bool {
+        self.at == self.bytes.len()
+    }
+
     /// Fails unless every byte was read.
     pub(crate) fn finish(&self) -> Result<()> {
-        if self.at == self.bytes.len() {
+        if self.at_end() {
             Ok(())
         } else {
             Err(self.corrupt(format!(

@@ -430,7 +430,7 @@ impl StatsValue {
         };
         let mut r = Reader::new(queue, "statistic's pending queue");
         r.finite("the queue's alpha")?;
-        while r.finish().is_err() {
+        while !r.at_end() {
             value.merge(&read_value(&mut r, FORMAT)?)?;
         }
         Ok(value)
