@@ -420,7 +420,7 @@ impl Codec for StatsValue {
 
     fn decode(bytes: &[u8]) -> Result<Self> {
         let mut r = Reader::new(bytes, "statistic");
-        let value = read_value(&mut r, (FORMAT, FORMAT))?;
+        let value = read_value::<FORMAT, FORMAT>(&mut r)?;
         r.finish()?;
         Ok(value)
     }
@@ -439,23 +439,22 @@ impl StatsValue {
         deltas: &[&[u8]],
     ) -> Result<StatsValue> {
         let mut r = Reader::new(value, "statistic");
-        let formats = if value.first() == Some(&PENDING_HEADER[0]) {
-            (FORMAT_PENDING, FORMAT_PENDING)
+        let mut value = if value.first() == Some(&PENDING_HEADER[0]) {
+            read_value::<FORMAT_PENDING, FORMAT_PENDING>(&mut r)?
         } else {
-            (FORMAT, FORMAT_PENDING_STRING)
+            read_value::<FORMAT, FORMAT_PENDING_STRING>(&mut r)?
         };
-        let mut value = read_value(&mut r, formats)?;
         r.finish()?;
         if let Some(queue) = queue.filter(|q| !q.is_empty()) {
             let mut r = Reader::new(queue, "statistic's pending queue");
             r.finite("the queue's alpha")?;
             while !r.at_end() {
-                value.merge(&read_value(&mut r, (FORMAT, FORMAT))?)?;
+                value.merge(&read_value::<FORMAT, FORMAT>(&mut r)?)?;
             }
         }
         for delta in deltas {
             let mut r = Reader::new(delta, "statistic's pending delta");
-            value.merge(&read_value(&mut r, (FORMAT, FORMAT))?)?;
+            value.merge(&read_value::<FORMAT, FORMAT>(&mut r)?)?;
             r.finish()?;
         }
         Ok(value)
@@ -480,13 +479,14 @@ impl StatsValue {
     }
 }
 
-/// One encoded value from `r`, of a format in `min..=max`.
-fn read_value(r: &mut Reader<'_>, (min, max): (i64, i64)) -> Result<StatsValue> {
+/// One encoded value from `r`, of a format in `MIN..=MAX` (constants: the
+/// hot read of a stored slice is compiled for format 1 alone).
+fn read_value<const MIN: i64, const MAX: i64>(r: &mut Reader<'_>) -> Result<StatsValue> {
     let fields = r.array()?;
     if fields != FIELDS {
         return Err(r.corrupt(format!("it has {fields} fields, not {FIELDS}")));
     }
-    r.int_in("the format", min, max)?;
+    r.int_in("the format", MIN, MAX)?;
     let alpha = r.finite("alpha")?;
     let max_buckets = r.int_in(
         "max_buckets",
