@@ -658,7 +658,7 @@ fn lua_stats_queue_then_fold_writes_the_bytes_of_merges_one_by_one() {
 
 /// A write the queue cannot take is merged as before, and refused as
 /// before: another accuracy, a count past 2^53. An older Tally, which reads
-/// and merges format 1 only, fails on the pending value of format 2
+/// and merges format 1 only, fails on the pending value (format 3 now)
 /// instead of reading it without its queue.
 #[test]
 fn lua_stats_queue_refuses_what_the_merge_refuses() {

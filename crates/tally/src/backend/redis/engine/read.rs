@@ -324,7 +324,9 @@ impl<'r> PendingFields<'r> {
         let mut queue = PendingQueue::default();
         let mut deltas: Vec<(u64, &[u8])> = Vec::new();
         for (f, v) in pairs {
-            match reply_bytes(f, "a field")? {
+            let name = reply_bytes(f, "a field")?;
+            let unknown = || format!("it has a field {:?}", String::from_utf8_lossy(name));
+            match name {
                 b"s" => slice = Some(v),
                 b"b" => value = Some(v),
                 b"t" => folds_into = Some(v),
@@ -334,10 +336,10 @@ impl<'r> PendingFields<'r> {
                     let i = std::str::from_utf8(digits)
                         .ok()
                         .and_then(|d| d.parse().ok())
-                        .ok_or_else(|| format!("it has a field {:?}", String::from_utf8_lossy(digits)))?;
+                        .ok_or_else(unknown)?;
                     deltas.push((i, reply_bytes(v, "a delta")?));
                 }
-                other => return Err(format!("it has a field {:?}", String::from_utf8_lossy(other))),
+                _ => return Err(unknown()),
             }
         }
         let missing = |what: &str| format!("it has no {what}");
@@ -528,6 +530,38 @@ mod tests {
                 .unwrap_err()
                 .contains("not a hash")
         );
+    }
+
+    /// A pending slice's HGETALL: its queue's deltas in the order of their
+    /// numbers whatever the order of the reply, none for a missing hash,
+    /// and an error naming what is wrong otherwise.
+    #[test]
+    fn pending_fields_order_the_queue_and_name_what_is_wrong() {
+        let b = |s: &str| Reply::BulkString(s.as_bytes().to_vec());
+        let hash = |fields: &[&str]| {
+            Reply::Array(fields.iter().flat_map(|f| [b(f), b(&format!("<{f}>"))]).collect())
+        };
+        let reply = hash(&["s", "q2", "b", "q0", "t", "q1"]);
+        let got = PendingFields::of(&reply).unwrap().unwrap();
+        assert_eq!(got.queue.deltas, vec![&b"<q1>"[..], &b"<q2>"[..]]);
+        assert_eq!(got.queue.header, Some(&b"<q0>"[..]));
+        assert_eq!(got.queue.string, None);
+        assert_eq!(got.value, &b("<b>"));
+        assert!(PendingFields::of(&Reply::Array(vec![])).unwrap().is_none());
+        let reply = hash(&["s", "b", "t", "q"]);
+        let old = PendingFields::of(&reply).unwrap().unwrap();
+        assert_eq!(old.queue.string, Some(&b"<q>"[..]));
+        assert!(!old.queue.is_none());
+        for (fields, why) in [
+            (&["s", "b", "t", "q0", "q2"][..], "not q1 to q1"),
+            (&["s", "b", "t", "q1"][..], "no queue header (q0)"),
+            (&["s", "b", "t", "q0", "q1x"][..], "a field \"q1x\""),
+            (&["s", "b", "t", "x"][..], "a field \"x\""),
+            (&["s", "t"][..], "no b"),
+        ] {
+            let e = PendingFields::of(&hash(fields)).err().unwrap();
+            assert!(e.contains(why), "{e} (wanted {why})");
+        }
     }
 
     /// Reads of sums take fields and values from DUMP payloads: the same
