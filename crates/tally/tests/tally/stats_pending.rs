@@ -242,27 +242,48 @@ async fn a_pending_slice_written_before_its_queue_reads_and_takes_writes(kind: K
         vec![(second - 1, 1, 5.0), (second, 2, 30.0)]
     );
     assert_eq!(slices(&stats, "lat", 60).await, vec![(minute, 3, 35.0)]);
-    // A write into it merges it, of format 3 with a queue; the next waits.
+    merges_queues_and_folds(&stats, &mut raw, &pend, (2, 30.0)).await;
+}
+
+/// After "lat" got 5.0 at T0 - 1 and `(count, sum)` in the second of
+/// T0, which its pending slice `pend` holds in an older format: a write
+/// into that second merges it all, of format 3 with an empty queue, the
+/// next waits in a field of its own, and the next second folds it, queue
+/// and all.
+async fn merges_queues_and_folds(
+    stats: &Stats,
+    raw: &mut redis::aio::MultiplexedConnection,
+    pend: &str,
+    (count, sum): (u64, f64),
+) {
+    let second = T0.floor() as u64;
+    let minute = second - second % 60;
     stats.record_at("lat", 7.0, T0 + 0.3).await.unwrap();
-    let value: Vec<u8> = raw.hget(&pend, "b").await.unwrap();
+    let value: Vec<u8> = raw.hget(pend, "b").await.unwrap();
     assert_eq!(&value[..4], &FORMAT_3);
-    assert_eq!(fields(&mut raw, &pend).await, vec!["b", "q0", "s", "t"]);
-    stats.record_at("lat", 1.0, T0 + 0.4).await.unwrap();
+    assert_eq!(fields(raw, pend).await, vec!["b", "q0", "s", "t"]);
     assert_eq!(
-        slices(&stats, "lat", 1).await,
-        vec![(second - 1, 1, 5.0), (second, 4, 38.0)]
+        StatsValue::decode_pending(&value, None, &[])
+            .unwrap()
+            .count(),
+        count + 1
     );
-    // The next second folds it, queue and all.
+    stats.record_at("lat", 1.0, T0 + 0.4).await.unwrap();
+    assert_eq!(fields(raw, pend).await, vec!["b", "q0", "q1", "s", "t"]);
+    let now = (second, count + 2, sum + 8.0);
+    assert_eq!(
+        slices(stats, "lat", 1).await,
+        vec![(second - 1, 1, 5.0), now]
+    );
     stats.record_at("lat", 2.0, T0 + 1.0).await.unwrap();
     assert_eq!(
-        slices(&stats, "lat", 1).await,
-        vec![
-            (second - 1, 1, 5.0),
-            (second, 4, 38.0),
-            (second + 1, 1, 2.0)
-        ]
+        slices(stats, "lat", 1).await,
+        vec![(second - 1, 1, 5.0), now, (second + 1, 1, 2.0)]
     );
-    assert_eq!(slices(&stats, "lat", 60).await, vec![(minute, 6, 45.0)]);
+    assert_eq!(
+        slices(stats, "lat", 60).await,
+        vec![(minute, count + 4, sum + 15.0)]
+    );
 }
 
 /// The first bytes of a pending value of format 3: the 16-bit header of an
@@ -301,12 +322,7 @@ async fn a_pending_slice_with_its_queue_in_one_string_reads_and_takes_writes(kin
     let second = T0.floor() as u64;
     let minute = second - second % 60;
     stats.record_at("lat", 5.0, T0 - 1.0).await.unwrap();
-    for (i, x) in [10.0, 20.0, 30.0].into_iter().enumerate() {
-        stats
-            .record_at("lat", x, T0 + 0.1 * i as f64)
-            .await
-            .unwrap();
-    }
+    three_in_one_second(&stats).await;
     // The pending slice as that commit wrote it, by hand: the value of
     // format 2, and the queue's header and deltas in one string.
     let pend = pending_key(&mut raw, "lat").await;
@@ -329,38 +345,7 @@ async fn a_pending_slice_with_its_queue_in_one_string_reads_and_takes_writes(kin
         vec![(second - 1, 1, 5.0), (second, 3, 60.0)]
     );
     assert_eq!(slices(&stats, "lat", 60).await, vec![(minute, 4, 65.0)]);
-    // A write into it merges it all, of format 3 with an empty queue.
-    stats.record_at("lat", 7.0, T0 + 0.3).await.unwrap();
-    let value: Vec<u8> = raw.hget(&pend, "b").await.unwrap();
-    assert_eq!(&value[..4], &FORMAT_3);
-    assert_eq!(fields(&mut raw, &pend).await, vec!["b", "q0", "s", "t"]);
-    assert_eq!(
-        StatsValue::decode_pending(&value, None, &[])
-            .unwrap()
-            .count(),
-        4
-    );
-    // The next waits in a field of its own.
-    stats.record_at("lat", 1.0, T0 + 0.4).await.unwrap();
-    assert_eq!(
-        fields(&mut raw, &pend).await,
-        vec!["b", "q0", "q1", "s", "t"]
-    );
-    assert_eq!(
-        slices(&stats, "lat", 1).await,
-        vec![(second - 1, 1, 5.0), (second, 5, 68.0)]
-    );
-    // The next second folds it, queue and all.
-    stats.record_at("lat", 2.0, T0 + 1.0).await.unwrap();
-    assert_eq!(
-        slices(&stats, "lat", 1).await,
-        vec![
-            (second - 1, 1, 5.0),
-            (second, 5, 68.0),
-            (second + 1, 1, 2.0)
-        ]
-    );
-    assert_eq!(slices(&stats, "lat", 60).await, vec![(minute, 7, 75.0)]);
+    merges_queues_and_folds(&stats, &mut raw, &pend, (3, 60.0)).await;
 }
 
 /// A failed call takes back the observations it put in a queue.
@@ -386,6 +371,17 @@ async fn a_failed_call_takes_back_what_it_queued(kind: Kind) {
     );
 }
 
+/// "lat" gets 10, 20 and 30 in the second of T0: the first opens its
+/// pending slice, the others wait in its queue.
+async fn three_in_one_second(stats: &Stats) {
+    for (i, x) in [10.0, 20.0, 30.0].into_iter().enumerate() {
+        stats
+            .record_at("lat", x, T0 + 0.1 * i as f64)
+            .await
+            .unwrap();
+    }
+}
+
 /// The cleaner folds a pending slice's queue with its value.
 async fn the_cleaner_folds_the_queue(kind: Kind) {
     let f = Fixture::new(kind).await;
@@ -393,12 +389,7 @@ async fn the_cleaner_folds_the_queue(kind: Kind) {
     let mut raw = f.raw().await;
     let second = T0.floor() as u64;
     let minute = second - second % 60;
-    for (i, x) in [10.0, 20.0, 30.0].into_iter().enumerate() {
-        stats
-            .record_at("lat", x, T0 + 0.1 * i as f64)
-            .await
-            .unwrap();
-    }
+    three_in_one_second(&stats).await;
     let pend = pending_key(&mut raw, "lat").await;
     let (value, deltas) = value_and_deltas(&mut raw, &pend).await;
     let waiting = StatsValue::decode_pending(&value, None, &slices_of(&deltas)).unwrap();
