@@ -51,6 +51,32 @@ local function stats_last_count(diffs)
   return c
 end
 
+-- A store's absolute counts (first index, differences) as a list of the
+-- counts of indexes lo..hi, each bucket outside folded into the nearest
+-- end.
+local function stats_counts_within(first, diffs, lo, hi)
+  local counts = {}
+  for k = 1, hi - lo + 1 do counts[k] = 0 end
+  local c = 0
+  for k = 1, #diffs do
+    c = c + diffs[k]
+    local i = first + k - 1
+    if i < lo then i = lo elseif i > hi then i = hi end
+    counts[i - lo + 1] = counts[i - lo + 1] + c
+  end
+  return counts
+end
+
+-- Counts (a list) as a store's differences.
+local function stats_differences(counts)
+  local out, previous = {}, 0
+  for k = 1, #counts do
+    out[k] = counts[k] - previous
+    previous = counts[k]
+  end
+  return out
+end
+
 -- Folds a store's buckets outside [lo, hi] into the nearest end of that
 -- window; returns its first index and differences (the same table when
 -- nothing is outside).
@@ -60,21 +86,7 @@ local function stats_clip(first, diffs, lo, hi)
   if n == 0 or (first >= lo and last <= hi) then return first, diffs end
   local s = math.min(math.max(first, lo), hi)
   local e = math.min(math.max(last, lo), hi)
-  local counts = {}
-  for k = 1, e - s + 1 do counts[k] = 0 end
-  local c = 0
-  for k = 1, n do
-    c = c + diffs[k]
-    local i = first + k - 1
-    if i < s then i = s elseif i > e then i = e end
-    counts[i - s + 1] = counts[i - s + 1] + c
-  end
-  local out, previous = {}, 0
-  for k = 1, #counts do
-    out[k] = counts[k] - previous
-    previous = counts[k]
-  end
-  return s, out
+  return s, stats_differences(stats_counts_within(first, diffs, s, e))
 end
 
 -- Merges store b (first index, count differences) into store a under a
@@ -256,25 +268,12 @@ local function stats_store_add(af, ad, acc, alo, ahi, bound, keep_high)
     end
     return af, ad
   end
-  local counts = {}
-  for j = 1, hi - lo + 1 do counts[j] = 0 end
-  local c = 0
-  for j = 1, na do
-    c = c + ad[j]
-    local i = af + j - 1
-    if i < lo then i = lo elseif i > hi then i = hi end
-    counts[i - lo + 1] = counts[i - lo + 1] + c
-  end
+  local counts = stats_counts_within(af, ad, lo, hi)
   for i, n in pairs(acc) do
     if i < lo then i = lo elseif i > hi then i = hi end
     counts[i - lo + 1] = counts[i - lo + 1] + n
   end
-  local out, previous = {}, 0
-  for j = 1, #counts do
-    out[j] = counts[j] - previous
-    previous = counts[j]
-  end
-  return lo, out
+  return lo, stats_differences(counts)
 end
 
 -- Adds a store's absolute counts (first index f, differences diffs) to
