@@ -522,14 +522,14 @@ fn pending_writes_script() -> Script {
         "local undo, queued, merged = {}, 0, 0\n\
          for i = 1, #ARGV do\n\
            local cur = fold_read(KEYS[1])\n\
-           local before = cur[4] and #cur[4] or -1\n\
+           local before = cur[4] and redis.call('HLEN', KEYS[1]) or -1\n\
            local same, e = fold_same(undo, KEYS[1], cur, '1', '100', ARGV[i])\n\
            if not same and not e then\n\
              e = fold_open(undo, KEYS[1], cur, {KEYS[2]}, {'1'}, {'100'}, ARGV[i])\n\
            end\n\
            if e then return redis.error_reply(e) end\n\
-           local q = redis.call('HGET', KEYS[1], 'q')\n\
-           if before >= 0 and q and #q > before then queued = queued + 1 else merged = merged + 1 end\n\
+           local n = redis.call('HLEN', KEYS[1])\n\
+           if before >= 0 and n > before then queued = queued + 1 else merged = merged + 1 end\n\
          end\n\
          return {queued, merged}",
     )
@@ -581,10 +581,11 @@ fn random_delta(rng: &mut StdRng, alpha: f64, wild: bool) -> StatsValue {
 }
 
 /// Issue 20 §3: a statistic's writes into its pending slice wait in its
-/// queue and are merged (when the queue is full, or by the fold) in the
-/// order written, so the value read (Rust: value and queue) and the value
-/// folded (Lua) are byte for byte those of merging every write at once, as
-/// the pending slice did before its queue. The pending value is format 2.
+/// queue, a field per delta, and are merged (when the queue is full, or by
+/// the fold) in the order written, so the value read (Rust: value and
+/// deltas) and the value folded (Lua) are byte for byte those of merging
+/// every write at once, as the pending slice did before its queue. The
+/// pending value is format 3.
 #[test]
 fn lua_stats_queue_then_fold_writes_the_bytes_of_merges_one_by_one() {
     let (_server, mut conn) = redis();
@@ -622,14 +623,26 @@ fn lua_stats_queue_then_fold_writes_the_bytes_of_merges_one_by_one() {
         for d in &deltas {
             expected.merge(&StatsValue::decode(d).unwrap()).unwrap();
         }
-        let (value, queue): (Vec<u8>, Option<Vec<u8>>) = redis::cmd("HMGET")
-            .arg("pend")
-            .arg("b")
-            .arg("q")
+        let (value, head, len): (Vec<u8>, Option<Vec<u8>>, usize) = redis::pipe()
+            .hget("pend", "b")
+            .hget("pend", "q0")
+            .hlen("pend")
             .query(&mut conn)
             .unwrap();
-        assert_eq!(&value[..2], &[0x9d, 2], "round {round}: format 2");
-        let read = StatsValue::decode_pending(&value, queue.as_deref()).unwrap();
+        assert_eq!(&value[..4], &[0xdc, 0, 13, 3], "round {round}: format 3");
+        // The deltas: the fields past s, b, t and q0.
+        let n = if head.is_some() { len - 4 } else { 0 };
+        let queued: Vec<Vec<u8>> = (1..=n)
+            .map(|i| {
+                redis::cmd("HGET")
+                    .arg("pend")
+                    .arg(format!("q{i}"))
+                    .query(&mut conn)
+                    .unwrap()
+            })
+            .collect();
+        let queued: Vec<&[u8]> = queued.iter().map(Vec::as_slice).collect();
+        let read = StatsValue::decode_pending(&value, None, &queued).unwrap();
         assert_eq!(read.to_bytes(), expected.to_bytes(), "round {round}: read");
         let folded: Vec<u8> = fold.key("pend").key("slices").invoke(&mut conn).unwrap();
         let before: Vec<u8> = one_by_one.arg(&deltas).invoke(&mut conn).unwrap();
@@ -645,7 +658,7 @@ fn lua_stats_queue_then_fold_writes_the_bytes_of_merges_one_by_one() {
 
 /// A write the queue cannot take is merged as before, and refused as
 /// before: another accuracy, a count past 2^53. An older Tally, which reads
-/// and merges format 1 only, fails on the pending value of format 2
+/// and merges format 1 only, fails on the pending value (format 3 now)
 /// instead of reading it without its queue.
 #[test]
 fn lua_stats_queue_refuses_what_the_merge_refuses() {

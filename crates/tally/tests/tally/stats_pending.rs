@@ -4,9 +4,12 @@
 //! every precision; what the store keeps is checked key by key, reads see
 //! the pending slice at every precision, a failed call leaves nothing, and
 //! deleting a statistic takes its pending slice with it. Observations of
-//! the pending second wait in its queue (`q`) and the value (`b`) is of
-//! format 2; a pending slice of format 1 without a queue, as the commit
-//! before the queue wrote it, reads and takes writes the same.
+//! the pending second wait in its queue (a header `q0`, then one field per
+//! delta, `q1`, `q2`, ...) and the value (`b`) is of
+//! format 3; a pending slice of format 1 without a queue, as the commit
+//! before the queue wrote it, and one of format 2 with its queue in one
+//! string `q`, as the commit before the field per delta wrote it, read and
+//! take writes the same.
 
 use crate::common;
 
@@ -22,6 +25,7 @@ per_backend!(
     a_failed_call_leaves_the_pending_slices_as_they_were,
     a_pending_slice_outlives_a_change_of_precisions,
     a_pending_slice_written_before_its_queue_reads_and_takes_writes,
+    a_pending_slice_with_its_queue_in_one_string_reads_and_takes_writes,
     a_failed_call_takes_back_what_it_queued,
     the_cleaner_folds_the_queue,
 );
@@ -81,7 +85,10 @@ async fn an_observation_waits_in_its_pending_slice(kind: Kind) {
     let pending: Vec<String> = raw.keys("*:pend:lat").await.unwrap();
     assert_eq!(pending.len(), 1, "{pending:?}");
     let pend = pending[0].clone();
-    assert_eq!(fields(&mut raw, &pend).await, vec!["b", "q", "s", "t"]);
+    assert_eq!(
+        fields(&mut raw, &pend).await,
+        vec!["b", "q0", "q1", "s", "t"]
+    );
     let stored: Vec<String> = raw.keys("*lat").await.unwrap();
     assert_eq!(stored, vec![pend.clone()], "only the pending slice is kept");
     // Reads add it at every precision.
@@ -221,47 +228,124 @@ async fn a_pending_slice_written_before_its_queue_reads_and_takes_writes(kind: K
     // The pending slice as the commit before wrote it: its value merged, of
     // format 1 (the stored slices' bytes), no queue.
     let pend = pending_key(&mut raw, "lat").await;
-    let (value, queue): (Vec<u8>, Option<Vec<u8>>) = redis::cmd("HMGET")
-        .arg(&pend)
-        .arg("b")
-        .arg("q")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    assert_eq!(&value[..2], &[0x9d, 2], "a pending value of format 2");
-    assert!(queue.is_some(), "the second observation waits in the queue");
-    let merged = StatsValue::decode_pending(&value, queue.as_deref()).unwrap();
+    let (value, deltas) = value_and_deltas(&mut raw, &pend).await;
+    assert_eq!(&value[..4], &FORMAT_3, "a pending value of format 3");
+    assert_eq!(deltas.len(), 1, "the second observation waits in the queue");
+    let merged = StatsValue::decode_pending(&value, None, &slices_of(&deltas)).unwrap();
     let old = merged.to_bytes();
     assert_eq!(&old[..2], &[0x9d, 1]);
     let _: () = raw.hset(&pend, "b", &old).await.unwrap();
-    let _: () = raw.hdel(&pend, "q").await.unwrap();
+    let _: () = raw.hdel(&pend, &["q0", "q1"]).await.unwrap();
     assert_eq!(fields(&mut raw, &pend).await, vec!["b", "s", "t"]);
     assert_eq!(
         slices(&stats, "lat", 1).await,
         vec![(second - 1, 1, 5.0), (second, 2, 30.0)]
     );
     assert_eq!(slices(&stats, "lat", 60).await, vec![(minute, 3, 35.0)]);
-    // A write into it merges it, of format 2 with a queue; the next waits.
+    merges_queues_and_folds(&stats, &mut raw, &pend, (2, 30.0)).await;
+}
+
+/// After "lat" got 5.0 at T0 - 1 and `(count, sum)` in the second of
+/// T0, which its pending slice `pend` holds in an older format: a write
+/// into that second merges it all, of format 3 with an empty queue, the
+/// next waits in a field of its own, and the next second folds it, queue
+/// and all.
+async fn merges_queues_and_folds(
+    stats: &Stats,
+    raw: &mut redis::aio::MultiplexedConnection,
+    pend: &str,
+    (count, sum): (u64, f64),
+) {
+    let second = T0.floor() as u64;
+    let minute = second - second % 60;
     stats.record_at("lat", 7.0, T0 + 0.3).await.unwrap();
-    let value: Vec<u8> = raw.hget(&pend, "b").await.unwrap();
-    assert_eq!(&value[..2], &[0x9d, 2]);
-    assert_eq!(fields(&mut raw, &pend).await, vec!["b", "q", "s", "t"]);
-    stats.record_at("lat", 1.0, T0 + 0.4).await.unwrap();
+    let value: Vec<u8> = raw.hget(pend, "b").await.unwrap();
+    assert_eq!(&value[..4], &FORMAT_3);
+    assert_eq!(fields(raw, pend).await, vec!["b", "q0", "s", "t"]);
     assert_eq!(
-        slices(&stats, "lat", 1).await,
-        vec![(second - 1, 1, 5.0), (second, 4, 38.0)]
+        StatsValue::decode_pending(&value, None, &[])
+            .unwrap()
+            .count(),
+        count + 1
     );
-    // The next second folds it, queue and all.
+    stats.record_at("lat", 1.0, T0 + 0.4).await.unwrap();
+    assert_eq!(fields(raw, pend).await, vec!["b", "q0", "q1", "s", "t"]);
+    let now = (second, count + 2, sum + 8.0);
+    assert_eq!(
+        slices(stats, "lat", 1).await,
+        vec![(second - 1, 1, 5.0), now]
+    );
     stats.record_at("lat", 2.0, T0 + 1.0).await.unwrap();
     assert_eq!(
-        slices(&stats, "lat", 1).await,
-        vec![
-            (second - 1, 1, 5.0),
-            (second, 4, 38.0),
-            (second + 1, 1, 2.0)
-        ]
+        slices(stats, "lat", 1).await,
+        vec![(second - 1, 1, 5.0), now, (second + 1, 1, 2.0)]
     );
-    assert_eq!(slices(&stats, "lat", 60).await, vec![(minute, 6, 45.0)]);
+    assert_eq!(
+        slices(stats, "lat", 60).await,
+        vec![(minute, count + 4, sum + 15.0)]
+    );
+}
+
+/// The first bytes of a pending value of format 3: the 16-bit header of an
+/// array of 13, then the format.
+const FORMAT_3: [u8; 4] = [0xdc, 0x00, 0x0d, 0x03];
+
+/// The pending slice `pend`'s value (`b`) and its queue's deltas (`q1` to
+/// `q<n>`; the slice has a queue).
+async fn value_and_deltas(
+    raw: &mut redis::aio::MultiplexedConnection,
+    pend: &str,
+) -> (Vec<u8>, Vec<Vec<u8>>) {
+    let value: Vec<u8> = raw.hget(pend, "b").await.unwrap();
+    // Past s, b, t and q0.
+    let n = fields(raw, pend).await.len() - 4;
+    let mut deltas = Vec::new();
+    for i in 1..=n {
+        deltas.push(raw.hget(pend, format!("q{i}")).await.unwrap());
+    }
+    (value, deltas)
+}
+
+fn slices_of(deltas: &[Vec<u8>]) -> Vec<&[u8]> {
+    deltas.iter().map(Vec::as_slice).collect()
+}
+
+/// Statistics written by the commit before the queue had a field per delta
+/// keep a pending value of format 2 and its queue in one string `q` (the
+/// header, then the deltas): they read the same, and a write into that
+/// slice merges it (now of format 3, with a queue of a field per delta),
+/// the next queues, and the next second folds it all.
+async fn a_pending_slice_with_its_queue_in_one_string_reads_and_takes_writes(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let stats = f.stats(settings()).await;
+    let mut raw = f.raw().await;
+    let second = T0.floor() as u64;
+    let minute = second - second % 60;
+    stats.record_at("lat", 5.0, T0 - 1.0).await.unwrap();
+    three_in_one_second(&stats).await;
+    // The pending slice as that commit wrote it, by hand: the value of
+    // format 2, and the queue's header and deltas in one string.
+    let pend = pending_key(&mut raw, "lat").await;
+    let (value, deltas) = value_and_deltas(&mut raw, &pend).await;
+    assert_eq!(deltas.len(), 2);
+    let header: Vec<u8> = raw.hget(&pend, "q0").await.unwrap();
+    let opened = StatsValue::decode_pending(&value, None, &[]).unwrap();
+    let (two, two_header) = opened.encode_pending();
+    assert_eq!(two_header, header);
+    assert_eq!(&two[..2], &[0x9d, 2]);
+    let queue = [header, deltas.concat()].concat();
+    let _: () = raw.hdel(&pend, &["q0", "q1", "q2"]).await.unwrap();
+    let _: () = raw
+        .hset_multiple(&pend, &[("b", &two), ("q", &queue)])
+        .await
+        .unwrap();
+    assert_eq!(fields(&mut raw, &pend).await, vec!["b", "q", "s", "t"]);
+    assert_eq!(
+        slices(&stats, "lat", 1).await,
+        vec![(second - 1, 1, 5.0), (second, 3, 60.0)]
+    );
+    assert_eq!(slices(&stats, "lat", 60).await, vec![(minute, 4, 65.0)]);
+    merges_queues_and_folds(&stats, &mut raw, &pend, (3, 60.0)).await;
 }
 
 /// A failed call takes back the observations it put in a queue.
@@ -272,15 +356,30 @@ async fn a_failed_call_takes_back_what_it_queued(kind: Kind) {
     big_and_small(&stats).await;
     stats.record_at("a-small", 3.0, T0 + 0.1).await.unwrap();
     let pend = pending_key(&mut raw, "a-small").await;
-    let queue: Vec<u8> = raw.hget(&pend, "q").await.unwrap();
+    let queue = snapshot(&mut raw, std::slice::from_ref(&pend)).await;
+    assert_eq!(
+        fields(&mut raw, &pend).await,
+        vec!["b", "q0", "q1", "s", "t"]
+    );
     // a-small's observation waits in its queue, then z-big's count
     // overflows: the call is refused whole.
     refused_whole(&stats, &mut raw, T0 + 0.2).await;
-    assert_eq!(raw.hget::<_, _, Vec<u8>>(&pend, "q").await.unwrap(), queue);
+    assert_eq!(snapshot(&mut raw, std::slice::from_ref(&pend)).await, queue);
     assert_eq!(
         slices(&stats, "a-small", 1).await,
         vec![(T0.floor() as u64, 2, 4.0)]
     );
+}
+
+/// "lat" gets 10, 20 and 30 in the second of T0: the first opens its
+/// pending slice, the others wait in its queue.
+async fn three_in_one_second(stats: &Stats) {
+    for (i, x) in [10.0, 20.0, 30.0].into_iter().enumerate() {
+        stats
+            .record_at("lat", x, T0 + 0.1 * i as f64)
+            .await
+            .unwrap();
+    }
 }
 
 /// The cleaner folds a pending slice's queue with its value.
@@ -290,18 +389,17 @@ async fn the_cleaner_folds_the_queue(kind: Kind) {
     let mut raw = f.raw().await;
     let second = T0.floor() as u64;
     let minute = second - second % 60;
-    for (i, x) in [10.0, 20.0, 30.0].into_iter().enumerate() {
-        stats
-            .record_at("lat", x, T0 + 0.1 * i as f64)
-            .await
-            .unwrap();
-    }
+    three_in_one_second(&stats).await;
     let pend = pending_key(&mut raw, "lat").await;
-    let queue: Vec<u8> = raw.hget(&pend, "q").await.unwrap();
-    let value: Vec<u8> = raw.hget(&pend, "b").await.unwrap();
-    let waiting = StatsValue::decode_pending(&value, Some(&queue)).unwrap();
+    let (value, deltas) = value_and_deltas(&mut raw, &pend).await;
+    let waiting = StatsValue::decode_pending(&value, None, &slices_of(&deltas)).unwrap();
     assert_eq!(waiting.count(), 3);
-    assert_eq!(StatsValue::decode_pending(&value, None).unwrap().count(), 1);
+    assert_eq!(
+        StatsValue::decode_pending(&value, None, &[])
+            .unwrap()
+            .count(),
+        1
+    );
     let mut cleaner = f.cleaner_of(&stats);
     f.clock.advance(30.0);
     cleaner.pass().await.unwrap();

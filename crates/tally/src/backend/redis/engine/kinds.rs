@@ -5,7 +5,7 @@
 
 use redis::Value as Reply;
 
-use super::read::{reply_bytes, sum_of};
+use super::read::{PendingQueue, reply_bytes, sum_of};
 use crate::engine::kinds::{DistinctValue, Hll, StatsValue};
 use crate::engine::store::check_stored;
 use crate::engine::{Kind, Value};
@@ -41,9 +41,9 @@ pub(super) struct KindStore {
     pub encode: fn(&Value, &mut Vec<u8>),
     /// A stored value from a hash field's reply.
     pub parse: fn(&Reply) -> std::result::Result<Value, String>,
-    /// A pending slice's value (`stats_fold.lua`) from the replies of its
-    /// fields `b` and `q`, for a kind that has them.
-    pub parse_pending: fn(&Reply, &Reply) -> std::result::Result<Value, String>,
+    /// A pending slice's value (`stats_fold.lua`) from the reply of its
+    /// field `b` and its queue, for a kind that has them.
+    pub parse_pending: fn(&Reply, &PendingQueue<'_>) -> std::result::Result<Value, String>,
 }
 
 /// Every kind this store keeps.
@@ -74,11 +74,7 @@ pub(super) const KINDS: [KindStore; 4] = [
         encode: Value::encode,
         parse: |v| parse_blob(Kind::Stats, v),
         parse_pending: |b, q| {
-            let q = match q {
-                Reply::Nil => None,
-                q => Some(reply_bytes(q, "a queue")?),
-            };
-            StatsValue::decode_pending(reply_bytes(b, "a value")?, q)
+            StatsValue::decode_pending(reply_bytes(b, "a value")?, q.string, &q.deltas)
                 .map(|v| Value::Stats(Box::new(v)))
                 .map_err(|e| e.to_string())
         },
@@ -119,15 +115,16 @@ pub(super) const KINDS: [KindStore; 4] = [
 ];
 
 /// The `parse_pending` of a kind without pending slices.
-fn no_pending(_: &Reply, _: &Reply) -> std::result::Result<Value, String> {
+fn no_pending(_: &Reply, _: &PendingQueue<'_>) -> std::result::Result<Value, String> {
     Err("this kind keeps no pending slice".into())
 }
 
-/// Fails unless a pending slice's `q` is absent (only statistics queue).
-pub(super) fn no_queue(q: &Reply) -> std::result::Result<(), String> {
-    match q {
-        Reply::Nil => Ok(()),
-        other => Err(format!("it holds {other:?} as q, which only a statistic has")),
+/// Fails unless a pending slice has no queue (only statistics queue).
+pub(super) fn no_queue(q: &PendingQueue<'_>) -> std::result::Result<(), String> {
+    if q.is_none() {
+        Ok(())
+    } else {
+        Err(format!("it holds a queue {q:?}, which only a statistic has"))
     }
 }
 

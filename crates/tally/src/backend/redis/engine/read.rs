@@ -54,14 +54,15 @@ impl RedisSliceStore {
     }
 
     /// Each series' pending slice (`stats_fold.lua`): the second its finest
-    /// slice starts at, its value (parsed by `parse` from its `b` and `q`, a
-    /// statistic's queue) and the precisions it folds into (its `t`), `None`
-    /// when it has none; one HMGET per series, one pipeline per slot, sent
-    /// beside the slices' reads.
+    /// slice starts at, its value (parsed by `parse` from its `b` and, for
+    /// a statistic, its queue) and the precisions it folds into (its `t`),
+    /// `None` when it has none; one HGETALL per series (the hash is small:
+    /// a value and the queue's few dozen deltas), one pipeline per slot,
+    /// sent beside the slices' reads.
     async fn read_pending<T>(
         &self,
         read: SliceRead<'_>,
-        parse: impl Fn(&Reply, &Reply) -> std::result::Result<T, String>,
+        parse: impl Fn(&Reply, &PendingQueue<'_>) -> std::result::Result<T, String>,
     ) -> Result<Vec<Option<Pending<T>>>> {
         let keys = self.layout.space_keys(read.space);
         let finest = read
@@ -74,7 +75,7 @@ impl RedisSliceStore {
             .iter()
             .map(|key| {
                 let mut pipe = redis::pipe();
-                pipe.cmd("HMGET").arg(key).arg("s").arg("b").arg("t").arg("q");
+                pipe.cmd("HGETALL").arg(key);
                 pipe
             })
             .collect();
@@ -84,12 +85,18 @@ impl RedisSliceStore {
             .zip(&pending)
             .map(|(reply, key)| {
                 let corrupt = |why: String| Error::Corrupt(format!("{key}: {why}"));
-                let Some(Reply::Array(fields)) = reply.into_iter().next() else {
-                    return Err(corrupt("redis answered no HMGET".into()));
+                let Some(reply) = reply.into_iter().next() else {
+                    return Err(corrupt("redis answered no HGETALL".into()));
                 };
-                match fields.as_slice() {
-                    [Reply::Nil, ..] => Ok(None),
-                    [field, blob, folds_into, queue] => {
+                let fields = PendingFields::of(&reply).map_err(corrupt)?;
+                match fields {
+                    None => Ok(None),
+                    Some(PendingFields {
+                        slice: field,
+                        value: blob,
+                        folds_into,
+                        queue,
+                    }) => {
                         let field: u64 = reply_number(field, "a slice").map_err(corrupt)?;
                         // A compact field names its own precision (the
                         // finest when it was written, whatever it is now).
@@ -103,9 +110,8 @@ impl RedisSliceStore {
                             .map(|pf| pf.split(':').next().and_then(|p| p.parse().ok()))
                             .collect::<Option<Vec<u64>>>()
                             .ok_or_else(|| corrupt("its t is not <precision>:<field>".into()))?;
-                        Ok(Some((second, parse(blob, queue).map_err(corrupt)?, folds_into)))
+                        Ok(Some((second, parse(blob, &queue).map_err(corrupt)?, folds_into)))
                     }
-                    other => Err(corrupt(format!("HMGET answered {other:?}"))),
                 }
             })
             .collect()
@@ -263,6 +269,94 @@ impl RedisSliceStore {
                     .collect()
             })
             .collect()
+    }
+}
+
+/// A pending slice's queue as read (`stats_fold.lua`; a statistic's only):
+/// the one string of a slice of format 2, or the header (`q0`) and the
+/// deltas (`q1` to `q<n>`, in that order) of a slice of format 3.
+#[derive(Debug, Default)]
+pub(super) struct PendingQueue<'r> {
+    /// A format 2 queue (`q`).
+    pub string: Option<&'r [u8]>,
+    /// A format 3 queue's header (`q0`).
+    pub header: Option<&'r [u8]>,
+    /// A format 3 queue's deltas, oldest first.
+    pub deltas: Vec<&'r [u8]>,
+}
+
+impl PendingQueue<'_> {
+    /// True when the slice has no queue at all (no field of one).
+    pub fn is_none(&self) -> bool {
+        self.string.is_none() && self.header.is_none() && self.deltas.is_empty()
+    }
+}
+
+/// A pending slice's fields, from its HGETALL.
+struct PendingFields<'r> {
+    /// `s`: the finest slice's field.
+    slice: &'r Reply,
+    /// `b`: its value.
+    value: &'r Reply,
+    /// `t`: where it folds.
+    folds_into: &'r Reply,
+    /// A statistic's queue.
+    queue: PendingQueue<'r>,
+}
+
+impl<'r> PendingFields<'r> {
+    /// The fields of an HGETALL reply (RESP2 or RESP3), `None` for a slice
+    /// that is not there, or what is wrong with them: a field missing,
+    /// unknown, or a queue whose deltas are not `q1` to `q<n>`.
+    fn of(reply: &'r Reply) -> std::result::Result<Option<Self>, String> {
+        let pairs: Vec<(&Reply, &Reply)> = match reply {
+            Reply::Map(pairs) => pairs.iter().map(|(f, v)| (f, v)).collect(),
+            Reply::Array(flat) if flat.len() % 2 == 0 => {
+                flat.chunks_exact(2).map(|p| (&p[0], &p[1])).collect()
+            }
+            Reply::Nil => Vec::new(),
+            other => return Err(format!("it is not a pending slice: {other:?}")),
+        };
+        if pairs.is_empty() {
+            return Ok(None);
+        }
+        let (mut slice, mut value, mut folds_into) = (None, None, None);
+        let mut queue = PendingQueue::default();
+        let mut deltas: Vec<(u64, &[u8])> = Vec::new();
+        for (f, v) in pairs {
+            let name = reply_bytes(f, "a field")?;
+            let unknown = || format!("it has a field {:?}", String::from_utf8_lossy(name));
+            match name {
+                b"s" => slice = Some(v),
+                b"b" => value = Some(v),
+                b"t" => folds_into = Some(v),
+                b"q" => queue.string = Some(reply_bytes(v, "a queue")?),
+                b"q0" => queue.header = Some(reply_bytes(v, "a queue's header")?),
+                [b'q', digits @ ..] if digits.first().is_some_and(|d| (b'1'..=b'9').contains(d)) => {
+                    let i = std::str::from_utf8(digits)
+                        .ok()
+                        .and_then(|d| d.parse().ok())
+                        .ok_or_else(unknown)?;
+                    deltas.push((i, reply_bytes(v, "a delta")?));
+                }
+                _ => return Err(unknown()),
+            }
+        }
+        let missing = |what: &str| format!("it has no {what}");
+        deltas.sort_unstable_by_key(|d| d.0);
+        if deltas.iter().zip(1..).any(|(d, i)| d.0 != i) {
+            return Err(format!("its queue's deltas are not q1 to q{}", deltas.len()));
+        }
+        if !deltas.is_empty() && queue.header.is_none() {
+            return Err(missing("queue header (q0)"));
+        }
+        queue.deltas = deltas.into_iter().map(|d| d.1).collect();
+        Ok(Some(PendingFields {
+            slice: slice.ok_or_else(|| missing("s"))?,
+            value: value.ok_or_else(|| missing("b"))?,
+            folds_into: folds_into.ok_or_else(|| missing("t"))?,
+            queue,
+        }))
     }
 }
 
@@ -436,6 +530,38 @@ mod tests {
                 .unwrap_err()
                 .contains("not a hash")
         );
+    }
+
+    /// A pending slice's HGETALL: its queue's deltas in the order of their
+    /// numbers whatever the order of the reply, none for a missing hash,
+    /// and an error naming what is wrong otherwise.
+    #[test]
+    fn pending_fields_order_the_queue_and_name_what_is_wrong() {
+        let b = |s: &str| Reply::BulkString(s.as_bytes().to_vec());
+        let hash = |fields: &[&str]| {
+            Reply::Array(fields.iter().flat_map(|f| [b(f), b(&format!("<{f}>"))]).collect())
+        };
+        let reply = hash(&["s", "q2", "b", "q0", "t", "q1"]);
+        let got = PendingFields::of(&reply).unwrap().unwrap();
+        assert_eq!(got.queue.deltas, vec![&b"<q1>"[..], &b"<q2>"[..]]);
+        assert_eq!(got.queue.header, Some(&b"<q0>"[..]));
+        assert_eq!(got.queue.string, None);
+        assert_eq!(got.value, &b("<b>"));
+        assert!(PendingFields::of(&Reply::Array(vec![])).unwrap().is_none());
+        let reply = hash(&["s", "b", "t", "q"]);
+        let old = PendingFields::of(&reply).unwrap().unwrap();
+        assert_eq!(old.queue.string, Some(&b"<q>"[..]));
+        assert!(!old.queue.is_none());
+        for (fields, why) in [
+            (&["s", "b", "t", "q0", "q2"][..], "not q1 to q1"),
+            (&["s", "b", "t", "q1"][..], "no queue header (q0)"),
+            (&["s", "b", "t", "q0", "q1x"][..], "a field \"q1x\""),
+            (&["s", "b", "t", "x"][..], "a field \"x\""),
+            (&["s", "t"][..], "no b"),
+        ] {
+            let e = PendingFields::of(&hash(fields)).err().unwrap();
+            assert!(e.contains(why), "{e} (wanted {why})");
+        }
     }
 
     /// Reads of sums take fields and values from DUMP payloads: the same

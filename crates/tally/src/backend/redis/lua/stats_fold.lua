@@ -14,10 +14,14 @@
 --      decimal integer)
 --   t  where that slice folds: `<precision>:<field>` for every precision,
 --      finest first, separated by spaces
---   q  statistics only: the queue of deltas written into the slice since
---      `b` was last merged (kind_stats.lua's stats_queue_*), absent when
---      the slice keeps none; `b` is then of format 2 (an older Tally fails
---      on it rather than miss the queue)
+--   q0, q1, q2, ...  statistics only: the queue of deltas written into
+--      the slice since `b` was last merged (kind_stats.lua's
+--      stats_queue_*): q0 its header, q<i> the i-th delta (their number is
+--      the hash's length past s, b, t and q0); q0 absent when the slice
+--      keeps none. `b` is of format 3 (an older Tally fails on it rather
+--      than miss the queue). A slice of format 2 keeps its queue in one
+--      field `q` instead (the header and the deltas): read as it is, made
+--      format 3 by the next write that merges it.
 -- A write that opens a later finest slice first folds the pending value into
 -- every precision's slice (`t`), then starts the new one; a write older than
 -- the pending slice goes to every precision at once; the cleaner folds
@@ -81,15 +85,55 @@ local function fold_undo(undo)
 end
 
 -- What the pending slice `pend` holds, as the functions below take it
--- (`cur`): its s, b and t, and for statistics its q, with b not read
+-- (`cur`): its s, b and t, and for statistics its q0, with b not read
 -- (nil) until a fold or a merge asks for it (fold_b): a write into the
--- slice pending only appends to q.
+-- slice pending only appends to its queue.
 local function fold_read(pend)
   if FOLD_SUMS then
     return redis.call('HMGET', pend, 's', 'b', 't')
   end
-  local r = redis.call('HMGET', pend, 's', 't', 'q')
+  local r = redis.call('HMGET', pend, 's', 't', 'q0')
   return {r[1], nil, r[2], r[3]}
+end
+
+-- How many deltas the queue of `pend` (`cur` as fold_read answered it)
+-- holds: its fields past s, b, t and q0 (HLEN is cheaper than a count of
+-- its own to read, write and take back).
+local function fold_count(pend, cur)
+  if not cur[4] then
+    return 0
+  end
+  return redis.call('HLEN', pend) - 4
+end
+
+-- A statistic's queue in `pend` (`cur` as fold_read answered it): the
+-- format 2 queue `q` (false unless the slice has no q0), the deltas q1 to
+-- q<n> (a list) and n.
+local function fold_queue(pend, cur)
+  local n = fold_count(pend, cur)
+  local deltas = {}
+  if n > 0 then
+    local names = {}
+    for i = 1, n do
+      names[i] = 'q' .. i
+    end
+    deltas = redis.call('HMGET', pend, unpack(names))
+  end
+  local q = false
+  if not cur[4] then
+    q = redis.call('HGET', pend, 'q')
+  end
+  return q, deltas, n
+end
+
+-- Notes in `undo` the queue of `pend` (`cur`, and what fold_queue
+-- answered) as it is before it is taken away.
+local function fold_queue_undo(undo, pend, cur, q, deltas)
+  undo[#undo + 1] = {pend, 'q0', cur[4]}
+  undo[#undo + 1] = {pend, 'q', q}
+  for i = 1, #deltas do
+    undo[#undo + 1] = {pend, 'q' .. i, deltas[i]}
+  end
 end
 
 -- The b of `cur` (fold_read), read now when it was not.
@@ -132,12 +176,14 @@ local function fold_held(undo, pend, keys, precisions, cur)
   -- (A sum's pending slice opens at 0: nothing to fold then.)
   local nothing = FOLD_SUMS and cur[2] == '0'
   local value = cur[2]
+  local q, deltas
   if not FOLD_SUMS then
     -- A statistic's value with its queue merged in, of format 1 as
     -- every precision's slices keep it.
-    local b, q = fold_b(pend, cur), cur[4]
-    if not stats_queue_empty(q) then
-      local t, err = stats_pending_value(b, q)
+    local b, n = fold_b(pend, cur), nil
+    q, deltas, n = fold_queue(pend, cur)
+    if n > 0 or (q and #q > 9) then
+      local t, err = stats_pending_value(b, q, deltas)
       if not t then
         return err.err
       end
@@ -162,7 +208,7 @@ local function fold_held(undo, pend, keys, precisions, cur)
   undo[#undo + 1] = {pend, 'b', cur[2]}
   undo[#undo + 1] = {pend, 't', cur[3]}
   if not FOLD_SUMS then
-    undo[#undo + 1] = {pend, 'q', cur[4]}
+    fold_queue_undo(undo, pend, cur, q, deltas)
   end
   redis.call('DEL', pend)
   return nil
@@ -202,39 +248,55 @@ local function fold_same(undo, pend, cur, precision, field, delta)
     return true, nil
   end
   -- A statistic: the delta waits in the slice's queue when it can (the
-  -- common write: no sketch decoded), else the queue and the delta are
-  -- merged into b, in order.
-  local q = cur[4]
-  if stats_queue_takes(q, delta) then
-    undo[#undo + 1] = {pend, 'q', q}
-    redis.call('HSET', pend, 'q', q .. delta)
-    return true, nil
+  -- common write: no sketch decoded, one new field), else the queue and
+  -- the delta are merged into b, in order.
+  local head = cur[4]
+  if head and stats_queue_takes(head, delta) then
+    local n = fold_count(pend, cur)
+    if n < STATS_QUEUE_DELTAS then
+      n = n + 1
+      undo[#undo + 1] = {pend, 'q' .. n, false}
+      redis.call('HSET', pend, 'q' .. n, delta)
+      return true, nil
+    end
   end
   local d, err = stats_blob(delta, 'delta')
   if not d then
     return true, err.err
   end
   local b = fold_b(pend, cur)
+  local q, deltas = fold_queue(pend, cur)
   local t
-  t, err = stats_pending_value(b, q)
+  t, err = stats_pending_value(b, q, deltas)
   if t then
     t, err = stats_merge_values(t, d)
   end
   if not t then
     return true, err.err
   end
-  t[1] = 2
-  local new = stats_queue_new(t)
+  head = stats_queue_new(t)
+  local new = stats_pack_pending(t)
   undo[#undo + 1] = {pend, 'b', b}
-  undo[#undo + 1] = {pend, 'q', q}
-  if new then
-    redis.call('HSET', pend, 'b', cmsgpack.pack(t), 'q', new)
-  else
-    redis.call('HSET', pend, 'b', cmsgpack.pack(t))
-    if q then
-      redis.call('HDEL', pend, 'q')
-    end
+  fold_queue_undo(undo, pend, cur, q, deltas)
+  local gone = {}
+  for i = 1, #deltas do
+    gone[i] = 'q' .. i
   end
+  if q then
+    gone[#gone + 1] = 'q'
+  end
+  if not head and cur[4] then
+    gone[#gone + 1] = 'q0'
+  end
+  if #gone > 0 then
+    redis.call('HDEL', pend, unpack(gone))
+  end
+  if head then
+    redis.call('HSET', pend, 'b', new, 'q0', head)
+  else
+    redis.call('HSET', pend, 'b', new)
+  end
+  cur[2], cur[4] = new, head
   return true, nil
 end
 
@@ -259,15 +321,15 @@ local function fold_open(undo, pend, cur, keys, precisions, fields, delta)
     return nil
   end
   -- The new pending value: a sum's delta as sent (an integer Rust
-  -- wrote), a statistic's blob checked, as format 2, with a queue when it
-  -- may keep one.
+  -- wrote), a statistic's blob checked, as format 3, with a queue (its
+  -- header) when it may keep one.
   local checked, q = delta, false
   if not FOLD_SUMS then
     local d, err = stats_blob(delta, 'delta')
     if not d then
       return err.err
     end
-    checked, q = stats_format(delta, 2), stats_queue_new(d)
+    checked, q = stats_format(delta, 3), stats_queue_new(d)
   end
   local e = fold_held(undo, pend, keys, precisions, cur)
   if e then
@@ -281,8 +343,8 @@ local function fold_open(undo, pend, cur, keys, precisions, fields, delta)
   undo[#undo + 1] = {pend, 'b', false}
   undo[#undo + 1] = {pend, 't', false}
   if q then
-    undo[#undo + 1] = {pend, 'q', false}
-    redis.call('HSET', pend, 's', f, 'b', checked, 't', table.concat(t, ' '), 'q', q)
+    undo[#undo + 1] = {pend, 'q0', false}
+    redis.call('HSET', pend, 's', f, 'b', checked, 't', table.concat(t, ' '), 'q0', q)
   else
     redis.call('HSET', pend, 's', f, 'b', checked, 't', table.concat(t, ' '))
   end

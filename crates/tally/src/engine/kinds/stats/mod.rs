@@ -39,12 +39,15 @@
 //! value writes zeros for count, sums, min and max and empty stores.
 //!
 //! A Redis pending slice (`backend/redis/lua/stats_fold.lua`) keeps its
-//! value as the same array with format `2` (so that a Tally from before
-//! format 2 fails on it rather than read it short) and beside it a queue:
-//! the MessagePack number of the value's `alpha`, then the blobs (format 1)
-//! written into the slice since, one after the other
-//! ([`StatsValue::decode_pending`] reads the two; `kind_stats.lua`'s
-//! `stats_pending_value` is its Lua twin).
+//! value as the same array with format `3`, written with the array's
+//! three-byte header (`dc 00 0d`, so that a Tally from before format 3
+//! fails on it rather than read it short), and beside it a queue: a header
+//! (the MessagePack number of the value's `alpha`), then the blobs of
+//! format `1` written into the slice since, one per hash field. A pending
+//! slice of format `2` (the one-byte header `9d`) keeps its queue in one
+//! string: the header, then the blobs one after the other.
+//! [`StatsValue::decode_pending`] reads them; `kind_stats.lua`'s
+//! `stats_pending_value` is its Lua twin.
 
 use super::msgpack::{Reader, Writer};
 use super::sketch::{MAX_COUNT, MAX_MAX_BUCKETS, MIN_MAX_BUCKETS, Sketch, SketchSettings, Store};
@@ -53,8 +56,15 @@ use crate::error::{Error, Result};
 
 /// The encoding's format number.
 const FORMAT: i64 = 1;
-/// The format number of a Redis pending slice's value.
-const FORMAT_PENDING: i64 = 2;
+/// The format number of a Redis pending slice's value with its queue in
+/// one string, as Tally wrote it before the queue had a field per delta.
+const FORMAT_PENDING_STRING: i64 = 2;
+/// The format number of a Redis pending slice's value (always written with
+/// the 16-bit array header, [`PENDING_HEADER`]).
+const FORMAT_PENDING: i64 = 3;
+/// The first bytes of a pending value of format 3: MessagePack's 16-bit
+/// header of an array of [`FIELDS`], then the format.
+const PENDING_HEADER: [u8; 4] = [0xdc, 0x00, FIELDS as u8, FORMAT_PENDING as u8];
 /// The number of elements of an encoded value.
 const FIELDS: usize = 13;
 
@@ -410,7 +420,7 @@ impl Codec for StatsValue {
 
     fn decode(bytes: &[u8]) -> Result<Self> {
         let mut r = Reader::new(bytes, "statistic");
-        let value = read_value(&mut r, FORMAT)?;
+        let value = read_value::<FORMAT, FORMAT>(&mut r)?;
         r.finish()?;
         Ok(value)
     }
@@ -418,42 +428,65 @@ impl Codec for StatsValue {
 
 impl StatsValue {
     /// The value of a Redis pending slice: its blob `value` (format 1, as
-    /// a Tally before format 2 wrote it, or 2) with every delta of its
-    /// `queue` (none when `None` or empty) merged in, in their order, as
-    /// `kind_stats.lua` merges them.
-    pub fn decode_pending(value: &[u8], queue: Option<&[u8]>) -> Result<StatsValue> {
+    /// a Tally before format 2 wrote it, 2, or 3 with its 16-bit array
+    /// header) with every delta of its format 2 `queue` (none when `None`
+    /// or empty: its header, then deltas one after the other), then each
+    /// of `deltas` (a format 3 queue's, one blob each, in the order
+    /// written) merged in, as `kind_stats.lua` merges them.
+    pub fn decode_pending(
+        value: &[u8],
+        queue: Option<&[u8]>,
+        deltas: &[&[u8]],
+    ) -> Result<StatsValue> {
         let mut r = Reader::new(value, "statistic");
-        let mut value = read_value(&mut r, FORMAT_PENDING)?;
-        r.finish()?;
-        let Some(queue) = queue.filter(|q| !q.is_empty()) else {
-            return Ok(value);
+        let mut value = if value.first() == Some(&PENDING_HEADER[0]) {
+            read_value::<FORMAT_PENDING, FORMAT_PENDING>(&mut r)?
+        } else {
+            read_value::<FORMAT, FORMAT_PENDING_STRING>(&mut r)?
         };
-        let mut r = Reader::new(queue, "statistic's pending queue");
-        r.finite("the queue's alpha")?;
-        while !r.at_end() {
-            value.merge(&read_value(&mut r, FORMAT)?)?;
+        r.finish()?;
+        if let Some(queue) = queue.filter(|q| !q.is_empty()) {
+            let mut r = Reader::new(queue, "statistic's pending queue");
+            r.finite("the queue's alpha")?;
+            while !r.at_end() {
+                value.merge(&read_value::<FORMAT, FORMAT>(&mut r)?)?;
+            }
+        }
+        for delta in deltas {
+            let mut r = Reader::new(delta, "statistic's pending delta");
+            value.merge(&read_value::<FORMAT, FORMAT>(&mut r)?)?;
+            r.finish()?;
         }
         Ok(value)
     }
 
-    /// The bytes of this value as a Redis pending slice keeps it (format
-    /// 2), and the header of its empty queue.
+    /// The bytes of this value as a Redis pending slice of format 2 keeps
+    /// it (as Tally wrote it before format 3), and the header of its empty
+    /// queue.
     pub fn encode_pending(&self) -> (Vec<u8>, Vec<u8>) {
         let mut value = self.to_bytes();
-        value[1] = FORMAT_PENDING as u8;
+        value[1] = FORMAT_PENDING_STRING as u8;
         let mut header = Vec::new();
         Writer::new(&mut header).number(self.settings().alpha());
         (value, header)
     }
+
+    /// The bytes of this value as a Redis pending slice keeps it now
+    /// (format 3, with the array's 16-bit header).
+    pub fn encode_pending_value(&self) -> Vec<u8> {
+        let value = self.to_bytes();
+        [&PENDING_HEADER[..], &value[2..]].concat()
+    }
 }
 
-/// One encoded value from `r`, of a format from 1 to `newest`.
-fn read_value(r: &mut Reader<'_>, newest: i64) -> Result<StatsValue> {
+/// One encoded value from `r`, of a format in `MIN..=MAX` (constants: the
+/// hot read of a stored slice is compiled for format 1 alone).
+fn read_value<const MIN: i64, const MAX: i64>(r: &mut Reader<'_>) -> Result<StatsValue> {
     let fields = r.array()?;
     if fields != FIELDS {
         return Err(r.corrupt(format!("it has {fields} fields, not {FIELDS}")));
     }
-    r.int_in("the format", FORMAT, newest)?;
+    r.int_in("the format", MIN, MAX)?;
     let alpha = r.finite("alpha")?;
     let max_buckets = r.int_in(
         "max_buckets",

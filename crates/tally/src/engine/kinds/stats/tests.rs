@@ -345,10 +345,16 @@ fn pending_values_and_queues_read_as_their_merge() {
     let queue = [&header[..], &b.to_bytes(), &c.to_bytes()].concat();
     let want = merged(&a, &[&b, &c]);
     for v in [&value, &a.to_bytes()] {
-        assert_eq!(StatsValue::decode_pending(v, Some(&queue)).unwrap(), want);
-        assert_eq!(StatsValue::decode_pending(v, Some(&header)).unwrap(), a);
-        assert_eq!(StatsValue::decode_pending(v, None).unwrap(), a);
-        assert_eq!(StatsValue::decode_pending(v, Some(&[])).unwrap(), a);
+        assert_eq!(
+            StatsValue::decode_pending(v, Some(&queue), &[]).unwrap(),
+            want
+        );
+        assert_eq!(
+            StatsValue::decode_pending(v, Some(&header), &[]).unwrap(),
+            a
+        );
+        assert_eq!(StatsValue::decode_pending(v, None, &[]).unwrap(), a);
+        assert_eq!(StatsValue::decode_pending(v, Some(&[]), &[]).unwrap(), a);
     }
     let three = [&value[..1], &[0x03], &value[2..]].concat();
     let bad: Vec<(Vec<u8>, Vec<u8>, &str)> = vec![
@@ -366,7 +372,50 @@ fn pending_values_and_queues_read_as_their_merge() {
         ),
     ];
     for (v, q, why) in bad {
-        let err = StatsValue::decode_pending(&v, Some(&q)).unwrap_err();
+        let err = StatsValue::decode_pending(&v, Some(&q), &[]).unwrap_err();
+        assert!(matches!(err, Error::Corrupt(_)), "{err}");
+        assert!(err.to_string().contains(why), "{err} (wanted {why})");
+    }
+}
+
+/// A Redis pending slice of format 3: its value with the array's 16-bit
+/// header (which a reader of formats 1 and 2 refuses), and its queue's
+/// deltas, one blob each, merged in order after a format 2 queue's; a
+/// format 3 value with the one-byte header, a format 2 value with the
+/// 16-bit one, or a delta of anything but one value of format 1 is corrupt.
+#[test]
+fn pending_values_of_format_3_read_with_their_deltas() {
+    let (a, b, c) = (of(&[1.0, 2.5]), of(&[-3.0]), of(&[0.0, 7.0, 7.0]));
+    let value = a.encode_pending_value();
+    assert_eq!(&value[..4], &[0xdc, 0x00, 0x0d, 0x03]);
+    assert_eq!(value[4..], a.to_bytes()[2..]);
+    let e = StatsValue::decode(&value).unwrap_err().to_string();
+    assert!(e.contains("the format is 3"), "{e}");
+    let (b2, c2) = (b.to_bytes(), c.to_bytes());
+    let deltas = [&b2[..], &c2[..]];
+    assert_eq!(
+        StatsValue::decode_pending(&value, None, &deltas).unwrap(),
+        merged(&a, &[&b, &c])
+    );
+    assert_eq!(StatsValue::decode_pending(&value, None, &[]).unwrap(), a);
+    let (old, header) = a.encode_pending();
+    let queue = [&header[..], &b2[..]].concat();
+    assert_eq!(
+        StatsValue::decode_pending(&old, Some(&queue), &[&c2[..]]).unwrap(),
+        merged(&a, &[&b, &c])
+    );
+    let short = [&[0x9d, 0x03][..], &value[4..]].concat();
+    let long_two = [&[0xdc, 0x00, 0x0d, 0x02][..], &value[4..]].concat();
+    let two = [&b2[..], &c2[..]].concat();
+    let bad: Vec<(&[u8], &[u8], &str)> = vec![
+        (&short, &b2, "the format is 3"),
+        (&long_two, &b2, "the format is 2"),
+        (&value, &two, "follow the value"),
+        (&value, &value, "the format is 3"),
+        (&value, &b2[..5], "does not fit"),
+    ];
+    for (v, delta, why) in bad {
+        let err = StatsValue::decode_pending(v, None, &[delta]).unwrap_err();
         assert!(matches!(err, Error::Corrupt(_)), "{err}");
         assert!(err.to_string().contains(why), "{err} (wanted {why})");
     }
