@@ -9,7 +9,7 @@ use super::super::dump;
 use super::RedisSliceStore;
 use super::kinds;
 use crate::engine::store::{Reads, check_stored, check_sums};
-use crate::engine::{SliceRead, SliceSel, Slices};
+use crate::engine::{Kind, SliceRead, SliceSel, Slices};
 use crate::error::{Error, Result};
 
 /// A series' pending slice as read: the second its finest slice starts
@@ -24,8 +24,9 @@ impl RedisSliceStore {
         if !self.layout.space_keys(read.space).folds(read.space.kind) {
             return stored.await;
         }
+        let queued = read.space.kind == Kind::Stats;
         let (mut slices, pending) =
-            futures::try_join!(stored, self.read_pending(read, kind.parse_pending))?;
+            futures::try_join!(stored, self.read_pending(read, queued, kind.parse_pending))?;
         add_pending(read, &mut slices, pending, |a, b| a.merge(b))?;
         Ok(slices)
     }
@@ -38,7 +39,7 @@ impl RedisSliceStore {
         if !self.layout.space_keys(read.space).folds(read.space.kind) {
             return stored.await;
         }
-        let pending = self.read_pending(read, |b, q| {
+        let pending = self.read_pending(read, false, |b, q| {
             kinds::no_queue(q)?;
             sum_of(b)
         });
@@ -56,12 +57,15 @@ impl RedisSliceStore {
     /// Each series' pending slice (`stats_fold.lua`): the second its finest
     /// slice starts at, its value (parsed by `parse` from its `b` and, for
     /// a statistic, its queue) and the precisions it folds into (its `t`),
-    /// `None` when it has none; one HGETALL per series (the hash is small:
-    /// a value and the queue's few dozen deltas), one pipeline per slot,
-    /// sent beside the slices' reads.
+    /// `None` when it has none; one pipeline per slot, sent beside the
+    /// slices' reads. A statistic's (`queued`) is read whole, one HGETALL
+    /// per series (the hash is small: a value and its queue's deltas); a
+    /// sum's, which has no queue, by one `HMGET s b t q` (a `q` is refused
+    /// by its `parse`).
     async fn read_pending<T>(
         &self,
         read: SliceRead<'_>,
+        queued: bool,
         parse: impl Fn(&Reply, &PendingQueue<'_>) -> std::result::Result<T, String>,
     ) -> Result<Vec<Option<Pending<T>>>> {
         let keys = self.layout.space_keys(read.space);
@@ -75,7 +79,11 @@ impl RedisSliceStore {
             .iter()
             .map(|key| {
                 let mut pipe = redis::pipe();
-                pipe.cmd("HGETALL").arg(key);
+                if queued {
+                    pipe.cmd("HGETALL").arg(key);
+                } else {
+                    pipe.cmd("HMGET").arg(key).arg("s").arg("b").arg("t").arg("q");
+                }
                 pipe
             })
             .collect();
@@ -86,9 +94,14 @@ impl RedisSliceStore {
             .map(|(reply, key)| {
                 let corrupt = |why: String| Error::Corrupt(format!("{key}: {why}"));
                 let Some(reply) = reply.into_iter().next() else {
-                    return Err(corrupt("redis answered no HGETALL".into()));
+                    return Err(corrupt("redis answered nothing".into()));
                 };
-                let fields = PendingFields::of(&reply).map_err(corrupt)?;
+                let fields = if queued {
+                    PendingFields::of(&reply)
+                } else {
+                    PendingFields::of_named(&reply)
+                };
+                let fields = fields.map_err(corrupt)?;
                 match fields {
                     None => Ok(None),
                     Some(PendingFields {
@@ -357,6 +370,32 @@ impl<'r> PendingFields<'r> {
             folds_into: folds_into.ok_or_else(|| missing("t"))?,
             queue,
         }))
+    }
+}
+
+impl<'r> PendingFields<'r> {
+    /// The fields of an `HMGET s b t q` reply, `None` for a slice that is
+    /// not there (no `s`).
+    fn of_named(reply: &'r Reply) -> std::result::Result<Option<Self>, String> {
+        match reply {
+            Reply::Array(fields) => match fields.as_slice() {
+                [Reply::Nil, ..] => Ok(None),
+                [slice, value, folds_into, queue] => Ok(Some(PendingFields {
+                    slice,
+                    value,
+                    folds_into,
+                    queue: PendingQueue {
+                        string: match queue {
+                            Reply::Nil => None,
+                            q => Some(reply_bytes(q, "a queue")?),
+                        },
+                        ..PendingQueue::default()
+                    },
+                })),
+                other => Err(format!("HMGET answered {other:?}")),
+            },
+            other => Err(format!("HMGET answered {other:?}")),
+        }
     }
 }
 
