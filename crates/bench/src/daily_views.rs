@@ -146,8 +146,13 @@ pub async fn run(
     concurrency: usize,
 ) -> Result<DailyViews> {
     ensure!(
-        entities > 0 && seconds > 0.0 && batch > 0 && batch <= tally::daily::MAX_BATCH,
-        "entities > 0, seconds > 0 and a batch of 1 to {}",
+        entities > 0
+            && entities <= u64::from(u32::MAX)
+            && seconds > 0.0
+            && batch > 0
+            && batch <= tally::daily::MAX_BATCH,
+        "1 to {} entities, seconds > 0 and a batch of 1 to {}",
+        u32::MAX,
         tally::daily::MAX_BATCH
     );
     let concurrency = concurrency.max(1);
