@@ -214,15 +214,10 @@ async fn pending_key(raw: &mut redis::aio::MultiplexedConnection, name: &str) ->
 
 /// Statistics written by the commit before the queue (issue 20 §3) keep a
 /// pending value of format 1 and no queue: they read the same, and writes
-/// into that slice merge it (now of format 2, with a queue), queue, and fold
+/// into that slice merge it (now of format 3, with a queue), queue, and fold
 /// as for any other.
 async fn a_pending_slice_written_before_its_queue_reads_and_takes_writes(kind: Kind) {
-    let f = Fixture::new(kind).await;
-    let stats = f.stats(settings()).await;
-    let mut raw = f.raw().await;
-    let second = T0.floor() as u64;
-    let minute = second - second % 60;
-    stats.record_at("lat", 5.0, T0 - 1.0).await.unwrap();
+    let (_f, stats, mut raw) = lat_a_second_before_t0(kind).await;
     stats.record_at("lat", 10.0, T0).await.unwrap();
     stats.record_at("lat", 20.0, T0 + 0.2).await.unwrap();
     // The pending slice as the commit before wrote it: its value merged, of
@@ -237,19 +232,24 @@ async fn a_pending_slice_written_before_its_queue_reads_and_takes_writes(kind: K
     let _: () = raw.hset(&pend, "b", &old).await.unwrap();
     let _: () = raw.hdel(&pend, &["q0", "q1"]).await.unwrap();
     assert_eq!(fields(&mut raw, &pend).await, vec!["b", "s", "t"]);
-    assert_eq!(
-        slices(&stats, "lat", 1).await,
-        vec![(second - 1, 1, 5.0), (second, 2, 30.0)]
-    );
-    assert_eq!(slices(&stats, "lat", 60).await, vec![(minute, 3, 35.0)]);
     merges_queues_and_folds(&stats, &mut raw, &pend, (2, 30.0)).await;
 }
 
+/// A fixture whose "lat" got 5.0 at T0 - 1, its statistics and a raw
+/// connection.
+async fn lat_a_second_before_t0(kind: Kind) -> (Fixture, Stats, redis::aio::MultiplexedConnection) {
+    let f = Fixture::new(kind).await;
+    let stats = f.stats(settings()).await;
+    let raw = f.raw().await;
+    stats.record_at("lat", 5.0, T0 - 1.0).await.unwrap();
+    (f, stats, raw)
+}
+
 /// After "lat" got 5.0 at T0 - 1 and `(count, sum)` in the second of
-/// T0, which its pending slice `pend` holds in an older format: a write
-/// into that second merges it all, of format 3 with an empty queue, the
-/// next waits in a field of its own, and the next second folds it, queue
-/// and all.
+/// T0, which its pending slice `pend` holds in an older format: it reads
+/// so; a write into that second merges it all, of format 3 with an empty
+/// queue, the next waits in a field of its own, and the next second folds
+/// it, queue and all.
 async fn merges_queues_and_folds(
     stats: &Stats,
     raw: &mut redis::aio::MultiplexedConnection,
@@ -258,6 +258,14 @@ async fn merges_queues_and_folds(
 ) {
     let second = T0.floor() as u64;
     let minute = second - second % 60;
+    assert_eq!(
+        slices(stats, "lat", 1).await,
+        vec![(second - 1, 1, 5.0), (second, count, sum)]
+    );
+    assert_eq!(
+        slices(stats, "lat", 60).await,
+        vec![(minute, count + 1, sum + 5.0)]
+    );
     stats.record_at("lat", 7.0, T0 + 0.3).await.unwrap();
     let value: Vec<u8> = raw.hget(pend, "b").await.unwrap();
     assert_eq!(&value[..4], &FORMAT_3);
@@ -316,12 +324,7 @@ fn slices_of(deltas: &[Vec<u8>]) -> Vec<&[u8]> {
 /// slice merges it (now of format 3, with a queue of a field per delta),
 /// the next queues, and the next second folds it all.
 async fn a_pending_slice_with_its_queue_in_one_string_reads_and_takes_writes(kind: Kind) {
-    let f = Fixture::new(kind).await;
-    let stats = f.stats(settings()).await;
-    let mut raw = f.raw().await;
-    let second = T0.floor() as u64;
-    let minute = second - second % 60;
-    stats.record_at("lat", 5.0, T0 - 1.0).await.unwrap();
+    let (_f, stats, mut raw) = lat_a_second_before_t0(kind).await;
     three_in_one_second(&stats).await;
     // The pending slice as that commit wrote it, by hand: the value of
     // format 2, and the queue's header and deltas in one string.
@@ -340,11 +343,6 @@ async fn a_pending_slice_with_its_queue_in_one_string_reads_and_takes_writes(kin
         .await
         .unwrap();
     assert_eq!(fields(&mut raw, &pend).await, vec!["b", "q", "s", "t"]);
-    assert_eq!(
-        slices(&stats, "lat", 1).await,
-        vec![(second - 1, 1, 5.0), (second, 3, 60.0)]
-    );
-    assert_eq!(slices(&stats, "lat", 60).await, vec![(minute, 4, 65.0)]);
     merges_queues_and_folds(&stats, &mut raw, &pend, (3, 60.0)).await;
 }
 
