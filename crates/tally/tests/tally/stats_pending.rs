@@ -28,6 +28,8 @@ per_backend!(
     a_pending_slice_with_its_queue_in_one_string_reads_and_takes_writes,
     a_failed_call_takes_back_what_it_queued,
     the_cleaner_folds_the_queue,
+    the_accumulator_holds_the_coarser_slices_until_they_change,
+    a_full_accumulator_is_merged,
 );
 
 fn settings() -> StatsSettings {
@@ -217,8 +219,9 @@ async fn pending_key(raw: &mut redis::aio::MultiplexedConnection, name: &str) ->
 /// into that slice merge it (now of format 3, with a queue), queue, and fold
 /// as for any other.
 async fn a_pending_slice_written_before_its_queue_reads_and_takes_writes(kind: Kind) {
-    let (_f, stats, mut raw) = lat_a_second_before_t0(kind).await;
+    let (_f, stats, mut raw) = lat_fixture(kind).await;
     stats.record_at("lat", 10.0, T0).await.unwrap();
+    a_second_before_t0(&stats).await;
     stats.record_at("lat", 20.0, T0 + 0.2).await.unwrap();
     // The pending slice as the commit before wrote it: its value merged, of
     // format 1 (the stored slices' bytes), no queue.
@@ -235,14 +238,20 @@ async fn a_pending_slice_written_before_its_queue_reads_and_takes_writes(kind: K
     merges_queues_and_folds(&stats, &mut raw, &pend, (2, 30.0)).await;
 }
 
-/// A fixture whose "lat" got 5.0 at T0 - 1, its statistics and a raw
-/// connection.
-async fn lat_a_second_before_t0(kind: Kind) -> (Fixture, Stats, redis::aio::MultiplexedConnection) {
+/// A fixture, its statistics and a raw connection.
+async fn lat_fixture(kind: Kind) -> (Fixture, Stats, redis::aio::MultiplexedConnection) {
     let f = Fixture::new(kind).await;
     let stats = f.stats(settings()).await;
     let raw = f.raw().await;
-    stats.record_at("lat", 5.0, T0 - 1.0).await.unwrap();
     (f, stats, raw)
+}
+
+/// "lat" gets 5.0 at T0 - 1, after its pending slice opened in the second
+/// of T0: older than it, so written to every precision at once (no fold,
+/// so no accumulator: the store as the commits before the accumulator left
+/// it).
+async fn a_second_before_t0(stats: &Stats) {
+    stats.record_at("lat", 5.0, T0 - 1.0).await.unwrap();
 }
 
 /// After "lat" got 5.0 at T0 - 1 and `(count, sum)` in the second of
@@ -324,8 +333,9 @@ fn slices_of(deltas: &[Vec<u8>]) -> Vec<&[u8]> {
 /// slice merges it (now of format 3, with a queue of a field per delta),
 /// the next queues, and the next second folds it all.
 async fn a_pending_slice_with_its_queue_in_one_string_reads_and_takes_writes(kind: Kind) {
-    let (_f, stats, mut raw) = lat_a_second_before_t0(kind).await;
+    let (_f, stats, mut raw) = lat_fixture(kind).await;
     three_in_one_second(&stats).await;
+    a_second_before_t0(&stats).await;
     // The pending slice as that commit wrote it, by hand: the value of
     // format 2, and the queue's header and deltas in one string.
     let pend = pending_key(&mut raw, "lat").await;
@@ -334,6 +344,9 @@ async fn a_pending_slice_with_its_queue_in_one_string_reads_and_takes_writes(kin
     let header: Vec<u8> = raw.hget(&pend, "q0").await.unwrap();
     let opened = StatsValue::decode_pending(&value, None, &[]).unwrap();
     let (two, two_header) = opened.encode_pending();
+    // (The header is signed now; that commit's was the number alone.)
+    assert_eq!(header[0], b'+');
+    let header = header[1..].to_vec();
     assert_eq!(two_header, header);
     assert_eq!(&two[..2], &[0x9d, 2]);
     let queue = [header, deltas.concat()].concat();
@@ -405,4 +418,148 @@ async fn the_cleaner_folds_the_queue(kind: Kind) {
     assert!(left.is_empty(), "the cleaner folded it: {left:?}");
     assert_eq!(slices(&stats, "lat", 1).await, vec![(second, 3, 60.0)]);
     assert_eq!(slices(&stats, "lat", 60).await, vec![(minute, 3, 60.0)]);
+}
+
+/// A second's fold writes its finest slice and keeps its value in the
+/// pending slice's accumulator (`ak` values `a1`, `a2`, ... for the coarser
+/// slices `at`), which reads add where they fold; the first fold for other
+/// coarser slices merges the accumulator into its slices, and the cleaner
+/// merges it with the pending value. Each observation is counted once at
+/// every step.
+async fn the_accumulator_holds_the_coarser_slices_until_they_change(kind: Kind) {
+    let (f, stats, mut raw) = lat_fixture(kind).await;
+    let second = T0.floor() as u64;
+    let minute = second - second % 60;
+    let next = minute + 60;
+    assert!(second + 3 < next, "the first three seconds share a minute");
+    let write = |x: f64, at: u64| {
+        let stats = stats.clone();
+        async move { stats.record_at("lat", x, at as f64 + 0.5).await.unwrap() }
+    };
+    let accumulator = |raw: &mut redis::aio::MultiplexedConnection, pend: String| {
+        let mut raw = raw.clone();
+        async move {
+            let held: Vec<(String, Vec<u8>)> = raw.hgetall(&pend).await.unwrap();
+            let field = |name: &str| held.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+            let at = field("at").map(|at| String::from_utf8(at).unwrap());
+            let k: usize =
+                field("ak").map_or(0, |k| String::from_utf8(k).unwrap().parse().unwrap());
+            let counts: Vec<u64> = (1..=k)
+                .map(|i| {
+                    StatsValue::decode(&field(&format!("a{i}")).unwrap())
+                        .unwrap()
+                        .count()
+                })
+                .collect();
+            (at, counts)
+        }
+    };
+    write(1.0, second + 1).await;
+    write(2.0, second + 2).await;
+    write(3.0, second + 3).await;
+    let pend = pending_key(&mut raw, "lat").await;
+    assert_eq!(
+        fields(&mut raw, &pend).await,
+        vec!["a1", "a2", "ak", "at", "b", "q0", "s", "t"]
+    );
+    let (at, counts) = accumulator(&mut raw, pend.clone()).await;
+    let at = at.unwrap();
+    assert!(at.starts_with("60:") && !at.contains(' '), "{at}");
+    assert_eq!(counts, vec![1, 1]);
+    let ones = |from: u64, xs: &[f64]| -> Vec<(u64, u64, f64)> {
+        xs.iter().zip(from..).map(|(&x, s)| (s, 1, x)).collect()
+    };
+    assert_eq!(
+        slices(&stats, "lat", 1).await,
+        ones(second + 1, &[1.0, 2.0, 3.0])
+    );
+    assert_eq!(slices(&stats, "lat", 60).await, vec![(minute, 3, 6.0)]);
+    // The next minute: the fold of second + 3 still goes to the
+    // accumulator (its minute is the accumulator's)...
+    write(4.0, next + 1).await;
+    let (same, counts) = accumulator(&mut raw, pend.clone()).await;
+    assert_eq!(same.as_deref(), Some(at.as_str()));
+    assert_eq!(counts, vec![1, 1, 1]);
+    assert_eq!(
+        slices(&stats, "lat", 60).await,
+        vec![(minute, 3, 6.0), (next, 1, 4.0)]
+    );
+    // ... and the fold of next + 1 merges it into its minute first. (Two
+    // observations of next + 2: the cleaner below folds a queue too.)
+    write(2.0, next + 2).await;
+    write(3.0, next + 2).await;
+    let (moved, counts) = accumulator(&mut raw, pend.clone()).await;
+    assert_ne!(moved.as_deref(), Some(at.as_str()));
+    assert_eq!(counts, vec![1]);
+    let all = vec![(minute, 3, 6.0), (next, 3, 9.0)];
+    assert_eq!(slices(&stats, "lat", 60).await, all);
+    let mut fine = ones(second + 1, &[1.0, 2.0, 3.0]);
+    fine.extend([(next + 1, 1, 4.0), (next + 2, 2, 5.0)]);
+    assert_eq!(
+        fields(&mut raw, &pend).await,
+        vec!["a1", "ak", "at", "b", "q0", "q1", "s", "t"]
+    );
+    assert_eq!(slices(&stats, "lat", 1).await, fine);
+    // The cleaner merges the accumulator and the pending value.
+    let mut cleaner = f.cleaner_of(&stats);
+    // (Within the 1 s precision's 100 samples of every slice written.)
+    f.clock.advance(30.0);
+    cleaner.pass().await.unwrap();
+    let left: Vec<String> = raw.keys("*:pend:*").await.unwrap();
+    assert!(left.is_empty(), "the cleaner folded it: {left:?}");
+    assert_eq!(slices(&stats, "lat", 60).await, all);
+    assert_eq!(slices(&stats, "lat", 1).await, fine);
+}
+
+/// The accumulator holds at most 64 values (`stats_fold.lua`'s
+/// ACC_VALUES): the fold of the 65th second of one hour merges them into
+/// the hour's slice and starts again; reads count each observation once.
+async fn a_full_accumulator_is_merged(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let stats = f
+        .stats(StatsSettings {
+            precisions: vec![1, 3600],
+            samples: 100,
+            ..StatsSettings::default()
+        })
+        .await;
+    let mut raw = f.raw().await;
+    let second = T0.floor() as u64;
+    let hour = second - second % 3600;
+    let first = hour + 1;
+    assert!(first + 70 < hour + 3600);
+    let held = |raw: &mut redis::aio::MultiplexedConnection, pend: String| {
+        let mut raw = raw.clone();
+        async move {
+            let k: Option<u64> = raw.hget(&pend, "ak").await.unwrap();
+            k
+        }
+    };
+    let mut pend = None;
+    for i in 0..67u64 {
+        stats
+            .record_at("lat", i as f64, (first + i) as f64 + 0.5)
+            .await
+            .unwrap();
+        let key = match &pend {
+            Some(key) => key,
+            None => pend.insert(pending_key(&mut raw, "lat").await),
+        };
+        // Folded so far: i seconds; the accumulator holds those past the
+        // last full one.
+        let want = match i {
+            0 => None,
+            1..=64 => Some(i),
+            _ => Some(i - 64),
+        };
+        assert_eq!(
+            held(&mut raw, key.clone()).await,
+            want,
+            "after {} seconds",
+            i + 1
+        );
+    }
+    let sum = (0..67).sum::<u64>() as f64;
+    assert_eq!(slices(&stats, "lat", 3600).await, vec![(hour, 67, sum)]);
+    assert_eq!(slices(&stats, "lat", 1).await.len(), 67);
 }

@@ -12,9 +12,20 @@ use crate::engine::store::{Reads, check_stored, check_sums};
 use crate::engine::{Kind, SliceRead, SliceSel, Slices};
 use crate::error::{Error, Result};
 
-/// A series' pending slice as read: the second its finest slice starts
-/// at, its value, and the precisions it folds into.
-type Pending<T> = (u64, T, Vec<u64>);
+/// A series' pending slice as read (`stats_fold.lua`).
+struct Pending<T> {
+    /// The second its finest slice starts at.
+    second: u64,
+    /// Its value.
+    value: T,
+    /// The precisions it folds into.
+    folds_into: Vec<u64>,
+    /// A statistic's accumulator: the values, oldest first, of finest
+    /// slices folded since the coarser slices last took them.
+    accumulated: Vec<T>,
+    /// The slices (precision, start) the accumulator's values fold into.
+    accumulated_into: Vec<(u64, u64)>,
+}
 
 impl RedisSliceStore {
     pub(super) async fn read_slices(&self, read: SliceRead<'_>) -> Result<Vec<Vec<Slices>>> {
@@ -25,8 +36,10 @@ impl RedisSliceStore {
             return stored.await;
         }
         let queued = read.space.kind == Kind::Stats;
-        let (mut slices, pending) =
-            futures::try_join!(stored, self.read_pending(read, queued, kind.parse_pending))?;
+        let (mut slices, pending) = futures::try_join!(
+            stored,
+            self.read_pending(read, queued, kind.parse_pending, kind.parse)
+        )?;
         add_pending(read, &mut slices, pending, |a, b| a.merge(b))?;
         Ok(slices)
     }
@@ -39,10 +52,15 @@ impl RedisSliceStore {
         if !self.layout.space_keys(read.space).folds(read.space.kind) {
             return stored.await;
         }
-        let pending = self.read_pending(read, false, |b, q| {
-            kinds::no_queue(q)?;
-            sum_of(b)
-        });
+        let pending = self.read_pending(
+            read,
+            false,
+            |b, q| {
+                kinds::no_queue(q)?;
+                sum_of(b)
+            },
+            |_| Err("a sum keeps no accumulator".into()),
+        );
         let (mut slices, pending) = futures::try_join!(stored, pending)?;
         let name = read.space.noun();
         add_pending(read, &mut slices, pending, |a, b| {
@@ -56,17 +74,19 @@ impl RedisSliceStore {
 
     /// Each series' pending slice (`stats_fold.lua`): the second its finest
     /// slice starts at, its value (parsed by `parse` from its `b` and, for
-    /// a statistic, its queue) and the precisions it folds into (its `t`),
+    /// a statistic, its queue), the precisions it folds into (its `t`) and
+    /// a statistic's accumulator (each value parsed by `parse_stored`),
     /// `None` when it has none; one pipeline per slot, sent beside the
     /// slices' reads. A statistic's (`queued`) is read whole, one HGETALL
-    /// per series (the hash is small: a value and its queue's deltas); a
-    /// sum's, which has no queue, by one `HMGET s b t q` (a `q` is refused
-    /// by its `parse`).
+    /// per series (the hash is small: a value, its queue's deltas and the
+    /// accumulator's values); a sum's, which has neither, by one `HMGET s
+    /// b t q` (a `q` is refused by its `parse`).
     async fn read_pending<T>(
         &self,
         read: SliceRead<'_>,
         queued: bool,
         parse: impl Fn(&Reply, &PendingQueue<'_>) -> std::result::Result<T, String>,
+        parse_stored: impl Fn(&Reply) -> std::result::Result<T, String>,
     ) -> Result<Vec<Option<Pending<T>>>> {
         let keys = self.layout.space_keys(read.space);
         let finest = read
@@ -109,6 +129,7 @@ impl RedisSliceStore {
                         value: blob,
                         folds_into,
                         queue,
+                        accumulator,
                     }) => {
                         let field: u64 = reply_number(field, "a slice").map_err(corrupt)?;
                         // A compact field names its own precision (the
@@ -123,7 +144,38 @@ impl RedisSliceStore {
                             .map(|pf| pf.split(':').next().and_then(|p| p.parse().ok()))
                             .collect::<Option<Vec<u64>>>()
                             .ok_or_else(|| corrupt("its t is not <precision>:<field>".into()))?;
-                        Ok(Some((second, parse(blob, &queue).map_err(corrupt)?, folds_into)))
+                        let (accumulated, accumulated_into) = match accumulator {
+                            None => (Vec::new(), Vec::new()),
+                            Some(acc) => {
+                                let values = acc
+                                    .values
+                                    .iter()
+                                    .map(|v| parse_stored(v))
+                                    .collect::<std::result::Result<Vec<T>, String>>()
+                                    .map_err(corrupt)?;
+                                let into = acc
+                                    .slices()
+                                    .and_then(|tokens| {
+                                        tokens
+                                            .into_iter()
+                                            .map(|(p, f)| {
+                                                keys.slice_of_field(p, f).map(|start| (p, start)).ok_or_else(
+                                                    || format!("its at names {f}, not a {p} s slice"),
+                                                )
+                                            })
+                                            .collect::<std::result::Result<Vec<_>, String>>()
+                                    })
+                                    .map_err(corrupt)?;
+                                (values, into)
+                            }
+                        };
+                        Ok(Some(Pending {
+                            second,
+                            value: parse(blob, &queue).map_err(corrupt)?,
+                            folds_into,
+                            accumulated,
+                            accumulated_into,
+                        }))
                     }
                 }
             })
@@ -305,6 +357,32 @@ impl PendingQueue<'_> {
     }
 }
 
+/// A statistic's accumulator as read (`stats_fold.lua`): `at` and the
+/// values `a1` to `a<ak>`.
+struct Accumulator<'r> {
+    /// `at`: the coarser slices its values fold into.
+    slices: &'r [u8],
+    /// `a1` to `a<ak>`, oldest first.
+    values: Vec<&'r Reply>,
+}
+
+impl Accumulator<'_> {
+    /// Its `at` as (precision, field) pairs.
+    fn slices(&self) -> std::result::Result<Vec<(u64, u64)>, String> {
+        std::str::from_utf8(self.slices)
+            .ok()
+            .and_then(|at| {
+                at.split_whitespace()
+                    .map(|token| {
+                        let (p, f) = token.split_once(':')?;
+                        Some((p.parse().ok()?, f.parse().ok()?))
+                    })
+                    .collect()
+            })
+            .ok_or_else(|| "its at is not <precision>:<field> ...".to_string())
+    }
+}
+
 /// A pending slice's fields, from its HGETALL.
 struct PendingFields<'r> {
     /// `s`: the finest slice's field.
@@ -315,12 +393,15 @@ struct PendingFields<'r> {
     folds_into: &'r Reply,
     /// A statistic's queue.
     queue: PendingQueue<'r>,
+    /// A statistic's accumulator, when it holds values.
+    accumulator: Option<Accumulator<'r>>,
 }
 
 impl<'r> PendingFields<'r> {
     /// The fields of an HGETALL reply (RESP2 or RESP3), `None` for a slice
     /// that is not there, or what is wrong with them: a field missing,
-    /// unknown, or a queue whose deltas are not `q1` to `q<n>`.
+    /// unknown, a queue whose deltas are not `q1` to `q<n>`, or an
+    /// accumulator whose values are not `a1` to `a<ak>`.
     fn of(reply: &'r Reply) -> std::result::Result<Option<Self>, String> {
         let pairs: Vec<(&Reply, &Reply)> = match reply {
             Reply::Map(pairs) => pairs.iter().map(|(f, v)| (f, v)).collect(),
@@ -336,22 +417,30 @@ impl<'r> PendingFields<'r> {
         let (mut slice, mut value, mut folds_into) = (None, None, None);
         let mut queue = PendingQueue::default();
         let mut deltas: Vec<(u64, &[u8])> = Vec::new();
+        let (mut held, mut into) = (None, None);
+        let mut accumulated: Vec<(u64, &Reply)> = Vec::new();
         for (f, v) in pairs {
             let name = reply_bytes(f, "a field")?;
             let unknown = || format!("it has a field {:?}", String::from_utf8_lossy(name));
+            let numbered = |digits: &[u8]| -> std::result::Result<u64, String> {
+                if !digits.first().is_some_and(|d| (b'1'..=b'9').contains(d)) {
+                    return Err(unknown());
+                }
+                std::str::from_utf8(digits)
+                    .ok()
+                    .and_then(|d| d.parse().ok())
+                    .ok_or_else(unknown)
+            };
             match name {
                 b"s" => slice = Some(v),
                 b"b" => value = Some(v),
                 b"t" => folds_into = Some(v),
                 b"q" => queue.string = Some(reply_bytes(v, "a queue")?),
                 b"q0" => queue.header = Some(reply_bytes(v, "a queue's header")?),
-                [b'q', digits @ ..] if digits.first().is_some_and(|d| (b'1'..=b'9').contains(d)) => {
-                    let i = std::str::from_utf8(digits)
-                        .ok()
-                        .and_then(|d| d.parse().ok())
-                        .ok_or_else(unknown)?;
-                    deltas.push((i, reply_bytes(v, "a delta")?));
-                }
+                b"ak" => held = Some(reply_number::<u64>(v, "a count")?),
+                b"at" => into = Some(reply_bytes(v, "the accumulator's slices")?),
+                [b'q', digits @ ..] => deltas.push((numbered(digits)?, reply_bytes(v, "a delta")?)),
+                [b'a', digits @ ..] => accumulated.push((numbered(digits)?, v)),
                 _ => return Err(unknown()),
             }
         }
@@ -364,11 +453,32 @@ impl<'r> PendingFields<'r> {
             return Err(missing("queue header (q0)"));
         }
         queue.deltas = deltas.into_iter().map(|d| d.1).collect();
+        accumulated.sort_unstable_by_key(|a| a.0);
+        let accumulator = match (held, into) {
+            (None, None) if accumulated.is_empty() => None,
+            (Some(k), Some(slices))
+                if k > 0
+                    && accumulated.len() as u64 == k
+                    && accumulated.iter().zip(1..).all(|(a, i)| a.0 == i) =>
+            {
+                Some(Accumulator {
+                    slices,
+                    values: accumulated.into_iter().map(|a| a.1).collect(),
+                })
+            }
+            (held, _) => {
+                return Err(format!(
+                    "its accumulator is not ak, at and a1 to a<ak> (ak {held:?}, {} values)",
+                    accumulated.len()
+                ));
+            }
+        };
         Ok(Some(PendingFields {
             slice: slice.ok_or_else(|| missing("s"))?,
             value: value.ok_or_else(|| missing("b"))?,
             folds_into: folds_into.ok_or_else(|| missing("t"))?,
             queue,
+            accumulator,
         }))
     }
 }
@@ -391,6 +501,7 @@ impl<'r> PendingFields<'r> {
                         },
                         ..PendingQueue::default()
                     },
+                    accumulator: None,
                 })),
                 other => Err(format!("HMGET answered {other:?}")),
             },
@@ -402,7 +513,8 @@ impl<'r> PendingFields<'r> {
 /// Adds each series' pending slice (`stats_fold.lua`) to the slice holding
 /// it at every precision read that it folds into (those the series kept
 /// when it was written: a fold passes over the others), within the read's
-/// slices; `add` merges two values of one slice.
+/// slices, after the accumulator's values (older) to the coarser slices
+/// they fold into; `add` merges two values of one slice.
 fn add_pending<T: Clone>(
     read: SliceRead<'_>,
     slices: &mut [Vec<Vec<(u64, T)>>],
@@ -410,29 +522,51 @@ fn add_pending<T: Clone>(
     add: impl Fn(&mut T, &T) -> Result<()>,
 ) -> Result<()> {
     for (per, pending) in slices.iter_mut().zip(pending) {
-        let Some((second, value, folds_into)) = pending else {
+        let Some(pending) = pending else {
             continue;
         };
         for (slices, &r) in per.iter_mut().zip(read.precisions) {
             let Some(precision) = read.space.precisions.iter().find(|p| p.seconds == r) else {
                 continue;
             };
-            if !folds_into.contains(&r) {
+            let within = |start: u64| match read.slices {
+                SliceSel::Range { from, to } => (from..=to).contains(&start),
+                _ => true,
+            };
+            for &(_, start) in pending.accumulated_into.iter().filter(|(p, _)| *p == r) {
+                if within(start) {
+                    for value in &pending.accumulated {
+                        add_to(slices, start, value, &add)?;
+                    }
+                }
+            }
+            if !pending.folds_into.contains(&r) {
                 continue;
             }
-            let start = precision.slice_of_second(second);
-            if let SliceSel::Range { from, to } = read.slices
-                && !(from..=to).contains(&start)
-            {
-                continue;
-            }
-            match slices.binary_search_by_key(&start, |(s, _)| *s) {
-                Ok(i) => add(&mut slices[i].1, &value)?,
-                Err(i) => slices.insert(i, (start, value.clone())),
+            let start = precision.slice_of_second(pending.second);
+            if within(start) {
+                add_to(slices, start, &pending.value, &add)?;
             }
         }
     }
     Ok(())
+}
+
+/// Adds `value` to the slice of `slices` (sorted by start) starting at
+/// `start`, or inserts it there.
+fn add_to<T: Clone>(
+    slices: &mut Vec<(u64, T)>,
+    start: u64,
+    value: &T,
+    add: impl Fn(&mut T, &T) -> Result<()>,
+) -> Result<()> {
+    match slices.binary_search_by_key(&start, |(s, _)| *s) {
+        Ok(i) => add(&mut slices[i].1, value),
+        Err(i) => {
+            slices.insert(i, (start, value.clone()));
+            Ok(())
+        }
+    }
 }
 
 pub(super) fn reply_bytes<'v>(v: &'v Reply, what: &str) -> std::result::Result<&'v [u8], String> {

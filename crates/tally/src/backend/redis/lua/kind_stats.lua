@@ -212,9 +212,15 @@ local function stats_queue_small(t, delta)
     and t[5] <= STATS_QUEUE_SUM and t[5] >= -STATS_QUEUE_SUM and t[6] <= STATS_QUEUE_SUM
 end
 
--- A new queue's header for value t, or false when t may not have one.
+-- A new queue's header for value t: '+' and the MessagePack number of its
+-- accuracy, or '-' when t may keep no queue. (A header of the commit
+-- before the accumulator, stats_fold.lua, was the number alone, or no q0
+-- at all; it is read as it is. The sign keeps a Tally of that commit,
+-- which appends where a delta's accuracy matches the whole header, from
+-- appending to a slice whose hash also holds an accumulator it does not
+-- know: it merges instead, and fails on the accumulator's fields.)
 local function stats_queue_new(t)
-  return stats_queue_small(t, false) and cmsgpack.pack(t[2])
+  return stats_queue_small(t, false) and '+' .. cmsgpack.pack(t[2]) or '-'
 end
 
 -- True when the blob `delta` (format 1) may wait in the queue of header
@@ -224,8 +230,14 @@ local function stats_queue_takes(head, delta)
   if not head or #delta > STATS_QUEUE_DELTA_BYTES then
     return false
   end
-  -- The header is a float (5 bytes) or a double (9); a delta's accuracy
-  -- follows its array's first byte and its format's.
+  local sign = string.byte(head, 1)
+  if sign == 45 then
+    return false
+  elseif sign == 43 then
+    head = string.sub(head, 2)
+  end
+  -- The accuracy is a float (5 bytes) or a double (9); a delta's follows
+  -- its array's first byte and its format's.
   if string.sub(delta, 3, 2 + #head) ~= head then
     return false
   end

@@ -17,18 +17,32 @@
 --   q0, q1, q2, ...  statistics only: the queue of deltas written into
 --      the slice since `b` was last merged (kind_stats.lua's
 --      stats_queue_*): q0 its header, q<i> the i-th delta (their number is
---      the hash's length past s, b, t and q0); q0 absent when the slice
---      keeps none. `b` is of format 3 (an older Tally fails on it rather
---      than miss the queue). A slice of format 2 keeps its queue in one
---      field `q` instead (the header and the deltas): read as it is, made
---      format 3 by the next write that merges it.
+--      the hash's length past s, b, t, q0 and the accumulator's fields);
+--      q0 absent when a slice written before the accumulator keeps none.
+--      `b` is of format 3 (an older Tally fails on it rather than miss the
+--      queue). A slice of format 2 keeps its queue in one field `q`
+--      instead (the header and the deltas): read as it is, made format 3
+--      by the next write that merges it.
+--   ak, at, a1, a2, ...  statistics only: the accumulator, the values of
+--      the finest slices folded since the coarser precisions' slices last
+--      took them: ak how many (absent: none), at the coarser slices they
+--      fold into (`t` without its finest token, the same for all of
+--      them), a<i> the i-th value (format 1), oldest first.
 -- A write that opens a later finest slice first folds the pending value into
 -- every precision's slice (`t`), then starts the new one; a write older than
 -- the pending slice goes to every precision at once; the cleaner folds
--- every pending slice before it trims. Reads add the pending value to each
--- precision's slice that holds it. The stored slices and the pending one
--- never hold the same observation, so writes by either path (and by an
--- older Tally, which writes every precision) add up exactly.
+-- every pending slice before it trims. A statistic's fold writes the
+-- finest precision's slice and appends the value to the accumulator while
+-- the coarser slices it folds into are the accumulator's (so that a
+-- second's fold does not unpack, merge and pack a sketch per coarser
+-- precision); when they are not, or it holds ACC_VALUES, the accumulator
+-- is merged into its coarser slices first, its values in order (one
+-- unpack and pack per slice). The cleaner's fold merges the accumulator,
+-- then the pending value. Reads add the accumulator's values, then the
+-- pending value, to each precision's slice that holds them. The stored
+-- slices, the accumulator and the pending slice never hold the same
+-- observation, so writes by either path (and by an older Tally, which
+-- writes every precision) add up exactly.
 --
 -- A write's changes are noted in `undo` ({key, field, old value or false},
 -- or for a sum {key, field, nil, delta added, true for a pending value},
@@ -46,6 +60,9 @@
 -- exists only by direct writes, which check the sum with it
 -- (fold_sum_check), so a fold never overflows.
 local SUM_SMALL, SUM_OPEN = 16, 9e17
+
+-- The most values a statistic's accumulator holds before it is merged.
+local ACC_VALUES = 64
 
 local function fold_undo(undo)
   for i = #undo, 1, -1 do
@@ -85,25 +102,27 @@ local function fold_undo(undo)
 end
 
 -- What the pending slice `pend` holds, as the functions below take it
--- (`cur`): its s, b and t, and for statistics its q0, with b not read
--- (nil) until a fold or a merge asks for it (fold_b): a write into the
--- slice pending only appends to its queue.
+-- (`cur`): its s, b and t, and for statistics its q0 and how many values
+-- its accumulator holds (a number), with b not read (nil) until a fold or
+-- a merge asks for it (fold_b): a write into the slice pending only
+-- appends to its queue.
 local function fold_read(pend)
   if FOLD_SUMS then
     return redis.call('HMGET', pend, 's', 'b', 't')
   end
-  local r = redis.call('HMGET', pend, 's', 't', 'q0')
-  return {r[1], nil, r[2], r[3]}
+  local r = redis.call('HMGET', pend, 's', 't', 'q0', 'ak')
+  return {r[1], nil, r[2], r[3], r[4] and tonumber(r[4]) or 0}
 end
 
 -- How many deltas the queue of `pend` (`cur` as fold_read answered it)
--- holds: its fields past s, b, t and q0 (HLEN is cheaper than a count of
--- its own to read, write and take back).
+-- holds: its fields past s, b, t, q0 and the accumulator's (HLEN is
+-- cheaper than a count of its own to read, write and take back).
 local function fold_count(pend, cur)
   if not cur[4] then
     return 0
   end
-  return redis.call('HLEN', pend) - 4
+  local acc = cur[5] > 0 and cur[5] + 2 or 0
+  return redis.call('HLEN', pend) - 4 - acc
 end
 
 -- A statistic's queue in `pend` (`cur` as fold_read answered it): the
@@ -164,12 +183,125 @@ local function fold_merge(undo, key, field, delta)
   return nil
 end
 
--- Folds the pending slice `pend` (its key; `cur` what HMGET of its s, b
--- and t answered) into each precision's field that `t` names, in the hash
--- `keys[i]` of the precision `precisions[i]` (texts); a precision the
--- statistic no longer keeps is passed over. Deletes it; nil, or the
--- error's text.
-local function fold_held(undo, pend, keys, precisions, cur)
+-- The hash of precision `p` (a text) among `keys`, the hashes of the
+-- precisions `precisions` (texts); nil when the series no longer keeps p.
+local function fold_key(keys, precisions, p)
+  for i = 1, #keys do
+    if precisions[i] == p then
+      return keys[i]
+    end
+  end
+  return nil
+end
+
+-- Merges the `k` values of the accumulator of `pend` into the slices its
+-- `at` names (in `keys`, as for fold_key), in order, and takes them out
+-- of it; nil, or the error's text. The bytes are those of merging each
+-- value into each slice in turn (stats_merge_unpacked).
+local function fold_acc_merge(undo, pend, keys, precisions, k)
+  local names = {'at'}
+  for i = 1, k do
+    names[i + 1] = 'a' .. i
+  end
+  local r = redis.call('HMGET', pend, unpack(names))
+  local at = r[1]
+  if not at then
+    return 'TALLY_FAILED stats: the accumulator names no slices (at)'
+  end
+  for i = 1, k do
+    if not r[i + 1] then
+      return 'TALLY_FAILED stats: the accumulator misses a' .. i
+    end
+  end
+  local blob = table.concat(r, '', 2)
+  for p, f in string.gmatch(at, '(%d+):(%d+)') do
+    local key = fold_key(keys, precisions, p)
+    if key then
+      local old = redis.call('HGET', key, f)
+      local new
+      if not old and k == 1 then
+        -- (As merge_stats keeps a delta into an empty slice.)
+        new = r[2]
+      else
+        local all = {pcall(cmsgpack.unpack, blob)}
+        if all[1] and #all ~= k + 1 then
+          all = {false}
+        end
+        local o, err, first
+        if old then
+          o, err = stats_blob(old, 'stored value')
+          first = 2
+        else
+          o, err = stats_table(all[2], 'accumulator')
+          first = 3
+        end
+        if o then
+          o, err = stats_merge_unpacked(o, all, first)
+        end
+        if not o then
+          return err.err
+        end
+        o[1] = 1
+        new = cmsgpack.pack(o)
+      end
+      undo[#undo + 1] = {key, f, old}
+      redis.call('HSET', key, f, new)
+    end
+  end
+  undo[#undo + 1] = {pend, 'ak', tostring(k)}
+  undo[#undo + 1] = {pend, 'at', at}
+  for i = 1, k do
+    undo[#undo + 1] = {pend, names[i + 1], r[i + 1]}
+  end
+  names[#names + 1] = 'ak'
+  redis.call('HDEL', pend, unpack(names))
+  return nil
+end
+
+-- Appends a statistic's folded value (format 1) to the accumulator of
+-- `pend`, which holds `k` values, for the coarser slices `coarse` (`t`
+-- past its finest token), merging what it holds first when it holds them
+-- for other slices or is full; nil, or the error's text.
+local function fold_acc_add(undo, pend, keys, precisions, k, coarse, value)
+  if k > 0 and (k >= ACC_VALUES or redis.call('HGET', pend, 'at') ~= coarse) then
+    local e = fold_acc_merge(undo, pend, keys, precisions, k)
+    if e then
+      return e
+    end
+    k = 0
+  end
+  local field = 'a' .. (k + 1)
+  undo[#undo + 1] = {pend, field, false}
+  undo[#undo + 1] = {pend, 'ak', k > 0 and tostring(k)}
+  if k == 0 then
+    undo[#undo + 1] = {pend, 'at', false}
+    redis.call('HSET', pend, field, value, 'ak', 1, 'at', coarse)
+  else
+    redis.call('HSET', pend, field, value, 'ak', k + 1)
+  end
+  return nil
+end
+
+-- Folds the pending slice `pend` (its key; `cur` as fold_read answered)
+-- into each precision's field that `t` names, in the hash `keys[i]` of
+-- the precision `precisions[i]` (texts); a precision the series no
+-- longer keeps is passed over. A statistic's fold for a write (`keep`)
+-- writes only the finest slice and keeps the value in the accumulator
+-- for the coarser ones (fold_acc_add); the cleaner's fold merges the
+-- accumulator and the pending value into every slice and deletes `pend`.
+-- nil, or the error's text.
+local function fold_held(undo, pend, keys, precisions, cur, keep)
+  local k = cur[5] or 0
+  if not keep and k > 0 then
+    -- (The accumulator holds older slices than the pending one.)
+    local e = fold_acc_merge(undo, pend, keys, precisions, k)
+    if e then
+      return e
+    end
+    -- (Its fields are gone: the queue's count is the hash's length past
+    -- s, b, t and q0 again.)
+    cur[5] = 0
+  end
   if not cur[1] then
     return nil
   end
@@ -193,30 +325,51 @@ local function fold_held(undo, pend, keys, precisions, cur)
       value = stats_format(b, 1)
     end
   end
-  for p, f in string.gmatch(nothing and '' or cur[3] or '', '(%d+):(%d+)') do
-    for i = 1, #keys do
-      if precisions[i] == p then
-        local e = fold_merge(undo, keys[i], f, value)
-        if e then
-          return e
-        end
-        break
+  local tokens = nothing and '' or cur[3] or ''
+  local coarse = nil
+  if keep and not FOLD_SUMS then
+    local finest
+    finest, coarse = string.match(tokens, '^(%S+) ?(.*)$')
+    tokens = finest or ''
+  end
+  for p, f in string.gmatch(tokens, '(%d+):(%d+)') do
+    local key = fold_key(keys, precisions, p)
+    if key then
+      local e = fold_merge(undo, key, f, value)
+      if e then
+        return e
       end
+    end
+  end
+  if coarse and coarse ~= '' then
+    local e = fold_acc_add(undo, pend, keys, precisions, k, coarse, value)
+    if e then
+      return e
     end
   end
   undo[#undo + 1] = {pend, 's', cur[1]}
   undo[#undo + 1] = {pend, 'b', cur[2]}
   undo[#undo + 1] = {pend, 't', cur[3]}
-  if not FOLD_SUMS then
-    fold_queue_undo(undo, pend, cur, q, deltas)
+  if FOLD_SUMS then
+    redis.call('DEL', pend)
+    return nil
   end
-  redis.call('DEL', pend)
+  fold_queue_undo(undo, pend, cur, q, deltas)
+  if not keep then
+    redis.call('DEL', pend)
+    return nil
+  end
+  local gone = {'s', 'b', 't', 'q0', 'q'}
+  for i = 1, #deltas do
+    gone[#gone + 1] = 'q' .. i
+  end
+  redis.call('HDEL', pend, unpack(gone))
   return nil
 end
 
 -- fold_held of what `pend` holds now.
 local function fold_pending(undo, pend, keys, precisions)
-  return fold_held(undo, pend, keys, precisions, fold_read(pend))
+  return fold_held(undo, pend, keys, precisions, fold_read(pend), false)
 end
 
 -- A write of `delta` through the pending slice `pend` (`cur`: what HMGET of
@@ -331,7 +484,7 @@ local function fold_open(undo, pend, cur, keys, precisions, fields, delta)
     end
     checked, q = stats_format(delta, 3), stats_queue_new(d)
   end
-  local e = fold_held(undo, pend, keys, precisions, cur)
+  local e = fold_held(undo, pend, keys, precisions, cur, true)
   if e then
     return e
   end
