@@ -1,9 +1,11 @@
 //! Statistics through their pending slice on Redis (issue 20 §3,
 //! `lua/stats_fold.lua`): an exact write of one observation waits in its
 //! statistic's pending slice, which the next second's write folds into
-//! every precision; what the store keeps is checked key by key, reads see
-//! the pending slice at every precision, a failed call leaves nothing, and
-//! deleting a statistic takes its pending slice with it. Observations of
+//! the finest precision and the accumulator of the coarser ones (merged
+//! into them when they change); what the store keeps is checked key by
+//! key, reads see the pending slice and the accumulator at every
+//! precision, a failed call leaves nothing, and deleting a statistic takes
+//! its pending slice with it. Observations of
 //! the pending second wait in its queue (a header `q0`, then one field per
 //! delta, `q1`, `q2`, ...) and the value (`b`) is of
 //! format 3; a pending slice of format 1 without a queue, as the commit

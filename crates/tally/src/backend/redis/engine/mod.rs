@@ -9,8 +9,10 @@
 //! Statistics in the default and compact layouts go through a pending
 //! slice per statistic (`stats_fold.lua`): an exact write of one
 //! observation merges into it, and the write that opens a later finest
-//! slice (or the cleaner, before it trims: `engine_fold.lua`) folds it into
-//! every precision; reads add it ([`read`]). Busy counters in the default
+//! slice folds it into the finest precision and the accumulator of the
+//! coarser ones, merged into them when they change (the cleaner, before it
+//! trims, folds both into every precision: `engine_fold.lua`); reads add
+//! both ([`read`]). Busy counters in the default
 //! layout do the same with a count (opened by a slice's second write, so
 //! that a counter written once a slice keeps its hashes only).
 //! Distinct values are kept as Redis's own HyperLogLog strings, merged by

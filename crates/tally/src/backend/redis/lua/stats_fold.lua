@@ -359,7 +359,12 @@ local function fold_held(undo, pend, keys, precisions, cur, keep)
     redis.call('DEL', pend)
     return nil
   end
-  local gone = {'s', 'b', 't', 'q0', 'q'}
+  -- (HDEL, not DEL: the accumulator stays. Each field is looked for in
+  -- the hash's listpack: a format 2 queue's `q` only where it is.)
+  local gone = {'s', 'b', 't', 'q0'}
+  if q then
+    gone[5] = 'q'
+  end
   for i = 1, #deltas do
     gone[#gone + 1] = 'q' .. i
   end
