@@ -656,6 +656,85 @@ fn lua_stats_queue_then_fold_writes_the_bytes_of_merges_one_by_one() {
     assert!(merged > 300, "too few writes merged: {merged}");
 }
 
+/// The accumulator of a pending slice (`stats_fold.lua`): 200 seconds of
+/// random writes (0 to 3 a second) at the precisions 1 s and 1 h, across
+/// an hour's end and past the accumulator's bound of 64 values, then the
+/// cleaner's fold. Every slice holds the bytes of merging its seconds'
+/// values one after another in Rust (each second's value its deltas merged
+/// in order), as the folds before the accumulator wrote them.
+#[test]
+fn lua_stats_accumulator_folds_the_bytes_of_merges_one_by_one() {
+    let (_server, mut conn) = redis();
+    let writes = with_stats_fold(
+        "local sec, undo = tonumber(ARGV[1]), {}\n\
+         local p, f = {'1', '3600'}, {ARGV[1], tostring(sec - sec % 3600)}\n\
+         for i = 2, #ARGV do\n\
+           local cur = fold_read(KEYS[1])\n\
+           local same, e = fold_same(undo, KEYS[1], cur, '1', f[1], ARGV[i])\n\
+           if not same and not e then\n\
+             e = fold_open(undo, KEYS[1], cur, {KEYS[2], KEYS[3]}, p, f, ARGV[i])\n\
+           end\n\
+           if e then return redis.error_reply(e) end\n\
+         end\n\
+         return tonumber(redis.call('HGET', KEYS[1], 'ak') or 0)",
+    );
+    let fold = with_stats_fold(
+        "local e = fold_pending({}, KEYS[1], {KEYS[2], KEYS[3]}, {'1', '3600'})\n\
+         if e then return redis.error_reply(e) end\n\
+         return redis.call('EXISTS', KEYS[1])",
+    );
+    let mut rng = StdRng::seed_from_u64(0xacc);
+    let start = 1_700_000_000 / 3600 * 3600 + 3600 - 50;
+    let mut seconds: Vec<(u64, StatsValue)> = Vec::new();
+    let mut most = 0;
+    for second in start..start + 200 {
+        let n = rng.random_range(0..4);
+        if n == 0 {
+            continue;
+        }
+        let deltas: Vec<Vec<u8>> = (0..n)
+            .map(|_| random_delta(&mut rng, 0.01, false).to_bytes())
+            .collect();
+        let held: u64 = writes
+            .key("pend")
+            .key("h1")
+            .key("h3600")
+            .arg(second)
+            .arg(&deltas)
+            .invoke(&mut conn)
+            .unwrap();
+        most = most.max(held);
+        let mut value = StatsValue::identity();
+        for d in &deltas {
+            value.merge(&StatsValue::decode(d).unwrap()).unwrap();
+        }
+        seconds.push((second, value));
+    }
+    assert_eq!(most, 64, "the accumulator reached its bound");
+    let left: u64 = fold
+        .key("pend")
+        .key("h1")
+        .key("h3600")
+        .invoke(&mut conn)
+        .unwrap();
+    assert_eq!(left, 0, "the cleaner's fold took the pending slice");
+    let mut hours: Vec<(u64, StatsValue)> = Vec::new();
+    for (second, value) in &seconds {
+        let stored: Vec<u8> = conn.hget("h1", second).unwrap();
+        assert_eq!(stored, value.to_bytes(), "second {second}");
+        let hour = second - second % 3600;
+        match hours.last_mut() {
+            Some((h, sum)) if *h == hour => sum.merge(value).unwrap(),
+            _ => hours.push((hour, value.clone())),
+        }
+    }
+    assert_eq!(hours.len(), 2);
+    for (hour, value) in &hours {
+        let stored: Vec<u8> = conn.hget("h3600", hour).unwrap();
+        assert_eq!(stored, value.to_bytes(), "hour {hour}");
+    }
+}
+
 /// A write the queue cannot take is merged as before, and refused as
 /// before: another accuracy, a count past 2^53. An older Tally, which reads
 /// and merges format 1 only, fails on the pending value (format 3 now)
