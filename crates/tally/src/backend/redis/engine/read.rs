@@ -705,9 +705,10 @@ mod tests {
         );
     }
 
-    /// A pending slice's HGETALL: its queue's deltas in the order of their
-    /// numbers whatever the order of the reply, none for a missing hash,
-    /// and an error naming what is wrong otherwise.
+    /// A pending slice's HGETALL: its queue's deltas and its accumulator's
+    /// values in the order of their numbers whatever the order of the
+    /// reply, none for a missing hash, and an error naming what is wrong
+    /// otherwise.
     #[test]
     fn pending_fields_order_the_queue_and_name_what_is_wrong() {
         let b = |s: &str| Reply::BulkString(s.as_bytes().to_vec());
@@ -733,6 +734,36 @@ mod tests {
             (&["s", "t"][..], "no b"),
         ] {
             let e = PendingFields::of(&hash(fields)).err().unwrap();
+            assert!(e.contains(why), "{e} (wanted {why})");
+        }
+        // The accumulator: its values in the order of their numbers.
+        let with = |fields: &[&str], ak: &str| {
+            let Reply::Array(mut flat) = hash(fields) else {
+                unreachable!()
+            };
+            flat.extend([b("ak"), b(ak)]);
+            Reply::Array(flat)
+        };
+        let reply = with(&["s", "a2", "b", "at", "t", "a1"], "2");
+        let got = PendingFields::of(&reply).unwrap().unwrap();
+        let acc = got.accumulator.unwrap();
+        assert_eq!(acc.values, vec![&b("<a1>"), &b("<a2>")]);
+        assert_eq!(acc.slices, b"<at>");
+        assert!(acc.slices().unwrap_err().contains("not <precision>:<field>"));
+        let at = Accumulator {
+            slices: b"5:100 60:60",
+            values: vec![],
+        };
+        assert_eq!(at.slices().unwrap(), vec![(5, 100), (60, 60)]);
+        for (reply, why) in [
+            (with(&["s", "b", "t", "at", "a1"], "2"), "ak Some(2), 1 values"),
+            (with(&["s", "b", "t", "at", "a2"], "1"), "ak Some(1), 1 values"),
+            (with(&["s", "b", "t", "a1"], "1"), "ak Some(1), 1 values"),
+            (hash(&["s", "b", "t", "a1"]), "ak None, 1 values"),
+            (hash(&["s", "b", "t", "a0"]), "a field \"a0\""),
+            (with(&["s", "b", "t", "at", "a1"], "x"), "not a count"),
+        ] {
+            let e = PendingFields::of(&reply).err().unwrap();
             assert!(e.contains(why), "{e} (wanted {why})");
         }
     }
