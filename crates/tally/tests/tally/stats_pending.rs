@@ -32,6 +32,7 @@ per_backend!(
     the_cleaner_folds_the_queue,
     the_accumulator_holds_the_coarser_slices_until_they_change,
     a_full_accumulator_is_merged,
+    a_failed_call_takes_back_the_accumulators_merge,
 );
 
 fn settings() -> StatsSettings {
@@ -564,4 +565,37 @@ async fn a_full_accumulator_is_merged(kind: Kind) {
     let sum = (0..67).sum::<u64>() as f64;
     assert_eq!(slices(&stats, "lat", 3600).await, vec![(hour, 67, sum)]);
     assert_eq!(slices(&stats, "lat", 1).await.len(), 67);
+}
+
+/// A call whose fold merges the accumulator into the coarser slices (a
+/// later minute) and then fails is refused whole: the slices, the
+/// accumulator and the pending slice as they were.
+async fn a_failed_call_takes_back_the_accumulators_merge(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let stats = f.stats(settings()).await;
+    let mut raw = f.raw().await;
+    big_and_small(&stats).await;
+    // a-small's seconds of T0 and T0 + 1 fold into its accumulator (the
+    // minute of T0); T0 + 60 pends, in the next minute, whose fold the
+    // refused call makes.
+    stats.record_at("a-small", 2.0, T0 + 1.0).await.unwrap();
+    stats.record_at("a-small", 4.0, T0 + 60.0).await.unwrap();
+    let pend = pending_key(&mut raw, "a-small").await;
+    let ak: Option<u64> = raw.hget(&pend, "ak").await.unwrap();
+    assert_eq!(ak, Some(2));
+    refused_whole(&stats, &mut raw, T0 + 61.0).await;
+    let second = T0.floor() as u64;
+    let minute = second - second % 60;
+    assert_eq!(
+        slices(&stats, "a-small", 60).await,
+        vec![(minute, 2, 3.0), (minute + 60, 1, 4.0)]
+    );
+    // The same call, without the overflow, merges the accumulator.
+    stats.record_at("a-small", 8.0, T0 + 61.0).await.unwrap();
+    let ak: Option<u64> = raw.hget(&pend, "ak").await.unwrap();
+    assert_eq!(ak, Some(1));
+    assert_eq!(
+        slices(&stats, "a-small", 60).await,
+        vec![(minute, 2, 3.0), (minute + 60, 2, 12.0)]
+    );
 }
