@@ -36,8 +36,13 @@ per_backend!(
 );
 
 fn settings() -> StatsSettings {
+    settings_at(vec![1, 60])
+}
+
+/// 100 samples at each of `precisions`.
+fn settings_at(precisions: Vec<u64>) -> StatsSettings {
     StatsSettings {
-        precisions: vec![1, 60],
+        precisions,
         samples: 100,
         ..StatsSettings::default()
     }
@@ -134,9 +139,7 @@ async fn an_observation_waits_in_its_pending_slice(kind: Kind) {
 }
 
 async fn a_failed_call_leaves_the_pending_slices_as_they_were(kind: Kind) {
-    let f = Fixture::new(kind).await;
-    let stats = f.stats(settings()).await;
-    let mut raw = f.raw().await;
+    let (_f, stats, mut raw) = lat_fixture(kind).await;
     big_and_small(&stats).await;
     // A call that folds a-small's pending slice, starts a new one, and then
     // overflows z-big's count is refused whole.
@@ -195,13 +198,7 @@ async fn a_pending_slice_outlives_a_change_of_precisions(kind: Kind) {
         .record_at("lat", 10.0, T0)
         .await
         .unwrap();
-    let now = f
-        .stats(StatsSettings {
-            precisions: vec![5, 60],
-            samples: 100,
-            ..StatsSettings::default()
-        })
-        .await;
+    let now = f.stats(settings_at(vec![5, 60])).await;
     assert!(now.get("lat", 5, &[]).await.unwrap().is_empty());
     assert_eq!(slices(&now, "lat", 60).await, vec![(minute, 1, 10.0)]);
     // The next second folds it into 60 s (1 s is gone) and starts a new one.
@@ -364,9 +361,7 @@ async fn a_pending_slice_with_its_queue_in_one_string_reads_and_takes_writes(kin
 
 /// A failed call takes back the observations it put in a queue.
 async fn a_failed_call_takes_back_what_it_queued(kind: Kind) {
-    let f = Fixture::new(kind).await;
-    let stats = f.stats(settings()).await;
-    let mut raw = f.raw().await;
+    let (_f, stats, mut raw) = lat_fixture(kind).await;
     big_and_small(&stats).await;
     stats.record_at("a-small", 3.0, T0 + 0.1).await.unwrap();
     let pend = pending_key(&mut raw, "a-small").await;
@@ -519,13 +514,7 @@ async fn the_accumulator_holds_the_coarser_slices_until_they_change(kind: Kind) 
 /// the hour's slice and starts again; reads count each observation once.
 async fn a_full_accumulator_is_merged(kind: Kind) {
     let f = Fixture::new(kind).await;
-    let stats = f
-        .stats(StatsSettings {
-            precisions: vec![1, 3600],
-            samples: 100,
-            ..StatsSettings::default()
-        })
-        .await;
+    let stats = f.stats(settings_at(vec![1, 3600])).await;
     let mut raw = f.raw().await;
     let second = T0.floor() as u64;
     let hour = second - second % 3600;
@@ -571,9 +560,7 @@ async fn a_full_accumulator_is_merged(kind: Kind) {
 /// later minute) and then fails is refused whole: the slices, the
 /// accumulator and the pending slice as they were.
 async fn a_failed_call_takes_back_the_accumulators_merge(kind: Kind) {
-    let f = Fixture::new(kind).await;
-    let stats = f.stats(settings()).await;
-    let mut raw = f.raw().await;
+    let (_f, stats, mut raw) = lat_fixture(kind).await;
     big_and_small(&stats).await;
     // a-small's seconds of T0 and T0 + 1 fold into its accumulator (the
     // minute of T0); T0 + 60 pends, in the next minute, whose fold the

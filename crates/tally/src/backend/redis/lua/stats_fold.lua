@@ -183,6 +183,16 @@ local function fold_merge(undo, key, field, delta)
   return nil
 end
 
+-- Value t (a table) packed as the precisions' slices keep it, format 1;
+-- or, when t is nil, nil and the text of the error reply `err`.
+local function fold_pack(t, err)
+  if not t then
+    return nil, err.err
+  end
+  t[1] = 1
+  return cmsgpack.pack(t)
+end
+
 -- The hash of precision `p` (a text) among `keys`, the hashes of the
 -- precisions `precisions` (texts); nil when the series no longer keeps p.
 local function fold_key(keys, precisions, p)
@@ -238,11 +248,10 @@ local function fold_acc_merge(undo, pend, keys, precisions, k)
         if o then
           o, err = stats_merge_unpacked(o, all, first)
         end
-        if not o then
-          return err.err
+        new, err = fold_pack(o, err)
+        if not new then
+          return err
         end
-        o[1] = 1
-        new = cmsgpack.pack(o)
       end
       undo[#undo + 1] = {key, f, old}
       redis.call('HSET', key, f, new)
@@ -315,12 +324,11 @@ local function fold_held(undo, pend, keys, precisions, cur, keep)
     local b, n = fold_b(pend, cur), nil
     q, deltas, n = fold_queue(pend, cur)
     if n > 0 or (q and #q > 9) then
-      local t, err = stats_pending_value(b, q, deltas)
-      if not t then
-        return err.err
+      local err
+      value, err = fold_pack(stats_pending_value(b, q, deltas))
+      if not value then
+        return err
       end
-      t[1] = 1
-      value = cmsgpack.pack(t)
     else
       value = stats_format(b, 1)
     end
