@@ -363,7 +363,8 @@ local function fold_held(undo, pend, keys, precisions, cur, keep)
     return nil
   end
   fold_queue_undo(undo, pend, cur, q, deltas)
-  if not keep then
+  if not keep or (k == 0 and not (coarse and coarse ~= '')) then
+    -- (Nothing accumulated: the hash goes whole.)
     redis.call('DEL', pend)
     return nil
   end
