@@ -5,7 +5,8 @@
 
 use redis::Value as Reply;
 
-use super::read::{PendingQueue, reply_bytes, sum_of};
+use super::pending::PendingQueue;
+use super::read::{reply_bytes, sum_of};
 use crate::engine::kinds::{DistinctValue, Hll, StatsValue};
 use crate::engine::store::check_stored;
 use crate::engine::{Kind, Value};

@@ -65,6 +65,7 @@ mod kinds;
 mod list;
 mod old_fields;
 mod protocol;
+mod pending;
 mod read;
 mod revert;
 

@@ -1,0 +1,324 @@
+//! A series' pending slice as reads take it (`stats_fold.lua`): its
+//! fields (the value, a statistic's queue and accumulator) parsed from the
+//! hash's reply, and added to the slices a read returns.
+
+use redis::Value as Reply;
+
+use super::read::{reply_bytes, reply_number};
+use crate::engine::{SliceRead, SliceSel};
+use crate::error::Result;
+
+/// A series' pending slice as read (`stats_fold.lua`).
+pub(super) struct Pending<T> {
+    /// The second its finest slice starts at.
+    pub second: u64,
+    /// Its value.
+    pub value: T,
+    /// The precisions it folds into.
+    pub folds_into: Vec<u64>,
+    /// A statistic's accumulator: the values, oldest first, of finest
+    /// slices folded since the coarser slices last took them.
+    pub accumulated: Vec<T>,
+    /// The slices (precision, start) the accumulator's values fold into.
+    pub accumulated_into: Vec<(u64, u64)>,
+}
+
+/// A pending slice's queue as read (`stats_fold.lua`; a statistic's only):
+/// the one string of a slice of format 2, or the header (`q0`) and the
+/// deltas (`q1` to `q<n>`, in that order) of a slice of format 3.
+#[derive(Debug, Default)]
+pub(super) struct PendingQueue<'r> {
+    /// A format 2 queue (`q`).
+    pub string: Option<&'r [u8]>,
+    /// A format 3 queue's header (`q0`).
+    pub header: Option<&'r [u8]>,
+    /// A format 3 queue's deltas, oldest first.
+    pub deltas: Vec<&'r [u8]>,
+}
+
+impl PendingQueue<'_> {
+    /// True when the slice has no queue at all (no field of one).
+    pub fn is_none(&self) -> bool {
+        self.string.is_none() && self.header.is_none() && self.deltas.is_empty()
+    }
+}
+
+/// A statistic's accumulator as read (`stats_fold.lua`): `at` and the
+/// values `a1` to `a<ak>`.
+pub(super) struct Accumulator<'r> {
+    /// `at`: the coarser slices its values fold into.
+    pub slices: &'r [u8],
+    /// `a1` to `a<ak>`, oldest first.
+    pub values: Vec<&'r Reply>,
+}
+
+impl Accumulator<'_> {
+    /// Its `at` as (precision, field) pairs.
+    pub fn slices(&self) -> std::result::Result<Vec<(u64, u64)>, String> {
+        std::str::from_utf8(self.slices)
+            .ok()
+            .and_then(|at| {
+                at.split_whitespace()
+                    .map(|token| {
+                        let (p, f) = token.split_once(':')?;
+                        Some((p.parse().ok()?, f.parse().ok()?))
+                    })
+                    .collect()
+            })
+            .ok_or_else(|| "its at is not <precision>:<field> ...".to_string())
+    }
+}
+
+/// A pending slice's fields, from its HGETALL.
+pub(super) struct PendingFields<'r> {
+    /// `s`: the finest slice's field.
+    pub slice: &'r Reply,
+    /// `b`: its value.
+    pub value: &'r Reply,
+    /// `t`: where it folds.
+    pub folds_into: &'r Reply,
+    /// A statistic's queue.
+    pub queue: PendingQueue<'r>,
+    /// A statistic's accumulator, when it holds values.
+    pub accumulator: Option<Accumulator<'r>>,
+}
+
+impl<'r> PendingFields<'r> {
+    /// The fields of an HGETALL reply (RESP2 or RESP3), `None` for a slice
+    /// that is not there, or what is wrong with them: a field missing,
+    /// unknown, a queue whose deltas are not `q1` to `q<n>`, or an
+    /// accumulator whose values are not `a1` to `a<ak>`.
+    pub fn of(reply: &'r Reply) -> std::result::Result<Option<Self>, String> {
+        let pairs: Vec<(&Reply, &Reply)> = match reply {
+            Reply::Map(pairs) => pairs.iter().map(|(f, v)| (f, v)).collect(),
+            Reply::Array(flat) if flat.len() % 2 == 0 => {
+                flat.chunks_exact(2).map(|p| (&p[0], &p[1])).collect()
+            }
+            Reply::Nil => Vec::new(),
+            other => return Err(format!("it is not a pending slice: {other:?}")),
+        };
+        if pairs.is_empty() {
+            return Ok(None);
+        }
+        let (mut slice, mut value, mut folds_into) = (None, None, None);
+        let mut queue = PendingQueue::default();
+        let mut deltas: Vec<(u64, &[u8])> = Vec::new();
+        let (mut held, mut into) = (None, None);
+        let mut accumulated: Vec<(u64, &Reply)> = Vec::new();
+        for (f, v) in pairs {
+            let name = reply_bytes(f, "a field")?;
+            let unknown = || format!("it has a field {:?}", String::from_utf8_lossy(name));
+            let numbered = |digits: &[u8]| -> std::result::Result<u64, String> {
+                if !digits.first().is_some_and(|d| (b'1'..=b'9').contains(d)) {
+                    return Err(unknown());
+                }
+                std::str::from_utf8(digits)
+                    .ok()
+                    .and_then(|d| d.parse().ok())
+                    .ok_or_else(unknown)
+            };
+            match name {
+                b"s" => slice = Some(v),
+                b"b" => value = Some(v),
+                b"t" => folds_into = Some(v),
+                b"q" => queue.string = Some(reply_bytes(v, "a queue")?),
+                b"q0" => queue.header = Some(reply_bytes(v, "a queue's header")?),
+                b"ak" => held = Some(reply_number::<u64>(v, "a count")?),
+                b"at" => into = Some(reply_bytes(v, "the accumulator's slices")?),
+                [b'q', digits @ ..] => deltas.push((numbered(digits)?, reply_bytes(v, "a delta")?)),
+                [b'a', digits @ ..] => accumulated.push((numbered(digits)?, v)),
+                _ => return Err(unknown()),
+            }
+        }
+        let missing = |what: &str| format!("it has no {what}");
+        deltas.sort_unstable_by_key(|d| d.0);
+        if deltas.iter().zip(1..).any(|(d, i)| d.0 != i) {
+            return Err(format!("its queue's deltas are not q1 to q{}", deltas.len()));
+        }
+        if !deltas.is_empty() && queue.header.is_none() {
+            return Err(missing("queue header (q0)"));
+        }
+        queue.deltas = deltas.into_iter().map(|d| d.1).collect();
+        accumulated.sort_unstable_by_key(|a| a.0);
+        let accumulator = match (held, into) {
+            (None, None) if accumulated.is_empty() => None,
+            (Some(k), Some(slices))
+                if k > 0
+                    && accumulated.len() as u64 == k
+                    && accumulated.iter().zip(1..).all(|(a, i)| a.0 == i) =>
+            {
+                Some(Accumulator {
+                    slices,
+                    values: accumulated.into_iter().map(|a| a.1).collect(),
+                })
+            }
+            (held, _) => {
+                return Err(format!(
+                    "its accumulator is not ak, at and a1 to a<ak> (ak {held:?}, {} values)",
+                    accumulated.len()
+                ));
+            }
+        };
+        Ok(Some(PendingFields {
+            slice: slice.ok_or_else(|| missing("s"))?,
+            value: value.ok_or_else(|| missing("b"))?,
+            folds_into: folds_into.ok_or_else(|| missing("t"))?,
+            queue,
+            accumulator,
+        }))
+    }
+}
+
+impl<'r> PendingFields<'r> {
+    /// The fields of an `HMGET s b t q` reply, `None` for a slice that is
+    /// not there (no `s`).
+    pub fn of_named(reply: &'r Reply) -> std::result::Result<Option<Self>, String> {
+        match reply {
+            Reply::Array(fields) => match fields.as_slice() {
+                [Reply::Nil, ..] => Ok(None),
+                [slice, value, folds_into, queue] => Ok(Some(PendingFields {
+                    slice,
+                    value,
+                    folds_into,
+                    queue: PendingQueue {
+                        string: match queue {
+                            Reply::Nil => None,
+                            q => Some(reply_bytes(q, "a queue")?),
+                        },
+                        ..PendingQueue::default()
+                    },
+                    accumulator: None,
+                })),
+                other => Err(format!("HMGET answered {other:?}")),
+            },
+            other => Err(format!("HMGET answered {other:?}")),
+        }
+    }
+}
+
+/// Adds each series' pending slice (`stats_fold.lua`) to the slice holding
+/// it at every precision read that it folds into (those the series kept
+/// when it was written: a fold passes over the others), within the read's
+/// slices, after the accumulator's values (older) to the coarser slices
+/// they fold into; `add` merges two values of one slice.
+pub(super) fn add_pending<T: Clone>(
+    read: SliceRead<'_>,
+    slices: &mut [Vec<Vec<(u64, T)>>],
+    pending: Vec<Option<Pending<T>>>,
+    add: impl Fn(&mut T, &T) -> Result<()>,
+) -> Result<()> {
+    for (per, pending) in slices.iter_mut().zip(pending) {
+        let Some(pending) = pending else {
+            continue;
+        };
+        for (slices, &r) in per.iter_mut().zip(read.precisions) {
+            let Some(precision) = read.space.precisions.iter().find(|p| p.seconds == r) else {
+                continue;
+            };
+            let within = |start: u64| match read.slices {
+                SliceSel::Range { from, to } => (from..=to).contains(&start),
+                _ => true,
+            };
+            for &(_, start) in pending.accumulated_into.iter().filter(|(p, _)| *p == r) {
+                if within(start) {
+                    for value in &pending.accumulated {
+                        add_to(slices, start, value, &add)?;
+                    }
+                }
+            }
+            if !pending.folds_into.contains(&r) {
+                continue;
+            }
+            let start = precision.slice_of_second(pending.second);
+            if within(start) {
+                add_to(slices, start, &pending.value, &add)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Adds `value` to the slice of `slices` (sorted by start) starting at
+/// `start`, or inserts it there.
+fn add_to<T: Clone>(
+    slices: &mut Vec<(u64, T)>,
+    start: u64,
+    value: &T,
+    add: impl Fn(&mut T, &T) -> Result<()>,
+) -> Result<()> {
+    match slices.binary_search_by_key(&start, |(s, _)| *s) {
+        Ok(i) => add(&mut slices[i].1, value),
+        Err(i) => {
+            slices.insert(i, (start, value.clone()));
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pending slice's HGETALL: its queue's deltas and its accumulator's
+    /// values in the order of their numbers whatever the order of the
+    /// reply, none for a missing hash, and an error naming what is wrong
+    /// otherwise.
+    #[test]
+    fn pending_fields_order_the_queue_and_name_what_is_wrong() {
+        let b = |s: &str| Reply::BulkString(s.as_bytes().to_vec());
+        let hash = |fields: &[&str]| {
+            Reply::Array(fields.iter().flat_map(|f| [b(f), b(&format!("<{f}>"))]).collect())
+        };
+        let reply = hash(&["s", "q2", "b", "q0", "t", "q1"]);
+        let got = PendingFields::of(&reply).unwrap().unwrap();
+        assert_eq!(got.queue.deltas, vec![&b"<q1>"[..], &b"<q2>"[..]]);
+        assert_eq!(got.queue.header, Some(&b"<q0>"[..]));
+        assert_eq!(got.queue.string, None);
+        assert_eq!(got.value, &b("<b>"));
+        assert!(PendingFields::of(&Reply::Array(vec![])).unwrap().is_none());
+        let reply = hash(&["s", "b", "t", "q"]);
+        let old = PendingFields::of(&reply).unwrap().unwrap();
+        assert_eq!(old.queue.string, Some(&b"<q>"[..]));
+        assert!(!old.queue.is_none());
+        for (fields, why) in [
+            (&["s", "b", "t", "q0", "q2"][..], "not q1 to q1"),
+            (&["s", "b", "t", "q1"][..], "no queue header (q0)"),
+            (&["s", "b", "t", "q0", "q1x"][..], "a field \"q1x\""),
+            (&["s", "b", "t", "x"][..], "a field \"x\""),
+            (&["s", "t"][..], "no b"),
+        ] {
+            let e = PendingFields::of(&hash(fields)).err().unwrap();
+            assert!(e.contains(why), "{e} (wanted {why})");
+        }
+        // The accumulator: its values in the order of their numbers.
+        let with = |fields: &[&str], ak: &str| {
+            let Reply::Array(mut flat) = hash(fields) else {
+                unreachable!()
+            };
+            flat.extend([b("ak"), b(ak)]);
+            Reply::Array(flat)
+        };
+        let reply = with(&["s", "a2", "b", "at", "t", "a1"], "2");
+        let got = PendingFields::of(&reply).unwrap().unwrap();
+        let acc = got.accumulator.unwrap();
+        assert_eq!(acc.values, vec![&b("<a1>"), &b("<a2>")]);
+        assert_eq!(acc.slices, b"<at>");
+        assert!(acc.slices().unwrap_err().contains("not <precision>:<field>"));
+        let at = Accumulator {
+            slices: b"5:100 60:60",
+            values: vec![],
+        };
+        assert_eq!(at.slices().unwrap(), vec![(5, 100), (60, 60)]);
+        for (reply, why) in [
+            (with(&["s", "b", "t", "at", "a1"], "2"), "ak Some(2), 1 values"),
+            (with(&["s", "b", "t", "at", "a2"], "1"), "ak Some(1), 1 values"),
+            (with(&["s", "b", "t", "a1"], "1"), "ak Some(1), 1 values"),
+            (hash(&["s", "b", "t", "a1"]), "ak None, 1 values"),
+            (hash(&["s", "b", "t", "a0"]), "a field \"a0\""),
+            (with(&["s", "b", "t", "at", "a1"], "x"), "not a count"),
+        ] {
+            let e = PendingFields::of(&reply).err().unwrap();
+            assert!(e.contains(why), "{e} (wanted {why})");
+        }
+    }
+}
