@@ -64,8 +64,8 @@ mod keys;
 mod kinds;
 mod list;
 mod old_fields;
-mod protocol;
 mod pending;
+mod protocol;
 mod read;
 mod revert;
 

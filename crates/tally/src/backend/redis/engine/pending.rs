@@ -5,6 +5,7 @@
 use redis::Value as Reply;
 
 use super::read::{reply_bytes, reply_number};
+use super::super::layout::SpaceKeys;
 use crate::engine::{SliceRead, SliceSel};
 use crate::error::Result;
 
@@ -52,21 +53,48 @@ pub(super) struct Accumulator<'r> {
     pub values: Vec<&'r Reply>,
 }
 
+/// An accumulator's values, oldest first, and the slices (precision,
+/// start) they fold into.
+type Accumulated<T> = (Vec<T>, Vec<(u64, u64)>);
+
 impl Accumulator<'_> {
-    /// Its `at` as (precision, field) pairs.
-    pub fn slices(&self) -> std::result::Result<Vec<(u64, u64)>, String> {
-        std::str::from_utf8(self.slices)
-            .ok()
-            .and_then(|at| {
-                at.split_whitespace()
-                    .map(|token| {
-                        let (p, f) = token.split_once(':')?;
-                        Some((p.parse().ok()?, f.parse().ok()?))
-                    })
-                    .collect()
+    /// Its values, each read by `parse`, and the slices they fold into,
+    /// as (precision, slice start) pairs (`keys`: the series' layout).
+    pub fn read<T>(
+        &self,
+        keys: &SpaceKeys<'_>,
+        parse: impl Fn(&Reply) -> std::result::Result<T, String>,
+    ) -> std::result::Result<Accumulated<T>, String> {
+        let values = self.values.iter().map(|v| parse(v)).collect::<std::result::Result<_, _>>()?;
+        let into = slice_tokens(self.slices, "at")?
+            .into_iter()
+            .map(|(p, f)| {
+                keys.slice_of_field(p, f)
+                    .map(|start| (p, start))
+                    .ok_or_else(|| format!("its at names {f}, not a {p} s slice"))
             })
-            .ok_or_else(|| "its at is not <precision>:<field> ...".to_string())
+            .collect::<std::result::Result<_, _>>()?;
+        Ok((values, into))
     }
+}
+
+/// The `<precision>:<field>` tokens of a pending slice's `t` or `at`
+/// (`which`), separated by spaces, as numbers.
+pub(super) fn slice_tokens(
+    text: &[u8],
+    which: &str,
+) -> std::result::Result<Vec<(u64, u64)>, String> {
+    std::str::from_utf8(text)
+        .ok()
+        .and_then(|text| {
+            text.split_whitespace()
+                .map(|token| {
+                    let (p, f) = token.split_once(':')?;
+                    Some((p.parse().ok()?, f.parse().ok()?))
+                })
+                .collect()
+        })
+        .ok_or_else(|| format!("its {which} is not <precision>:<field>"))
 }
 
 /// A pending slice's fields, from its HGETALL.
@@ -303,12 +331,15 @@ mod tests {
         let acc = got.accumulator.unwrap();
         assert_eq!(acc.values, vec![&b("<a1>"), &b("<a2>")]);
         assert_eq!(acc.slices, b"<at>");
-        assert!(acc.slices().unwrap_err().contains("not <precision>:<field>"));
-        let at = Accumulator {
-            slices: b"5:100 60:60",
-            values: vec![],
-        };
-        assert_eq!(at.slices().unwrap(), vec![(5, 100), (60, 60)]);
+        assert!(
+            slice_tokens(acc.slices, "at")
+                .unwrap_err()
+                .contains("its at is not <precision>:<field>")
+        );
+        assert_eq!(
+            slice_tokens(b"5:100 60:60", "at").unwrap(),
+            vec![(5, 100), (60, 60)]
+        );
         for (reply, why) in [
             (with(&["s", "b", "t", "at", "a1"], "2"), "ak Some(2), 1 values"),
             (with(&["s", "b", "t", "at", "a2"], "1"), "ak Some(1), 1 values"),

@@ -8,7 +8,7 @@ use redis::Value as Reply;
 use super::super::dump;
 use super::RedisSliceStore;
 use super::kinds;
-use super::pending::{Pending, PendingFields, PendingQueue, add_pending};
+use super::pending::{Pending, PendingFields, PendingQueue, add_pending, slice_tokens};
 use crate::engine::store::{Reads, check_stored, check_sums};
 use crate::engine::{Kind, SliceRead, SliceSel, Slices};
 use crate::error::{Error, Result};
@@ -124,37 +124,16 @@ impl RedisSliceStore {
                         let second = keys.slice_of_field(precision, field).ok_or_else(|| {
                             corrupt(format!("{field} is not a {precision} s slice"))
                         })?;
-                        let folds_into = std::str::from_utf8(reply_bytes(folds_into, "a fold").map_err(corrupt)?)
-                            .map_err(|e| corrupt(e.to_string()))?
-                            .split_whitespace()
-                            .map(|pf| pf.split(':').next().and_then(|p| p.parse().ok()))
-                            .collect::<Option<Vec<u64>>>()
-                            .ok_or_else(|| corrupt("its t is not <precision>:<field>".into()))?;
-                        let (accumulated, accumulated_into) = match accumulator {
-                            None => (Vec::new(), Vec::new()),
-                            Some(acc) => {
-                                let values = acc
-                                    .values
-                                    .iter()
-                                    .map(|v| parse_stored(v))
-                                    .collect::<std::result::Result<Vec<T>, String>>()
-                                    .map_err(corrupt)?;
-                                let into = acc
-                                    .slices()
-                                    .and_then(|tokens| {
-                                        tokens
-                                            .into_iter()
-                                            .map(|(p, f)| {
-                                                keys.slice_of_field(p, f).map(|start| (p, start)).ok_or_else(
-                                                    || format!("its at names {f}, not a {p} s slice"),
-                                                )
-                                            })
-                                            .collect::<std::result::Result<Vec<_>, String>>()
-                                    })
-                                    .map_err(corrupt)?;
-                                (values, into)
-                            }
-                        };
+                        let folds_into = slice_tokens(reply_bytes(folds_into, "a fold").map_err(corrupt)?, "t")
+                            .map_err(corrupt)?
+                            .into_iter()
+                            .map(|(p, _)| p)
+                            .collect();
+                        let (accumulated, accumulated_into) = accumulator
+                            .map(|acc| acc.read(&keys, &parse_stored))
+                            .transpose()
+                            .map_err(corrupt)?
+                            .unwrap_or_default();
                         Ok(Some(Pending {
                             second,
                             value: parse(blob, &queue).map_err(corrupt)?,
