@@ -11,10 +11,10 @@ use std::sync::Arc;
 use super::{Reading, ReadingKind, Sample};
 use crate::clock::{SharedClock, Timestamp};
 use crate::counters::{CounterRules, Increment};
-use crate::engine::Writer;
 use crate::engine::plan::{self, Item};
 use crate::engine::series::{Rules, SeriesWriter};
 use crate::engine::store::Space;
+use crate::engine::{Value, Writer};
 use crate::error::{Error, Result};
 use crate::gauges::{GaugeOp, GaugeRules};
 use crate::sets::{SetAdd, SetRules};
@@ -30,12 +30,17 @@ pub trait StatsdRules: Rules + Sized {
     fn op(name: &str, reading: Reading<'_>) -> Option<Self::Op>;
 
     /// Takes a sample of `name` without ever waiting, as
-    /// [`SeriesWriter::try_take`] takes its operation.
-    fn try_take(writer: &SeriesWriter<Self>, name: &str, sample: Sample<'_>) -> Result<()> {
-        let service = writer.service();
+    /// [`SeriesWriter::try_take`] takes its operation, at `now` when it
+    /// has no time.
+    fn try_take(
+        writer: &SeriesWriter<Self>,
+        name: &str,
+        sample: Sample<'_>,
+        now: Timestamp,
+    ) -> Result<()> {
         let op = op::<Self>(name, sample.reading)?;
-        let (_, _, delta) = service.validate(&op, service.clock().now())?;
-        writer.engine().try_add(name, delta, at(sample))
+        let (_, _, delta) = writer.service().validate(&op, now)?;
+        writer.engine().try_add_at(name, delta, at(sample), now)
     }
 }
 
@@ -67,9 +72,18 @@ impl StatsdRules for CounterRules {
 
     /// The counters' fast path: the count straight into the engine's
     /// writer, no operation built.
-    fn try_take(writer: &SeriesWriter<Self>, name: &str, sample: Sample<'_>) -> Result<()> {
+    fn try_take(
+        writer: &SeriesWriter<Self>,
+        name: &str,
+        sample: Sample<'_>,
+        now: Timestamp,
+    ) -> Result<()> {
         match sample.reading {
-            Reading::Count(count) => writer.try_add(name, count, at(sample)),
+            Reading::Count(count) => {
+                writer
+                    .engine()
+                    .try_add_at(name, Value::Sum(count), at(sample), now)
+            }
             other => op::<Self>(name, other).map(|_| ()),
         }
     }
@@ -125,7 +139,7 @@ trait Take: Send + Sync {
     fn engine(&self) -> &Writer;
     fn space(&self) -> &Arc<Space>;
     fn clock(&self) -> &SharedClock;
-    fn try_take(&self, name: &str, sample: Sample<'_>) -> Result<()>;
+    fn try_take(&self, name: &str, sample: Sample<'_>, now: Timestamp) -> Result<()>;
     fn item(&self, name: &str, sample: Sample<'_>, now: Timestamp) -> Result<Item>;
 }
 
@@ -146,8 +160,8 @@ impl<R: StatsdRules> Take for SeriesWriter<R> {
         self.service().clock()
     }
 
-    fn try_take(&self, name: &str, sample: Sample<'_>) -> Result<()> {
-        R::try_take(self, name, sample)
+    fn try_take(&self, name: &str, sample: Sample<'_>, now: Timestamp) -> Result<()> {
+        R::try_take(self, name, sample, now)
     }
 
     fn item(&self, name: &str, sample: Sample<'_>, now: Timestamp) -> Result<Item> {
@@ -190,7 +204,13 @@ impl Target {
     /// [`Error::Overloaded`] when full, with the rule it breaks when
     /// invalid (nothing taken).
     pub fn try_take(&self, name: &str, sample: Sample<'_>) -> Result<()> {
-        self.0.try_take(name, sample)
+        self.try_take_at(name, sample, self.now())
+    }
+
+    /// [`Target::try_take`] at `now` for a sample without a time (the
+    /// listener reads each target's clock once a datagram).
+    pub fn try_take_at(&self, name: &str, sample: Sample<'_>, now: Timestamp) -> Result<()> {
+        self.0.try_take(name, sample, now)
     }
 
     /// A sample of `name` validated into the writer's item (`now` for a
