@@ -272,3 +272,105 @@ async fn busy_writes_take_the_short_call() {
         vec![vec![(now - 1, 4), (now, 11)], vec![(now / 60 * 60, 15)]]
     );
 }
+
+/// How many HMGET commands the server ran since its statistics were last
+/// reset (`INFO commandstats`; a script's commands count).
+async fn hmgets(conn: &mut crate::backend::redis::RedisHandle) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(conn).await.unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_hmget:calls="))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+/// The apply script looks up a call's pending slices with one EXISTS per
+/// run of them and reads only those that may exist: on the same stored
+/// states it answers and stores what it does when it reads every series'
+/// pending slice, and reads none for counters that have none.
+#[tokio::test]
+async fn the_pending_look_up_does_what_reading_every_pending_slice_does() {
+    let now = 1_000_020u64;
+    let (_server, redis, store, space) = counters_at(now).await;
+    let keys = store.layout.space_keys(&space);
+    let looking = kinds::of(Kind::Sum).unwrap().full_apply_lua();
+    let look_up = "clear[c] = redis.call('EXISTS', unpack(KEYS, from, to)) == 0";
+    assert!(looking.contains(look_up), "the apply script looks its pending slices up");
+    let reading = looking.replace(look_up, "clear[c] = false");
+    let at = |second: u64| [(1, second), (60, second / 60 * 60)];
+    let batch = |writes: Vec<SeriesWrite>| Batch {
+        space: space.clone(),
+        writes,
+        seq: None,
+    };
+    let one = |name: &str, second: u64| write(name, &at(second), &Value::Sum(1));
+    // 100 counters: three runs of 32 pending slices and a fourth of 4.
+    let many = |second: u64| batch((0..100).map(|i| one(&format!("c{i}"), second)).collect());
+    // Two calls: the second opens the counter's pending slice.
+    let busy = |name: &str, second: u64| vec![batch(vec![one(name, second)]); 2];
+    let mut twice = vec![one("a", now), one("a", now)];
+    twice.extend((0..40).map(|i| one(&format!("c{i}"), now)));
+    // A counter written at two finest slices: its hashes are written
+    // directly, its sums checked against its pending slice.
+    let direct = write("c0", &[(1, now - 1), (1, now), (60, now / 60 * 60)], &Value::Sum(5));
+    let mut first_direct = vec![direct.clone()];
+    first_direct.extend((1..50).map(|i| one(&format!("c{i}"), now)));
+    let two_busy = [vec![many(now)], busy("c5", now), busy("c70", now)].concat();
+    // A case: what it is, what is written first, the call, how many pending
+    // slices the look-up leaves to read (HMGET), and a counter's finest
+    // slices after it.
+    type Case<'a> = (&'a str, Vec<Batch>, Batch, u64, (&'a str, Vec<(u64, i64)>));
+    let cases: Vec<Case> = vec![
+        ("100 new counters", vec![], many(now), 0, ("c9", vec![(now, 1)])),
+        ("100 counters written once before", vec![many(now)], many(now), 0, ("c9", vec![(now, 2)])),
+        ("100 counters, two of them busy", two_busy, many(now), 64, ("c5", vec![(now, 4)])),
+        (
+            "a busy counter's older slice, which folds",
+            busy("c40", now - 1),
+            many(now),
+            32,
+            ("c40", vec![(now - 1, 2), (now, 1)]),
+        ),
+        (
+            "a counter twice, the first opening its pending slice",
+            vec![batch(vec![one("a", now)])],
+            batch(twice),
+            1,
+            ("a", vec![(now, 3)]),
+        ),
+        (
+            "a counter written directly first",
+            vec![],
+            batch(first_direct.clone()),
+            0,
+            ("c0", vec![(now - 1, 5), (now, 5)]),
+        ),
+        (
+            "written directly beside its pending slice",
+            busy("c0", now),
+            batch(first_direct),
+            32,
+            ("c0", vec![(now - 1, 5), (now, 7)]),
+        ),
+    ];
+    let mut conn = redis.handle();
+    for (i, (what, before, call, reads, (name, finest))) in cases.iter().enumerate() {
+        let _: () = redis::cmd("FLUSHALL").query_async(&mut conn).await.unwrap();
+        for b in before {
+            store.apply_batch(b).await.unwrap();
+        }
+        let saved = state(&mut conn).await;
+        let calls = store.apply_calls(keys, call).unwrap();
+        assert_eq!(calls.len(), 1, "{what}");
+        let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut conn).await.unwrap();
+        let looked_reply = run(&mut conn, &looking, &calls[0]).await;
+        assert_eq!(hmgets(&mut conn).await, *reads, "case {i}, {what}: pending slices read");
+        let looked_state = state(&mut conn).await;
+        restore(&mut conn, &saved).await;
+        let read_reply = run(&mut conn, &reading, &calls[0]).await;
+        let read_state = state(&mut conn).await;
+        assert!(looked_reply.is_ok(), "case {i}, {what}: {looked_reply:?}");
+        assert_eq!(looked_reply, read_reply, "case {i}, {what}: the reply");
+        assert_eq!(looked_state, read_state, "case {i}, {what}: what is stored");
+        assert_ne!(looked_state, saved, "case {i}, {what}: written");
+        assert_eq!(&sums_of(&store, &space, name).await[0], finest, "case {i}, {what}: {name}");
+    }
+}

@@ -12,8 +12,10 @@
 -- chunk in the expiring layout; one per series in the compact layout, but
 -- for gauges, whose runs name it once per precision), then the registries
 -- (in the expiring layout each followed by its `ends@e`), each in the
--- order ARGV lists them; then gauges' current-value keys, one per series; then a kind's
--- scratch keys (sets: two), last.
+-- order ARGV lists them; then gauges' current-value keys, or in a write
+-- through pending slices the series' pending slices, one per series in the
+-- order of the series' entries; then a kind's scratch keys (sets: two),
+-- last (sums have none: their pending slices end KEYS).
 -- ARGV[1]  '1' when KEYS[1] is the writer lane's record, else '0'; '3' and
 --          '2' say the same for the expiring layout, '5' and '4' for a write
 --          of statistics through their pending slices (stats_fold.lua)
@@ -202,6 +204,40 @@ end
 -- part). A member such a hash vouches for is registered already (or by
 -- this call, when a series comes twice): no ZADD for it.
 local held = {}
+-- Sums: the pending slices the call may read are KEYS[lo] to KEYS[#KEYS]
+-- (one per series, last in KEYS, in the entries' order), looked up
+-- EXISTS_KEYS at a time before the first entry (one EXISTS each) rather
+-- than one HMGET per series: `clear[c]` is true when none of the c-th such
+-- run (from 0) existed when the call began, so that its series read their
+-- pending slice only when this call opened it (`opened`, by key: a
+-- series written twice in a call has two KEYS indexes). A counter
+-- written once a slice, the common write of many distinct counters, has
+-- none. Reading the rest, a run where one exists, costs what it did.
+local EXISTS_KEYS = 32
+local clear, opened, lo = nil, {}, 0
+
+-- Sums: whether the pending slice KEYS[pend] may exist (clear, opened).
+local function may_be_pending(pend)
+  return not clear[math.floor((pend - lo) / EXISTS_KEYS)] or opened[KEYS[pend]] ~= nil
+end
+
+-- Sums: notes which runs of the call's pending slices, from KEYS[from],
+-- exist (clear).
+local function look_up_pending(from)
+  clear, lo = {}, from
+  local c = 0
+  while from <= #KEYS do
+    local to = math.min(from + EXISTS_KEYS - 1, #KEYS)
+    clear[c] = redis.call('EXISTS', unpack(KEYS, from, to)) == 0
+    from, c = to + 1, c + 1
+  end
+end
+
+-- The empty pending slice: what fold_read answers for one that does not
+-- exist (sums only; fold_held, the one function that changes it, never
+-- runs for it).
+local NO_PENDING = {false, false, false}
+
 -- Sums: a hash written with at least NEW_HASH_MIN fields is first looked
 -- up, and made with one HSET when it does not exist (up to NEW_HASH_MAX
 -- fields, within what unpack and one command take comfortably). Below
@@ -268,13 +304,17 @@ if pending then
   local k = 1
   while k <= h and not failed do
     local pend, n, hp, m, delta, pairs_at = apply_pending_entry(at, np)
+    if FOLD_SUMS and not clear then
+      -- (The first entry names the first series' pending slice.)
+      look_up_pending(pend == 0 and delta or pend)
+    end
     if pend == 0 and FOLD_SUMS then
       -- Sums written directly: the loop of the other layouts (a new hash of
       -- several fields is one HSET), noted in `undo` as one range of ARGV
       -- pairs, each sum checked against the series' pending count.
       local key = KEYS[marker + k]
       local cur = nil
-      if delta > 0 then
+      if delta > 0 and may_be_pending(delta) then
         cur = checked[delta] or redis.call('HMGET', KEYS[delta], 's', 'b', 't')
         checked[delta] = cur
         if not cur[1] or cur[2] == '0' then
@@ -302,7 +342,7 @@ if pending then
       end
     else
       local p, f = ARGV[pat], ARGV[pairs_at]
-      local cur = fold_read(KEYS[pend])
+      local cur = (FOLD_SUMS and not may_be_pending(pend)) and NO_PENDING or fold_read(KEYS[pend])
       local same, e = fold_same(undo, KEYS[pend], cur, p, f, delta)
       local cell = nil
       if same and FOLD_SUMS then
@@ -310,14 +350,17 @@ if pending then
         held[k + n - 1] = true
         if n == h then written = 2 end
       elseif not same and not e and FOLD_SUMS then
-        local r, opened
-        e, r, opened = fold_sum_open(undo, KEYS[pend], cur, marker + k, n, m, pat, pairs_at, delta)
+        local r, made
+        e, r, made = fold_sum_open(undo, KEYS[pend], cur, marker + k, n, m, pat, pairs_at, delta)
         if e then
           -- The cell that overflowed, when it was one of the write's.
           cell = r
         else
           held[k + n - 1] = r ~= count(delta)
-          if opened and n == h then written = 2 end
+          if made then
+            opened[KEYS[pend]] = true
+            if n == h then written = 2 end
+          end
         end
       elseif not same and not e then
         local keys, precisions, fields = {}, {}, {}
