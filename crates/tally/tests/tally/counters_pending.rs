@@ -21,6 +21,8 @@ per_backend!(
     deleting_a_counter_takes_its_pending_slice,
 );
 
+per_backend!(features: a_read_of_many_counters_sees_every_pending_slice);
+
 fn ts(secs: f64) -> tally::Timestamp {
     tally::Timestamp::from_secs_f64(secs).unwrap()
 }
@@ -190,4 +192,50 @@ async fn deleting_a_counter_takes_its_pending_slice(kind: Kind) {
     assert!(f.counters.delete("gone").await.unwrap());
     assert_eq!(pending(&mut raw, "gone").await, None);
     assert_eq!(held(&f.counters, "gone", 1).await, 0);
+}
+
+/// A read of many counters at once (on Redis, one `pending_read.lua` call
+/// per slot holding 8 of them or more, which looks their pending slices up
+/// a run at a time; one command each in the other slots) answers for each
+/// what a read of it alone does (one command per pending slice): busy
+/// counters' pending counts included, in runs with and without one.
+async fn a_read_of_many_counters_sees_every_pending_slice(kind: Kind) {
+    let f = Fixture::with_settings(kind, settings()).await;
+    let t = 1_000_020.0;
+    // 600 names: on a cluster about 9 a shard (64 shards, a slot each),
+    // some shards past 8 and some below.
+    let names: Vec<String> = (0..600).map(|i| format!("c{i:03}")).collect();
+    let all = |count: i64, at: f64, every: usize| -> Vec<Increment> {
+        names
+            .iter()
+            .step_by(every)
+            .map(|n| Increment::new(n.as_str(), count).at(at))
+            .collect()
+    };
+    f.counters.incr_many(&all(1, t, 1)).await.unwrap();
+    // Every 40th counter busy: on a standalone server a pending slice in
+    // 15 of the 19 runs of 32. Every 80th folds its pending slice and
+    // opens the next second's.
+    for at in [t, t + 0.5] {
+        f.counters.incr_many(&all(2, at, 40)).await.unwrap();
+    }
+    f.counters.incr_many(&all(4, t + 1.0, 80)).await.unwrap();
+    f.counters.incr_many(&all(8, t + 1.2, 80)).await.unwrap();
+    let many = f.counters.get_many(&names, None).await.unwrap();
+    for (name, series) in names.iter().zip(&many) {
+        let alone = f.counters.get_all(name).await.unwrap();
+        assert_eq!(series, &alone, "{name}");
+    }
+    let finest = |i: usize| -> Vec<(u64, i64)> {
+        many[i][0]
+            .samples
+            .iter()
+            .map(|s| (s.start, s.count))
+            .collect()
+    };
+    assert_eq!(finest(1), vec![(1_000_020, 1)]);
+    assert_eq!(finest(40), vec![(1_000_020, 5)]);
+    assert_eq!(finest(0), vec![(1_000_020, 5), (1_000_021, 12)]);
+    assert_eq!(finest(560), vec![(1_000_020, 5), (1_000_021, 12)]);
+    assert_eq!(many[0][1].samples[0].count, 17);
 }

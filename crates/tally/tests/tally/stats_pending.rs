@@ -19,7 +19,7 @@ use common::{Fixture, Kind, T0};
 use redis::AsyncCommands;
 use tally::engine::Codec;
 use tally::engine::kinds::StatsValue;
-use tally::stats::{Observation, SliceSummary};
+use tally::stats::{Figure, Observation, SliceSummary};
 use tally::{Error, Stats, StatsSettings};
 
 per_backend!(
@@ -34,6 +34,13 @@ per_backend!(
     a_full_accumulator_is_merged,
     a_failed_call_takes_back_the_accumulators_merge,
 );
+
+/// On every layout and store (the module keeps its backends' names apart
+/// from the ones above).
+mod many {
+    use super::*;
+    per_backend!(layouts: a_ranking_of_many_stats_sees_every_pending_slice);
+}
 
 fn settings() -> StatsSettings {
     settings_at(vec![1, 60])
@@ -585,4 +592,62 @@ async fn a_failed_call_takes_back_the_accumulators_merge(kind: Kind) {
         slices(&stats, "a-small", 60).await,
         vec![(minute, 2, 3.0), (minute + 60, 2, 12.0)]
     );
+}
+
+/// A ranking reads many statistics at once (on Redis, one
+/// `pending_read.lua` call per slot holding 8 of them or more, which looks
+/// their pending slices up a run at a time); each one's summary is what a summary of it alone (one
+/// command per pending slice) answers, with observations waiting in
+/// pending slices, in queues and in accumulators.
+async fn a_ranking_of_many_stats_sees_every_pending_slice(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let stats = f.stats(settings()).await;
+    let second = T0.floor() as u64;
+    // 600 names: on a cluster about 9 a shard (64 shards, a slot each),
+    // some shards past the script's 8 and some below.
+    let names: Vec<String> = (0..600).map(|i| format!("s{i:03}")).collect();
+    let mut observations = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        // Each statistic one observation; every 20th three more in the
+        // same second (a queue) and one a second later (a fold into the
+        // accumulator).
+        let mut at = vec![(T0, i as f64)];
+        if i % 20 == 0 {
+            at.extend([
+                (T0 + 0.1, 1.0),
+                (T0 + 0.2, 2.0),
+                (T0 + 0.3, 3.0),
+                (T0 + 1.0, 4.0),
+            ]);
+        }
+        for (t, v) in at {
+            observations.push(Observation::new(name.as_str(), v).at(t));
+        }
+    }
+    // One write per observation, in order: each statistic's are exact
+    // writes through its pending slice.
+    for o in &observations {
+        stats.record_many(std::slice::from_ref(o)).await.unwrap();
+    }
+    let ranked = stats
+        .top(Figure::Count, "s", second, second + 59, names.len())
+        .await
+        .unwrap();
+    assert_eq!(ranked.len(), names.len());
+    for r in &ranked {
+        let alone = stats
+            .summary(&[r.name.as_str()], second, second + 59, &[])
+            .await
+            .unwrap();
+        assert_eq!(r.summary, alone.summary, "{}", r.name);
+    }
+    let count = |name: &str| {
+        ranked
+            .iter()
+            .find(|r| r.name == name)
+            .unwrap()
+            .summary
+            .count
+    };
+    assert_eq!((count("s000"), count("s001"), count("s040")), (5, 1, 5));
 }

@@ -109,6 +109,8 @@ pub struct RedisSliceStore {
     list: Script,
     /// `sum_short.lua`: a busy counter's increment into its pending slice.
     short: Script,
+    /// `pending_read.lua`: many series' pending slices in one call.
+    pending_read: Script,
     /// Where each counter's pending slice was last seen (its key: its
     /// finest field), from the answers of this store's calls: a write into
     /// that slice is sent as the short call ([`apply`]).
@@ -141,6 +143,7 @@ impl RedisSliceStore {
             delete: lua!("engine_delete"),
             list: lua!("expiring_list"),
             short: Script::new(protocol::SHORT_LUA),
+            pending_read: lua!("pending_read"),
             pending_at: Default::default(),
             clock,
         })

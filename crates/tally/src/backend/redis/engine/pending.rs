@@ -2,12 +2,15 @@
 //! fields (the value, a statistic's queue and accumulator) parsed from the
 //! hash's reply, and added to the slices a read returns.
 
+use std::collections::BTreeMap;
+
 use redis::Value as Reply;
 
+use super::RedisSliceStore;
 use super::read::{reply_bytes, reply_number};
 use super::super::layout::SpaceKeys;
 use crate::engine::{SliceRead, SliceSel};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// A series' pending slice as read (`stats_fold.lua`).
 pub(super) struct Pending<T> {
@@ -223,6 +226,99 @@ impl<'r> PendingFields<'r> {
         }
     }
 }
+
+/// Series read this many at a time or more have their pending slices
+/// fetched by one `pending_read.lua` call per slot, which looks them up a
+/// run at a time with EXISTS (most series have none) and reads only runs
+/// where one exists; fewer, by one command each, which costs Redis less
+/// than a script's call.
+const PENDING_SCRIPT_MIN: usize = 8;
+
+impl RedisSliceStore {
+    /// What each of the pending slices `pending` (their keys; of series
+    /// on `shards`, one per key) holds, in order: its HGETALL (`queued`, a
+    /// statistic's) or its `HMGET s b t q`.
+    pub(super) async fn fetch_pending(
+        &self,
+        pending: &[String],
+        shards: &[u32],
+        queued: bool,
+    ) -> Result<Vec<Reply>> {
+        // A slot's keys (every key on a standalone server; a shard's, one
+        // hash tag, on a cluster): one script call where they are many,
+        // else a command each.
+        let mut slots: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (i, &shard) in shards.iter().enumerate() {
+            let slot = if self.redis.is_cluster() { shard } else { 0 };
+            slots.entry(slot).or_default().push(i);
+        }
+        let (many, few): (Vec<Vec<usize>>, Vec<Vec<usize>>) =
+            slots.into_values().partition(|of| of.len() >= PENDING_SCRIPT_MIN);
+        let few: Vec<usize> = few.concat();
+        let pipes = few
+            .iter()
+            .map(|&i| {
+                let mut pipe = redis::pipe();
+                if queued {
+                    pipe.cmd("HGETALL").arg(&pending[i]);
+                } else {
+                    pipe.cmd("HMGET").arg(&pending[i]).arg(&SUM_FIELDS[..]);
+                }
+                pipe
+            })
+            .collect();
+        let calls = many.iter().map(|of| {
+            let mut call = self.pending_read.prepare_invoke();
+            for &i in of {
+                call.key(&pending[i]);
+            }
+            if !queued {
+                call.arg(&SUM_FIELDS[..]);
+            }
+            let mut handle = self.redis.handle();
+            async move { call.invoke_async::<Vec<Reply>>(&mut handle).await }
+        });
+        let (singles, scripted) = futures::try_join!(
+            self.redis.run_pipelines(pipes),
+            async { Ok(futures::future::try_join_all(calls).await?) }
+        )?;
+        // A key the script does not name has no pending slice: it answers
+        // what its command would.
+        let none = if queued {
+            Reply::Array(Vec::new())
+        } else {
+            Reply::Array(vec![Reply::Nil; SUM_FIELDS.len()])
+        };
+        let mut out = vec![none; pending.len()];
+        for (&i, reply) in few.iter().zip(singles) {
+            out[i] = reply.into_iter().next().ok_or_else(|| {
+                Error::Corrupt(format!("{}: redis answered nothing", pending[i]))
+            })?;
+        }
+        for (of, replies) in many.iter().zip(scripted) {
+            let mut replies = replies.into_iter();
+            while let Some(at) = replies.next() {
+                let slot = match &at {
+                    Reply::Int(n) => usize::try_from(n - 1).ok().and_then(|n| of.get(n)),
+                    _ => None,
+                };
+                let (Some(&i), Some(reply)) = (slot, replies.next()) else {
+                    return Err(Error::Corrupt(format!(
+                        "pending_read.lua answered {at:?} where the position of one of {} keys \
+                         and its reply were due",
+                        of.len()
+                    )));
+                };
+                out[i] = reply;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The fields a read takes of a sum's pending slice (a `q` is refused by
+/// its parse).
+const SUM_FIELDS: [&str; 4] = ["s", "b", "t", "q"];
 
 /// Adds each series' pending slice (`stats_fold.lua`) to the slice holding
 /// it at every precision read that it folds into (those the series kept

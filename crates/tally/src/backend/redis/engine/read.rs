@@ -62,11 +62,11 @@ impl RedisSliceStore {
     /// slice starts at, its value (parsed by `parse` from its `b` and, for
     /// a statistic, its queue), the precisions it folds into (its `t`) and
     /// a statistic's accumulator (each value parsed by `parse_stored`),
-    /// `None` when it has none; one pipeline per slot, sent beside the
-    /// slices' reads. A statistic's (`queued`) is read whole, one HGETALL
-    /// per series (the hash is small: a value, its queue's deltas and the
-    /// accumulator's values); a sum's, which has neither, by one `HMGET s
-    /// b t q` (a `q` is refused by its `parse`).
+    /// `None` when it has none; fetched beside the slices' reads
+    /// ([`RedisSliceStore::fetch_pending`]). A statistic's (`queued`) is
+    /// read whole (the hash is small: a value, its queue's deltas and the
+    /// accumulator's values); a sum's, which has neither, as its `s`, `b`,
+    /// `t` and `q` (a `q` is refused by its `parse`).
     async fn read_pending<T>(
         &self,
         read: SliceRead<'_>,
@@ -81,27 +81,13 @@ impl RedisSliceStore {
             .first()
             .map_or(0, |p| p.seconds);
         let pending: Vec<String> = read.names.iter().map(|n| keys.pending(n.as_str())).collect();
-        let pipes = pending
-            .iter()
-            .map(|key| {
-                let mut pipe = redis::pipe();
-                if queued {
-                    pipe.cmd("HGETALL").arg(key);
-                } else {
-                    pipe.cmd("HMGET").arg(key).arg("s").arg("b").arg("t").arg("q");
-                }
-                pipe
-            })
-            .collect();
-        let replies = self.redis.run_pipelines(pipes).await?;
+        let shards: Vec<u32> = read.names.iter().map(|n| keys.shard(n.as_str())).collect();
+        let replies = self.fetch_pending(&pending, &shards, queued).await?;
         replies
             .into_iter()
             .zip(&pending)
             .map(|(reply, key)| {
                 let corrupt = |why: String| Error::Corrupt(format!("{key}: {why}"));
-                let Some(reply) = reply.into_iter().next() else {
-                    return Err(corrupt("redis answered nothing".into()));
-                };
                 let fields = if queued {
                     PendingFields::of(&reply)
                 } else {
