@@ -320,6 +320,13 @@ async fn the_pending_look_up_does_what_reading_every_pending_slice_does() {
     type Case<'a> = (&'a str, Vec<Batch>, Batch, u64, (&'a str, Vec<(u64, i64)>));
     let cases: Vec<Case> = vec![
         ("100 new counters", vec![], many(now), 0, ("c9", vec![(now, 1)])),
+        (
+            "7 new counters: too few to look up, each read",
+            vec![],
+            batch((0..7).map(|i| one(&format!("c{i}"), now)).collect()),
+            7,
+            ("c6", vec![(now, 1)]),
+        ),
         ("100 counters written once before", vec![many(now)], many(now), 0, ("c9", vec![(now, 2)])),
         ("100 counters, two of them busy", two_busy, many(now), 64, ("c5", vec![(now, 4)])),
         (

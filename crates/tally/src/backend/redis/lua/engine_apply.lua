@@ -212,8 +212,11 @@ local held = {}
 -- pending slice only when this call opened it (`opened`, by key: a
 -- series written twice in a call has two KEYS indexes). A counter
 -- written once a slice, the common write of many distinct counters, has
--- none. Reading the rest, a run where one exists, costs what it did.
-local EXISTS_KEYS = 32
+-- none. Reading the rest, a run where one exists, costs what it did. A
+-- call of fewer than EXISTS_MIN series (on a cluster, where a call holds a
+-- slot's, often one or two) reads each as before: a look-up would save
+-- little there, and cost a command more where the series are busy.
+local EXISTS_KEYS, EXISTS_MIN = 32, 8
 local clear, opened, lo = nil, {}, 0
 
 -- Sums: whether the pending slice KEYS[pend] may exist (clear, opened).
@@ -222,9 +225,12 @@ local function may_be_pending(pend)
 end
 
 -- Sums: notes which runs of the call's pending slices, from KEYS[from],
--- exist (clear).
+-- exist (clear; none looked up when they are fewer than EXISTS_MIN).
 local function look_up_pending(from)
   clear, lo = {}, from
+  if #KEYS - from + 1 < EXISTS_MIN then
+    return
+  end
   local c = 0
   while from <= #KEYS do
     local to = math.min(from + EXISTS_KEYS - 1, #KEYS)
