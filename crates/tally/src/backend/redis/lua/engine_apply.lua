@@ -214,35 +214,13 @@ local held = {}
 -- written once a slice, the common write of many distinct counters, has
 -- none. Reading the rest, a run where one exists, costs what it did. A
 -- call of fewer than EXISTS_MIN series (on a cluster, where a call holds a
--- slot's, often one or two) reads each as before: a look-up would save
--- little there, and cost a command more where the series are busy.
+-- slot's, often one or two) reads each as before, with nothing made for
+-- the look-up (`clear` nil): a look-up would save little there, and cost
+-- a command more where the series are busy. NO_PENDING is what fold_read
+-- answers for a slice that does not exist (fold_held, the one function
+-- that changes it, never runs for it).
 local EXISTS_KEYS, EXISTS_MIN = 32, 8
-local clear, opened, lo = nil, {}, 0
-
--- Sums: whether the pending slice KEYS[pend] may exist (clear, opened).
-local function may_be_pending(pend)
-  return not clear[math.floor((pend - lo) / EXISTS_KEYS)] or opened[KEYS[pend]] ~= nil
-end
-
--- Sums: notes which runs of the call's pending slices, from KEYS[from],
--- exist (clear; none looked up when they are fewer than EXISTS_MIN).
-local function look_up_pending(from)
-  clear, lo = {}, from
-  if #KEYS - from + 1 < EXISTS_MIN then
-    return
-  end
-  local c = 0
-  while from <= #KEYS do
-    local to = math.min(from + EXISTS_KEYS - 1, #KEYS)
-    clear[c] = redis.call('EXISTS', unpack(KEYS, from, to)) == 0
-    from, c = to + 1, c + 1
-  end
-end
-
--- The empty pending slice: what fold_read answers for one that does not
--- exist (sums only; fold_held, the one function that changes it, never
--- runs for it).
-local NO_PENDING = {false, false, false}
+local clear, opened, lo, NO_PENDING = nil, nil, 0, nil
 
 -- Sums: a hash written with at least NEW_HASH_MIN fields is first looked
 -- up, and made with one HSET when it does not exist (up to NEW_HASH_MAX
@@ -307,20 +285,32 @@ if pending then
   undo = {}
   local checked = {}
   local np, pat = apply_precisions()
+  if FOLD_SUMS then
+    -- The first entry names the first series' pending slice: its own, or
+    -- (written directly) the one its sums are checked against.
+    local pend, _, _, _, delta = apply_pending_entry(at, np)
+    lo = pend == 0 and delta or pend
+    if #KEYS - lo + 1 >= EXISTS_MIN then
+      clear, opened, NO_PENDING = {}, {}, {false, false, false}
+      local from, c = lo, 0
+      while from <= #KEYS do
+        local to = math.min(from + EXISTS_KEYS - 1, #KEYS)
+        clear[c] = redis.call('EXISTS', unpack(KEYS, from, to)) == 0
+        from, c = to + 1, c + 1
+      end
+    end
+  end
   local k = 1
   while k <= h and not failed do
     local pend, n, hp, m, delta, pairs_at = apply_pending_entry(at, np)
-    if FOLD_SUMS and not clear then
-      -- (The first entry names the first series' pending slice.)
-      look_up_pending(pend == 0 and delta or pend)
-    end
     if pend == 0 and FOLD_SUMS then
       -- Sums written directly: the loop of the other layouts (a new hash of
       -- several fields is one HSET), noted in `undo` as one range of ARGV
       -- pairs, each sum checked against the series' pending count.
       local key = KEYS[marker + k]
       local cur = nil
-      if delta > 0 and may_be_pending(delta) then
+      if delta > 0 and not (clear and clear[math.floor((delta - lo) / EXISTS_KEYS)]
+          and not opened[KEYS[delta]]) then
         cur = checked[delta] or redis.call('HMGET', KEYS[delta], 's', 'b', 't')
         checked[delta] = cur
         if not cur[1] or cur[2] == '0' then
@@ -348,7 +338,12 @@ if pending then
       end
     else
       local p, f = ARGV[pat], ARGV[pairs_at]
-      local cur = (FOLD_SUMS and not may_be_pending(pend)) and NO_PENDING or fold_read(KEYS[pend])
+      local cur = nil
+      if clear and clear[math.floor((pend - lo) / EXISTS_KEYS)] and not opened[KEYS[pend]] then
+        cur = NO_PENDING
+      else
+        cur = fold_read(KEYS[pend])
+      end
       local same, e = fold_same(undo, KEYS[pend], cur, p, f, delta)
       local cell = nil
       if same and FOLD_SUMS then
@@ -364,7 +359,7 @@ if pending then
         else
           held[k + n - 1] = r ~= count(delta)
           if made then
-            opened[KEYS[pend]] = true
+            if opened then opened[KEYS[pend]] = true end
             if n == h then written = 2 end
           end
         end
