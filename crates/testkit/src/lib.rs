@@ -40,7 +40,7 @@ pub use postgres::PostgresServer;
 pub use process::{
     PATIENCE, free_port, in_time, in_time_blocking, on_one_day, require_binary, wait_until,
 };
-pub use redis::{RedisOptions, RedisServer};
+pub use redis::{RedisOptions, RedisServer, command_calls};
 pub use statsd::{Flush, Flushed, GraphiteCapture, STATSD_VERSION, StatsdDaemon, StatsdOptions};
 
 /// The standard normal distribution function Φ(x) (erfc by Numerical

@@ -377,3 +377,32 @@ pub fn repair_aof(dir: &Path) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// How many times `command` (lower case, as `cmdstat_<command>` names it)
+/// ran, from the text of `INFO commandstats`; 0 when it did not run (a
+/// script's commands count).
+pub fn command_calls(commandstats: &str, command: &str) -> u64 {
+    commandstats
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("cmdstat_")?
+                .strip_prefix(command)?
+                .strip_prefix(":calls=")
+        })
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    /// A command's calls are read from its own line only.
+    #[test]
+    fn command_calls_reads_the_commands_own_line() {
+        let info = "# Commandstats\r\n\
+                    cmdstat_getset:calls=9,usec=1,usec_per_call=0.11\r\n\
+                    cmdstat_get:calls=4,usec=2,usec_per_call=0.50\r\n";
+        assert_eq!(super::command_calls(info, "get"), 4);
+        assert_eq!(super::command_calls(info, "getset"), 9);
+        assert_eq!(super::command_calls(info, "hmget"), 0);
+    }
+}

@@ -101,9 +101,7 @@ async fn expire_calls(raw: &mut redis::aio::MultiplexedConnection) -> u64 {
         .query_async(raw)
         .await
         .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_expire:calls="))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+    tally_testkit::command_calls(&info, "expire")
 }
 
 /// A write entering a new chunk of the finest precision sets the expiry

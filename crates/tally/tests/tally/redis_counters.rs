@@ -571,13 +571,7 @@ async fn reads_every_hash_encoding_with_or_without_dump() {
             .query_async(&mut raw)
             .await
             .unwrap();
-        let calls = |command: &str| {
-            stats
-                .lines()
-                .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
-                .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
+        let calls = |command: &str| tally_testkit::command_calls(&stats, command);
         if first {
             // Every hash DUMPed; only the hashtable read again.
             assert_eq!((calls("dump"), calls("hgetall")), (6, 2), "{stats}");
@@ -645,11 +639,7 @@ async fn a_counter_is_registered_by_its_first_write_only() {
                     .query_async(&mut raw)
                     .await
                     .unwrap();
-                stats
-                    .lines()
-                    .find_map(|l| l.strip_prefix("cmdstat_zadd:calls="))
-                    .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok())
-                    .unwrap_or(0)
+                tally_testkit::command_calls(&stats, "zadd")
             }
         };
         let at = 1_336_376_415.0;

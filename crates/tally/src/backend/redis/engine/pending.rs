@@ -240,17 +240,19 @@ impl RedisSliceStore {
     /// statistic's) or its `HMGET s b t q`.
     pub(super) async fn fetch_pending(
         &self,
+        keys: SpaceKeys<'_>,
         pending: &[String],
         shards: &[u32],
         queued: bool,
     ) -> Result<Vec<Reply>> {
-        // A slot's keys (every key on a standalone server; a shard's, one
-        // hash tag, on a cluster): one script call where they are many,
-        // else a command each.
+        // Grouped as writes are ([`RedisSliceStore::apply_calls`]): every
+        // key at once where the layout makes one call, else a shard's (one
+        // hash tag, a slot) at a time; one script call where they are
+        // many, else a command each.
+        let one_call = keys.one_call(self.redis.is_cluster());
         let mut slots: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         for (i, &shard) in shards.iter().enumerate() {
-            let slot = if self.redis.is_cluster() { shard } else { 0 };
-            slots.entry(slot).or_default().push(i);
+            slots.entry(if one_call { 0 } else { shard }).or_default().push(i);
         }
         let (many, few): (Vec<Vec<usize>>, Vec<Vec<usize>>) =
             slots.into_values().partition(|of| of.len() >= PENDING_SCRIPT_MIN);

@@ -82,7 +82,7 @@ impl RedisSliceStore {
             .map_or(0, |p| p.seconds);
         let pending: Vec<String> = read.names.iter().map(|n| keys.pending(n.as_str())).collect();
         let shards: Vec<u32> = read.names.iter().map(|n| keys.shard(n.as_str())).collect();
-        let replies = self.fetch_pending(&pending, &shards, queued).await?;
+        let replies = self.fetch_pending(keys, &pending, &shards, queued).await?;
         replies
             .into_iter()
             .zip(&pending)

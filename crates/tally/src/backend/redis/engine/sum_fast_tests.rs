@@ -277,9 +277,7 @@ async fn busy_writes_take_the_short_call() {
 /// reset (`INFO commandstats`; a script's commands count).
 async fn hmgets(conn: &mut crate::backend::redis::RedisHandle) -> u64 {
     let info: String = redis::cmd("INFO").arg("commandstats").query_async(conn).await.unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_hmget:calls="))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+    tally_testkit::command_calls(&info, "hmget")
 }
 
 /// The apply script looks up a call's pending slices with one EXISTS per
