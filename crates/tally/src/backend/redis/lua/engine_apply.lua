@@ -285,7 +285,9 @@ if pending then
   undo = {}
   local checked = {}
   local np, pat = apply_precisions()
-  if FOLD_SUMS then
+  -- A series has a hash at least: h below EXISTS_MIN means fewer series,
+  -- and then not even the first entry is read for the look-up.
+  if FOLD_SUMS and h >= EXISTS_MIN then
     -- The first entry names the first series' pending slice: its own, or
     -- (written directly) the one its sums are checked against.
     local pend, _, _, _, delta = apply_pending_entry(at, np)
