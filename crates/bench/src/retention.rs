@@ -136,8 +136,9 @@ pub struct RetentionArgs {
         default_value = "default,ria,expiring"
     )]
     pub layouts: Vec<LayoutName>,
-    /// Counters of the first pass at the peak (`default` and `ria` only;
-    /// fewer if they would not fit in the memory available; 0 skips it).
+    /// Counters of the first pass at the peak (every layout measured but
+    /// `expiring`, which has no cleaner; fewer if they would not fit in the
+    /// memory available; 0 skips it).
     #[arg(long, default_value_t = 1_000_000)]
     pub peak_counters: u64,
     /// Rounds of each kind behind the expiring layout's medians.

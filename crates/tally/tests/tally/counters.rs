@@ -36,6 +36,7 @@ per_backend!(layouts:
     pagination_walks_names_in_order,
     delete_removes_every_precision,
     cleaner_cutoff_keeps_exactly_samples,
+    cleaner_first_pass_removing_many_slices_keeps_the_rest,
     cleaner_visits_coarse_precisions_on_cadence,
     cleaner_full_pass_catches_late_writes,
     cleaner_removes_emptied_counters,
@@ -409,6 +410,36 @@ async fn delete_removes_every_precision(kind: Kind) {
     assert!(!f.counters.delete("gone").await.unwrap());
     assert!(!f.counters.delete("never").await.unwrap());
     assert_eq!(f.counters.get("stays", 1).await.unwrap().len(), 1);
+}
+
+/// A first pass that removes 150 of a hash's 300 slices at once: on Redis
+/// the hash is written back whole (`hash_rewrite.lua`) rather than losing
+/// its fields one by one; what is kept reads the same, and the counter
+/// takes writes after it.
+async fn cleaner_first_pass_removing_many_slices_keeps_the_rest(kind: Kind) {
+    let f = Fixture::with_settings(kind, small(&[1, 5], 150)).await;
+    for t in 0..300u64 {
+        f.counters.incr_at("x", 1, t as f64).await.unwrap();
+    }
+    let mut cleaner = f.counters.cleaner(CleanerSettings::default()).unwrap();
+    // now = 299.5: the 1 s cutoff is 149 (0 to 149 go); 60 slices of 5 s stay.
+    let report = cleaner.pass_at(ts(299.5)).await.unwrap();
+    let ones: Vec<_> = (150..300).map(|t| s(t, 1)).collect();
+    let fives: Vec<_> = (0..60).map(|k| s(5 * k, 5)).collect();
+    assert_eq!(f.counters.get("x", 1).await.unwrap(), ones);
+    assert_eq!(f.counters.get("x", 5).await.unwrap(), fives);
+    let expected = if kind.trims_on_write() { 0 } else { 150 };
+    assert_eq!(report.samples_removed, expected);
+    assert_eq!(report.counters_removed, 0);
+    f.counters.incr_at("x", 2, 300.0).await.unwrap();
+    assert_eq!(
+        f.counters.get("x", 1).await.unwrap().last(),
+        Some(&s(300, 2))
+    );
+    assert_eq!(
+        f.counters.get("x", 5).await.unwrap().last(),
+        Some(&s(300, 2))
+    );
 }
 
 async fn cleaner_cutoff_keeps_exactly_samples(kind: Kind) {

@@ -18,13 +18,6 @@ const HASH_LISTPACK: u8 = 16;
 /// `RDB_ENC_LZF` in the special (`11`) length encoding.
 const ENC_LZF: u8 = 3;
 
-/// The field names of the hash whose `DUMP` payload is `payload`, as the
-/// server would answer them to `HKEYS`, or `None` when the payload is not
-/// a listpack-encoded hash read whole.
-pub(crate) fn hash_fields(payload: &[u8]) -> Option<Vec<Vec<u8>>> {
-    listpack_fields(&hash_listpack(payload)?)
-}
-
 /// One entry of a listpack: an integer, or bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Entry<'a> {
@@ -49,12 +42,69 @@ pub(crate) fn hash_listpack(payload: &[u8]) -> Option<Vec<u8>> {
 /// Every entry of a hash's listpack (fields and values in turn), borrowed
 /// from it, or `None` when it does not add up (an odd count included).
 pub(crate) fn listpack_entries(lp: &[u8]) -> Option<Vec<Entry<'_>>> {
+    let mut entries = Vec::with_capacity(listpack_count(lp)?);
+    walk_listpack(lp, |entry, _| entries.push(entry))?;
+    entries.len().is_multiple_of(2).then_some(entries)
+}
+
+/// The DUMP payload of a hash holding the field-value pairs of `lp` (a
+/// hash's listpack, as [`hash_listpack`] answers it from the payload
+/// `read`) whose pair number (from 0) `keep` accepts, each pair's entries
+/// copied as they are, in `read`'s RDB version and with its checksum: what
+/// `RESTORE` takes to write that hash in one step. `None` when `read` or
+/// `lp` does not add up, or no pair is kept (`RESTORE` refuses an empty
+/// hash).
+pub(crate) fn hash_payload_keeping(
+    read: &[u8],
+    lp: &[u8],
+    mut keep: impl FnMut(usize) -> bool,
+) -> Option<Vec<u8>> {
+    let version = read.get(read.len().checked_sub(10)?..read.len() - 8)?;
+    let mut entries: Vec<u8> = Vec::with_capacity(lp.len());
+    let (mut kept, mut n) = (0usize, 0usize);
+    walk_listpack(lp, |_, span| {
+        if keep(n / 2) {
+            entries.extend_from_slice(&lp[span]);
+            kept += 1;
+        }
+        n += 1;
+    })?;
+    if kept == 0 || !n.is_multiple_of(2) {
+        return None;
+    }
+    // The listpack: its size and entry count (65,535 says "count them"),
+    // the entries, the end mark.
+    let size = u32::try_from(6 + entries.len() + 1).ok()?;
+    let mut payload = Vec::with_capacity(entries.len() + 32);
+    payload.push(HASH_LISTPACK);
+    rdb_put_len(&mut payload, size as usize);
+    payload.extend_from_slice(&size.to_le_bytes());
+    payload.extend_from_slice(&u16::try_from(kept).unwrap_or(u16::MAX).to_le_bytes());
+    payload.extend_from_slice(&entries);
+    payload.push(0xff);
+    payload.extend_from_slice(version);
+    let crc = crc::Crc::<u64>::new(&crc::CRC_64_REDIS).checksum(&payload);
+    payload.extend_from_slice(&crc.to_le_bytes());
+    Some(payload)
+}
+
+/// The entry count a listpack's header gives (a capacity: 65,535 says the
+/// entries must be counted), or `None` when its size or end mark is wrong.
+fn listpack_count(lp: &[u8]) -> Option<usize> {
     let total = u32::from_le_bytes(lp.get(..4)?.try_into().ok()?) as usize;
     if total != lp.len() || lp.last() != Some(&0xff) {
         return None;
     }
-    let count = usize::from(u16::from_le_bytes(lp.get(4..6)?.try_into().ok()?));
-    let mut entries = Vec::with_capacity(count);
+    Some(usize::from(u16::from_le_bytes(lp.get(4..6)?.try_into().ok()?)))
+}
+
+/// Calls `each` with every entry of `lp` and the bytes it spans (its back
+/// length included), in order; `None` when the listpack does not add up.
+fn walk_listpack<'a>(
+    lp: &'a [u8],
+    mut each: impl FnMut(Entry<'a>, std::ops::Range<usize>),
+) -> Option<()> {
+    listpack_count(lp)?;
     let mut p = 6;
     loop {
         let &b = lp.get(p)?;
@@ -62,10 +112,26 @@ pub(crate) fn listpack_entries(lp: &[u8]) -> Option<Vec<Entry<'_>>> {
             break;
         }
         let (entry, size) = entry_at(&lp[p..])?;
-        entries.push(entry);
-        p += size + backlen_size(size);
+        let end = p + size + backlen_size(size);
+        each(entry, p..end);
+        p = end;
     }
-    (p + 1 == lp.len() && entries.len().is_multiple_of(2)).then_some(entries)
+    (p + 1 == lp.len()).then_some(())
+}
+
+/// Appends `len` in the RDB length encoding (the shortest form).
+fn rdb_put_len(out: &mut Vec<u8>, len: usize) {
+    if len < 1 << 6 {
+        out.push(len as u8);
+    } else if len < 1 << 14 {
+        out.extend_from_slice(&[0x40 | (len >> 8) as u8, len as u8]);
+    } else if let Ok(len) = u32::try_from(len) {
+        out.push(0x80);
+        out.extend_from_slice(&len.to_be_bytes());
+    } else {
+        out.push(0x81);
+        out.extend_from_slice(&(len as u64).to_be_bytes());
+    }
 }
 
 /// One RDB string at the start of `b` and what follows it.
@@ -138,8 +204,8 @@ fn lzf_decompress(data: &[u8], plain: usize) -> Option<Vec<u8>> {
 }
 
 /// The fields (even entries) of a listpack holding a hash's fields and
-/// values in turn, as the text `HKEYS` would answer.
-fn listpack_fields(lp: &[u8]) -> Option<Vec<Vec<u8>>> {
+/// values in turn ([`hash_listpack`]), as the text `HKEYS` would answer.
+pub(crate) fn listpack_fields(lp: &[u8]) -> Option<Vec<Vec<u8>>> {
     Some(
         listpack_entries(lp)?
             .into_iter()
@@ -209,6 +275,20 @@ mod tests {
         assert_eq!(lzf_decompress(&data, 11), None);
         // A reference before the start is refused, not a panic.
         assert_eq!(lzf_decompress(&[(1 << 5), 5], 3), None);
+    }
+
+    #[test]
+    fn rdb_lengths_read_back_as_written() {
+        for len in [0, 1, 63, 64, 16_383, 16_384, 70_000, u32::MAX as usize, 1 << 33] {
+            let mut b = Vec::new();
+            rdb_put_len(&mut b, len);
+            b.push(7);
+            assert_eq!(rdb_len(&b), Some((len, &[7u8][..])), "{len}");
+        }
+    }
+
+    fn hash_fields(payload: &[u8]) -> Option<Vec<Vec<u8>>> {
+        listpack_fields(&hash_listpack(payload)?)
     }
 
     #[test]

@@ -182,6 +182,10 @@ impl RedisSliceStore {
                     report.samples_removed += self.remove_fields(&old.direct).await?;
                     report.round_trips += 1;
                 }
+                if !old.rewrites.is_empty() {
+                    report.samples_removed += self.rewrite_hashes(old.rewrites).await?;
+                    report.round_trips += 1;
+                }
                 work = old.scripted;
             }
             if !work.is_empty() {

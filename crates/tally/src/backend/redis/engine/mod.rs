@@ -101,6 +101,9 @@ pub struct RedisSliceStore {
     apply: [Script; kinds::KINDS.len()],
     revert: Script,
     clean: Script,
+    /// `hash_rewrite.lua`: a first pass's many removals from one listpack
+    /// as one `RESTORE`.
+    rewrite: Script,
     /// `engine_fold.lua` of each kind of [`kinds::KINDS`] written through
     /// pending slices: those slices folded before a clean.
     fold: [Option<Script>; kinds::KINDS.len()],
@@ -139,6 +142,7 @@ impl RedisSliceStore {
             apply: std::array::from_fn(|i| Script::new(&kinds::KINDS[i].apply_lua())),
             revert: lua!("engine_undo", "engine_revert"),
             clean: lua!("engine_clean"),
+            rewrite: lua!("hash_rewrite"),
             fold: std::array::from_fn(|i| kinds::KINDS[i].fold_lua().map(|l| Script::new(&l))),
             delete: lua!("engine_delete"),
             list: lua!("expiring_list"),
