@@ -205,6 +205,7 @@ fn lzf_decompress(data: &[u8], plain: usize) -> Option<Vec<u8>> {
 
 /// The fields (even entries) of a listpack holding a hash's fields and
 /// values in turn ([`hash_listpack`]), as the text `HKEYS` would answer.
+#[cfg(test)]
 pub(crate) fn listpack_fields(lp: &[u8]) -> Option<Vec<Vec<u8>>> {
     Some(
         listpack_entries(lp)?

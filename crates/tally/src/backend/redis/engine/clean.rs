@@ -356,8 +356,27 @@ pub(super) enum Trim {
     Within(u64, u64),
 }
 
-/// Whether a field read from a hash is old ([`Trim::old_field`]).
-pub(super) type OldField = Box<dyn Fn(&[u8]) -> bool>;
+/// Which fields read from a hash are old ([`Trim::old_field`]).
+pub(super) enum OldField {
+    /// Plain decimal fields at or before this cutoff's text
+    /// ([`super::old_fields::at_or_before`]).
+    Upto(String),
+    /// Fields whose decimal value is within these bounds (the compact
+    /// layout's fields of one precision).
+    Within(u64, u64),
+}
+
+impl OldField {
+    /// Whether `field` is old; `number` is its value when it is a plain
+    /// decimal number of at most 64 bits (as a listpack stores it, read once
+    /// per field however many precisions test it).
+    pub(super) fn is_old(&self, field: &[u8], number: Option<u64>) -> bool {
+        match self {
+            OldField::Upto(cut) => at_or_before(field, cut.as_bytes()),
+            OldField::Within(first, last) => number.is_some_and(|n| (*first..=*last).contains(&n)),
+        }
+    }
+}
 
 impl Trim {
     /// What is due at `precision` as the compact layout's fields (`None`
@@ -384,18 +403,8 @@ impl Trim {
     /// first (`Upto` with a cutoff of 0 or more, `Within`).
     pub(super) fn old_field(&self) -> Option<OldField> {
         match *self {
-            Trim::Upto(cut) if cut >= 0 => {
-                let cut = cut.to_string();
-                Some(Box::new(move |f| at_or_before(f, cut.as_bytes())))
-            }
-            Trim::Within(first, last) => Some(Box::new(move |f| {
-                !f.is_empty()
-                    && f.iter().all(u8::is_ascii_digit)
-                    && std::str::from_utf8(f)
-                        .ok()
-                        .and_then(|t| t.parse::<u64>().ok())
-                        .is_some_and(|n| (first..=last).contains(&n))
-            })),
+            Trim::Upto(cut) if cut >= 0 => Some(OldField::Upto(cut.to_string())),
+            Trim::Within(first, last) => Some(OldField::Within(first, last)),
             _ => None,
         }
     }

@@ -78,7 +78,7 @@ impl RedisSliceStore {
                 let i = at.next().ok_or_else(|| {
                     Error::Backend("redis answered fewer replies than asked".into())
                 })?;
-                let all = &read[i].fields;
+                let (all, numbers) = (&read[i].fields, &read[i].numbers);
                 let k = match counts.iter().position(|(j, _, _)| *j == i) {
                     Some(k) => k,
                     None => {
@@ -87,8 +87,8 @@ impl RedisSliceStore {
                     }
                 };
                 let mut gone: Vec<Vec<u8>> = Vec::new();
-                for (f, was) in all.iter().zip(counts[k].2.iter_mut()) {
-                    if old(f) {
+                for ((f, n), was) in all.iter().zip(numbers).zip(counts[k].2.iter_mut()) {
+                    if old.is_old(f, *n) {
                         gone.push(f.clone());
                         *was = true;
                     }
@@ -180,9 +180,11 @@ impl RedisSliceStore {
                 Reply::Nil => Some(HashRead::default()),
                 Reply::BulkString(payload) => {
                     let listpack = dump::hash_listpack(&payload)?;
-                    let fields = dump::listpack_fields(&listpack)?;
-                    let dump = (fields.len() > REWRITE_MIN).then_some(Dump { payload, listpack });
-                    Some(HashRead { fields, dump })
+                    let mut read = HashRead::of_listpack(&listpack)?;
+                    if read.fields.len() > REWRITE_MIN {
+                        read.dump = Some(Dump { payload, listpack });
+                    }
+                    Some(read)
                 }
                 _ => None,
             })
@@ -205,14 +207,16 @@ impl RedisSliceStore {
                         )));
                     }
                 };
+                let fields: Vec<Vec<u8>> = fields
+                    .into_iter()
+                    .filter_map(|f| match f {
+                        Reply::BulkString(b) => Some(b),
+                        _ => None,
+                    })
+                    .collect();
                 out[i] = Some(HashRead {
-                    fields: fields
-                        .into_iter()
-                        .filter_map(|f| match f {
-                            Reply::BulkString(b) => Some(b),
-                            _ => None,
-                        })
-                        .collect(),
+                    numbers: fields.iter().map(|f| decimal(f)).collect(),
+                    fields,
                     dump: None,
                 });
             }
@@ -317,9 +321,43 @@ pub(super) struct Rewrite {
 #[derive(Default)]
 struct HashRead {
     fields: Vec<Vec<u8>>,
+    /// Each field's value when it is a plain decimal number of 64 bits or
+    /// less ([`decimal`]).
+    numbers: Vec<Option<u64>>,
     /// Its payload and listpack, when it is a listpack of more than
     /// [`REWRITE_MIN`] fields.
     dump: Option<Dump>,
+}
+
+impl HashRead {
+    /// The fields of a hash's listpack ([`dump::hash_listpack`]), each as
+    /// the text `HKEYS` would answer and its value (an integer entry's
+    /// own, not parsed back from its text); `None` when it does not add up.
+    fn of_listpack(lp: &[u8]) -> Option<HashRead> {
+        let entries = dump::listpack_entries(lp)?;
+        let (fields, numbers) = entries
+            .into_iter()
+            .step_by(2)
+            .map(|entry| match entry {
+                dump::Entry::Int(v) => (v.to_string().into_bytes(), u64::try_from(v).ok()),
+                dump::Entry::Bytes(b) => (b.to_vec(), decimal(b)),
+            })
+            .unzip();
+        Some(HashRead {
+            fields,
+            numbers,
+            dump: None,
+        })
+    }
+}
+
+/// The value of a field that is a plain decimal number (digits only) of
+/// 64 bits or less.
+fn decimal(field: &[u8]) -> Option<u64> {
+    if field.is_empty() || !field.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(field).ok()?.parse().ok()
 }
 
 struct Dump {
