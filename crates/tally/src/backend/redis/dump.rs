@@ -17,6 +17,10 @@
 const HASH_LISTPACK: u8 = 16;
 /// `RDB_ENC_LZF` in the special (`11`) length encoding.
 const ENC_LZF: u8 = 3;
+/// A payload's checksum (Redis's CRC-64, Jones), its tables built at
+/// compile time, 16 bytes a step.
+static PAYLOAD_CRC: crc::Crc<u64, crc::Table<16>> =
+    crc::Crc::<u64, crc::Table<16>>::new(&crc::CRC_64_REDIS);
 
 /// One entry of a listpack: an integer, or bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,7 +87,7 @@ pub(crate) fn hash_payload_keeping(
     payload.extend_from_slice(&entries);
     payload.push(0xff);
     payload.extend_from_slice(version);
-    let crc = crc::Crc::<u64>::new(&crc::CRC_64_REDIS).checksum(&payload);
+    let crc = PAYLOAD_CRC.checksum(&payload);
     payload.extend_from_slice(&crc.to_le_bytes());
     Some(payload)
 }
