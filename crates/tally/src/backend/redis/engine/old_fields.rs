@@ -249,19 +249,34 @@ impl RedisSliceStore {
             .sum()
     }
 
-    /// Writes each hash back with only the fields it keeps
-    /// (`hash_rewrite.lua`, a call per hash, [`REWRITE_INFLIGHT`] at a
-    /// time); a hash that changed since it was read loses its fields by
-    /// name instead ([`RedisSliceStore::remove_fields`]), as does one the
-    /// server would not restore. Returns the fields removed.
+    /// Writes each hash back with only the fields it keeps, [`REWRITE_INFLIGHT`]
+    /// at a time: the kept fields are `RESTORE`d under a temporary key of
+    /// the hash's slot ([`rewrite_key`], living [`REWRITE_TTL_MS`]), then
+    /// `hash_rewrite.lua` moves it onto the hash if the hash is still what
+    /// was read. A hash that changed since it was read loses its fields by
+    /// name instead ([`RedisSliceStore::remove_fields`]), as does one whose
+    /// payload the server would not restore. Returns the fields removed.
     pub(super) async fn rewrite_hashes(&self, rewrites: Vec<Rewrite>) -> Result<u64> {
         use futures::stream::{StreamExt, TryStreamExt};
         let answers: Vec<(Rewrite, i64)> = futures::stream::iter(rewrites)
             .map(|r| async move {
-                let mut cmd = super::super::evalsha(&self.rewrite, 1);
-                cmd.arg(r.key.as_str())
-                    .arg(r.read.as_slice())
+                let temporary = rewrite_key(&r.key);
+                let restored: redis::RedisResult<()> = redis::cmd("RESTORE")
+                    .arg(temporary.as_str())
+                    .arg(REWRITE_TTL_MS)
                     .arg(r.payload.as_slice())
+                    .arg("REPLACE")
+                    .query_async(&mut self.redis.handle())
+                    .await;
+                if let Err(e) = restored {
+                    // Out of memory, say: the fields go by name.
+                    tracing::debug!(key = %r.key, error = %e, "RESTORE refused; removing by HDEL");
+                    return Ok((r, -1));
+                }
+                let mut cmd = super::super::evalsha(&self.rewrite, 2);
+                cmd.arg(r.key.as_str())
+                    .arg(temporary.as_str())
+                    .arg(r.read.as_slice())
                     .arg(r.gone.len());
                 let value = self
                     .redis
@@ -289,9 +304,20 @@ impl RedisSliceStore {
     }
 }
 
-/// Rewrites in flight at once: each carries two payloads (about 20 KB
-/// each for the compact layout's busy counter).
+/// Rewrites in flight at once: each carries two payloads (about 10 and
+/// 9 KB for the compact layout's busy counter).
 const REWRITE_INFLIGHT: usize = 32;
+
+/// How long a rewrite's temporary key lives if the cleaner stops before
+/// moving it onto its hash.
+const REWRITE_TTL_MS: u64 = 60_000;
+
+/// A temporary key for a rewrite of `key`: in its cluster slot (it starts
+/// with `key`, hash tag included), and no series' key, as a name holds no
+/// control character; a random part keeps two cleaners' apart.
+fn rewrite_key(key: &str) -> String {
+    format!("{key}\u{1}rewrite\u{1}{:016x}", rand::random::<u64>())
+}
 
 /// The old fields a first pass read ([`RedisSliceStore::read_old`]).
 #[derive(Default)]
@@ -454,21 +480,43 @@ mod tests {
             member: key.to_owned(),
             hashes: vec![(key.to_owned(), Some(Trim::Upto(cut)))],
         };
-        for (key, changed) in [("quiet", false), ("written", true)] {
+        // A hash left alone, one written between the read and the
+        // rewrite, one whose RESTORE the server refuses (out of memory),
+        // one with no time to live.
+        for key in ["quiet", "written", "refused", "lasting"] {
             for k in 0..300u64 {
                 hset(&mut conn, key, 1000 + k, k).await;
             }
-            let _: () = redis::cmd("EXPIRE").arg(key).arg(1000).query_async(&mut conn).await.unwrap();
+            if key != "lasting" {
+                let _: () = redis::cmd("EXPIRE").arg(key).arg(1000).query_async(&mut conn).await.unwrap();
+            }
             // 1000 to 1149 are old: 150 of 300 fields.
             let old = store.read_old(vec![entry(key, 1149)], false).await.unwrap();
             assert!(old.direct.is_empty() && old.scripted.is_empty());
             assert_eq!(old.rewrites.len(), 1);
+            let changed = key == "written";
             if changed {
                 // A writer adds to a kept slice and opens a new one.
                 let _: () = redis::cmd("HINCRBY").arg(key).arg(1200).arg(5).query_async(&mut conn).await.unwrap();
                 let _: () = redis::cmd("HINCRBY").arg(key).arg(5000).arg(1).query_async(&mut conn).await.unwrap();
             }
+            if key == "refused" {
+                config_set(&mut conn, "maxmemory", "1").await;
+            }
+            let hdels = || async {
+                let info: String = redis::cmd("INFO")
+                    .arg("commandstats")
+                    .query_async(&mut store.redis.handle())
+                    .await
+                    .unwrap();
+                tally_testkit::command_calls(&info, "hdel")
+            };
+            let before = hdels().await;
             assert_eq!(store.rewrite_hashes(old.rewrites).await.unwrap(), 150, "{key}");
+            config_set(&mut conn, "maxmemory", "0").await;
+            // The written and the refused hash lose their fields by name.
+            let by_name = u64::from(matches!(key, "written" | "refused"));
+            assert_eq!(hdels().await - before, by_name, "{key}");
             let mut want: Vec<(u64, i64)> = (150..300).map(|k| (1000 + k, k as i64)).collect();
             if changed {
                 want[50].1 += 5;
@@ -481,7 +529,13 @@ mod tests {
                 .unwrap();
             assert_eq!(left, want, "{key}");
             let ttl: i64 = redis::cmd("TTL").arg(key).query_async(&mut conn).await.unwrap();
-            assert!((990..=1000).contains(&ttl), "{key}: ttl {ttl}");
+            if key == "lasting" {
+                assert_eq!(ttl, -1);
+            } else {
+                assert!((990..=1000).contains(&ttl), "{key}: ttl {ttl}");
+            }
+            let temporary: Vec<String> = redis::cmd("KEYS").arg("*rewrite*").query_async(&mut conn).await.unwrap();
+            assert!(temporary.is_empty(), "{key}: {temporary:?}");
         }
         // 127 old fields: removed by name.
         for k in 0..300u64 {
