@@ -12,6 +12,12 @@
 //! add up) is `None`, and the caller reads that hash with `HKEYS` or
 //! `HGETALL`: this module never guesses. It does not check the payload's
 //! CRC (the bytes come straight from the server).
+//!
+//! It also writes one shape, for the first pass's rewrites
+//! ([`hash_payload_keeping`]): a listpack hash holding some of a read
+//! hash's pairs, their entries copied unchanged (never re-encoded), stored
+//! raw, with the read payload's RDB version and a CRC-64 the server checks
+//! on `RESTORE`.
 
 /// `RDB_TYPE_HASH_LISTPACK`.
 const HASH_LISTPACK: u8 = 16;
