@@ -107,7 +107,8 @@ impl RedisSliceStore {
                 // A field stays: the entry stays registered whatever else
                 // happens, so its removals need no script. A hash losing
                 // many of a listpack's fields is written back whole.
-                let mut rewritten: Vec<String> = Vec::new();
+                // Each rewritten hash's key and its place in `old.rewrites`.
+                let mut rewritten: Vec<(String, usize)> = Vec::new();
                 for (i, key, gone) in &counts {
                     let n = gone.iter().filter(|g| **g).count();
                     let Some(dump) = read[*i].dump.take() else {
@@ -119,24 +120,24 @@ impl RedisSliceStore {
                     if let Some(payload) =
                         dump::hash_payload_keeping(&dump.payload, &dump.listpack, |j| !gone[j])
                     {
-                        let fields = &read[*i].fields;
+                        rewritten.push((key.clone(), old.rewrites.len()));
                         old.rewrites.push(Rewrite {
                             key: key.clone(),
                             read: dump.payload,
                             payload,
-                            gone: (0..fields.len())
-                                .filter(|&j| gone[j])
-                                .map(|j| fields[j].clone())
-                                .collect(),
+                            removes: n,
+                            gone: Vec::with_capacity(n),
                         });
-                        rewritten.push(key.clone());
                     }
                 }
+                // A rewritten hash's fields, named once per precision, are
+                // what it loses by name if it changed since the read.
                 for (key, trim) in entry.hashes {
-                    if let Some(Trim::Fields(gone)) = trim
-                        && !rewritten.contains(&key)
-                    {
-                        old.direct.push((key, gone));
+                    if let Some(Trim::Fields(gone)) = trim {
+                        match rewritten.iter().find(|(k, _)| *k == key) {
+                            Some(&(_, r)) => old.rewrites[r].gone.extend(gone),
+                            None => old.direct.push((key, gone)),
+                        }
                     }
                 }
             } else if removes || windows || (!book_rule && !kept) {
@@ -279,7 +280,7 @@ impl RedisSliceStore {
                 cmd.arg(r.key.as_str())
                     .arg(temporary.as_str())
                     .arg(r.read.as_slice())
-                    .arg(r.gone.len());
+                    .arg(r.removes);
                 let value = self
                     .redis
                     .eval_cmd(&self.rewrite, &cmd)
@@ -341,6 +342,8 @@ pub(super) struct Rewrite {
     read: Vec<u8>,
     /// The payload to RESTORE.
     payload: Vec<u8>,
+    /// How many fields that removes.
+    removes: usize,
     /// The fields it loses, to remove by name if the hash changed.
     gone: Vec<Vec<u8>>,
 }
