@@ -29,19 +29,33 @@ pub trait StatsdRules: Rules + Sized {
     /// `None` for a reading it does not take.
     fn op(name: &str, reading: Reading<'_>) -> Option<Self::Op>;
 
-    /// Takes a sample of `name` without ever waiting, as
-    /// [`SeriesWriter::try_take`] takes its operation, at `now` when it
-    /// has no time.
-    fn try_take(
-        writer: &SeriesWriter<Self>,
-        name: &str,
-        sample: Sample<'_>,
-        now: Timestamp,
-    ) -> Result<()> {
-        let op = op::<Self>(name, sample.reading)?;
-        let (_, _, delta) = writer.service().validate(&op, now)?;
-        writer.engine().try_add_at(name, delta, at(sample), now)
+    /// A reading's delta taken straight into the engine's writer, no
+    /// operation built or validated: the counters' fast path for a count.
+    /// `None` (every other kind) goes through [`StatsdRules::op`].
+    fn direct(_: Reading<'_>) -> Option<Value> {
+        None
     }
+}
+
+/// Takes a sample of `name` into `writer` without ever waiting, as
+/// [`SeriesWriter::try_take`] takes its operation, at `now` when it has
+/// no time.
+fn take<R: StatsdRules>(
+    writer: &SeriesWriter<R>,
+    name: &str,
+    sample: Sample<'_>,
+    now: Timestamp,
+) -> Result<()> {
+    let delta = match R::direct(sample.reading) {
+        Some(delta) => delta,
+        None => {
+            writer
+                .service()
+                .validate(&op::<R>(name, sample.reading)?, now)?
+                .2
+        }
+    };
+    writer.engine().try_add_at(name, delta, at(sample), now)
 }
 
 /// A sample's time as the engine takes it: Unix seconds, `None` for now.
@@ -70,21 +84,11 @@ impl StatsdRules for CounterRules {
         }
     }
 
-    /// The counters' fast path: the count straight into the engine's
-    /// writer, no operation built.
-    fn try_take(
-        writer: &SeriesWriter<Self>,
-        name: &str,
-        sample: Sample<'_>,
-        now: Timestamp,
-    ) -> Result<()> {
-        match sample.reading {
-            Reading::Count(count) => {
-                writer
-                    .engine()
-                    .try_add_at(name, Value::Sum(count), at(sample), now)
-            }
-            other => op::<Self>(name, other).map(|_| ()),
+    /// The count straight into the engine's writer.
+    fn direct(reading: Reading<'_>) -> Option<Value> {
+        match reading {
+            Reading::Count(count) => Some(Value::Sum(count)),
+            _ => None,
         }
     }
 }
@@ -161,7 +165,7 @@ impl<R: StatsdRules> Take for SeriesWriter<R> {
     }
 
     fn try_take(&self, name: &str, sample: Sample<'_>, now: Timestamp) -> Result<()> {
-        R::try_take(self, name, sample, now)
+        take(self, name, sample, now)
     }
 
     fn item(&self, name: &str, sample: Sample<'_>, now: Timestamp) -> Result<Item> {
