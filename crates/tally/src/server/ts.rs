@@ -48,6 +48,13 @@ fn tsdb(state: &AppState) -> Result<&Tsdb, ApiError> {
     enabled(state.services().tsdb.as_ref(), "the time-series store is")
 }
 
+/// The store, once the route's `model` is checked.
+fn model_tsdb<'a>(state: &'a AppState, model: &str) -> Result<&'a Tsdb, ApiError> {
+    let ts = tsdb(state)?;
+    check::plain_name("model", model)?;
+    Ok(ts)
+}
+
 /// An increment's fields; `prefix` leads the field names in messages.
 fn check_increment(prefix: &str, inc: &TsIncrement) -> Result<(), ApiError> {
     let field = |member: &str| format!("{prefix}{member}");
@@ -156,8 +163,7 @@ async fn record_distinct(
     PathParam(model): PathParam<String>,
     JsonBody(body): JsonBody<DistinctBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let ts = tsdb(&state)?;
-    check::plain_name("model", &model)?;
+    let ts = model_tsdb(&state, &model)?;
     check::plain_name("key", &body.key)?;
     check::each("values", &body.values, MAX_VALUES, |f, v| check::name(f, v))?;
     check::time("at", body.at)?;
@@ -182,8 +188,7 @@ async fn record_frequent(
     keyed: Option<Extension<KeyedWrite>>,
     JsonBody(body): JsonBody<FrequentBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let ts = tsdb(&state)?;
-    check::plain_name("model", &model)?;
+    let ts = model_tsdb(&state, &model)?;
     check::plain_name("key", &body.key)?;
     check::items("items", body.items.len(), 1, MAX_VALUES)?;
     let items: Vec<(String, i64)> = body
@@ -222,8 +227,7 @@ async fn merge(
     PathParam(model): PathParam<String>,
     JsonBody(body): JsonBody<MergeBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let ts = tsdb(&state)?;
-    check::plain_name("model", &model)?;
+    let ts = model_tsdb(&state, &model)?;
     check::plain_name("into", &body.into)?;
     check::plain_name("from", &body.from)?;
     ts.merge(&model, &body.into, &body.from).await?;
@@ -241,8 +245,7 @@ async fn delete(
     PathParam(model): PathParam<String>,
     JsonBody(body): JsonBody<DeleteBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let ts = tsdb(&state)?;
-    check::plain_name("model", &model)?;
+    let ts = model_tsdb(&state, &model)?;
     check_keys(&body.keys)?;
     ts.delete(&model, &body.keys).await?;
     Ok(axum::Json(
@@ -252,8 +255,8 @@ async fn delete(
 
 /// The range of a read: `start` and `end` (Unix seconds; default the hour
 /// before now), `rollup` (a configured one; default the library's choice).
-/// Each query lists these fields itself: `serde(flatten)` would read the
-/// numbers of a query string as strings.
+/// Each query declares these fields itself (`span_query!`):
+/// `serde(flatten)` would read the numbers of a query string as strings.
 #[derive(Debug)]
 struct Span {
     start: Option<f64>,
@@ -261,11 +264,35 @@ struct Span {
     rollup: Option<u64>,
 }
 
-impl Span {
-    fn of(start: Option<f64>, end: Option<f64>, rollup: Option<u64>) -> Span {
-        Span { start, end, rollup }
-    }
+/// Declares a read query: its own parameters, then the span's (`start`,
+/// `end`, `rollup`), which [`Span`] gathers. Unknown parameters are refused.
+macro_rules! span_query {
+    ($(#[$doc:meta])* $name:ident { $($own:tt)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct $name {
+            $($own)*
+            start: Option<f64>,
+            end: Option<f64>,
+            #[serde(default, deserialize_with = "query_integer")]
+            rollup: Option<u64>,
+        }
 
+        impl $name {
+            /// The span the query reads.
+            fn span(&self) -> Span {
+                Span {
+                    start: self.start,
+                    end: self.end,
+                    rollup: self.rollup,
+                }
+            }
+        }
+    };
+}
+
+impl Span {
     /// Checks the model, `keys` and the span; `(start, end)` defaults to the
     /// hour before now (never before the epoch).
     fn query<'a>(
@@ -274,8 +301,7 @@ impl Span {
         model: String,
         keys: Vec<String>,
     ) -> Result<(&'a Tsdb, TsQuery), ApiError> {
-        let ts = tsdb(state)?;
-        check::plain_name("model", &model)?;
+        let ts = model_tsdb(state, &model)?;
         check::time("start", self.start)?;
         check::time("end", self.end)?;
         if let Some(r) = self.rollup
@@ -319,21 +345,15 @@ fn check_keys(keys: &[String]) -> Result<(), ApiError> {
     check::each("keys", keys, MAX_KEYS, |f, k| check::plain_name(f, k))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RangeQuery {
-    keys: String,
-    start: Option<f64>,
-    end: Option<f64>,
-    #[serde(default, deserialize_with = "query_integer")]
-    rollup: Option<u64>,
-}
+span_query!(
+    /// `GET /v1/ts/{model}/range` and `/sums`.
+    RangeQuery { keys: String, }
+);
 
 impl RangeQuery {
     /// The checked read of `model`.
     fn query(self, state: &AppState, model: String) -> Result<(&Tsdb, TsQuery), ApiError> {
-        let span = Span::of(self.start, self.end, self.rollup);
-        span.query(state, model, listed_keys(&self.keys)?)
+        self.span().query(state, model, listed_keys(&self.keys)?)
     }
 }
 
@@ -368,25 +388,21 @@ enum View {
     Union,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DistinctQuery {
-    keys: String,
-    #[serde(default)]
-    view: View,
-    start: Option<f64>,
-    end: Option<f64>,
-    #[serde(default, deserialize_with = "query_integer")]
-    rollup: Option<u64>,
-}
+span_query!(
+    /// `GET /v1/ts/{model}/distinct`.
+    DistinctQuery {
+        keys: String,
+        #[serde(default)]
+        view: View,
+    }
+);
 
 async fn distinct(
     State(state): State<AppState>,
     PathParam(model): PathParam<String>,
     QueryParams(q): QueryParams<DistinctQuery>,
 ) -> Result<axum::response::Response, ApiError> {
-    let span = Span::of(q.start, q.end, q.rollup);
-    let (ts, query) = span.query(&state, model, listed_keys(&q.keys)?)?;
+    let (ts, query) = q.span().query(&state, model, listed_keys(&q.keys)?)?;
     Ok(match q.view {
         View::Series => axum::Json(ts.get_distinct_series(&query).await?).into_response(),
         View::Totals => axum::Json(ts.get_distinct_totals(&query).await?).into_response(),
@@ -394,17 +410,14 @@ async fn distinct(
     })
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TopQuery {
-    key: String,
-    #[serde(default, deserialize_with = "query_integer")]
-    n: Option<usize>,
-    start: Option<f64>,
-    end: Option<f64>,
-    #[serde(default, deserialize_with = "query_integer")]
-    rollup: Option<u64>,
-}
+span_query!(
+    /// `GET /v1/ts/{model}/top`.
+    TopQuery {
+        key: String,
+        #[serde(default, deserialize_with = "query_integer")]
+        n: Option<usize>,
+    }
+);
 
 async fn top(
     State(state): State<AppState>,
@@ -414,7 +427,6 @@ async fn top(
     check::plain_name("key", &q.key)?;
     let n = q.n.unwrap_or(10);
     check::within("n", "invalid_input", n, 1, MAX_TOP)?;
-    let span = Span::of(q.start, q.end, q.rollup);
-    let (ts, query) = span.query(&state, model, vec![q.key])?;
+    let (ts, query) = q.span().query(&state, model, vec![q.key])?;
     Ok(axum::Json(ts.get_top(&query, n).await?))
 }
