@@ -23,6 +23,9 @@ per_backend!(
 
 per_backend!(features: a_read_of_many_counters_sees_every_pending_slice);
 
+/// The second most writes here fall in, at the start of a minute.
+const T: f64 = 1_000_020.0;
+
 fn ts(secs: f64) -> tally::Timestamp {
     tally::Timestamp::from_secs_f64(secs).unwrap()
 }
@@ -66,21 +69,35 @@ async fn stored(
     raw.hget(&keys[0], slice).await.unwrap()
 }
 
+/// A fixture, a raw connection to its server, and counter `name` written
+/// 1, 1 and 5 within the second at `T`: 2 stored at every precision, 5 in
+/// its pending slice.
+async fn with_a_pending_count(
+    kind: Kind,
+    name: &str,
+) -> (Fixture, redis::aio::MultiplexedConnection) {
+    let f = Fixture::with_settings(kind, settings()).await;
+    let raw = f.raw().await;
+    for n in [1, 1, 5] {
+        f.counters.incr_at(name, n, T).await.unwrap();
+    }
+    (f, raw)
+}
+
 async fn a_busy_counter_counts_in_its_pending_slice(kind: Kind) {
     let f = Fixture::with_settings(kind, settings()).await;
     let mut raw = f.raw().await;
-    let t = 1_000_020.0;
-    f.counters.incr_at("hits", 1, t).await.unwrap();
+    f.counters.incr_at("hits", 1, T).await.unwrap();
     assert_eq!(
         pending(&mut raw, "hits").await,
         None,
         "one write: no pending slice"
     );
     // The second write into the slice opens it (at 0), the third goes there.
-    f.counters.incr_at("hits", 2, t + 0.5).await.unwrap();
+    f.counters.incr_at("hits", 2, T + 0.5).await.unwrap();
     let (_, s, b) = pending(&mut raw, "hits").await.expect("opened");
     assert_eq!((s.as_str(), b.as_str()), ("1000020", "0"));
-    f.counters.incr_at("hits", 4, t + 0.7).await.unwrap();
+    f.counters.incr_at("hits", 4, T + 0.7).await.unwrap();
     let (_, _, b) = pending(&mut raw, "hits").await.unwrap();
     assert_eq!(b, "4");
     assert_eq!(stored(&mut raw, "hits", 1, 1_000_020).await, Some(3));
@@ -90,7 +107,7 @@ async fn a_busy_counter_counts_in_its_pending_slice(kind: Kind) {
     assert_eq!(held(&f.counters, "hits", 60).await, 7);
     // The next second's write folds it and opens the next (the counter is
     // busy).
-    f.counters.incr_at("hits", 8, t + 1.0).await.unwrap();
+    f.counters.incr_at("hits", 8, T + 1.0).await.unwrap();
     assert_eq!(stored(&mut raw, "hits", 1, 1_000_020).await, Some(7));
     assert_eq!(stored(&mut raw, "hits", 1, 1_000_021).await, Some(8));
     assert_eq!(stored(&mut raw, "hits", 60, 1_000_020).await, Some(15));
@@ -118,15 +135,10 @@ async fn a_sparse_counter_keeps_no_pending_slice(kind: Kind) {
 }
 
 async fn the_cleaner_folds_and_keeps_a_pending_count(kind: Kind) {
-    let f = Fixture::with_settings(kind, settings()).await;
-    let mut raw = f.raw().await;
-    let t = 1_000_020.0;
-    for n in [1, 1, 5] {
-        f.counters.incr_at("hits", n, t).await.unwrap();
-    }
+    let (f, mut raw) = with_a_pending_count(kind, "hits").await;
     assert_eq!(pending(&mut raw, "hits").await.unwrap().2, "5");
     let mut cleaner = f.counters.cleaner(CleanerSettings::default()).unwrap();
-    cleaner.pass_at(ts(t + 5.0)).await.unwrap();
+    cleaner.pass_at(ts(T + 5.0)).await.unwrap();
     // Folded before the trim (nothing was due): every count in the hashes.
     assert_eq!(pending(&mut raw, "hits").await, None);
     assert_eq!(stored(&mut raw, "hits", 1, 1_000_020).await, Some(7));
@@ -135,10 +147,10 @@ async fn the_cleaner_folds_and_keeps_a_pending_count(kind: Kind) {
     // A pass long after trims every slice, a pending count folded first:
     // the counters leave their registry with nothing left behind.
     for n in [1, 1, 2] {
-        f.counters.incr_at("late", n, t + 1000.0).await.unwrap();
+        f.counters.incr_at("late", n, T + 1000.0).await.unwrap();
     }
     assert_eq!(pending(&mut raw, "late").await.unwrap().2, "2");
-    cleaner.pass_at(ts(t + 100_000.0)).await.unwrap();
+    cleaner.pass_at(ts(T + 100_000.0)).await.unwrap();
     assert!(f.all_names().await.is_empty());
     assert_eq!(pending(&mut raw, "late").await, None);
     for name in ["hits", "late"] {
@@ -147,12 +159,7 @@ async fn the_cleaner_folds_and_keeps_a_pending_count(kind: Kind) {
 }
 
 async fn a_direct_write_that_would_overflow_with_the_pending_count_writes_nothing(kind: Kind) {
-    let f = Fixture::with_settings(kind, settings()).await;
-    let mut raw = f.raw().await;
-    let t = 1_000_020.0;
-    for n in [1, 1, 5] {
-        f.counters.incr_at("big", n, t).await.unwrap();
-    }
+    let (f, mut raw) = with_a_pending_count(kind, "big").await;
     // 60 s slice: 2 stored, 5 pending. A batch of two seconds (written to
     // every precision at once) bringing it to i64::MAX - 1 stored would
     // overflow once the 5 fold in.
@@ -160,8 +167,8 @@ async fn a_direct_write_that_would_overflow_with_the_pending_count_writes_nothin
     let err = f
         .counters
         .incr_many(&[
-            Increment::new("big", d).at(t),
-            Increment::new("big", d).at(t + 1.0),
+            Increment::new("big", d).at(T),
+            Increment::new("big", d).at(T + 1.0),
         ])
         .await
         .unwrap_err();
@@ -174,8 +181,8 @@ async fn a_direct_write_that_would_overflow_with_the_pending_count_writes_nothin
     // Up to the limit is fine.
     f.counters
         .incr_many(&[
-            Increment::new("big", d - 3).at(t),
-            Increment::new("big", d - 2).at(t + 1.0),
+            Increment::new("big", d - 3).at(T),
+            Increment::new("big", d - 2).at(T + 1.0),
         ])
         .await
         .unwrap();
@@ -183,11 +190,7 @@ async fn a_direct_write_that_would_overflow_with_the_pending_count_writes_nothin
 }
 
 async fn deleting_a_counter_takes_its_pending_slice(kind: Kind) {
-    let f = Fixture::with_settings(kind, settings()).await;
-    let mut raw = f.raw().await;
-    for n in [1, 1, 5] {
-        f.counters.incr_at("gone", n, 1_000_020.0).await.unwrap();
-    }
+    let (f, mut raw) = with_a_pending_count(kind, "gone").await;
     assert!(pending(&mut raw, "gone").await.is_some());
     assert!(f.counters.delete("gone").await.unwrap());
     assert_eq!(pending(&mut raw, "gone").await, None);
@@ -201,7 +204,6 @@ async fn deleting_a_counter_takes_its_pending_slice(kind: Kind) {
 /// counters' pending counts included, in runs with and without one.
 async fn a_read_of_many_counters_sees_every_pending_slice(kind: Kind) {
     let f = Fixture::with_settings(kind, settings()).await;
-    let t = 1_000_020.0;
     // 600 names: on a cluster about 9 a shard (64 shards, a slot each),
     // some shards past 8 and some below.
     let names: Vec<String> = (0..600).map(|i| format!("c{i:03}")).collect();
@@ -212,15 +214,15 @@ async fn a_read_of_many_counters_sees_every_pending_slice(kind: Kind) {
             .map(|n| Increment::new(n.as_str(), count).at(at))
             .collect()
     };
-    f.counters.incr_many(&all(1, t, 1)).await.unwrap();
+    f.counters.incr_many(&all(1, T, 1)).await.unwrap();
     // Every 40th counter busy: on a standalone server a pending slice in
     // 15 of the 19 runs of 32. Every 80th folds its pending slice and
     // opens the next second's.
-    for at in [t, t + 0.5] {
+    for at in [T, T + 0.5] {
         f.counters.incr_many(&all(2, at, 40)).await.unwrap();
     }
-    f.counters.incr_many(&all(4, t + 1.0, 80)).await.unwrap();
-    f.counters.incr_many(&all(8, t + 1.2, 80)).await.unwrap();
+    f.counters.incr_many(&all(4, T + 1.0, 80)).await.unwrap();
+    f.counters.incr_many(&all(8, T + 1.2, 80)).await.unwrap();
     let many = f.counters.get_many(&names, None).await.unwrap();
     for (name, series) in names.iter().zip(&many) {
         let alone = f.counters.get_all(name).await.unwrap();
