@@ -12,7 +12,9 @@ use common::{Fixture, Kind, RawConn, apply_numbered};
 use redis::AsyncCommands;
 use tally::counters::{Applied, CounterWriter, WriteSeq, WriterSettings};
 use tally::engine::plan::plan;
-use tally::engine::{Batch, Kind as ValueKind, Retention, SeriesList, SliceRead, Value};
+use tally::engine::{
+    Batch, Kind as ValueKind, Retention, SeriesList, SliceRead, SliceStore, Space, Value,
+};
 use tally::{CleanerSettings, Clock, CounterSettings, Error, Increment, Name, SystemClock};
 use tally_testkit::RedisOptions;
 
@@ -327,7 +329,7 @@ async fn another_space_expires_too(kind: Kind) {
                 .read(SliceRead::new(space, std::slice::from_ref(name), &[1, 10]))
                 .await
                 .unwrap();
-            (got, store.list(SeriesList::new(space, 10)).await.unwrap())
+            (got, names_in(store, space).await)
         }
     })
     .await;
@@ -342,13 +344,12 @@ async fn another_space_expires_too(kind: Kind) {
     let ttl: i64 = raw.query(redis::cmd("TTL").arg(&key)).await;
     assert!(ttl > 0 && ttl <= 100, "{key} has TTL {ttl}");
     assert!(store.delete(&space, &name).await.unwrap());
-    assert!(
-        store
-            .list(SeriesList::new(&space, 10))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(names_in(&store, &space).await.is_empty());
+}
+
+/// The first ten names `store` lists in `space`.
+async fn names_in(store: &Arc<dyn SliceStore>, space: &Space) -> Vec<String> {
+    store.list(SeriesList::new(space, 10)).await.unwrap()
 }
 
 /// Writes keep the registries bounded with nobody listing: a write that
