@@ -148,7 +148,7 @@ pub struct GlobalArgs {
 }
 
 /// The settings file: the same names as the flags, with underscores.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     pub redis: Option<String>,
@@ -188,19 +188,8 @@ pub struct FileConfig {
     pub limits: Option<LimitsFile>,
 }
 
-/// The Graphite API's keys of the settings file (top-level, like the
-/// flags they stand for).
-#[derive(Clone, Debug, Default)]
-pub struct GraphiteFile {
-    pub graphite_namespace: Option<String>,
-    pub graphite_quantiles: Option<Vec<f64>>,
-    pub graphite_max_series: Option<usize>,
-    pub graphite_max_points: Option<usize>,
-    pub graphite_max_find: Option<usize>,
-}
-
 /// The `[limits]` section: named rate-limit policies.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsFile {
     #[serde(default)]
@@ -208,7 +197,7 @@ pub struct LimitsFile {
 }
 
 /// One named policy: `[limits.policies.api]`.
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyFile {
     pub algorithm: Algorithm,
@@ -232,7 +221,7 @@ pub fn window_ms(secs: f64, what: &str) -> Result<u64> {
 }
 
 /// The `[buffers]` section: where flushed rows go and how.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BuffersFile {
     /// `postgres://...` or `sqlite:PATH`.
@@ -335,31 +324,21 @@ pub struct Config {
     pub prefix: String,
     pub buffers: BuffersConfig,
     pub policies: BTreeMap<String, Limit>,
-    /// `tally serve`: the statsd receive buffer from the file (its flag wins).
-    pub statsd_recv_buffer: Option<usize>,
-    /// `tally serve`: the carbon address from the file (its flag wins).
-    pub carbon: Option<SocketAddr>,
-    /// `tally serve`: the carbon line limit from the file (its flag wins).
-    pub carbon_max_line: Option<usize>,
-    /// `tally serve`: the carbon connection limit from the file (its flag
-    /// wins).
-    pub carbon_max_connections: Option<usize>,
-    /// `tally serve`: the idempotency retention from the file, seconds (its
-    /// flag wins).
-    pub idempotency_retention: Option<f64>,
-    /// `tally serve`: the Graphite API's settings from the file (flags win).
-    pub graphite: GraphiteFile,
+    /// The settings file, for the keys `tally serve` resolves itself
+    /// (`statsd_recv_buffer`, `carbon`, `graphite_*`, ...: its flags win);
+    /// the keys resolved here are taken out of it.
+    pub file: FileConfig,
 }
 
 impl Config {
     pub fn resolve(args: &GlobalArgs) -> Result<Self> {
-        let file = match &args.config {
+        let mut file = match &args.config {
             Some(path) => FileConfig::load(path)?,
             None => FileConfig::default(),
         };
-        let buffers = BuffersConfig::resolve(file.buffers)?;
+        let buffers = BuffersConfig::resolve(file.buffers.take())?;
         let mut policies = BTreeMap::new();
-        for (name, p) in file.limits.unwrap_or_default().policies {
+        for (name, p) in file.limits.take().unwrap_or_default().policies {
             let what = format!("limits.policies.{name}");
             let limit = Limit {
                 algorithm: p.algorithm,
@@ -373,16 +352,12 @@ impl Config {
                 .map_err(|e| anyhow::anyhow!(tally::Error::Config(format!("{what}: {e}"))))?;
             policies.insert(name, limit);
         }
-        let prefix = args
-            .prefix
-            .clone()
-            .or(file.prefix)
-            .unwrap_or_else(|| DEFAULT_PREFIX.to_owned());
-        let layout_name = args
-            .layout
-            .clone()
-            .or(file.layout)
-            .unwrap_or_else(|| "default".to_owned());
+        let prefix = setting(
+            args.prefix.clone(),
+            file.prefix.take(),
+            DEFAULT_PREFIX.to_owned(),
+        );
+        let layout_name = setting(args.layout.clone(), file.layout.take(), "default".into());
         let layout = Layout::parse(&layout_name, &prefix)?;
         let redis_only = layout.is_expiring() || layout.is_compact();
         let from_flags =
@@ -394,7 +369,11 @@ impl Config {
                 args.data_dir.clone(),
             )
         } else {
-            (file.redis, file.redis_cluster, file.data_dir)
+            (
+                file.redis.take(),
+                file.redis_cluster.take(),
+                file.data_dir.take(),
+            )
         };
         let backend = match (redis, cluster, data_dir) {
             (Some(_), Some(_), _) | (Some(_), _, Some(_)) | (_, Some(_), Some(_)) => {
@@ -427,12 +406,12 @@ impl Config {
         }
         let defaults = CounterSettings::default();
         let counters = CounterSettings {
-            precisions: args
-                .precisions
-                .clone()
-                .or(file.precisions)
-                .unwrap_or(defaults.precisions),
-            samples: args.samples.or(file.samples).unwrap_or(defaults.samples),
+            precisions: setting(
+                args.precisions.clone(),
+                file.precisions.take(),
+                defaults.precisions,
+            ),
+            samples: setting(args.samples, file.samples, defaults.samples),
         }
         .validate()?;
         let defaults = CleanerSettings::default();
@@ -442,10 +421,7 @@ impl Config {
                 .or(file.clean_interval)
                 .map(Duration::from_secs)
                 .unwrap_or(defaults.interval),
-            batch: args
-                .clean_batch
-                .or(file.clean_batch)
-                .unwrap_or(defaults.batch),
+            batch: setting(args.clean_batch, file.clean_batch, defaults.batch),
             ..defaults
         }
         .validate()?;
@@ -458,10 +434,7 @@ impl Config {
                 ) {
                     bail!("--wait-replicas only applies to Redis");
                 }
-                let ms = args
-                    .wait_timeout_ms
-                    .or(file.wait_timeout_ms)
-                    .unwrap_or(1000);
+                let ms = setting(args.wait_timeout_ms, file.wait_timeout_ms, 1000);
                 if ms == 0 || ms > 60_000 {
                     bail!("--wait-timeout-ms must be 1 to 60000, got {ms}");
                 }
@@ -473,32 +446,34 @@ impl Config {
         };
         let tsdb_defaults = TsdbSettings::default();
         let tsdb = TsdbSettings {
-            precisions: match args.rollups.clone().or(file.rollups) {
+            precisions: match args.rollups.clone().or(file.rollups.take()) {
                 Some(text) => tally::tsdb::precision::parse(&text)?,
                 None => tsdb_defaults.precisions,
             },
-            top_capacity: args
-                .top_capacity
-                .or(file.top_capacity)
-                .unwrap_or(tsdb_defaults.top_capacity),
+            top_capacity: setting(
+                args.top_capacity,
+                file.top_capacity,
+                tsdb_defaults.top_capacity,
+            ),
         }
         .validate()?;
         let daily = DailySettings {
-            retention_days: args
-                .daily_retention
-                .or(file.daily_retention)
-                .unwrap_or(tally::daily::DEFAULT_RETENTION_DAYS),
-            utc_offset_minutes: match args.utc_offset.clone().or(file.utc_offset) {
+            retention_days: setting(
+                args.daily_retention,
+                file.daily_retention,
+                tally::daily::DEFAULT_RETENTION_DAYS,
+            ),
+            utc_offset_minutes: match args.utc_offset.clone().or(file.utc_offset.take()) {
                 Some(text) => parse_offset(&text)?,
                 None => 0,
             },
         }
         .validate()?;
-        let entity_prefix = args
-            .entity_prefix
-            .clone()
-            .or(file.entity_prefix)
-            .unwrap_or_else(|| tally::daily::DEFAULT_ENTITY_PREFIX.to_owned());
+        let entity_prefix = setting(
+            args.entity_prefix.clone(),
+            file.entity_prefix.take(),
+            tally::daily::DEFAULT_ENTITY_PREFIX.to_owned(),
+        );
         Ok(Config {
             backend,
             counters,
@@ -510,20 +485,15 @@ impl Config {
             prefix,
             buffers,
             policies,
-            statsd_recv_buffer: file.statsd_recv_buffer,
-            carbon: file.carbon,
-            carbon_max_line: file.carbon_max_line,
-            carbon_max_connections: file.carbon_max_connections,
-            idempotency_retention: file.idempotency_retention,
-            graphite: GraphiteFile {
-                graphite_namespace: file.graphite_namespace,
-                graphite_quantiles: file.graphite_quantiles,
-                graphite_max_series: file.graphite_max_series,
-                graphite_max_points: file.graphite_max_points,
-                graphite_max_find: file.graphite_max_find,
-            },
+            file,
         })
     }
+}
+
+/// One setting by the precedence above: the flag (or its variable), else
+/// the file's key, else the default.
+pub fn setting<T>(flag: Option<T>, file: Option<T>, default: T) -> T {
+    flag.or(file).unwrap_or(default)
 }
 
 /// Parses a UTC offset: `+01:00`, `-05:30`, `+0100`, `Z` or `UTC`.

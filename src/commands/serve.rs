@@ -20,7 +20,7 @@ use tally::server::graphite::{GraphiteApi, GraphiteSettings};
 use tally::server::{AppState, Metrics, ServerSettings, Services};
 use tokio::sync::watch;
 
-use crate::config::Config;
+use crate::config::{Config, setting};
 use crate::context::{self, shutdown_signal};
 
 /// Flags of `tally serve` (each also read from a `TALLY_*` variable).
@@ -199,7 +199,10 @@ impl ServeArgs {
 
     /// The idempotency retention: the flag, else the file, else 24 h.
     fn idempotency_retention(&self, config: &Config) -> Result<Duration> {
-        let retention = match self.idempotency_retention.or(config.idempotency_retention) {
+        let retention = match self
+            .idempotency_retention
+            .or(config.file.idempotency_retention)
+        {
             Some(secs) if secs.is_finite() && secs > 0.0 && secs <= 1e9 => {
                 Duration::from_secs_f64(secs)
             }
@@ -216,15 +219,14 @@ impl ServeArgs {
     /// default.
     fn carbon_settings(&self, config: &Config) -> Result<CarbonSettings> {
         let d = CarbonSettings::default();
+        let file = &config.file;
         Ok(CarbonSettings {
-            max_line: self
-                .carbon_max_line
-                .or(config.carbon_max_line)
-                .unwrap_or(d.max_line),
-            max_connections: self
-                .carbon_max_connections
-                .or(config.carbon_max_connections)
-                .unwrap_or(d.max_connections),
+            max_line: setting(self.carbon_max_line, file.carbon_max_line, d.max_line),
+            max_connections: setting(
+                self.carbon_max_connections,
+                file.carbon_max_connections,
+                d.max_connections,
+            ),
         }
         .validate()?)
     }
@@ -232,7 +234,7 @@ impl ServeArgs {
     /// The Graphite API's settings: each flag, else the file, else the
     /// default.
     fn graphite(&self, config: &Config) -> Result<GraphiteSettings> {
-        let file = &config.graphite;
+        let file = &config.file;
         let defaults = GraphiteSettings::default();
         let namespace = match self
             .graphite_namespace
@@ -244,33 +246,37 @@ impl ServeArgs {
         };
         Ok(GraphiteSettings {
             namespace,
-            quantiles: self
-                .graphite_quantiles
-                .clone()
-                .or_else(|| file.graphite_quantiles.clone())
-                .unwrap_or(defaults.quantiles),
-            max_series: self
-                .graphite_max_series
-                .or(file.graphite_max_series)
-                .unwrap_or(defaults.max_series),
-            max_points: self
-                .graphite_max_points
-                .or(file.graphite_max_points)
-                .unwrap_or(defaults.max_points),
-            max_find: self
-                .graphite_max_find
-                .or(file.graphite_max_find)
-                .unwrap_or(defaults.max_find),
+            quantiles: setting(
+                self.graphite_quantiles.clone(),
+                file.graphite_quantiles.clone(),
+                defaults.quantiles,
+            ),
+            max_series: setting(
+                self.graphite_max_series,
+                file.graphite_max_series,
+                defaults.max_series,
+            ),
+            max_points: setting(
+                self.graphite_max_points,
+                file.graphite_max_points,
+                defaults.max_points,
+            ),
+            max_find: setting(
+                self.graphite_max_find,
+                file.graphite_max_find,
+                defaults.max_find,
+            ),
         }
         .validate()?)
     }
 
     /// The statsd receive buffer: the flag, else the file, else the default.
     fn statsd_recv_buffer(&self, config: &Config) -> Result<usize> {
-        let bytes = self
-            .statsd_recv_buffer
-            .or(config.statsd_recv_buffer)
-            .unwrap_or(tally::server::udp::DEFAULT_RECV_BUFFER);
+        let bytes = setting(
+            self.statsd_recv_buffer,
+            config.file.statsd_recv_buffer,
+            tally::server::udp::DEFAULT_RECV_BUFFER,
+        );
         tally::server::udp::check_recv_buffer(bytes)?;
         Ok(bytes)
     }
@@ -360,7 +366,7 @@ pub async fn run(args: ServeArgs, config: &Config) -> Result<()> {
             )),
         ));
     }
-    if let Some(addr) = args.carbon.or(config.carbon) {
+    if let Some(addr) = args.carbon.or(config.file.carbon) {
         let bound = tally::server::carbon::bind(addr)
             .await
             .with_context(|| format!("cannot listen for carbon on tcp and udp {addr}"))?;
