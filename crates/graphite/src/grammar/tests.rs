@@ -5,36 +5,25 @@ use super::*;
 fn canon(expr: &Expr) -> String {
     match expr {
         Expr::Path(p) => format!("P({p})"),
-        Expr::Call(c) => {
-            let args: Vec<String> = c.args.iter().map(canon).collect();
-            let kwargs: Vec<String> = c
-                .kwargs
-                .iter()
-                .map(|(k, v)| format!("{k}={}", canon(v)))
-                .collect();
-            format!("{}({};{})", c.name, args.join(","), kwargs.join(","))
-        }
+        Expr::Call(c) => format!("{}({})", c.name, canon_args(&c.args, &c.kwargs)),
         Expr::Int(i) => format!("I({i})"),
         Expr::Float(f) => format!("F({})", crate::pyfmt::repr_f64(*f)),
         Expr::Str(s) => format!("S({s})"),
         Expr::Bool(b) => format!("B({})", if *b { "True" } else { "False" }),
         Expr::None => "N".to_owned(),
         Expr::Inf => "INF".to_owned(),
-        Expr::Template(t) => {
-            let args: Vec<String> = t.args.iter().map(canon).collect();
-            let kwargs: Vec<String> = t
-                .kwargs
-                .iter()
-                .map(|(k, v)| format!("{k}={}", canon(v)))
-                .collect();
-            format!(
-                "T({};{};{})",
-                canon(&t.expr),
-                args.join(","),
-                kwargs.join(",")
-            )
-        }
+        Expr::Template(t) => format!("T({};{})", canon(&t.expr), canon_args(&t.args, &t.kwargs)),
     }
+}
+
+/// A call's or a template's arguments in the canonical text: `a,b;k=v`.
+fn canon_args(args: &[Expr], kwargs: &[(String, Expr)]) -> String {
+    let args: Vec<String> = args.iter().map(canon).collect();
+    let kwargs: Vec<String> = kwargs
+        .iter()
+        .map(|(k, v)| format!("{k}={}", canon(v)))
+        .collect();
+    format!("{};{}", args.join(","), kwargs.join(","))
 }
 
 fn parsed(target: &str) -> Option<String> {
