@@ -325,8 +325,9 @@ pub struct Config {
     pub buffers: BuffersConfig,
     pub policies: BTreeMap<String, Limit>,
     /// The settings file, for the keys `tally serve` resolves itself
-    /// (`statsd_recv_buffer`, `carbon`, `graphite_*`, ...: its flags win);
-    /// the keys resolved here are taken out of it.
+    /// (`statsd_recv_buffer`, `carbon`, `graphite_*`, ...: its flags win).
+    /// The other keys are resolved into the fields above (some are moved
+    /// out of it): read them there.
     pub file: FileConfig,
 }
 
