@@ -324,22 +324,21 @@ pub struct Config {
     pub prefix: String,
     pub buffers: BuffersConfig,
     pub policies: BTreeMap<String, Limit>,
-    /// The settings file, for the keys `tally serve` resolves itself
-    /// (`statsd_recv_buffer`, `carbon`, `graphite_*`, ...: its flags win).
-    /// The other keys are resolved into the fields above (some are moved
-    /// out of it): read them there.
+    /// The settings file as read, every key in it. The keys above are
+    /// resolved there with their flags; `tally serve` resolves its own
+    /// (`statsd_recv_buffer`, `carbon`, `graphite_*`, ...) from this.
     pub file: FileConfig,
 }
 
 impl Config {
     pub fn resolve(args: &GlobalArgs) -> Result<Self> {
-        let mut file = match &args.config {
+        let file = match &args.config {
             Some(path) => FileConfig::load(path)?,
             None => FileConfig::default(),
         };
-        let buffers = BuffersConfig::resolve(file.buffers.take())?;
+        let buffers = BuffersConfig::resolve(file.buffers.clone())?;
         let mut policies = BTreeMap::new();
-        for (name, p) in file.limits.take().unwrap_or_default().policies {
+        for (name, p) in file.limits.clone().unwrap_or_default().policies {
             let what = format!("limits.policies.{name}");
             let limit = Limit {
                 algorithm: p.algorithm,
@@ -355,10 +354,10 @@ impl Config {
         }
         let prefix = setting(
             args.prefix.clone(),
-            file.prefix.take(),
+            file.prefix.clone(),
             DEFAULT_PREFIX.to_owned(),
         );
-        let layout_name = setting(args.layout.clone(), file.layout.take(), "default".into());
+        let layout_name = setting(args.layout.clone(), file.layout.clone(), "default".into());
         let layout = Layout::parse(&layout_name, &prefix)?;
         let redis_only = layout.is_expiring() || layout.is_compact();
         let from_flags =
@@ -371,9 +370,9 @@ impl Config {
             )
         } else {
             (
-                file.redis.take(),
-                file.redis_cluster.take(),
-                file.data_dir.take(),
+                file.redis.clone(),
+                file.redis_cluster.clone(),
+                file.data_dir.clone(),
             )
         };
         let backend = match (redis, cluster, data_dir) {
@@ -409,7 +408,7 @@ impl Config {
         let counters = CounterSettings {
             precisions: setting(
                 args.precisions.clone(),
-                file.precisions.take(),
+                file.precisions.clone(),
                 defaults.precisions,
             ),
             samples: setting(args.samples, file.samples, defaults.samples),
@@ -447,7 +446,7 @@ impl Config {
         };
         let tsdb_defaults = TsdbSettings::default();
         let tsdb = TsdbSettings {
-            precisions: match args.rollups.clone().or(file.rollups.take()) {
+            precisions: match args.rollups.clone().or(file.rollups.clone()) {
                 Some(text) => tally::tsdb::precision::parse(&text)?,
                 None => tsdb_defaults.precisions,
             },
@@ -464,7 +463,7 @@ impl Config {
                 file.daily_retention,
                 tally::daily::DEFAULT_RETENTION_DAYS,
             ),
-            utc_offset_minutes: match args.utc_offset.clone().or(file.utc_offset.take()) {
+            utc_offset_minutes: match args.utc_offset.clone().or(file.utc_offset.clone()) {
                 Some(text) => parse_offset(&text)?,
                 None => 0,
             },
@@ -472,7 +471,7 @@ impl Config {
         .validate()?;
         let entity_prefix = setting(
             args.entity_prefix.clone(),
-            file.entity_prefix.take(),
+            file.entity_prefix.clone(),
             tally::daily::DEFAULT_ENTITY_PREFIX.to_owned(),
         );
         Ok(Config {
