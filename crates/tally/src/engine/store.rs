@@ -115,7 +115,7 @@ impl Space {
     /// A space cleaned by the cleaner whose every precision keeps the same
     /// number of slices: `kind` values at `precisions` (seconds), each
     /// keeping `samples` slices, checked as [`Space::new`] checks them
-    /// (gauges, sets).
+    /// (gauges, sets, statistics).
     pub fn cleaned(id: &'static str, kind: Kind, seconds: &[u64], samples: u64) -> Result<Self> {
         let precisions = seconds
             .iter()
@@ -144,14 +144,7 @@ impl Space {
     /// what serves any space.
     #[cfg(test)]
     pub(crate) fn visits(precisions: &[u64], keep: u64) -> Arc<Space> {
-        let precisions = precisions.iter().map(|&p| Precision::new(p, keep));
-        let space = Space::new(
-            "visits",
-            Kind::Sum,
-            precisions.collect(),
-            Retention::Cleaner,
-        );
-        Arc::new(space.unwrap())
+        Arc::new(Space::cleaned("visits", Kind::Sum, precisions, keep).unwrap())
     }
 
     /// True for the counters' space (whose data keeps its historic layout).

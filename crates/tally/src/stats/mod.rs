@@ -38,10 +38,10 @@ pub use writer::StatsWriter;
 use crate::clock::{Clock, SystemClock};
 use crate::engine::Page;
 use crate::engine::kinds::{SketchSettings, StatsValue};
-use crate::engine::precision::{self, Precision};
+use crate::engine::precision;
 use crate::engine::series::{Rules, SeriesService, op_fields};
 use crate::engine::{
-    Applied, Batch, BatchSink, Kind, Retention, SliceRead, SliceSel, SliceStore, Space, Value,
+    Applied, Batch, BatchSink, Kind, SliceRead, SliceSel, SliceStore, Space, Value,
 };
 use crate::error::{Error, Result};
 use crate::name::Name;
@@ -183,27 +183,13 @@ impl SeriesService<StatRules> {
     ) -> Result<Self> {
         let settings = settings.validate()?;
         let sketch = settings.sketch()?;
-        let precisions: Vec<Precision> = settings
-            .precisions
-            .iter()
-            .map(|&p| Precision::new(p, settings.samples))
-            .collect();
-        let space = Space::new(SPACE, Kind::Stats, precisions.clone(), Retention::Cleaner)?;
-        let sketch_space = Space::new(
-            SPACE,
-            Kind::Stats,
-            precisions
-                .into_iter()
-                .filter(|r| settings.keeps_sketch(r.seconds))
-                .collect(),
-            Retention::Cleaner,
-        )?;
-        let without: Vec<u64> = settings
+        let (with, without): (Vec<u64>, Vec<u64>) = settings
             .precisions
             .iter()
             .copied()
-            .filter(|&p| !settings.keeps_sketch(p))
-            .collect();
+            .partition(|&p| settings.keeps_sketch(p));
+        let space = Space::cleaned(SPACE, Kind::Stats, &settings.precisions, settings.samples)?;
+        let sketch_space = Space::cleaned(SPACE, Kind::Stats, &with, settings.samples)?;
         let sink = Arc::new(StatsSink {
             store: store.clone(),
             without_sketch: without,
