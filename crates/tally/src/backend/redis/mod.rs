@@ -57,6 +57,7 @@ with_redis! {
     mod dump;
     pub mod encoding;
     mod engine;
+    mod exclusive;
     mod expiring;
     mod idempotency;
     mod limits;
@@ -103,6 +104,9 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct Redis {
     conn: Conn,
     wait: Option<ReplicationWait>,
+    /// Connections of their own, for a `WATCH` ([`exclusive::Exclusive`]);
+    /// none on a cluster.
+    exclusive: Option<std::sync::Arc<exclusive::Exclusive>>,
 }
 
 /// Wait for replicas after each write (`WAIT replicas timeout`).
@@ -162,12 +166,13 @@ impl Redis {
         {
             return Err(err);
         }
-        let manager = ConnectionManager::new_with_config(client, config)
+        let manager = ConnectionManager::new_with_config(client.clone(), config)
             .await
             .map_err(|e| connect_error(&shown, &e))?;
         Ok(Redis {
             conn: Conn::Single(manager),
             wait: None,
+            exclusive: Some(std::sync::Arc::new(exclusive::Exclusive::new(client))),
         })
     }
 
@@ -195,6 +200,7 @@ impl Redis {
         Ok(Redis {
             conn: Conn::Cluster(conn),
             wait: None,
+            exclusive: None,
         })
     }
 

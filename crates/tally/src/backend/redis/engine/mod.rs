@@ -68,6 +68,7 @@ mod pending;
 mod protocol;
 mod read;
 mod revert;
+mod rewrite;
 
 use async_trait::async_trait;
 use redis::Script;

@@ -8,6 +8,7 @@ use redis::Value as Reply;
 use super::super::dump;
 use super::RedisSliceStore;
 use super::clean::{CleanEntry, Trim};
+use super::rewrite::{Rewrite, WATCH_GROUP, Watch};
 use crate::error::{Error, Result};
 
 /// A hash losing at least this many fields in a first pass is written
@@ -37,10 +38,15 @@ impl RedisSliceStore {
     /// drops an entry only if its hashes are all empty inside it
     /// ([`OldFields::scripted`]). Entries with nothing to remove that
     /// cannot be dropped are left out.
+    ///
+    /// `watch`: read each hash under a `WATCH` where the server allows
+    /// ([`RedisSliceStore::watched_dumps`]), for hashes that may be
+    /// rewritten ([`super::rewrite`]).
     pub(super) async fn read_old(
         &self,
         entries: Vec<CleanEntry>,
         book_rule: bool,
+        watch: bool,
     ) -> Result<OldFields> {
         let read: Vec<&str> = entries
             .iter()
@@ -58,7 +64,7 @@ impl RedisSliceStore {
             }
             at.push(unique.len() - 1);
         }
-        let mut read = self.hash_fields(&unique).await?;
+        let (mut read, watches) = self.hash_fields(&unique, watch).await?;
         let mut at = at.into_iter();
         let mut old = OldFields::default();
         for mut entry in entries {
@@ -127,6 +133,9 @@ impl RedisSliceStore {
                             payload,
                             removes: n,
                             gone: Vec::with_capacity(n),
+                            watched: watches.get(i / WATCH_GROUP).map(|w| {
+                                (i / WATCH_GROUP, w.expires[i % WATCH_GROUP])
+                            }),
                         });
                     }
                 }
@@ -144,33 +153,23 @@ impl RedisSliceStore {
                 old.scripted.push(entry);
             }
         }
+        old.watches = watches;
         Ok(old)
     }
 
     /// The field names of each hash of `keys` (none for a missing key), in
     /// order, and the payload of those with more than [`REWRITE_MIN`]: one
-    /// pipeline of DUMP, then HKEYS for those whose payload is not a
-    /// listpack (every key, when the server refuses DUMP).
-    async fn hash_fields(&self, keys: &[&str]) -> Result<Vec<HashRead>> {
-        let pipeline = |command: &str, keys: &mut dyn Iterator<Item = &str>| {
-            let mut pipe = redis::pipe();
-            for key in keys {
-                pipe.cmd(command).arg(key);
-            }
-            pipe
+    /// pipeline of DUMP (under a `WATCH` when `watch` and the server
+    /// allows: then the watches too), then HKEYS for those whose payload
+    /// is not a listpack (every key, when the server refuses DUMP).
+    async fn hash_fields(&self, keys: &[&str], watch: bool) -> Result<(Vec<HashRead>, Vec<Watch>)> {
+        let watched = match watch {
+            true => self.watched_dumps(keys).await,
+            false => None,
         };
-        // A server that refuses DUMP (an ACL without it) is read with
-        // HKEYS; a fault shows again there.
-        let replies = match self
-            .redis
-            .run_pipelines(vec![pipeline("DUMP", &mut keys.iter().copied())])
-            .await
-        {
-            Ok(mut replies) => replies.pop().unwrap_or_default(),
-            Err(e) => {
-                tracing::debug!(error = %e, "DUMP refused; reading fields with HKEYS");
-                vec![Reply::Okay; keys.len()]
-            }
+        let (replies, watches) = match watched {
+            Some(read) => read,
+            None => (self.dumps(keys).await, Vec::new()),
         };
         if replies.len() != keys.len() {
             return Err(Error::Backend(
@@ -194,9 +193,13 @@ impl RedisSliceStore {
             .collect();
         let again: Vec<usize> = (0..keys.len()).filter(|&i| out[i].is_none()).collect();
         if !again.is_empty() {
+            let mut pipe = redis::pipe();
+            for &i in &again {
+                pipe.cmd("HKEYS").arg(keys[i]);
+            }
             let replies = self
                 .redis
-                .run_pipelines(vec![pipeline("HKEYS", &mut again.iter().map(|&i| keys[i]))])
+                .run_pipelines(vec![pipe])
                 .await?
                 .pop()
                 .unwrap_or_default();
@@ -224,11 +227,30 @@ impl RedisSliceStore {
                 });
             }
         }
-        out.into_iter()
+        let read = out
+            .into_iter()
             .map(|f| {
                 f.ok_or_else(|| Error::Backend("redis answered fewer replies than asked".into()))
             })
-            .collect()
+            .collect::<Result<_>>()?;
+        Ok((read, watches))
+    }
+
+    /// The DUMP of each of `keys` in one pipeline on the shared connection;
+    /// every reply `OK` (each hash then read with HKEYS) when the server
+    /// refuses DUMP (an ACL without it).
+    async fn dumps(&self, keys: &[&str]) -> Vec<Reply> {
+        let mut pipe = redis::pipe();
+        for key in keys {
+            pipe.cmd("DUMP").arg(*key);
+        }
+        match self.redis.run_pipelines(vec![pipe]).await {
+            Ok(mut replies) => replies.pop().unwrap_or_default(),
+            Err(e) => {
+                tracing::debug!(error = %e, "DUMP refused; reading fields with HKEYS");
+                vec![Reply::Okay; keys.len()]
+            }
+        }
     }
 
     /// Removes each hash's fields by name: one pipeline of HDEL. Returns
@@ -251,75 +273,6 @@ impl RedisSliceStore {
             .map(|r| <u64 as redis::FromRedisValue>::from_redis_value(r).map_err(Error::from))
             .sum()
     }
-
-    /// Writes each hash back with only the fields it keeps, [`REWRITE_INFLIGHT`]
-    /// at a time: the kept fields are `RESTORE`d under a temporary key of
-    /// the hash's slot ([`rewrite_key`], living [`REWRITE_TTL_MS`]), then
-    /// `hash_rewrite.lua` moves it onto the hash if the hash is still what
-    /// was read. A hash that changed since it was read loses its fields by
-    /// name instead ([`RedisSliceStore::remove_fields`]), as does one whose
-    /// payload the server would not restore. Returns the fields removed.
-    pub(super) async fn rewrite_hashes(&self, rewrites: Vec<Rewrite>) -> Result<u64> {
-        use futures::stream::{StreamExt, TryStreamExt};
-        let answers: Vec<(Rewrite, i64)> = futures::stream::iter(rewrites)
-            .map(|r| async move {
-                let temporary = rewrite_key(&r.key);
-                let restored: redis::RedisResult<()> = redis::cmd("RESTORE")
-                    .arg(temporary.as_str())
-                    .arg(REWRITE_TTL_MS)
-                    .arg(r.payload.as_slice())
-                    .arg("REPLACE")
-                    .query_async(&mut self.redis.handle())
-                    .await;
-                if let Err(e) = restored {
-                    // Out of memory, say: the fields go by name.
-                    tracing::debug!(key = %r.key, error = %e, "RESTORE refused; removing by HDEL");
-                    return Ok((r, -1));
-                }
-                let mut cmd = super::super::evalsha(&self.rewrite, 2);
-                cmd.arg(r.key.as_str())
-                    .arg(temporary.as_str())
-                    .arg(r.read.as_slice())
-                    .arg(r.removes);
-                let value = self
-                    .redis
-                    .eval_cmd(&self.rewrite, &cmd)
-                    .await
-                    .map_err(Error::from)?;
-                let n: i64 = redis::FromRedisValue::from_redis_value(value)?;
-                Ok::<_, Error>((r, n))
-            })
-            .buffer_unordered(REWRITE_INFLIGHT)
-            .try_collect()
-            .await?;
-        let mut removed = 0;
-        let mut again = Vec::new();
-        for (r, n) in answers {
-            match u64::try_from(n) {
-                Ok(n) => removed += n,
-                Err(_) => again.push((r.key, r.gone)),
-            }
-        }
-        if !again.is_empty() {
-            removed += self.remove_fields(&again).await?;
-        }
-        Ok(removed)
-    }
-}
-
-/// Rewrites in flight at once: each carries two payloads (about 10 and
-/// 9 KB for the compact layout's busy counter).
-const REWRITE_INFLIGHT: usize = 32;
-
-/// How long a rewrite's temporary key lives if the cleaner stops before
-/// moving it onto its hash.
-const REWRITE_TTL_MS: u64 = 60_000;
-
-/// A temporary key for a rewrite of `key`: in its cluster slot (it starts
-/// with `key`, hash tag included), and no series' key, as a name holds no
-/// control character; a random part keeps two cleaners' apart.
-fn rewrite_key(key: &str) -> String {
-    format!("{key}\u{1}rewrite\u{1}{:016x}", rand::random::<u64>())
 }
 
 /// The old fields a first pass read ([`RedisSliceStore::read_old`]).
@@ -332,20 +285,8 @@ pub(super) struct OldFields {
     /// Hashes of entries that keep a field, each losing at least
     /// [`REWRITE_MIN`] of its listpack's fields: written back whole.
     pub(super) rewrites: Vec<Rewrite>,
-}
-
-/// A hash to write back with only the fields it keeps
-/// ([`RedisSliceStore::rewrite_hashes`]).
-pub(super) struct Rewrite {
-    key: String,
-    /// Its DUMP payload as read: the script writes only if it still is.
-    read: Vec<u8>,
-    /// The payload to RESTORE.
-    payload: Vec<u8>,
-    /// How many fields that removes.
-    removes: usize,
-    /// The fields it loses, to remove by name if the hash changed.
-    gone: Vec<Vec<u8>>,
+    /// The watches of a watched read, to end ([`RedisSliceStore::rewrite_hashes`]).
+    pub(super) watches: Vec<Watch>,
 }
 
 /// One hash as [`RedisSliceStore::hash_fields`] read it.
@@ -475,9 +416,10 @@ mod tests {
     }
 
     /// A first pass removing many fields of one listpack writes the hash
-    /// back in one step, keeping its time to live; when a write lands
-    /// between the read and the rewrite, the fields go by name instead and
-    /// the write is kept. A hash losing fewer goes by HDEL, as before.
+    /// back in one step, keeping its time to live, read under a `WATCH` or
+    /// not; when a write lands between the read and the rewrite, the
+    /// fields go by name instead and the write is kept. A hash losing fewer
+    /// goes by HDEL, as before.
     #[tokio::test]
     async fn a_first_pass_rewrites_a_listpack_losing_many_fields_and_loses_no_write() {
         let (_server, store, mut conn) = listpack_server().await;
@@ -485,71 +427,85 @@ mod tests {
             member: key.to_owned(),
             hashes: vec![(key.to_owned(), Some(Trim::Upto(cut)))],
         };
-        // A hash left alone, one written between the read and the
-        // rewrite, one whose RESTORE the server refuses (out of memory),
-        // one with no time to live.
-        for key in ["quiet", "written", "refused", "lasting"] {
-            for k in 0..300u64 {
-                hset(&mut conn, key, 1000 + k, k).await;
-            }
-            if key != "lasting" {
-                let _: () = redis::cmd("EXPIRE").arg(key).arg(1000).query_async(&mut conn).await.unwrap();
-            }
-            // 1000 to 1149 are old: 150 of 300 fields.
-            let old = store.read_old(vec![entry(key, 1149)], false).await.unwrap();
-            assert!(old.direct.is_empty() && old.scripted.is_empty());
-            assert_eq!(old.rewrites.len(), 1);
-            let changed = key == "written";
-            if changed {
-                // A writer adds to a kept slice and opens a new one.
-                let _: () = redis::cmd("HINCRBY").arg(key).arg(1200).arg(5).query_async(&mut conn).await.unwrap();
-                let _: () = redis::cmd("HINCRBY").arg(key).arg(5000).arg(1).query_async(&mut conn).await.unwrap();
-            }
-            if key == "refused" {
-                config_set(&mut conn, "maxmemory", "1").await;
-            }
-            let hdels = || async {
+        let calls = |command: &'static str| {
+            let store = &store;
+            async move {
                 let info: String = redis::cmd("INFO")
                     .arg("commandstats")
                     .query_async(&mut store.redis.handle())
                     .await
                     .unwrap();
-                tally_testkit::command_calls(&info, "hdel")
-            };
-            let before = hdels().await;
-            assert_eq!(store.rewrite_hashes(old.rewrites).await.unwrap(), 150, "{key}");
-            config_set(&mut conn, "maxmemory", "0").await;
-            // The written and the refused hash lose their fields by name.
-            let by_name = u64::from(matches!(key, "written" | "refused"));
-            assert_eq!(hdels().await - before, by_name, "{key}");
-            let mut want: Vec<(u64, i64)> = (150..300).map(|k| (1000 + k, k as i64)).collect();
-            if changed {
-                want[50].1 += 5;
-                want.push((5000, 1));
+                tally_testkit::command_calls(&info, command)
             }
-            let left: Vec<(u64, i64)> = redis::cmd("HGETALL")
-                .arg(key)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            assert_eq!(left, want, "{key}");
-            let ttl: i64 = redis::cmd("TTL").arg(key).query_async(&mut conn).await.unwrap();
-            if key == "lasting" {
-                assert_eq!(ttl, -1);
-            } else {
-                assert!((990..=1000).contains(&ttl), "{key}: ttl {ttl}");
+        };
+        // A hash left alone, one written between the read and the
+        // rewrite, one whose RESTORE the server refuses (out of memory),
+        // one with no time to live.
+        for watch in [false, true] {
+            for case in ["quiet", "written", "refused", "lasting"] {
+                let key = &format!("{case}-{watch}");
+                for k in 0..300u64 {
+                    hset(&mut conn, key, 1000 + k, k).await;
+                }
+                if case != "lasting" {
+                    let _: () = redis::cmd("EXPIRE").arg(key).arg(1000).query_async(&mut conn).await.unwrap();
+                }
+                // 1000 to 1149 are old: 150 of 300 fields.
+                let old = store.read_old(vec![entry(key, 1149)], false, watch).await.unwrap();
+                assert!(old.direct.is_empty() && old.scripted.is_empty());
+                assert_eq!(old.rewrites.len(), 1);
+                assert_eq!(old.watches.len(), usize::from(watch), "{key}");
+                let changed = case == "written";
+                if changed {
+                    // A writer adds to a kept slice and opens a new one.
+                    let _: () = redis::cmd("HINCRBY").arg(key).arg(1200).arg(5).query_async(&mut conn).await.unwrap();
+                    let _: () = redis::cmd("HINCRBY").arg(key).arg(5000).arg(1).query_async(&mut conn).await.unwrap();
+                }
+                if case == "refused" {
+                    config_set(&mut conn, "maxmemory", "1").await;
+                }
+                let (hdel, evalsha) = (calls("hdel").await, calls("evalsha").await);
+                assert_eq!(store.rewrite_hashes(old.rewrites, old.watches).await.unwrap(), 150, "{key}");
+                config_set(&mut conn, "maxmemory", "0").await;
+                // The written and the refused hash lose their fields by name.
+                let by_name = u64::from(matches!(case, "written" | "refused"));
+                assert_eq!(calls("hdel").await - hdel, by_name, "{key}");
+                // Read under a WATCH, only the written one goes through the
+                // script; a refused RESTORE never reaches it (a first
+                // EVALSHA counts twice: NOSCRIPT, then the call).
+                let scripted = case != "refused" && (!watch || changed);
+                assert_eq!(calls("evalsha").await > evalsha, scripted, "{key}");
+                let mut want: Vec<(u64, i64)> = (150..300).map(|k| (1000 + k, k as i64)).collect();
+                if changed {
+                    want[50].1 += 5;
+                    want.push((5000, 1));
+                }
+                let left: Vec<(u64, i64)> = redis::cmd("HGETALL")
+                    .arg(key)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                assert_eq!(left, want, "{key}");
+                let ttl: i64 = redis::cmd("TTL").arg(key).query_async(&mut conn).await.unwrap();
+                if case == "lasting" {
+                    assert_eq!(ttl, -1);
+                } else {
+                    assert!((990..=1000).contains(&ttl), "{key}: ttl {ttl}");
+                }
+                let temporary: Vec<String> = redis::cmd("KEYS").arg("*rewrite*").query_async(&mut conn).await.unwrap();
+                assert!(temporary.is_empty(), "{key}: {temporary:?}");
             }
-            let temporary: Vec<String> = redis::cmd("KEYS").arg("*rewrite*").query_async(&mut conn).await.unwrap();
-            assert!(temporary.is_empty(), "{key}: {temporary:?}");
         }
         // 127 old fields: removed by name.
         for k in 0..300u64 {
             hset(&mut conn, "few", 1000 + k, k).await;
         }
-        let old = store.read_old(vec![entry("few", 1126)], false).await.unwrap();
+        let old = store.read_old(vec![entry("few", 1126)], false, true).await.unwrap();
         assert!(old.rewrites.is_empty());
         assert_eq!(old.direct.len(), 1);
         assert_eq!(old.direct[0].1.len(), 127);
+        // Its watch ends with nothing to rewrite.
+        assert_eq!(store.rewrite_hashes(old.rewrites, old.watches).await.unwrap(), 0);
     }
 
     /// The first pass reads fields from DUMP payloads: they name exactly
@@ -575,9 +531,10 @@ mod tests {
                 keys.push(key);
             }
             let read: Vec<_> = store
-                .hash_fields(&keys)
+                .hash_fields(&keys, false)
                 .await
                 .unwrap()
+                .0
                 .into_iter()
                 .map(|r| r.fields)
                 .collect();
@@ -610,9 +567,13 @@ mod tests {
         let (_, limited) = default_store(&url).await;
         let keys = ["odd", "slices", "big", "missing"];
         let fields = |read: Vec<HashRead>| read.into_iter().map(|r| r.fields).collect::<Vec<_>>();
-        assert_eq!(
-            fields(limited.hash_fields(&keys).await.unwrap()),
-            fields(store.hash_fields(&keys).await.unwrap())
-        );
+        let plain = fields(store.hash_fields(&keys, false).await.unwrap().0);
+        assert_eq!(fields(limited.hash_fields(&keys, false).await.unwrap().0), plain);
+        // Read under a WATCH: the same fields, one watch a group of keys;
+        // refused DUMP, it reads them without.
+        let (watched, watches) = store.hash_fields(&keys, true).await.unwrap();
+        assert_eq!((fields(watched), watches.len()), (plain.clone(), 1));
+        let (watched, watches) = limited.hash_fields(&keys, true).await.unwrap();
+        assert_eq!((fields(watched), watches.len()), (plain, 0));
     }
 }
