@@ -58,6 +58,11 @@ impl Redis {
         Ok(Some(conn))
     }
 
+    /// Whether [`Redis::exclusive`] gives connections (a standalone server).
+    pub(crate) fn can_watch(&self) -> bool {
+        self.exclusive.is_some()
+    }
+
     /// Keeps a connection of [`Redis::exclusive`] for the next caller: one
     /// that watches no key (after its `EXEC` or `UNWATCH`).
     pub(crate) fn give_back(&self, conn: MultiplexedConnection) {

@@ -20,19 +20,6 @@ use crate::name::Name;
 /// Registry shards cleaned at the same time.
 const CLEAN_CONCURRENCY: usize = 4;
 
-/// How [`RedisSliceStore::clean_registry`] treats a registry.
-#[derive(Clone, Copy)]
-struct Rules {
-    /// The book's rule: an entry is dropped only when this pass removed
-    /// its last sample, not whenever its hashes are all empty
-    /// (`engine_clean.lua`).
-    book_rule: bool,
-    /// Old fields read under a `WATCH` where the server allows: hashes
-    /// that hold every precision of a series, which may lose enough fields
-    /// to be written back whole ([`super::rewrite`]).
-    watch: bool,
-}
-
 impl RedisSliceStore {
     pub(super) async fn clean_space(&self, space: &Space, job: &CleanJob) -> Result<CleanReport> {
         let keys = self.layout.space_keys(space);
@@ -158,12 +145,13 @@ impl RedisSliceStore {
     /// is due up to a cutoff, the batch's fields are read first
     /// ([`RedisSliceStore::read_old`]), and the old fields of entries that
     /// keep one go by one pipeline of HDEL instead of through the script,
-    /// or a hash losing many is written back whole ([`super::rewrite`]).
+    /// or a hash losing many is written back whole
+    /// ([`RedisSliceStore::trim_old`]).
     async fn clean_registry(
         &self,
         registry: &str,
         job: &CleanJob,
-        rules: Rules,
+        book_rule: bool,
         shared: Option<&[Option<Trim>]>,
         pending: Option<(SpaceKeys<'_>, &[Precision], &Script)>,
         entries: impl Fn(&[String]) -> Vec<CleanEntry>,
@@ -190,14 +178,11 @@ impl RedisSliceStore {
                 .iter()
                 .any(|e| e.hashes.iter().any(|(_, t)| reading(t)))
             {
-                let old = self.read_old(work, rules.book_rule, rules.watch).await?;
-                report.round_trips += 1;
-                // Rewrites first: an HDEL of a watched hash would fail its
-                // group's EXEC.
-                if !old.rewrites.is_empty() || !old.watches.is_empty() {
-                    report.samples_removed += self.rewrite_hashes(old.rewrites, old.watches).await?;
-                    report.round_trips += 1;
-                }
+                // Its rewrites done first: an HDEL of a watched hash would
+                // fail its group's EXEC.
+                let old = self.trim_old(work, book_rule).await?;
+                report.round_trips += old.round_trips;
+                report.samples_removed += old.rewritten;
                 if !old.direct.is_empty() {
                     report.samples_removed += self.remove_fields(&old.direct).await?;
                     report.round_trips += 1;
@@ -206,7 +191,7 @@ impl RedisSliceStore {
             }
             if !work.is_empty() {
                 let (removed, dropped) = self
-                    .clean_entries(registry, &work, rules.book_rule, shared)
+                    .clean_entries(registry, &work, book_rule, shared)
                     .await?;
                 report.round_trips += 1;
                 report.samples_removed += removed;
@@ -306,11 +291,7 @@ impl RedisSliceStore {
         if pending.is_some() {
             cutoffs.push(None);
         }
-        let rules = Rules {
-            book_rule: false,
-            watch: keys.one_hash(),
-        };
-        self.clean_registry(&registry, job, rules, Some(&cutoffs), pending, |names| {
+        self.clean_registry(&registry, job, false, Some(&cutoffs), pending, |names| {
             names
                 .iter()
                 .filter_map(|n| Name::new(n.as_str()).ok())
@@ -337,11 +318,7 @@ impl RedisSliceStore {
     /// Cleans the book's `known:`, with the book's rules: each member's
     /// precision comes from the member itself.
     async fn clean_ria(&self, job: &CleanJob) -> Result<CleanReport> {
-        let rules = Rules {
-            book_rule: true,
-            watch: false,
-        };
-        self.clean_registry(layout::RIA_KNOWN, job, rules, None, None, |members| {
+        self.clean_registry(layout::RIA_KNOWN, job, true, None, None, |members| {
             members
                 .iter()
                 .filter_map(|member| {

@@ -8,22 +8,57 @@ use redis::Value as Reply;
 use super::super::dump;
 use super::RedisSliceStore;
 use super::clean::{CleanEntry, Trim};
-use super::rewrite::{Rewrite, WATCH_GROUP, Watch};
+use super::rewrite::{REWRITE_MIN, Rewrite, WATCH_GROUP, WATCHED_REWRITE_MIN, Watch};
 use crate::error::{Error, Result};
 
-/// A hash losing at least this many fields in a first pass is written
-/// back in one step ([`Rewrite`]) when its payload is a listpack: removing
-/// a field by name scans the listpack from its head and moves its tail,
-/// so `HDEL` of n fields from a listpack of m costs about n·m (the
-/// compact layout's busy counter at the peak: 427 of 1,267 fields, about
-/// 1.1 ms of Redis CPU), where a rewrite costs about 3·m (two `DUMP`s and
-/// a `RESTORE`). The default layout's hashes lose their 61 oldest fields
-/// a pass at the default settings, each found near the listpack's head:
-/// there `HDEL` costs less (about 6 µs a hash against 20 for a rewrite,
-/// docs/bench-log/retention.md).
-const REWRITE_MIN: usize = 128;
+/// Chunks of a batch read and rewritten at once, each on its own
+/// connection when read under a `WATCH`.
+const CHUNKS_INFLIGHT: usize = 8;
 
 impl RedisSliceStore {
+    /// A pass that knows no earlier visit over `entries`: in chunks of
+    /// whole entries reading about [`WATCH_GROUP`] hashes,
+    /// [`CHUNKS_INFLIGHT`] at a time, where the server allows a `WATCH`
+    /// (else the batch at once), each chunk read
+    /// ([`RedisSliceStore::read_old`]) and its hashes that lose many
+    /// fields written back ([`RedisSliceStore::rewrite_hashes`]). Returns
+    /// what is left to remove by name and by the clean call, with the
+    /// fields the rewrites removed and the round trips taken.
+    pub(super) async fn trim_old(
+        &self,
+        entries: Vec<CleanEntry>,
+        book_rule: bool,
+    ) -> Result<OldFields> {
+        use futures::stream::{StreamExt, TryStreamExt};
+        let chunks = match self.redis.can_watch() {
+            true => chunks_of(entries, WATCH_GROUP),
+            false => vec![entries],
+        };
+        let done: Vec<OldFields> = futures::stream::iter(chunks)
+            .map(|chunk| async move {
+                let mut old = self.read_old(chunk, book_rule, true).await?;
+                old.round_trips += 1;
+                let rewrites = std::mem::take(&mut old.rewrites);
+                let watches = std::mem::take(&mut old.watches);
+                if !rewrites.is_empty() || !watches.is_empty() {
+                    old.rewritten += self.rewrite_hashes(rewrites, watches).await?;
+                    old.round_trips += 1;
+                }
+                Ok::<_, Error>(old)
+            })
+            .buffer_unordered(CHUNKS_INFLIGHT)
+            .try_collect()
+            .await?;
+        let mut all = OldFields::default();
+        for old in done {
+            all.direct.extend(old.direct);
+            all.scripted.extend(old.scripted);
+            all.rewritten += old.rewritten;
+            all.round_trips += old.round_trips;
+        }
+        Ok(all)
+    }
+
     /// A pass that knows no earlier visit: reads the fields of every hash
     /// of `entries` due up to a cutoff and names those at or before it.
     /// Reading is one pipeline of DUMP (every hash of a batch is in its
@@ -120,7 +155,11 @@ impl RedisSliceStore {
                     let Some(dump) = read[*i].dump.take() else {
                         continue;
                     };
-                    if n < REWRITE_MIN {
+                    let least = match watches.is_empty() {
+                        true => REWRITE_MIN,
+                        false => WATCHED_REWRITE_MIN,
+                    };
+                    if n < least {
                         continue;
                     }
                     if let Some(payload) =
@@ -158,7 +197,8 @@ impl RedisSliceStore {
     }
 
     /// The field names of each hash of `keys` (none for a missing key), in
-    /// order, and the payload of those with more than [`REWRITE_MIN`]: one
+    /// order, and the payload of those that may be rewritten (more than
+    /// [`REWRITE_MIN`] fields, [`WATCHED_REWRITE_MIN`] read watched): one
     /// pipeline of DUMP (under a `WATCH` when `watch` and the server
     /// allows: then the watches too), then HKEYS for those whose payload
     /// is not a listpack (every key, when the server refuses DUMP).
@@ -170,6 +210,11 @@ impl RedisSliceStore {
         let (replies, watches) = match watched {
             Some(read) => read,
             None => (self.dumps(keys).await, Vec::new()),
+        };
+        // The payloads kept: of hashes that may be rewritten.
+        let least = match watches.is_empty() {
+            true => REWRITE_MIN,
+            false => WATCHED_REWRITE_MIN,
         };
         if replies.len() != keys.len() {
             return Err(Error::Backend(
@@ -183,7 +228,7 @@ impl RedisSliceStore {
                 Reply::BulkString(payload) => {
                     let listpack = dump::hash_listpack(&payload)?;
                     let mut read = HashRead::of_listpack(&listpack)?;
-                    if read.fields.len() > REWRITE_MIN {
+                    if read.fields.len() > least {
                         read.dump = Some(Dump { payload, listpack });
                     }
                     Some(read)
@@ -287,6 +332,43 @@ pub(super) struct OldFields {
     pub(super) rewrites: Vec<Rewrite>,
     /// The watches of a watched read, to end ([`RedisSliceStore::rewrite_hashes`]).
     pub(super) watches: Vec<Watch>,
+    /// Fields removed by rewrites ([`RedisSliceStore::trim_old`]).
+    pub(super) rewritten: u64,
+    /// Round trips taken ([`RedisSliceStore::trim_old`]).
+    pub(super) round_trips: u64,
+}
+
+/// `entries` in runs of whole entries, each reading at most `most`
+/// distinct hashes (or one entry, if it reads more).
+fn chunks_of(entries: Vec<CleanEntry>, most: usize) -> Vec<Vec<CleanEntry>> {
+    let mut chunks = Vec::new();
+    let mut chunk = Vec::new();
+    let mut hashes = 0;
+    for entry in entries {
+        let n = read_keys(&entry).count();
+        if !chunk.is_empty() && hashes + n > most {
+            chunks.push(std::mem::take(&mut chunk));
+            hashes = 0;
+        }
+        hashes += n;
+        chunk.push(entry);
+    }
+    if !chunk.is_empty() {
+        chunks.push(chunk);
+    }
+    chunks
+}
+
+/// The hashes of `entry` a reading pass reads, each once (the compact
+/// layout names its one hash once per precision, one after the other).
+fn read_keys(entry: &CleanEntry) -> impl Iterator<Item = &str> {
+    let mut last: Option<&str> = None;
+    entry
+        .hashes
+        .iter()
+        .filter(|(_, t)| t.as_ref().is_some_and(|t| t.old_field().is_some()))
+        .map(|(key, _)| key.as_str())
+        .filter(move |key| last.replace(key) != Some(key))
 }
 
 /// One hash as [`RedisSliceStore::hash_fields`] read it.
@@ -496,16 +578,55 @@ mod tests {
                 assert!(temporary.is_empty(), "{key}: {temporary:?}");
             }
         }
-        // 127 old fields: removed by name.
+        // Fewer old fields than a rewrite needs go by name: 127 read plainly,
+        // 31 read under a WATCH; 32 read so are written back.
         for k in 0..300u64 {
             hset(&mut conn, "few", 1000 + k, k).await;
         }
-        let old = store.read_old(vec![entry("few", 1126)], false, true).await.unwrap();
-        assert!(old.rewrites.is_empty());
-        assert_eq!(old.direct.len(), 1);
-        assert_eq!(old.direct[0].1.len(), 127);
-        // Its watch ends with nothing to rewrite.
-        assert_eq!(store.rewrite_hashes(old.rewrites, old.watches).await.unwrap(), 0);
+        for (watch, cut, n) in [(false, 1126, 127), (true, 1030, 31)] {
+            let old = store.read_old(vec![entry("few", cut)], false, watch).await.unwrap();
+            assert!(old.rewrites.is_empty(), "watch {watch}");
+            assert_eq!(old.direct.len(), 1);
+            assert_eq!(old.direct[0].1.len(), n);
+            // Its watch ends with nothing to rewrite.
+            assert_eq!(store.rewrite_hashes(old.rewrites, old.watches).await.unwrap(), 0);
+        }
+        let old = store.read_old(vec![entry("few", 1031)], false, true).await.unwrap();
+        assert_eq!(old.rewrites.len(), 1);
+        assert_eq!(store.rewrite_hashes(old.rewrites, old.watches).await.unwrap(), 32);
+        // A watched rewrite of fewer than REWRITE_MIN fields whose EXEC does
+        // not run (a write landed) removes its fields by name, not through
+        // the script, and keeps the write.
+        let old = store.read_old(vec![entry("few", 1071)], false, true).await.unwrap();
+        assert_eq!(old.rewrites.len(), 1);
+        let _: () = redis::cmd("HINCRBY").arg("few").arg(1299).arg(1).query_async(&mut conn).await.unwrap();
+        let (hdel, evalsha) = (calls("hdel").await, calls("evalsha").await);
+        assert_eq!(store.rewrite_hashes(old.rewrites, old.watches).await.unwrap(), 40);
+        assert_eq!((calls("hdel").await - hdel, calls("evalsha").await - evalsha), (1, 0));
+        let left: Vec<(u64, i64)> = redis::cmd("HGETALL").arg("few").query_async(&mut conn).await.unwrap();
+        let mut want: Vec<(u64, i64)> = (72..300).map(|k| (1000 + k, k as i64)).collect();
+        want.last_mut().unwrap().1 += 1;
+        assert_eq!(left, want);
+    }
+
+    /// A watched pass reads whole entries in chunks of about a watch group
+    /// of hashes: 4 entries of 7 hashes, 32 of one hash named 7 times.
+    #[test]
+    fn chunks_hold_whole_entries_of_about_a_watch_group() {
+        let entry = |keys: &[String]| CleanEntry {
+            member: String::new(),
+            hashes: keys.iter().map(|k| (k.clone(), Some(Trim::Upto(5)))).collect(),
+        };
+        let seven: Vec<String> = (0..7).map(|p| p.to_string()).collect();
+        let one = vec!["h".to_owned(); 7];
+        let sizes = |keys: &[String]| {
+            chunks_of((0..70).map(|_| entry(keys)).collect(), WATCH_GROUP)
+                .iter()
+                .map(Vec::len)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(sizes(&seven), [vec![4; 17], vec![2]].concat());
+        assert_eq!(sizes(&one), [32, 32, 6]);
     }
 
     /// The first pass reads fields from DUMP payloads: they name exactly
