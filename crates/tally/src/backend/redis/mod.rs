@@ -292,6 +292,16 @@ impl Redis {
         }
     }
 
+    /// Runs one pipeline (its commands in one slot on a cluster): its
+    /// replies, in its commands' order.
+    pub(crate) async fn run_pipeline(&self, pipe: Pipeline) -> Result<Vec<Value>> {
+        Ok(self
+            .run_pipelines(vec![pipe])
+            .await?
+            .pop()
+            .unwrap_or_default())
+    }
+
     /// Runs one pipeline per slot group: merged into one pipeline on a
     /// standalone server, sent concurrently on a cluster. Results come back in
     /// the order of the groups, each group's in its commands' order.

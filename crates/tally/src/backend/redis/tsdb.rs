@@ -582,8 +582,7 @@ impl TsdbStore for RedisTsdbStore {
                     _ => pipe.cmd("HGET").arg(&journal).arg(format!("c:{label}")),
                 };
             }
-            let mut read = self.redis.run_pipelines(vec![pipe]).await?;
-            let read = read.pop().unwrap_or_default();
+            let read = self.redis.run_pipeline(pipe).await?;
             let mut give = Call::default();
             give.key(format!("{into_tag}:mm:{id}"));
             give.key(format!("{into_tag}:mtmp"));

@@ -234,10 +234,10 @@ impl RedisSliceStore {
         for key in &pending {
             ask.exists(key);
         }
-        let held = self.redis.run_pipelines(vec![ask]).await?;
+        let held = self.redis.run_pipeline(ask).await?;
         let held: Vec<&CleanEntry> = entries
             .iter()
-            .zip(held.into_iter().flatten())
+            .zip(held)
             .filter(|(_, exists)| matches!(exists, redis::Value::Int(1)))
             .map(|(e, _)| e)
             .collect();

@@ -155,11 +155,7 @@ impl RedisSliceStore {
                     let Some(dump) = read[*i].dump.take() else {
                         continue;
                     };
-                    let least = match watches.is_empty() {
-                        true => REWRITE_MIN,
-                        false => WATCHED_REWRITE_MIN,
-                    };
-                    if n < least {
+                    if n < rewrite_min(!watches.is_empty()) {
                         continue;
                     }
                     if let Some(payload) =
@@ -212,10 +208,7 @@ impl RedisSliceStore {
             None => (self.dumps(keys).await, Vec::new()),
         };
         // The payloads kept: of hashes that may be rewritten.
-        let least = match watches.is_empty() {
-            true => REWRITE_MIN,
-            false => WATCHED_REWRITE_MIN,
-        };
+        let least = rewrite_min(!watches.is_empty());
         if replies.len() != keys.len() {
             return Err(Error::Backend(
                 "redis answered fewer replies than asked".into(),
@@ -242,12 +235,7 @@ impl RedisSliceStore {
             for &i in &again {
                 pipe.cmd("HKEYS").arg(keys[i]);
             }
-            let replies = self
-                .redis
-                .run_pipelines(vec![pipe])
-                .await?
-                .pop()
-                .unwrap_or_default();
+            let replies = self.redis.run_pipeline(pipe).await?;
             for (&i, reply) in again.iter().zip(replies) {
                 let fields = match reply {
                     Reply::Array(f) | Reply::Set(f) => f,
@@ -289,8 +277,8 @@ impl RedisSliceStore {
         for key in keys {
             pipe.cmd("DUMP").arg(*key);
         }
-        match self.redis.run_pipelines(vec![pipe]).await {
-            Ok(mut replies) => replies.pop().unwrap_or_default(),
+        match self.redis.run_pipeline(pipe).await {
+            Ok(replies) => replies,
             Err(e) => {
                 tracing::debug!(error = %e, "DUMP refused; reading fields with HKEYS");
                 vec![Reply::Okay; keys.len()]
@@ -307,12 +295,7 @@ impl RedisSliceStore {
                 pipe.cmd("HDEL").arg(key.as_str()).arg(chunk);
             }
         }
-        let replies = self
-            .redis
-            .run_pipelines(vec![pipe])
-            .await?
-            .pop()
-            .unwrap_or_default();
+        let replies = self.redis.run_pipeline(pipe).await?;
         replies
             .into_iter()
             .map(|r| <u64 as redis::FromRedisValue>::from_redis_value(r).map_err(Error::from))
@@ -328,7 +311,7 @@ pub(super) struct OldFields {
     /// Hashes and their old fields, of entries that keep a field.
     pub(super) direct: Vec<(String, Vec<Vec<u8>>)>,
     /// Hashes of entries that keep a field, each losing at least
-    /// [`REWRITE_MIN`] of its listpack's fields: written back whole.
+    /// [`rewrite_min`] of its listpack's fields: written back whole.
     pub(super) rewrites: Vec<Rewrite>,
     /// The watches of a watched read, to end ([`RedisSliceStore::rewrite_hashes`]).
     pub(super) watches: Vec<Watch>,
@@ -336,6 +319,15 @@ pub(super) struct OldFields {
     pub(super) rewritten: u64,
     /// Round trips taken ([`RedisSliceStore::trim_old`]).
     pub(super) round_trips: u64,
+}
+
+/// The fewest fields a hash loses to be written back whole: fewer read
+/// under a `WATCH`, where the rewrite is one `RESTORE`.
+fn rewrite_min(watched: bool) -> usize {
+    match watched {
+        true => WATCHED_REWRITE_MIN,
+        false => REWRITE_MIN,
+    }
 }
 
 /// `entries` in runs of whole entries, each reading at most `most`
