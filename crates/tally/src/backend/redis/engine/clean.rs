@@ -180,7 +180,9 @@ impl RedisSliceStore {
             {
                 // Its rewrites done first: an HDEL of a watched hash would
                 // fail its group's EXEC.
-                let old = self.trim_old(work, book_rule).await?;
+                // Only a first pass reads under a WATCH: a later full
+                // pass takes a few fields a hash, under any rewrite's floor.
+                let old = self.trim_old(work, book_rule, job.pass == 0).await?;
                 report.round_trips += old.round_trips;
                 report.samples_removed += old.rewritten;
                 if !old.direct.is_empty() {
@@ -443,6 +445,8 @@ async fn range_after(
 mod tests {
     use super::super::testing::*;
     use super::*;
+    use crate::engine::SliceStore;
+    use crate::engine::store::FULL_PASS_EVERY;
 
     /// A pass that knows no earlier visit reads a batch's fields, then
     /// removes the old ones by name in a second call: a write landing in
@@ -522,6 +526,53 @@ mod tests {
                 .await
                 .unwrap();
             assert_eq!(removed, (1, 1), "book rule: {book_rule}");
+        }
+    }
+
+    /// Only a cleaner's first pass reads under a `WATCH` and writes a hash
+    /// losing many fields back; the periodic full pass, which also knows no
+    /// earlier visit, reads plainly and removes by name.
+    #[tokio::test]
+    async fn only_a_first_pass_reads_under_a_watch() {
+        let now = 1_000_000u64;
+        let (_server, redis, store, space) = counters_at(now).await;
+        let keys = store.layout.space_keys(&space);
+        let (registry, hash) = (keys.registry(keys.shard("c")), keys.hash(1, "c"));
+        let mut conn = redis.handle();
+        let calls = |command: &'static str| {
+            let redis = &redis;
+            async move {
+                let info: String = redis::cmd("INFO")
+                    .arg("commandstats")
+                    .query_async(&mut redis.handle())
+                    .await
+                    .unwrap();
+                tally_testkit::command_calls(&info, command)
+            }
+        };
+        for pass in [0, FULL_PASS_EVERY] {
+            // 100 one-second slices, of which 10 are kept: 90 go.
+            for slice in now - 99..=now {
+                hset(&mut conn, &hash, slice, 1).await;
+            }
+            let _: () = redis::cmd("ZADD").arg(&registry).arg(0).arg("c").query_async(&mut conn).await.unwrap();
+            let job = CleanJob {
+                pass,
+                now: crate::clock::Timestamp::from_secs(now).unwrap(),
+                samples: 10,
+                interval_secs: 60,
+                batch: 100,
+                last_visits: Vec::new(),
+            };
+            let before = (calls("watch").await, calls("hdel").await);
+            let report = store.clean(&space, &job).await.unwrap();
+            assert_eq!(report.samples_removed, 90, "pass {pass}");
+            let after = (calls("watch").await, calls("hdel").await);
+            let first = pass == 0;
+            assert_eq!(after.0 > before.0, first, "WATCH in pass {pass}");
+            assert_eq!(after.1 > before.1, !first, "HDEL in pass {pass}");
+            let left: Vec<u64> = redis::cmd("HKEYS").arg(&hash).query_async(&mut conn).await.unwrap();
+            assert_eq!(left.len(), 10, "pass {pass}");
         }
     }
 }

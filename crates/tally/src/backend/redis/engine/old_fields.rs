@@ -16,27 +16,32 @@ use crate::error::{Error, Result};
 const CHUNKS_INFLIGHT: usize = 8;
 
 impl RedisSliceStore {
-    /// A pass that knows no earlier visit over `entries`: in chunks of
-    /// whole entries reading about [`WATCH_GROUP`] hashes,
-    /// [`CHUNKS_INFLIGHT`] at a time, where the server allows a `WATCH`
-    /// (else the batch at once), each chunk read
+    /// A pass that knows no earlier visit over `entries`: each chunk read
     /// ([`RedisSliceStore::read_old`]) and its hashes that lose many
-    /// fields written back ([`RedisSliceStore::rewrite_hashes`]). Returns
-    /// what is left to remove by name and by the clean call, with the
-    /// fields the rewrites removed and the round trips taken.
+    /// fields written back ([`RedisSliceStore::rewrite_hashes`]). With
+    /// `watch` (a cleaner's first pass, which meets the backlog since the
+    /// last cleaner ran) and where the server allows a `WATCH`, the chunks
+    /// are whole entries reading about [`WATCH_GROUP`] hashes, read under
+    /// a `WATCH`, [`CHUNKS_INFLIGHT`] at a time; otherwise (the periodic
+    /// full pass, which takes a few fields a hash and rarely rewrites) the
+    /// batch is read at once, plainly. Returns what is left to remove by
+    /// name and by the clean call, with the fields the rewrites removed
+    /// and the round trips taken.
     pub(super) async fn trim_old(
         &self,
         entries: Vec<CleanEntry>,
         book_rule: bool,
+        watch: bool,
     ) -> Result<OldFields> {
         use futures::stream::{StreamExt, TryStreamExt};
-        let chunks = match self.redis.can_watch() {
+        let watch = watch && self.redis.can_watch();
+        let chunks = match watch {
             true => chunks_of(entries, WATCH_GROUP),
             false => vec![entries],
         };
         let done: Vec<OldFields> = futures::stream::iter(chunks)
             .map(|chunk| async move {
-                let mut old = self.read_old(chunk, book_rule, true).await?;
+                let mut old = self.read_old(chunk, book_rule, watch).await?;
                 old.round_trips += 1;
                 let rewrites = std::mem::take(&mut old.rewrites);
                 let watches = std::mem::take(&mut old.watches);
