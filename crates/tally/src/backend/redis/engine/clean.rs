@@ -539,17 +539,6 @@ mod tests {
         let keys = store.layout.space_keys(&space);
         let (registry, hash) = (keys.registry(keys.shard("c")), keys.hash(1, "c"));
         let mut conn = redis.handle();
-        let calls = |command: &'static str| {
-            let redis = &redis;
-            async move {
-                let info: String = redis::cmd("INFO")
-                    .arg("commandstats")
-                    .query_async(&mut redis.handle())
-                    .await
-                    .unwrap();
-                tally_testkit::command_calls(&info, command)
-            }
-        };
         for pass in [0, FULL_PASS_EVERY] {
             // 100 one-second slices, of which 10 are kept: 90 go.
             for slice in now - 99..=now {
@@ -564,10 +553,10 @@ mod tests {
                 batch: 100,
                 last_visits: Vec::new(),
             };
-            let before = (calls("watch").await, calls("hdel").await);
+            let before = (calls(&redis, "watch").await, calls(&redis, "hdel").await);
             let report = store.clean(&space, &job).await.unwrap();
             assert_eq!(report.samples_removed, 90, "pass {pass}");
-            let after = (calls("watch").await, calls("hdel").await);
+            let after = (calls(&redis, "watch").await, calls(&redis, "hdel").await);
             let first = pass == 0;
             assert_eq!(after.0 > before.0, first, "WATCH in pass {pass}");
             assert_eq!(after.1 > before.1, !first, "HDEL in pass {pass}");

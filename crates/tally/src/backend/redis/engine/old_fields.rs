@@ -502,20 +502,10 @@ mod tests {
     #[tokio::test]
     async fn a_first_pass_rewrites_a_listpack_losing_many_fields_and_loses_no_write() {
         let (_server, store, mut conn) = listpack_server().await;
+        let redis = &store.redis;
         let entry = |key: &str, cut: i64| CleanEntry {
             member: key.to_owned(),
             hashes: vec![(key.to_owned(), Some(Trim::Upto(cut)))],
-        };
-        let calls = |command: &'static str| {
-            let store = &store;
-            async move {
-                let info: String = redis::cmd("INFO")
-                    .arg("commandstats")
-                    .query_async(&mut store.redis.handle())
-                    .await
-                    .unwrap();
-                tally_testkit::command_calls(&info, command)
-            }
         };
         // A hash left alone, one written between the read and the
         // rewrite, one whose RESTORE the server refuses (out of memory),
@@ -543,17 +533,17 @@ mod tests {
                 if case == "refused" {
                     config_set(&mut conn, "maxmemory", "1").await;
                 }
-                let (hdel, evalsha) = (calls("hdel").await, calls("evalsha").await);
+                let (hdel, evalsha) = (calls(redis, "hdel").await, calls(redis, "evalsha").await);
                 assert_eq!(store.rewrite_hashes(old.rewrites, old.watches).await.unwrap(), 150, "{key}");
                 config_set(&mut conn, "maxmemory", "0").await;
                 // The written and the refused hash lose their fields by name.
                 let by_name = u64::from(matches!(case, "written" | "refused"));
-                assert_eq!(calls("hdel").await - hdel, by_name, "{key}");
+                assert_eq!(calls(redis, "hdel").await - hdel, by_name, "{key}");
                 // Read under a WATCH, only the written one goes through the
                 // script; a refused RESTORE never reaches it (a first
                 // EVALSHA counts twice: NOSCRIPT, then the call).
                 let scripted = case != "refused" && (!watch || changed);
-                assert_eq!(calls("evalsha").await > evalsha, scripted, "{key}");
+                assert_eq!(calls(redis, "evalsha").await > evalsha, scripted, "{key}");
                 let mut want: Vec<(u64, i64)> = (150..300).map(|k| (1000 + k, k as i64)).collect();
                 if changed {
                     want[50].1 += 5;
@@ -597,9 +587,9 @@ mod tests {
         let old = store.read_old(vec![entry("few", 1071)], false, true).await.unwrap();
         assert_eq!(old.rewrites.len(), 1);
         let _: () = redis::cmd("HINCRBY").arg("few").arg(1299).arg(1).query_async(&mut conn).await.unwrap();
-        let (hdel, evalsha) = (calls("hdel").await, calls("evalsha").await);
+        let (hdel, evalsha) = (calls(redis, "hdel").await, calls(redis, "evalsha").await);
         assert_eq!(store.rewrite_hashes(old.rewrites, old.watches).await.unwrap(), 40);
-        assert_eq!((calls("hdel").await - hdel, calls("evalsha").await - evalsha), (1, 0));
+        assert_eq!((calls(redis, "hdel").await - hdel, calls(redis, "evalsha").await - evalsha), (1, 0));
         let left: Vec<(u64, i64)> = redis::cmd("HGETALL").arg("few").query_async(&mut conn).await.unwrap();
         let mut want: Vec<(u64, i64)> = (72..300).map(|k| (1000 + k, k as i64)).collect();
         want.last_mut().unwrap().1 += 1;

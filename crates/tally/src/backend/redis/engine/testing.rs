@@ -155,3 +155,15 @@ pub(super) async fn sums_of(
         .unwrap();
     read.swap_remove(0)
 }
+
+/// How many times the server behind `redis` ran `command` since its
+/// statistics were last reset (`INFO commandstats`; a script's commands
+/// count).
+pub(super) async fn calls(redis: &Redis, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut redis.handle())
+        .await
+        .unwrap();
+    tally_testkit::command_calls(&info, command)
+}
