@@ -178,10 +178,10 @@ impl RedisSliceStore {
                 .iter()
                 .any(|e| e.hashes.iter().any(|(_, t)| reading(t)))
             {
-                // Its rewrites done first: an HDEL of a watched hash would
+                // Only a first pass reads under a WATCH (a later full pass
+                // takes a few fields a hash, under any rewrite's floor);
+                // its rewrites go first: an HDEL of a watched hash would
                 // fail its group's EXEC.
-                // Only a first pass reads under a WATCH: a later full
-                // pass takes a few fields a hash, under any rewrite's floor.
                 let old = self.trim_old(work, book_rule, job.pass == 0).await?;
                 report.round_trips += old.round_trips;
                 report.samples_removed += old.rewritten;

@@ -273,13 +273,6 @@ async fn busy_writes_take_the_short_call() {
     );
 }
 
-/// How many HMGET commands the server ran since its statistics were last
-/// reset (`INFO commandstats`; a script's commands count).
-async fn hmgets(conn: &mut crate::backend::redis::RedisHandle) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query_async(conn).await.unwrap();
-    tally_testkit::command_calls(&info, "hmget")
-}
-
 /// The apply script looks up a call's pending slices with one EXISTS per
 /// run of them and reads only those that may exist: on the same stored
 /// states it answers and stores what it does when it reads every series'
@@ -367,7 +360,7 @@ async fn the_pending_look_up_does_what_reading_every_pending_slice_does() {
         assert_eq!(calls.len(), 1, "{what}");
         let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut conn).await.unwrap();
         let looked_reply = run(&mut conn, &looking, &calls[0]).await;
-        assert_eq!(hmgets(&mut conn).await, *reads, "case {i}, {what}: pending slices read");
+        assert_eq!(super::testing::calls(&redis, "hmget").await, *reads, "case {i}, {what}: pending slices read");
         let looked_state = state(&mut conn).await;
         restore(&mut conn, &saved).await;
         let read_reply = run(&mut conn, &reading, &calls[0]).await;
