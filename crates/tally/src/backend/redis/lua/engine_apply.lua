@@ -86,12 +86,18 @@ end
 -- sums are checked against, 0 for none), and the index of its first pair
 -- (field, delta) for a hash written directly, of its first field (one per
 -- precision, in the precisions' order) for a pending slice's entry.
+-- A series' hashes written directly name its pending slice one after
+-- another: its index is parsed once for them (entry_text, entry_index).
+local entry_text, entry_index = nil, 0
 local function apply_pending_entry(at, np)
-  local pend = tonumber(ARGV[at])
-  if pend == 0 then
-    return 0, 1, ARGV[at + 2], count(ARGV[at + 3]), tonumber(ARGV[at + 1]), at + 4
+  if ARGV[at] == '0' then
+    local text = ARGV[at + 1]
+    if text ~= entry_text then
+      entry_text, entry_index = text, tonumber(text)
+    end
+    return 0, 1, ARGV[at + 2], count(ARGV[at + 3]), entry_index, at + 4
   end
-  return pend, tonumber(ARGV[at + 1]), nil, np, ARGV[at + 2], at + 3
+  return tonumber(ARGV[at]), tonumber(ARGV[at + 1]), nil, np, ARGV[at + 2], at + 3
 end
 
 -- The hash whose ARGV start at `at`: for gauges, its current-value key's
@@ -302,8 +308,11 @@ if pending then
       end
     end
   end
-  local k = 1
+  -- A hash written directly checks its sums against what the hash before
+  -- it found, when that was its series' too (last_k, last_delta, last_cur).
+  local k, run, last_k, last_delta, last_cur = 1, nil, -1, nil, nil
   while k <= h and not failed do
+    local entry = at
     local pend, n, hp, m, delta, pairs_at = apply_pending_entry(at, np)
     if pend == 0 and FOLD_SUMS then
       -- Sums written directly: the loop of the other layouts (a new hash of
@@ -311,7 +320,10 @@ if pending then
       -- pairs, each sum checked against the series' pending count.
       local key = KEYS[marker + k]
       local cur = nil
-      if delta > 0 and not (clear and clear[math.floor((delta - lo) / EXISTS_KEYS)]
+      if k == last_k + 1 and delta == last_delta then
+        -- The entry before, of the same series (its next precision).
+        cur = last_cur
+      elseif delta > 0 and not (clear and clear[math.floor((delta - lo) / EXISTS_KEYS)]
           and not opened[KEYS[delta]]) then
         cur = checked[delta] or redis.call('HMGET', KEYS[delta], 's', 'b', 't')
         checked[delta] = cur
@@ -319,9 +331,20 @@ if pending then
           cur = nil
         end
       end
+      last_k, last_delta, last_cur = k, delta, cur
       local made, done, j, e
       at, held[k], made, done, j, e = add_sums(key, pairs_at, m, cur and KEYS[delta], cur, hp)
-      undo[#undo + 1] = {key, false, false, false, false, pairs_at, done, made}
+      if made or e then
+        undo[#undo + 1] = {key, false, false, false, false, pairs_at, done, made}
+      elseif run and undo[#undo] == run then
+        run.n = run.n + 1
+      else
+        -- Hashes written directly one after another, each added to in
+        -- full, are one record: taken back by reading their entries again
+        -- (take_runs), in any order, as subtractions commute.
+        run = {at = entry, k = marker + k, n = 1}
+        undo[#undo + 1] = run
+      end
       if e then
         failed, err = op + j, e
       else
@@ -468,7 +491,19 @@ if failed then
     if op >= failed then break end
   end
   if pending then
-    fold_undo(undo)
+    -- A run of hashes written directly (its record's at, k and n): each
+    -- entry's pairs taken back from its hash.
+    local np = apply_precisions()
+    fold_undo(undo, function(u)
+      local at, k = u.at, u.k
+      for _ = 1, u.n do
+        local _, _, _, m, _, pairs_at = apply_pending_entry(at, np)
+        for j = 0, m - 1 do
+          take_back(KEYS[k], ARGV[pairs_at + 2 * j], ARGV[pairs_at + 2 * j + 1])
+        end
+        at, k = pairs_at + 2 * m, k + 1
+      end
+    end)
   end
   if not merge then
     if string.find(err, 'overflow', 1, true) then

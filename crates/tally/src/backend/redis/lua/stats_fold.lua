@@ -50,8 +50,11 @@
 -- index of their first (field, delta) pair, how many, true when the hash
 -- was made by them}, or for a sum's cells written to every precision
 -- {false, false, false, delta, false, false, false, false, KEYS base, KEYS
--- step, ARGV index of the first field, how many}), so that a failed call
--- takes all of them back (fold_undo).
+-- step, ARGV index of the first field, how many}, or for a run of hashes
+-- written directly one after another {at = the ARGV index of the run's
+-- first entry, k = the KEYS index of its hash, n = how many entries}, read
+-- again by the caller's `take_runs`), so that a failed call takes all of
+-- them back (fold_undo).
 
 -- Sums: a pending slice adds up writes whose delta and running value are at
 -- most SUM_SMALL characters (below 10^16 in magnitude), and is opened only
@@ -64,10 +67,14 @@ local SUM_SMALL, SUM_OPEN = 16, 9e17
 -- The most values a statistic's accumulator holds before it is merged.
 local ACC_VALUES = 64
 
-local function fold_undo(undo)
+local function fold_undo(undo, take_runs)
   for i = #undo, 1, -1 do
     local u = undo[i]
-    if u[6] then
+    if u.n then
+      -- Sums written directly into several hashes one after another
+      -- (engine_apply.lua's records of a run; take_runs reads them).
+      take_runs(u)
+    elseif u[6] then
       -- Sums written directly: the u[7] ARGV pairs from u[6] added to hash
       -- u[1], or (u[8]) the hash made by them.
       if u[8] then
