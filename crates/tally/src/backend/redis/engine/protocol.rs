@@ -227,37 +227,51 @@ pub(super) fn apply_call<'a>(
             k += n;
             continue;
         }
-        if kind.current {
-            cmd.arg(first_current + g.series)
-                .arg(g.cells[0].precision)
-                .arg(g.ttl);
-        } else if pending {
-            // A hash written directly (every precision at once): for sums
-            // its series' pending slice, which its counts are checked
-            // against (else 0), and its precision (0 in the compact layout,
-            // whose fields name theirs).
+        // A series' hashes written directly (every precision at once) are
+        // one entry through pending slices: '0', for sums the series'
+        // pending slice, which their counts are checked against (else 0),
+        // how many hashes, then per hash its precision (0 in the compact
+        // layout, whose fields name theirs) before its cells.
+        let n = if pending {
+            groups.list[k..]
+                .iter()
+                .take_while(|o| o.series == g.series)
+                .count()
+        } else {
+            1
+        };
+        if pending {
             cmd.arg(0)
                 .arg(if kind.kind == Kind::Sum {
                     first_current + g.series
                 } else {
                     0
                 })
-                .arg(if keys.is_compact() {
+                .arg(n);
+        }
+        for (j, o) in groups.list[k..k + n].iter().enumerate() {
+            if kind.current {
+                cmd.arg(first_current + o.series)
+                    .arg(o.cells[0].precision)
+                    .arg(o.ttl);
+            } else if pending {
+                cmd.arg(if keys.is_compact() {
                     0
                 } else {
-                    g.cells[0].precision
+                    o.cells[0].precision
                 });
+            }
+            cmd.arg(o.cells.len());
+            for c in o.cells {
+                // The field: the slice start, or in the compact layout the
+                // precision and slice index in one integer.
+                cmd.arg(keys.field(c.precision, c.slice)?);
+                arg_delta(&mut cmd, kind, &c.delta, &mut blob);
+                op_keys.push(usize::from(marker) + k + j + 1);
+                ops.push((&writes[o.series].name, c));
+            }
         }
-        cmd.arg(g.cells.len());
-        for c in g.cells {
-            // The field: the slice start, or in the compact layout the
-            // precision and slice index in one integer.
-            cmd.arg(keys.field(c.precision, c.slice)?);
-            arg_delta(&mut cmd, kind, &c.delta, &mut blob);
-            op_keys.push(usize::from(marker) + k + 1);
-            ops.push((&writes[g.series].name, c));
-        }
-        k += 1;
+        k += n;
     }
     if ends {
         // Then the `ends@e` score below which a series' data has all

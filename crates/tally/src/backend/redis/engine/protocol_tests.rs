@@ -41,18 +41,27 @@ while k <= h do
 out[#out + 1] = 'cell ' .. KEYS[marker + k + (n == 1 and 0 or j)] .. ' at ' .. ARGV[pat + j]
   .. ' ' .. ARGV[first + j]
     end
+    at = first + m
+  elseif pend then
+    at = first
+    for i = 0, n - 1 do
+      hp, m, first = apply_direct_hash(at)
+      out[#out + 1] = 'hash ' .. KEYS[marker + k + i] .. ' pending none'
+        .. (delta > 0 and ' checks ' .. KEYS[delta] or '') .. ' at ' .. hp
+      for j = 0, m - 1 do
+out[#out + 1] = 'cell ' .. ARGV[first + 2 * j] .. ' ' .. ARGV[first + 2 * j + 1]
+      end
+      at = first + 2 * m
+    end
   else
     local line = 'hash ' .. KEYS[marker + k]
     if ck then line = line .. ' current ' .. KEYS[ck] .. ' run ' .. run .. ' life ' .. life end
-    if pend then
-      line = line .. ' pending none' .. (delta > 0 and ' checks ' .. KEYS[delta] or '') .. ' at ' .. hp
-    end
     out[#out + 1] = line
     for j = 0, m - 1 do
 out[#out + 1] = 'cell ' .. ARGV[first + 2 * j] .. ' ' .. ARGV[first + 2 * j + 1]
     end
+    at = first + 2 * m
   end
-  at = first + (pend and pend > 0 and m or 2 * m)
   k = k + n
 end
 local reg = marker + h

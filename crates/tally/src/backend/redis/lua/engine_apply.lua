@@ -32,11 +32,12 @@
 -- precision, and the seconds that key lives (0: for ever).
 -- A write through pending slices ('4', '5') puts before them ARGV[5], np,
 -- and the space's np precisions (finest first), then has entries instead
--- of hashes, until h hashes are named. An entry written to every precision
--- at once is one hash: '0', the KEYS index of its series' pending slice
--- when a direct write must check its sums against it (sums; else 0), the
--- hash's precision (0 in the compact layout, whose fields say theirs:
--- `(precision << 32) | index`), then m and its pairs as above. A series
+-- of hashes, until h hashes are named. A series' hashes written directly
+-- (every precision at once) are one entry: '0', the KEYS index of its
+-- series' pending slice when a direct write must check its sums against it
+-- (sums; else 0), n, the number of its hashes, then per hash its precision
+-- (0 in the compact layout, whose fields say theirs: `(precision << 32) |
+-- index`), m and its pairs as above. A series
 -- written through its pending slice (one cell per precision, in their
 -- order, all with one delta) is one entry for all its hashes, its delta
 -- sent once: the KEYS index of its pending slice (after the registries),
@@ -79,25 +80,24 @@ end
 
 -- A write through pending slices: the entry whose ARGV start at `at` (`np`:
 -- the space's number of precisions): the KEYS index of its series' pending
--- slice (0: a hash written directly), the number of hashes it names, its
--- precision (text, '0' in the compact layout; nil for a pending slice's
--- entry), its number of cells (np for a pending slice's entry), its delta
--- (for a hash written directly: the KEYS index of the pending slice its
--- sums are checked against, 0 for none), and the index of its first pair
--- (field, delta) for a hash written directly, of its first field (one per
--- precision, in the precisions' order) for a pending slice's entry.
--- A series' hashes written directly name its pending slice one after
--- another: its index is parsed once for them (entry_text, entry_index).
-local entry_text, entry_index = nil, 0
+-- slice (0: hashes written directly), the number of hashes it names, then
+-- for a pending slice's entry nil, its number of cells (np), its delta and
+-- the index of its first field (one per precision, in the precisions'
+-- order); for hashes written directly nil, nil, the KEYS index of the
+-- pending slice their sums are checked against (0 for none) and the index
+-- of the first hash (apply_direct_hash).
 local function apply_pending_entry(at, np)
   if ARGV[at] == '0' then
-    local text = ARGV[at + 1]
-    if text ~= entry_text then
-      entry_text, entry_index = text, tonumber(text)
-    end
-    return 0, 1, ARGV[at + 2], count(ARGV[at + 3]), entry_index, at + 4
+    return 0, tonumber(ARGV[at + 2]), nil, nil, tonumber(ARGV[at + 1]), at + 3
   end
   return tonumber(ARGV[at]), tonumber(ARGV[at + 1]), nil, np, ARGV[at + 2], at + 3
+end
+
+-- A hash written directly whose ARGV start at `at`: its precision (text,
+-- '0' in the compact layout), m, and the index of its first (field, delta)
+-- pair (pair j at first + 2j); the next hash starts after its m pairs.
+local function apply_direct_hash(at)
+  return ARGV[at], count(ARGV[at + 1]), at + 2
 end
 
 -- The hash whose ARGV start at `at`: for gauges, its current-value key's
@@ -308,22 +308,18 @@ if pending then
       end
     end
   end
-  -- A hash written directly checks its sums against what the hash before
-  -- it found, when that was its series' too (last_k, last_delta, last_cur).
-  local k, run, last_k, last_delta, last_cur = 1, nil, -1, nil, nil
+  local k = 1
   while k <= h and not failed do
-    local entry = at
     local pend, n, hp, m, delta, pairs_at = apply_pending_entry(at, np)
     if pend == 0 and FOLD_SUMS then
       -- Sums written directly: the loop of the other layouts (a new hash of
-      -- several fields is one HSET), noted in `undo` as one range of ARGV
-      -- pairs, each sum checked against the series' pending count.
-      local key = KEYS[marker + k]
+      -- several fields is one HSET), each sum checked against the series'
+      -- pending count. A run of the series' hashes each added to in full
+      -- is one record in `undo`, taken back by reading their ARGV again
+      -- (take_runs), in any order, as subtractions commute; a hash made
+      -- by one HSET, or where a sum failed, is a record of its own.
       local cur = nil
-      if k == last_k + 1 and delta == last_delta then
-        -- The entry before, of the same series (its next precision).
-        cur = last_cur
-      elseif delta > 0 and not (clear and clear[math.floor((delta - lo) / EXISTS_KEYS)]
+      if delta > 0 and not (clear and clear[math.floor((delta - lo) / EXISTS_KEYS)]
           and not opened[KEYS[delta]]) then
         cur = checked[delta] or redis.call('HMGET', KEYS[delta], 's', 'b', 't')
         checked[delta] = cur
@@ -331,35 +327,42 @@ if pending then
           cur = nil
         end
       end
-      last_k, last_delta, last_cur = k, delta, cur
-      local made, done, j, e
-      at, held[k], made, done, j, e = add_sums(key, pairs_at, m, cur and KEYS[delta], cur, hp)
-      if made or e then
-        undo[#undo + 1] = {key, false, false, false, false, pairs_at, done, made}
-      elseif run and undo[#undo] == run then
-        run.n = run.n + 1
-      else
-        -- Hashes written directly one after another, each added to in
-        -- full, are one record: taken back by reading their entries again
-        -- (take_runs), in any order, as subtractions commute.
-        run = {at = entry, k = marker + k, n = 1}
-        undo[#undo + 1] = run
-      end
-      if e then
-        failed, err = op + j, e
-      else
+      local run = nil
+      at = pairs_at
+      for i = 0, n - 1 do
+        local key, hash_at = KEYS[marker + k + i], at
+        local made, done, j, e
+        hp, m, pairs_at = apply_direct_hash(at)
+        at, held[k + i], made, done, j, e = add_sums(key, pairs_at, m, cur and KEYS[delta], cur, hp)
+        if made or e then
+          undo[#undo + 1] = {key, false, false, false, false, pairs_at, done, made}
+          run = nil
+        elseif run and undo[#undo] == run then
+          run.n = run.n + 1
+        else
+          run = {at = hash_at, k = marker + k + i, n = 1}
+          undo[#undo + 1] = run
+        end
+        if e then
+          failed, err = op + j, e
+          break
+        end
         op = op + m
       end
     elseif pend == 0 then
-      local key = KEYS[marker + k]
       at = pairs_at
-      for _ = 1, m do
-        local e = fold_merge(undo, key, ARGV[at], ARGV[at + 1])
-        if e then
-          failed, err = op, e
-          break
+      for i = 0, n - 1 do
+        local key = KEYS[marker + k + i]
+        hp, m, at = apply_direct_hash(at)
+        for _ = 1, m do
+          local e = fold_merge(undo, key, ARGV[at], ARGV[at + 1])
+          if e then
+            failed, err = op, e
+            break
+          end
+          at, op = at + 2, op + 1
         end
-        at, op = at + 2, op + 1
+        if failed then break end
       end
     else
       local p, f = ARGV[pat], ARGV[pairs_at]
@@ -492,12 +495,11 @@ if failed then
   end
   if pending then
     -- A run of hashes written directly (its record's at, k and n): each
-    -- entry's pairs taken back from its hash.
-    local np = apply_precisions()
+    -- hash's pairs taken back from it.
     fold_undo(undo, function(u)
       local at, k = u.at, u.k
       for _ = 1, u.n do
-        local _, _, _, m, _, pairs_at = apply_pending_entry(at, np)
+        local _, m, pairs_at = apply_direct_hash(at)
         for j = 0, m - 1 do
           take_back(KEYS[k], ARGV[pairs_at + 2 * j], ARGV[pairs_at + 2 * j + 1])
         end
