@@ -51,10 +51,10 @@
 -- was made by them}, or for a sum's cells written to every precision
 -- {false, false, false, delta, false, false, false, false, KEYS base, KEYS
 -- step, ARGV index of the first field, how many}, or for a run of hashes
--- written directly one after another {at = the ARGV index of the run's
--- first entry, k = the KEYS index of its hash, n = how many entries}, read
--- again by the caller's `take_runs`), so that a failed call takes all of
--- them back (fold_undo).
+-- of a series written directly one after another {at = the ARGV index of
+-- the run's first hash (engine_apply.lua's apply_direct_hash), k = that
+-- hash's KEYS index, n = how many hashes}, read again by the caller's
+-- `take_runs`), so that a failed call takes all of them back (fold_undo).
 
 -- Sums: a pending slice adds up writes whose delta and running value are at
 -- most SUM_SMALL characters (below 10^16 in magnitude), and is opened only
