@@ -202,6 +202,14 @@ pub(super) fn apply_call<'a>(
     let mut op_keys = Vec::with_capacity(ops.capacity());
     let mut through_pending = Vec::new();
     let mut blob = Vec::new();
+    // How many hashes of the series of the k-th hash follow from it (its
+    // hashes are next to each other in the groups).
+    let run = |k: usize| {
+        groups.list[k..]
+            .iter()
+            .take_while(|o| o.series == groups.list[k].series)
+            .count()
+    };
     let mut k = 0;
     while k < groups.list.len() {
         let g = &groups.list[k];
@@ -209,10 +217,7 @@ pub(super) fn apply_call<'a>(
             // One entry for the series' hashes: its pending slice, how
             // many hashes, the delta once, then its cells' fields (one per
             // precision, in the space's order).
-            let n = groups.list[k..]
-                .iter()
-                .take_while(|o| o.series == g.series)
-                .count();
+            let n = run(k);
             let series = &groups.list[k..k + n];
             cmd.arg(first_current + g.series).arg(n);
             arg_delta(&mut cmd, kind, &g.cells[0].delta, &mut blob);
@@ -232,14 +237,7 @@ pub(super) fn apply_call<'a>(
         // pending slice, which their counts are checked against (else 0),
         // how many hashes, then per hash its precision (0 in the compact
         // layout, whose fields name theirs) before its cells.
-        let n = if pending {
-            groups.list[k..]
-                .iter()
-                .take_while(|o| o.series == g.series)
-                .count()
-        } else {
-            1
-        };
+        let n = if pending { run(k) } else { 1 };
         if pending {
             cmd.arg(0)
                 .arg(if kind.kind == Kind::Sum {
