@@ -317,7 +317,8 @@ if pending then
       -- pending count. A run of the series' hashes each added to in full
       -- is one record in `undo`, taken back by reading their ARGV again
       -- (take_runs), in any order, as subtractions commute; a hash made
-      -- by one HSET, or where a sum failed, is a record of its own.
+      -- by one HSET, or where a sum failed, is a record of its own and
+      -- ends the run (nothing else adds to `undo` in this loop).
       local cur = nil
       if delta > 0 and not (clear and clear[math.floor((delta - lo) / EXISTS_KEYS)]
           and not opened[KEYS[delta]]) then
@@ -337,7 +338,7 @@ if pending then
         if made or e then
           undo[#undo + 1] = {key, false, false, false, false, pairs_at, done, made}
           run = nil
-        elseif run and undo[#undo] == run then
+        elseif run then
           run.n = run.n + 1
         else
           run = {at = hash_at, k = marker + k + i, n = 1}
