@@ -413,11 +413,12 @@ elseif not merge then
     local _, _, _, m, pairs_at = apply_hash(at, false)
     local j, e
     at, held[k], _, _, j, e = add_sums(KEYS[marker + k], pairs_at, m, nil, nil, nil)
+    -- On a failure, op stops at the cell that failed.
+    op = op + (e and j or m)
     if e then
-      failed, err = op + j, e
+      failed, err = op, e
       break
     end
-    op = op + m
   end
 else
   saved = {}
