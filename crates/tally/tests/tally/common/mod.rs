@@ -156,65 +156,60 @@ impl Fixture {
             .unwrap()
     }
 
+    /// The fixture's clock, as the services take it.
+    fn shared_clock(&self) -> Arc<dyn Clock> {
+        Arc::new(self.clock.clone())
+    }
+
+    /// A slice store on this fixture's data and clock: through a new
+    /// client when `second` (as another process would have; the same one
+    /// for a private in-memory database, which cannot be opened twice).
+    async fn slice_store(&self, second: bool) -> Arc<dyn SliceStore> {
+        let backend = if second && self.kind != Kind::SqliteMemory {
+            Backend::open(&self.config).await.unwrap()
+        } else {
+            self.backend.clone()
+        };
+        backend.slice_store(self.shared_clock()).await.unwrap()
+    }
+
     /// The time-series store on this fixture's backend and clock.
     pub async fn tsdb(&self, settings: tally::TsdbSettings) -> tally::Tsdb {
-        let store = self
-            .backend
-            .tsdb_store(Arc::new(self.clock.clone()))
-            .await
-            .unwrap();
-        tally::Tsdb::with_clock(store, settings, Arc::new(self.clock.clone())).unwrap()
+        let store = self.backend.tsdb_store(self.shared_clock()).await.unwrap();
+        tally::Tsdb::with_clock(store, settings, self.shared_clock()).unwrap()
     }
 
     /// Statistics on this fixture's backend and clock.
     pub async fn stats(&self, settings: tally::StatsSettings) -> tally::Stats {
-        let store = self
-            .backend
-            .slice_store(Arc::new(self.clock.clone()))
-            .await
-            .unwrap();
-        tally::Stats::with_clock(store, settings, Arc::new(self.clock.clone())).unwrap()
+        let store = self.slice_store(false).await;
+        tally::Stats::with_clock(store, settings, self.shared_clock()).unwrap()
     }
 
     /// Gauges on this fixture's backend and clock, through a new client
     /// when `second` (as another process would have; the same one for a
     /// private in-memory database).
     pub async fn gauges(&self, precisions: &[u64], samples: u64, second: bool) -> tally::Gauges {
-        let clock = Arc::new(self.clock.clone());
-        let store = if second && self.kind != Kind::SqliteMemory {
-            let backend = Backend::open(&self.config).await.unwrap();
-            backend.slice_store(clock.clone()).await.unwrap()
-        } else {
-            self.backend.slice_store(clock.clone()).await.unwrap()
-        };
-        tally::Gauges::with_clock(store, precisions, samples, clock).unwrap()
+        let store = self.slice_store(second).await;
+        tally::Gauges::with_clock(store, precisions, samples, self.shared_clock()).unwrap()
     }
 
     /// Sets on this fixture's backend and clock.
     pub async fn sets(&self, precisions: &[u64], samples: u64) -> tally::Sets {
-        let clock = Arc::new(self.clock.clone());
-        let store = self.backend.slice_store(clock.clone()).await.unwrap();
-        tally::Sets::with_clock(store, precisions, samples, clock).unwrap()
+        let store = self.slice_store(false).await;
+        tally::Sets::with_clock(store, precisions, samples, self.shared_clock()).unwrap()
     }
 
     /// Statistics through a second, independent client (as another
     /// process would have; the same one for a private in-memory database).
     pub async fn stats_second_client(&self, settings: tally::StatsSettings) -> tally::Stats {
-        if self.kind == Kind::SqliteMemory {
-            return self.stats(settings).await;
-        }
-        let backend = Backend::open(&self.config).await.unwrap();
-        let store = backend
-            .slice_store(Arc::new(self.clock.clone()))
-            .await
-            .unwrap();
-        tally::Stats::with_clock(store, settings, Arc::new(self.clock.clone())).unwrap()
+        let store = self.slice_store(true).await;
+        tally::Stats::with_clock(store, settings, self.shared_clock()).unwrap()
     }
 
     /// Daily statistics on this fixture's backend and clock.
     pub async fn daily(&self, settings: tally::DailySettings) -> tally::DailyStats {
         let store = self.backend.daily_store("advert").await.unwrap();
-        tally::DailyStats::with_clock(store, settings, Arc::new(self.clock.clone())).unwrap()
+        tally::DailyStats::with_clock(store, settings, self.shared_clock()).unwrap()
     }
 
     pub async fn build_at(
@@ -281,17 +276,8 @@ impl Fixture {
             // A private in-memory database cannot be opened twice.
             return self.counters.clone();
         }
-        let backend = Backend::open(&self.config).await.unwrap();
-        let store = backend
-            .counter_store(Arc::new(self.clock.clone()))
-            .await
-            .unwrap();
-        Counters::with_clock(
-            store,
-            self.counters.settings().clone(),
-            Arc::new(self.clock.clone()),
-        )
-        .unwrap()
+        let store = self.slice_store(true).await;
+        Counters::with_clock(store, self.counters.settings().clone(), self.shared_clock()).unwrap()
     }
 
     /// A raw redis-rs connection to the fixture's server or cluster.
