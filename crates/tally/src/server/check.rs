@@ -20,7 +20,7 @@ use std::marker::PhantomData;
 use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use super::ApiError;
+use super::{ApiError, ServerSettings};
 use crate::clock::Timestamp;
 use crate::name::Name;
 
@@ -251,15 +251,19 @@ pub(crate) fn items(field: &str, len: usize, min: usize, max: usize) -> Result<(
     Err(ApiError::field(field, "invalid_input", problem))
 }
 
-/// A batch field of 1 to `max` items: converts each into what the library
-/// takes and checks it with `each`, given the prefix of its fields in
-/// messages (`increments[3].`).
+/// A batch field of 1 to as many items as the server takes in one batch
+/// whose library limit is `library_max` ([`super::openapi::max_batch`],
+/// the `maxItems` the document states): converts each into what the
+/// library takes and checks it with `each`, given the prefix of its fields
+/// in messages (`increments[3].`).
 pub(crate) fn batch<B, T: From<B>>(
+    settings: &ServerSettings,
     field: &str,
     items: Vec<B>,
-    max: usize,
+    library_max: usize,
     each: impl Fn(&str, &T) -> Result<(), ApiError>,
 ) -> Result<Vec<T>, ApiError> {
+    let max = super::openapi::max_batch(settings, library_max);
     let items: Vec<T> = items.into_iter().map(T::from).collect();
     self::each(field, &items, max, |item_field, item| {
         each(&format!("{item_field}."), item)

@@ -99,8 +99,8 @@ async fn incr_many(
     JsonBody(body): JsonBody<BatchBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let daily = daily(&state)?;
-    let max = super::openapi::max_batch(state.settings(), MAX_BATCH);
-    let views: Vec<View> = check::batch("views", body.views, max, check_view)?;
+    let views: Vec<View> =
+        check::batch(state.settings(), "views", body.views, MAX_BATCH, check_view)?;
     let counted = count(daily, keyed, &views).await?;
     Ok(axum::Json(serde_json::json!({ "counted": counted })))
 }

@@ -345,8 +345,7 @@ where
         move |State(state): State<AppState>, keys: Keys, JsonBody(body): JsonBody<Body>| async move {
             let (field, items, max) = items(body);
             service::<S>(&state)?;
-            let max = super::openapi::max_batch(state.settings(), max);
-            let ops: Vec<S::Op> = check::batch(field, items, max, each)?;
+            let ops: Vec<S::Op> = check::batch(state.settings(), field, items, max, each)?;
             write::<S>(&state, keys, &ops, ops.len()).await
         },
     )

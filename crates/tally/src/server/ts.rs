@@ -98,9 +98,13 @@ async fn incr_many(
     JsonBody(body): JsonBody<BatchBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let ts = tsdb(&state)?;
-    let max = super::openapi::max_batch(state.settings(), MAX_BATCH);
-    let increments: Vec<TsIncrement> =
-        check::batch("increments", body.increments, max, check_increment)?;
+    let increments: Vec<TsIncrement> = check::batch(
+        state.settings(),
+        "increments",
+        body.increments,
+        MAX_BATCH,
+        check_increment,
+    )?;
     incr(ts, keyed, &increments).await?;
     Ok(axum::Json(
         serde_json::json!({ "written": increments.len() }),
