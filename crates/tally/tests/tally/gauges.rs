@@ -4,12 +4,9 @@
 
 use crate::common;
 
-use std::time::Duration;
-
 use common::{Fixture, Kind, T0};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use tally::counters::WriterSettings;
 use tally::gauges::{GaugeOp, GaugeSlice, GaugesWriter};
 use tally::{Clock, Error};
 
@@ -257,14 +254,7 @@ async fn the_cleaner_trims_gauges(kind: Kind) {
 async fn aggregated_writes_keep_order(kind: Kind) {
     let f = Fixture::new(kind).await;
     let gauges = f.gauges(&[60], 10, false).await;
-    let writer = GaugesWriter::start(
-        gauges.clone(),
-        WriterSettings {
-            flush_interval: Duration::from_secs(3600),
-            ..WriterSettings::default()
-        },
-    )
-    .unwrap();
+    let writer = GaugesWriter::start(gauges.clone(), common::hourly_flush()).unwrap();
     for op in [
         GaugeOp::adjust("w", 4.0),
         GaugeOp::set("w", 1.0),

@@ -16,7 +16,7 @@ use tally::counters::{Applied, CounterWriter, WhenFull, WriterSettings};
 use tally::idempotency::{Answer, Claim, fingerprint};
 use tally::tsdb::TsIncrement;
 use tally::tsdb::precision::vshard_of;
-use tally::{Backend, Clock, GaugeOp, Idempotency, Increment, View};
+use tally::{Clock, GaugeOp, Idempotency, Increment, View};
 
 per_backend!(features:keyed_writes_apply_once, keyed_kinds_apply_once);
 // Keyed writes carry their write ids into the compact layout as into the
@@ -166,17 +166,10 @@ async fn keyed_writes_apply_once(kind: Kind) {
 
     // Two aggregating writers on one store, as two processes: a keyed batch
     // is added once, before and after the flush, whichever gets it.
-    let settings = WriterSettings {
-        flush_interval: Duration::from_secs(3600),
-        ..WriterSettings::default()
-    };
+    let settings = common::hourly_flush();
     let a = CounterWriter::start(counters.clone(), settings.clone()).unwrap();
     let b = CounterWriter::start(f.second_client().await, settings.clone()).unwrap();
-    let backend_b = if kind == Kind::SqliteMemory {
-        f.backend.clone()
-    } else {
-        Backend::open(&f.config).await.unwrap()
-    };
+    let backend_b = f.second_backend().await;
     let idem_b = Idempotency::new(
         backend_b.idempotency_store().await.unwrap(),
         clock.clone(),

@@ -6,10 +6,7 @@
 
 use crate::common;
 
-use std::time::Duration;
-
 use common::{Fixture, Kind};
-use tally::counters::WriterSettings;
 use tally::engine::kinds::Hll;
 use tally::engine::{Applied, BatchSink, WriteSeq};
 use tally::sets::{SetAdd, SetSlice, SetsWriter};
@@ -273,14 +270,7 @@ async fn sequenced_and_aggregated_writes_apply_once(kind: Kind) {
     );
     assert_eq!(sets.get("k", 60).await.unwrap(), vec![slice(BASE, 1)]);
 
-    let writer = SetsWriter::start(
-        sets.clone(),
-        WriterSettings {
-            flush_interval: Duration::from_secs(3600),
-            ..WriterSettings::default()
-        },
-    )
-    .unwrap();
+    let writer = SetsWriter::start(sets.clone(), common::hourly_flush()).unwrap();
     for i in 0..600u32 {
         writer
             .try_add(&SetAdd::new("w", [format!("u{}", i % 300)]).at(BASE + 1.0))

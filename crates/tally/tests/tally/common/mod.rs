@@ -161,12 +161,22 @@ impl Fixture {
         Arc::new(self.clock.clone())
     }
 
-    /// A slice store on this fixture's data and clock: through a new
-    /// client when `second` (as another process would have; the same one
-    /// for a private in-memory database, which cannot be opened twice).
-    async fn slice_store(&self, second: bool) -> Arc<dyn SliceStore> {
-        let backend = if second && self.kind != Kind::SqliteMemory {
+    /// A second, independent client's backend on the same data (as
+    /// another process would have; this one for a private in-memory
+    /// database, which cannot be opened twice).
+    pub async fn second_backend(&self) -> Backend {
+        if self.kind == Kind::SqliteMemory {
+            self.backend.clone()
+        } else {
             Backend::open(&self.config).await.unwrap()
+        }
+    }
+
+    /// A slice store on this fixture's data and clock, through a second
+    /// client when `second` ([`Fixture::second_backend`]).
+    async fn slice_store(&self, second: bool) -> Arc<dyn SliceStore> {
+        let backend = if second {
+            self.second_backend().await
         } else {
             self.backend.clone()
         };
@@ -403,6 +413,15 @@ pub fn space(
         .map(|&(seconds, keep)| tally::engine::Precision::new(seconds, keep))
         .collect();
     Arc::new(tally::engine::Space::new(id, kind, precisions, retention).unwrap())
+}
+
+/// A writer's settings that never flush on their own within a test (every
+/// hour): the test flushes when it means to.
+pub fn hourly_flush() -> WriterSettings {
+    WriterSettings {
+        flush_interval: Duration::from_secs(3600),
+        ..WriterSettings::default()
+    }
 }
 
 /// A writer's settings that make it flush every `flush_interval` in chunks
