@@ -14,7 +14,7 @@ use super::super::layout::SpaceKeys;
 use super::kinds::KindStore;
 use crate::clock::Timestamp;
 use crate::engine::{Batch, CellDelta, Kind, SeriesWrite, Space, Value};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::name::Name;
 
 /// `engine_apply.lua`: its protocol part, then the merge.
@@ -235,29 +235,30 @@ pub(super) fn apply_call<'a>(
         // A series' hashes written directly (every precision at once) are
         // one entry through pending slices: '0', for sums the series'
         // pending slice, which their counts are checked against (else 0),
-        // how many hashes, then per hash its precision (0 in the compact
-        // layout, whose fields name theirs) before its cells.
+        // how many hashes, and their precisions as a mask (bit b for the
+        // space's b-th precision; 0 in the compact layout, whose fields
+        // name theirs) before their cells.
         let n = if pending { run(k) } else { 1 };
         if pending {
+            let series = &groups.list[k..k + n];
             cmd.arg(0)
                 .arg(if kind.kind == Kind::Sum {
                     first_current + g.series
                 } else {
                     0
                 })
-                .arg(n);
+                .arg(n)
+                .arg(if keys.is_compact() {
+                    0
+                } else {
+                    precision_mask(&batch.space, series)?
+                });
         }
         for (j, o) in groups.list[k..k + n].iter().enumerate() {
             if kind.current {
                 cmd.arg(first_current + o.series)
                     .arg(o.cells[0].precision)
                     .arg(o.ttl);
-            } else if pending {
-                cmd.arg(if keys.is_compact() {
-                    0
-                } else {
-                    o.cells[0].precision
-                });
             }
             cmd.arg(o.cells.len());
             for c in o.cells {
@@ -354,6 +355,25 @@ fn folds(space: &Space, write: &SeriesWrite) -> bool {
             .iter()
             .zip(&space.precisions)
             .all(|(c, p)| c.precision == p.seconds && c.delta == write.cells[0].delta)
+}
+
+/// The precisions of a series' hashes written directly, `series`, as the
+/// apply script reads them (`apply_direct_precision`): bit b for the b-th
+/// of `space`'s precisions (at most 32), one per hash.
+fn precision_mask(space: &Space, series: &[expiring::Group<'_>]) -> Result<u64> {
+    series.iter().try_fold(0, |mask, g| {
+        let p = g.cells[0].precision;
+        let b = space
+            .precisions
+            .iter()
+            .position(|q| q.seconds == p)
+            .ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "a cell of a {p} s slice is written to a space without that precision"
+                ))
+            })?;
+        Ok(mask | 1 << b)
+    })
 }
 
 /// The `engine_revert.lua` call that takes back `call` (see that script):

@@ -28,9 +28,9 @@ if marker == 1 then out[#out + 1] = 'lane ' .. KEYS[1] end
 local gauge = kind == '5'
 local k = 1
 while k <= h do
-  local ck, run, life, m, first, pend, n, hp, delta
+  local ck, run, life, m, first, pend, n, mask, delta
   if pending then
-    pend, n, hp, m, delta, first = apply_pending_entry(at, np)
+    pend, n, mask, m, delta, first = apply_pending_entry(at, np)
   else
     ck, run, life, m, first = apply_hash(at, gauge)
     n = 1
@@ -45,9 +45,10 @@ out[#out + 1] = 'cell ' .. KEYS[marker + k + (n == 1 and 0 or j)] .. ' at ' .. A
   elseif pend then
     at = first
     for i = 0, n - 1 do
-      hp, m, first = apply_direct_hash(at)
+      m, first = apply_direct_hash(at)
       out[#out + 1] = 'hash ' .. KEYS[marker + k + i] .. ' pending none'
-        .. (delta > 0 and ' checks ' .. KEYS[delta] or '') .. ' at ' .. hp
+        .. (delta > 0 and ' checks ' .. KEYS[delta] or '') .. ' at '
+        .. apply_direct_precision(mask, i, pat)
       for j = 0, m - 1 do
 out[#out + 1] = 'cell ' .. ARGV[first + 2 * j] .. ' ' .. ARGV[first + 2 * j + 1]
       end

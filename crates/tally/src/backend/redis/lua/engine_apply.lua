@@ -35,9 +35,10 @@
 -- of hashes, until h hashes are named. A series' hashes written directly
 -- (every precision at once) are one entry: '0', the KEYS index of its
 -- series' pending slice when a direct write must check its sums against it
--- (sums; else 0), n, the number of its hashes, then per hash its precision
--- (0 in the compact layout, whose fields say theirs: `(precision << 32) |
--- index`), m and its pairs as above. A series
+-- (sums; else 0), n, the number of its hashes, their precisions as a mask
+-- (bit b for the space's b-th precision, one bit per hash in the hashes'
+-- order; 0 in the compact layout, whose fields say theirs: `(precision <<
+-- 32) | index`), then per hash m and its pairs as above. A series
 -- written through its pending slice (one cell per precision, in their
 -- order, all with one delta) is one entry for all its hashes, its delta
 -- sent once: the KEYS index of its pending slice (after the registries),
@@ -51,13 +52,16 @@
 -- to live, and the marks of the finest chunks the hash's chunk holds (the
 -- first, modulo NO_MARK, and how many; 0 0 when marks cannot tell).
 --
--- No table or closure is made here: this runs for every exact increment.
+-- No table or closure is made here but DIGITS: this runs for every exact
+-- increment.
 
--- A count of pairs or members, or a sum's delta (usually '1'): no tonumber,
--- which costs more than a command here, for '1'.
+-- A count of pairs, hashes or members, or a sum's delta (usually one
+-- digit): a digit's value from DIGITS, as tonumber (Lua's strtod) costs
+-- about as much as a command here; tonumber for the rest.
+local DIGITS = {['0'] = 0, ['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4,
+  ['5'] = 5, ['6'] = 6, ['7'] = 7, ['8'] = 8, ['9'] = 9}
 local function count(s)
-  if s == '1' then return 1 end
-  return tonumber(s)
+  return DIGITS[s] or tonumber(s)
 end
 
 -- The header: 1 when KEYS[1] is the writer lane's record (else 0), true in
@@ -83,21 +87,42 @@ end
 -- slice (0: hashes written directly), the number of hashes it names, then
 -- for a pending slice's entry nil, its number of cells (np), its delta and
 -- the index of its first field (one per precision, in the precisions'
--- order); for hashes written directly nil, nil, the KEYS index of the
--- pending slice their sums are checked against (0 for none) and the index
--- of the first hash (apply_direct_hash).
+-- order); for hashes written directly the mask of their precisions (text:
+-- apply_direct_precision reads it), nil, the KEYS index of the pending
+-- slice their sums are checked against (0 for none) and the index of the
+-- first hash (apply_direct_hash).
 local function apply_pending_entry(at, np)
   if ARGV[at] == '0' then
-    return 0, tonumber(ARGV[at + 2]), nil, nil, tonumber(ARGV[at + 1]), at + 3
+    return 0, count(ARGV[at + 2]), ARGV[at + 3], nil, tonumber(ARGV[at + 1]), at + 4
   end
   return tonumber(ARGV[at]), tonumber(ARGV[at + 1]), nil, np, ARGV[at + 2], at + 3
 end
 
--- A hash written directly whose ARGV start at `at`: its precision (text,
--- '0' in the compact layout), m, and the index of its first (field, delta)
--- pair (pair j at first + 2j); the next hash starts after its m pairs.
+-- The precision (text) of hash i (from 0) of an entry of hashes written
+-- directly whose mask is `mask` (`pat`: the index of the space's first
+-- precision, apply_precisions): '0' for a mask of 0 (the compact layout).
+-- Only a sum checked against a pending count asks.
+local function apply_direct_precision(mask, i, pat)
+  local bits, b = tonumber(mask), 0
+  if bits == 0 then
+    return '0'
+  end
+  while true do
+    if bits % 2 == 1 then
+      if i == 0 then
+        return ARGV[pat + b]
+      end
+      i = i - 1
+    end
+    bits, b = (bits - bits % 2) / 2, b + 1
+  end
+end
+
+-- A hash written directly whose ARGV start at `at`: m, and the index of
+-- its first (field, delta) pair (pair j at first + 2j); the next hash
+-- starts after its m pairs.
 local function apply_direct_hash(at)
-  return ARGV[at], count(ARGV[at + 1]), at + 2
+  return count(ARGV[at]), at + 1
 end
 
 -- The hash whose ARGV start at `at`: for gauges, its current-value key's
@@ -310,15 +335,18 @@ if pending then
   end
   local k = 1
   while k <= h and not failed do
-    local pend, n, hp, m, delta, pairs_at = apply_pending_entry(at, np)
+    local pend, n, mask, m, delta, pairs_at = apply_pending_entry(at, np)
     if pend == 0 and FOLD_SUMS then
       -- Sums written directly: the loop of the other layouts (a new hash of
       -- several fields is one HSET), each sum checked against the series'
-      -- pending count. A run of the series' hashes each added to in full
-      -- is one record in `undo`, taken back by reading their ARGV again
-      -- (take_runs), in any order, as subtractions commute; a hash made
-      -- by one HSET, or where a sum failed, is a record of its own and
-      -- ends the run (nothing else adds to `undo` in this loop).
+      -- pending count where it has one. A run of the series' hashes each
+      -- added to in full (from hash `first`, its ARGV at `first_at`) is one
+      -- record in `undo`, taken back by reading their ARGV again
+      -- (take_runs), in any order, as subtractions commute; a hash made by
+      -- one HSET, or where a sum failed, is a record of its own and ends
+      -- the run. Without a pending count, a hash's pairs are added here,
+      -- not by add_sums: a function call per hash costs Redis as much as
+      -- its HINCRBY (the common write of many distinct counters).
       local cur = nil
       if delta > 0 and not (clear and clear[math.floor((delta - lo) / EXISTS_KEYS)]
           and not opened[KEYS[delta]]) then
@@ -328,21 +356,37 @@ if pending then
           cur = nil
         end
       end
-      local run = nil
+      local first, first_at = 0, pairs_at
       at = pairs_at
       for i = 0, n - 1 do
-        local key, hash_at = KEYS[marker + k + i], at
-        local made, done, j, e
-        hp, m, pairs_at = apply_direct_hash(at)
-        at, held[k + i], made, done, j, e = add_sums(key, pairs_at, m, cur and KEYS[delta], cur, hp)
-        if made or e then
-          undo[#undo + 1] = {key, false, false, false, false, pairs_at, done, made}
-          run = nil
-        elseif run then
-          run.n = run.n + 1
+        local key = KEYS[marker + k + i]
+        local made, done, j, e = false, 0, nil, nil
+        m, pairs_at = apply_direct_hash(at)
+        if cur or (m >= NEW_HASH_MIN and m <= NEW_HASH_MAX) then
+          at, held[k + i], made, done, j, e = add_sums(key, pairs_at, m, cur and KEYS[delta], cur,
+            cur and apply_direct_precision(mask, i, pat))
         else
-          run = {at = hash_at, k = marker + k + i, n = 1}
-          undo[#undo + 1] = run
+          local r = nil
+          at = pairs_at
+          while done < m do
+            r = redis.pcall('HINCRBY', key, ARGV[at], ARGV[at + 1])
+            if type(r) == 'table' then
+              j, e = done, r.err
+              break
+            end
+            at, done = at + 2, done + 1
+          end
+          -- Only a series' last hash vouches for its member here (the
+          -- default layout's): the others' count is not parsed.
+          held[k + i] = i == n - 1 and m > 0 and r ~= count(ARGV[at - 1])
+        end
+        if made or e then
+          -- The run before this hash, then this hash.
+          if i > first then
+            undo[#undo + 1] = {at = first_at, k = marker + k + first, n = i - first}
+          end
+          undo[#undo + 1] = {key, false, false, false, false, pairs_at, done, made}
+          first, first_at = i + 1, at
         end
         if e then
           failed, err = op + j, e
@@ -350,11 +394,14 @@ if pending then
         end
         op = op + m
       end
+      if not failed and n > first then
+        undo[#undo + 1] = {at = first_at, k = marker + k + first, n = n - first}
+      end
     elseif pend == 0 then
       at = pairs_at
       for i = 0, n - 1 do
         local key = KEYS[marker + k + i]
-        hp, m, at = apply_direct_hash(at)
+        m, at = apply_direct_hash(at)
         for _ = 1, m do
           local e = fold_merge(undo, key, ARGV[at], ARGV[at + 1])
           if e then
@@ -501,7 +548,7 @@ if failed then
     fold_undo(undo, function(u)
       local at, k = u.at, u.k
       for _ = 1, u.n do
-        local _, m, pairs_at = apply_direct_hash(at)
+        local m, pairs_at = apply_direct_hash(at)
         for j = 0, m - 1 do
           take_back(KEYS[k], ARGV[pairs_at + 2 * j], ARGV[pairs_at + 2 * j + 1])
         end
