@@ -19,6 +19,7 @@ per_backend!(
     the_cleaner_folds_and_keeps_a_pending_count,
     a_direct_write_that_would_overflow_with_the_pending_count_writes_nothing,
     an_overflow_takes_back_every_hash_written_directly,
+    a_hash_made_and_added_to_in_one_failed_call_is_gone,
     deleting_a_counter_takes_its_pending_slice,
 );
 
@@ -231,6 +232,34 @@ async fn an_overflow_takes_back_every_hash_written_directly(kind: Kind) {
     let mut names = old.clone();
     names.push("zz".into());
     assert_eq!(f.all_names().await, names);
+}
+
+/// A call that writes a counter twice, first making its finest hash (one
+/// `HSET` of three fields), then adding to it, and then fails, leaves no
+/// key of that counter: the additions are taken back before the hash is
+/// deleted, not after (which would make it again with negative counts).
+async fn a_hash_made_and_added_to_in_one_failed_call_is_gone(kind: Kind) {
+    let f = Fixture::with_settings(kind, settings()).await;
+    let mut raw = f.raw().await;
+    f.counters.incr_at("zz", i64::MAX, T).await.unwrap();
+    let at = |name: &str, seconds: &[f64]| {
+        let incs: Vec<Increment> = seconds
+            .iter()
+            .map(|&s| Increment::new(name, 1).at(T + s))
+            .collect();
+        f.counters.prepare(&incs).unwrap()
+    };
+    let mut batch = at("n", &[0.0, 1.0, 2.0]);
+    for more in [at("n", &[0.0, 1.0]), at("zz", &[0.0, 1.0])] {
+        batch.writes.extend(more.writes);
+    }
+    let err = f.counters.store().apply(&batch).await.unwrap_err();
+    assert!(err.overflow().is_some(), "{err}");
+    let left: Vec<String> = raw.keys("*:n").await.unwrap();
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(stored(&mut raw, "zz", 1, 1_000_020).await, Some(i64::MAX));
+    assert_eq!(stored(&mut raw, "zz", 1, 1_000_021).await, None);
+    assert_eq!(f.all_names().await, vec!["zz".to_string()]);
 }
 
 async fn deleting_a_counter_takes_its_pending_slice(kind: Kind) {

@@ -302,8 +302,12 @@ end
 local failed, err = nil, nil
 -- Blob kinds: the value each operation found (false: none), to restore.
 local saved = nil
--- Writes through pending slices: every change, to take back.
-local undo = nil
+-- Writes through pending slices: every change, to take back; and apart,
+-- the runs of a series' hashes written directly, each added to in full, as
+-- flat triples (the ARGV index of the run's first hash, its KEYS index,
+-- how many hashes; nruns entries): a table per run cost Redis as much as
+-- two of its HINCRBYs.
+local undo, runs, nruns = nil, nil, 0
 local at, op = first, 0
 -- What a call that writes answers: 1, or 2 for a call of one counter
 -- whose pending slice is at the write's slice afterwards (sum_short.lua).
@@ -313,7 +317,7 @@ if pending then
   -- one entry; the common write (its finest slice pending) reads only its
   -- first pair. Sums keep `held` (a series found holding a count is
   -- registered: no ZADD).
-  undo = {}
+  undo, runs = {}, {}
   local checked = {}
   local np, pat = apply_precisions()
   -- A series has a hash at least: h below EXISTS_MIN means fewer series,
@@ -341,12 +345,12 @@ if pending then
       -- several fields is one HSET), each sum checked against the series'
       -- pending count where it has one. A run of the series' hashes each
       -- added to in full (from hash `first`, its ARGV at `first_at`) is one
-      -- record in `undo`, taken back by reading their ARGV again
-      -- (take_runs), in any order, as subtractions commute; a hash made by
-      -- one HSET, or where a sum failed, is a record of its own and ends
-      -- the run. Without a pending count, a hash's pairs are added here,
-      -- not by add_sums: a function call per hash costs Redis as much as
-      -- its HINCRBY (the common write of many distinct counters).
+      -- triple in `runs`, taken back by reading their ARGV again; a hash
+      -- made by one HSET, or where a sum failed, is a record of its own in
+      -- `undo` and ends the run. Without a pending count, a hash's pairs
+      -- are added here, not by add_sums: a function call per hash costs
+      -- Redis as much as its HINCRBY (the common write of many distinct
+      -- counters).
       local cur = nil
       if delta > 0 and not (clear and clear[math.floor((delta - lo) / EXISTS_KEYS)]
           and not opened[KEYS[delta]]) then
@@ -383,7 +387,8 @@ if pending then
         if made or e then
           -- The run before this hash, then this hash.
           if i > first then
-            undo[#undo + 1] = {at = first_at, k = marker + k + first, n = i - first}
+            runs[nruns + 1], runs[nruns + 2], runs[nruns + 3] = first_at, marker + k + first, i - first
+            nruns = nruns + 3
           end
           undo[#undo + 1] = {key, false, false, false, false, pairs_at, done, made}
           first, first_at = i + 1, at
@@ -395,7 +400,8 @@ if pending then
         op = op + m
       end
       if not failed and n > first then
-        undo[#undo + 1] = {at = first_at, k = marker + k + first, n = n - first}
+        runs[nruns + 1], runs[nruns + 2], runs[nruns + 3] = first_at, marker + k + first, n - first
+        nruns = nruns + 3
       end
     elseif pend == 0 then
       at = pairs_at
@@ -543,18 +549,20 @@ if failed then
     if op >= failed then break end
   end
   if pending then
-    -- A run of hashes written directly (its record's at, k and n): each
-    -- hash's pairs taken back from it.
-    fold_undo(undo, function(u)
-      local at, k = u.at, u.k
-      for _ = 1, u.n do
+    -- The runs of hashes written directly first: subtractions, which
+    -- commute with every other subtraction, and come before the DEL of a
+    -- hash made earlier in the call (its first write), which `undo` holds.
+    for r = 1, nruns, 3 do
+      local at, k = runs[r], runs[r + 1]
+      for _ = 1, runs[r + 2] do
         local m, pairs_at = apply_direct_hash(at)
         for j = 0, m - 1 do
           take_back(KEYS[k], ARGV[pairs_at + 2 * j], ARGV[pairs_at + 2 * j + 1])
         end
         at, k = pairs_at + 2 * m, k + 1
       end
-    end)
+    end
+    fold_undo(undo)
   end
   if not merge then
     if string.find(err, 'overflow', 1, true) then

@@ -50,11 +50,9 @@
 -- index of their first (field, delta) pair, how many, true when the hash
 -- was made by them}, or for a sum's cells written to every precision
 -- {false, false, false, delta, false, false, false, false, KEYS base, KEYS
--- step, ARGV index of the first field, how many}, or for a run of hashes
--- of a series written directly one after another {at = the ARGV index of
--- the run's first hash (engine_apply.lua's apply_direct_hash), k = that
--- hash's KEYS index, n = how many hashes}, read again by the caller's
--- `take_runs`), so that a failed call takes all of them back (fold_undo).
+-- step, ARGV index of the first field, how many}), so that a failed call
+-- takes all of them back (fold_undo). engine_apply.lua keeps the runs of
+-- a series' hashes written directly, each added to in full, apart.
 
 -- Sums: a pending slice adds up writes whose delta and running value are at
 -- most SUM_SMALL characters (below 10^16 in magnitude), and is opened only
@@ -67,14 +65,10 @@ local SUM_SMALL, SUM_OPEN = 16, 9e17
 -- The most values a statistic's accumulator holds before it is merged.
 local ACC_VALUES = 64
 
-local function fold_undo(undo, take_runs)
+local function fold_undo(undo)
   for i = #undo, 1, -1 do
     local u = undo[i]
-    if u.n then
-      -- Sums written directly into several hashes one after another
-      -- (engine_apply.lua's records of a run; take_runs reads them).
-      take_runs(u)
-    elseif u[6] then
+    if u[6] then
       -- Sums written directly: the u[7] ARGV pairs from u[6] added to hash
       -- u[1], or (u[8]) the hash made by them.
       if u[8] then
