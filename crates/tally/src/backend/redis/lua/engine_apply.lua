@@ -232,8 +232,10 @@ end
 -- Sums: per hash k (from 1, in KEYS order) whether it held something
 -- before its turn in this call (the HINCRBY of its last field answered
 -- other than its delta), set for every hash in order (the table's array
--- part). A member such a hash vouches for is registered already (or by
--- this call, when a series comes twice): no ZADD for it.
+-- part); false without asking for a hash written directly that vouches
+-- for no member (all but a series' last in the default layout). A member
+-- such a hash vouches for is registered already (or by this call, when a
+-- series comes twice): no ZADD for it.
 local held = {}
 -- Sums: the pending slices the call may read are KEYS[lo] to KEYS[#KEYS]
 -- (one per series, last in KEYS, in the entries' order), looked up
