@@ -1,10 +1,12 @@
 //! Counters through their pending slice on Redis's default layout (issue
-//! 20, `lua/stats_fold.lua` with sums): a counter written once a slice
-//! keeps its seven hashes as before; the second write into a slice opens a
-//! pending slice, later writes into that slice go there alone, and the
-//! next slice's write folds it into every precision. What the store keeps
-//! is checked key by key; reads, the cleaner, deleting and overflow see the
-//! pending count.
+//! 20, `lua/stats_fold.lua` with sums), in a space of five precisions or
+//! more: a counter written once a slice keeps its hashes as before; the
+//! second write into a slice opens a pending slice, later writes into that
+//! slice go there alone, and the next slice's write folds it into every
+//! precision. What the store keeps is checked key by key; reads, the
+//! cleaner, deleting and overflow see the pending count. A space of fewer
+//! precisions writes every precision each time, and still reads, folds
+//! and checks a pending slice left by a setting of more.
 
 use crate::common;
 
@@ -21,6 +23,8 @@ per_backend!(
     an_overflow_takes_back_every_hash_written_directly,
     a_hash_made_and_added_to_in_one_failed_call_is_gone,
     deleting_a_counter_takes_its_pending_slice,
+    a_counter_of_few_precisions_keeps_no_pending_slice,
+    a_pending_slice_left_by_more_precisions_is_read_folded_and_checked,
 );
 
 per_backend!(features: a_read_of_many_counters_sees_every_pending_slice);
@@ -32,7 +36,16 @@ fn ts(secs: f64) -> tally::Timestamp {
     tally::Timestamp::from_secs_f64(secs).unwrap()
 }
 
+/// Five precisions: as few as counters fold with.
 fn settings() -> CounterSettings {
+    CounterSettings {
+        precisions: vec![1, 5, 10, 30, 60],
+        samples: 100,
+    }
+}
+
+/// Two precisions: too few for counters to fold.
+fn few() -> CounterSettings {
     CounterSettings {
         precisions: vec![1, 60],
         samples: 100,
@@ -313,4 +326,55 @@ async fn a_read_of_many_counters_sees_every_pending_slice(kind: Kind) {
     assert_eq!(finest(0), vec![(1_000_020, 5), (1_000_021, 12)]);
     assert_eq!(finest(560), vec![(1_000_020, 5), (1_000_021, 12)]);
     assert_eq!(many[0][1].samples[0].count, 17);
+}
+
+/// With too few precisions for a pending slice to pay, a busy counter's
+/// every write goes to every precision: no pending slice.
+async fn a_counter_of_few_precisions_keeps_no_pending_slice(kind: Kind) {
+    let f = Fixture::with_settings(kind, few()).await;
+    let mut raw = f.raw().await;
+    for n in [1, 2, 4] {
+        f.counters.incr_at("hits", n, T).await.unwrap();
+    }
+    assert_eq!(pending(&mut raw, "hits").await, None);
+    assert_eq!(stored(&mut raw, "hits", 1, 1_000_020).await, Some(7));
+    assert_eq!(stored(&mut raw, "hits", 60, 1_000_020).await, Some(7));
+    assert_eq!(f.all_names().await, vec!["hits"]);
+}
+
+/// A pending slice written with five precisions, then read and written
+/// with two: reads add it at the precisions still kept; a write that would
+/// overflow once it folds in writes nothing (a count that large is sent
+/// again, checked against it); one within the range lands once; the
+/// cleaner folds it.
+async fn a_pending_slice_left_by_more_precisions_is_read_folded_and_checked(kind: Kind) {
+    let (f, mut raw) = with_a_pending_count(kind, "big").await;
+    let few = f.counters_with(few()).await;
+    assert_eq!(held(&few, "big", 1).await, 7);
+    assert_eq!(held(&few, "big", 60).await, 7);
+    // The 60 s slice: 2 stored, 5 pending.
+    let err = few.incr_at("big", i64::MAX - 3, T + 1.0).await.unwrap_err();
+    assert!(err.overflow().is_some(), "{err}");
+    assert_eq!(stored(&mut raw, "big", 1, 1_000_021).await, None);
+    assert_eq!(stored(&mut raw, "big", 60, 1_000_020).await, Some(2));
+    assert_eq!(pending(&mut raw, "big").await.unwrap().2, "5");
+    few.incr_at("big", i64::MAX - 8, T + 1.0).await.unwrap();
+    assert_eq!(
+        stored(&mut raw, "big", 1, 1_000_021).await,
+        Some(i64::MAX - 8)
+    );
+    assert_eq!(
+        stored(&mut raw, "big", 60, 1_000_020).await,
+        Some(i64::MAX - 6)
+    );
+    assert_eq!(held(&few, "big", 60).await, i64::MAX - 1);
+    let mut cleaner = few.cleaner(CleanerSettings::default()).unwrap();
+    cleaner.pass_at(ts(T + 5.0)).await.unwrap();
+    assert_eq!(pending(&mut raw, "big").await, None);
+    assert_eq!(stored(&mut raw, "big", 1, 1_000_020).await, Some(7));
+    assert_eq!(
+        stored(&mut raw, "big", 60, 1_000_020).await,
+        Some(i64::MAX - 1)
+    );
+    assert_eq!(held(&few, "big", 60).await, i64::MAX - 1);
 }

@@ -290,6 +290,13 @@ impl Fixture {
         Counters::with_clock(store, self.counters.settings().clone(), self.shared_clock()).unwrap()
     }
 
+    /// Counters with `settings` on this fixture's store and clock, as a
+    /// restart with other settings would have.
+    pub async fn counters_with(&self, settings: CounterSettings) -> Counters {
+        let store = self.slice_store(false).await;
+        Counters::with_clock(store, settings, self.shared_clock()).unwrap()
+    }
+
     /// A raw redis-rs connection to the fixture's server or cluster.
     pub async fn raw_any(&self) -> RawConn {
         if let Some(cluster) = &self.cluster {

@@ -10,7 +10,7 @@ use redis::{RedisError, Value as Reply};
 use super::super::WriteFailure;
 use super::super::layout::SpaceKeys;
 use super::RedisSliceStore;
-use super::protocol::{ApplyCall, apply_call, short_call};
+use super::protocol::{ApplyCall, Route, apply_call, short_call};
 use super::PENDING_AT_MAX;
 use crate::engine::store::check_stored;
 use crate::engine::{Applied, Batch, SeriesWrite};
@@ -26,8 +26,8 @@ impl RedisSliceStore {
         if let Some(applied) = self.apply_short(keys, batch).await? {
             return Ok(applied);
         }
-        let calls = self.apply_calls(keys, batch)?;
-        let results = join_all(calls.iter().map(|call| self.run_apply(call))).await;
+        let calls = self.apply_calls(keys, batch, Route::of(keys, &batch.space))?;
+        let results = join_all(calls.iter().map(|call| self.run_checked(keys, batch, call))).await;
         if let Some(failed) = results.iter().position(Result::is_err) {
             let refused = results
                 .iter()
@@ -69,18 +69,19 @@ impl RedisSliceStore {
         )
     }
 
-    /// Groups a batch's series into calls: one for everything on a
-    /// standalone server, one per registry shard on a cluster.
+    /// Groups a batch's series into calls on `route`: one for everything
+    /// on a standalone server, one per registry shard on a cluster.
     pub(super) fn apply_calls<'a>(
         &self,
         keys: SpaceKeys<'_>,
         batch: &'a Batch,
+        route: Route,
     ) -> Result<Vec<ApplyCall<'a>>> {
         let now = self.clock.now();
-        let (script, kind) = self.apply_script(batch.space.kind)?;
+        let (script, kind) = self.apply_script(batch.space.kind, route)?;
         if keys.one_call(self.redis.is_cluster()) {
             let all: Vec<&SeriesWrite> = batch.writes.iter().collect();
-            return Ok(vec![apply_call(script, keys, kind, &all, batch, now)?]);
+            return Ok(vec![apply_call(script, keys, kind, &all, batch, now, route)?]);
         }
         let mut groups: BTreeMap<u32, Vec<&'a SeriesWrite>> = BTreeMap::new();
         for write in &batch.writes {
@@ -91,8 +92,30 @@ impl RedisSliceStore {
         }
         groups
             .into_values()
-            .map(|writes| apply_call(script, keys, kind, &writes, batch, now))
+            .map(|writes| apply_call(script, keys, kind, &writes, batch, now, route))
             .collect()
+    }
+
+    /// Runs `call`, and when it answers that a count passed what its
+    /// route may write unchecked ([`Route::Checked`]; it wrote nothing),
+    /// the same series again through their pending slices, checked against
+    /// them.
+    async fn run_checked(
+        &self,
+        keys: SpaceKeys<'_>,
+        batch: &Batch,
+        call: &ApplyCall<'_>,
+    ) -> Result<Applied> {
+        match self.send(call).await? {
+            Sent::Answered(applied) => Ok(applied),
+            Sent::Check => {
+                let route = Route::Pending { fold: false };
+                let (script, kind) = self.apply_script(call.kind, route)?;
+                let now = self.clock.now();
+                let again = apply_call(script, keys, kind, &call.writes, batch, now, route)?;
+                self.run_apply(&again).await
+            }
+        }
     }
 
     /// A write of one busy counter into the slice its pending slice was
@@ -138,12 +161,21 @@ impl RedisSliceStore {
         seen.remove(pending);
     }
 
+    /// Runs `call`: its answer.
     pub(super) async fn run_apply(&self, call: &ApplyCall<'_>) -> Result<Applied> {
-        match self
-            .redis
-            .eval_cmd(self.apply_script(call.kind)?.0, &call.cmd)
-            .await
-        {
+        match self.send(call).await? {
+            Sent::Answered(applied) => Ok(applied),
+            Sent::Check => Err(Error::Backend(
+                "engine_apply.lua asked for a check of a call that offered none".into(),
+            )),
+        }
+    }
+
+    /// Sends `call` to its route's script: its answer, or the request to
+    /// send it again checked.
+    async fn send(&self, call: &ApplyCall<'_>) -> Result<Sent> {
+        let script = self.apply_script(call.kind, call.route)?.0;
+        let applied = match self.redis.eval_cmd(script, &call.cmd).await {
             Ok(Reply::Int(reply @ (1 | 2))) => {
                 if let Some((pending, field)) = &call.only {
                     match reply {
@@ -151,16 +183,33 @@ impl RedisSliceStore {
                         _ => self.pending_lost(pending),
                     }
                 }
-                Ok(Applied::Written)
+                Applied::Written
             }
-            Ok(Reply::Int(0)) => Ok(Applied::Duplicate),
-            Ok(other) => Err(Error::Backend(format!(
-                "engine_apply.lua answered {other:?}"
-            ))),
-            Err(WriteFailure::Redis(e)) => Err(call.error(e)),
-            Err(WriteFailure::Tally(e)) => Err(e),
-        }
+            Ok(Reply::Int(0)) => Applied::Duplicate,
+            Ok(other) => {
+                return Err(Error::Backend(format!(
+                    "engine_apply.lua answered {other:?}"
+                )));
+            }
+            Err(WriteFailure::Redis(e))
+                if call.route == Route::Checked && e.code() == Some("TALLY_CHECK") =>
+            {
+                return Ok(Sent::Check);
+            }
+            Err(WriteFailure::Redis(e)) => return Err(call.error(e)),
+            Err(WriteFailure::Tally(e)) => return Err(e),
+        };
+        Ok(Sent::Answered(applied))
     }
+}
+
+/// What an apply call answered.
+enum Sent {
+    /// Written, or a replay.
+    Answered(Applied),
+    /// Nothing written: send it again through the pending slices
+    /// ([`Route::Checked`]).
+    Check,
 }
 
 impl ApplyCall<'_> {

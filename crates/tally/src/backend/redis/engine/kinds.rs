@@ -175,6 +175,20 @@ impl KindStore {
 
     /// The apply script without [`KindStore::fast_lua`].
     pub(super) fn full_apply_lua(&self) -> String {
+        self.apply_lua_with(&self.fold_prelude())
+    }
+
+    /// The apply script of calls not through pending slices (layouts that
+    /// keep none, and sums of a space of few precisions): without the sums'
+    /// fast path and the pending slices' functions, which such a call
+    /// would make and never use.
+    pub fn plain_apply_lua(&self) -> String {
+        self.apply_lua_with("")
+    }
+
+    /// `engine_apply.lua` after the undo prelude, the kind's merge,
+    /// `prelude` and its line in `KIND_MERGE`.
+    fn apply_lua_with(&self, prelude: &str) -> String {
         let (merge, line) = match self.merge {
             Some((file, function)) => (
                 file,
@@ -185,7 +199,7 @@ impl KindStore {
         [
             include_str!("../lua/engine_undo.lua"),
             merge,
-            &self.fold_prelude(),
+            prelude,
             include_str!("../lua/engine_kinds.lua"),
             &line,
             super::protocol::APPLY_LUA,

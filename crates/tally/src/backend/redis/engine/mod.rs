@@ -100,6 +100,9 @@ pub struct RedisSliceStore {
     /// with the kind's merge prepended (none for sums, so an exact
     /// increment runs no more Lua than counters always did).
     apply: [Script; kinds::KINDS.len()],
+    /// The same without the pending slices' functions, for calls not
+    /// through them ([`protocol::Route`]).
+    apply_plain: [Script; kinds::KINDS.len()],
     revert: Script,
     clean: Script,
     /// `hash_rewrite.lua`: a first pass's many removals from one listpack
@@ -141,6 +144,9 @@ impl RedisSliceStore {
             redis,
             layout,
             apply: std::array::from_fn(|i| Script::new(&kinds::KINDS[i].apply_lua())),
+            apply_plain: std::array::from_fn(|i| {
+                Script::new(&kinds::KINDS[i].plain_apply_lua())
+            }),
             revert: lua!("engine_undo", "engine_revert"),
             clean: lua!("engine_clean"),
             rewrite: lua!("hash_rewrite"),
@@ -159,10 +165,20 @@ impl RedisSliceStore {
         &self.layout
     }
 
-    /// The apply script of `kind` and its entry in the table of kinds.
-    fn apply_script(&self, kind: Kind) -> Result<(&Script, &'static kinds::KindStore)> {
+    /// The apply script of `kind` for calls on `route`, and the kind's
+    /// entry in the table of kinds.
+    fn apply_script(
+        &self,
+        kind: Kind,
+        route: protocol::Route,
+    ) -> Result<(&Script, &'static kinds::KindStore)> {
         let i = kinds::index(kind)?;
-        Ok((&self.apply[i], &kinds::KINDS[i]))
+        let scripts = if route.pending() {
+            &self.apply
+        } else {
+            &self.apply_plain
+        };
+        Ok((&scripts[i], &kinds::KINDS[i]))
     }
 }
 

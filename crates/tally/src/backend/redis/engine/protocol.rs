@@ -30,12 +30,65 @@ pub(super) const SHORT_LUA: &str = concat!(
 #[cfg(test)]
 const END_OF_PROTOCOL: &str = "-- End of the protocol.\n";
 
+/// Sums go through pending slices only in a space of at least this many
+/// precisions. A busy counter's write into its pending slice is one
+/// `HINCRBY` where a write of every precision is one per precision, but
+/// costs an `HMGET` and the fold's script; counted by callgrind on
+/// recorded calls (`docs/bench-log/before-after-20.md`), the pending
+/// slice costs Redis more than it saves up to four precisions and less
+/// from five.
+pub(super) const SUM_FOLD_MIN: usize = 5;
+
+/// How an apply call writes its series, and so which of its kind's
+/// scripts it is sent to (the fold's for [`Route::Pending`], else the one
+/// without it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Route {
+    /// Every hash as it is (ARGV[1] '0' to '3'): a layout or kind that
+    /// keeps no pending slices.
+    Plain,
+    /// As [`Route::Plain`] ('6', '7'), for sums of a space of fewer than
+    /// [`SUM_FOLD_MIN`] precisions in a layout that keeps pending slices
+    /// (one may be left by a setting of more): a count past 9 × 10^17 in
+    /// magnitude makes the call take itself back and answer
+    /// `TALLY_CHECK`, and it is sent again as
+    /// `Route::Pending { fold: false }`.
+    Checked,
+    /// Through pending slices ('4', '5'): with `fold`, a series of one
+    /// cell per precision with one delta through its own; without, every
+    /// series' hashes written directly, sums checked against their
+    /// series' pending count.
+    Pending { fold: bool },
+}
+
+impl Route {
+    /// The route of a write of `space`'s series in `keys`' layout.
+    pub fn of(keys: SpaceKeys<'_>, space: &Space) -> Route {
+        if !keys.folds(space.kind) {
+            Route::Plain
+        } else if space.kind == Kind::Sum && space.precisions.len() < SUM_FOLD_MIN {
+            Route::Checked
+        } else {
+            Route::Pending { fold: true }
+        }
+    }
+
+    /// True for a call through pending slices.
+    pub fn pending(self) -> bool {
+        matches!(self, Route::Pending { .. })
+    }
+}
+
 /// One `engine_apply.lua` call, ready to send, and the op each merge
 /// stands for (to name the series in an overflow error, and to take the
 /// call back on a cluster).
 pub(super) struct ApplyCall<'a> {
     pub cmd: redis::Cmd,
     pub kind: Kind,
+    /// How it writes, which says the script it is sent to.
+    pub route: Route,
+    /// The series it writes, to build it again on another route.
+    pub writes: Vec<&'a SeriesWrite>,
     /// What a series of the space is called in messages
     /// ([`crate::engine::store::Space::noun`]).
     pub noun: &'static str,
@@ -70,7 +123,10 @@ pub(super) fn short_call(
     let [write] = batch.writes.as_slice() else {
         return Ok(None);
     };
-    if batch.space.kind != Kind::Sum || !keys.folds(Kind::Sum) || !folds(&batch.space, write) {
+    if batch.space.kind != Kind::Sum
+        || Route::of(keys, &batch.space) != (Route::Pending { fold: true })
+        || !folds(&batch.space, write)
+    {
         return Ok(None);
     }
     let (Some(finest), Some(delta)) = (write.cells.first(), write.cells[0].delta.as_sum()) else {
@@ -101,7 +157,8 @@ pub(super) fn short_call(
 /// KEYS are the writer lane's record (if any), the hashes the layout
 /// groups the writes into, then the registries (each with its `ends@e`
 /// where the layout keeps one), then the kind's extra keys; ARGV refers to
-/// them by index (the protocol part of `lua/engine_apply.lua`).
+/// them by index (the protocol part of `lua/engine_apply.lua`), as
+/// `route` says.
 pub(super) fn apply_call<'a>(
     script: &Script,
     keys: SpaceKeys<'_>,
@@ -109,6 +166,7 @@ pub(super) fn apply_call<'a>(
     writes: &[&'a SeriesWrite],
     batch: &Batch,
     now: Timestamp,
+    route: Route,
 ) -> Result<ApplyCall<'a>> {
     let shards: Vec<u32> = writes.iter().map(|w| keys.shard(w.name.as_str())).collect();
     let groups = keys.groups(&batch.space, writes, now)?;
@@ -127,14 +185,12 @@ pub(super) fn apply_call<'a>(
     let marker = batch.seq.is_some();
     let ends = keys.keeps_ends();
     let per_registry = 1 + usize::from(ends);
-    // Statistics go through their pending slices where the layout keeps
-    // them (`stats_fold.lua`): a series' pending key takes the place a
-    // gauge's current-value key has.
-    let pending = keys.folds(kind.kind);
-    let folds: Vec<bool> = if pending {
-        writes.iter().map(|w| folds(&batch.space, w)).collect()
-    } else {
-        Vec::new()
+    // Through pending slices (`stats_fold.lua`), a series' pending key
+    // takes the place a gauge's current-value key has.
+    let pending = route.pending();
+    let folds: Vec<bool> = match route {
+        Route::Pending { fold: true } => writes.iter().map(|w| folds(&batch.space, w)).collect(),
+        _ => vec![false; writes.len()],
     };
     let currents = if kind.current || pending {
         writes.len()
@@ -179,13 +235,15 @@ pub(super) fn apply_call<'a>(
         cmd.arg(keys.scratch(shards[0], n));
     }
     // ARGV: the header, then per hash its (slice, delta) pairs.
-    cmd.arg(match (ends, pending, marker) {
-        (false, false, false) => "0",
-        (false, false, true) => "1",
+    cmd.arg(match (ends, route, marker) {
         (true, _, false) => "2",
         (true, _, true) => "3",
-        (false, true, false) => "4",
-        (false, true, true) => "5",
+        (false, Route::Plain, false) => "0",
+        (false, Route::Plain, true) => "1",
+        (false, Route::Pending { .. }, false) => "4",
+        (false, Route::Pending { .. }, true) => "5",
+        (false, Route::Checked, false) => "6",
+        (false, Route::Checked, true) => "7",
     })
     .arg(batch.seq.map_or(0, |s| s.seq))
     .arg(kind.kind.code())
@@ -323,6 +381,8 @@ pub(super) fn apply_call<'a>(
     Ok(ApplyCall {
         cmd,
         kind: kind.kind,
+        route,
+        writes: writes.to_vec(),
         noun: batch.space.noun(),
         marker,
         op_keys,

@@ -14,9 +14,9 @@ use crate::engine::{Precision, Retention, SliceRead, Value};
 /// keys by name.
 const ECHO: &str = r#"
 local out = {}
-local marker, expiring, pending, seq, kind, h, at = apply_header()
+local marker, expiring, pending, seq, kind, h, at, check = apply_header()
 out[#out + 1] = 'header ' .. marker .. ' ' .. tostring(expiring) .. ' ' .. tostring(pending)
-  .. ' ' .. seq .. ' ' .. kind
+  .. ' ' .. seq .. ' ' .. kind .. ' ' .. tostring(check)
 local np, pat = 0, 0
 if pending then
   np, pat = apply_precisions()
@@ -129,12 +129,14 @@ fn expected(keys: SpaceKeys<'_>, batch: &Batch, now: Timestamp) -> Vec<String> {
     let writes: Vec<&SeriesWrite> = batch.writes.iter().collect();
     let groups = keys.groups(&batch.space, &writes, now).unwrap();
     let ends = keys.keeps_ends();
-    let pending = keys.folds(batch.space.kind);
+    let route = Route::of(keys, &batch.space);
+    let pending = route.pending();
     let mut out = vec![format!(
-        "header {} {ends} {pending} {} {}",
+        "header {} {ends} {pending} {} {} {}",
         u8::from(batch.seq.is_some()),
         batch.seq.map_or(0, |s| s.seq),
-        batch.space.kind.code()
+        batch.space.kind.code(),
+        route == Route::Checked
     )];
     if pending {
         let list: Vec<String> = batch
@@ -300,6 +302,9 @@ async fn the_apply_prelude_reads_what_rust_builds() {
         seq: 42,
     };
     let counters = Arc::new(Space::counters(&[1, 60], 10));
+    // Enough precisions for counters to fold (SUM_FOLD_MIN).
+    let folding = Arc::new(Space::counters(&super::super::testing::FOLDING, 10));
+    assert_eq!(folding.precisions.len(), SUM_FOLD_MIN);
     let space = |id: &'static str, kind: Kind| {
         Arc::new(
             Space::new(
@@ -319,6 +324,8 @@ async fn the_apply_prelude_reads_what_rust_builds() {
             Some(seq),
         ),
         (Layout::default(), counters.clone(), Value::Sum(1), None),
+        (Layout::default(), folding.clone(), Value::Sum(-2), Some(seq)),
+        (Layout::default(), folding.clone(), Value::Sum(6), None),
         (Layout::Ria, counters.clone(), Value::Sum(3), Some(seq)),
         (
             Layout::parse("expiring", "app").unwrap(),
@@ -376,13 +383,20 @@ async fn the_apply_prelude_reads_what_rust_builds() {
         ),
     ];
     for (layout, space, delta, seq) in cases {
+        let every: Vec<(u64, u64)> = space
+            .precisions
+            .iter()
+            .map(|p| (p.seconds, 1_000_000 / p.seconds * p.seconds))
+            .collect();
         let batch = Batch {
             space: space.clone(),
             writes: vec![
                 write("a", &[(1, 999_998), (1, 999_999), (60, 999_960)], &delta),
                 write("b.c", &[(60, 999_960)], &delta),
                 write("d", &[(1, 1_000_000)], &delta),
-                write("e", &[(1, 1_000_000), (60, 999_960)], &delta),
+                // One cell per precision of the space: through its
+                // pending slice where the space folds.
+                write("e", &every, &delta),
             ],
             seq,
         };
@@ -390,7 +404,8 @@ async fn the_apply_prelude_reads_what_rust_builds() {
         let kind = kinds::of(space.kind).unwrap();
         let writes: Vec<&SeriesWrite> = batch.writes.iter().collect();
         let script = Script::new("return 0");
-        let call = apply_call(&script, keys, kind, &writes, &batch, now).unwrap();
+        let route = Route::of(keys, &batch.space);
+        let call = apply_call(&script, keys, kind, &writes, &batch, now, route).unwrap();
         let mut got = echo(&mut conn, &call).await;
         // A gauge's run names its current-value key by KEYS index:
         // checked as a key above, its index stood in for here.
@@ -483,7 +498,7 @@ async fn a_reverted_call_leaves_what_it_found() {
                 seq: 7,
             }),
         };
-        let calls = store.apply_calls(keys, &batch).unwrap();
+        let calls = store.apply_calls(keys, &batch, Route::of(keys, &space)).unwrap();
         assert_eq!(calls.len(), 1);
         store.run_apply(&calls[0]).await.unwrap();
         store.run_revert(keys, &space, &calls[0]).await.unwrap();
@@ -540,7 +555,7 @@ async fn a_revert_after_a_fold_takes_back_from_the_precisions() {
     let now = 1_000_020u64;
     let (_server, redis, store, space) = super::super::testing::counters_at(now).await;
     let keys = store.layout.space_keys(&space);
-    let at = |second: u64| [(1, second), (60, second / 60 * 60)];
+    let at = super::super::testing::cells_at;
     let batch = |n: i64, second: u64, seq: u64| Batch {
         space: space.clone(),
         writes: vec![write("a", &at(second), &Value::Sum(n))],
@@ -570,7 +585,7 @@ async fn a_revert_after_a_fold_takes_back_from_the_precisions() {
         vec![Some((now - 1).to_string()), Some("0".into())]
     );
     let third = batch(3, now - 1, 3);
-    let calls = store.apply_calls(keys, &third).unwrap();
+    let calls = store.apply_calls(keys, &third, Route::of(keys, &space)).unwrap();
     assert_eq!(calls[0].pending.len(), 1, "a's write is one pending entry");
     store.run_apply(&calls[0]).await.unwrap();
     assert_eq!(

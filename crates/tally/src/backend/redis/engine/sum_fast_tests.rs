@@ -8,10 +8,10 @@
 //! nothing elsewhere.
 
 use super::kinds;
-use super::testing::{counters_at, sums_of, write};
+use super::testing::{FOLDING, cells_at, counters_at, sums_of, write};
 use super::*;
 use crate::engine::store::WriteSeq;
-use super::protocol::{ApplyCall, SHORT_LUA, short_call};
+use super::protocol::{ApplyCall, Route, SHORT_LUA, short_call};
 use crate::engine::{Applied, SeriesWrite, Value};
 
 /// Every key of the server: its name, its DUMP and whether it expires,
@@ -85,7 +85,7 @@ async fn the_fast_path_does_what_the_full_path_does() {
         with_fast.strip_suffix(full.as_str()).unwrap()
     );
     assert!(fast_alone.len() > 100, "the sums' script starts with its fast path");
-    let at = |second: u64| [(1, second), (60, second / 60 * 60)];
+    let at = cells_at;
     let batch = |writes: Vec<SeriesWrite>, seq: Option<u64>| Batch {
         space: space.clone(),
         writes,
@@ -176,7 +176,7 @@ async fn the_fast_path_does_what_the_full_path_does() {
                 .unwrap();
         }
         let saved = state(&mut conn).await;
-        let calls = store.apply_calls(keys, call).unwrap();
+        let calls = store.apply_calls(keys, call, Route::of(keys, &space)).unwrap();
         assert_eq!(calls.len(), 1, "{what}");
         let took = run(&mut conn, &fast_alone, &calls[0]).await;
         restore(&mut conn, &saved).await;
@@ -243,7 +243,7 @@ async fn busy_writes_take_the_short_call() {
     let pending = keys.pending("a");
     let one = |n: i64, seq: u64| Batch {
         space: space.clone(),
-        writes: vec![write("a", &[(1, now), (60, now / 60 * 60)], &Value::Sum(n))],
+        writes: vec![write("a", &cells_at(now), &Value::Sum(n))],
         seq: Some(WriteSeq {
             writer: 1,
             lane: 0,
@@ -282,7 +282,13 @@ async fn busy_writes_take_the_short_call() {
     let _: () = redis::cmd("HSET")
         .arg(&pending)
         .arg("t")
-        .arg(format!("1:{} 60:{}", now - 1, now / 60 * 60))
+        .arg(
+            FOLDING
+                .iter()
+                .map(|&p| format!("{p}:{}", if p == 1 { now - 1 } else { now / p * p }))
+                .collect::<Vec<_>>()
+                .join(" "),
+        )
         .query_async(&mut redis.handle())
         .await
         .unwrap();
@@ -310,7 +316,7 @@ async fn the_pending_look_up_does_what_reading_every_pending_slice_does() {
     let look_up = "clear[c] = redis.call('EXISTS', unpack(KEYS, from, to)) == 0";
     assert!(looking.contains(look_up), "the apply script looks its pending slices up");
     let reading = looking.replace(look_up, "clear[c] = false");
-    let at = |second: u64| [(1, second), (60, second / 60 * 60)];
+    let at = cells_at;
     let batch = |writes: Vec<SeriesWrite>| Batch {
         space: space.clone(),
         writes,
@@ -325,7 +331,7 @@ async fn the_pending_look_up_does_what_reading_every_pending_slice_does() {
     twice.extend((0..40).map(|i| one(&format!("c{i}"), now)));
     // A counter written at two finest slices: its hashes are written
     // directly, its sums checked against its pending slice.
-    let direct = write("c0", &[(1, now - 1), (1, now), (60, now / 60 * 60)], &Value::Sum(5));
+    let direct = write("c0", &[vec![(1, now - 1)], cells_at(now)].concat(), &Value::Sum(5));
     let mut first_direct = vec![direct.clone()];
     first_direct.extend((1..50).map(|i| one(&format!("c{i}"), now)));
     let two_busy = [vec![many(now)], busy("c5", now), busy("c70", now)].concat();
@@ -380,7 +386,7 @@ async fn the_pending_look_up_does_what_reading_every_pending_slice_does() {
             store.apply_batch(b).await.unwrap();
         }
         let saved = state(&mut conn).await;
-        let calls = store.apply_calls(keys, call).unwrap();
+        let calls = store.apply_calls(keys, call, Route::of(keys, &space)).unwrap();
         assert_eq!(calls.len(), 1, "{what}");
         let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut conn).await.unwrap();
         let looked_reply = run(&mut conn, &looking, &calls[0]).await;

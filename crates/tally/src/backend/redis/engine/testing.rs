@@ -137,8 +137,17 @@ pub(super) async fn counters_at(
     let redis = Redis::connect(&server.url()).await.unwrap();
     let clock: SharedClock = std::sync::Arc::new(crate::clock::ManualClock::at(now as f64));
     let store = RedisSliceStore::new(redis.clone(), Layout::default(), clock).unwrap();
-    let space = std::sync::Arc::new(crate::engine::Space::counters(&[1, 60], 10));
+    let space = std::sync::Arc::new(crate::engine::Space::counters(&FOLDING, 10));
     (server, redis, store, space)
+}
+
+/// The precisions of [`counters_at`]'s space: as few as counters fold with
+/// ([`super::protocol::SUM_FOLD_MIN`]), 1 and 60 s among them.
+pub(super) const FOLDING: [u64; 5] = [1, 5, 10, 30, 60];
+
+/// A cell of each of [`FOLDING`]'s precisions at `second`.
+pub(super) fn cells_at(second: u64) -> Vec<(u64, u64)> {
+    FOLDING.iter().map(|&p| (p, second / p * p)).collect()
 }
 
 /// The slices of counter `name` of `space` at 1 and 60 s, read through

@@ -18,7 +18,9 @@
 -- last (sums have none: their pending slices end KEYS).
 -- ARGV[1]  '1' when KEYS[1] is the writer lane's record, else '0'; '3' and
 --          '2' say the same for the expiring layout, '5' and '4' for a write
---          of statistics through their pending slices (stats_fold.lua)
+--          through pending slices (stats_fold.lua), '7' and '6' for a
+--          write of sums in a layout that keeps pending slices, not
+--          through them (a space of few precisions; see CHECK below)
 -- ARGV[2]  the write's sequence number in its lane
 -- ARGV[3]  the space's kind code: '1' for sums, else a key of KIND_MERGE
 -- ARGV[4]  h, the number of hashes
@@ -66,13 +68,15 @@ end
 
 -- The header: 1 when KEYS[1] is the writer lane's record (else 0), true in
 -- the expiring layout, true for a write through pending slices, the
--- sequence number and the kind's code (texts), h, and the ARGV index of the
--- first hash.
+-- sequence number and the kind's code (texts), h, the ARGV index of the
+-- first hash, and true for sums whose series may keep a pending slice
+-- that this write does not go through ('6', '7').
 local function apply_header()
   local flag = ARGV[1]
   local pending = flag == '4' or flag == '5'
-  return (flag == '1' or flag == '3' or flag == '5') and 1 or 0, flag == '2' or flag == '3',
-    pending, ARGV[2], ARGV[3], tonumber(ARGV[4]), pending and 6 + tonumber(ARGV[5]) or 5
+  return (flag == '1' or flag == '3' or flag == '5' or flag == '7') and 1 or 0,
+    flag == '2' or flag == '3', pending, ARGV[2], ARGV[3], tonumber(ARGV[4]),
+    pending and 6 + tonumber(ARGV[5]) or 5, flag == '6' or flag == '7'
 end
 
 -- A write through pending slices: the number of the space's precisions,
@@ -212,7 +216,7 @@ end
 -- kind), every merge already done is taken back (sums by subtraction,
 -- blobs by restoring the value they held) and the error
 -- "TALLY_OVERFLOW <op> ..." or "TALLY_FAILED <op> <message>" is returned.
-local marker, expiring, pending, seq, kind, h, first = apply_header()
+local marker, expiring, pending, seq, kind, h, first, check = apply_header()
 if marker == 1 then
   local last = tonumber(redis.call('GET', KEYS[1]) or '0')
   if tonumber(seq) <= last then
@@ -260,6 +264,12 @@ local clear, opened, lo, NO_PENDING = nil, nil, 0, nil
 -- fields, within what unpack and one command take comfortably). Below
 -- that, HINCRBY per field is as cheap as the lookup.
 local NEW_HASH_MIN, NEW_HASH_MAX = 3, 500
+
+-- Sums in a write with `check`: a count this far from 0 is checked against
+-- its series' pending count (stats_fold.lua's rule for opening one), by
+-- sending the call again through the pending slices; CHECK is the error
+-- that asks for it.
+local SUM_BIG, CHECK = 9e17, 'TALLY_CHECK'
 
 -- Sums: adds the m (field, delta) pairs from ARGV[at] to hash `key`: a hash
 -- that does not exist yet, of NEW_HASH_MIN to NEW_HASH_MAX fields (in the
@@ -464,11 +474,38 @@ if pending then
     k = k + n
   end
 elseif not merge then
+  -- Sums without pending slices: each hash's pairs added here (a function
+  -- call per hash costs Redis about as much as its HINCRBY), a new hash of
+  -- NEW_HASH_MIN fields or more by add_sums. With `check` (a series that
+  -- may keep a pending slice from a setting of more precisions, which no
+  -- write here is checked against), a count that passes SUM_BIG in
+  -- magnitude stops the call: it is taken back whole, and answered CHECK
+  -- for the client to send it again through the pending slices, whose
+  -- direct entries check each sum against its series' pending count.
   for k = 1, h do
-    local _, _, _, m, pairs_at = apply_hash(at, false)
-    local j, e
-    at, held[k], _, _, j, e = add_sums(KEYS[marker + k], pairs_at, m, nil, nil, nil)
-    -- On a failure, op stops at the cell that failed.
+    local key = KEYS[marker + k]
+    local m, j, e, _ = count(ARGV[at]), nil, nil, nil
+    if not check and m >= NEW_HASH_MIN and m <= NEW_HASH_MAX then
+      at, held[k], _, _, j, e = add_sums(key, at + 1, m, nil, nil, nil)
+    else
+      local r, done = nil, 0
+      at = at + 1
+      while done < m do
+        r = redis.pcall('HINCRBY', key, ARGV[at], ARGV[at + 1])
+        if type(r) == 'table' then
+          j, e = done, r.err
+          break
+        end
+        at, done = at + 2, done + 1
+        if check and (r >= SUM_BIG or r <= -SUM_BIG) then
+          j, e = done, CHECK
+          break
+        end
+      end
+      held[k] = m > 0 and r ~= count(ARGV[at - 1])
+    end
+    -- On a failure, op stops at the cell that failed (after the one that
+    -- passed SUM_BIG).
     op = op + (e and j or m)
     if e then
       failed, err = op, e
@@ -567,6 +604,9 @@ if failed then
     fold_undo(undo)
   end
   if not merge then
+    if err == CHECK then
+      return redis.error_reply(CHECK .. ' ' .. failed .. ' a count passed 9e17 unchecked')
+    end
     if string.find(err, 'overflow', 1, true) then
       return redis.error_reply('TALLY_OVERFLOW ' .. failed)
     end
