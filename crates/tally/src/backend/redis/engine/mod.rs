@@ -96,9 +96,10 @@ const PENDING_AT_MAX: usize = 100_000;
 pub struct RedisSliceStore {
     redis: Redis,
     layout: Layout,
-    /// `engine_apply.lua` of each kind of [`kinds::KINDS`], in its order:
-    /// with the kind's merge prepended (none for sums, so an exact
-    /// increment runs no more Lua than counters always did).
+    /// `engine_apply.lua` of each kind of [`kinds::KINDS`], in its order,
+    /// for calls through pending slices: with the kind's merge prepended
+    /// (none for sums), its pending slices' functions and, for sums, the
+    /// fast path ([`kinds::KindStore::apply_lua`]).
     apply: [Script; kinds::KINDS.len()],
     /// The same without the pending slices' functions, for calls not
     /// through them ([`protocol::Route`]).

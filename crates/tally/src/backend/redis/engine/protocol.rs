@@ -33,10 +33,10 @@ const END_OF_PROTOCOL: &str = "-- End of the protocol.\n";
 /// Sums go through pending slices only in a space of at least this many
 /// precisions. A busy counter's write into its pending slice is one
 /// `HINCRBY` where a write of every precision is one per precision, but
-/// costs an `HMGET` and the fold's script; counted by callgrind on
-/// recorded calls (`docs/bench-log/before-after-20.md`), the pending
-/// slice costs Redis more than it saves up to four precisions and less
-/// from five.
+/// costs an `HMGET` and the fold's script; counted by callgrind on calls
+/// of two busy counters (`docs/bench-log/before-after-20.md`), the
+/// pending slice costs Redis more than it saves up to four precisions and
+/// less from five.
 pub(super) const SUM_FOLD_MIN: usize = 5;
 
 /// How an apply call writes its series, and so which of its kind's
