@@ -87,7 +87,8 @@ pub(super) struct ApplyCall<'a> {
     pub kind: Kind,
     /// How it writes, which says the script it is sent to.
     pub route: Route,
-    /// The series it writes, to build it again on another route.
+    /// The series it writes, kept by a [`Route::Checked`] call only (to be
+    /// built again checked); empty otherwise.
     pub writes: Vec<&'a SeriesWrite>,
     /// What a series of the space is called in messages
     /// ([`crate::engine::store::Space::noun`]).
@@ -190,7 +191,9 @@ pub(super) fn apply_call<'a>(
     let pending = route.pending();
     let folds: Vec<bool> = match route {
         Route::Pending { fold: true } => writes.iter().map(|w| folds(&batch.space, w)).collect(),
-        _ => vec![false; writes.len()],
+        Route::Pending { fold: false } => vec![false; writes.len()],
+        // Read only through pending slices.
+        Route::Plain | Route::Checked => Vec::new(),
     };
     let currents = if kind.current || pending {
         writes.len()
@@ -382,7 +385,11 @@ pub(super) fn apply_call<'a>(
         cmd,
         kind: kind.kind,
         route,
-        writes: writes.to_vec(),
+        writes: if route == Route::Checked {
+            writes.to_vec()
+        } else {
+            Vec::new()
+        },
         noun: batch.space.noun(),
         marker,
         op_keys,
