@@ -387,14 +387,8 @@ if pending then
         else
           local r = nil
           at = pairs_at
-          while done < m do
-            r = redis.pcall('HINCRBY', key, ARGV[at], ARGV[at + 1])
-            if type(r) == 'table' then
-              j, e = done, r.err
-              break
-            end
-            at, done = at + 2, done + 1
-          end
+          -- (`check` is never set on this route.)
+          -- @sum_incr.lua
           -- Only a series' last hash vouches for its member here (the
           -- default layout's): the others' count is not parsed.
           held[k + i] = i == n - 1 and m > 0 and r ~= count(ARGV[at - 1])
@@ -494,18 +488,7 @@ elseif not merge then
     else
       local r, done = nil, 0
       at = at + 1
-      while done < m do
-        r = redis.pcall('HINCRBY', key, ARGV[at], ARGV[at + 1])
-        if type(r) == 'table' then
-          j, e = done, r.err
-          break
-        end
-        at, done = at + 2, done + 1
-        if check and (r >= SUM_BIG or r <= -SUM_BIG) then
-          j, e = done, CHECK
-          break
-        end
-      end
+      -- @sum_incr.lua
       if m > 0 and r ~= (DIGITS[ARGV[at - 1]] or tonumber(ARGV[at - 1])) then
         held[k] = true
       end
