@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use anyhow::{Result, ensure};
+use anyhow::{Context, Result, ensure};
 use tally::{
     Backend, BackendConfig, CounterSettings, Counters, DailySettings, DailyStats, Increment,
     ManualClock, SystemClock, View,
@@ -64,7 +64,8 @@ async fn measure(masters: usize, seconds: f64, writers: usize) -> Result<Ingest>
         urls: cluster.urls(),
         layout: Default::default(),
     })
-    .await?;
+    .await
+    .with_context(|| format!("{masters} master(s): opening the cluster"))?;
     let clock = Arc::new(ManualClock::at(
         tally::Clock::now(&SystemClock).whole_secs() as f64,
     ));
@@ -81,12 +82,15 @@ async fn measure(masters: usize, seconds: f64, writers: usize) -> Result<Ingest>
     )?;
 
     // Counters first, then daily views, each for `seconds`.
-    let (sent, counter_rate) = write(&counters, seconds, writers, increments).await?;
+    let (sent, counter_rate) = write(&counters, seconds, writers, increments)
+        .await
+        .with_context(|| format!("{masters} master(s): writing counters"))?;
     // Check: every increment is stored once.
     let names: Vec<String> = (0..NAMES).map(name).collect();
     let mut stored = 0i64;
     for chunk in names.chunks(1000) {
-        for series in counters.get_many(chunk, Some(86_400)).await? {
+        let read = counters.get_many(chunk, Some(86_400)).await;
+        for series in read.with_context(|| format!("{masters} master(s): reading counters"))? {
             stored += series[0].samples.iter().map(|s| s.count).sum::<i64>();
         }
     }
@@ -95,7 +99,9 @@ async fn measure(masters: usize, seconds: f64, writers: usize) -> Result<Ingest>
         "{masters} master(s): stored {stored} != sent {sent}"
     );
 
-    let (_, daily_rate) = write(&daily, seconds, writers, views).await?;
+    let (_, daily_rate) = write(&daily, seconds, writers, views)
+        .await
+        .with_context(|| format!("{masters} master(s): writing daily views"))?;
     drop(cluster);
     Ok(Ingest {
         masters,
