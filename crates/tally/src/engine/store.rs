@@ -559,6 +559,21 @@ pub trait SliceStore: Send + Sync + fmt::Debug + 'static {
         contains_by_listing(self, space, names).await
     }
 
+    /// [`SliceStore::read`] of names that may name no series: `None` for
+    /// each that is not a series of the space ([`SliceStore::contains`]).
+    /// The Graphite API's read of a pattern naming its series outright.
+    /// The default asks both at once (one round trip on Redis); a store
+    /// that learns it while reading answers in one step (SQLite: one
+    /// blocking call instead of two).
+    async fn read_held(&self, read: SliceRead<'_>) -> Result<Vec<Option<Vec<Slices>>>> {
+        let (held, slices) = futures::join!(self.contains(read.space, read.names), self.read(read));
+        Ok(held?
+            .into_iter()
+            .zip(slices?)
+            .map(|(held, slices)| held.then_some(slices))
+            .collect())
+    }
+
     /// Deletes every precision of a series; true if it held anything.
     async fn delete(&self, space: &Space, name: &Name) -> Result<bool>;
 

@@ -497,32 +497,44 @@ impl Source {
     }
 
     /// The series of `family`'s `names` over the window whisper reads for
-    /// `(from, until]` at `now`; empty when whisper reads nothing.
+    /// `(from, until]` at `now`; empty when whisper reads nothing. With
+    /// `named` (a pattern naming its one series outright), `None` when
+    /// that name is no series of the family, learnt in the same store call
+    /// as the read ([`SliceStore::read_held`]).
     async fn read(
         &self,
         family: &Family,
         pattern: &str,
         names: &[(Name, Vec<usize>)],
         (from, until, now): (i64, i64, i64),
-    ) -> GResult<Vec<Series>> {
-        let Some(window) = tally_graphite::window(&family.archives, from, until, now) else {
-            return Ok(Vec::new());
+        named: bool,
+    ) -> GResult<Option<Vec<Series>>> {
+        let only: Vec<Name> = names.iter().map(|(n, _)| n.clone()).collect();
+        let window = tally_graphite::window(&family.archives, from, until, now)
+            .filter(|w| !names.is_empty() && w.end > w.start);
+        let Some(window) = window else {
+            if !named {
+                return Ok(Some(Vec::new()));
+            }
+            let held = family.store.contains(&family.space, &only).await;
+            return Ok(held.map_err(store_error)?.iter().all(|&h| h).then(Vec::new));
         };
-        if names.is_empty() || window.end <= window.start {
-            return Ok(Vec::new());
-        }
         let step = window.step;
         let slots = ((window.end - window.start) / step) as usize;
-        let only: Vec<Name> = names.iter().map(|(n, _)| n.clone()).collect();
         let selected = SliceSel::Range {
             from: window.start.max(0) as u64,
             to: (window.end - 1).max(0) as u64,
         };
-        let read = family
-            .store
-            .read(SliceRead::new(&family.space, &only, &[step as u64]).slices(selected))
-            .await
-            .map_err(store_error)?;
+        let precision = [step as u64];
+        let read = SliceRead::new(&family.space, &only, &precision).slices(selected);
+        let read = if named {
+            match family.store.read_held(read).await.map_err(store_error)? {
+                held if held.iter().all(Option::is_some) => held.into_iter().flatten().collect(),
+                _ => return Ok(None),
+            }
+        } else {
+            family.store.read(read).await.map_err(store_error)?
+        };
         let mut out = Vec::new();
         for ((name, leaves), mut per) in names.iter().zip(read) {
             let slices = per.pop().unwrap_or_default();
@@ -547,7 +559,7 @@ impl Source {
                 ));
             }
         }
-        Ok(out)
+        Ok(Some(out))
     }
 
     /// The nodes of `family` at the pattern's depth, added to `out`.
@@ -708,21 +720,16 @@ impl tally_graphite::Store for Source {
                         let window = (from, until, now);
                         match matched {
                             Matched::Listed(names) => {
-                                Ok((self.read(family, glob.text(), names, window).await?, 0))
+                                let read = self.read(family, glob.text(), names, window, false);
+                                Ok((read.await?.unwrap_or_default(), 0))
                             }
                             Matched::Named(name, leaves) => {
                                 let one = [(name.clone(), leaves.clone())];
-                                let (held, series) = futures::join!(
-                                    family
-                                        .store
-                                        .contains(&family.space, std::slice::from_ref(name)),
-                                    self.read(family, glob.text(), &one, window)
-                                );
-                                if held.map_err(store_error)?.first() == Some(&true) {
-                                    Ok((series?, leaves.len()))
-                                } else {
-                                    Ok((Vec::new(), 0))
-                                }
+                                let read = self.read(family, glob.text(), &one, window, true);
+                                Ok(match read.await? {
+                                    Some(series) => (series, leaves.len()),
+                                    None => (Vec::new(), 0),
+                                })
                             }
                         }
                     })

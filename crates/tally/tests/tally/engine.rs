@@ -264,6 +264,31 @@ async fn list_delete_and_clean(kind: Kind) {
         s.contains(&space, &asked).await.unwrap(),
         [true, false, false, true]
     );
+    // A read that tells names of no series apart: the slices `read` gives
+    // for each series, None for the others (including one whose selected
+    // slices are all empty: app:b holds nothing at or after 2001).
+    let precisions = [1, 100];
+    let all = SliceRead::new(&space, &asked, &precisions);
+    let read = s.read(all).await.unwrap();
+    let held = s.read_held(all).await.unwrap();
+    assert_eq!(
+        held,
+        [Some(read[0].clone()), None, None, Some(read[3].clone())]
+    );
+    assert!(read[0][0].contains(&(2000, Value::Sum(1))), "{read:?}");
+    let late = all.slices(SliceSel::Range {
+        from: 2001,
+        to: 3000,
+    });
+    assert_eq!(
+        s.read_held(late).await.unwrap(),
+        [
+            Some(vec![vec![], vec![]]),
+            None,
+            None,
+            Some(vec![vec![], vec![]])
+        ]
+    );
     assert!(s.delete(&space, &name("app:c")).await.unwrap());
     assert!(!s.delete(&space, &name("app:c")).await.unwrap());
     assert_eq!(

@@ -104,7 +104,7 @@ impl SqliteSliceStore {
         &self,
         read: SliceRead<'_>,
         value: impl Fn(ValueRef<'_>) -> Result<T> + Send + 'static,
-    ) -> Result<Reads<T>> {
+    ) -> Result<HeldReads<T>> {
         let sql = self.tables(read.space).await?;
         let names = read.names.to_vec();
         let precisions = read.precisions.to_vec();
@@ -125,7 +125,8 @@ impl SqliteSliceStore {
 }
 
 /// Every selected slice of each (series, precision), each value read by
-/// `value`, in one snapshot.
+/// `value`, in one snapshot; `None` for a name that is no series of the
+/// space.
 fn read_in<T>(
     conn: &Connection,
     sql: &Tables,
@@ -133,7 +134,7 @@ fn read_in<T>(
     precisions: &[u64],
     sel: SliceSel,
     value: impl Fn(ValueRef<'_>) -> Result<T>,
-) -> Result<Reads<T>> {
+) -> Result<HeldReads<T>> {
     let mut id_of = conn.prepare_cached(&sql.series_id)?;
     let mut rows = conn.prepare_cached(match sel {
         SliceSel::All => &sql.read_all,
@@ -142,12 +143,12 @@ fn read_in<T>(
     let mut out = Vec::with_capacity(names.len());
     for name in names {
         let id: Option<i64> = id_of.query_row([name.as_str()], |r| r.get(0)).optional()?;
+        let Some(id) = id else {
+            out.push(None);
+            continue;
+        };
         let mut per = Vec::with_capacity(precisions.len());
         for &r in precisions {
-            let Some(id) = id else {
-                per.push(Vec::new());
-                continue;
-            };
             let mut found = match sel {
                 SliceSel::All => rows.query(params![id, r as i64])?,
                 SliceSel::Range { from, to } => rows.query(params![
@@ -165,9 +166,22 @@ fn read_in<T>(
             }
             per.push(slices);
         }
-        out.push(per);
+        out.push(Some(per));
     }
     Ok(out)
+}
+
+/// A read's slices of each series at each precision ([`Reads`]), `None`
+/// for a name that is no series.
+type HeldReads<T> = Vec<Option<Vec<Vec<(u64, T)>>>>;
+
+/// The reads of names that are no series as reads of nothing, at each
+/// precision.
+fn held_or_empty<T>(reads: HeldReads<T>, precisions: usize) -> Reads<T> {
+    reads
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| (0..precisions).map(|_| Vec::new()).collect()))
+        .collect()
 }
 
 #[async_trait]
@@ -182,20 +196,29 @@ impl SliceStore for SqliteSliceStore {
     }
 
     async fn read(&self, read: SliceRead<'_>) -> Result<Vec<Vec<Slices>>> {
-        let kind = kind_table(read.space.kind)?;
-        self.read_with(read, move |v| stored(kind, v)).await
+        let precisions = read.precisions.len();
+        let reads = self.read_held(read).await?;
+        Ok(held_or_empty(reads, precisions))
     }
 
     async fn read_sums(&self, read: SliceRead<'_>) -> Result<Reads<i64>> {
         check_sums(read.space)?;
-        self.read_with(read, |v| match v {
-            ValueRef::Integer(i) => Ok(i),
-            other => Err(Error::Corrupt(format!(
-                "a sum cell holds {:?}",
-                other.data_type()
-            ))),
-        })
-        .await
+        let precisions = read.precisions.len();
+        let reads = self
+            .read_with(read, |v| match v {
+                ValueRef::Integer(i) => Ok(i),
+                other => Err(Error::Corrupt(format!(
+                    "a sum cell holds {:?}",
+                    other.data_type()
+                ))),
+            })
+            .await?;
+        Ok(held_or_empty(reads, precisions))
+    }
+
+    async fn read_held(&self, read: SliceRead<'_>) -> Result<Vec<Option<Vec<Slices>>>> {
+        let kind = kind_table(read.space.kind)?;
+        self.read_with(read, move |v| stored(kind, v)).await
     }
 
     async fn list(&self, list: SeriesList<'_>) -> Result<Vec<String>> {
