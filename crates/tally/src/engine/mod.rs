@@ -47,7 +47,8 @@ pub use precision::Precision;
 pub use read::Sample;
 pub use series::Page;
 pub use store::{
-    Applied, Batch, BatchSink, CellDelta, CleanJob, CleanReport, Due, Reads, Retention, SeriesList,
-    SeriesWrite, SliceRead, SliceSel, SliceStore, Slices, Space, WriteSeq, contains_by_listing,
+    Applied, Batch, BatchSink, CellDelta, CleanJob, CleanReport, Due, HeldReads, Reads, Retention,
+    SeriesList, SeriesWrite, SliceRead, SliceSel, SliceStore, Slices, Space, WriteSeq,
+    contains_by_listing,
 };
 pub use writer::{WhenFull, Writer, WriterSettings, WriterStats};

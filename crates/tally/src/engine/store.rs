@@ -337,6 +337,10 @@ pub type Slices = Vec<(u64, Value)>;
 /// each (slice start, `T`).
 pub type Reads<T> = Vec<Vec<Vec<(u64, T)>>>;
 
+/// [`Reads`] that tell names of no series apart: `None` for each
+/// ([`SliceStore::read_held`]).
+pub type HeldReads<T = Value> = Vec<Option<Vec<Vec<(u64, T)>>>>;
+
 /// Every slice of `reads` through `f` (per series, per precision, in
 /// order), keeping the slices for which it returns `Some`.
 pub fn map_reads<T, U>(reads: Reads<T>, f: impl Fn(u64, T) -> Option<U>) -> Vec<Vec<Vec<U>>> {
@@ -565,13 +569,21 @@ pub trait SliceStore: Send + Sync + fmt::Debug + 'static {
     /// The default asks both at once (one round trip on Redis); a store
     /// that learns it while reading answers in one step (SQLite: one
     /// blocking call instead of two).
-    async fn read_held(&self, read: SliceRead<'_>) -> Result<Vec<Option<Vec<Slices>>>> {
+    async fn read_held(&self, read: SliceRead<'_>) -> Result<HeldReads> {
         let (held, slices) = futures::join!(self.contains(read.space, read.names), self.read(read));
         Ok(held?
             .into_iter()
             .zip(slices?)
             .map(|(held, slices)| held.then_some(slices))
             .collect())
+    }
+
+    /// [`SliceStore::read_held`] of each of `reads` (of any spaces), in
+    /// their order: a Graphite render's reads of every family. The default
+    /// runs them all at once (one round trip on Redis); SQLite makes them
+    /// one blocking call, in one snapshot.
+    async fn read_held_many(&self, reads: &[SliceRead<'_>]) -> Result<Vec<HeldReads>> {
+        futures::future::try_join_all(reads.iter().map(|&r| self.read_held(r))).await
     }
 
     /// Deletes every precision of a series; true if it held anything.

@@ -40,6 +40,7 @@
 //! What it does not do: parse targets, evaluate functions or format
 //! answers (`tally_graphite` does), or write anything.
 
+mod fetch;
 pub mod merged;
 pub mod path;
 
@@ -51,7 +52,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tally_graphite::{Archive, Error as GError, Fetch, Glob, Node, Result as GResult, Series};
 
-use crate::engine::{SeriesList, SliceRead, SliceSel, SliceStore, Space, Value};
+use crate::engine::{SeriesList, SliceRead, SliceStore, Space, Value};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -432,136 +433,6 @@ impl Source {
         Ok(out)
     }
 
-    /// The names of `family` whose leaves match `glob`, each with the
-    /// indices of its matching leaves; fails past `max` leaves in all
-    /// (counting `seen` already matched). A pattern naming its series
-    /// outright is not listed: its one name is checked as it is read. One
-    /// whose last node names none of a branch family's leaves reads nothing.
-    async fn matching(
-        &self,
-        family: &Family,
-        glob: &Glob,
-        max: usize,
-        seen: &mut usize,
-    ) -> GResult<Matched> {
-        let depth = glob.depth();
-        let root = family.root_nodes.len();
-        let leaf_nodes = usize::from(!family.shape.is_single());
-        if depth <= root + leaf_nodes || !family.root_matches(glob) {
-            return Ok(Matched::Listed(Vec::new()));
-        }
-        let name_nodes = depth - root - leaf_nodes;
-        let leaves: Vec<usize> = family
-            .shape
-            .leaves
-            .iter()
-            .enumerate()
-            .filter(|(_, l)| leaf_nodes == 0 || glob.node_matches(depth - 1, &l.node))
-            .map(|(i, _)| i)
-            .collect();
-        if leaves.is_empty() {
-            return Ok(Matched::Listed(Vec::new()));
-        }
-        let mut count = |n: usize| {
-            *seen += n;
-            if *seen > max {
-                return Err(series_limit(max));
-            }
-            Ok(())
-        };
-        if let Some(name) = exact_name(glob, root, name_nodes) {
-            return Ok(match Name::new(name) {
-                Ok(name) => Matched::Named(name, leaves),
-                Err(_) => Matched::Listed(Vec::new()),
-            });
-        }
-        let mut found = Vec::new();
-        family
-            .walk(family.name_prefix(glob), |name| {
-                let escaped = path::escape(name);
-                let nodes: Vec<&str> = escaped.split('.').collect();
-                if nodes.len() != name_nodes
-                    || !nodes
-                        .iter()
-                        .enumerate()
-                        .all(|(i, n)| glob.node_matches(root + i, n))
-                {
-                    return Ok(None);
-                }
-                count(leaves.len())?;
-                found.push((Name::new(name).map_err(store_error)?, leaves.clone()));
-                Ok(None)
-            })
-            .await?;
-        Ok(Matched::Listed(found))
-    }
-
-    /// The series of `family`'s `names` over the window whisper reads for
-    /// `(from, until]` at `now`; empty when whisper reads nothing. With
-    /// `named` (a pattern naming its one series outright), `None` when
-    /// that name is no series of the family, learnt in the same store call
-    /// as the read ([`SliceStore::read_held`]).
-    async fn read(
-        &self,
-        family: &Family,
-        pattern: &str,
-        names: &[(Name, Vec<usize>)],
-        (from, until, now): (i64, i64, i64),
-        named: bool,
-    ) -> GResult<Option<Vec<Series>>> {
-        let only: Vec<Name> = names.iter().map(|(n, _)| n.clone()).collect();
-        let window = tally_graphite::window(&family.archives, from, until, now)
-            .filter(|w| !names.is_empty() && w.end > w.start);
-        let Some(window) = window else {
-            if !named {
-                return Ok(Some(Vec::new()));
-            }
-            let held = family.store.contains(&family.space, &only).await;
-            return Ok(held.map_err(store_error)?.iter().all(|&h| h).then(Vec::new));
-        };
-        let step = window.step;
-        let slots = ((window.end - window.start) / step) as usize;
-        let selected = SliceSel::Range {
-            from: window.start.max(0) as u64,
-            to: (window.end - 1).max(0) as u64,
-        };
-        let precision = [step as u64];
-        let read = SliceRead::new(&family.space, &only, &precision).slices(selected);
-        let read = if named {
-            match family.store.read_held(read).await.map_err(store_error)? {
-                held if held.iter().all(Option::is_some) => held.into_iter().flatten().collect(),
-                _ => return Ok(None),
-            }
-        } else {
-            family.store.read(read).await.map_err(store_error)?
-        };
-        let mut out = Vec::new();
-        for ((name, leaves), mut per) in names.iter().zip(read) {
-            let slices = per.pop().unwrap_or_default();
-            let escaped = path::escape(name.as_str());
-            for &l in leaves {
-                let leaf = &family.shape.leaves[l];
-                let mut values = vec![None; slots];
-                for (start, value) in &slices {
-                    let offset = *start as i64 - window.start;
-                    if offset >= 0 && offset % step == 0 && ((offset / step) as usize) < slots {
-                        values[(offset / step) as usize] = (leaf.read)(value, step as u64);
-                    }
-                }
-                let path = path::join(&[&family.shape.root, &escaped, &leaf.node]);
-                out.push(Series::fetched(
-                    &path,
-                    pattern,
-                    window.start,
-                    window.end,
-                    step,
-                    values,
-                ));
-            }
-        }
-        Ok(Some(out))
-    }
-
     /// The nodes of `family` at the pattern's depth, added to `out`.
     async fn find_in(
         &self,
@@ -649,34 +520,6 @@ fn find_limit(max: usize) -> GError {
     ))
 }
 
-/// The names a pattern matches in a family, each with its matching leaves.
-enum Matched {
-    /// Found by listing.
-    Listed(Vec<(Name, Vec<usize>)>),
-    /// The one name the pattern names outright: a series if the store
-    /// holds it, checked as it is read (one round trip for both).
-    Named(Name, Vec<usize>),
-}
-
-/// The error of a render past its limit of series.
-fn series_limit(max: usize) -> GError {
-    GError::limit(format!(
-        "more than {max} series match the targets: the limit of series per \
-         render (--graphite-max-series)"
-    ))
-}
-
-/// The one name a pattern's nodes `root .. root + name_nodes` name, when
-/// each is exact and the name is its own path (no `_`, which may stand for
-/// a character a path cannot carry, and nothing escaping would change).
-fn exact_name(glob: &Glob, root: usize, name_nodes: usize) -> Option<String> {
-    let nodes: Vec<&str> = (root..root + name_nodes)
-        .map(|i| glob.exact_node(i))
-        .collect::<Option<_>>()?;
-    let name = nodes.join(".");
-    (!name.contains('_') && path::escape(&name) == name).then_some(name)
-}
-
 /// A store's failure, as the Graphite API's 500.
 fn store_error(e: Error) -> GError {
     GError::Store(e.to_string())
@@ -685,64 +528,7 @@ fn store_error(e: Error) -> GError {
 #[async_trait]
 impl tally_graphite::Store for Source {
     async fn fetch(&self, fetch: Fetch<'_>) -> tally_graphite::Result<Vec<Vec<Series>>> {
-        let Fetch {
-            patterns,
-            from,
-            until,
-            now,
-            max_series,
-        } = fetch;
-        // Per family (all at once), the names of every pattern; then the
-        // limit over every family; then one read per family and pattern,
-        // all at once.
-        let matched = self.families.iter().map(|family| async move {
-            let mut seen = 0;
-            let mut wanted = Vec::with_capacity(patterns.len());
-            for glob in patterns {
-                wanted.push(self.matching(family, glob, max_series, &mut seen).await?);
-            }
-            Ok::<_, GError>((wanted, seen))
-        });
-        let matched = futures::future::try_join_all(matched).await?;
-        let listed: usize = matched.iter().map(|(_, seen)| seen).sum();
-        if listed > max_series {
-            return Err(series_limit(max_series));
-        }
-        let reads = self
-            .families
-            .iter()
-            .zip(&matched)
-            .flat_map(|(family, (wanted, _))| {
-                patterns
-                    .iter()
-                    .zip(wanted)
-                    .map(move |(glob, matched)| async move {
-                        let window = (from, until, now);
-                        match matched {
-                            Matched::Listed(names) => {
-                                let read = self.read(family, glob.text(), names, window, false);
-                                Ok((read.await?.unwrap_or_default(), 0))
-                            }
-                            Matched::Named(name, leaves) => {
-                                let one = [(name.clone(), leaves.clone())];
-                                let read = self.read(family, glob.text(), &one, window, true);
-                                Ok(match read.await? {
-                                    Some(series) => (series, leaves.len()),
-                                    None => (Vec::new(), 0),
-                                })
-                            }
-                        }
-                    })
-            });
-        let reads: Vec<(Vec<Series>, usize)> = futures::future::try_join_all(reads).await?;
-        if listed + reads.iter().map(|(_, named)| named).sum::<usize>() > max_series {
-            return Err(series_limit(max_series));
-        }
-        let mut per_pattern: Vec<Vec<Series>> = vec![Vec::new(); patterns.len()];
-        for (i, (series, _)) in reads.into_iter().enumerate() {
-            per_pattern[i % patterns.len().max(1)].extend(series);
-        }
-        Ok(per_pattern)
+        self.fetch_series(fetch).await
     }
 
     async fn find(&self, pattern: &Glob, max: usize) -> tally_graphite::Result<Vec<Node>> {

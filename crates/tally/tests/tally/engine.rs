@@ -289,6 +289,18 @@ async fn list_delete_and_clean(kind: Kind) {
             Some(vec![vec![], vec![]])
         ]
     );
+    // Several reads in one call answer each as read_held does, in order.
+    let one = [name("db:x")];
+    let db = SliceRead::new(&space, &one, &precisions[1..]);
+    assert_eq!(
+        s.read_held_many(&[late, all, db]).await.unwrap(),
+        [
+            s.read_held(late).await.unwrap(),
+            held,
+            s.read_held(db).await.unwrap()
+        ]
+    );
+    assert_eq!(s.read_held_many(&[]).await.unwrap(), Vec::<Vec<_>>::new());
     assert!(s.delete(&space, &name("app:c")).await.unwrap());
     assert!(!s.delete(&space, &name("app:c")).await.unwrap());
     assert_eq!(

@@ -44,7 +44,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Sqlite;
 use crate::clock::SharedClock;
-use crate::engine::store::{Reads, check_sums};
+use crate::engine::store::{HeldReads, Reads, check_sums};
 use crate::engine::{
     Applied, Batch, CleanJob, CleanReport, SeriesList, SliceRead, SliceSel, SliceStore, Slices,
     Space,
@@ -171,10 +171,6 @@ fn read_in<T>(
     Ok(out)
 }
 
-/// A read's slices of each series at each precision ([`Reads`]), `None`
-/// for a name that is no series.
-type HeldReads<T> = Vec<Option<Vec<Vec<(u64, T)>>>>;
-
 /// The reads of names that are no series as reads of nothing, at each
 /// precision.
 fn held_or_empty<T>(reads: HeldReads<T>, precisions: usize) -> Reads<T> {
@@ -216,9 +212,31 @@ impl SliceStore for SqliteSliceStore {
         Ok(held_or_empty(reads, precisions))
     }
 
-    async fn read_held(&self, read: SliceRead<'_>) -> Result<Vec<Option<Vec<Slices>>>> {
+    async fn read_held(&self, read: SliceRead<'_>) -> Result<HeldReads> {
         let kind = kind_table(read.space.kind)?;
         self.read_with(read, move |v| stored(kind, v)).await
+    }
+
+    async fn read_held_many(&self, reads: &[SliceRead<'_>]) -> Result<Vec<HeldReads>> {
+        let mut owned = Vec::with_capacity(reads.len());
+        for r in reads {
+            let kind = kind_table(r.space.kind)?;
+            let sql = self.tables(r.space).await?;
+            owned.push((sql, kind, r.names.to_vec(), r.precisions.to_vec(), r.slices));
+        }
+        self.db
+            .read(move |conn| {
+                conn.execute_batch("BEGIN")?;
+                let result = owned
+                    .iter()
+                    .map(|(sql, kind, names, precisions, slices)| {
+                        read_in(conn, sql, names, precisions, *slices, |v| stored(kind, v))
+                    })
+                    .collect();
+                conn.execute_batch("COMMIT")?;
+                result
+            })
+            .await
     }
 
     async fn list(&self, list: SeriesList<'_>) -> Result<Vec<String>> {
