@@ -578,12 +578,21 @@ pub trait SliceStore: Send + Sync + fmt::Debug + 'static {
             .collect())
     }
 
-    /// [`SliceStore::read_held`] of each of `reads` (of any spaces), in
-    /// their order: a Graphite render's reads of every family. The default
-    /// runs them all at once (one round trip on Redis); SQLite makes them
-    /// one blocking call, in one snapshot.
-    async fn read_held_many(&self, reads: &[SliceRead<'_>]) -> Result<Vec<HeldReads>> {
-        futures::future::try_join_all(reads.iter().map(|&r| self.read_held(r))).await
+    /// Several reads (of any spaces) in their order, each with whether it
+    /// asks which of its names are series ([`SliceStore::read_held`]; one
+    /// that does not reads each name as [`SliceStore::read`] does, `Some`):
+    /// a Graphite render's reads of every family. The default runs them all
+    /// at once (one round trip on Redis); SQLite makes them one blocking
+    /// call, in one snapshot.
+    async fn read_many(&self, reads: &[(SliceRead<'_>, bool)]) -> Result<Vec<HeldReads>> {
+        futures::future::try_join_all(reads.iter().map(|&(read, held)| async move {
+            if held {
+                self.read_held(read).await
+            } else {
+                Ok(self.read(read).await?.into_iter().map(Some).collect())
+            }
+        }))
+        .await
     }
 
     /// Deletes every precision of a series; true if it held anything.

@@ -199,7 +199,7 @@ impl Source {
 
     /// The series of every pattern: per family (all at once) the names of
     /// every pattern; then the limit over every family; then every read,
-    /// in one call per store ([`SliceStore::read_held_many`]).
+    /// in one call per store ([`SliceStore::read_many`]).
     pub(super) async fn fetch_series(&self, fetch: Fetch<'_>) -> GResult<Vec<Vec<Series>>> {
         let Fetch {
             patterns,
@@ -267,8 +267,11 @@ async fn read_plans(plans: &[Plan<'_>]) -> GResult<Vec<Option<Vec<Series>>>> {
         }
     }
     let calls = stores.iter().map(|(store, group)| async move {
-        let reads: Vec<SliceRead<'_>> = group.iter().filter_map(|&i| plans[i].read()).collect();
-        store.read_held_many(&reads).await
+        let reads: Vec<(SliceRead<'_>, bool)> = group
+            .iter()
+            .filter_map(|&i| Some((plans[i].read()?, plans[i].named)))
+            .collect();
+        store.read_many(&reads).await
     });
     let checks = plans
         .iter()

@@ -217,20 +217,30 @@ impl SliceStore for SqliteSliceStore {
         self.read_with(read, move |v| stored(kind, v)).await
     }
 
-    async fn read_held_many(&self, reads: &[SliceRead<'_>]) -> Result<Vec<HeldReads>> {
+    async fn read_many(&self, reads: &[(SliceRead<'_>, bool)]) -> Result<Vec<HeldReads>> {
+        // read_in answers None for a name that is no series; a read that
+        // did not ask gets it as `read` answers it, empty.
         let mut owned = Vec::with_capacity(reads.len());
-        for r in reads {
+        for (r, held) in reads {
             let kind = kind_table(r.space.kind)?;
             let sql = self.tables(r.space).await?;
-            owned.push((sql, kind, r.names.to_vec(), r.precisions.to_vec(), r.slices));
+            let read = (r.names.to_vec(), r.precisions.to_vec(), r.slices, *held);
+            owned.push((sql, kind, read));
         }
         self.db
             .read(move |conn| {
                 conn.execute_batch("BEGIN")?;
                 let result = owned
                     .iter()
-                    .map(|(sql, kind, names, precisions, slices)| {
-                        read_in(conn, sql, names, precisions, *slices, |v| stored(kind, v))
+                    .map(|(sql, kind, (names, precisions, slices, held))| {
+                        let read =
+                            read_in(conn, sql, names, precisions, *slices, |v| stored(kind, v))?;
+                        Ok(if *held {
+                            read
+                        } else {
+                            let all = held_or_empty(read, precisions.len());
+                            all.into_iter().map(Some).collect()
+                        })
                     })
                     .collect();
                 conn.execute_batch("COMMIT")?;
