@@ -3,6 +3,7 @@
 //! (on SQLite one blocking call a render instead of two per family and
 //! pattern).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use tally_graphite::{Error as GError, Fetch, Glob, Result as GResult, Series, Window};
@@ -44,7 +45,7 @@ struct Plan<'a> {
     family: &'a Family,
     pattern: &'a str,
     /// The names matched, each with its matching leaves.
-    names: Vec<(Name, Vec<usize>)>,
+    names: Cow<'a, [(Name, Vec<usize>)]>,
     /// The names alone, as the store reads them.
     only: Vec<Name>,
     /// A pattern naming its one series outright: whether the store holds
@@ -61,12 +62,14 @@ impl<'a> Plan<'a> {
     fn new(
         family: &'a Family,
         pattern: &'a str,
-        matched: &Matched,
+        matched: &'a Matched,
         (from, until, now): (i64, i64, i64),
     ) -> Self {
         let (names, named) = match matched {
-            Matched::Listed(names) => (names.clone(), false),
-            Matched::Named(name, leaves) => (vec![(name.clone(), leaves.clone())], true),
+            Matched::Listed(names) => (Cow::Borrowed(names.as_slice()), false),
+            Matched::Named(name, leaves) => {
+                (Cow::Owned(vec![(name.clone(), leaves.clone())]), true)
+            }
         };
         let window = tally_graphite::window(&family.archives, from, until, now)
             .filter(|w| !names.is_empty() && w.end > w.start);
