@@ -338,7 +338,7 @@ pub type Slices = Vec<(u64, Value)>;
 pub type Reads<T> = Vec<Vec<Vec<(u64, T)>>>;
 
 /// [`Reads`] that tell names of no series apart: `None` for each
-/// ([`SliceStore::read_held`]).
+/// ([`SliceStore::read_many`]).
 pub type HeldReads<T = Value> = Vec<Option<Vec<Vec<(u64, T)>>>>;
 
 /// Every slice of `reads` through `f` (per series, per precision, in
@@ -563,34 +563,25 @@ pub trait SliceStore: Send + Sync + fmt::Debug + 'static {
         contains_by_listing(self, space, names).await
     }
 
-    /// [`SliceStore::read`] of names that may name no series: `None` for
-    /// each that is not a series of the space ([`SliceStore::contains`]).
-    /// The Graphite API's read of a pattern naming its series outright.
-    /// The default asks both at once (one round trip on Redis); a store
-    /// that learns it while reading answers in one step (SQLite: one
-    /// blocking call instead of two).
-    async fn read_held(&self, read: SliceRead<'_>) -> Result<HeldReads> {
-        let (held, slices) = futures::join!(self.contains(read.space, read.names), self.read(read));
-        Ok(held?
-            .into_iter()
-            .zip(slices?)
-            .map(|(held, slices)| held.then_some(slices))
-            .collect())
-    }
-
     /// Several reads (of any spaces) in their order, each with whether it
-    /// asks which of its names are series ([`SliceStore::read_held`]; one
-    /// that does not reads each name as [`SliceStore::read`] does, `Some`):
-    /// a Graphite render's reads of every family. The default runs them all
-    /// at once (one round trip on Redis); SQLite makes them one blocking
-    /// call, in one snapshot.
+    /// asks which of its names are series ([`SliceStore::contains`]): such
+    /// a read answers `None` for a name that is none; one that does not ask
+    /// reads every name as [`SliceStore::read`] does (`Some`). A Graphite
+    /// render's reads of every family, where a pattern naming its series
+    /// outright asks. The default runs them all at once (one round trip on
+    /// Redis); SQLite makes them one blocking call, in one snapshot.
     async fn read_many(&self, reads: &[(SliceRead<'_>, bool)]) -> Result<Vec<HeldReads>> {
-        futures::future::try_join_all(reads.iter().map(|&(read, held)| async move {
-            if held {
-                self.read_held(read).await
-            } else {
-                Ok(self.read(read).await?.into_iter().map(Some).collect())
+        futures::future::try_join_all(reads.iter().map(|&(read, asks)| async move {
+            if !asks {
+                return Ok(self.read(read).await?.into_iter().map(Some).collect());
             }
+            let (held, slices) =
+                futures::join!(self.contains(read.space, read.names), self.read(read));
+            Ok(held?
+                .into_iter()
+                .zip(slices?)
+                .map(|(held, slices)| held.then_some(slices))
+                .collect())
         }))
         .await
     }

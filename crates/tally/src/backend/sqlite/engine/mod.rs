@@ -192,8 +192,9 @@ impl SliceStore for SqliteSliceStore {
     }
 
     async fn read(&self, read: SliceRead<'_>) -> Result<Vec<Vec<Slices>>> {
+        let kind = kind_table(read.space.kind)?;
         let precisions = read.precisions.len();
-        let reads = self.read_held(read).await?;
+        let reads = self.read_with(read, move |v| stored(kind, v)).await?;
         Ok(held_or_empty(reads, precisions))
     }
 
@@ -210,11 +211,6 @@ impl SliceStore for SqliteSliceStore {
             })
             .await?;
         Ok(held_or_empty(reads, precisions))
-    }
-
-    async fn read_held(&self, read: SliceRead<'_>) -> Result<HeldReads> {
-        let kind = kind_table(read.space.kind)?;
-        self.read_with(read, move |v| stored(kind, v)).await
     }
 
     async fn read_many(&self, reads: &[(SliceRead<'_>, bool)]) -> Result<Vec<HeldReads>> {
