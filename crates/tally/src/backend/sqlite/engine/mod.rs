@@ -59,6 +59,31 @@ use tables::{Tables, kind_table, stored};
 /// last write.
 pub const WRITER_TTL_SECS: u64 = 7 * 24 * 3600;
 
+/// The most slices a read may hold (its names times the slices each read
+/// precision keeps) to run on the calling thread ([`Sqlite::read_small`]):
+/// its indexed lookups then cost less than the hop to the blocking pool.
+/// One series of a Graphite render in every family, or every precision of
+/// one counter (7 × 120 slices), is such a read.
+const SMALL_READ_SLICES: u64 = 1024;
+
+/// At most how many slices `read` can find: the names times the slices
+/// each read precision keeps (a write trims each to its `keep`; a
+/// precision the space does not have finds none, counted as one lookup).
+fn most_slices(read: &SliceRead<'_>) -> u64 {
+    let per_name: u64 = read
+        .precisions
+        .iter()
+        .map(|&r| {
+            read.space
+                .precisions
+                .iter()
+                .find(|p| p.seconds == r)
+                .map_or(1, |p| p.keep.max(1))
+        })
+        .fold(0, u64::saturating_add);
+    per_name.saturating_mul(read.names.len() as u64)
+}
+
 /// Every space's values in a [`Sqlite`] database.
 #[derive(Clone, Debug)]
 pub struct SqliteSliceStore {
@@ -109,14 +134,17 @@ impl SqliteSliceStore {
         let names = read.names.to_vec();
         let precisions = read.precisions.to_vec();
         let slices = read.slices;
-        self.db
-            .read(move |conn| {
-                conn.execute_batch("BEGIN")?;
-                let result = read_in(conn, &sql, &names, &precisions, slices, value);
-                conn.execute_batch("COMMIT")?;
-                result
-            })
-            .await
+        let job = move |conn: &Connection| {
+            conn.execute_batch("BEGIN")?;
+            let result = read_in(conn, &sql, &names, &precisions, slices, value);
+            conn.execute_batch("COMMIT")?;
+            result
+        };
+        if most_slices(&read) <= SMALL_READ_SLICES {
+            self.db.read_small(job).await
+        } else {
+            self.db.read(job).await
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<&'static str, Arc<Tables>>> {
@@ -216,6 +244,10 @@ impl SliceStore for SqliteSliceStore {
     async fn read_many(&self, reads: &[(SliceRead<'_>, bool)]) -> Result<Vec<HeldReads>> {
         // read_in answers None for a name that is no series; a read that
         // did not ask gets it as `read` answers it, empty.
+        let most = reads
+            .iter()
+            .map(|(r, _)| most_slices(r))
+            .fold(0, u64::saturating_add);
         let mut owned = Vec::with_capacity(reads.len());
         for (r, held) in reads {
             let kind = kind_table(r.space.kind)?;
@@ -223,26 +255,28 @@ impl SliceStore for SqliteSliceStore {
             let read = (r.names.to_vec(), r.precisions.to_vec(), r.slices, *held);
             owned.push((sql, kind, read));
         }
-        self.db
-            .read(move |conn| {
-                conn.execute_batch("BEGIN")?;
-                let result = owned
-                    .iter()
-                    .map(|(sql, kind, (names, precisions, slices, held))| {
-                        let read =
-                            read_in(conn, sql, names, precisions, *slices, |v| stored(kind, v))?;
-                        Ok(if *held {
-                            read
-                        } else {
-                            let all = held_or_empty(read, precisions.len());
-                            all.into_iter().map(Some).collect()
-                        })
+        let job = move |conn: &Connection| {
+            conn.execute_batch("BEGIN")?;
+            let result = owned
+                .iter()
+                .map(|(sql, kind, (names, precisions, slices, held))| {
+                    let read = read_in(conn, sql, names, precisions, *slices, |v| stored(kind, v))?;
+                    Ok(if *held {
+                        read
+                    } else {
+                        let all = held_or_empty(read, precisions.len());
+                        all.into_iter().map(Some).collect()
                     })
-                    .collect();
-                conn.execute_batch("COMMIT")?;
-                result
-            })
-            .await
+                })
+                .collect();
+            conn.execute_batch("COMMIT")?;
+            result
+        };
+        if most <= SMALL_READ_SLICES {
+            self.db.read_small(job).await
+        } else {
+            self.db.read(job).await
+        }
     }
 
     async fn list(&self, list: SeriesList<'_>) -> Result<Vec<String>> {
@@ -396,6 +430,33 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    /// Every precision of one counter (7 × 120 slices) and one series of a
+    /// render are small reads; 100 counters, or a precision keeping a day
+    /// of seconds, are not.
+    #[test]
+    fn what_makes_a_read_small() {
+        let precisions = [1, 5, 60, 300, 3600, 18000, 86400];
+        let counters = Space::counters(&precisions, 120);
+        let names: Vec<Name> = (0..100)
+            .map(|i| Name::new(format!("c{i}")).unwrap())
+            .collect();
+        let one = SliceRead::new(&counters, &names[..1], &precisions);
+        assert_eq!(most_slices(&one), 840);
+        assert!(most_slices(&one) <= SMALL_READ_SLICES);
+        let hundred = SliceRead::new(&counters, &names, &[60]);
+        assert_eq!(most_slices(&hundred), 12_000);
+        let day = Space::counters(&[1], 86_400);
+        assert_eq!(
+            most_slices(&SliceRead::new(&day, &names[..1], &[1])),
+            86_400
+        );
+        // A precision the space does not keep finds nothing: one lookup.
+        assert_eq!(
+            most_slices(&SliceRead::new(&counters, &names[..2], &[7])),
+            2
+        );
     }
 
     /// A space other than counters gets its own tables from the template,
