@@ -1,5 +1,6 @@
 //! The SQLite database handle: [`Sqlite`] owns the connections and runs
-//! every call on tokio's blocking pool. Writes run in `BEGIN IMMEDIATE`
+//! every call on tokio's blocking pool, but a small read with a connection
+//! free at once ([`Sqlite::read_small`]). Writes run in `BEGIN IMMEDIATE`
 //! transactions on one writer connection, so a write is all or nothing and
 //! several processes may share the file: SQLite's lock (with a busy
 //! timeout) serialises their writers, and WAL mode lets readers go on
@@ -22,6 +23,12 @@ use crate::error::{Error, Result};
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Idle reader connections kept open.
 const MAX_IDLE_READERS: usize = 4;
+/// The most rows a read may find (or look up) to run on the calling
+/// thread ([`Sqlite::read_sized`]): its indexed lookups then cost less
+/// than the hop to the blocking pool and back. Every precision of one
+/// counter (7 × 120 slices) and one series of a Graphite render are such
+/// reads.
+pub const SMALL_READ_ROWS: u64 = 1024;
 /// The file name inside a data directory.
 pub const DB_FILE: &str = "tally.sqlite3";
 
@@ -108,7 +115,8 @@ impl Sqlite {
     /// Checks that the database answers: `SELECT 1` on a reader connection
     /// (what every SQLite store's `ping` is).
     pub async fn ping(&self) -> Result<()> {
-        self.read(|conn| Ok(conn.execute_batch("SELECT 1")?)).await
+        self.read_small(|conn| Ok(conn.execute_batch("SELECT 1")?))
+            .await
     }
 
     /// Runs `f` on a reader connection (a consistent snapshot when `f` opens
@@ -173,6 +181,20 @@ impl Sqlite {
             readers.push(conn);
         }
         result
+    }
+
+    /// [`Sqlite::read_small`] when `rows`, the most rows `f` can find or
+    /// look up, is at most [`SMALL_READ_ROWS`]; else [`Sqlite::read`].
+    pub async fn read_sized<T, F>(&self, rows: u64, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        if rows <= SMALL_READ_ROWS {
+            self.read_small(f).await
+        } else {
+            self.read(f).await
+        }
     }
 
     /// Runs `f` on the writer connection outside a transaction (schema set-up).

@@ -251,7 +251,7 @@ impl DailyStore for SqliteDailyStore {
         let entity = entity.clone();
         let days = days.to_vec();
         self.db
-            .read(move |conn| {
+            .read_sized(days.len() as u64, move |conn| {
                 let mut stmt = conn.prepare_cached(
                     "SELECT count FROM tally_daily WHERE entity = ?1 AND day = ?2",
                 )?;
@@ -272,7 +272,7 @@ impl DailyStore for SqliteDailyStore {
     async fn total(&self, entity: &Name) -> Result<i64> {
         let entity = entity.clone();
         self.db
-            .read(move |conn| {
+            .read_small(move |conn| {
                 Ok(conn
                     .prepare_cached("SELECT total FROM tally_daily_total WHERE entity = ?1")?
                     .query_row([entity.as_str()], |r| r.get(0))

@@ -298,8 +298,14 @@ impl TsdbStore for SqliteTsdbStore {
         table(kind)?;
         let w = w.clone();
         let span = (w.buckets[0], *w.buckets.last().expect("buckets"));
+        // A read of counts is small when it looks few cells up; sketches
+        // (distinct counts, top items) decode a blob each: the pool.
+        let cells = match kind {
+            Kind::Sum => (w.keys.len() as u64).saturating_mul(w.buckets.len() as u64),
+            _ => u64::MAX,
+        };
         self.db
-            .read(move |conn| {
+            .read_sized(cells, move |conn| {
                 w.keys
                     .iter()
                     .map(|key| {

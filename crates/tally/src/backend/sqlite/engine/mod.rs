@@ -59,13 +59,6 @@ use tables::{Tables, kind_table, stored};
 /// last write.
 pub const WRITER_TTL_SECS: u64 = 7 * 24 * 3600;
 
-/// The most slices a read may hold (its names times the slices each read
-/// precision keeps) to run on the calling thread ([`Sqlite::read_small`]):
-/// its indexed lookups then cost less than the hop to the blocking pool.
-/// One series of a Graphite render in every family, or every precision of
-/// one counter (7 × 120 slices), is such a read.
-const SMALL_READ_SLICES: u64 = 1024;
-
 /// At most how many slices `read` can find: the names times the slices
 /// each read precision keeps (a write trims each to its `keep`; a
 /// precision the space does not have finds none, counted as one lookup).
@@ -140,11 +133,7 @@ impl SqliteSliceStore {
             conn.execute_batch("COMMIT")?;
             result
         };
-        if most_slices(&read) <= SMALL_READ_SLICES {
-            self.db.read_small(job).await
-        } else {
-            self.db.read(job).await
-        }
+        self.db.read_sized(most_slices(&read), job).await
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<&'static str, Arc<Tables>>> {
@@ -272,11 +261,7 @@ impl SliceStore for SqliteSliceStore {
             conn.execute_batch("COMMIT")?;
             result
         };
-        if most <= SMALL_READ_SLICES {
-            self.db.read_small(job).await
-        } else {
-            self.db.read(job).await
-        }
+        self.db.read_sized(most, job).await
     }
 
     async fn list(&self, list: SeriesList<'_>) -> Result<Vec<String>> {
@@ -316,7 +301,7 @@ impl SliceStore for SqliteSliceStore {
         let sql = self.tables(space).await?;
         let names = names.to_vec();
         self.db
-            .read(move |conn| {
+            .read_sized(names.len() as u64, move |conn| {
                 let mut stmt = conn.prepare_cached(&sql.series_id)?;
                 names
                     .iter()
@@ -444,7 +429,7 @@ mod tests {
             .collect();
         let one = SliceRead::new(&counters, &names[..1], &precisions);
         assert_eq!(most_slices(&one), 840);
-        assert!(most_slices(&one) <= SMALL_READ_SLICES);
+        assert!(most_slices(&one) <= crate::sqlite::SMALL_READ_ROWS);
         let hundred = SliceRead::new(&counters, &names, &[60]);
         assert_eq!(most_slices(&hundred), 12_000);
         let day = Space::counters(&[1], 86_400);
