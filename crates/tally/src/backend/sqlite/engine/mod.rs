@@ -281,7 +281,7 @@ impl SliceStore for SqliteSliceStore {
         };
         let upper = crate::name::prefix_upper(prefix);
         self.db
-            .read(move |conn| {
+            .read_sized(limit as u64, move |conn| {
                 let query = &sql.list[usize::from(exclusive)][usize::from(upper.is_some())];
                 let mut stmt = conn.prepare_cached(query)?;
                 let names = match &upper {
