@@ -51,6 +51,7 @@ use crate::engine::{
 };
 use crate::error::{Error, Result};
 use crate::name::Name;
+use crate::sqlite::SMALL_READ_ROWS;
 
 use apply::apply_in;
 use tables::{Tables, kind_table, stored};
@@ -280,8 +281,9 @@ impl SliceStore for SqliteSliceStore {
             _ => (prefix.to_owned(), false),
         };
         let upper = crate::name::prefix_upper(prefix);
-        self.db
-            .read_sized(limit as u64, move |conn| {
+        let page = move |lower: String, exclusive: bool, limit: usize| {
+            let (sql, upper) = (sql.clone(), upper.clone());
+            move |conn: &Connection| {
                 let query = &sql.list[usize::from(exclusive)][usize::from(upper.is_some())];
                 let mut stmt = conn.prepare_cached(query)?;
                 let names = match &upper {
@@ -293,8 +295,19 @@ impl SliceStore for SqliteSliceStore {
                         .collect::<rusqlite::Result<Vec<String>>>()?,
                 };
                 Ok(names)
-            })
-            .await
+            }
+        };
+        // A long page (a Graphite walk's 10,000) that turns out short (one
+        // host's metrics) is a small read: its first 1,024 names are read
+        // on the calling thread, the rest, if any, on the pool after them.
+        let small = (SMALL_READ_ROWS as usize).min(limit);
+        let mut names = self.db.read_small(page(lower, exclusive, small)).await?;
+        if names.len() == small && limit > small {
+            let last = names.last().expect("a full first part").clone();
+            let rest = self.db.read(page(last, true, limit - small)).await?;
+            names.extend(rest);
+        }
+        Ok(names)
     }
 
     async fn contains(&self, space: &Space, names: &[Name]) -> Result<Vec<bool>> {
@@ -429,7 +442,7 @@ mod tests {
             .collect();
         let one = SliceRead::new(&counters, &names[..1], &precisions);
         assert_eq!(most_slices(&one), 840);
-        assert!(most_slices(&one) <= crate::sqlite::SMALL_READ_ROWS);
+        assert!(most_slices(&one) <= SMALL_READ_ROWS);
         let hundred = SliceRead::new(&counters, &names, &[60]);
         assert_eq!(most_slices(&hundred), 12_000);
         let day = Space::counters(&[1], 86_400);
@@ -442,6 +455,37 @@ mod tests {
             most_slices(&SliceRead::new(&counters, &names[..2], &[7])),
             2
         );
+    }
+
+    /// A page longer than a small read is read in two parts (the first
+    /// on the calling thread): every name once, in order, whichever part
+    /// the page's end or a prefix's falls in.
+    #[tokio::test]
+    async fn a_long_page_reads_whole_across_its_two_parts() {
+        let store = store().await;
+        let space = space();
+        let names: Vec<String> = (0..1500).map(|i| format!("n.{i:04}")).collect();
+        let batch = Batch {
+            space: space.clone(),
+            writes: names.iter().map(|n| write(n, &[(1, 100, 1)])).collect(),
+            seq: None,
+        };
+        store.apply(&batch).await.unwrap();
+        let small = SMALL_READ_ROWS as usize;
+        for limit in [10, small - 1, small, small + 1, 1200, 1500, 10_000] {
+            let page = store.list(SeriesList::new(&space, limit)).await.unwrap();
+            assert_eq!(page, names[..limit.min(1500)], "limit {limit}");
+        }
+        let after = store
+            .list(SeriesList::new(&space, 10_000).after(Some("n.0099")))
+            .await
+            .unwrap();
+        assert_eq!(after, names[100..]);
+        let under = store
+            .list(SeriesList::new(&space, 10_000).prefix("n.1"))
+            .await
+            .unwrap();
+        assert_eq!(under, names[1000..]);
     }
 
     /// A space other than counters gets its own tables from the template,
