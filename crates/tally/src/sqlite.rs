@@ -224,6 +224,15 @@ impl Sqlite {
     }
 }
 
+/// Runs the reads of `f` on `conn` in one snapshot: one read transaction
+/// around them, ended whether `f` failed or not.
+pub(crate) fn in_snapshot<T>(conn: &Connection, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    conn.execute_batch("BEGIN")?;
+    let result = f();
+    conn.execute_batch("COMMIT")?;
+    result
+}
+
 /// The connection(s) behind `lock`, also after a call panicked holding it
 /// (a connection stays usable: its transaction was rolled back on drop).
 fn unpoisoned<T>(lock: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -201,8 +201,7 @@ impl BufferStore for SqliteBufferStore {
         let id = row.id();
         self.db
             .read(move |conn| {
-                conn.execute_batch("BEGIN")?;
-                let result = (|| {
+                crate::sqlite::in_snapshot(conn, || {
                     let mut out = Vec::new();
                     let claimed: Option<(String, String)> = conn
                         .prepare_cached(
@@ -221,9 +220,7 @@ impl BufferStore for SqliteBufferStore {
                         out.push((None, RowDelta::from_flat_json(&data)?));
                     }
                     Ok(out)
-                })();
-                conn.execute_batch("COMMIT")?;
-                result
+                })
             })
             .await
     }

@@ -51,7 +51,7 @@ use crate::engine::{
 };
 use crate::error::{Error, Result};
 use crate::name::Name;
-use crate::sqlite::SMALL_READ_ROWS;
+use crate::sqlite::{SMALL_READ_ROWS, in_snapshot};
 
 use apply::apply_in;
 use tables::{Tables, kind_table, stored};
@@ -129,10 +129,9 @@ impl SqliteSliceStore {
         let precisions = read.precisions.to_vec();
         let slices = read.slices;
         let job = move |conn: &Connection| {
-            conn.execute_batch("BEGIN")?;
-            let result = read_in(conn, &sql, &names, &precisions, slices, value);
-            conn.execute_batch("COMMIT")?;
-            result
+            in_snapshot(conn, || {
+                read_in(conn, &sql, &names, &precisions, slices, value)
+            })
         };
         self.db.read_sized(most_slices(&read), job).await
     }
@@ -246,21 +245,21 @@ impl SliceStore for SqliteSliceStore {
             owned.push((sql, kind, read));
         }
         let job = move |conn: &Connection| {
-            conn.execute_batch("BEGIN")?;
-            let result = owned
-                .iter()
-                .map(|(sql, kind, (names, precisions, slices, held))| {
-                    let read = read_in(conn, sql, names, precisions, *slices, |v| stored(kind, v))?;
-                    Ok(if *held {
-                        read
-                    } else {
-                        let all = held_or_empty(read, precisions.len());
-                        all.into_iter().map(Some).collect()
+            in_snapshot(conn, || {
+                owned
+                    .iter()
+                    .map(|(sql, kind, (names, precisions, slices, held))| {
+                        let read =
+                            read_in(conn, sql, names, precisions, *slices, |v| stored(kind, v))?;
+                        Ok(if *held {
+                            read
+                        } else {
+                            let all = held_or_empty(read, precisions.len());
+                            all.into_iter().map(Some).collect()
+                        })
                     })
-                })
-                .collect();
-            conn.execute_batch("COMMIT")?;
-            result
+                    .collect()
+            })
         };
         self.db.read_sized(most, job).await
     }
