@@ -48,7 +48,7 @@ pub use read::Sample;
 pub use series::Page;
 pub use store::{
     Applied, Batch, BatchSink, CellDelta, CleanJob, CleanReport, Due, HeldReads, Reads, Retention,
-    SeriesList, SeriesWrite, SliceRead, SliceSel, SliceStore, Slices, Space, WriteSeq,
-    contains_by_listing,
+    SeriesList, SeriesWrite, SliceRead, SliceSel, SliceStore, Slices, Space, WriteSeq, branch_of,
+    collapse_by_pages, contains_by_listing,
 };
 pub use writer::{WhenFull, Writer, WriterSettings, WriterStats};

@@ -306,6 +306,12 @@ pub struct SeriesList<'a> {
     pub after: Option<&'a str>,
     /// The most names returned.
     pub limit: usize,
+    /// With `Some(n)` (n ≥ 1), the names of more than `n` dot-separated
+    /// nodes that share their first `n` ([`branch_of`]) come once, as the
+    /// first of them, and a page after such a name starts past them all: a
+    /// Graphite find of one level's nodes, which need not read every name
+    /// below each node.
+    pub collapse: Option<usize>,
 }
 
 impl<'a> SeriesList<'a> {
@@ -316,6 +322,7 @@ impl<'a> SeriesList<'a> {
             prefix: "",
             after: None,
             limit,
+            collapse: None,
         }
     }
 
@@ -327,6 +334,68 @@ impl<'a> SeriesList<'a> {
     /// The same page, starting after `after` (exclusive) when given.
     pub fn after(self, after: Option<&'a str>) -> Self {
         SeriesList { after, ..self }
+    }
+
+    /// The same page, each branch of `nodes` nodes listed once (see
+    /// [`SeriesList::collapse`]).
+    pub fn collapse(self, nodes: usize) -> Self {
+        SeriesList {
+            collapse: Some(nodes),
+            ..self
+        }
+    }
+}
+
+/// The branch of `nodes` nodes that `name` lies in: its first `nodes`
+/// nodes and the dot after them, when it has more; `None` for a name of
+/// `nodes` nodes or fewer (and for `nodes` 0).
+pub fn branch_of(name: &str, nodes: usize) -> Option<&str> {
+    let (dot, _) = name.match_indices('.').nth(nodes.checked_sub(1)?)?;
+    Some(&name[..=dot])
+}
+
+/// Names read a round trip by [`collapse_by_pages`], at the least.
+const COLLAPSE_PAGE: usize = 1_000;
+
+/// A collapsed listing ([`SeriesList::collapse`]) made of the store's
+/// plain pages, dropping every name of a branch after its first: for a
+/// store that cannot seek past a branch (Redis, whose registry shards
+/// hold a branch's names scattered by hash).
+pub async fn collapse_by_pages<S: SliceStore + ?Sized>(
+    store: &S,
+    list: SeriesList<'_>,
+) -> Result<Vec<String>> {
+    let nodes = list.collapse.unwrap_or(0);
+    let page = list.limit.max(COLLAPSE_PAGE);
+    let mut out = Vec::new();
+    let mut branch = list
+        .after
+        .and_then(|a| branch_of(a, nodes))
+        .map(str::to_owned);
+    let mut after = list.after.map(str::to_owned);
+    loop {
+        let names = store
+            .list(SeriesList {
+                after: after.as_deref(),
+                limit: page,
+                collapse: None,
+                ..list
+            })
+            .await?;
+        for name in &names {
+            if branch.as_deref().is_some_and(|b| name.starts_with(b)) {
+                continue;
+            }
+            branch = branch_of(name, nodes).map(str::to_owned);
+            out.push(name.clone());
+            if out.len() == list.limit {
+                return Ok(out);
+            }
+        }
+        if names.len() < page {
+            return Ok(out);
+        }
+        after = names.into_iter().last();
     }
 }
 
@@ -617,6 +686,16 @@ impl BatchSink for Arc<dyn SliceStore> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_branch_is_the_first_nodes_of_a_longer_name() {
+        assert_eq!(branch_of("a.b.c", 1), Some("a."));
+        assert_eq!(branch_of("a.b.c", 2), Some("a.b."));
+        assert_eq!(branch_of("a.b.c", 3), None);
+        assert_eq!(branch_of("a..c", 2), Some("a.."));
+        assert_eq!(branch_of("a.b.c", 0), None);
+        assert_eq!(branch_of("abc", 1), None);
+    }
 
     #[test]
     fn spaces_are_checked_and_sorted_finest_first() {

@@ -181,7 +181,7 @@ impl Source {
         }
         let mut found = Vec::new();
         family
-            .walk(family.name_prefix(glob), |name| {
+            .walk(family.name_prefix(glob), None, |name| {
                 let escaped = path::escape(name);
                 let nodes: Vec<&str> = escaped.split('.').collect();
                 if nodes.len() != name_nodes
@@ -190,11 +190,11 @@ impl Source {
                         .enumerate()
                         .all(|(i, n)| glob.node_matches(root + i, n))
                 {
-                    return Ok(None);
+                    return Ok(());
                 }
                 count(leaves.len())?;
                 found.push((Name::new(name).map_err(store_error)?, leaves.clone()));
-                Ok(None)
+                Ok(())
             })
             .await?;
         Ok(Matched::Listed(found))

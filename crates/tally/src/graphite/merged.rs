@@ -93,11 +93,11 @@ impl MergedQuantile {
             let Some(escaped) = below_root else { continue };
             let mut found = None;
             family
-                .walk(path::name_prefix(escaped), |name| {
+                .walk(path::name_prefix(escaped), None, |name| {
                     if found.is_none() && path::escape(name) == escaped {
                         found = Some(name.to_owned());
                     }
-                    Ok(None)
+                    Ok(())
                 })
                 .await?;
             if let Some(name) = found {

@@ -278,40 +278,32 @@ impl Family {
     }
 
     /// Lists the family's names starting with `prefix`, a page at a time,
-    /// handing each to `visit`, which answers where to resume (a name after
-    /// which the listing goes on: the name itself, or past a branch).
+    /// handing each to `visit`; with `collapse`, a branch of that many
+    /// nodes once ([`SeriesList::collapse`]: a store that can seeks past
+    /// the rest of it).
     async fn walk(
         &self,
         prefix: &str,
-        mut visit: impl FnMut(&str) -> GResult<Option<String>>,
+        collapse: Option<usize>,
+        mut visit: impl FnMut(&str) -> GResult<()>,
     ) -> GResult<()> {
         let mut after: Option<String> = None;
         loop {
-            let page = self
-                .store
-                .list(
-                    SeriesList::new(&self.space, PAGE)
-                        .prefix(prefix)
-                        .after(after.as_deref()),
-                )
-                .await
-                .map_err(store_error)?;
-            let full = page.len() == PAGE;
-            let mut resume = None;
+            let list = SeriesList::new(&self.space, PAGE)
+                .prefix(prefix)
+                .after(after.as_deref());
+            let list = match collapse {
+                Some(nodes) => list.collapse(nodes),
+                None => list,
+            };
+            let page = self.store.list(list).await.map_err(store_error)?;
             for name in &page {
-                if resume.as_deref().is_some_and(|r: &str| name.as_str() <= r) {
-                    continue;
-                }
-                resume = visit(name)?;
+                visit(name)?;
             }
-            if !full {
+            if page.len() < PAGE {
                 return Ok(());
             }
-            let last = page.last().expect("a full page").clone();
-            after = Some(match resume {
-                Some(r) if r > last => r,
-                _ => last,
-            });
+            after = page.into_iter().last();
         }
     }
 }
@@ -463,12 +455,12 @@ impl Source {
         let wanted = depth - root; // nodes below the root
         let mut overflow = false;
         family
-            .walk(family.name_prefix(glob), |name| {
+            .walk(family.name_prefix(glob), Some(wanted), |name| {
                 let escaped = path::escape(name);
                 let nodes: Vec<&str> = escaped.split('.').collect();
                 let path_len = nodes.len() + usize::from(!single);
                 if path_len < wanted {
-                    return Ok(None);
+                    return Ok(());
                 }
                 let from_name = wanted.min(nodes.len());
                 if !nodes[..from_name]
@@ -476,7 +468,7 @@ impl Source {
                     .enumerate()
                     .all(|(i, n)| glob.node_matches(root + i, n))
                 {
-                    return Ok(None);
+                    return Ok(());
                 }
                 let prefix = path::join(&[&family.shape.root, &nodes[..from_name].join(".")]);
                 let mut add = |p: String, leaf: bool| {
@@ -486,10 +478,9 @@ impl Source {
                     }
                 };
                 if wanted < nodes.len() {
+                    // The branch's first name: the listing collapses the rest.
                     add(prefix, false);
-                    // Every name sharing these raw nodes gives this branch.
-                    let raw: Vec<&str> = name.split('.').take(wanted).collect();
-                    return Ok(Some(format!("{}.\u{10FFFF}", raw.join("."))));
+                    return Ok(());
                 }
                 if single {
                     add(prefix, true);
@@ -502,7 +493,7 @@ impl Source {
                         }
                     }
                 }
-                Ok(None)
+                Ok(())
             })
             .await?;
         if overflow {

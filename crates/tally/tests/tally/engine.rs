@@ -25,6 +25,7 @@ per_backend!(features:
     overflow_anywhere_writes_nothing,
     sequenced_batches_apply_once,
     list_delete_and_clean,
+    collapsed_listings_name_each_branch_once,
     a_space_does_not_mix_with_counters,
     the_writer_serves_any_space,
     statistics_merge_in_the_store,
@@ -388,6 +389,106 @@ async fn list_delete_and_clean(kind: Kind) {
 
 /// A space and the counters may hold series of the same name: each sees
 /// only its own.
+/// A collapsed listing (a Graphite find's level) against a model of it:
+/// the names in byte order, of those with more than `nodes` nodes sharing
+/// their first `nodes` only the first, after a cursor that skips its own
+/// branch; whole, and page by page at several page sizes. Branches of one
+/// name and of many (more than SQLite steps through before it seeks), a
+/// node that is a prefix of another (`a.b` and `a.bc`), `/` right after a
+/// node (what SQLite seeks to past a branch) and U+10FFFF.
+async fn collapsed_listings_name_each_branch_once(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let s = store(&f).await;
+    let space = visits();
+    let mut names: Vec<String> = [
+        "a",
+        "a.b",
+        "a.b.c",
+        "a.b.d",
+        "a.b.d.e",
+        "a.bc",
+        "a.bc.x",
+        "a.b/x",
+        "a.c.x.y",
+        "a. .z",
+        "b.\u{10FFFF}",
+        "b.\u{10FFFF}.x",
+        "b.\u{10FFFF}x.y",
+        "c",
+    ]
+    .map(str::to_owned)
+    .into();
+    names.extend((0..12).map(|i| format!("a.h.m{i:02}")));
+    names.extend((0..6).map(|i| format!("a.h.m05.x{i}")));
+    names.extend((0..3).map(|i| format!("a.i{i}.z")));
+    for chunk in names.chunks(10) {
+        let items: Vec<(&str, f64, i64)> = chunk.iter().map(|n| (n.as_str(), 1000.0, 1)).collect();
+        s.apply(&batch(&space, &items)).await.unwrap();
+    }
+    names.sort();
+    // The model's own branch: the first `nodes` nodes and a dot.
+    let branch = |name: &str, nodes: usize| -> Option<String> {
+        let parts: Vec<&str> = name.split('.').collect();
+        (nodes > 0 && parts.len() > nodes).then(|| format!("{}.", parts[..nodes].join(".")))
+    };
+    let model = |prefix: &str, after: Option<&str>, nodes: usize| -> Vec<String> {
+        let mut current = after.and_then(|a| branch(a, nodes));
+        let mut out = Vec::new();
+        for n in names.iter().filter(|n| n.starts_with(prefix)) {
+            if after.is_some_and(|a| n.as_str() <= a)
+                || current.as_deref().is_some_and(|b| n.starts_with(b))
+            {
+                continue;
+            }
+            current = branch(n, nodes);
+            out.push(n.clone());
+        }
+        out
+    };
+    for prefix in ["", "a", "a.", "a.b", "a.h.", "b.", "z"] {
+        for nodes in 1..=3 {
+            let wanted = model(prefix, None, nodes);
+            let whole = SeriesList::new(&space, 1000).prefix(prefix).collapse(nodes);
+            let at = format!("prefix {prefix:?}, {nodes} nodes");
+            assert_eq!(s.list(whole).await.unwrap(), wanted, "{at}");
+            for limit in [1, 2, 3] {
+                let mut paged: Vec<String> = Vec::new();
+                loop {
+                    let page = SeriesList::new(&space, limit)
+                        .prefix(prefix)
+                        .after(paged.last().map(String::as_str))
+                        .collapse(nodes);
+                    let page = s.list(page).await.unwrap();
+                    assert!(page.len() <= limit, "{at}: {page:?}");
+                    let end = page.len() < limit;
+                    paged.extend(page);
+                    if end {
+                        break;
+                    }
+                }
+                assert_eq!(paged, wanted, "{at}, pages of {limit}");
+            }
+            for after in [
+                "a.b",
+                "a.b.c",
+                "a.b.d.e",
+                "a.h.m05",
+                "a.h.m05.x3",
+                "a.b.",
+                "b",
+            ] {
+                let list = whole.after(Some(after));
+                let at = format!("{at}, after {after:?}");
+                assert_eq!(
+                    s.list(list).await.unwrap(),
+                    model(prefix, Some(after), nodes),
+                    "{at}"
+                );
+            }
+        }
+    }
+}
+
 async fn a_space_does_not_mix_with_counters(kind: Kind) {
     let f = Fixture::new(kind).await;
     let s = store(&f).await;

@@ -76,7 +76,7 @@ use redis::Script;
 use super::Redis;
 use super::layout::Layout;
 use crate::clock::SharedClock;
-use crate::engine::store::Reads;
+use crate::engine::store::{Reads, collapse_by_pages};
 use crate::engine::{
     Applied, Batch, CleanJob, CleanReport, Kind, SeriesList, SliceRead, SliceStore, Slices, Space,
 };
@@ -198,7 +198,10 @@ impl SliceStore for RedisSliceStore {
     }
 
     async fn list(&self, list: SeriesList<'_>) -> Result<Vec<String>> {
-        self.list_space(list).await
+        match list.collapse {
+            Some(_) => collapse_by_pages(self, list).await,
+            None => self.list_space(list).await,
+        }
     }
 
     async fn contains(&self, space: &Space, names: &[Name]) -> Result<Vec<bool>> {

@@ -80,7 +80,9 @@ pub(super) struct Tables {
     pub(super) read_range: String,
     /// Names in a range, one query per kind of bounds, so that SQLite
     /// seeks the name index at both ends: `[lower` or `(lower`, then
-    /// `upper)` or no upper bound (`list[after as usize][has upper]`).
+    /// `upper)` or no upper bound (`list[after as usize][has upper]`). No
+    /// `LIMIT ?`: SQLite re-prepares a statement each time a new value is
+    /// bound to a limit, so a page is cut by stepping no further.
     pub(super) list: [[String; 2]; 2],
     pub(super) delete_cells: String,
     pub(super) delete_series: String,
@@ -162,10 +164,9 @@ impl Tables {
             ),
             list: [">=", ">"].map(|op| {
                 [
-                    format!("SELECT name FROM {series} WHERE name {op} ?1 ORDER BY name LIMIT ?2"),
+                    format!("SELECT name FROM {series} WHERE name {op} ?1 ORDER BY name"),
                     format!(
-                        "SELECT name FROM {series} WHERE name {op} ?1 AND name < ?3
-                         ORDER BY name LIMIT ?2"
+                        "SELECT name FROM {series} WHERE name {op} ?1 AND name < ?2 ORDER BY name"
                     ),
                 ]
             }),
