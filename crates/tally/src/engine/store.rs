@@ -621,7 +621,9 @@ pub trait SliceStore: Send + Sync + fmt::Debug + 'static {
         Ok(map_reads(all, |s, v| v.as_sum().map(|c| (s, c))))
     }
 
-    /// A page of the space's series names (see [`SeriesList`]).
+    /// A page of the space's series names (see [`SeriesList`]), each
+    /// branch once when `list.collapse` asks (a store that cannot seek
+    /// past a branch answers with [`collapse_by_pages`]).
     async fn list(&self, list: SeriesList<'_>) -> Result<Vec<String>>;
 
     /// Whether each of `names` is a series of the space (one [`SliceStore::list`]
