@@ -317,10 +317,6 @@ mod tests {
         Ok(std::thread::current().id())
     }
 
-    /// A small read runs on the caller's thread when a reader connection
-    /// is idle, and on the blocking pool (answering the same) when none is:
-    /// the first read of a new handle, every reader taken, or the list of
-    /// idle readers locked, where it does not wait for the lock.
     /// Readers and the writer of a file each keep a page cache of
     /// [`CACHE_KIB`], not SQLite's default.
     #[tokio::test]
@@ -334,6 +330,10 @@ mod tests {
         assert_eq!(db.write(|tx| cache(tx)).await.unwrap(), -CACHE_KIB);
     }
 
+    /// A small read runs on the caller's thread when a reader connection
+    /// is idle, and on the blocking pool (answering the same) when none is:
+    /// the first read of a new handle, every reader taken, or the list of
+    /// idle readers locked, where it does not wait for the lock.
     #[tokio::test]
     #[expect(
         clippy::await_holding_lock,
