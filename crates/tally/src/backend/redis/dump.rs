@@ -10,7 +10,9 @@
 //! or LZF-compressed. Anything else (a hashtable-encoded hash, the ziplist
 //! of Redis 6, a type this code does not know, a payload that does not
 //! add up) is `None`, and the caller reads that hash with `HKEYS` or
-//! `HGETALL`: this module never guesses. It does not check the payload's
+//! `HGETALL`: this module never guesses. A read walks the listpack once
+//! ([`listpack_pairs`]), so a listpack found not to add up part way
+//! through is an error there (the server wrote it), not a second read. It does not check the payload's
 //! CRC (the bytes come straight from the server).
 //!
 //! It also writes one shape, for the first pass's rewrites
@@ -55,6 +57,37 @@ pub(crate) fn listpack_entries(lp: &[u8]) -> Option<Vec<Entry<'_>>> {
     let mut entries = Vec::with_capacity(listpack_count(lp)?);
     walk_listpack(lp, |entry, _| entries.push(entry))?;
     entries.len().is_multiple_of(2).then_some(entries)
+}
+
+/// Calls `each` with every field and value of a hash's listpack, in
+/// order, each borrowed from it, and stops at the first error `each`
+/// answers: `Some` of that, or `None` when the listpack does not add up
+/// (an odd count included). The entries are read once, with no vector of
+/// them (a read of a hash's slices goes through here).
+pub(crate) fn listpack_pairs<'a, E>(
+    lp: &'a [u8],
+    mut each: impl FnMut(Entry<'a>, Entry<'a>) -> Result<(), E>,
+) -> Option<Result<(), E>> {
+    listpack_count(lp)?;
+    let mut p = 6;
+    let mut field = None;
+    loop {
+        let &b = lp.get(p)?;
+        if b == 0xff {
+            break;
+        }
+        let (entry, size) = entry_at(&lp[p..])?;
+        p += size + backlen_size(size);
+        match field.take() {
+            None => field = Some(entry),
+            Some(f) => {
+                if let Err(e) = each(f, entry) {
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+    (p + 1 == lp.len() && field.is_none()).then_some(Ok(()))
 }
 
 /// The DUMP payload of a hash holding the field-value pairs of `lp` (a
@@ -202,8 +235,14 @@ fn lzf_decompress(data: &[u8], plain: usize) -> Option<Vec<u8>> {
             let back = ((ctrl & 0x1f) << 8) + usize::from(*data.get(i)?) + 1;
             i += 1;
             let from = out.len().checked_sub(back)?;
-            for k in 0..len + 2 {
-                out.push(out[from + k]);
+            let len = len + 2;
+            if back >= len {
+                // No overlap: one copy.
+                out.extend_from_within(from..from + len);
+            } else {
+                for k in 0..len {
+                    out.push(out[from + k]);
+                }
             }
         }
         if out.len() > plain {
@@ -284,6 +323,11 @@ mod tests {
         let data = [2, b'a', b'b', b'c', (7 << 5), 0, 2];
         assert_eq!(lzf_decompress(&data, 12).unwrap(), b"abcabcabcabc".to_vec());
         assert_eq!(lzf_decompress(&data, 11), None);
+        // "abcdefabcdef": 6 literals, then a reference of 6 bytes that
+        // does not overlap what it copies.
+        let data = [5, b'a', b'b', b'c', b'd', b'e', b'f', (4 << 5), 5];
+        assert_eq!(lzf_decompress(&data, 12).unwrap(), b"abcdefabcdef".to_vec());
+        assert_eq!(lzf_decompress(&data, 10), None);
         // A reference before the start is refused, not a panic.
         assert_eq!(lzf_decompress(&[(1 << 5), 5], 3), None);
     }

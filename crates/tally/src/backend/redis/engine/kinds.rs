@@ -6,7 +6,8 @@
 use redis::Value as Reply;
 
 use super::pending::PendingQueue;
-use super::read::{reply_bytes, sum_of};
+use super::super::dump;
+use super::read::{reply_bytes, sum_of, sum_of_entry};
 use crate::engine::kinds::{DistinctValue, Hll, StatsValue};
 use crate::engine::store::check_stored;
 use crate::engine::{Kind, Value};
@@ -27,9 +28,10 @@ pub(super) struct KindStore {
     pub current: bool,
     /// Scratch keys the merge works in, the call's last KEYS (sets: two).
     pub scratch: usize,
-    /// True when its hashes are read with DUMP (a listpack of integers),
-    /// else with HGETALL.
-    pub dump: bool,
+    /// For a kind whose hashes are read with DUMP (a listpack of
+    /// integers), a stored value from its listpack entry; `None`: its
+    /// hashes are read with HGETALL.
+    pub dumped: Option<fn(dump::Entry<'_>) -> std::result::Result<Value, String>>,
     /// True when a shard's applied part can be taken back on a cluster
     /// (`engine_revert.lua`, by subtraction).
     pub revert: bool,
@@ -54,7 +56,7 @@ pub(super) const KINDS: [KindStore; 4] = [
         merge: None,
         current: false,
         scratch: 0,
-        dump: true,
+        dumped: Some(|e| sum_of_entry(e).map(Value::Sum)),
         revert: true,
         fold: true,
         encode: Value::encode,
@@ -69,7 +71,7 @@ pub(super) const KINDS: [KindStore; 4] = [
         merge: Some((include_str!("../lua/kind_stats.lua"), "merge_stats")),
         current: false,
         scratch: 0,
-        dump: false,
+        dumped: None,
         revert: false,
         fold: true,
         encode: Value::encode,
@@ -85,7 +87,7 @@ pub(super) const KINDS: [KindStore; 4] = [
         merge: Some((include_str!("../lua/kind_gauge.lua"), "merge_gauge")),
         current: true,
         scratch: 0,
-        dump: false,
+        dumped: None,
         revert: false,
         fold: false,
         encode: Value::encode,
@@ -99,7 +101,7 @@ pub(super) const KINDS: [KindStore; 4] = [
         merge: Some((include_str!("../lua/kind_distinct.lua"), "merge_distinct")),
         current: false,
         scratch: 2,
-        dump: false,
+        dumped: None,
         revert: false,
         fold: false,
         encode: |value, out| match value {

@@ -1,7 +1,7 @@
 //! Reading: pipelines of one command per series and precision (one
-//! pipeline per slot): DUMP for hashes of sums (a listpack, parsed in
-//! `dump.rs`; HGETALL again for a hash in another encoding), HGETALL for
-//! other kinds.
+//! pipeline per slot): DUMP for hashes of sums (a listpack, walked in
+//! `dump.rs` straight into slices; HGETALL again for a hash in another
+//! encoding), HGETALL for other kinds.
 
 use redis::Value as Reply;
 
@@ -16,8 +16,13 @@ use crate::error::{Error, Result};
 impl RedisSliceStore {
     pub(super) async fn read_slices(&self, read: SliceRead<'_>) -> Result<Vec<Vec<Slices>>> {
         let kind = kinds::of(read.space.kind)?;
-        let parse = kind.parse;
-        let stored = self.read_with(read, |reply, sel, start| parse_hash(reply, sel, start, parse));
+        let (parse, dumped) = (kind.parse, kind.dumped);
+        let stored = self.read_with(read, |hash, sel, start| {
+            parse_hash(hash, sel, start, parse, |e| match dumped {
+                Some(dumped) => dumped(e),
+                None => Err("this kind is not read from a DUMP".into()),
+            })
+        });
         if !self.layout.space_keys(read.space).folds(read.space.kind) {
             return stored.await;
         }
@@ -32,8 +37,8 @@ impl RedisSliceStore {
 
     pub(super) async fn read_sum_slices(&self, read: SliceRead<'_>) -> Result<Reads<i64>> {
         check_sums(read.space)?;
-        let stored = self.read_with(read, |reply, sel, start| {
-            parse_hash(reply, sel, start, sum_of)
+        let stored = self.read_with(read, |hash, sel, start| {
+            parse_hash(hash, sel, start, sum_of, sum_of_entry)
         });
         if !self.layout.space_keys(read.space).folds(read.space.kind) {
             return stored.await;
@@ -146,7 +151,7 @@ impl RedisSliceStore {
         &self,
         read: SliceRead<'_>,
         parse: impl Fn(
-            &Reply,
+            &HashRead,
             SliceSel,
             &dyn Fn(u64) -> Option<u64>,
         ) -> std::result::Result<Vec<(u64, T)>, String>,
@@ -202,7 +207,7 @@ impl RedisSliceStore {
                 })
                 .collect()
         };
-        let dumped = if kinds::of(space.kind)?.dump {
+        let dumped = if kinds::of(space.kind)?.dumped.is_some() {
             match self.redis.run_pipelines(pipes("DUMP", &|_, _| true)).await {
                 Ok(dumped) => Some(dumped),
                 Err(e) => {
@@ -213,20 +218,25 @@ impl RedisSliceStore {
         } else {
             None
         };
-        let mut replies: Vec<Vec<Option<Reply>>> = match dumped {
+        let mut replies: Vec<Vec<Option<HashRead>>> = match dumped {
             Some(dumped) => dumped
                 .into_iter()
                 .map(|per| {
                     per.into_iter()
                         .map(|reply| match reply {
-                            Reply::Nil => Some(Reply::Nil),
-                            Reply::BulkString(payload) => dump_as_hgetall(&payload),
+                            Reply::Nil => Some(HashRead::Reply(Reply::Nil)),
+                            Reply::BulkString(payload) => {
+                                dump::hash_listpack(&payload).map(HashRead::Listpack)
+                            }
                             _ => None,
                         })
                         .collect()
                 })
                 .collect(),
-            None => hash_keys.iter().map(|per| vec![None; per.len()]).collect(),
+            None => hash_keys
+                .iter()
+                .map(|per| per.iter().map(|_| None).collect())
+                .collect(),
         };
         if replies.iter().any(|per| per.iter().any(Option::is_none)) {
             let again = pipes("HGETALL", &|i, k| {
@@ -234,10 +244,10 @@ impl RedisSliceStore {
             });
             let again = self.redis.run_pipelines(again).await?;
             for ((per, keys), answers) in replies.iter_mut().zip(&hash_keys).zip(again) {
-                per.resize(keys.len(), None);
+                per.resize_with(keys.len(), || None);
                 let mut answers = answers.into_iter();
                 for slot in per.iter_mut().filter(|s| s.is_none()) {
-                    *slot = answers.next();
+                    *slot = answers.next().map(HashRead::Reply);
                 }
             }
         }
@@ -250,7 +260,7 @@ impl RedisSliceStore {
                             Error::Backend("redis answered fewer replies than asked".into())
                         })
                     })
-                    .collect::<Result<Vec<Reply>>>()
+                    .collect::<Result<Vec<HashRead>>>()
             })
             .collect::<Result<Vec<_>>>()?;
         names
@@ -300,11 +310,28 @@ pub(super) fn reply_number<T: std::str::FromStr + TryFrom<i64>>(
     v: &Reply,
     what: &str,
 ) -> std::result::Result<T, String> {
-    if let Reply::Int(i) = v {
-        // A listpack's integer, read from a DUMP.
-        return T::try_from(*i).map_err(|_| format!("it holds {i}, not {what}"));
+    match v {
+        Reply::Int(i) => int_number(*i, what),
+        v => text_number(reply_bytes(v, what)?, what),
     }
-    let b = reply_bytes(v, what)?;
+}
+
+/// A number from a listpack entry of a DUMP: an integer entry, or text.
+fn entry_number<T: std::str::FromStr + TryFrom<i64>>(
+    e: dump::Entry<'_>,
+    what: &str,
+) -> std::result::Result<T, String> {
+    match e {
+        dump::Entry::Int(i) => int_number(i, what),
+        dump::Entry::Bytes(b) => text_number(b, what),
+    }
+}
+
+fn int_number<T: TryFrom<i64>>(i: i64, what: &str) -> std::result::Result<T, String> {
+    T::try_from(i).map_err(|_| format!("it holds {i}, not {what}"))
+}
+
+fn text_number<T: std::str::FromStr>(b: &[u8], what: &str) -> std::result::Result<T, String> {
     std::str::from_utf8(b)
         .ok()
         .and_then(|t| t.parse().ok())
@@ -316,18 +343,49 @@ pub(super) fn sum_of(v: &Reply) -> std::result::Result<i64, String> {
     reply_number(v, "an integer count")
 }
 
-/// A series hash's HGETALL reply as its slices selected by `sel`, each
-/// field's slice start given by `start` (`None`: another precision's, left
-/// out), each value read by `value`, oldest first, or what is wrong with it. Parses
-/// the reply's bytes in place (RESP2 flat array or RESP3 map), with no
-/// string or map per field: reads of every precision are on the latency
+/// A sum field's value, from its listpack entry.
+pub(super) fn sum_of_entry(e: dump::Entry<'_>) -> std::result::Result<i64, String> {
+    entry_number(e, "an integer count")
+}
+
+/// A series hash as read: its `HGETALL` reply, or the listpack of its
+/// `DUMP` ([`dump::hash_listpack`]).
+enum HashRead {
+    Reply(Reply),
+    Listpack(Vec<u8>),
+}
+
+/// A series hash as its slices selected by `sel`, each field's slice start
+/// given by `start` (`None`: another precision's, left out), each value
+/// read by `value` from a reply or by `entry` from a listpack entry,
+/// oldest first, or what is wrong with it. Parses the reply (RESP2 flat
+/// array or RESP3 map) or walks the listpack in place, with no string,
+/// map or reply per field: reads of every precision are on the latency
 /// path.
 fn parse_hash<T>(
-    reply: &Reply,
+    hash: &HashRead,
     sel: SliceSel,
     start: &dyn Fn(u64) -> Option<u64>,
     value: impl Fn(&Reply) -> std::result::Result<T, String>,
+    entry: impl Fn(dump::Entry<'_>) -> std::result::Result<T, String>,
 ) -> std::result::Result<Vec<(u64, T)>, String> {
+    let reply = match hash {
+        HashRead::Reply(reply) => reply,
+        HashRead::Listpack(lp) => {
+            let mut slices = Vec::new();
+            dump::listpack_pairs(lp, |f, v| {
+                if let Some(start) = start(entry_number(f, "a slice start")?)
+                    && sel.contains(start)
+                {
+                    slices.push((start, entry(v)?));
+                }
+                Ok::<_, String>(())
+            })
+            .ok_or("its DUMP's listpack does not add up")??;
+            slices.sort_unstable_by_key(|s| s.0);
+            return Ok(slices);
+        }
+    };
     let slice = |f: &Reply, v: &Reply| -> std::result::Result<Option<(u64, T)>, String> {
         let Some(start) = start(reply_number(f, "a slice start")?) else {
             return Ok(None);
@@ -353,23 +411,6 @@ fn parse_hash<T>(
     Ok(slices)
 }
 
-/// A sums hash's `DUMP` payload as the `HGETALL` reply it stands for: a
-/// flat array of fields and values, integers as `Int`, or `None` when the
-/// payload is not a listpack-encoded hash.
-fn dump_as_hgetall(payload: &[u8]) -> Option<Reply> {
-    let listpack = dump::hash_listpack(payload)?;
-    let entries = dump::listpack_entries(&listpack)?;
-    Some(Reply::Array(
-        entries
-            .iter()
-            .map(|e| match *e {
-                dump::Entry::Int(v) => Reply::Int(v),
-                dump::Entry::Bytes(b) => Reply::BulkString(b.to_vec()),
-            })
-            .collect(),
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
@@ -384,7 +425,9 @@ mod tests {
         sel: SliceSel,
     ) -> std::result::Result<Slices, String> {
         let parse = kinds::of(kind).map_err(|e| e.to_string())?.parse;
-        parse_hash(reply, sel, &Some, parse)
+        parse_hash(&HashRead::Reply(reply.clone()), sel, &Some, parse, |_| {
+            Err("not a listpack".into())
+        })
     }
 
     #[test]
@@ -398,7 +441,14 @@ mod tests {
         assert_eq!(parse_slices(&resp3, Kind::Sum, all).unwrap(), want);
         let range = SliceSel::Range { from: 11, to: 20 };
         assert_eq!(
-            parse_hash(&resp2, range, &Some, sum_of).unwrap(),
+            parse_hash(
+                &HashRead::Reply(resp2.clone()),
+                range,
+                &Some,
+                sum_of,
+                sum_of_entry
+            )
+            .unwrap(),
             vec![(20, -3)]
         );
         assert_eq!(
@@ -424,6 +474,24 @@ mod tests {
         );
     }
 
+    /// Every field and value of a hash's DUMP payload, as text, in order
+    /// (`None`: not a listpack hash, or one that does not add up).
+    fn dump_as_hgetall(payload: &[u8]) -> Option<Vec<Vec<u8>>> {
+        let text = |e: dump::Entry<'_>| match e {
+            dump::Entry::Int(i) => i.to_string().into_bytes(),
+            dump::Entry::Bytes(b) => b.to_vec(),
+        };
+        let lp = dump::hash_listpack(payload)?;
+        let mut all = Vec::new();
+        dump::listpack_pairs(&lp, |f, v| {
+            all.push(text(f));
+            all.push(text(v));
+            Ok::<_, ()>(())
+        })?
+        .ok()?;
+        Some(all)
+    }
+
     /// Reads of sums take fields and values from DUMP payloads: the same
     /// text HGETALL answers, for every listpack entry encoding, as values
     /// and as fields, compressed or not; another encoding is `None`.
@@ -431,11 +499,6 @@ mod tests {
     async fn entries_read_from_dump_are_those_hgetall_answers() {
         let (_server, _store, mut conn) = listpack_server().await;
         let texts = listpack_edge_texts();
-        let text = |r: &Reply| match r {
-            Reply::Int(i) => i.to_string().into_bytes(),
-            Reply::BulkString(b) => b.clone(),
-            other => panic!("{other:?}"),
-        };
         for compression in ["yes", "no"] {
             config_set(&mut conn, "rdbcompression", compression).await;
             for (i, t) in texts.iter().enumerate() {
@@ -444,7 +507,7 @@ mod tests {
                 hset(&mut conn, "values", t, i).await;
             }
             let payload = dump_payload(&mut conn, "values").await;
-            let Some(Reply::Array(got)) = dump_as_hgetall(&payload) else {
+            let Some(got) = dump_as_hgetall(&payload) else {
                 panic!("not read from the DUMP");
             };
             let want: Vec<Vec<u8>> = redis::cmd("HGETALL")
@@ -452,11 +515,7 @@ mod tests {
                 .query_async(&mut conn)
                 .await
                 .unwrap();
-            assert_eq!(
-                got.iter().map(text).collect::<Vec<_>>(),
-                want,
-                "{compression}"
-            );
+            assert_eq!(got, want, "{compression}");
         }
         let big: Vec<String> = (0..600).map(|k| k.to_string()).collect();
         for k in &big {
@@ -467,5 +526,66 @@ mod tests {
         // A listpack's integers read as numbers where they fit.
         assert_eq!(reply_number::<i64>(&Reply::Int(-1), "n"), Ok(-1));
         assert!(reply_number::<u64>(&Reply::Int(-1), "a slice start").is_err());
+    }
+
+    /// A hash of sums read from its DUMP's listpack gives the slices its
+    /// HGETALL reply gives, for any selection and any mapping of fields to
+    /// slices, and the same error for a field or value that is no number.
+    #[tokio::test]
+    async fn slices_walked_from_a_listpack_are_those_of_hgetall() {
+        let (_server, _store, mut conn) = listpack_server().await;
+        let both = async |conn: &mut crate::backend::redis::RedisHandle, key: &str| {
+            let lp = dump::hash_listpack(&dump_payload(conn, key).await).unwrap();
+            let reply: Reply = redis::cmd("HGETALL")
+                .arg(key)
+                .query_async(conn)
+                .await
+                .unwrap();
+            (HashRead::Listpack(lp), HashRead::Reply(reply))
+        };
+        // Fields out of order, values of every integer width and sign.
+        let values = [7i64, -3, 0, 1 << 40, i64::MIN, i64::MAX, 127, -129, 40_000];
+        for (k, v) in values.iter().enumerate() {
+            hset(&mut conn, "sums", 1_000 - 10 * k as u64, v).await;
+        }
+        let (lp, reply) = both(&mut conn, "sums").await;
+        let every_other = |f: u64| f.is_multiple_of(20).then_some(f / 10);
+        for start in [&Some as &dyn Fn(u64) -> Option<u64>, &every_other] {
+            for sel in [
+                SliceSel::All,
+                SliceSel::Range { from: 930, to: 980 },
+                SliceSel::Range { from: 92, to: 97 },
+                SliceSel::Range { from: 2_000, to: 3_000 },
+            ] {
+                let read = |h: &HashRead| parse_hash(h, sel, start, sum_of, sum_of_entry);
+                let got = read(&lp).unwrap();
+                assert_eq!(got, read(&reply).unwrap(), "{sel:?}");
+                assert!(got.is_sorted_by_key(|s| s.0), "{got:?}");
+            }
+        }
+        assert_eq!(
+            parse_hash(&lp, SliceSel::All, &Some, sum_of, sum_of_entry)
+                .unwrap()
+                .len(),
+            values.len()
+        );
+        for (key, field, value, why) in [
+            ("bad-field", "10.0", "1", "\"10.0\", not a slice start"),
+            ("bad-count", "10", "x", "\"x\", not an integer count"),
+            ("big-count", "10", "9223372036854775808", "not an integer count"),
+        ] {
+            hset(&mut conn, key, field, value).await;
+            let (lp, reply) = both(&mut conn, key).await;
+            for h in [&lp, &reply] {
+                let err = parse_hash(h, SliceSel::All, &Some, sum_of, sum_of_entry).unwrap_err();
+                assert!(err.contains(why), "{err}");
+            }
+        }
+        // A listpack cut short does not add up.
+        let HashRead::Listpack(mut cut) = lp else { unreachable!() };
+        cut.truncate(cut.len() - 2);
+        let err = parse_hash(&HashRead::Listpack(cut), SliceSel::All, &Some, sum_of, sum_of_entry)
+            .unwrap_err();
+        assert!(err.contains("does not add up"), "{err}");
     }
 }
