@@ -311,7 +311,14 @@ impl<'a> Evaluation<'a> {
             kwargs.push((name.clone(), self.eval(arg, range, replacements).await?));
         }
         let signature = function.signature();
-        let described = describe_call(&call.name, &args, &kwargs);
+        let described = describe_call(
+            &call.name,
+            &args.iter().collect::<Vec<_>>(),
+            &kwargs
+                .iter()
+                .map(|(k, v)| (k.as_str(), v))
+                .collect::<Vec<_>>(),
+        );
         let positional = args.len();
         let keywords: Vec<String> = kwargs.iter().map(|(k, _)| k.clone()).collect();
         let validated = match validate(self.registry, signature, args, kwargs) {
@@ -358,23 +365,24 @@ pub(crate) fn series_limit(max: usize) -> Error {
 }
 
 /// graphite-web's `func(args, k=v)` text of a call in an error message (keyword
-/// arguments sorted by name).
-fn describe_call(name: &str, args: &[Value], kwargs: &[(String, Value)]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let positional: Vec<String> = args.iter().map(Value::repr).collect();
-    if !positional.is_empty() {
-        parts.push(positional.join(", "));
-    }
-    let mut keyed: Vec<&(String, Value)> = kwargs.iter().collect();
-    keyed.sort_by(|a, b| a.0.cmp(&b.0));
-    let keyword: Vec<String> = keyed
+/// arguments sorted by name), from borrowed arguments (a series list can hold every
+/// point of a render: nothing is cloned to describe it).
+fn describe_call(name: &str, args: &[&Value], kwargs: &[(&str, &Value)]) -> String {
+    let mut keyed = kwargs.to_vec();
+    keyed.sort_by(|a, b| a.0.cmp(b.0));
+    let mut out = format!("{name}(");
+    let parts = args
         .iter()
-        .map(|(k, v)| format!("{k}={}", v.repr()))
-        .collect();
-    if !keyword.is_empty() {
-        parts.push(keyword.join(", "));
+        .map(|v| v.repr())
+        .chain(keyed.iter().map(|(k, v)| format!("{k}={}", v.repr())));
+    for (i, part) in parts.enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(&part);
     }
-    format!("{name}({})", parts.join(", "))
+    out.push(')');
+    out
 }
 
 /// [`describe_call`] of the validated arguments: the `i`-th positional argument is in its
@@ -388,14 +396,15 @@ fn describe_validated(
     validated: &crate::Args,
 ) -> String {
     let last = signature.params.len().saturating_sub(1);
-    let args: Vec<Value> = (0..positional)
+    let none = Value::None;
+    let args: Vec<&Value> = (0..positional)
         .map(|i| {
             let slot = i.min(last);
             let at = if slot == last { i - slot } else { 0 };
-            validated.all(slot).get(at).cloned().unwrap_or(Value::None)
+            validated.all(slot).get(at).unwrap_or(&none)
         })
         .collect();
-    let mut kwargs: Vec<(String, Value)> = Vec::new();
+    let mut kwargs: Vec<(&str, &Value)> = Vec::new();
     for keyword in keywords {
         if kwargs.iter().any(|(k, _)| k == keyword) {
             continue;
@@ -404,9 +413,9 @@ fn describe_validated(
             .params
             .iter()
             .position(|p| p.name == *keyword)
-            .and_then(|slot| validated.all(slot).first().cloned())
-            .unwrap_or(Value::None);
-        kwargs.push((keyword.clone(), value));
+            .and_then(|slot| validated.all(slot).first())
+            .unwrap_or(&none);
+        kwargs.push((keyword.as_str(), value));
     }
     describe_call(name, &args, &kwargs)
 }

@@ -681,50 +681,56 @@ fn validate_value(registry: &Registry, param: &Param, func: &str, value: Value) 
             value.repr()
         )));
     }
-    let converted = match (param.kind, &value) {
+    // `Some(None)`: the value is kept as it is (moved, never cloned: a series
+    // list can hold every point of a render).
+    let converted: Option<Option<Value>> = match (param.kind, &value) {
         (ParamType::Boolean, Value::Str(s)) => match s.to_lowercase().as_str() {
-            "true" => Some(Value::Bool(true)),
-            "false" => Some(Value::Bool(false)),
+            "true" => Some(Some(Value::Bool(true))),
+            "false" => Some(Some(Value::Bool(false))),
             _ => None,
         },
         (ParamType::Boolean, Value::Int(_) | Value::Float(_)) => match value.as_f64() {
-            Some(0.0) => Some(Value::Bool(false)),
-            Some(1.0) => Some(Value::Bool(true)),
+            Some(0.0) => Some(Some(Value::Bool(false))),
+            Some(1.0) => Some(Some(Value::Bool(true))),
             _ => None,
         },
-        (ParamType::Boolean, Value::Series(list)) => Some(Value::Bool(!list.is_empty())),
-        (ParamType::Boolean, Value::None) => Some(Value::Bool(false)),
-        (ParamType::Float, Value::Str(s)) => crate::attime::py_float(s).map(Value::Float),
+        (ParamType::Boolean, Value::Series(list)) => Some(Some(Value::Bool(!list.is_empty()))),
+        (ParamType::Boolean, Value::None) => Some(Some(Value::Bool(false))),
+        (ParamType::Float, Value::Str(s)) => {
+            crate::attime::py_float(s).map(|f| Some(Value::Float(f)))
+        }
         (ParamType::Float, Value::Int(_) | Value::Float(_) | Value::Bool(_)) => {
-            value.as_f64().map(Value::Float)
+            value.as_f64().map(|f| Some(Value::Float(f)))
         }
         (ParamType::Float, _) => None,
-        (ParamType::Integer | ParamType::Node, _) => to_integer(&value),
-        (ParamType::IntOrInf, _) => to_integer(&value).or_else(|| {
+        (ParamType::Integer | ParamType::Node, _) => to_integer(&value).map(Some),
+        (ParamType::IntOrInf, _) => to_integer(&value).map(Some).or_else(|| {
             let f = match &value {
                 Value::Str(s) => crate::attime::py_float(s),
                 other => other.as_f64(),
             };
-            (f == Some(f64::INFINITY)).then_some(Value::Float(f64::INFINITY))
+            (f == Some(f64::INFINITY)).then_some(Some(Value::Float(f64::INFINITY)))
         }),
-        (ParamType::Interval, Value::Str(s)) => crate::attime::parse_offset(s)
-            .is_ok()
-            .then(|| value.clone()),
+        (ParamType::Interval, Value::Str(s)) => {
+            crate::attime::parse_offset(s).is_ok().then_some(None)
+        }
         (ParamType::Interval, _) => None,
-        (ParamType::SeriesList, Value::Series(_)) => Some(value.clone()),
+        (ParamType::SeriesList, Value::Series(_)) => Some(None),
         (ParamType::SeriesList | ParamType::SeriesLists, _) => None,
-        (ParamType::AggFunc, Value::Str(s)) => is_agg_func(s).then(|| value.clone()),
+        (ParamType::AggFunc, Value::Str(s)) => is_agg_func(s).then_some(None),
         (ParamType::AggFunc, _) => None,
-        _ => Some(value.clone()),
+        _ => Some(None),
     };
-    converted.ok_or_else(|| {
-        Error::invalid(format!(
+    match converted {
+        Some(Some(converted)) => Ok(converted),
+        Some(None) => Ok(value),
+        None => Err(Error::invalid(format!(
             "Invalid \"{}\" value specified for function \"{func}\" parameter \"{}\": {}",
             param.kind.name(),
             param.name,
             value.repr()
-        ))
-    })
+        ))),
+    }
 }
 
 /// An aggregation function's name, or its deprecated `<name>Series` spelling.
