@@ -37,25 +37,11 @@ pub fn write_repr_f64(out: &mut String, x: f64) {
     }
 }
 
-/// An integer's decimal digits appended to `out` (what `Display` writes),
-/// through a buffer on the stack.
+/// An integer's decimal digits appended to `out` (what `Display` writes):
+/// two digits a step from a table (`itoa`), with no UTF-8 check of the
+/// digits; a render of 1,000 series writes 240,000 of these.
 pub(crate) fn write_i64(out: &mut String, i: i64) {
-    let mut buf = [0u8; 20];
-    let mut n = i.unsigned_abs();
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    if i < 0 {
-        out.push('-');
-    }
-    // Only ASCII digits were written.
-    out.push_str(std::str::from_utf8(&buf[at..]).unwrap_or_default());
+    out.push_str(itoa::Buffer::new().format(i));
 }
 
 /// [`repr_f64`] from the shortest digits and their exponent: every float, any notation.
