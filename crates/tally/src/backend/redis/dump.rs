@@ -215,17 +215,21 @@ fn rdb_len(b: &[u8]) -> Option<(usize, &[u8])> {
     }
 }
 
-/// LZF (as `lzf_d.c`), `plain` bytes expected exactly.
+/// LZF (as `lzf_d.c`), `plain` bytes expected exactly, written into a
+/// buffer of that size: no growth check per byte, and a long back reference
+/// that does not overlap what it copies moved in one step.
 fn lzf_decompress(data: &[u8], plain: usize) -> Option<Vec<u8>> {
-    let mut out: Vec<u8> = Vec::with_capacity(plain);
-    let mut i = 0;
+    let mut out = vec![0u8; plain];
+    let (mut i, mut o) = (0, 0);
     while i < data.len() {
         let ctrl = usize::from(data[i]);
         i += 1;
         if ctrl < 32 {
-            let run = data.get(i..i + ctrl + 1)?;
-            out.extend_from_slice(run);
-            i += ctrl + 1;
+            let len = ctrl + 1;
+            out.get_mut(o..o + len)?
+                .copy_from_slice(data.get(i..i + len)?);
+            i += len;
+            o += len;
         } else {
             let mut len = ctrl >> 5;
             if len == 7 {
@@ -234,22 +238,23 @@ fn lzf_decompress(data: &[u8], plain: usize) -> Option<Vec<u8>> {
             }
             let back = ((ctrl & 0x1f) << 8) + usize::from(*data.get(i)?) + 1;
             i += 1;
-            let from = out.len().checked_sub(back)?;
+            let from = o.checked_sub(back)?;
             let len = len + 2;
-            if back >= len {
-                // No overlap: one copy.
-                out.extend_from_within(from..from + len);
+            if o + len > plain {
+                return None;
+            }
+            if back >= len && len > 16 {
+                out.copy_within(from..from + len, o);
             } else {
+                // Byte by byte, as LZF defines an overlapping copy.
                 for k in 0..len {
-                    out.push(out[from + k]);
+                    out[o + k] = out[from + k];
                 }
             }
-        }
-        if out.len() > plain {
-            return None;
+            o += len;
         }
     }
-    (out.len() == plain).then_some(out)
+    (o == plain).then_some(out)
 }
 
 /// The fields (even entries) of a listpack holding a hash's fields and
@@ -328,6 +333,16 @@ mod tests {
         let data = [5, b'a', b'b', b'c', b'd', b'e', b'f', (4 << 5), 5];
         assert_eq!(lzf_decompress(&data, 12).unwrap(), b"abcdefabcdef".to_vec());
         assert_eq!(lzf_decompress(&data, 10), None);
+        // 20 literals, then a reference of 20 bytes (7 + 11 + 2) that does
+        // not overlap: one move.
+        let mut data = vec![19];
+        data.extend(b'a'..b'a' + 20);
+        data.extend([(7 << 5), 11, 19]);
+        let once: Vec<u8> = (b'a'..b'a' + 20).collect();
+        assert_eq!(lzf_decompress(&data, 40).unwrap(), [once.clone(), once].concat());
+        assert_eq!(lzf_decompress(&data, 39), None);
+        // A literal run past the end of the input is refused.
+        assert_eq!(lzf_decompress(&[5, b'a'], 6), None);
         // A reference before the start is refused, not a panic.
         assert_eq!(lzf_decompress(&[(1 << 5), 5], 3), None);
     }
