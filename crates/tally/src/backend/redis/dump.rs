@@ -12,8 +12,9 @@
 //! add up) is `None`, and the caller reads that hash with `HKEYS` or
 //! `HGETALL`: this module never guesses. A read walks the listpack once
 //! ([`listpack_pairs`]), so a listpack found not to add up part way
-//! through is an error there (the server wrote it), not a second read. It does not check the payload's
-//! CRC (the bytes come straight from the server).
+//! through is an error there (the server wrote it), not a second read.
+//! It does not check the payload's CRC (the bytes come straight from the
+//! server).
 //!
 //! It also writes one shape, for the first pass's rewrites
 //! ([`hash_payload_keeping`]): a listpack hash holding some of a read
