@@ -21,6 +21,7 @@ pub(crate) mod eval;
 pub(crate) mod filter;
 pub(crate) mod graph;
 pub(crate) mod group;
+pub(crate) mod higher;
 pub(crate) mod moving;
 pub(crate) mod special;
 pub(crate) mod time;
@@ -522,6 +523,7 @@ impl Registry {
             group::functions(),
             filter::functions(),
             graph::functions(),
+            higher::functions(),
         ];
         for f in modules.into_iter().flatten() {
             registry.add(f);
