@@ -1,5 +1,5 @@
 //! Combine functions that match series by nodes or tags (graphite-web's `aggKey`):
-//! `groupByNode` and `groupByNodes` (each group merged by an aggregation function or by a
+//! `groupByNode`, `groupByNodes` and `groupByTags` (each group merged by an aggregation function or by a
 //! registered aggregating function, such as `sumSeries` or `asPercent`), and `asPercent`
 //! (each series as a percentage of a total: the sum of the list, a number, one series,
 //! series matched by name, or series matched by nodes).
@@ -80,6 +80,22 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
             ]),
             GroupBy { single: false },
         ),
+        Builtin::arc(
+            Signature::new(
+                "groupByTags",
+                "groupByTags(seriesList, callback, *tags)",
+                "Combine",
+                "Groups the series by the values of some tags and merges each group with the \
+                 callback (an aggregation function or an aggregating function such as \
+                 sumSeries). Each result is named and tagged `<name>;tag=value;...`.",
+            )
+            .params(vec![
+                Param::new("seriesList", ParamType::SeriesList).required(),
+                Param::new("callback", ParamType::AggOrSeriesFunc).required(),
+                Param::new("tags", ParamType::Tag).required().multiple(),
+            ]),
+            GroupByTags,
+        ),
     ]
 }
 
@@ -143,40 +159,115 @@ impl Body for GroupBy {
         for series in args.take_series(0) {
             groups.add(agg_key(&series, &nodes, None), series);
         }
-        let callee = cx.eval.registry.get(&callback).cloned();
         let mut out = Vec::with_capacity(groups.keys.len());
         for key in groups.keys {
             let group = groups.members.remove(&key).unwrap_or_default();
-            let merged = match &callee {
-                // graphite-web calls a series function with the group as its only argument,
-                // unvalidated.
-                Some(function) => {
-                    let inner = Context {
-                        eval: cx.eval,
-                        range: cx.range,
-                        raw_args: &[],
-                    };
-                    let args = Args {
-                        slots: vec![vec![Value::Series(group)]],
-                    };
-                    match function.call(&inner, args).await? {
-                        Value::Series(list) => list,
-                        other => {
-                            return Err(Error::invalid(format!(
-                                "{name}: callback {callback} gave {} instead of a series list",
-                                other.repr()
-                            )));
-                        }
-                    }
-                }
-                None => aggregate(cx, vec![group], &callback, None)?,
+            let mut series = merge_group(cx, name, &callback, group, &key).await?;
+            series.name = key;
+            out.push(series);
+        }
+        Ok(Value::Series(out))
+    }
+}
+
+/// A group merged by `callback`: a registered function called with the group as its only
+/// argument, unvalidated (as graphite-web calls it), or else the aggregation function of
+/// that name; the first series it gives.
+async fn merge_group(
+    cx: &Context<'_>,
+    name: &str,
+    callback: &str,
+    group: Vec<Series>,
+    key: &str,
+) -> Result<Series> {
+    let merged = match cx.eval.registry.get(callback).cloned() {
+        Some(function) => {
+            let inner = Context {
+                eval: cx.eval,
+                range: cx.range,
+                raw_args: &[],
             };
-            let Some(mut series) = merged.into_iter().next() else {
+            let args = Args {
+                slots: vec![vec![Value::Series(group)]],
+            };
+            match function.call(&inner, args).await? {
+                Value::Series(list) => list,
+                other => {
+                    return Err(Error::invalid(format!(
+                        "{name}: callback {callback} gave {} instead of a series list",
+                        other.repr()
+                    )));
+                }
+            }
+        }
+        None => aggregate(cx, vec![group], callback, None)?,
+    };
+    merged.into_iter().next().ok_or_else(|| {
+        Error::invalid(format!(
+            "{name}: callback {callback} gave no series for the group {key:?}"
+        ))
+    })
+}
+
+/// `groupByTags`: the series grouped by the values of some tags, each group merged by the
+/// callback and named (and tagged) `<name>;tag=value;...`, the tags sorted, where `<name>`
+/// is the group's `name` tag when grouping by it, else the one `name` every series shares,
+/// else the callback.
+struct GroupByTags;
+
+#[async_trait::async_trait]
+impl Body for GroupByTags {
+    async fn call(&self, cx: &Context<'_>, mut args: Args) -> Result<Value> {
+        let name = "groupByTags";
+        let callback = args.get(1).map(Value::to_py_str).unwrap_or_default();
+        let tags: Vec<String> = args.all(2).iter().map(Value::to_py_str).collect();
+        if tags.is_empty() {
+            return Err(Error::invalid("groupByTags(): no tags specified"));
+        }
+        let list = args.take_series(0);
+        let tag_of = |series: &Series, tag: &str| series.tags.get(tag).cloned().unwrap_or_default();
+        let by_name = tags.iter().any(|t| t == "name");
+        let shared_name = {
+            let mut names: Vec<String> = list.iter().map(|s| tag_of(s, "name")).collect();
+            names.sort();
+            names.dedup();
+            if names.len() == 1 {
+                names.remove(0)
+            } else {
+                callback.clone()
+            }
+        };
+        let mut groups = Groups::new();
+        for series in list {
+            let mut pairs: Vec<String> = tags
+                .iter()
+                .filter(|t| !by_name || *t != "name")
+                .map(|t| format!("{t}={}", tag_of(&series, t)))
+                .collect();
+            pairs.sort();
+            let first = if by_name {
+                tag_of(&series, "name")
+            } else {
+                shared_name.clone()
+            };
+            let key = std::iter::once(first)
+                .chain(pairs)
+                .collect::<Vec<_>>()
+                .join(";");
+            groups.add(key, series);
+        }
+        let mut out = Vec::with_capacity(groups.keys.len());
+        for key in groups.keys {
+            let group = groups.members.remove(&key).unwrap_or_default();
+            let mut series = merge_group(cx, name, &callback, group, &key).await?;
+            let Some(tags) = crate::series::parse_tagged(&key) else {
                 return Err(Error::invalid(format!(
-                    "{name}: callback {callback} gave no series for the group {key:?}"
+                    "groupByTags cannot read the tags of the group name {key:?}"
                 )));
             };
-            series.name = key;
+            series.name = key.clone();
+            series.path_expression = key;
+            series.tags = tags;
             out.push(series);
         }
         Ok(Value::Series(out))
