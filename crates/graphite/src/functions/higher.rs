@@ -1,5 +1,6 @@
-//! Functions that evaluate more targets or keep state across a request: `applyByNode` and
-//! `useSeriesAbove` (targets built from the series' names), `stacked` (running totals kept
+//! Functions that evaluate more targets or keep state across a request: `applyByNode`,
+//! `useSeriesAbove` and `aliasQuery` (targets built from the series' names), `stacked`
+//! (running totals kept
 //! per stack name for the whole request, as graphite-web keeps them in its request
 //! context), and `compressPeriodicGaps`.
 //!
@@ -54,6 +55,24 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                 Param::new("replace", ParamType::String).required(),
             ]),
             UseSeriesAbove,
+        ),
+        Builtin::arc(
+            Signature::new(
+                "aliasQuery",
+                "aliasQuery(seriesList, search, replace, newName)",
+                "Alias",
+                "Renames each series by the last value of another target: the series' name \
+                 with `search` (a regular expression) replaced by `replace` is evaluated, and \
+                 its first series' last non-null value is written into `newName` by its `%` \
+                 conversion (`%d`, `%.2f`, `%s`...).",
+            )
+            .params(vec![
+                series_list(),
+                Param::new("search", ParamType::String).required(),
+                Param::new("replace", ParamType::String).required(),
+                Param::new("newName", ParamType::String).required(),
+            ]),
+            AliasQuery,
         ),
         Builtin::arc(
             Signature::new(
@@ -171,6 +190,36 @@ impl Body for UseSeriesAbove {
         Ok(Value::Series(
             found.into_iter().filter(|s| !s.values.is_empty()).collect(),
         ))
+    }
+}
+
+struct AliasQuery;
+
+#[async_trait]
+impl Body for AliasQuery {
+    async fn call(&self, cx: &Context<'_>, mut args: Args) -> Result<Value> {
+        let search = args.get(1).map(Value::to_py_str).unwrap_or_default();
+        let replace = args.get(2).map(Value::to_py_str).unwrap_or_default();
+        let new_name = args.get(3).map(Value::to_py_str).unwrap_or_default();
+        let substitution = crate::pyre::Substitution::new(&search, &replace)?;
+        let mut list = args.take_series(0);
+        for series in &mut list {
+            let query = substitution.apply(&series.name);
+            let found = evaluate_text(cx, &query).await?;
+            let Some(first) = found.first() else {
+                return Err(Error::invalid(format!(
+                    "No series found with query: {query}"
+                )));
+            };
+            let Some(current) = AggFunc::Last.apply(&first.values) else {
+                return Err(Error::invalid(format!(
+                    "Cannot get last value of series: {}",
+                    first.name
+                )));
+            };
+            series.name = crate::percent::format_one(&new_name, current)?;
+        }
+        Ok(Value::Series(list))
     }
 }
 
