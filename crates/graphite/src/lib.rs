@@ -37,6 +37,7 @@ mod json;
 mod limits;
 #[cfg(test)]
 mod oracle_cases;
+mod percent;
 mod pyfmt;
 mod pyre;
 mod render;

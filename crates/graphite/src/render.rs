@@ -446,7 +446,7 @@ fn value_json(value: &Value) -> Json {
         Value::Float(f) => Json::Float(*f),
         Value::Str(s) => Json::str(s.clone()),
         Value::Bool(b) => Json::Bool(*b),
-        Value::None | Value::Series(_) => Json::Null,
+        Value::None | Value::Series(_) | Value::SeriesLists(_) => Json::Null,
     }
 }
 

@@ -214,7 +214,7 @@ fn looks_like_call(name: &str) -> bool {
     !inner.is_empty() && !inner.contains('\n')
 }
 
-fn parse_tagged(path: &str) -> Option<BTreeMap<String, String>> {
+pub(crate) fn parse_tagged(path: &str) -> Option<BTreeMap<String, String>> {
     if path.ends_with("\"}") && path.contains('{') {
         return parse_openmetrics(path);
     }

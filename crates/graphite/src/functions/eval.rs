@@ -41,6 +41,9 @@ pub(crate) struct Evaluation<'a> {
     pub(crate) template: Vec<(String, String)>,
     prefetched: Mutex<HashMap<TimeRange, HashMap<String, Vec<Series>>>>,
     fetched: Mutex<usize>,
+    /// `stacked`'s running totals by stack name, for the whole request (graphite-web's
+    /// `totalStack` in its request context).
+    pub(crate) stacks: Mutex<HashMap<String, Vec<f64>>>,
 }
 
 impl<'a> Evaluation<'a> {
@@ -63,6 +66,7 @@ impl<'a> Evaluation<'a> {
             template,
             prefetched: Mutex::new(HashMap::new()),
             fetched: Mutex::new(0),
+            stacks: Mutex::new(HashMap::new()),
         }
     }
 

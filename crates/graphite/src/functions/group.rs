@@ -1,8 +1,10 @@
 //! Combine functions that match series by nodes or tags (graphite-web's `aggKey`):
-//! `groupByNode` and `groupByNodes` (each group merged by an aggregation function or by a
-//! registered aggregating function, such as `sumSeries` or `asPercent`), and `asPercent`
-//! (each series as a percentage of a total: the sum of the list, a number, one series,
-//! series matched by name, or series matched by nodes).
+//! `groupByNode`, `groupByNodes` and `groupByTags` (each group merged by an aggregation
+//! function or by a registered aggregating function, such as `sumSeries` or `asPercent`),
+//! `mapSeries` and `reduceSeries` (lists by nodes, then a registered function called per
+//! name prefix with one series per matcher), and `asPercent` (each series as a percentage
+//! of a total: the sum of the list, a number, one series, series matched by name, or series
+//! matched by nodes).
 //!
 //! graphite-web's `asPercent` normalizes series in place and reads back whatever the last
 //! normalization left (steps of the series, the time range of a `MISSING` result); this
@@ -43,6 +45,42 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
         .aggregator(),
         AsPercent,
     );
+    let map_series = Builtin::arc(
+        Signature::new(
+            "mapSeries",
+            "mapSeries(seriesList, *mapNodes)",
+            "Combine",
+            "Splits the series into lists by some nodes of their names (or tags), in the order \
+             the keys first appear: a list of series lists for reduceSeries.",
+        )
+        .params(vec![
+            Param::new("seriesList", ParamType::SeriesList).required(),
+            Param::new("mapNodes", ParamType::NodeOrTag)
+                .required()
+                .multiple(),
+        ]),
+        map_series,
+    );
+    let reduce_series = Builtin::arc(
+        Signature::new(
+            "reduceSeries",
+            "reduceSeries(seriesLists, reduceFunction, reduceNode, *reduceMatchers)",
+            "Combine",
+            "Within each list (as mapSeries makes them), takes the series whose node \
+             `reduceNode` is each of the matchers, in their order, and calls \
+             `reduceFunction` with one argument each (e.g. asPercent of used and total); \
+             the result is named `<nodes before reduceNode>.reduce.<reduceFunction>`.",
+        )
+        .params(vec![
+            Param::new("seriesLists", ParamType::SeriesLists).required(),
+            Param::new("reduceFunction", ParamType::String).required(),
+            Param::new("reduceNode", ParamType::Node).required(),
+            Param::new("reduceMatchers", ParamType::String)
+                .required()
+                .multiple(),
+        ]),
+        ReduceSeries,
+    );
     vec![
         Alias::arc("pct", &as_percent),
         as_percent,
@@ -80,6 +118,26 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
             ]),
             GroupBy { single: false },
         ),
+        Builtin::arc(
+            Signature::new(
+                "groupByTags",
+                "groupByTags(seriesList, callback, *tags)",
+                "Combine",
+                "Groups the series by the values of some tags and merges each group with the \
+                 callback (an aggregation function or an aggregating function such as \
+                 sumSeries). Each result is named and tagged `<name>;tag=value;...`.",
+            )
+            .params(vec![
+                Param::new("seriesList", ParamType::SeriesList).required(),
+                Param::new("callback", ParamType::AggOrSeriesFunc).required(),
+                Param::new("tags", ParamType::Tag).required().multiple(),
+            ]),
+            GroupByTags,
+        ),
+        map_series.clone(),
+        Alias::arc("map", &map_series),
+        reduce_series.clone(),
+        Alias::arc("reduce", &reduce_series),
     ]
 }
 
@@ -143,37 +201,216 @@ impl Body for GroupBy {
         for series in args.take_series(0) {
             groups.add(agg_key(&series, &nodes, None), series);
         }
-        let callee = cx.eval.registry.get(&callback).cloned();
         let mut out = Vec::with_capacity(groups.keys.len());
         for key in groups.keys {
             let group = groups.members.remove(&key).unwrap_or_default();
-            let merged = match &callee {
-                // graphite-web calls a series function with the group as its only argument,
-                // unvalidated.
-                Some(function) => {
-                    let inner = Context {
-                        eval: cx.eval,
-                        range: cx.range,
-                        raw_args: &[],
-                    };
-                    let args = Args {
-                        slots: vec![vec![Value::Series(group)]],
-                    };
-                    match function.call(&inner, args).await? {
-                        Value::Series(list) => list,
-                        other => {
-                            return Err(Error::invalid(format!(
-                                "{name}: callback {callback} gave {} instead of a series list",
-                                other.repr()
-                            )));
-                        }
-                    }
-                }
-                None => aggregate(cx, vec![group], &callback, None)?,
+            let mut series = merge_group(cx, name, &callback, group, &key).await?;
+            series.name = key;
+            out.push(series);
+        }
+        Ok(Value::Series(out))
+    }
+}
+
+/// A group merged by `callback`: a registered function called with the group as its only
+/// argument, unvalidated (as graphite-web calls it), or else the aggregation function of
+/// that name; the first series it gives.
+async fn merge_group(
+    cx: &Context<'_>,
+    name: &str,
+    callback: &str,
+    group: Vec<Series>,
+    key: &str,
+) -> Result<Series> {
+    let merged = match cx.eval.registry.get(callback).cloned() {
+        Some(function) => {
+            let inner = Context {
+                eval: cx.eval,
+                range: cx.range,
+                raw_args: &[],
             };
-            let Some(mut series) = merged.into_iter().next() else {
+            let args = Args {
+                slots: vec![vec![Value::Series(group)]],
+            };
+            match function.call(&inner, args).await? {
+                Value::Series(list) => list,
+                other => {
+                    return Err(Error::invalid(format!(
+                        "{name}: callback {callback} gave {} instead of a series list",
+                        other.repr()
+                    )));
+                }
+            }
+        }
+        None => aggregate(cx, vec![group], callback, None)?,
+    };
+    merged.into_iter().next().ok_or_else(|| {
+        Error::invalid(format!(
+            "{name}: callback {callback} gave no series for the group {key:?}"
+        ))
+    })
+}
+
+/// `groupByTags`: the series grouped by the values of some tags, each group merged by the
+/// callback and named (and tagged) `<name>;tag=value;...`, the tags sorted, where `<name>`
+/// is the group's `name` tag when grouping by it, else the one `name` every series shares,
+/// else the callback.
+struct GroupByTags;
+
+#[async_trait::async_trait]
+impl Body for GroupByTags {
+    async fn call(&self, cx: &Context<'_>, mut args: Args) -> Result<Value> {
+        let name = "groupByTags";
+        let callback = args.get(1).map(Value::to_py_str).unwrap_or_default();
+        let tags: Vec<String> = args.all(2).iter().map(Value::to_py_str).collect();
+        if tags.is_empty() {
+            return Err(Error::invalid("groupByTags(): no tags specified"));
+        }
+        let list = args.take_series(0);
+        let tag_of = |series: &Series, tag: &str| series.tags.get(tag).cloned().unwrap_or_default();
+        let by_name = tags.iter().any(|t| t == "name");
+        let shared_name = {
+            let mut names: Vec<String> = list.iter().map(|s| tag_of(s, "name")).collect();
+            names.sort();
+            names.dedup();
+            if names.len() == 1 {
+                names.remove(0)
+            } else {
+                callback.clone()
+            }
+        };
+        let mut groups = Groups::new();
+        for series in list {
+            let mut pairs: Vec<String> = tags
+                .iter()
+                .filter(|t| !by_name || *t != "name")
+                .map(|t| format!("{t}={}", tag_of(&series, t)))
+                .collect();
+            pairs.sort();
+            let first = if by_name {
+                tag_of(&series, "name")
+            } else {
+                shared_name.clone()
+            };
+            let key = std::iter::once(first)
+                .chain(pairs)
+                .collect::<Vec<_>>()
+                .join(";");
+            groups.add(key, series);
+        }
+        let mut out = Vec::with_capacity(groups.keys.len());
+        for key in groups.keys {
+            let group = groups.members.remove(&key).unwrap_or_default();
+            let mut series = merge_group(cx, name, &callback, group, &key).await?;
+            let Some(tags) = crate::series::parse_tagged(&key) else {
                 return Err(Error::invalid(format!(
-                    "{name}: callback {callback} gave no series for the group {key:?}"
+                    "groupByTags cannot read the tags of the group name {key:?}"
+                )));
+            };
+            series.name = key.clone();
+            series.path_expression = key;
+            series.tags = tags;
+            out.push(series);
+        }
+        Ok(Value::Series(out))
+    }
+}
+
+fn map_series(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
+    let nodes: Vec<Value> = args.all(1).to_vec();
+    let mut groups = Groups::new();
+    for series in args.take_series(0) {
+        groups.add(agg_key(&series, &nodes, None), series);
+    }
+    let lists = groups
+        .keys
+        .iter()
+        .map(|key| groups.members.remove(key).unwrap_or_default())
+        .collect();
+    Ok(Value::SeriesLists(lists))
+}
+
+/// `reduceSeries`: for each name prefix before node `reduceNode`, the series of a list whose
+/// node `reduceNode` is each matcher, given in the matchers' order as one argument each to
+/// the registered function `reduceFunction`.
+struct ReduceSeries;
+
+#[async_trait::async_trait]
+impl Body for ReduceSeries {
+    async fn call(&self, cx: &Context<'_>, mut args: Args) -> Result<Value> {
+        let func = args.get(1).map(Value::to_py_str).unwrap_or_default();
+        let node = args.i64(2).unwrap_or(0);
+        let matchers: Vec<String> = args.all(3).iter().map(Value::to_py_str).collect();
+        let lists = match args.slots.first_mut().and_then(|v| v.first_mut()) {
+            Some(Value::SeriesLists(lists)) => std::mem::take(lists),
+            Some(Value::Series(list)) if list.is_empty() => Vec::new(),
+            // graphite-web reads a plain list's series as lists of values (an
+            // AttributeError).
+            Some(Value::Series(_)) => {
+                return Err(Error::invalid(
+                    "reduceSeries needs a list of series lists (as mapSeries gives), not a \
+                     series list",
+                ));
+            }
+            _ => Vec::new(),
+        };
+        // By name, in first-appearance order: a slot per matcher.
+        let mut keys: Vec<String> = Vec::new();
+        let mut slots_of: HashMap<String, Vec<Option<Series>>> = HashMap::new();
+        for series in lists.into_iter().flatten() {
+            let nodes: Vec<&str> = series.name.split('.').collect();
+            let len = nodes.len() as i64;
+            let at = if node < 0 { len + node } else { node };
+            let Some(&value) = usize::try_from(at).ok().and_then(|i| nodes.get(i)) else {
+                return Err(Error::invalid(format!(
+                    "reduceSeries: {} has no node {node}",
+                    series.name
+                )));
+            };
+            let Some(i) = matchers.iter().position(|m| m == value) else {
+                continue;
+            };
+            let key = format!("{}.reduce.{func}", nodes[..at as usize].join("."));
+            let slots = slots_of.entry(key.clone()).or_insert_with(|| {
+                keys.push(key);
+                vec![None; matchers.len()]
+            });
+            slots[i] = Some(series);
+        }
+        let Some(function) = cx.eval.registry.get(&func).cloned() else {
+            if keys.is_empty() {
+                return Ok(Value::Series(Vec::new()));
+            }
+            return Err(Error::invalid(format!(
+                "reduceSeries: no function named {func}"
+            )));
+        };
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            let slots = slots_of.remove(&key).unwrap_or_default();
+            let mut values = Vec::with_capacity(slots.len());
+            for (slot, matcher) in slots.into_iter().zip(&matchers) {
+                let Some(series) = slot else {
+                    return Err(Error::invalid(format!(
+                        "reduceSeries: {key} has no series for the matcher {matcher}"
+                    )));
+                };
+                values.push(Value::Series(vec![series]));
+            }
+            let call_args =
+                super::validate(cx.eval.registry, function.signature(), values, Vec::new())?;
+            let inner = Context {
+                eval: cx.eval,
+                range: cx.range,
+                raw_args: &[],
+            };
+            let first = match function.call(&inner, call_args).await? {
+                Value::Series(list) => list.into_iter().next(),
+                _ => None,
+            };
+            let Some(mut series) = first else {
+                return Err(Error::invalid(format!(
+                    "reduceSeries: {func} gave no series for {key}"
                 )));
             };
             series.name = key;

@@ -19,7 +19,9 @@ pub(crate) mod alias;
 pub(crate) mod combine;
 pub(crate) mod eval;
 pub(crate) mod filter;
+pub(crate) mod graph;
 pub(crate) mod group;
+pub(crate) mod higher;
 pub(crate) mod moving;
 pub(crate) mod special;
 pub(crate) mod time;
@@ -30,6 +32,8 @@ pub(crate) mod transform;
 pub enum Value {
     /// A series list (a path expression or a function's result).
     Series(Vec<Series>),
+    /// A list of series lists (`mapSeries`'s result, `reduceSeries`'s argument).
+    SeriesLists(Vec<Vec<Series>>),
     /// A Python `int`.
     Int(i64),
     /// A Python `float` (`inf` included).
@@ -48,6 +52,13 @@ impl Value {
         match self {
             Value::Series(list) => {
                 let items: Vec<String> = list.iter().map(series_repr).collect();
+                format!("[{}]", items.join(", "))
+            }
+            Value::SeriesLists(lists) => {
+                let items: Vec<String> = lists
+                    .iter()
+                    .map(|list| Value::Series(list.clone()).repr())
+                    .collect();
                 format!("[{}]", items.join(", "))
             }
             Value::Int(i) => i.to_string(),
@@ -360,6 +371,7 @@ impl Args {
             Value::Float(f) => Some(*f != 0.0),
             Value::Str(s) => Some(s.eq_ignore_ascii_case("true")),
             Value::Series(list) => Some(!list.is_empty()),
+            Value::SeriesLists(lists) => Some(!lists.is_empty()),
             Value::None => None,
         }
     }
@@ -520,6 +532,8 @@ impl Registry {
             special::functions(),
             group::functions(),
             filter::functions(),
+            graph::functions(),
+            higher::functions(),
         ];
         for f in modules.into_iter().flatten() {
             registry.add(f);
@@ -716,6 +730,7 @@ fn validate_value(registry: &Registry, param: &Param, func: &str, value: Value) 
         }
         (ParamType::Interval, _) => None,
         (ParamType::SeriesList, Value::Series(_)) => Some(None),
+        (ParamType::SeriesLists, Value::Series(_) | Value::SeriesLists(_)) => Some(None),
         (ParamType::SeriesList | ParamType::SeriesLists, _) => None,
         (ParamType::AggFunc, Value::Str(s)) => is_agg_func(s).then_some(None),
         (ParamType::AggFunc, _) => None,
@@ -755,7 +770,8 @@ fn to_integer(value: &Value) -> Option<Value> {
 fn py_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Str(x), Value::Str(y)) => x == y,
-        (Value::Series(_), _) | (_, Value::Series(_)) => false,
+        (Value::Series(_) | Value::SeriesLists(_), _)
+        | (_, Value::Series(_) | Value::SeriesLists(_)) => false,
         (Value::None, Value::None) => true,
         (Value::None, _) | (_, Value::None) => false,
         (Value::Str(_), _) | (_, Value::Str(_)) => false,

@@ -57,7 +57,7 @@ fn consolidate_by(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
     Ok(Value::Series(list))
 }
 
-fn constant_line(cx: &Context<'_>, args: Args) -> Result<Value> {
+pub(crate) fn constant_line(cx: &Context<'_>, args: Args) -> Result<Value> {
     let raw = args.get(0).cloned().unwrap_or(Value::None);
     let Some(value) = args.f64(0) else {
         return Err(Error::invalid(format!(

@@ -235,7 +235,7 @@ fn bucketed_name(func: &str, series: &Series, quoted: &[&str], align: bool) -> S
 /// `_summarizeValues`: for each bucket `[t, t + interval)` from `start` while `t < end`, the
 /// aggregate of the values from the last one at or before `t` to the last one before
 /// `t + interval` when enough values inside the bucket are non-null; and the `t` reached.
-fn summarize_values(
+pub(crate) fn summarize_values(
     series: &Series,
     agg: AggFunc,
     interval: i64,

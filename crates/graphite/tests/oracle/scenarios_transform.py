@@ -79,6 +79,19 @@ def sparse(ts, step):
     return round((k % 13) * 1.5 - 4.0, 2)
 
 
+def every(n, zero_first=False):
+    """A value every `n` slots and nulls between (a source writing `n` times slower than the
+    archive's step); with `zero_first`, the value of every 3rd such slot is 0."""
+    def value(ts, step):
+        k = ts // step
+        if k % n:
+            return None
+        if zero_first and (k // n) % 3 == 0:
+            return 0.0
+        return round((k // n) % 11 * 2.5 + 1, 2)
+    return value
+
+
 def big(ts, step):
     k = ts // step
     return 1e15 + k * 123456.789 if k % 2 else round(k % 9 * 1e-7, 9)
@@ -94,6 +107,8 @@ FILES = {
     'tx.sparse': {'archives': [[10, 360], [60, 1440]], 'data': archive_data([[10, 360], [60, 1440]], sparse, [360, 480])},
     'tx.coarse': {'archives': [[60, 1440]], 'data': archive_data([[60, 1440]], wave(7, gaps=4), [480])},
     'tx.big': {'archives': [[10, 360]], 'data': archive_data([[10, 360]], big)},
+    'tx.every6': {'archives': [[10, 360]], 'data': archive_data([[10, 360]], every(6))},
+    'tx.every4z': {'archives': [[10, 360]], 'data': archive_data([[10, 360]], every(4, True))},
 }
 for n in range(1, 21):
     FILES['app.host%02d.requests' % n] = {
@@ -158,6 +173,7 @@ def mixed(seed, count):
 
 SCENARIOS = table('scenarios_transform.txt')
 SCENARIOS['transform_mixed'] = mixed(1, 100)
+SCENARIOS.update(table('scenarios_higher.txt'))
 
 
 def exception_of(page):

@@ -17,4 +17,5 @@ fixture_tests!(
     transform_time,
     transform_errors,
     transform_mixed,
+    transform_higher,
 );

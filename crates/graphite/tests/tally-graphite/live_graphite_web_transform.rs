@@ -34,6 +34,10 @@ async fn transforms_answer_as_a_running_graphite_web_does() {
                 "transform_mixed",
                 include_str!("../fixtures/transform_mixed.json"),
             ),
+            (
+                "transform_higher",
+                include_str!("../fixtures/transform_higher.json"),
+            ),
         ],
     )
     .await;

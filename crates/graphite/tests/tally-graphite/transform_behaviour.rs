@@ -1,7 +1,7 @@
 //! The transform, moving-window and time functions where this crate chooses its own answer
 //! (graphite-web's cannot be had or is a failure): piped calls, timeShift's DST keyword,
-//! bucket counts past the point limit, intervals of zero or less; and no panic on any
-//! arguments.
+//! bucket counts past the point limit, intervals and `timeFunction` steps of zero or less;
+//! and no panic on any arguments.
 
 use crate::common;
 
@@ -127,6 +127,29 @@ async fn intervals_of_zero_or_less_are_refused() {
         json(&render("summarize(nope.*, \"-1h\")", "-10min").await),
         J::Array(vec![])
     );
+}
+
+/// `timeFunction` (`time`) with a step of zero or less: graphite-web's loop never ends; here a
+/// 400 naming the step, and a positive step still answers.
+#[tokio::test]
+async fn time_function_steps_of_zero_or_less_are_refused() {
+    for target in [
+        "timeFunction(\"t\", 0)",
+        "time(\"t\", -60)",
+        "timeFunction(\"t\", step=-1)",
+    ] {
+        let answer = render(target, "-10min").await;
+        assert_eq!(answer.status, 400, "{target}: {}", common::text(&answer));
+        assert!(
+            common::text(&answer).contains("step above 0 seconds"),
+            "{target}: {}",
+            common::text(&answer)
+        );
+    }
+    let fine = json(&render("time(\"t\", 120)", "-10min").await);
+    let points = fine[0]["datapoints"].as_array().unwrap();
+    assert_eq!(points.len(), 5, "{fine}");
+    assert_eq!(points[0][0], points[0][1].as_f64().unwrap(), "{fine}");
 }
 
 /// Errors that graphite-web meets as Python exceptions are 400s naming the problem.
