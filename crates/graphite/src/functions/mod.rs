@@ -20,6 +20,7 @@ pub(crate) mod combine;
 pub(crate) mod eval;
 pub(crate) mod filter;
 pub(crate) mod group;
+pub(crate) mod math;
 pub(crate) mod moving;
 pub(crate) mod special;
 pub(crate) mod time;
@@ -390,9 +391,16 @@ impl Context<'_> {
         self.eval.now
     }
 
-    /// The request's `xFilesFactor` (0 unless given).
+    /// The request's `xFilesFactor` (0 unless given), as the last `setXFilesFactor`
+    /// evaluated left it.
     pub fn x_files_factor(&self) -> f64 {
-        self.eval.x_files_factor
+        self.eval.x_files_factor()
+    }
+
+    /// Sets the request's `xFilesFactor` for what is evaluated after (graphite-web's
+    /// `setXFilesFactor` writes it into its request context).
+    pub(crate) fn set_x_files_factor(&self, value: f64) {
+        self.eval.set_x_files_factor(value);
     }
 
     /// The store the request reads.
@@ -514,6 +522,7 @@ impl Registry {
         let modules = [
             combine::functions(),
             transform::functions(),
+            math::functions(),
             moving::functions(),
             time::functions(),
             alias::functions(),
