@@ -1,17 +1,19 @@
 //! Per-value math functions: each value of each series mapped on its own (`invert`, `pow`,
 //! `squareRoot`, `log`, `exp`, `round`, `add`, `sigmoid`, `logit`, `isNonNull`), or along the
 //! series (`offsetToZero`, `minMax`, `changed`, `delay`, `interpolate`), and the ones that only
-//! set how a series is read (`cumulative`, `setXFilesFactor`), named and tagged as
-//! graphite-web 1.1.10 names and tags them.
+//! set how a series is read (`cumulative`, `setXFilesFactor`), and two calculations over a
+//! series' own points (`nPercentile`, `stdev`), named and tagged as graphite-web 1.1.10
+//! names and tags them.
 //!
-//! Owns Python's float semantics where these functions show them: `math.pow`'s domain and
-//! range errors (a null in graphite-web's `safePow`), `math.log`'s domain, `round(x, n)`
-//! (correctly rounded, ties to even), `math.exp`'s overflow. Where graphite-web's Python
+//! Owns Python's float semantics where these functions show them: `math.log`'s domain,
+//! `round(x, n)` (correctly rounded, ties to even), `math.exp`'s overflow (`math.pow`'s
+//! domain and range errors are `combine.rs`'s `safePow`). Where graphite-web's Python
 //! raises out of the function (a 500 there), the call answers a 400 naming the problem.
 //! Moving windows live in `moving.rs`; the `+`/`*` of several series in `combine.rs`.
 
 use std::sync::Arc;
 
+use super::combine::{percentile, safe_pow};
 use super::special::consolidated;
 use super::transform::{copy_with, percent_d, rename};
 use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value};
@@ -199,6 +201,37 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
         ),
         set_x_files_factor,
         short,
+        Builtin::arc(
+            Signature::new(
+                "nPercentile",
+                "nPercentile(seriesList, n)",
+                "Calculate",
+                "Each series becomes a flat line at the n-th percentile of its non-null \
+                 values (nearest rank); series without values are left out.",
+            )
+            .params(vec![
+                series_list(),
+                Param::new("n", ParamType::Float).required(),
+            ]),
+            n_percentile as SyncBody,
+        ),
+        Builtin::arc(
+            Signature::new(
+                "stdev",
+                "stdev(seriesList, points, windowTolerance=0.1)",
+                "Calculate",
+                "Each point becomes the standard deviation of the non-null values of the \
+                 window of the given number of points ending at it (from the start of the \
+                 range, without earlier data); null where the window's share of non-null \
+                 values is below windowTolerance.",
+            )
+            .params(vec![
+                series_list(),
+                Param::new("points", ParamType::Integer).required(),
+                Param::new("windowTolerance", ParamType::Float).default(Value::Float(0.1)),
+            ]),
+            stdev,
+        ),
     ]
 }
 
@@ -222,19 +255,6 @@ fn in_place(
         }
     }
     Ok(Value::Series(list))
-}
-
-/// graphite-web's `safePow`: Python's `math.pow`, null where it raises (a negative base to a
-/// fractional power, zero to a negative one, a finite result too large).
-pub(crate) fn safe_pow(a: f64, b: f64) -> Option<f64> {
-    let r = a.powf(b);
-    // For finite operands Python raises on any non-finite result; for the others it
-    // follows C99's `pow`, as Rust's does.
-    if a.is_finite() && b.is_finite() && !r.is_finite() {
-        None
-    } else {
-        Some(r)
-    }
 }
 
 /// Python's `math.exp`: an error where a finite value overflows (its `OverflowError`).
@@ -265,7 +285,7 @@ fn invert(_cx: &Context<'_>, args: Args) -> Result<Value> {
         args,
         Some(("invert", "1".to_owned())),
         |name| format!("invert({name})"),
-        |_, v| Ok(v.and_then(|v| safe_pow(v, -1.0))),
+        |_, v| Ok(safe_pow(v, Some(-1.0))),
     )
 }
 
@@ -282,7 +302,7 @@ fn pow(_cx: &Context<'_>, args: Args) -> Result<Value> {
         args,
         Some(("pow", raw.to_py_str())),
         |name| format!("pow({name},{printed})"),
-        |_, v| Ok(v.and_then(|v| safe_pow(v, factor))),
+        |_, v| Ok(safe_pow(v, Some(factor))),
     )
 }
 
@@ -291,7 +311,7 @@ fn square_root(_cx: &Context<'_>, args: Args) -> Result<Value> {
         args,
         Some(("squareRoot", "1".to_owned())),
         |name| format!("squareRoot({name})"),
-        |_, v| Ok(v.and_then(|v| safe_pow(v, 0.5))),
+        |_, v| Ok(safe_pow(v, Some(0.5))),
     )
 }
 
@@ -673,20 +693,113 @@ fn set_x_files_factor(cx: &Context<'_>, mut args: Args) -> Result<Value> {
     Ok(Value::Series(list))
 }
 
+fn n_percentile(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
+    let raw = args.get(1).cloned().unwrap_or(Value::None);
+    let Some(n) = args.f64(1) else {
+        return Err(Error::invalid(format!(
+            "nPercentile needs a number for n, not {}",
+            raw.repr()
+        )));
+    };
+    if n == 0.0 {
+        return Err(Error::invalid(
+            "nPercentile needs a percentile other than 0 (graphite-web asserts it)",
+        ));
+    }
+    let list = args.take_series(0);
+    let mut out = Vec::with_capacity(list.len());
+    for mut series in list {
+        let points = series.points();
+        let Some(value) = percentile(&points, n, false)? else {
+            continue;
+        };
+        series
+            .tags
+            .insert("nPercentile".to_owned(), raw.to_py_str());
+        let name = format!("nPercentile({}, {})", series.name, format_g(n));
+        // `int((end - start) / step)` with Python's true division.
+        let count = ((series.end - series.start) as f64 / series.step as f64) as usize;
+        out.push(copy_with(&series, name, vec![Some(value); count]));
+    }
+    Ok(Value::Series(out))
+}
+
+fn stdev(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
+    let raw = args.get(1).cloned().unwrap_or(Value::None);
+    let Some(points) = args.i64(1) else {
+        return Err(Error::invalid(format!(
+            "stdev needs an integer number of points, not {}",
+            raw.repr()
+        )));
+    };
+    // An explicit None is compared with a share in graphite-web: it fails at the first
+    // window with a value.
+    let tolerance = match args.all(2).first() {
+        None => Some(0.1),
+        Some(Value::None) => None,
+        Some(_) => args.f64(2),
+    };
+    let list = args.take_series(0);
+    let mut out = Vec::with_capacity(list.len());
+    for mut series in list {
+        series.tags.insert("stdev".to_owned(), points.to_string());
+        let name = format!("stdev({},{points})", series.name);
+        let values = &series.values;
+        let mut deviations = Vec::with_capacity(values.len());
+        let (mut valid, mut sum, mut squares) = (0i64, 0.0f64, 0.0f64);
+        for (index, &new) in values.iter().enumerate() {
+            // The value leaving the window, once it is full (Python's `series[index -
+            // points]`, past the end for a negative number of points).
+            let dropped = if (index as i64) < points {
+                None
+            } else {
+                let at = (index as i64)
+                    .checked_sub(points)
+                    .and_then(|i| usize::try_from(i).ok())
+                    .filter(|&i| i < values.len())
+                    .ok_or_else(|| {
+                        Error::invalid(format!(
+                            "stdev needs a positive number of points, not {points} \
+                             (graphite-web reads past the series)"
+                        ))
+                    })?;
+                values[at]
+            };
+            if let Some(d) = dropped {
+                valid -= 1;
+                sum -= d;
+                squares -= d * d;
+            }
+            if let Some(v) = new {
+                valid += 1;
+                sum += v;
+                squares += v * v;
+            }
+            let enough = valid > 0
+                && match tolerance {
+                    Some(t) => valid as f64 / points as f64 >= t,
+                    None => {
+                        return Err(Error::invalid(
+                            "stdev needs a number for windowTolerance, not None",
+                        ));
+                    }
+                };
+            deviations.push(if enough {
+                // Python's ValueError of a square root below zero (rounding) is a null.
+                let spread = valid as f64 * squares - sum * sum;
+                (spread >= 0.0).then(|| spread.sqrt() / valid as f64)
+            } else {
+                None
+            });
+        }
+        out.push(copy_with(&series, name, deviations));
+    }
+    Ok(Value::Series(out))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pow_is_null_where_python_raises() {
-        assert_eq!(safe_pow(0.0, -1.0), None);
-        assert_eq!(safe_pow(-8.0, 0.5), None);
-        assert_eq!(safe_pow(10.0, 400.0), None);
-        assert_eq!(safe_pow(4.0, 0.5), Some(2.0));
-        assert_eq!(safe_pow(-2.0, 3.0), Some(-8.0));
-        assert_eq!(safe_pow(f64::INFINITY, -1.0), Some(0.0));
-        assert_eq!(safe_pow(0.0, 0.0), Some(1.0));
-    }
 
     #[test]
     fn round_follows_python_3() {
