@@ -54,8 +54,9 @@ fn consolidate_by(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
     )))
 }
 
-/// Each series of `list` consolidated by `function` (named `name` as given), renamed
-/// `consolidateBy(name,"function")` and tagged: `consolidateBy` and `cumulative`.
+/// Each series of `list` to be consolidated by `function` (`name` as given), renamed
+/// `consolidateBy(name,"function")` and tagged so: what `consolidateBy` and `cumulative`
+/// do.
 pub(crate) fn consolidated(
     mut list: Vec<Series>,
     function: Consolidation,

@@ -191,7 +191,7 @@ pub(crate) fn round6(x: f64) -> f64 {
 
 /// A number argument that graphite-web formats or compares: `None` given explicitly fails
 /// there (a 500); here a 400 naming the parameter.
-pub(crate) fn explicit_none(args: &Args, i: usize, func: &str, param: &str) -> Result<()> {
+fn explicit_none(args: &Args, i: usize, func: &str, param: &str) -> Result<()> {
     if args.all(i).first() == Some(&Value::None) {
         return Err(Error::invalid(format!(
             "{func} needs a number for {param}, not None"
