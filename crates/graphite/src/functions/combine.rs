@@ -605,15 +605,16 @@ fn one_series(
 }
 
 /// `_getPercentile(points, n, interpolate)`: the NIST nearest-rank percentile of the
-/// non-null values (or the interpolation between the two ranks around it). A rank past the
-/// values, where graphite-web fails with an `IndexError`, is a 400.
+/// non-null values (or the interpolation between the two ranks around it). The ranks index
+/// the sorted values as Python does (a negative percentile counts from the end); a rank
+/// outside them, where graphite-web fails with an `IndexError`, is a 400.
 pub(crate) fn percentile(row: &[Option<f64>], n: f64, interpolate: bool) -> Result<Option<f64>> {
     let mut sorted: Vec<f64> = row.iter().flatten().copied().collect();
     if sorted.is_empty() {
         return Ok(None);
     }
     sorted.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    let len = sorted.len();
+    let len = sorted.len() as i64;
     let fractional = (n / 100.0) * (len as f64 + 1.0);
     let past = || {
         Error::invalid(format!(
@@ -621,24 +622,34 @@ pub(crate) fn percentile(row: &[Option<f64>], n: f64, interpolate: bool) -> Resu
             format_g(n)
         ))
     };
-    if !fractional.is_finite() || fractional > len as f64 + 2.0 {
+    if !fractional.is_finite() || fractional.abs() > 2.0 * len as f64 + 2.0 {
         return Err(past());
     }
     let whole = fractional.trunc();
     let fraction = fractional - whole;
-    let mut rank = whole as usize;
+    let mut rank = whole as i64;
     if !interpolate {
-        rank += fraction.ceil() as usize;
+        // `int(math.ceil(f))`: 0 for a negative fraction.
+        rank += fraction.ceil() as i64;
     }
+    // Python's `sortedPoints[i]`.
+    let at = |i: i64| -> Result<f64> {
+        let j = if i < 0 { i + len } else { i };
+        if (0..len).contains(&j) {
+            Ok(sorted[j as usize])
+        } else {
+            Err(past())
+        }
+    };
     let mut value = if rank == 0 {
         sorted[0]
     } else if rank - 1 == len {
-        sorted[len - 1]
+        sorted[sorted.len() - 1]
     } else {
-        *sorted.get(rank - 1).ok_or_else(past)?
+        at(rank - 1)?
     };
     if interpolate && rank != len {
-        let next = *sorted.get(rank).ok_or_else(past)?;
+        let next = at(rank)?;
         value += fraction * (next - value);
     }
     Ok(Some(value))
@@ -663,7 +674,7 @@ fn pow_series(cx: &Context<'_>, mut args: Args) -> Result<Value> {
 
 /// `safePow(a, b)`: `math.pow`, null for a null operand and where Python raises (a result
 /// that is not a number, or infinite, from finite operands that are not).
-fn safe_pow(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+pub(crate) fn safe_pow(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     let (a, b) = (a?, b?);
     let result = a.powf(b);
     if result.is_nan() && !a.is_nan() && !b.is_nan() {
@@ -702,6 +713,15 @@ mod tests {
         assert!(p(&v, 200.0, false).is_err());
         assert!(p(&v, f64::INFINITY, false).is_err());
         assert!(p(&v, 1e300, true).is_err());
+        // A negative percentile's rank counts from the end, as Python's indexing does.
+        assert_eq!(p(&v, -40.0, false), Ok(Some(35.0)));
+        assert_eq!(p(&v, -40.0, true), Ok(Some(33.0)));
+        assert_eq!(p(&v, -10.0, false), Ok(Some(15.0)));
+        assert_eq!(p(&v, -20.0, false), Ok(Some(40.0)));
+        assert_eq!(p(&v, -20.0, true), Ok(Some(38.0)));
+        assert_eq!(p(&v, -83.0, false), Ok(Some(15.0)));
+        assert!(p(&v, -84.0, false).is_err());
+        assert!(p(&v, -100.0, false).is_err());
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::future::BoxFuture;
 
@@ -33,7 +34,9 @@ pub(crate) struct Evaluation<'a> {
     pub(crate) registry: &'a Registry,
     pub(crate) store: &'a dyn Store,
     pub(crate) now: i64,
-    pub(crate) x_files_factor: f64,
+    /// The request's `xFilesFactor` as `f64` bits: graphite-web's `requestContext` entry,
+    /// which `setXFilesFactor` changes for whatever is evaluated after it.
+    x_files_factor: AtomicU64,
     pub(crate) limits: &'a Limits,
     /// The request's targets, for error messages.
     pub(crate) targets: &'a [String],
@@ -60,7 +63,7 @@ impl<'a> Evaluation<'a> {
             registry,
             store,
             now,
-            x_files_factor,
+            x_files_factor: AtomicU64::new(x_files_factor.to_bits()),
             limits,
             targets,
             template,
@@ -68,6 +71,19 @@ impl<'a> Evaluation<'a> {
             fetched: Mutex::new(0),
             stacks: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The request's `xFilesFactor` now: the request's own, or the last `setXFilesFactor`
+    /// evaluated.
+    pub(crate) fn x_files_factor(&self) -> f64 {
+        f64::from_bits(self.x_files_factor.load(Ordering::Relaxed))
+    }
+
+    /// graphite-web's `requestContext['xFilesFactor'] = ...`: series fetched and made from
+    /// now on in this request take `value`.
+    pub(crate) fn set_x_files_factor(&self, value: f64) {
+        self.x_files_factor
+            .store(value.to_bits(), Ordering::Relaxed);
     }
 
     /// `evaluateTarget`: prefetch every path expression of `exprs` over `range`, then
@@ -217,7 +233,7 @@ impl<'a> Evaluation<'a> {
         for fetched in found {
             let mut series = fetched.clone();
             series.path_expression = pattern.to_owned();
-            series.x_files_factor = self.x_files_factor;
+            series.x_files_factor = self.x_files_factor();
             match by_name.get_mut(&series.name) {
                 None => {
                     let nones = series.values.iter().filter(|v| v.is_none()).count();

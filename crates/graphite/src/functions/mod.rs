@@ -4,7 +4,7 @@
 //! (`functions/params.py`, enforced) and the registry of built-ins.
 //!
 //! Each group of built-ins has its own file (`combine.rs`, `alias.rs`, `transform.rs`,
-//! `special.rs`, ...); this module owns what they share and nothing of their math.
+//! `math.rs`, `moving.rs`, `special.rs`, ...); this module owns what they share and nothing of their math.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,6 +22,7 @@ pub(crate) mod filter;
 pub(crate) mod graph;
 pub(crate) mod group;
 pub(crate) mod higher;
+pub(crate) mod math;
 pub(crate) mod moving;
 pub(crate) mod special;
 pub(crate) mod time;
@@ -402,9 +403,16 @@ impl Context<'_> {
         self.eval.now
     }
 
-    /// The request's `xFilesFactor` (0 unless given).
+    /// The request's `xFilesFactor` (0 unless given), as the last `setXFilesFactor`
+    /// evaluated left it.
     pub fn x_files_factor(&self) -> f64 {
-        self.eval.x_files_factor
+        self.eval.x_files_factor()
+    }
+
+    /// Sets the request's `xFilesFactor` for what is evaluated after (graphite-web's
+    /// `setXFilesFactor` writes it into its request context).
+    pub(crate) fn set_x_files_factor(&self, value: f64) {
+        self.eval.set_x_files_factor(value);
     }
 
     /// The store the request reads.
@@ -526,6 +534,7 @@ impl Registry {
         let modules = [
             combine::functions(),
             transform::functions(),
+            math::functions(),
             moving::functions(),
             time::functions(),
             alias::functions(),

@@ -47,14 +47,30 @@ fn consolidate_by(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
             "Invalid consolidation function: '{name}'"
         )));
     };
-    let mut list = args.take_series(0);
+    Ok(Value::Series(consolidated(
+        args.take_series(0),
+        function,
+        &name,
+    )))
+}
+
+/// Each series of `list` to be consolidated by `function` (`name` as given), renamed
+/// `consolidateBy(name,"function")` and tagged so: what `consolidateBy` and `cumulative`
+/// do.
+pub(crate) fn consolidated(
+    mut list: Vec<Series>,
+    function: Consolidation,
+    name: &str,
+) -> Vec<Series> {
     for series in &mut list {
         series.consolidation = function;
-        series.tags.insert("consolidateBy".to_owned(), name.clone());
+        series
+            .tags
+            .insert("consolidateBy".to_owned(), name.to_owned());
         series.name = format!("consolidateBy({},\"{}\")", series.name, name);
         series.path_expression = series.name.clone();
     }
-    Ok(Value::Series(list))
+    list
 }
 
 pub(crate) fn constant_line(cx: &Context<'_>, args: Args) -> Result<Value> {

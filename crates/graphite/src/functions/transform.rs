@@ -156,7 +156,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
 
 /// Renames a series in place as the functions that keep their input do: the name and the
 /// path expression both become `name`.
-fn rename(series: &mut Series, name: String) {
+pub(crate) fn rename(series: &mut Series, name: String) {
     series.path_expression = name.clone();
     series.name = name;
 }
@@ -241,7 +241,7 @@ fn scale(_cx: &Context<'_>, args: Args) -> Result<Value> {
 }
 
 /// Python's `'%d' % x` of a float: its integral part in full (`int(x)`), or why it has none.
-fn percent_d(x: f64) -> Option<String> {
+pub(crate) fn percent_d(x: f64) -> Option<String> {
     if !x.is_finite() {
         return None;
     }

@@ -22,4 +22,5 @@ fixture_tests!(
     functions_combine,
     functions_filter,
     functions_graph,
+    functions_math,
 );

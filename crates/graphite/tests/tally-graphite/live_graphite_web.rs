@@ -42,6 +42,10 @@ const FIXTURES: &[(&str, &str)] = &[
         "functions_graph",
         include_str!("../fixtures/functions_graph.json"),
     ),
+    (
+        "functions_math",
+        include_str!("../fixtures/functions_math.json"),
+    ),
 ];
 
 #[tokio::test(flavor = "multi_thread")]
