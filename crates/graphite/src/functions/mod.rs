@@ -21,6 +21,8 @@ pub(crate) mod eval;
 pub(crate) mod filter;
 pub(crate) mod group;
 pub(crate) mod moving;
+pub(crate) mod names;
+pub(crate) mod select;
 pub(crate) mod special;
 pub(crate) mod time;
 pub(crate) mod transform;
@@ -520,6 +522,8 @@ impl Registry {
             special::functions(),
             group::functions(),
             filter::functions(),
+            select::functions(),
+            names::functions(),
         ];
         for f in modules.into_iter().flatten() {
             registry.add(f);

@@ -38,6 +38,10 @@ const FIXTURES: &[(&str, &str)] = &[
         "functions_filter",
         include_str!("../fixtures/functions_filter.json"),
     ),
+    (
+        "functions_select",
+        include_str!("../fixtures/functions_select.json"),
+    ),
 ];
 
 #[tokio::test(flavor = "multi_thread")]
