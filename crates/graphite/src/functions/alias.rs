@@ -70,29 +70,9 @@ fn alias_by_metric(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
     Ok(Value::Series(list))
 }
 
-/// `aliasByMetric` (graphite-web's `substr(seriesList, -1, 0)`): the text between the last
-/// `(` and the first `)` (empty when that `)` comes first), its last dotted node, cut at
-/// its first comma when no line break follows that comma (`re.sub(',.*$', '', ...)`).
+/// `aliasByMetric`: graphite-web's `substr(seriesList, -1, 0)` of the name.
 pub(crate) fn metric_name(name: &str) -> String {
-    let left = name.rfind('(').map_or(0, |i| i + 1);
-    let right = name.find(')').unwrap_or(name.len());
-    let clean = if left <= right {
-        &name[left..right]
-    } else {
-        ""
-    };
-    let last = clean.rsplit('.').next().unwrap_or("");
-    // `,.*$`: `.` stops at a line break and `$` matches at the end or before a final one,
-    // so the first comma of the last line (not counting a final line break) starts it.
-    let (body, newline) = match last.strip_suffix('\n') {
-        Some(body) => (body, "\n"),
-        None => (last, ""),
-    };
-    let line_start = body.rfind('\n').map_or(0, |i| i + 1);
-    match body[line_start..].find(',') {
-        Some(comma) => format!("{}{newline}", &body[..line_start + comma]),
-        None => last.to_owned(),
-    }
+    super::names::substr_name(name, -1, 0)
 }
 
 fn alias(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
@@ -116,7 +96,7 @@ fn alias_sub(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
     Ok(Value::Series(list))
 }
 
-fn alias_by_node(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
+pub(crate) fn alias_by_node(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
     let nodes: Vec<Value> = args.all(1).to_vec();
     let mut list = args.take_series(0);
     for series in &mut list {

@@ -498,35 +498,37 @@ fn divide_series(cx: &Context<'_>, mut args: Args) -> Result<Value> {
     let Some(mut divisor) = divisor else {
         return Ok(Value::Series(Vec::new()));
     };
-    let mut out = Vec::with_capacity(dividends.len());
-    for mut dividend in dividends {
-        let name = format!("divideSeries({},{})", dividend.name, divisor.name);
-        let step = if dividend.step > 0 && divisor.step > 0 {
-            lcm(dividend.step, divisor.step)
-        } else {
-            dividend.step.max(divisor.step).max(1)
-        };
-        for s in [&mut dividend, &mut divisor] {
-            s.values_per_point = if s.step > 0 {
-                (step / s.step).max(1) as usize
-            } else {
-                1
-            };
-        }
-        let start = dividend.start.min(divisor.start);
-        let end = dividend.end.max(divisor.end);
-        let end = end.saturating_sub(end.saturating_sub(start).rem_euclid(step));
-        let values = zip_longest(&dividend.points(), &divisor.points())
-            .map(|(a, b)| safe_div(a, b))
-            .collect();
-        out.push(made(
-            &name,
-            Span { start, end, step },
-            values,
-            cx.x_files_factor(),
-        ));
-    }
+    let out = dividends
+        .iter_mut()
+        .map(|dividend| quotient(dividend, &mut divisor, cx.x_files_factor()))
+        .collect();
     Ok(Value::Series(out))
+}
+
+/// One quotient of `divideSeries` (and `divideSeriesLists`): `divideSeries(<a>,<b>)`, both
+/// series consolidated in place to the least common multiple of their steps, then divided
+/// point by point (`safeDiv`, padded with nulls to the longer).
+pub(crate) fn quotient(dividend: &mut Series, divisor: &mut Series, x_files_factor: f64) -> Series {
+    let name = format!("divideSeries({},{})", dividend.name, divisor.name);
+    let step = if dividend.step > 0 && divisor.step > 0 {
+        lcm(dividend.step, divisor.step)
+    } else {
+        dividend.step.max(divisor.step).max(1)
+    };
+    for s in [&mut *dividend, &mut *divisor] {
+        s.values_per_point = if s.step > 0 {
+            (step / s.step).max(1) as usize
+        } else {
+            1
+        };
+    }
+    let start = dividend.start.min(divisor.start);
+    let end = dividend.end.max(divisor.end);
+    let end = end.saturating_sub(end.saturating_sub(start).rem_euclid(step));
+    let values = zip_longest(&dividend.points(), &divisor.points())
+        .map(|(a, b)| safe_div(a, b))
+        .collect();
+    made(&name, Span { start, end, step }, values, x_files_factor)
 }
 
 fn count_series(cx: &Context<'_>, mut args: Args) -> Result<Value> {
@@ -609,6 +611,31 @@ fn one_series(
 /// the sorted values as Python does (a negative percentile counts from the end); a rank
 /// outside them, where graphite-web fails with an `IndexError`, is a 400.
 pub(crate) fn percentile(row: &[Option<f64>], n: f64, interpolate: bool) -> Result<Option<f64>> {
+    py_percentile(row, n, interpolate).map_err(|_| {
+        Error::invalid(format!(
+            "percentile {} lies past the {} values of a point",
+            format_g(n),
+            row.iter().flatten().count()
+        ))
+    })
+}
+
+/// Where `_getPercentile` fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PercentileFault {
+    /// A rank outside the values (Python's `IndexError`).
+    Index,
+    /// A rank that is not a number (`int()` of an infinity or a NaN).
+    NotFinite,
+}
+
+/// `_getPercentile` exactly: the rank truncated toward zero, then indexed as Python indexes
+/// (a negative rank counts from the end), `None` for no non-null values.
+pub(crate) fn py_percentile(
+    row: &[Option<f64>],
+    n: f64,
+    interpolate: bool,
+) -> std::result::Result<Option<f64>, PercentileFault> {
     let mut sorted: Vec<f64> = row.iter().flatten().copied().collect();
     if sorted.is_empty() {
         return Ok(None);
@@ -616,30 +643,26 @@ pub(crate) fn percentile(row: &[Option<f64>], n: f64, interpolate: bool) -> Resu
     sorted.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     let len = sorted.len() as i64;
     let fractional = (n / 100.0) * (len as f64 + 1.0);
-    let past = || {
-        Error::invalid(format!(
-            "percentile {} lies past the {len} values of a point",
-            format_g(n)
-        ))
-    };
-    if !fractional.is_finite() || fractional.abs() > 2.0 * len as f64 + 2.0 {
-        return Err(past());
+    if !fractional.is_finite() {
+        return Err(PercentileFault::NotFinite);
     }
     let whole = fractional.trunc();
+    // Every rank this far out indexes past the values.
+    if whole.abs() > len as f64 + 2.0 {
+        return Err(PercentileFault::Index);
+    }
     let fraction = fractional - whole;
     let mut rank = whole as i64;
-    if !interpolate {
-        // `int(math.ceil(f))`: 0 for a negative fraction.
-        rank += fraction.ceil() as i64;
+    if !interpolate && fraction > 0.0 {
+        rank += 1;
     }
-    // Python's `sortedPoints[i]`.
-    let at = |i: i64| -> Result<f64> {
-        let j = if i < 0 { i + len } else { i };
-        if (0..len).contains(&j) {
-            Ok(sorted[j as usize])
-        } else {
-            Err(past())
-        }
+    let at = |i: i64| {
+        let i = if i < 0 { i + len } else { i };
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| sorted.get(i))
+            .copied()
+            .ok_or(PercentileFault::Index)
     };
     let mut value = if rank == 0 {
         sorted[0]
@@ -649,8 +672,7 @@ pub(crate) fn percentile(row: &[Option<f64>], n: f64, interpolate: bool) -> Resu
         at(rank - 1)?
     };
     if interpolate && rank != len {
-        let next = at(rank)?;
-        value += fraction * (next - value);
+        value += fraction * (at(rank)? - value);
     }
     Ok(Some(value))
 }

@@ -147,7 +147,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
 }
 
 /// Parameter `i`, an integer (validation guarantees it; a missing one names itself).
-fn integer(args: &Args, i: usize, func: &str) -> Result<i64> {
+pub(crate) fn integer(args: &Args, i: usize, func: &str) -> Result<i64> {
     args.i64(i).ok_or_else(|| {
         Error::invalid(format!(
             "{func} needs an integer n, not {}",
@@ -156,18 +156,19 @@ fn integer(args: &Args, i: usize, func: &str) -> Result<i64> {
     })
 }
 
-/// Parameter `i`, a number.
-fn number(args: &Args, i: usize, func: &str) -> Result<f64> {
+/// Parameter `i` (named `param`), a number (validation guarantees it; a missing one names
+/// itself).
+pub(crate) fn number(args: &Args, i: usize, func: &str, param: &str) -> Result<f64> {
     args.f64(i).ok_or_else(|| {
         Error::invalid(format!(
-            "{func} needs a number n, not {}",
+            "{func} needs a number {param}, not {}",
             args.get(i).map_or_else(|| "None".to_owned(), Value::repr)
         ))
     })
 }
 
 /// How many items `list[:n]` keeps of `len`.
-fn py_prefix(len: usize, n: i64) -> usize {
+pub(crate) fn py_prefix(len: usize, n: i64) -> usize {
     if n >= 0 {
         usize::try_from(n).map_or(len, |n| n.min(len))
     } else {
@@ -183,7 +184,7 @@ fn sort_key(series: &Series, func: AggFunc) -> f64 {
 
 /// `list.sort(key=keyFunc(func), reverse=...)`: stable, equal keys keep their order either
 /// way.
-fn sort_by_aggregate(list: &mut Vec<Series>, func: AggFunc, descending: bool) {
+pub(crate) fn sort_by_aggregate(list: &mut Vec<Series>, func: AggFunc, descending: bool) {
     let mut keyed: Vec<(f64, Series)> = list.drain(..).map(|s| (sort_key(&s, func), s)).collect();
     keyed.sort_by(|a, b| {
         let order = a.0.partial_cmp(&b.0).unwrap_or(Ordering::Equal);
@@ -313,7 +314,7 @@ fn remove_values(
     func: &str,
     remove: impl Fn(Option<f64>) -> bool,
 ) -> Result<Value> {
-    let n = number(&args, 1, func)?;
+    let n = number(&args, 1, func, "n")?;
     let mut list = args.take_series(0);
     for series in &mut list {
         series.name = format!("{func}({}, {})", series.name, format_g(n));

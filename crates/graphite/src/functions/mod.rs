@@ -24,6 +24,8 @@ pub(crate) mod group;
 pub(crate) mod higher;
 pub(crate) mod math;
 pub(crate) mod moving;
+pub(crate) mod names;
+pub(crate) mod select;
 pub(crate) mod special;
 pub(crate) mod time;
 pub(crate) mod transform;
@@ -543,6 +545,8 @@ impl Registry {
             filter::functions(),
             graph::functions(),
             higher::functions(),
+            select::functions(),
+            names::functions(),
         ];
         for f in modules.into_iter().flatten() {
             registry.add(f);

@@ -23,4 +23,5 @@ fixture_tests!(
     functions_filter,
     functions_graph,
     functions_math,
+    functions_select,
 );

@@ -46,6 +46,10 @@ const FIXTURES: &[(&str, &str)] = &[
         "functions_math",
         include_str!("../fixtures/functions_math.json"),
     ),
+    (
+        "functions_select",
+        include_str!("../fixtures/functions_select.json"),
+    ),
 ];
 
 #[tokio::test(flavor = "multi_thread")]
