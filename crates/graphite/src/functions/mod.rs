@@ -19,6 +19,7 @@ pub(crate) mod alias;
 pub(crate) mod combine;
 pub(crate) mod eval;
 pub(crate) mod filter;
+pub(crate) mod forecast;
 pub(crate) mod group;
 pub(crate) mod moving;
 pub(crate) mod special;
@@ -520,6 +521,7 @@ impl Registry {
             special::functions(),
             group::functions(),
             filter::functions(),
+            forecast::functions(),
         ];
         for f in modules.into_iter().flatten() {
             registry.add(f);

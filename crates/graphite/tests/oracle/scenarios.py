@@ -179,6 +179,7 @@ SCENARIOS.update({
     ],
 })
 SCENARIOS.update(table('scenarios_combine.txt'))
+SCENARIOS.update(table('scenarios_forecast.txt'))
 
 
 def record(data, files, dirs, scenarios, keep=None):

@@ -21,4 +21,5 @@ fixture_tests!(
     functions,
     functions_combine,
     functions_filter,
+    functions_forecast,
 );

@@ -38,6 +38,10 @@ const FIXTURES: &[(&str, &str)] = &[
         "functions_filter",
         include_str!("../fixtures/functions_filter.json"),
     ),
+    (
+        "functions_forecast",
+        include_str!("../fixtures/functions_forecast.json"),
+    ),
 ];
 
 #[tokio::test(flavor = "multi_thread")]
