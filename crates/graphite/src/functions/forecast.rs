@@ -17,7 +17,8 @@
 //! series), this answers a 400. `linearRegression` and `timeSlice` read their times against
 //! the request's `now`, where graphite-web reads them against its own clock. The series
 //! options `holtWintersConfidenceArea` sets for graphite-web's images (stacked, the lower band
-//! invisible) are not kept: no format this crate renders carries them.
+//! invisible) are not kept: no format this crate renders carries them. `timeStack` refuses
+//! (a 400) more shifts than the series a request may fetch, before evaluating any.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -362,27 +363,31 @@ impl HoltWinters {
     /// `holtWintersConfidenceBands`: per series, the lower and upper band, the bootstrap
     /// dropped.
     async fn bands(&self, cx: &Context<'_>, args: &Args, func: &str) -> Result<Vec<Bands>> {
-        if args.all(1).first() == Some(&Value::None) {
-            return Err(Error::invalid(format!("{func} needs a number for delta")));
-        }
-        let delta = args.i64(1).unwrap_or(3) as f64;
+        // An explicit `None` fails in graphite-web only where it multiplies a deviation.
+        let delta = match args.all(1).first() {
+            None => Some(3.0),
+            Some(_) => args.i64(1).map(|d| d as f64),
+        };
         let (bootstrap, previews) = self.previews(cx, args, 2, func).await?;
         let mut out = Vec::with_capacity(previews.len());
         for (series, analysis) in previews {
             let (axis, keep) = trimmed(&series, bootstrap, analysis.predictions.len());
             let forecast = &analysis.predictions[keep.clone()];
             let deviation = &analysis.deviations[keep];
-            let (lower, upper): (Vec<Option<f64>>, Vec<Option<f64>>) = forecast
-                .iter()
-                .zip(deviation)
-                .map(|(f, d)| match f {
-                    Some(f) => {
-                        let scaled = delta * d;
-                        (Some(f - scaled), Some(f + scaled))
-                    }
-                    None => (None, None),
-                })
-                .unzip();
+            let mut lower = Vec::with_capacity(forecast.len());
+            let mut upper = Vec::with_capacity(forecast.len());
+            for (f, d) in forecast.iter().zip(deviation) {
+                let Some(f) = f else {
+                    lower.push(None);
+                    upper.push(None);
+                    continue;
+                };
+                let delta = delta
+                    .ok_or_else(|| Error::invalid(format!("{func} needs a number for delta")))?;
+                let scaled = delta * d;
+                lower.push(Some(f - scaled));
+                upper.push(Some(f + scaled));
+            }
             let mut tags = series.tags.clone();
             for name in [
                 "holtWintersForecast",
