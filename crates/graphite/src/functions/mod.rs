@@ -19,6 +19,7 @@ pub(crate) mod alias;
 pub(crate) mod combine;
 pub(crate) mod eval;
 pub(crate) mod filter;
+pub(crate) mod forecast;
 pub(crate) mod graph;
 pub(crate) mod group;
 pub(crate) mod higher;
@@ -547,6 +548,7 @@ impl Registry {
             higher::functions(),
             select::functions(),
             names::functions(),
+            forecast::functions(),
         ];
         for f in modules.into_iter().flatten() {
             registry.add(f);

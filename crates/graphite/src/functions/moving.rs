@@ -163,7 +163,7 @@ pub(crate) fn xff_of(non_null: f64, total: f64, x_files_factor: f64) -> bool {
 }
 
 /// Python's `seq[start:stop]` bounds for a sequence of `len` items.
-fn py_slice(len: usize, start: i64, stop: i64) -> std::ops::Range<usize> {
+pub(crate) fn py_slice(len: usize, start: i64, stop: i64) -> std::ops::Range<usize> {
     let len_i = len as i64;
     let clamp = |i: i64| -> usize {
         let i = if i < 0 { i + len_i } else { i };

@@ -108,7 +108,7 @@ fn flag(args: &Args, i: usize, default: bool) -> bool {
 }
 
 /// A validated interval parameter in seconds (`parseTimeOffset`'s total).
-fn interval_of(args: &Args, i: usize, func: &str) -> Result<(String, i64)> {
+pub(crate) fn interval_of(args: &Args, i: usize, func: &str) -> Result<(String, i64)> {
     let text = args.str(i).unwrap_or_default().to_owned();
     let seconds = parse_offset(&text)
         .map_err(|e| Error::invalid(format!("{func}: invalid interval {text:?}: {}", e.0)))?;
@@ -116,7 +116,7 @@ fn interval_of(args: &Args, i: usize, func: &str) -> Result<(String, i64)> {
 }
 
 /// Refuses a zero or negative interval (graphite-web divides by it or never ends).
-fn positive(func: &str, text: &str, interval: i64) -> Result<()> {
+pub(crate) fn positive(func: &str, text: &str, interval: i64) -> Result<()> {
     if interval <= 0 {
         return Err(Error::invalid(format!(
             "{func} needs an interval longer than zero, not {text:?}"
@@ -126,7 +126,7 @@ fn positive(func: &str, text: &str, interval: i64) -> Result<()> {
 }
 
 /// Refuses more buckets than the answer may hold points.
-fn bucket_limit(cx: &Context<'_>, func: &str, buckets: i64) -> Result<usize> {
+pub(crate) fn bucket_limit(cx: &Context<'_>, func: &str, buckets: i64) -> Result<usize> {
     let max = cx.eval.limits.max_points;
     usize::try_from(buckets)
         .ok()

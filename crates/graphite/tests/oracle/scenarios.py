@@ -1,9 +1,9 @@
 """The evaluation scenarios: data and requests (the render requests in the tables
-scenarios.txt, scenarios_combine.txt, scenarios_graph.txt, scenarios_math.txt and
-scenarios_select.txt, read by table()), answered by graphite-web 1.1.10 (graphite_web.py)
-into ../fixtures/<name>.json (the data in ../fixtures/data.json), which
-tests/tally-graphite/graphite_web.rs replays against this crate over its in-memory store.
-Run: python3 scenarios.py (with the environment
+scenarios.txt, scenarios_combine.txt, scenarios_graph.txt, scenarios_math.txt,
+scenarios_select.txt and scenarios_forecast.txt, read by table()), answered by
+graphite-web 1.1.10 (graphite_web.py) into ../fixtures/<name>.json (the data in
+../fixtures/data.json), which tests/tally-graphite/graphite_web.rs replays against this
+crate over its in-memory store. Run: python3 scenarios.py (with the environment
 graphite_web.py needs); the fixtures are committed."""
 import json, os, re, subprocess, sys
 from urllib.parse import quote, urlencode
@@ -183,6 +183,7 @@ SCENARIOS.update(table('scenarios_combine.txt'))
 SCENARIOS.update(table('scenarios_graph.txt'))
 SCENARIOS.update(table('scenarios_math.txt'))
 SCENARIOS.update(table('scenarios_select.txt'))
+SCENARIOS.update(table('scenarios_forecast.txt'))
 
 
 def record(data, files, dirs, scenarios, keep=None):

@@ -24,4 +24,5 @@ fixture_tests!(
     functions_graph,
     functions_math,
     functions_select,
+    functions_forecast,
 );

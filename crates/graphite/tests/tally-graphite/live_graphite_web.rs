@@ -50,6 +50,10 @@ const FIXTURES: &[(&str, &str)] = &[
         "functions_select",
         include_str!("../fixtures/functions_select.json"),
     ),
+    (
+        "functions_forecast",
+        include_str!("../fixtures/functions_forecast.json"),
+    ),
 ];
 
 #[tokio::test(flavor = "multi_thread")]
