@@ -2,7 +2,7 @@
 //! `color`, `alpha`, `lineWidth`, `dashed`, `secondYAxis`, `drawAsInfinite`,
 //! `areaBetween` (styles a JSON answer does not carry: some rename and tag their series),
 //! `cactiStyle` and `legendValue` (legends written into the names), `identity`,
-//! `timeFunction` (`time`), `threshold` and `aggregateLine`.
+//! `timeFunction` (`time`), `threshold`, `verticalLine` and `aggregateLine`.
 //!
 //! Owns those functions' naming and the unit prefixes of graphite-web's legends
 //! (`format_units`); the aggregations are `agg.rs`'s.
@@ -172,6 +172,21 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                 Param::new("color", ParamType::String),
             ]),
             threshold,
+        ),
+        Builtin::arc(
+            Signature::new(
+                "verticalLine",
+                "verticalLine(ts, label=None, color=None)",
+                "Graph",
+                "A vertical line at time `ts` (graphite's time forms, e.g. \"12:00_20231114\"), \
+                 named `label`: one point of value 1 there.",
+            )
+            .params(vec![
+                Param::new("ts", ParamType::Date).required(),
+                Param::new("label", ParamType::String),
+                Param::new("color", ParamType::String),
+            ]),
+            vertical_line,
         ),
         Builtin::arc(
             Signature::new(
@@ -427,6 +442,35 @@ fn threshold(cx: &Context<'_>, args: Args) -> Result<Value> {
         series.name = label;
     }
     Ok(Value::Series(list))
+}
+
+fn vertical_line(cx: &Context<'_>, args: Args) -> Result<Value> {
+    let Some(Value::Str(text)) = args.get(0) else {
+        return Err(Error::invalid(
+            "verticalLine needs its time as a string (graphite's time forms)",
+        ));
+    };
+    let at = crate::attime::parse_at_time(text, cx.now())
+        .map_err(|e| Error::invalid(format!("verticalLine: {e}")))?;
+    if at < cx.from() {
+        return Err(Error::invalid(format!(
+            "verticalLine(): timestamp {at} exists before start of range"
+        )));
+    }
+    if at > cx.until() {
+        return Err(Error::invalid(format!(
+            "verticalLine(): timestamp {at} exists after end of range"
+        )));
+    }
+    let Some(label) = args.get(1).map(Value::to_py_str) else {
+        // graphite-web names the series None, which its JSON writes as a null target.
+        return Err(Error::invalid(
+            "verticalLine needs a label here (graphite-web answers a series without a name)",
+        ));
+    };
+    let mut series = Series::new(&label, at, at, 1, vec![Some(1.0), Some(1.0)]);
+    series.x_files_factor = cx.x_files_factor();
+    Ok(Value::Series(vec![series]))
 }
 
 fn aggregate_line(cx: &Context<'_>, mut args: Args) -> Result<Value> {

@@ -124,6 +124,21 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
         ),
         Builtin::arc(
             Signature::new(
+                "integralByInterval",
+                "integralByInterval(seriesList, intervalUnit)",
+                "Transform",
+                "The running total of the values, starting again from zero at each interval \
+                 (`intervalUnit`, e.g. \"1d\") counted from the start of the range; a null \
+                 repeats the total so far.",
+            )
+            .params(vec![
+                series_list(),
+                Param::new("intervalUnit", ParamType::String).required(),
+            ]),
+            integral_by_interval,
+        ),
+        Builtin::arc(
+            Signature::new(
                 "keepLastValue",
                 "keepLastValue(seriesList, limit=inf)",
                 "Transform",
@@ -338,6 +353,45 @@ fn integral(_cx: &Context<'_>, args: Args) -> Result<Value> {
             })
             .collect())
     })
+}
+
+fn integral_by_interval(cx: &Context<'_>, mut args: Args) -> Result<Value> {
+    let unit = args.get(1).map(Value::to_py_str).unwrap_or_default();
+    let duration = crate::attime::parse_offset(&unit)
+        .map_err(|e| Error::invalid(format!("integralByInterval: {e}")))?
+        .saturating_abs();
+    if duration == 0 {
+        return Err(Error::invalid(format!(
+            "integralByInterval needs an interval longer than zero, not {}",
+            crate::pyfmt::repr_str(&unit)
+        )));
+    }
+    let start = cx.from();
+    let list = args.take_series(0);
+    let mut out = Vec::with_capacity(list.len());
+    for mut series in list {
+        let mut at = series.start;
+        let mut current = 0.0;
+        let mut values = Vec::with_capacity(series.values.len());
+        for value in &series.values {
+            // A new interval begins between the previous step and this one.
+            if (at - start).div_euclid(duration) != (at - start - series.step).div_euclid(duration)
+            {
+                current = 0.0;
+            }
+            if let Some(v) = value {
+                current += v;
+            }
+            values.push(Some(current));
+            at += series.step;
+        }
+        series
+            .tags
+            .insert("integralByInterval".to_owned(), unit.clone());
+        let name = format!("integralByInterval({},'{unit}')", series.name);
+        out.push(copy_with(&series, name, values));
+    }
+    Ok(Value::Series(out))
 }
 
 /// `_nonNegativeDelta`: the increase from `prev` to `val` and the next `prev`. A value past
