@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use super::combine::{percentile, safe_pow};
 use super::special::consolidated;
-use super::transform::{copy_with, percent_d, rename};
+use super::transform::{copy_with, null_run_limit, percent_d, rename};
 use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value};
 use crate::pyfmt::{format_g, py_max, py_min, repr_f64};
 use crate::{Consolidation, Error, Result, Series};
@@ -624,13 +624,8 @@ fn min_max(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
 }
 
 fn interpolate(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
-    // An explicit None is compared with a count in graphite-web: it fails at the first run
-    // of nulls that could be filled.
-    let limit = match args.all(1).first() {
-        None => Some(f64::INFINITY),
-        Some(Value::None) => None,
-        Some(_) => args.f64(1),
-    };
+    // An explicit None fails at the first run of nulls that could be filled.
+    let limit = null_run_limit(&args);
     let mut list = args.take_series(0);
     for series in &mut list {
         rename(series, format!("interpolate({})", series.name));

@@ -134,29 +134,26 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
             Threshold { func, operator },
         ));
     }
+    // `highest` and `lowest`: the n series whose aggregate ranks first either way.
+    let extreme = |highest: bool| {
+        let name = if highest { "highest" } else { "lowest" };
+        Builtin::arc(
+            sig(
+                name,
+                "seriesList, n=1, func='average'",
+                "Filter Series",
+                &format!(
+                    "Keeps the n series whose aggregate (func over all their points) is \
+                     {name}, {name} first (null aggregates count as lowest of all)."
+                ),
+                vec![series_list(), integer_n(), agg_func()],
+            ),
+            Extreme { highest },
+        )
+    };
     out.extend([
-        Builtin::arc(
-            sig(
-                "highest",
-                "seriesList, n=1, func='average'",
-                "Filter Series",
-                "Keeps the n series whose aggregate (func over all their points) is highest, \
-                 highest first (null aggregates count as lowest of all).",
-                vec![series_list(), integer_n(), agg_func()],
-            ),
-            Extreme { highest: true },
-        ),
-        Builtin::arc(
-            sig(
-                "lowest",
-                "seriesList, n=1, func='average'",
-                "Filter Series",
-                "Keeps the n series whose aggregate (func over all their points) is lowest, \
-                 lowest first (null aggregates count as lowest of all).",
-                vec![series_list(), integer_n(), agg_func()],
-            ),
-            Extreme { highest: false },
-        ),
+        extreme(true),
+        extreme(false),
         Builtin::arc(
             sig(
                 "mostDeviant",

@@ -479,14 +479,20 @@ fn per_second(_cx: &Context<'_>, args: Args) -> Result<Value> {
     counter_increases(args, "perSecond", |d, step| round6(d / step as f64))
 }
 
-fn keep_last_value(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
-    // An explicit None is compared with a count in graphite-web: it fails once a run of
-    // nulls ends.
-    let limit = match args.all(1).first() {
+/// The longest run of nulls parameter 1 allows (`keepLastValue`, `interpolate`): infinity
+/// when absent, `None` when given as `None` (graphite-web compares that with a count and
+/// fails where a run could be filled).
+pub(crate) fn null_run_limit(args: &Args) -> Option<f64> {
+    match args.all(1).first() {
         None => Some(f64::INFINITY),
         Some(Value::None) => None,
         Some(_) => args.f64(1),
-    };
+    }
+}
+
+fn keep_last_value(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
+    // An explicit None fails once a run of nulls ends.
+    let limit = null_run_limit(&args);
     let mut list = args.take_series(0);
     for series in &mut list {
         rename(series, format!("keepLastValue({})", series.name));
