@@ -134,6 +134,28 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
             Threshold { func, operator },
         ));
     }
+    // `removeAbovePercentile` and `removeBelowPercentile`.
+    let percentile_filter = |above: bool| {
+        let side = if above { "above" } else { "below" };
+        let name = if above {
+            "removeAbovePercentile"
+        } else {
+            "removeBelowPercentile"
+        };
+        Builtin::arc(
+            sig(
+                name,
+                "seriesList, n",
+                "Filter Data",
+                &format!(
+                    "Replaces with null each value {side} the nth percentile of its own \
+                     series' values."
+                ),
+                vec![series_list(), float_n()],
+            ),
+            Percentile { above },
+        )
+    };
     // `highest` and `lowest`: the n series whose aggregate ranks first either way.
     let extreme = |highest: bool| {
         let name = if highest { "highest" } else { "lowest" };
@@ -257,28 +279,8 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
             ),
             sort_by_minima,
         ),
-        Builtin::arc(
-            sig(
-                "removeAbovePercentile",
-                "seriesList, n",
-                "Filter Data",
-                "Replaces with null each value above the nth percentile of its own series' \
-                 values.",
-                vec![series_list(), float_n()],
-            ),
-            Percentile { above: true },
-        ),
-        Builtin::arc(
-            sig(
-                "removeBelowPercentile",
-                "seriesList, n",
-                "Filter Data",
-                "Replaces with null each value below the nth percentile of its own series' \
-                 values.",
-                vec![series_list(), float_n()],
-            ),
-            Percentile { above: false },
-        ),
+        percentile_filter(true),
+        percentile_filter(false),
         Builtin::arc(
             sig(
                 "divideSeriesLists",
