@@ -4,7 +4,8 @@
 //! (`functions/params.py`, enforced) and the registry of built-ins.
 //!
 //! Each group of built-ins has its own file (`combine.rs`, `alias.rs`, `transform.rs`,
-//! `math.rs`, `moving.rs`, `special.rs`, ...); this module owns what they share and nothing of their math.
+//! `math.rs`, `moving.rs`, `special.rs`, ...); this module owns what they share and nothing
+//! of their math.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
