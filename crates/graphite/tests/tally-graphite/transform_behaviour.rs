@@ -1,7 +1,7 @@
 //! The transform, moving-window and time functions where this crate chooses its own answer
 //! (graphite-web's cannot be had or is a failure): piped calls, timeShift's DST keyword,
 //! bucket counts past the point limit, intervals and `timeFunction` steps of zero or less;
-//! and no panic on any arguments.
+//! and no panic on any arguments, of these functions and of every registered one.
 
 use crate::common;
 
@@ -257,6 +257,65 @@ proptest::proptest! {
         };
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let answer = rt.block_on(render(&target, from));
+        proptest::prop_assert!(
+            matches!(answer.status, 200 | 400),
+            "{target}: {} {}",
+            answer.status,
+            common::text(&answer)
+        );
+    }
+}
+
+/// Every function `/functions` lists, by name (the registry, not a list kept by hand).
+fn registered() -> &'static [String] {
+    static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        let answer = Graphite::new().functions(&[]);
+        // Infinite defaults are written as graphite-web writes them, past serde_json's range.
+        let text = common::text(&answer).replace("1e9999", "null");
+        let listed: J = serde_json::from_str(&text).unwrap();
+        let names: Vec<String> = listed.as_object().unwrap().keys().cloned().collect();
+        assert!(
+            names.len() > 100,
+            "too few functions listed: {}",
+            names.len()
+        );
+        names
+    })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1500))]
+    /// No registered function panics, whatever its arguments: each call answers a series
+    /// list (200) or a 400 naming the problem.
+    #[test]
+    fn no_function_panics(
+        func in proptest::sample::select(registered()),
+        first in proptest::sample::select(vec!["tx.gauge.a", "tx.*.*", "tx.sparse", "nope.*", "app.host0[1-3].requests", "tx.big", "tx.every6", "\"x\"", "5"]),
+        args in proptest::collection::vec(proptest::sample::select(ARGS), 0..5),
+        from in proptest::sample::select(vec!["-5min", "-1h", "-2d", "-20y", "1"]),
+        max_points in proptest::sample::select(vec![None, Some(3), Some(50)]),
+    ) {
+        let call = std::iter::once(first.to_owned())
+            .chain(args.iter().map(|a| (*a).to_owned()))
+            .collect::<Vec<_>>()
+            .join(",");
+        let target = format!("{func}({call})");
+        let mut params: Vec<(String, String)> = [
+            ("target", target.as_str()),
+            ("from", from),
+            ("now", "1700000000"),
+            ("format", "json"),
+        ]
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+        if let Some(points) = max_points {
+            params.push(("maxDataPoints".to_owned(), points.to_string()));
+        }
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let answer =
+            rt.block_on(Graphite::new().render(store(), &params, NOW, &Limits::default()));
         proptest::prop_assert!(
             matches!(answer.status, 200 | 400),
             "{target}: {} {}",
