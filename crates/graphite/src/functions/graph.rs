@@ -404,9 +404,24 @@ fn legend_value(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
     Ok(Value::Series(list))
 }
 
+/// Refuses a generated series of more points than an answer may hold (graphite-web makes
+/// them all, however many).
+fn points_limit(cx: &Context<'_>, func: &str, start: i64, end: i64, step: i64) -> Result<()> {
+    let points = (end - start).max(0).div_euclid(step) + 1;
+    let max = cx.eval.limits.max_points;
+    if usize::try_from(points).map_or(true, |n| n > max) {
+        return Err(Error::limit(format!(
+            "{func} would make {points} points, more than the {max} an answer may hold (the \
+             server's point limit)"
+        )));
+    }
+    Ok(())
+}
+
 fn identity(cx: &Context<'_>, args: Args) -> Result<Value> {
     let name = args.get(0).map(Value::to_py_str).unwrap_or_default();
     let (start, end) = (cx.from(), cx.until());
+    points_limit(cx, "identity", start, end, 60)?;
     let values = (start..end).step_by(60).map(|t| Some(t as f64)).collect();
     let mut series = Series::new(&name, start, end, 60, values);
     series.x_files_factor = cx.x_files_factor();
@@ -424,6 +439,7 @@ fn time_function(cx: &Context<'_>, args: Args) -> Result<Value> {
         )));
     }
     let (start, end) = (cx.from(), cx.until());
+    points_limit(cx, "timeFunction", start, end, step)?;
     let values = (start..end)
         .step_by(step as usize)
         .map(|t| Some(t as f64))

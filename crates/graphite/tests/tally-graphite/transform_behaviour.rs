@@ -92,6 +92,8 @@ async fn buckets_past_the_point_limit_are_refused() {
     for target in [
         "summarize(tx.gauge.a, \"1s\")",
         "hitcount(tx.gauge.a, \"1s\")",
+        "timeFunction(\"t\", 1)",
+        "time(\"t\", 30)",
     ] {
         let answer = render_with(store, target, "-1h", &limits).await;
         assert_eq!(answer.status, 400, "{target}: {}", common::text(&answer));
