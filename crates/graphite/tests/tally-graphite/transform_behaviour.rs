@@ -19,8 +19,9 @@ fn store() -> &'static MemStore {
     STORE.get_or_init(|| store_of(&serde_json::from_str(DATA).unwrap()))
 }
 
-async fn render_with(store: &MemStore, target: &str, from: &str, limits: &Limits) -> Answer {
-    let params: Vec<(String, String)> = [
+/// The parameters of a JSON render of `target` from `from` at `NOW`.
+fn render_params(target: &str, from: &str) -> Vec<(String, String)> {
+    [
         ("target", target),
         ("from", from),
         ("now", "1700000000"),
@@ -28,7 +29,11 @@ async fn render_with(store: &MemStore, target: &str, from: &str, limits: &Limits
     ]
     .iter()
     .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-    .collect();
+    .collect()
+}
+
+async fn render_with(store: &MemStore, target: &str, from: &str, limits: &Limits) -> Answer {
+    let params = render_params(target, from);
     Graphite::new().render(store, &params, NOW, limits).await
 }
 
@@ -39,6 +44,16 @@ async fn render(target: &str, from: &str) -> Answer {
 fn json(answer: &Answer) -> J {
     assert_eq!(answer.status, 200, "{}", common::text(answer));
     serde_json::from_slice(&answer.body).unwrap()
+}
+
+/// `answer` (to `target`) is a 400 whose text holds `words`.
+fn assert_refused(answer: &Answer, target: &str, words: &str) {
+    assert_eq!(answer.status, 400, "{target}: {}", common::text(answer));
+    assert!(
+        common::text(answer).contains(words),
+        "{target}: {}",
+        common::text(answer)
+    );
 }
 
 /// A piped call is the nested call here, for the functions that evaluate their argument
@@ -96,12 +111,7 @@ async fn buckets_past_the_point_limit_are_refused() {
         "time(\"t\", 30)",
     ] {
         let answer = render_with(store, target, "-1h", &limits).await;
-        assert_eq!(answer.status, 400, "{target}: {}", common::text(&answer));
-        assert!(
-            common::text(&answer).contains("point limit"),
-            "{target}: {}",
-            common::text(&answer)
-        );
+        assert_refused(&answer, target, "point limit");
     }
     let fine = render_with(store, "summarize(tx.gauge.a, \"1min\")", "-1h", &limits).await;
     assert_eq!(fine.status, 200, "{}", common::text(&fine));
@@ -118,12 +128,7 @@ async fn intervals_of_zero_or_less_are_refused() {
         "hitcount(tx.gauge.a, \"0s\", true)",
     ] {
         let answer = render(target, "-10min").await;
-        assert_eq!(answer.status, 400, "{target}: {}", common::text(&answer));
-        assert!(
-            common::text(&answer).contains("interval longer than zero"),
-            "{target}: {}",
-            common::text(&answer)
-        );
+        assert_refused(&answer, target, "interval longer than zero");
     }
     assert_eq!(
         json(&render("summarize(nope.*, \"-1h\")", "-10min").await),
@@ -141,12 +146,7 @@ async fn time_function_steps_of_zero_or_less_are_refused() {
         "timeFunction(\"t\", step=-1)",
     ] {
         let answer = render(target, "-10min").await;
-        assert_eq!(answer.status, 400, "{target}: {}", common::text(&answer));
-        assert!(
-            common::text(&answer).contains("step above 0 seconds"),
-            "{target}: {}",
-            common::text(&answer)
-        );
+        assert_refused(&answer, target, "step above 0 seconds");
     }
     let fine = json(&render("time(\"t\", 120)", "-10min").await);
     let points = fine[0]["datapoints"].as_array().unwrap();
@@ -175,12 +175,7 @@ async fn failures_name_the_problem() {
         ),
     ] {
         let answer = render(target, "-10min").await;
-        assert_eq!(answer.status, 400, "{target}: {}", common::text(&answer));
-        assert!(
-            common::text(&answer).contains(words),
-            "{target}: {}",
-            common::text(&answer)
-        );
+        assert_refused(&answer, target, words);
     }
 }
 
@@ -303,15 +298,7 @@ proptest::proptest! {
             .collect::<Vec<_>>()
             .join(",");
         let target = format!("{func}({call})");
-        let mut params: Vec<(String, String)> = [
-            ("target", target.as_str()),
-            ("from", from),
-            ("now", "1700000000"),
-            ("format", "json"),
-        ]
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
+        let mut params = render_params(&target, from);
         if let Some(points) = max_points {
             params.push(("maxDataPoints".to_owned(), points.to_string()));
         }
