@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use super::agg::AggFunc;
-use super::special::constant_line;
+use super::special::{constant_line, constant_series};
 use super::{Alias, Args, Builtin, Context, Function, Param, ParamType, Signature, Value};
 use crate::pyfmt::{format_g, repr_f64};
 use crate::{Error, Result, Series};
@@ -510,25 +510,11 @@ fn aggregate_line(cx: &Context<'_>, mut args: Args) -> Result<Value> {
             out.push(super::transform::copy_with(&series, name, values));
         } else {
             let text = py_str_of(agg, value);
-            let mut line = constant_line_of(cx, value, &text)?;
+            let mut line = constant_series(cx, "aggregateLine", value, &text)?;
             line.name = name.clone();
             line.path_expression = name;
             out.push(line);
         }
     }
     Ok(Value::Series(out))
-}
-
-/// `constantLine(value)`'s series for a value given as Python prints it (`text`).
-fn constant_line_of(cx: &Context<'_>, value: Option<f64>, text: &str) -> Result<Series> {
-    let (start, end) = (cx.from(), cx.until());
-    let step = ((end - start) as f64 / 2.0) as i64;
-    if step <= 0 {
-        return Err(Error::invalid(
-            "aggregateLine needs a time range of at least two seconds",
-        ));
-    }
-    let mut series = Series::new(text, start, end, step, vec![value; 3]);
-    series.x_files_factor = cx.x_files_factor();
-    Ok(series)
 }

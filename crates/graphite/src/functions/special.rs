@@ -82,15 +82,28 @@ pub(crate) fn constant_line(cx: &Context<'_>, args: Args) -> Result<Value> {
         )));
     };
     let text = raw.to_py_str();
+    let mut series = constant_series(cx, "constantLine", Some(value), &text)?;
+    series.path_expression = format!("constantLine({text})");
+    Ok(Value::Series(vec![series]))
+}
+
+/// A series named `text` holding `value` across the whole time range (three points: its
+/// start, middle and end), as `constantLine` and `aggregateLine` draw it; `function` names
+/// the caller in the error for a range too short.
+pub(crate) fn constant_series(
+    cx: &Context<'_>,
+    function: &str,
+    value: Option<f64>,
+    text: &str,
+) -> Result<Series> {
     let (start, end) = (cx.from(), cx.until());
     let step = ((end - start) as f64 / 2.0) as i64;
     if step <= 0 {
-        return Err(Error::invalid(
-            "constantLine needs a time range of at least two seconds",
-        ));
+        return Err(Error::invalid(format!(
+            "{function} needs a time range of at least two seconds"
+        )));
     }
-    let mut series = Series::new(&text, start, end, step, vec![Some(value); 3]);
+    let mut series = Series::new(text, start, end, step, vec![value; 3]);
     series.x_files_factor = cx.x_files_factor();
-    series.path_expression = format!("constantLine({text})");
-    Ok(Value::Series(vec![series]))
+    Ok(series)
 }
