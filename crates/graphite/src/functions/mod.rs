@@ -55,15 +55,9 @@ impl Value {
     /// Python's `repr()` of the value, as graphite-web's messages print arguments.
     pub fn repr(&self) -> String {
         match self {
-            Value::Series(list) => {
-                let items: Vec<String> = list.iter().map(series_repr).collect();
-                format!("[{}]", items.join(", "))
-            }
+            Value::Series(list) => list_repr(list),
             Value::SeriesLists(lists) => {
-                let items: Vec<String> = lists
-                    .iter()
-                    .map(|list| Value::Series(list.clone()).repr())
-                    .collect();
+                let items: Vec<String> = lists.iter().map(|list| list_repr(list)).collect();
                 format!("[{}]", items.join(", "))
             }
             Value::Int(i) => i.to_string(),
@@ -92,6 +86,12 @@ impl Value {
             _ => None,
         }
     }
+}
+
+/// Python's `repr()` of a series list.
+fn list_repr(list: &[Series]) -> String {
+    let items: Vec<String> = list.iter().map(series_repr).collect();
+    format!("[{}]", items.join(", "))
 }
 
 fn series_repr(s: &Series) -> String {
