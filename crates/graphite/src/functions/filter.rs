@@ -15,7 +15,7 @@ use super::agg::AggFunc;
 use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value};
 use crate::pyfmt::format_g;
 use crate::pyre;
-use crate::{Error, Result, Series};
+use crate::{Result, Series};
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
     let list_and_n = |kind: ParamType| {
@@ -148,23 +148,14 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
 
 /// Parameter `i`, an integer (validation guarantees it; a missing one names itself).
 pub(crate) fn integer(args: &Args, i: usize, func: &str) -> Result<i64> {
-    args.i64(i).ok_or_else(|| {
-        Error::invalid(format!(
-            "{func} needs an integer n, not {}",
-            args.get(i).map_or_else(|| "None".to_owned(), Value::repr)
-        ))
-    })
+    args.integer(i, func, "an integer n").map(|(n, _)| n)
 }
 
 /// Parameter `i` (named `param`), a number (validation guarantees it; a missing one names
 /// itself).
 pub(crate) fn number(args: &Args, i: usize, func: &str, param: &str) -> Result<f64> {
-    args.f64(i).ok_or_else(|| {
-        Error::invalid(format!(
-            "{func} needs a number {param}, not {}",
-            args.get(i).map_or_else(|| "None".to_owned(), Value::repr)
-        ))
-    })
+    args.number(i, func, &format!("a number {param}"))
+        .map(|(x, _)| x)
 }
 
 /// How many items `list[:n]` keeps of `len`.

@@ -290,13 +290,7 @@ fn invert(_cx: &Context<'_>, args: Args) -> Result<Value> {
 }
 
 fn pow(_cx: &Context<'_>, args: Args) -> Result<Value> {
-    let raw = args.get(1).cloned().unwrap_or(Value::None);
-    let Some(factor) = args.f64(1) else {
-        return Err(Error::invalid(format!(
-            "pow needs a numeric factor, not {}",
-            raw.repr()
-        )));
-    };
+    let (factor, raw) = args.number(1, "pow", "a numeric factor")?;
     let printed = format_g(factor);
     in_place(
         args,
@@ -476,13 +470,7 @@ fn offset_to_zero(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
 }
 
 fn add(_cx: &Context<'_>, args: Args) -> Result<Value> {
-    let raw = args.get(1).cloned().unwrap_or(Value::None);
-    let Some(constant) = args.f64(1) else {
-        return Err(Error::invalid(format!(
-            "add needs a number to add, not {}",
-            raw.repr()
-        )));
-    };
+    let (constant, raw) = args.number(1, "add", "a number to add")?;
     if matches!(args.get(0), Some(Value::Series(list)) if !list.is_empty()) {
         // graphite-web prints the constant with `%d`, which fails on inf and nan.
         percent_d(constant).ok_or_else(|| {
@@ -566,13 +554,7 @@ fn changed(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
 }
 
 fn delay(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
-    let raw = args.get(1).cloned().unwrap_or(Value::None);
-    let Some(steps) = args.i64(1) else {
-        return Err(Error::invalid(format!(
-            "delay needs an integer number of steps, not {}",
-            raw.repr()
-        )));
-    };
+    let (steps, _) = args.integer(1, "delay", "an integer number of steps")?;
     let list = args.take_series(0);
     let mut out = Vec::with_capacity(list.len());
     for mut series in list {
@@ -670,13 +652,7 @@ fn cumulative(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
 }
 
 fn set_x_files_factor(cx: &Context<'_>, mut args: Args) -> Result<Value> {
-    let raw = args.get(1).cloned().unwrap_or(Value::None);
-    let Some(x_files_factor) = args.f64(1) else {
-        return Err(Error::invalid(format!(
-            "setXFilesFactor needs a number, not {}",
-            raw.repr()
-        )));
-    };
+    let (x_files_factor, raw) = args.number(1, "setXFilesFactor", "a number")?;
     cx.set_x_files_factor(x_files_factor);
     let mut list = args.take_series(0);
     for series in &mut list {
@@ -689,13 +665,7 @@ fn set_x_files_factor(cx: &Context<'_>, mut args: Args) -> Result<Value> {
 }
 
 fn n_percentile(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
-    let raw = args.get(1).cloned().unwrap_or(Value::None);
-    let Some(n) = args.f64(1) else {
-        return Err(Error::invalid(format!(
-            "nPercentile needs a number for n, not {}",
-            raw.repr()
-        )));
-    };
+    let (n, raw) = args.number(1, "nPercentile", "a number for n")?;
     if n == 0.0 {
         return Err(Error::invalid(
             "nPercentile needs a percentile other than 0 (graphite-web asserts it)",
@@ -720,13 +690,7 @@ fn n_percentile(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
 }
 
 fn stdev(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
-    let raw = args.get(1).cloned().unwrap_or(Value::None);
-    let Some(points) = args.i64(1) else {
-        return Err(Error::invalid(format!(
-            "stdev needs an integer number of points, not {}",
-            raw.repr()
-        )));
-    };
+    let (points, _) = args.integer(1, "stdev", "an integer number of points")?;
     // An explicit None is compared with a share in graphite-web: it fails at the first
     // window with a value.
     let tolerance = match args.all(2).first() {

@@ -360,6 +360,35 @@ impl Args {
         }
     }
 
+    /// Parameter `i` as a float and as given; an error saying `func` needs `what` (printing
+    /// what was given) when it is not a number.
+    pub(crate) fn number(&self, i: usize, func: &str, what: &str) -> Result<(f64, Value)> {
+        self.needed(i, Args::f64, func, what)
+    }
+
+    /// Parameter `i` as an integer and as given; an error saying `func` needs `what`
+    /// (printing what was given) when it is not an integer.
+    pub(crate) fn integer(&self, i: usize, func: &str, what: &str) -> Result<(i64, Value)> {
+        self.needed(i, Args::i64, func, what)
+    }
+
+    fn needed<T>(
+        &self,
+        i: usize,
+        read: fn(&Args, usize) -> Option<T>,
+        func: &str,
+        what: &str,
+    ) -> Result<(T, Value)> {
+        let raw = self.get(i).cloned().unwrap_or(Value::None);
+        match read(self, i) {
+            Some(x) => Ok((x, raw)),
+            None => Err(Error::invalid(format!(
+                "{func} needs {what}, not {}",
+                raw.repr()
+            ))),
+        }
+    }
+
     /// Parameter `i` as a string, if given as one.
     pub fn str(&self, i: usize) -> Option<&str> {
         match self.get(i) {

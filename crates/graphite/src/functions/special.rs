@@ -74,13 +74,7 @@ pub(crate) fn consolidated(
 }
 
 pub(crate) fn constant_line(cx: &Context<'_>, args: Args) -> Result<Value> {
-    let raw = args.get(0).cloned().unwrap_or(Value::None);
-    let Some(value) = args.f64(0) else {
-        return Err(Error::invalid(format!(
-            "constantLine needs a number, not {}",
-            raw.repr()
-        )));
-    };
+    let (value, raw) = args.number(0, "constantLine", "a number")?;
     let text = raw.to_py_str();
     let mut series = constant_series(cx, "constantLine", Some(value), &text)?;
     series.path_expression = format!("constantLine({text})");

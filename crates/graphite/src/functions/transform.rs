@@ -215,19 +215,6 @@ fn explicit_none(args: &Args, i: usize, func: &str, param: &str) -> Result<()> {
     Ok(())
 }
 
-/// Parameter 1 as a number and as given; an error saying `func` needs `what` when it is
-/// not a number.
-fn number_arg(args: &Args, func: &str, what: &str) -> Result<(f64, Value)> {
-    let raw = args.get(1).cloned().unwrap_or(Value::None);
-    match args.f64(1) {
-        Some(x) => Ok((x, raw)),
-        None => Err(Error::invalid(format!(
-            "{func} needs {what}, not {}",
-            raw.repr()
-        ))),
-    }
-}
-
 /// Each series of parameter 0 with `op` applied to its non-null values, tagged `func: tag`
 /// and renamed `func(name<printed>)` (`printed`, the arguments as graphite-web prints them,
 /// each after a comma).
@@ -250,7 +237,7 @@ fn pointwise(
 }
 
 fn scale(_cx: &Context<'_>, args: Args) -> Result<Value> {
-    let (factor, raw) = number_arg(&args, "scale", "a numeric factor")?;
+    let (factor, raw) = args.number(1, "scale", "a numeric factor")?;
     let printed = format!(",{}", format_g(factor));
     pointwise(args, "scale", raw.to_py_str(), &printed, |v| v * factor)
 }
@@ -269,7 +256,7 @@ pub(crate) fn percent_d(x: f64) -> Option<String> {
 }
 
 fn scale_to_seconds(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
-    let (seconds, raw) = number_arg(&args, "scaleToSeconds", "a number of seconds")?;
+    let (seconds, raw) = args.number(1, "scaleToSeconds", "a number of seconds")?;
     let mut list = args.take_series(0);
     if list.is_empty() {
         return Ok(Value::Series(list));
@@ -294,7 +281,7 @@ fn scale_to_seconds(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
 }
 
 fn offset(_cx: &Context<'_>, args: Args) -> Result<Value> {
-    let (factor, raw) = number_arg(&args, "offset", "a number to add")?;
+    let (factor, raw) = args.number(1, "offset", "a number to add")?;
     let printed = format!(",{}", format_g(factor));
     pointwise(args, "offset", raw.to_py_str(), &printed, |v| v + factor)
 }
