@@ -184,6 +184,13 @@ pub(crate) fn sort_by_aggregate(list: &mut Vec<Series>, func: AggFunc, descendin
     list.extend(keyed.into_iter().map(|(_, s)| s));
 }
 
+/// Parameter 0's series sorted by their aggregate `func`, highest first when `descending`.
+pub(crate) fn sorted(mut args: Args, func: AggFunc, descending: bool) -> Result<Value> {
+    let mut list = args.take_series(0);
+    sort_by_aggregate(&mut list, func, descending);
+    Ok(Value::Series(list))
+}
+
 /// `highest` / `lowest`: sorted by the aggregate, the first n kept.
 fn select(mut args: Args, func: AggFunc, highest: bool, name: &str) -> Result<Value> {
     let n = integer(&args, 1, name)?;
@@ -220,10 +227,8 @@ fn limit(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
     Ok(Value::Series(list))
 }
 
-fn sort_by_maxima(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
-    let mut list = args.take_series(0);
-    sort_by_aggregate(&mut list, AggFunc::Max, true);
-    Ok(Value::Series(list))
+fn sort_by_maxima(_cx: &Context<'_>, args: Args) -> Result<Value> {
+    sorted(args, AggFunc::Max, true)
 }
 
 fn sort_by_name(_cx: &Context<'_>, mut args: Args) -> Result<Value> {

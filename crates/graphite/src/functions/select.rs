@@ -17,7 +17,7 @@ use std::sync::Arc;
 use super::agg::{AggFunc, Span, made, safe_div, zip_longest};
 use super::alias::agg_key;
 use super::combine::{PercentileFault, aggregate, py_percentile, quotient};
-use super::filter::{integer, number, py_prefix, sort_by_aggregate};
+use super::filter::{integer, number, py_prefix, sort_by_aggregate, sorted};
 use super::{Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value};
 use crate::pyfmt::{format_g, py_sum, repr_f64};
 use crate::{Error, Result, Series};
@@ -409,18 +409,14 @@ impl Body for Extreme {
     }
 }
 
-fn sort_by(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
+fn sort_by(_cx: &Context<'_>, args: Args) -> Result<Value> {
     let func = agg_func(&args, 1)?;
     let reverse = args.bool(2).unwrap_or(false);
-    let mut list = args.take_series(0);
-    sort_by_aggregate(&mut list, func, reverse);
-    Ok(Value::Series(list))
+    sorted(args, func, reverse)
 }
 
-fn sort_by_total(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
-    let mut list = args.take_series(0);
-    sort_by_aggregate(&mut list, AggFunc::Sum, true);
-    Ok(Value::Series(list))
+fn sort_by_total(_cx: &Context<'_>, args: Args) -> Result<Value> {
+    sorted(args, AggFunc::Sum, true)
 }
 
 fn sort_by_minima(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
