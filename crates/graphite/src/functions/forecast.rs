@@ -759,23 +759,19 @@ enum Unit {
 impl Unit {
     /// `getUnitString`'s reading of an option (by its prefix).
     fn parse(text: &str) -> Option<Unit> {
-        Some(if text.starts_with('s') {
-            Unit::Seconds
-        } else if text.starts_with("min") {
-            Unit::Minutes
-        } else if text.starts_with('h') {
-            Unit::Hours
-        } else if text.starts_with('d') {
-            Unit::Days
-        } else if text.starts_with('w') {
-            Unit::Weeks
-        } else if text.starts_with("mon") {
-            Unit::Months
-        } else if text.starts_with('y') {
-            Unit::Years
-        } else {
-            return None;
-        })
+        const PREFIXES: [(&str, Unit); 7] = [
+            ("s", Unit::Seconds),
+            ("min", Unit::Minutes),
+            ("h", Unit::Hours),
+            ("d", Unit::Days),
+            ("w", Unit::Weeks),
+            ("mon", Unit::Months),
+            ("y", Unit::Years),
+        ];
+        PREFIXES
+            .iter()
+            .find(|(prefix, _)| text.starts_with(prefix))
+            .map(|&(_, unit)| unit)
     }
 
     /// The start of the unit `t` (epoch seconds, UTC) falls in; weeks start on Monday.
