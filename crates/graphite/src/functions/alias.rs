@@ -166,19 +166,20 @@ mod tests {
     #[test]
     fn metric_names_follow_substr_and_its_comma_cut() {
         // Each expectation is graphite-web's aliasByMetric on the same name.
-        let cases = [
-            ("app.web1.requests", "requests"),
-            ("sumSeries(app.*.requests)", "requests"),
-            ("scale(app.web1.requests,2)", "requests"),
-            ("app.web1.requests)x(y", ""),
-            ("a,b.c,d", "c"),
-            ("plain", "plain"),
-            ("a.b,c\nd,e", "b,c\nd"),
-            ("a.b,c\n", "b\n"),
-            ("", ""),
-        ];
-        for (name, want) in cases {
-            assert_eq!(metric_name(name), want, "aliasByMetric of {name:?}");
-        }
+        crate::pyfmt::assert_text_cases(
+            "aliasByMetric",
+            metric_name,
+            &[
+                ("app.web1.requests", "requests"),
+                ("sumSeries(app.*.requests)", "requests"),
+                ("scale(app.web1.requests,2)", "requests"),
+                ("app.web1.requests)x(y", ""),
+                ("a,b.c,d", "c"),
+                ("plain", "plain"),
+                ("a.b,c\nd,e", "b,c\nd"),
+                ("a.b,c\n", "b\n"),
+                ("", ""),
+            ],
+        );
     }
 }

@@ -343,22 +343,33 @@ mod tests {
 
     #[test]
     fn natural_keys_pad_digit_runs_as_python_formats_them() {
-        assert_eq!(natural_key("web2"), "web0000000002");
-        assert_eq!(natural_key("a007b10"), "a0000000007b0000000010");
-        assert_eq!(natural_key("x0"), "x0000000000");
-        assert_eq!(natural_key("12345678901234"), "12345678901234");
-        assert_eq!(natural_key("no digits"), "no digits");
+        crate::pyfmt::assert_text_cases(
+            "natural key",
+            natural_key,
+            &[
+                ("web2", "web0000000002"),
+                ("a007b10", "a0000000007b0000000010"),
+                ("x0", "x0000000000"),
+                ("12345678901234", "12345678901234"),
+                ("no digits", "no digits"),
+            ],
+        );
         assert!(natural_key("web2") < natural_key("web10"));
     }
 
     #[test]
     fn prefixes_slice_as_python_does() {
-        assert_eq!(py_prefix(4, 2), 2);
-        assert_eq!(py_prefix(4, 0), 0);
-        assert_eq!(py_prefix(4, -1), 3);
-        assert_eq!(py_prefix(4, -10), 0);
-        assert_eq!(py_prefix(4, 100), 4);
-        assert_eq!(py_prefix(4, i64::MIN), 0);
-        assert_eq!(py_prefix(4, i64::MAX), 4);
+        let cases = [
+            (2, 2),
+            (0, 0),
+            (-1, 3),
+            (-10, 0),
+            (100, 4),
+            (i64::MIN, 0),
+            (i64::MAX, 4),
+        ];
+        for (n, want) in cases {
+            assert_eq!(py_prefix(4, n), want, "[:{n}] of 4 items");
+        }
     }
 }

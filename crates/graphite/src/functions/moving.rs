@@ -416,10 +416,16 @@ mod tests {
 
     #[test]
     fn moving_window_tags_capitalize_as_python_does() {
-        assert_eq!(capitalize("average"), "Average");
-        assert_eq!(capitalize("rangeOf"), "Rangeof");
-        assert_eq!(capitalize("avg_zero"), "Avg_zero");
-        assert_eq!(capitalize(""), "");
+        crate::pyfmt::assert_text_cases(
+            "capitalize",
+            capitalize,
+            &[
+                ("average", "Average"),
+                ("rangeOf", "Rangeof"),
+                ("avg_zero", "Avg_zero"),
+                ("", ""),
+            ],
+        );
     }
 
     #[test]
