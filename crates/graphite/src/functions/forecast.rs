@@ -613,9 +613,7 @@ impl Body for LinearRegression {
         let mut out = Vec::new();
         // Paired by position, as graphite-web's zip pairs them.
         for (source, mut series) in sources.iter().zip(list) {
-            series
-                .tags
-                .insert("linearRegressions".to_owned(), format!("{start}, {end}"));
+            series.tag("linearRegressions", format!("{start}, {end}"));
             let Some((factor, offset)) = regression(source) else {
                 continue;
             };
@@ -689,10 +687,8 @@ impl Body for TimeStack {
             let from = shift_time("timeStack", cx.from(), inner)?;
             let until = shift_time("timeStack", cx.until(), inner)?;
             for mut series in cx.evaluate(expr, from, until).await? {
-                series.tags.insert("timeShiftUnit".to_owned(), unit.clone());
-                series
-                    .tags
-                    .insert("timeShift".to_owned(), shift.to_string());
+                series.tag("timeShiftUnit", unit.clone());
+                series.tag("timeShift", shift.to_string());
                 series.name = format!("timeShift({}, {unit}, {shift})", series.name);
                 series.path_expression = series.name.clone();
                 series.start = first.start;
@@ -726,12 +722,8 @@ fn time_slice(cx: &Context<'_>, mut args: Args) -> Result<Value> {
     let start = read(1, "startSliceAt", "")?;
     let end = read(2, "endSliceAt", "now")?;
     for series in &mut list {
-        series
-            .tags
-            .insert("timeSliceStart".to_owned(), start.to_string());
-        series
-            .tags
-            .insert("timeSliceEnd".to_owned(), end.to_string());
+        series.tag("timeSliceStart", start.to_string());
+        series.tag("timeSliceEnd", end.to_string());
         series.name = format!("timeSlice({}, {start}, {end})", series.name);
         let mut t = cx.from();
         for value in &mut series.values {
@@ -830,12 +822,8 @@ impl Body for SmartSummarize {
             bucket_limit(cx, "smartSummarize", span.div_euclid(interval) + 1)?;
             let (values, aligned_end) =
                 summarize_values(&series, agg, interval, series.start, series.end);
-            series
-                .tags
-                .insert("smartSummarize".to_owned(), text.clone());
-            series
-                .tags
-                .insert("smartSummarizeFunction".to_owned(), func.clone());
+            series.tag("smartSummarize", text.clone());
+            series.tag("smartSummarizeFunction", func.clone());
             let name = format!("smartSummarize({}, \"{text}\", \"{func}\")", series.name);
             let mut result = copy_with(&series, name, values);
             result.end = aligned_end;

@@ -228,7 +228,7 @@ fn dashed(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
     let length = args.i64(1).unwrap_or(5);
     let mut list = args.take_series(0);
     for series in &mut list {
-        series.tags.insert("dashed".to_owned(), length.to_string());
+        series.tag("dashed", length.to_string());
         series.name = format!("dashed({}, {})", series.name, format_g(length as f64));
     }
     Ok(Value::Series(list))
@@ -238,7 +238,7 @@ fn dashed(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
 fn wrapped(mut args: Args, func: &str) -> Value {
     let mut list = args.take_series(0);
     for series in &mut list {
-        series.tags.insert(func.to_owned(), "1".to_owned());
+        series.tag(func, "1");
         series.name = format!("{func}({})", series.name);
     }
     Value::Series(list)
@@ -253,7 +253,7 @@ fn area_between(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
         )));
     }
     let upper = &mut list[1];
-    upper.tags.insert("areaBetween".to_owned(), "1".to_owned());
+    upper.tag("areaBetween", "1");
     let name = format!("areaBetween({})", upper.path_expression);
     upper.name = name.clone();
     let tags = upper.tags.clone();

@@ -251,7 +251,7 @@ fn stacked(cx: &Context<'_>, mut args: Args) -> Result<Value> {
             }));
         }
         let name = if stack == DEFAULT_STACK {
-            series.tags.insert("stacked".to_owned(), stack.clone());
+            series.tag("stacked", stack.clone());
             format!("stacked({})", series.name)
         } else {
             series.name.clone()

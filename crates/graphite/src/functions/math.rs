@@ -246,7 +246,7 @@ fn in_place(
     let mut list = args.take_series(0);
     for series in &mut list {
         if let Some((key, value)) = &tag {
-            series.tags.insert((*key).to_owned(), value.clone());
+            series.tag(key, value.clone());
         }
         rename(series, name(&series.name));
         for i in 0..series.values.len() {
@@ -337,7 +337,7 @@ fn log(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
                 _ => None,
             });
         }
-        series.tags.insert("log".to_owned(), printed.clone());
+        series.tag("log", printed.clone());
         let name = format!("log({}, {printed})", series.name);
         out.push(copy_with(&series, name, values));
     }
@@ -455,8 +455,8 @@ fn offset_to_zero(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
     let mut list = args.take_series(0);
     for series in &mut list {
         let minimum = safe_min(series);
-        series.tags.insert(
-            "offsetToZero".to_owned(),
+        series.tag(
+            "offsetToZero",
             minimum.map_or_else(|| "None".to_owned(), repr_f64),
         );
         rename(series, format!("offsetToZero({})", series.name));
@@ -514,7 +514,7 @@ fn logit(_cx: &Context<'_>, args: Args) -> Result<Value> {
 fn is_non_null(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
     let mut list = args.take_series(0);
     for series in &mut list {
-        series.tags.insert("isNonNull".to_owned(), "1".to_owned());
+        series.tag("isNonNull", "1");
         rename(series, format!("isNonNull({})", series.name));
         // Python appends the new values (of the series as iterated) and deletes as many
         // from its front.
@@ -576,7 +576,7 @@ fn delay(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
             }
             v
         };
-        series.tags.insert("delay".to_owned(), steps.to_string());
+        series.tag("delay", steps.to_string());
         let name = format!("delay({},{steps})", series.name);
         out.push(copy_with(&series, name, values));
     }
@@ -657,9 +657,7 @@ fn set_x_files_factor(cx: &Context<'_>, mut args: Args) -> Result<Value> {
     let mut list = args.take_series(0);
     for series in &mut list {
         series.x_files_factor = x_files_factor;
-        series
-            .tags
-            .insert("xFilesFactor".to_owned(), raw.to_py_str());
+        series.tag("xFilesFactor", raw.to_py_str());
     }
     Ok(Value::Series(list))
 }
@@ -678,9 +676,7 @@ fn n_percentile(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
         let Some(value) = percentile(&points, n, false)? else {
             continue;
         };
-        series
-            .tags
-            .insert("nPercentile".to_owned(), raw.to_py_str());
+        series.tag("nPercentile", raw.to_py_str());
         let name = format!("nPercentile({}, {})", series.name, format_g(n));
         // `int((end - start) / step)` with Python's true division.
         let count = ((series.end - series.start) as f64 / series.step as f64) as usize;
@@ -701,7 +697,7 @@ fn stdev(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
     let list = args.take_series(0);
     let mut out = Vec::with_capacity(list.len());
     for mut series in list {
-        series.tags.insert("stdev".to_owned(), points.to_string());
+        series.tag("stdev", points.to_string());
         let name = format!("stdev({},{points})", series.name);
         let values = &series.values;
         let mut deviations = Vec::with_capacity(values.len());

@@ -257,9 +257,7 @@ impl Windowed {
                 continue;
             }
             let (name, points) = self.name_and_points(func, &series.name, series.step);
-            series
-                .tags
-                .insert(func.to_owned(), self.size_value.to_py_str());
+            series.tag(func, self.size_value.to_py_str());
             let values = window(&series, points)?;
             let mut result = super::transform::copy_with(&series, name, values);
             result.start = series.start.saturating_add(self.preview);

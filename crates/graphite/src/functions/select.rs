@@ -589,7 +589,7 @@ fn own_percentile(series: &mut Series, n: f64, func: &str) -> Result<Option<f64>
         Ok(None) | Err(PercentileFault::Index) => return Ok(None),
         Err(fault) => return Err(percentile_fault(func, n, fault)),
     };
-    series.tags.insert("nPercentile".to_owned(), repr_f64(n));
+    series.tag("nPercentile", repr_f64(n));
     // `int((end - start) / step)` copies of it, and the first of them read.
     let count = if series.step == 0 {
         0.0

@@ -64,9 +64,7 @@ pub(crate) fn consolidated(
 ) -> Vec<Series> {
     for series in &mut list {
         series.consolidation = function;
-        series
-            .tags
-            .insert("consolidateBy".to_owned(), name.to_owned());
+        series.tag("consolidateBy", name.to_owned());
         series.name = format!("consolidateBy({},\"{}\")", series.name, name);
         series.path_expression = series.name.clone();
     }

@@ -167,7 +167,7 @@ impl Body for TimeShift {
         };
         let mut shifted = cx.evaluate(expr, from, until).await?;
         for series in &mut shifted {
-            series.tags.insert("timeShift".to_owned(), shift.clone());
+            series.tag("timeShift", shift.clone());
             series.name = format!("timeShift({}, \"{shift}\")", series.name);
             series.end = if reset_end {
                 first.end
@@ -209,10 +209,8 @@ impl Body for Summarize {
             bucket_limit(cx, "summarize", buckets)?;
             let (values, aligned_end) = summarize_values(&series, agg, interval, start, end);
             let end = if align { aligned_end } else { end };
-            series.tags.insert("summarize".to_owned(), text.clone());
-            series
-                .tags
-                .insert("summarizeFunction".to_owned(), func.clone());
+            series.tag("summarize", text.clone());
+            series.tag("summarizeFunction", func.clone());
             let name = bucketed_name("summarize", &series, &[&text, &func], align);
             let mut result = copy_with(&series, name, values);
             result.start = start;
@@ -315,7 +313,7 @@ impl Body for Hitcount {
         for mut series in list {
             positive("hitcount", &text, interval)?;
             let (start, values) = hits(cx, &series, interval)?;
-            series.tags.insert("hitcount".to_owned(), text.clone());
+            series.tag("hitcount", text.clone());
             let name = bucketed_name("hitcount", &series, &[&text], align);
             let mut result = copy_with(&series, name, values);
             result.start = start;

@@ -227,7 +227,7 @@ fn pointwise(
 ) -> Result<Value> {
     let mut list = args.take_series(0);
     for series in &mut list {
-        series.tags.insert(func.to_owned(), tag.clone());
+        series.tag(func, tag.clone());
         rename(series, format!("{func}({}{printed})", series.name));
         for v in series.values.iter_mut().flatten() {
             *v = op(*v);
@@ -268,9 +268,7 @@ fn scale_to_seconds(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
         )));
     };
     for series in &mut list {
-        series
-            .tags
-            .insert("scaleToSeconds".to_owned(), raw.to_py_str());
+        series.tag("scaleToSeconds", raw.to_py_str());
         rename(series, format!("scaleToSeconds({},{whole})", series.name));
         let factor = seconds / series.step as f64;
         for v in series.values.iter_mut().flatten() {
@@ -301,7 +299,7 @@ fn each_copied(
     let mut out = Vec::with_capacity(list.len());
     for mut series in list {
         let values = values_of(&series)?;
-        series.tags.insert(func.to_owned(), "1".to_owned());
+        series.tag(func, "1");
         let name = format!("{func}({})", series.name);
         out.push(copy_with(&series, name, values));
     }
@@ -372,9 +370,7 @@ fn integral_by_interval(cx: &Context<'_>, mut args: Args) -> Result<Value> {
             values.push(Some(current));
             at += series.step;
         }
-        series
-            .tags
-            .insert("integralByInterval".to_owned(), unit.clone());
+        series.tag("integralByInterval", unit.clone());
         let name = format!("integralByInterval({},'{unit}')", series.name);
         out.push(copy_with(&series, name, values));
     }
@@ -536,13 +532,9 @@ fn transform_null(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
             .collect()
     });
     for series in &mut list {
-        series
-            .tags
-            .insert("transformNull".to_owned(), raw.to_py_str());
+        series.tag("transformNull", raw.to_py_str());
         let name = if defaults.is_some() {
-            series
-                .tags
-                .insert("referenceSeries".to_owned(), "1".to_owned());
+            series.tag("referenceSeries", "1");
             format!(
                 "transformNull({},{},referenceSeries)",
                 series.name,
