@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value};
+use super::{
+    Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value, series_list,
+};
 use crate::grammar::{Expr, parse_prefix};
 use crate::pyre::Substitution;
 use crate::{Error, Result, Series};
@@ -12,8 +14,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
     // Each renames the series list it takes first.
     let renaming =
         |name: &str, function: &str, description: &str, params: Vec<Param>, body: SyncBody| {
-            let series_list = Param::new("seriesList", ParamType::SeriesList).required();
-            let params = std::iter::once(series_list).chain(params).collect();
+            let params = std::iter::once(series_list()).chain(params).collect();
             Builtin::arc(
                 Signature::new(name, function, "Alias", description).params(params),
                 body,

@@ -12,34 +12,26 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::agg::AggFunc;
-use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value};
+use super::{
+    Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value, series_list,
+};
 use crate::pyfmt::format_g;
 use crate::pyre;
 use crate::{Result, Series};
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
-    let list_and_n = |kind: ParamType| {
-        vec![
-            Param::new("seriesList", ParamType::SeriesList).required(),
-            Param::new("n", kind).required(),
-        ]
-    };
-    let list_only = || vec![Param::new("seriesList", ParamType::SeriesList).required()];
+    let list_and_n = |kind: ParamType| vec![series_list(), Param::new("n", kind).required()];
+    let list_only = || vec![series_list()];
     let list_and_pattern = || {
         vec![
-            Param::new("seriesList", ParamType::SeriesList).required(),
+            series_list(),
             Param::new("pattern", ParamType::String).required(),
         ]
     };
     let filter = |name: &str, description: &str, body: SyncBody| {
         Builtin::arc(
-            Signature::new(
-                name,
-                &format!("{name}(seriesList, n)"),
-                "Filter Series",
-                description,
-            )
-            .params(list_and_n(ParamType::Integer)),
+            Signature::with_args(name, "seriesList, n", "Filter Series", description)
+                .params(list_and_n(ParamType::Integer)),
             body,
         )
     };
@@ -137,7 +129,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                  around.",
             )
             .params(vec![
-                Param::new("seriesList", ParamType::SeriesList).required(),
+                series_list(),
                 Param::new("natural", ParamType::Boolean).default(Value::Bool(false)),
                 Param::new("reverse", ParamType::Boolean).default(Value::Bool(false)),
             ]),

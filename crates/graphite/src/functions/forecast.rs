@@ -27,7 +27,9 @@ use super::agg::AggFunc;
 use super::moving::{py_slice, shift_time};
 use super::time::{bucket_limit, interval_of, positive, summarize_values};
 use super::transform::copy_with;
-use super::{Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use super::{
+    Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value, series_list,
+};
 use crate::attime::{civil_from_days, days_from_civil, parse_at_time, parse_offset};
 use crate::{Error, Result, Series};
 
@@ -35,7 +37,6 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
     let strs = |items: &[&str]| -> Vec<Value> {
         items.iter().map(|s| Value::Str((*s).to_owned())).collect()
     };
-    let series_list = || Param::new("seriesList", ParamType::SeriesList).required();
     let bootstrap = || {
         Param::new("bootstrapInterval", ParamType::Interval)
             .default(Value::Str("7d".to_owned()))
@@ -55,9 +56,9 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
         ]
     };
     let band_signature = |name: &str, description: &str| {
-        Signature::new(
+        Signature::with_args(
             name,
-            &format!("{name}(seriesList, delta=3, bootstrapInterval='7d', seasonality='1d')"),
+            "seriesList, delta=3, bootstrapInterval='7d', seasonality='1d'",
             "Calculate",
             description,
         )

@@ -11,12 +11,13 @@ use std::sync::Arc;
 
 use super::agg::AggFunc;
 use super::special::{constant_line, constant_series};
-use super::{Alias, Args, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use super::{
+    Alias, Args, Builtin, Context, Function, Param, ParamType, Signature, Value, series_list,
+};
 use crate::pyfmt::{format_g, repr_f64};
 use crate::{Error, Result, Series};
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
-    let series_list = || Param::new("seriesList", ParamType::SeriesList).required();
     let time = Builtin::arc(
         Signature::new(
             "timeFunction",

@@ -21,7 +21,9 @@ use super::agg::{
 };
 use super::alias::agg_key;
 use super::combine::aggregate;
-use super::{Alias, Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use super::{
+    Alias, Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value, series_list,
+};
 use crate::{Error, Result, Series};
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
@@ -38,7 +40,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
              of nulls.",
         )
         .params(vec![
-            Param::new("seriesList", ParamType::SeriesList).required(),
+            series_list(),
             Param::new("total", ParamType::Any),
             Param::new("nodes", ParamType::NodeOrTag).multiple(),
         ])
@@ -54,7 +56,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
              the keys first appear: a list of series lists for reduceSeries.",
         )
         .params(vec![
-            Param::new("seriesList", ParamType::SeriesList).required(),
+            series_list(),
             Param::new("mapNodes", ParamType::NodeOrTag)
                 .required()
                 .multiple(),
@@ -95,7 +97,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                  by its node.",
             )
             .params(vec![
-                Param::new("seriesList", ParamType::SeriesList).required(),
+                series_list(),
                 Param::new("nodeNum", ParamType::NodeOrTag).required(),
                 Param::new("callback", ParamType::AggOrSeriesFunc)
                     .default(Value::Str("average".to_owned())),
@@ -112,7 +114,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                  such as sumSeries). Each result is named by its nodes joined with dots.",
             )
             .params(vec![
-                Param::new("seriesList", ParamType::SeriesList).required(),
+                series_list(),
                 Param::new("callback", ParamType::AggOrSeriesFunc).required(),
                 Param::new("nodes", ParamType::NodeOrTag).multiple(),
             ]),
@@ -128,7 +130,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                  sumSeries). Each result is named and tagged `<name>;tag=value;...`.",
             )
             .params(vec![
-                Param::new("seriesList", ParamType::SeriesList).required(),
+                series_list(),
                 Param::new("callback", ParamType::AggOrSeriesFunc).required(),
                 Param::new("tags", ParamType::Tag).required().multiple(),
             ]),

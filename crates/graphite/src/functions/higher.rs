@@ -12,7 +12,9 @@ use async_trait::async_trait;
 
 use super::time::summarize_values;
 use super::transform::copy_with;
-use super::{Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use super::{
+    Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value, series_list,
+};
 use crate::functions::agg::AggFunc;
 use crate::grammar::Expr;
 use crate::{Error, Result, Series};
@@ -21,7 +23,6 @@ use crate::{Error, Result, Series};
 const DEFAULT_STACK: &str = "__DEFAULT__";
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
-    let series_list = || Param::new("seriesList", ParamType::SeriesList).required();
     vec![
         Builtin::arc(
             Signature::new(

@@ -16,16 +16,17 @@ use std::sync::Arc;
 use super::combine::{percentile, safe_pow};
 use super::special::consolidated;
 use super::transform::{copy_with, null_run_limit, percent_d, rename};
-use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value};
+use super::{
+    Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value, series_list,
+};
 use crate::pyfmt::{format_g, py_max, py_min, repr_f64};
 use crate::{Consolidation, Error, Result, Series};
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
-    let series_list = || Param::new("seriesList", ParamType::SeriesList).required();
     // The functions of a series list alone.
     let plain = |name: &str, group: &str, description: &str, body: SyncBody| {
         Builtin::arc(
-            Signature::new(name, &format!("{name}(seriesList)"), group, description)
+            Signature::with_args(name, "seriesList", group, description)
                 .params(vec![series_list()]),
             body,
         )

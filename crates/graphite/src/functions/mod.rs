@@ -178,6 +178,11 @@ pub const AGG_FUNCS: &[&str] = &[
     "multiply", "last", "rangeOf", "avg", "total", "current",
 ];
 
+/// The required `seriesList` parameter most functions take first.
+pub(crate) fn series_list() -> Param {
+    Param::new("seriesList", ParamType::SeriesList).required()
+}
+
 /// One parameter of a function, as `/functions` lists it and validation checks it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Param {
@@ -276,6 +281,12 @@ impl Signature {
             params: Vec::new(),
             aggregator: false,
         }
+    }
+
+    /// A signature in graphite-web's built-in module printed `name(args)`: how a family of
+    /// functions sharing their parameters declares each member.
+    pub(crate) fn with_args(name: &str, args: &str, group: &str, description: &str) -> Signature {
+        Signature::new(name, &format!("{name}({args})"), group, description)
     }
 
     /// Sets the parameters.

@@ -19,13 +19,14 @@ use std::sync::Arc;
 
 use super::agg::AggFunc;
 use super::transform::round6;
-use super::{Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use super::{
+    Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value, series_list,
+};
 use crate::attime::parse_offset;
 use crate::pyfmt::py_sum;
 use crate::{Error, Result, Series};
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
-    let series_list = || Param::new("seriesList", ParamType::SeriesList).required();
     let window_size = || {
         Param::new("windowSize", ParamType::IntOrInterval)
             .required()
@@ -50,9 +51,9 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
     ]
     .into_iter()
     .map(|(name, agg, what)| {
-        let signature = Signature::new(
+        let signature = Signature::with_args(
             name,
-            &format!("{name}(seriesList, windowSize, xFilesFactor=None)"),
+            "seriesList, windowSize, xFilesFactor=None",
             "Calculate",
             &format!(
                 "Each point becomes the {what} of the non-null values of the window ending at \

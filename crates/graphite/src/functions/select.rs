@@ -18,7 +18,9 @@ use super::agg::{AggFunc, Span, made, safe_div, zip_longest};
 use super::alias::agg_key;
 use super::combine::{PercentileFault, aggregate, py_percentile, quotient};
 use super::filter::{integer, number, py_prefix, sort_by_aggregate, sorted};
-use super::{Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use super::{
+    Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value, series_list,
+};
 use crate::pyfmt::{format_g, py_sum, repr_f64};
 use crate::{Error, Result, Series};
 
@@ -82,13 +84,12 @@ const FILTERS: &[(&str, &str, &str, &str)] = &[
 ];
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
-    let series_list = || Param::new("seriesList", ParamType::SeriesList).required();
     let float_n = || Param::new("n", ParamType::Float).required();
     let integer_n = || Param::new("n", ParamType::Integer).required();
     let agg_func = || Param::new("func", ParamType::AggFunc).default(Value::Str("average".into()));
     let series_lists = || Param::new("seriesLists", ParamType::SeriesList).multiple();
     let sig = |name: &str, args: &str, group: &str, description: &str, params: Vec<Param>| {
-        Signature::new(name, &format!("{name}({args})"), group, description).params(params)
+        Signature::with_args(name, args, group, description).params(params)
     };
     let mut out: Vec<Arc<dyn Function>> = vec![
         Builtin::arc(

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, Value, series_list};
 use crate::{Consolidation, Error, Result, Series};
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
@@ -17,7 +17,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                  avg_zero.",
             )
             .params(vec![
-                Param::new("seriesList", ParamType::SeriesList).required(),
+                series_list(),
                 Param::new("consolidationFunc", ParamType::String)
                     .required()
                     .options(&[

@@ -15,7 +15,9 @@ use std::sync::Arc;
 use super::agg::AggFunc;
 use super::moving::{shift_time, xff_of};
 use super::transform::copy_with;
-use super::{Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use super::{
+    Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value, series_list,
+};
 use crate::attime::parse_offset;
 use crate::pyfmt::py_sum;
 use crate::{Error, Result, Series};
@@ -28,7 +30,6 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
             Value::Str("1d".to_owned()),
         ]
     };
-    let series_list = || Param::new("seriesList", ParamType::SeriesList).required();
     vec![
         Builtin::arc(
             Signature::new(

@@ -12,19 +12,20 @@
 use std::sync::Arc;
 
 use super::agg::rows;
-use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value};
+use super::{
+    Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value, series_list,
+};
 use crate::pyfmt::format_g;
 use crate::{Error, Result, Series};
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
-    let series_list = || Param::new("seriesList", ParamType::SeriesList).required();
     // The counter functions: the same parameters, `maxValue` and `minValue` as graphite-web's
     // `_nonNegativeDelta` reads them.
     let counter = |name: &str, description: &str, body: SyncBody| {
         Builtin::arc(
-            Signature::new(
+            Signature::with_args(
                 name,
-                &format!("{name}(seriesList, maxValue=None, minValue=None)"),
+                "seriesList, maxValue=None, minValue=None",
                 "Transform",
                 description,
             )
