@@ -45,7 +45,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
             Param::new("nodes", ParamType::NodeOrTag).multiple(),
         ])
         .aggregator(),
-        AsPercent,
+        as_percent_fn,
     );
     let map_series = Builtin::arc(
         Signature::new(
@@ -423,23 +423,16 @@ impl Body for ReduceSeries {
 }
 
 /// `asPercent` (and its alias `pct`).
-struct AsPercent;
-
-#[async_trait::async_trait]
-impl Body for AsPercent {
-    async fn call(&self, cx: &Context<'_>, mut args: Args) -> Result<Value> {
-        let nodes = args.all(2).to_vec();
-        let total = match args.get(1) {
-            None => Total::Sum,
-            Some(Value::Series(_)) => Total::Series(args.take_series(1)),
-            Some(v @ (Value::Int(_) | Value::Float(_) | Value::Bool(_))) => {
-                Total::Number(v.clone())
-            }
-            Some(other) => Total::Other(other.clone()),
-        };
-        let list = args.take_series(0);
-        as_percent(list, total, &nodes, cx.x_files_factor()).map(Value::Series)
-    }
+fn as_percent_fn(cx: &Context<'_>, mut args: Args) -> Result<Value> {
+    let nodes = args.all(2).to_vec();
+    let total = match args.get(1) {
+        None => Total::Sum,
+        Some(Value::Series(_)) => Total::Series(args.take_series(1)),
+        Some(v @ (Value::Int(_) | Value::Float(_) | Value::Bool(_))) => Total::Number(v.clone()),
+        Some(other) => Total::Other(other.clone()),
+    };
+    let list = args.take_series(0);
+    as_percent(list, total, &nodes, cx.x_files_factor()).map(Value::Series)
 }
 
 /// What `asPercent`'s `total` is.
