@@ -23,9 +23,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::agg::AggFunc;
 use super::moving::{py_slice, shift_time};
-use super::time::{bucket_limit, interval_of, positive, summarize_values};
+use super::time::{bucket_func, bucket_limit, interval_of, summarize_values};
 use super::transform::copy_with;
 use super::{
     Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value, series_list,
@@ -813,12 +812,7 @@ impl Body for SmartSummarize {
         let func = args.str(2).unwrap_or("sum").to_owned();
         let mut out = Vec::with_capacity(list.len());
         for mut series in list {
-            positive("smartSummarize", &text, interval)?;
-            let Some(agg) = AggFunc::parse(&func) else {
-                return Err(Error::invalid(format!(
-                    "Unsupported aggregation function: {func}"
-                )));
-            };
+            let agg = bucket_func("smartSummarize", &text, interval, &func)?;
             let span = (series.end - series.start).max(0);
             bucket_limit(cx, "smartSummarize", span.div_euclid(interval) + 1)?;
             let (values, aligned_end) =

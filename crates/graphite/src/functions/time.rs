@@ -74,7 +74,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                 Param::new("func", ParamType::AggFunc).default(Value::Str("sum".to_owned())),
                 Param::new("alignToFrom", ParamType::Boolean).default(Value::Bool(false)),
             ]),
-            Summarize,
+            summarize,
         ),
         Builtin::arc(
             Signature::new(
@@ -124,6 +124,20 @@ pub(crate) fn positive(func: &str, text: &str, interval: i64) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The aggregation function `summarize` or `smartSummarize` (`function`) buckets a series
+/// with, its interval first refused if not positive: both checked for each series, as
+/// graphite-web checks them (an empty list answers without either).
+pub(crate) fn bucket_func(
+    function: &str,
+    text: &str,
+    interval: i64,
+    func: &str,
+) -> Result<AggFunc> {
+    positive(function, text, interval)?;
+    AggFunc::parse(func)
+        .ok_or_else(|| Error::invalid(format!("Unsupported aggregation function: {func}")))
 }
 
 /// Refuses more buckets than the answer may hold points.
@@ -181,46 +195,36 @@ impl Body for TimeShift {
     }
 }
 
-struct Summarize;
-
-#[async_trait::async_trait]
-impl Body for Summarize {
-    async fn call(&self, cx: &Context<'_>, mut args: Args) -> Result<Value> {
-        let list = args.take_series(0);
-        let (text, interval) = interval_of(&args, 1, "summarize")?;
-        let func = args.str(2).unwrap_or("sum").to_owned();
-        let align = flag(&args, 3, false);
-        let mut out = Vec::with_capacity(list.len());
-        for mut series in list {
-            positive("summarize", &text, interval)?;
-            let Some(agg) = AggFunc::parse(&func) else {
-                return Err(Error::invalid(format!(
-                    "Unsupported aggregation function: {func}"
-                )));
-            };
-            let (start, end) = if align {
-                (series.start, series.end)
-            } else {
-                (
-                    series.start - series.start.rem_euclid(interval),
-                    (series.end - series.end.rem_euclid(interval)).saturating_add(interval),
-                )
-            };
-            let buckets = (end - start).max(0).div_euclid(interval) + 1;
-            bucket_limit(cx, "summarize", buckets)?;
-            let (values, aligned_end) = summarize_values(&series, agg, interval, start, end);
-            let end = if align { aligned_end } else { end };
-            series.tag("summarize", text.clone());
-            series.tag("summarizeFunction", func.clone());
-            let name = bucketed_name("summarize", &series, &[&text, &func], align);
-            let mut result = copy_with(&series, name, values);
-            result.start = start;
-            result.end = end;
-            result.step = interval;
-            out.push(result);
-        }
-        Ok(Value::Series(out))
+fn summarize(cx: &Context<'_>, mut args: Args) -> Result<Value> {
+    let list = args.take_series(0);
+    let (text, interval) = interval_of(&args, 1, "summarize")?;
+    let func = args.str(2).unwrap_or("sum").to_owned();
+    let align = flag(&args, 3, false);
+    let mut out = Vec::with_capacity(list.len());
+    for mut series in list {
+        let agg = bucket_func("summarize", &text, interval, &func)?;
+        let (start, end) = if align {
+            (series.start, series.end)
+        } else {
+            (
+                series.start - series.start.rem_euclid(interval),
+                (series.end - series.end.rem_euclid(interval)).saturating_add(interval),
+            )
+        };
+        let buckets = (end - start).max(0).div_euclid(interval) + 1;
+        bucket_limit(cx, "summarize", buckets)?;
+        let (values, aligned_end) = summarize_values(&series, agg, interval, start, end);
+        let end = if align { aligned_end } else { end };
+        series.tag("summarize", text.clone());
+        series.tag("summarizeFunction", func.clone());
+        let name = bucketed_name("summarize", &series, &[&text, &func], align);
+        let mut result = copy_with(&series, name, values);
+        result.start = start;
+        result.end = end;
+        result.step = interval;
+        out.push(result);
     }
+    Ok(Value::Series(out))
 }
 
 /// The name graphite-web gives `func`'s buckets of `series`: `func(name, "arg", …)`, and
