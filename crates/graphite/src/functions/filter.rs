@@ -183,13 +183,20 @@ pub(crate) fn sorted(mut args: Args, func: AggFunc, descending: bool) -> Result<
     Ok(Value::Series(list))
 }
 
-/// `highest` / `lowest`: sorted by the aggregate, the first n kept.
-fn select(mut args: Args, func: AggFunc, highest: bool, name: &str) -> Result<Value> {
+/// `highestCurrent`, `lowestAverage`, ... (`name`): sorted by the aggregate, the first n
+/// kept.
+fn select(args: Args, func: AggFunc, highest: bool, name: &str) -> Result<Value> {
     let n = integer(&args, 1, name)?;
+    Ok(first_ranked(args, n, func, highest))
+}
+
+/// Parameter 0's series sorted by their aggregate `func` (stable, highest first when
+/// `highest`), the first `n` kept as `list[:n]` keeps them.
+pub(crate) fn first_ranked(mut args: Args, n: i64, func: AggFunc, highest: bool) -> Value {
     let mut list = args.take_series(0);
     sort_by_aggregate(&mut list, func, highest);
     list.truncate(py_prefix(list.len(), n));
-    Ok(Value::Series(list))
+    Value::Series(list)
 }
 
 fn highest_current(_cx: &Context<'_>, args: Args) -> Result<Value> {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use super::agg::{AggFunc, Span, made, safe_div, zip_longest};
 use super::alias::agg_key;
 use super::combine::{PercentileFault, aggregate, py_percentile, quotient};
-use super::filter::{integer, number, py_prefix, sort_by_aggregate, sorted};
+use super::filter::{first_ranked, integer, number, py_prefix, sort_by_aggregate, sorted};
 use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, Value, series_list};
 use crate::pyfmt::{format_g, py_sum, repr_f64};
 use crate::{Error, Result, Series};
@@ -383,13 +383,10 @@ fn threshold_filter(args: Args, func: &str, operator: &str) -> Result<Value> {
 }
 
 /// `highest` / `lowest` (`name`): sorted by the aggregate (stable), the first n kept.
-fn extreme_of(mut args: Args, name: &str, highest: bool) -> Result<Value> {
+fn extreme_of(args: Args, name: &str, highest: bool) -> Result<Value> {
     let n = integer(&args, 1, name)?;
     let func = agg_func(&args, 2)?;
-    let mut list = args.take_series(0);
-    sort_by_aggregate(&mut list, func, highest);
-    list.truncate(py_prefix(list.len(), n));
-    Ok(Value::Series(list))
+    Ok(first_ranked(args, n, func, highest))
 }
 
 fn sort_by(_cx: &Context<'_>, args: Args) -> Result<Value> {
