@@ -190,6 +190,15 @@ pub fn repr_str(s: &str) -> String {
     out
 }
 
+/// Test support: checks that `f`, this crate's copy of Python's `what` on a string, gives
+/// each case's expected text.
+#[cfg(test)]
+pub(crate) fn assert_text_cases(what: &str, f: fn(&str) -> String, cases: &[(&str, &str)]) {
+    for (input, want) in cases {
+        assert_eq!(f(input), *want, "{what} of {input:?}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,10 +305,16 @@ mod tests {
 
     #[test]
     fn string_repr_matches_python() {
-        assert_eq!(repr_str("abc"), "'abc'");
-        assert_eq!(repr_str("it's"), "\"it's\"");
-        assert_eq!(repr_str("a'b\"c"), "'a\\'b\"c'");
-        assert_eq!(repr_str("\\1 A"), "'\\\\1 A'");
-        assert_eq!(repr_str("x\ny"), "'x\\ny'");
+        crate::pyfmt::assert_text_cases(
+            "repr",
+            repr_str,
+            &[
+                ("abc", "'abc'"),
+                ("it's", "\"it's\""),
+                ("a'b\"c", "'a\\'b\"c'"),
+                ("\\1 A", "'\\\\1 A'"),
+                ("x\ny", "'x\\ny'"),
+            ],
+        );
     }
 }

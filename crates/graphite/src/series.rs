@@ -114,6 +114,11 @@ impl Series {
         }
     }
 
+    /// Sets tag `key` to `value`, as a function tags what it answers.
+    pub(crate) fn tag(&mut self, key: &str, value: impl Into<String>) {
+        self.tags.insert(key.to_owned(), value.into());
+    }
+
     /// A series read from the store: leaf `path`, matched by `pattern`, over a whisper
     /// window (`start`, `end`, `step`) with one value per step.
     pub fn fetched(

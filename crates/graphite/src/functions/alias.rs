@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value};
+use super::{
+    Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value, series_list,
+};
 use crate::grammar::{Expr, parse_prefix};
 use crate::pyre::Substitution;
 use crate::{Error, Result, Series};
@@ -12,8 +14,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
     // Each renames the series list it takes first.
     let renaming =
         |name: &str, function: &str, description: &str, params: Vec<Param>, body: SyncBody| {
-            let series_list = Param::new("seriesList", ParamType::SeriesList).required();
-            let params = std::iter::once(series_list).chain(params).collect();
+            let params = std::iter::once(series_list()).chain(params).collect();
             Builtin::arc(
                 Signature::new(name, function, "Alias", description).params(params),
                 body,
@@ -166,19 +167,20 @@ mod tests {
     #[test]
     fn metric_names_follow_substr_and_its_comma_cut() {
         // Each expectation is graphite-web's aliasByMetric on the same name.
-        let cases = [
-            ("app.web1.requests", "requests"),
-            ("sumSeries(app.*.requests)", "requests"),
-            ("scale(app.web1.requests,2)", "requests"),
-            ("app.web1.requests)x(y", ""),
-            ("a,b.c,d", "c"),
-            ("plain", "plain"),
-            ("a.b,c\nd,e", "b,c\nd"),
-            ("a.b,c\n", "b\n"),
-            ("", ""),
-        ];
-        for (name, want) in cases {
-            assert_eq!(metric_name(name), want, "aliasByMetric of {name:?}");
-        }
+        crate::pyfmt::assert_text_cases(
+            "aliasByMetric",
+            metric_name,
+            &[
+                ("app.web1.requests", "requests"),
+                ("sumSeries(app.*.requests)", "requests"),
+                ("scale(app.web1.requests,2)", "requests"),
+                ("app.web1.requests)x(y", ""),
+                ("a,b.c,d", "c"),
+                ("plain", "plain"),
+                ("a.b,c\nd,e", "b,c\nd"),
+                ("a.b,c\n", "b\n"),
+                ("", ""),
+            ],
+        );
     }
 }

@@ -15,7 +15,9 @@ use super::agg::{
     AggFunc, Normalized, Span, common_tags, lcm, made, normalize, path_expressions, rows, safe_div,
     xff_row, zip_longest,
 };
-use super::{Alias, Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use super::{
+    Alias, Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value, series_list,
+};
 use crate::pyfmt::format_g;
 use crate::{Error, Result, Series};
 
@@ -125,7 +127,6 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
             Param::new("seriesListSecondPos", ParamType::SeriesList).required(),
         ]
     };
-    let series_list = || Param::new("seriesList", ParamType::SeriesList).required();
     let agg_func = || Param::new("func", ParamType::AggFunc).required();
     let x_files_factor = || Param::new("xFilesFactor", ParamType::Float);
     let position = || Param::new("position", ParamType::Node).multiple();
@@ -150,12 +151,8 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
     ];
     for (aggregators, shape, args, params) in fixed {
         for &(name, func, description) in aggregators {
-            let signature = combine(
-                name,
-                &format!("{name}({args})"),
-                description,
-                params.clone(),
-            );
+            let signature =
+                Signature::with_args(name, args, "Combine", description).params(params.clone());
             let f = Builtin::arc(signature.aggregator(), Fixed { func, shape });
             match name {
                 "sumSeries" => out.push(Alias::arc("sum", &f)),

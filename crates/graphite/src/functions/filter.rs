@@ -12,34 +12,26 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::agg::AggFunc;
-use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value};
+use super::{
+    Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value, series_list,
+};
 use crate::pyfmt::format_g;
 use crate::pyre;
-use crate::{Error, Result, Series};
+use crate::{Result, Series};
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
-    let list_and_n = |kind: ParamType| {
-        vec![
-            Param::new("seriesList", ParamType::SeriesList).required(),
-            Param::new("n", kind).required(),
-        ]
-    };
-    let list_only = || vec![Param::new("seriesList", ParamType::SeriesList).required()];
+    let list_and_n = |kind: ParamType| vec![series_list(), Param::new("n", kind).required()];
+    let list_only = || vec![series_list()];
     let list_and_pattern = || {
         vec![
-            Param::new("seriesList", ParamType::SeriesList).required(),
+            series_list(),
             Param::new("pattern", ParamType::String).required(),
         ]
     };
     let filter = |name: &str, description: &str, body: SyncBody| {
         Builtin::arc(
-            Signature::new(
-                name,
-                &format!("{name}(seriesList, n)"),
-                "Filter Series",
-                description,
-            )
-            .params(list_and_n(ParamType::Integer)),
+            Signature::with_args(name, "seriesList, n", "Filter Series", description)
+                .params(list_and_n(ParamType::Integer)),
             body,
         )
     };
@@ -137,7 +129,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                  around.",
             )
             .params(vec![
-                Param::new("seriesList", ParamType::SeriesList).required(),
+                series_list(),
                 Param::new("natural", ParamType::Boolean).default(Value::Bool(false)),
                 Param::new("reverse", ParamType::Boolean).default(Value::Bool(false)),
             ]),
@@ -148,23 +140,14 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
 
 /// Parameter `i`, an integer (validation guarantees it; a missing one names itself).
 pub(crate) fn integer(args: &Args, i: usize, func: &str) -> Result<i64> {
-    args.i64(i).ok_or_else(|| {
-        Error::invalid(format!(
-            "{func} needs an integer n, not {}",
-            args.get(i).map_or_else(|| "None".to_owned(), Value::repr)
-        ))
-    })
+    args.integer(i, func, "an integer n").map(|(n, _)| n)
 }
 
 /// Parameter `i` (named `param`), a number (validation guarantees it; a missing one names
 /// itself).
 pub(crate) fn number(args: &Args, i: usize, func: &str, param: &str) -> Result<f64> {
-    args.f64(i).ok_or_else(|| {
-        Error::invalid(format!(
-            "{func} needs a number {param}, not {}",
-            args.get(i).map_or_else(|| "None".to_owned(), Value::repr)
-        ))
-    })
+    args.number(i, func, &format!("a number {param}"))
+        .map(|(x, _)| x)
 }
 
 /// How many items `list[:n]` keeps of `len`.
@@ -193,13 +176,27 @@ pub(crate) fn sort_by_aggregate(list: &mut Vec<Series>, func: AggFunc, descendin
     list.extend(keyed.into_iter().map(|(_, s)| s));
 }
 
-/// `highest` / `lowest`: sorted by the aggregate, the first n kept.
-fn select(mut args: Args, func: AggFunc, highest: bool, name: &str) -> Result<Value> {
+/// Parameter 0's series sorted by their aggregate `func`, highest first when `descending`.
+pub(crate) fn sorted(mut args: Args, func: AggFunc, descending: bool) -> Result<Value> {
+    let mut list = args.take_series(0);
+    sort_by_aggregate(&mut list, func, descending);
+    Ok(Value::Series(list))
+}
+
+/// `highestCurrent`, `lowestAverage`, ... (`name`): sorted by the aggregate, the first n
+/// kept.
+fn select(args: Args, func: AggFunc, highest: bool, name: &str) -> Result<Value> {
     let n = integer(&args, 1, name)?;
+    Ok(first_ranked(args, n, func, highest))
+}
+
+/// Parameter 0's series sorted by their aggregate `func` (stable, highest first when
+/// `highest`), the first `n` kept as `list[:n]` keeps them.
+pub(crate) fn first_ranked(mut args: Args, n: i64, func: AggFunc, highest: bool) -> Value {
     let mut list = args.take_series(0);
     sort_by_aggregate(&mut list, func, highest);
     list.truncate(py_prefix(list.len(), n));
-    Ok(Value::Series(list))
+    Value::Series(list)
 }
 
 fn highest_current(_cx: &Context<'_>, args: Args) -> Result<Value> {
@@ -229,10 +226,8 @@ fn limit(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
     Ok(Value::Series(list))
 }
 
-fn sort_by_maxima(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
-    let mut list = args.take_series(0);
-    sort_by_aggregate(&mut list, AggFunc::Max, true);
-    Ok(Value::Series(list))
+fn sort_by_maxima(_cx: &Context<'_>, args: Args) -> Result<Value> {
+    sorted(args, AggFunc::Max, true)
 }
 
 fn sort_by_name(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
@@ -347,22 +342,33 @@ mod tests {
 
     #[test]
     fn natural_keys_pad_digit_runs_as_python_formats_them() {
-        assert_eq!(natural_key("web2"), "web0000000002");
-        assert_eq!(natural_key("a007b10"), "a0000000007b0000000010");
-        assert_eq!(natural_key("x0"), "x0000000000");
-        assert_eq!(natural_key("12345678901234"), "12345678901234");
-        assert_eq!(natural_key("no digits"), "no digits");
+        crate::pyfmt::assert_text_cases(
+            "natural key",
+            natural_key,
+            &[
+                ("web2", "web0000000002"),
+                ("a007b10", "a0000000007b0000000010"),
+                ("x0", "x0000000000"),
+                ("12345678901234", "12345678901234"),
+                ("no digits", "no digits"),
+            ],
+        );
         assert!(natural_key("web2") < natural_key("web10"));
     }
 
     #[test]
     fn prefixes_slice_as_python_does() {
-        assert_eq!(py_prefix(4, 2), 2);
-        assert_eq!(py_prefix(4, 0), 0);
-        assert_eq!(py_prefix(4, -1), 3);
-        assert_eq!(py_prefix(4, -10), 0);
-        assert_eq!(py_prefix(4, 100), 4);
-        assert_eq!(py_prefix(4, i64::MIN), 0);
-        assert_eq!(py_prefix(4, i64::MAX), 4);
+        let cases = [
+            (2, 2),
+            (0, 0),
+            (-1, 3),
+            (-10, 0),
+            (100, 4),
+            (i64::MIN, 0),
+            (i64::MAX, 4),
+        ];
+        for (n, want) in cases {
+            assert_eq!(py_prefix(4, n), want, "[:{n}] of 4 items");
+        }
     }
 }

@@ -23,11 +23,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::agg::AggFunc;
 use super::moving::{py_slice, shift_time};
-use super::time::{bucket_limit, interval_of, positive, summarize_values};
+use super::time::{bucket_func, bucket_limit, interval_of, summarize_values};
 use super::transform::copy_with;
-use super::{Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use super::{
+    Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value, series_list,
+};
 use crate::attime::{civil_from_days, days_from_civil, parse_at_time, parse_offset};
 use crate::{Error, Result, Series};
 
@@ -35,7 +36,6 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
     let strs = |items: &[&str]| -> Vec<Value> {
         items.iter().map(|s| Value::Str((*s).to_owned())).collect()
     };
-    let series_list = || Param::new("seriesList", ParamType::SeriesList).required();
     let bootstrap = || {
         Param::new("bootstrapInterval", ParamType::Interval)
             .default(Value::Str("7d".to_owned()))
@@ -55,9 +55,9 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
         ]
     };
     let band_signature = |name: &str, description: &str| {
-        Signature::new(
+        Signature::with_args(
             name,
-            &format!("{name}(seriesList, delta=3, bootstrapInterval='7d', seasonality='1d')"),
+            "seriesList, delta=3, bootstrapInterval='7d', seasonality='1d'",
             "Calculate",
             description,
         )
@@ -613,9 +613,7 @@ impl Body for LinearRegression {
         let mut out = Vec::new();
         // Paired by position, as graphite-web's zip pairs them.
         for (source, mut series) in sources.iter().zip(list) {
-            series
-                .tags
-                .insert("linearRegressions".to_owned(), format!("{start}, {end}"));
+            series.tag("linearRegressions", format!("{start}, {end}"));
             let Some((factor, offset)) = regression(source) else {
                 continue;
             };
@@ -689,10 +687,8 @@ impl Body for TimeStack {
             let from = shift_time("timeStack", cx.from(), inner)?;
             let until = shift_time("timeStack", cx.until(), inner)?;
             for mut series in cx.evaluate(expr, from, until).await? {
-                series.tags.insert("timeShiftUnit".to_owned(), unit.clone());
-                series
-                    .tags
-                    .insert("timeShift".to_owned(), shift.to_string());
+                series.tag("timeShiftUnit", unit.clone());
+                series.tag("timeShift", shift.to_string());
                 series.name = format!("timeShift({}, {unit}, {shift})", series.name);
                 series.path_expression = series.name.clone();
                 series.start = first.start;
@@ -726,12 +722,8 @@ fn time_slice(cx: &Context<'_>, mut args: Args) -> Result<Value> {
     let start = read(1, "startSliceAt", "")?;
     let end = read(2, "endSliceAt", "now")?;
     for series in &mut list {
-        series
-            .tags
-            .insert("timeSliceStart".to_owned(), start.to_string());
-        series
-            .tags
-            .insert("timeSliceEnd".to_owned(), end.to_string());
+        series.tag("timeSliceStart", start.to_string());
+        series.tag("timeSliceEnd", end.to_string());
         series.name = format!("timeSlice({}, {start}, {end})", series.name);
         let mut t = cx.from();
         for value in &mut series.values {
@@ -759,23 +751,19 @@ enum Unit {
 impl Unit {
     /// `getUnitString`'s reading of an option (by its prefix).
     fn parse(text: &str) -> Option<Unit> {
-        Some(if text.starts_with('s') {
-            Unit::Seconds
-        } else if text.starts_with("min") {
-            Unit::Minutes
-        } else if text.starts_with('h') {
-            Unit::Hours
-        } else if text.starts_with('d') {
-            Unit::Days
-        } else if text.starts_with('w') {
-            Unit::Weeks
-        } else if text.starts_with("mon") {
-            Unit::Months
-        } else if text.starts_with('y') {
-            Unit::Years
-        } else {
-            return None;
-        })
+        const PREFIXES: [(&str, Unit); 7] = [
+            ("s", Unit::Seconds),
+            ("min", Unit::Minutes),
+            ("h", Unit::Hours),
+            ("d", Unit::Days),
+            ("w", Unit::Weeks),
+            ("mon", Unit::Months),
+            ("y", Unit::Years),
+        ];
+        PREFIXES
+            .iter()
+            .find(|(prefix, _)| text.starts_with(prefix))
+            .map(|&(_, unit)| unit)
     }
 
     /// The start of the unit `t` (epoch seconds, UTC) falls in; weeks start on Monday.
@@ -824,22 +812,13 @@ impl Body for SmartSummarize {
         let func = args.str(2).unwrap_or("sum").to_owned();
         let mut out = Vec::with_capacity(list.len());
         for mut series in list {
-            positive("smartSummarize", &text, interval)?;
-            let Some(agg) = AggFunc::parse(&func) else {
-                return Err(Error::invalid(format!(
-                    "Unsupported aggregation function: {func}"
-                )));
-            };
+            let agg = bucket_func("smartSummarize", &text, interval, &func)?;
             let span = (series.end - series.start).max(0);
             bucket_limit(cx, "smartSummarize", span.div_euclid(interval) + 1)?;
             let (values, aligned_end) =
                 summarize_values(&series, agg, interval, series.start, series.end);
-            series
-                .tags
-                .insert("smartSummarize".to_owned(), text.clone());
-            series
-                .tags
-                .insert("smartSummarizeFunction".to_owned(), func.clone());
+            series.tag("smartSummarize", text.clone());
+            series.tag("smartSummarizeFunction", func.clone());
             let name = format!("smartSummarize({}, \"{text}\", \"{func}\")", series.name);
             let mut result = copy_with(&series, name, values);
             result.end = aligned_end;

@@ -10,13 +10,14 @@
 use std::sync::Arc;
 
 use super::agg::AggFunc;
-use super::special::constant_line;
-use super::{Alias, Args, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use super::special::{constant_line, constant_series};
+use super::{
+    Alias, Args, Builtin, Context, Function, Param, ParamType, Signature, Value, series_list,
+};
 use crate::pyfmt::{format_g, repr_f64};
 use crate::{Error, Result, Series};
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
-    let series_list = || Param::new("seriesList", ParamType::SeriesList).required();
     let time = Builtin::arc(
         Signature::new(
             "timeFunction",
@@ -228,7 +229,7 @@ fn dashed(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
     let length = args.i64(1).unwrap_or(5);
     let mut list = args.take_series(0);
     for series in &mut list {
-        series.tags.insert("dashed".to_owned(), length.to_string());
+        series.tag("dashed", length.to_string());
         series.name = format!("dashed({}, {})", series.name, format_g(length as f64));
     }
     Ok(Value::Series(list))
@@ -238,7 +239,7 @@ fn dashed(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
 fn wrapped(mut args: Args, func: &str) -> Value {
     let mut list = args.take_series(0);
     for series in &mut list {
-        series.tags.insert(func.to_owned(), "1".to_owned());
+        series.tag(func, "1");
         series.name = format!("{func}({})", series.name);
     }
     Value::Series(list)
@@ -253,7 +254,7 @@ fn area_between(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
         )));
     }
     let upper = &mut list[1];
-    upper.tags.insert("areaBetween".to_owned(), "1".to_owned());
+    upper.tag("areaBetween", "1");
     let name = format!("areaBetween({})", upper.path_expression);
     upper.name = name.clone();
     let tags = upper.tags.clone();
@@ -510,25 +511,11 @@ fn aggregate_line(cx: &Context<'_>, mut args: Args) -> Result<Value> {
             out.push(super::transform::copy_with(&series, name, values));
         } else {
             let text = py_str_of(agg, value);
-            let mut line = constant_line_of(cx, value, &text)?;
+            let mut line = constant_series(cx, "aggregateLine", value, &text)?;
             line.name = name.clone();
             line.path_expression = name;
             out.push(line);
         }
     }
     Ok(Value::Series(out))
-}
-
-/// `constantLine(value)`'s series for a value given as Python prints it (`text`).
-fn constant_line_of(cx: &Context<'_>, value: Option<f64>, text: &str) -> Result<Series> {
-    let (start, end) = (cx.from(), cx.until());
-    let step = ((end - start) as f64 / 2.0) as i64;
-    if step <= 0 {
-        return Err(Error::invalid(
-            "aggregateLine needs a time range of at least two seconds",
-        ));
-    }
-    let mut series = Series::new(text, start, end, step, vec![value; 3]);
-    series.x_files_factor = cx.x_files_factor();
-    Ok(series)
 }

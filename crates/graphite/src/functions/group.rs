@@ -21,7 +21,9 @@ use super::agg::{
 };
 use super::alias::agg_key;
 use super::combine::aggregate;
-use super::{Alias, Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use super::{
+    Alias, Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value, series_list,
+};
 use crate::{Error, Result, Series};
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
@@ -38,12 +40,12 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
              of nulls.",
         )
         .params(vec![
-            Param::new("seriesList", ParamType::SeriesList).required(),
+            series_list(),
             Param::new("total", ParamType::Any),
             Param::new("nodes", ParamType::NodeOrTag).multiple(),
         ])
         .aggregator(),
-        AsPercent,
+        as_percent_fn,
     );
     let map_series = Builtin::arc(
         Signature::new(
@@ -54,7 +56,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
              the keys first appear: a list of series lists for reduceSeries.",
         )
         .params(vec![
-            Param::new("seriesList", ParamType::SeriesList).required(),
+            series_list(),
             Param::new("mapNodes", ParamType::NodeOrTag)
                 .required()
                 .multiple(),
@@ -95,7 +97,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                  by its node.",
             )
             .params(vec![
-                Param::new("seriesList", ParamType::SeriesList).required(),
+                series_list(),
                 Param::new("nodeNum", ParamType::NodeOrTag).required(),
                 Param::new("callback", ParamType::AggOrSeriesFunc)
                     .default(Value::Str("average".to_owned())),
@@ -112,7 +114,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                  such as sumSeries). Each result is named by its nodes joined with dots.",
             )
             .params(vec![
-                Param::new("seriesList", ParamType::SeriesList).required(),
+                series_list(),
                 Param::new("callback", ParamType::AggOrSeriesFunc).required(),
                 Param::new("nodes", ParamType::NodeOrTag).multiple(),
             ]),
@@ -128,7 +130,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                  sumSeries). Each result is named and tagged `<name>;tag=value;...`.",
             )
             .params(vec![
-                Param::new("seriesList", ParamType::SeriesList).required(),
+                series_list(),
                 Param::new("callback", ParamType::AggOrSeriesFunc).required(),
                 Param::new("tags", ParamType::Tag).required().multiple(),
             ]),
@@ -421,23 +423,16 @@ impl Body for ReduceSeries {
 }
 
 /// `asPercent` (and its alias `pct`).
-struct AsPercent;
-
-#[async_trait::async_trait]
-impl Body for AsPercent {
-    async fn call(&self, cx: &Context<'_>, mut args: Args) -> Result<Value> {
-        let nodes = args.all(2).to_vec();
-        let total = match args.get(1) {
-            None => Total::Sum,
-            Some(Value::Series(_)) => Total::Series(args.take_series(1)),
-            Some(v @ (Value::Int(_) | Value::Float(_) | Value::Bool(_))) => {
-                Total::Number(v.clone())
-            }
-            Some(other) => Total::Other(other.clone()),
-        };
-        let list = args.take_series(0);
-        as_percent(list, total, &nodes, cx.x_files_factor()).map(Value::Series)
-    }
+fn as_percent_fn(cx: &Context<'_>, mut args: Args) -> Result<Value> {
+    let nodes = args.all(2).to_vec();
+    let total = match args.get(1) {
+        None => Total::Sum,
+        Some(Value::Series(_)) => Total::Series(args.take_series(1)),
+        Some(v @ (Value::Int(_) | Value::Float(_) | Value::Bool(_))) => Total::Number(v.clone()),
+        Some(other) => Total::Other(other.clone()),
+    };
+    let list = args.take_series(0);
+    as_percent(list, total, &nodes, cx.x_files_factor()).map(Value::Series)
 }
 
 /// What `asPercent`'s `total` is.

@@ -12,7 +12,9 @@ use async_trait::async_trait;
 
 use super::time::summarize_values;
 use super::transform::copy_with;
-use super::{Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use super::{
+    Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value, series_list,
+};
 use crate::functions::agg::AggFunc;
 use crate::grammar::Expr;
 use crate::{Error, Result, Series};
@@ -21,7 +23,6 @@ use crate::{Error, Result, Series};
 const DEFAULT_STACK: &str = "__DEFAULT__";
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
-    let series_list = || Param::new("seriesList", ParamType::SeriesList).required();
     vec![
         Builtin::arc(
             Signature::new(
@@ -251,7 +252,7 @@ fn stacked(cx: &Context<'_>, mut args: Args) -> Result<Value> {
             }));
         }
         let name = if stack == DEFAULT_STACK {
-            series.tags.insert("stacked".to_owned(), stack.clone());
+            series.tag("stacked", stack.clone());
             format!("stacked({})", series.name)
         } else {
             series.name.clone()

@@ -16,16 +16,17 @@ use std::sync::Arc;
 use super::combine::{percentile, safe_pow};
 use super::special::consolidated;
 use super::transform::{copy_with, null_run_limit, percent_d, rename};
-use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value};
+use super::{
+    Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value, series_list,
+};
 use crate::pyfmt::{format_g, py_max, py_min, repr_f64};
 use crate::{Consolidation, Error, Result, Series};
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
-    let series_list = || Param::new("seriesList", ParamType::SeriesList).required();
     // The functions of a series list alone.
     let plain = |name: &str, group: &str, description: &str, body: SyncBody| {
         Builtin::arc(
-            Signature::new(name, &format!("{name}(seriesList)"), group, description)
+            Signature::with_args(name, "seriesList", group, description)
                 .params(vec![series_list()]),
             body,
         )
@@ -246,7 +247,7 @@ fn in_place(
     let mut list = args.take_series(0);
     for series in &mut list {
         if let Some((key, value)) = &tag {
-            series.tags.insert((*key).to_owned(), value.clone());
+            series.tag(key, value.clone());
         }
         rename(series, name(&series.name));
         for i in 0..series.values.len() {
@@ -290,13 +291,7 @@ fn invert(_cx: &Context<'_>, args: Args) -> Result<Value> {
 }
 
 fn pow(_cx: &Context<'_>, args: Args) -> Result<Value> {
-    let raw = args.get(1).cloned().unwrap_or(Value::None);
-    let Some(factor) = args.f64(1) else {
-        return Err(Error::invalid(format!(
-            "pow needs a numeric factor, not {}",
-            raw.repr()
-        )));
-    };
+    let (factor, raw) = args.number(1, "pow", "a numeric factor")?;
     let printed = format_g(factor);
     in_place(
         args,
@@ -343,7 +338,7 @@ fn log(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
                 _ => None,
             });
         }
-        series.tags.insert("log".to_owned(), printed.clone());
+        series.tag("log", printed.clone());
         let name = format!("log({}, {printed})", series.name);
         out.push(copy_with(&series, name, values));
     }
@@ -461,8 +456,8 @@ fn offset_to_zero(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
     let mut list = args.take_series(0);
     for series in &mut list {
         let minimum = safe_min(series);
-        series.tags.insert(
-            "offsetToZero".to_owned(),
+        series.tag(
+            "offsetToZero",
             minimum.map_or_else(|| "None".to_owned(), repr_f64),
         );
         rename(series, format!("offsetToZero({})", series.name));
@@ -476,13 +471,7 @@ fn offset_to_zero(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
 }
 
 fn add(_cx: &Context<'_>, args: Args) -> Result<Value> {
-    let raw = args.get(1).cloned().unwrap_or(Value::None);
-    let Some(constant) = args.f64(1) else {
-        return Err(Error::invalid(format!(
-            "add needs a number to add, not {}",
-            raw.repr()
-        )));
-    };
+    let (constant, raw) = args.number(1, "add", "a number to add")?;
     if matches!(args.get(0), Some(Value::Series(list)) if !list.is_empty()) {
         // graphite-web prints the constant with `%d`, which fails on inf and nan.
         percent_d(constant).ok_or_else(|| {
@@ -526,7 +515,7 @@ fn logit(_cx: &Context<'_>, args: Args) -> Result<Value> {
 fn is_non_null(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
     let mut list = args.take_series(0);
     for series in &mut list {
-        series.tags.insert("isNonNull".to_owned(), "1".to_owned());
+        series.tag("isNonNull", "1");
         rename(series, format!("isNonNull({})", series.name));
         // Python appends the new values (of the series as iterated) and deletes as many
         // from its front.
@@ -566,13 +555,7 @@ fn changed(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
 }
 
 fn delay(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
-    let raw = args.get(1).cloned().unwrap_or(Value::None);
-    let Some(steps) = args.i64(1) else {
-        return Err(Error::invalid(format!(
-            "delay needs an integer number of steps, not {}",
-            raw.repr()
-        )));
-    };
+    let (steps, _) = args.integer(1, "delay", "an integer number of steps")?;
     let list = args.take_series(0);
     let mut out = Vec::with_capacity(list.len());
     for mut series in list {
@@ -594,7 +577,7 @@ fn delay(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
             }
             v
         };
-        series.tags.insert("delay".to_owned(), steps.to_string());
+        series.tag("delay", steps.to_string());
         let name = format!("delay({},{steps})", series.name);
         out.push(copy_with(&series, name, values));
     }
@@ -670,32 +653,18 @@ fn cumulative(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
 }
 
 fn set_x_files_factor(cx: &Context<'_>, mut args: Args) -> Result<Value> {
-    let raw = args.get(1).cloned().unwrap_or(Value::None);
-    let Some(x_files_factor) = args.f64(1) else {
-        return Err(Error::invalid(format!(
-            "setXFilesFactor needs a number, not {}",
-            raw.repr()
-        )));
-    };
+    let (x_files_factor, raw) = args.number(1, "setXFilesFactor", "a number")?;
     cx.set_x_files_factor(x_files_factor);
     let mut list = args.take_series(0);
     for series in &mut list {
         series.x_files_factor = x_files_factor;
-        series
-            .tags
-            .insert("xFilesFactor".to_owned(), raw.to_py_str());
+        series.tag("xFilesFactor", raw.to_py_str());
     }
     Ok(Value::Series(list))
 }
 
 fn n_percentile(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
-    let raw = args.get(1).cloned().unwrap_or(Value::None);
-    let Some(n) = args.f64(1) else {
-        return Err(Error::invalid(format!(
-            "nPercentile needs a number for n, not {}",
-            raw.repr()
-        )));
-    };
+    let (n, raw) = args.number(1, "nPercentile", "a number for n")?;
     if n == 0.0 {
         return Err(Error::invalid(
             "nPercentile needs a percentile other than 0 (graphite-web asserts it)",
@@ -708,9 +677,7 @@ fn n_percentile(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
         let Some(value) = percentile(&points, n, false)? else {
             continue;
         };
-        series
-            .tags
-            .insert("nPercentile".to_owned(), raw.to_py_str());
+        series.tag("nPercentile", raw.to_py_str());
         let name = format!("nPercentile({}, {})", series.name, format_g(n));
         // `int((end - start) / step)` with Python's true division.
         let count = ((series.end - series.start) as f64 / series.step as f64) as usize;
@@ -720,13 +687,7 @@ fn n_percentile(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
 }
 
 fn stdev(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
-    let raw = args.get(1).cloned().unwrap_or(Value::None);
-    let Some(points) = args.i64(1) else {
-        return Err(Error::invalid(format!(
-            "stdev needs an integer number of points, not {}",
-            raw.repr()
-        )));
-    };
+    let (points, _) = args.integer(1, "stdev", "an integer number of points")?;
     // An explicit None is compared with a share in graphite-web: it fails at the first
     // window with a value.
     let tolerance = match args.all(2).first() {
@@ -737,7 +698,7 @@ fn stdev(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
     let list = args.take_series(0);
     let mut out = Vec::with_capacity(list.len());
     for mut series in list {
-        series.tags.insert("stdev".to_owned(), points.to_string());
+        series.tag("stdev", points.to_string());
         let name = format!("stdev({},{points})", series.name);
         let values = &series.values;
         let mut deviations = Vec::with_capacity(values.len());

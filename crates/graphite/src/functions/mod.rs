@@ -55,15 +55,9 @@ impl Value {
     /// Python's `repr()` of the value, as graphite-web's messages print arguments.
     pub fn repr(&self) -> String {
         match self {
-            Value::Series(list) => {
-                let items: Vec<String> = list.iter().map(series_repr).collect();
-                format!("[{}]", items.join(", "))
-            }
+            Value::Series(list) => list_repr(list),
             Value::SeriesLists(lists) => {
-                let items: Vec<String> = lists
-                    .iter()
-                    .map(|list| Value::Series(list.clone()).repr())
-                    .collect();
+                let items: Vec<String> = lists.iter().map(|list| list_repr(list)).collect();
                 format!("[{}]", items.join(", "))
             }
             Value::Int(i) => i.to_string(),
@@ -92,6 +86,12 @@ impl Value {
             _ => None,
         }
     }
+}
+
+/// Python's `repr()` of a series list.
+fn list_repr(list: &[Series]) -> String {
+    let items: Vec<String> = list.iter().map(series_repr).collect();
+    format!("[{}]", items.join(", "))
 }
 
 fn series_repr(s: &Series) -> String {
@@ -177,6 +177,11 @@ pub const AGG_FUNCS: &[&str] = &[
     "average", "avg_zero", "median", "sum", "min", "max", "diff", "stddev", "count", "range",
     "multiply", "last", "rangeOf", "avg", "total", "current",
 ];
+
+/// The required `seriesList` parameter most functions take first.
+pub(crate) fn series_list() -> Param {
+    Param::new("seriesList", ParamType::SeriesList).required()
+}
 
 /// One parameter of a function, as `/functions` lists it and validation checks it.
 #[derive(Debug, Clone, PartialEq)]
@@ -278,6 +283,12 @@ impl Signature {
         }
     }
 
+    /// A signature in graphite-web's built-in module printed `name(args)`: how a family of
+    /// functions sharing their parameters declares each member.
+    pub(crate) fn with_args(name: &str, args: &str, group: &str, description: &str) -> Signature {
+        Signature::new(name, &format!("{name}({args})"), group, description)
+    }
+
     /// Sets the parameters.
     pub fn params(mut self, params: Vec<Param>) -> Signature {
         self.params = params;
@@ -357,6 +368,35 @@ impl Args {
             Value::Str(s) => crate::attime::py_int(s),
             Value::Float(f) if f.fract() == 0.0 && f.is_finite() => Some(*f as i64),
             _ => None,
+        }
+    }
+
+    /// Parameter `i` as a float and as given; an error saying `func` needs `what` (printing
+    /// what was given) when it is not a number.
+    pub(crate) fn number(&self, i: usize, func: &str, what: &str) -> Result<(f64, Value)> {
+        self.needed(i, Args::f64, func, what)
+    }
+
+    /// Parameter `i` as an integer and as given; an error saying `func` needs `what`
+    /// (printing what was given) when it is not an integer.
+    pub(crate) fn integer(&self, i: usize, func: &str, what: &str) -> Result<(i64, Value)> {
+        self.needed(i, Args::i64, func, what)
+    }
+
+    fn needed<T>(
+        &self,
+        i: usize,
+        read: fn(&Args, usize) -> Option<T>,
+        func: &str,
+        what: &str,
+    ) -> Result<(T, Value)> {
+        let raw = self.get(i).cloned().unwrap_or(Value::None);
+        match read(self, i) {
+            Some(x) => Ok((x, raw)),
+            None => Err(Error::invalid(format!(
+                "{func} needs {what}, not {}",
+                raw.repr()
+            ))),
         }
     }
 

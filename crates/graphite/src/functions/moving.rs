@@ -19,13 +19,14 @@ use std::sync::Arc;
 
 use super::agg::AggFunc;
 use super::transform::round6;
-use super::{Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use super::{
+    Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value, series_list,
+};
 use crate::attime::parse_offset;
 use crate::pyfmt::py_sum;
 use crate::{Error, Result, Series};
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
-    let series_list = || Param::new("seriesList", ParamType::SeriesList).required();
     let window_size = || {
         Param::new("windowSize", ParamType::IntOrInterval)
             .required()
@@ -50,9 +51,9 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
     ]
     .into_iter()
     .map(|(name, agg, what)| {
-        let signature = Signature::new(
+        let signature = Signature::with_args(
             name,
-            &format!("{name}(seriesList, windowSize, xFilesFactor=None)"),
+            "seriesList, windowSize, xFilesFactor=None",
             "Calculate",
             &format!(
                 "Each point becomes the {what} of the non-null values of the window ending at \
@@ -241,6 +242,30 @@ impl Windowed {
             WindowSize::Points(n) => (format!("{func}({name},{text})"), n),
         }
     }
+
+    /// What every moving function answers: each earlier-started series of a positive step,
+    /// tagged `func: size` and named as `func` names it, holding what `window` makes of it
+    /// (given its window in points), and starting where the range starts.
+    fn answer(
+        mut self,
+        func: &str,
+        mut window: impl FnMut(&Series, i64) -> Result<Vec<Option<f64>>>,
+    ) -> Result<Value> {
+        let previews = std::mem::take(&mut self.previews);
+        let mut out = Vec::with_capacity(previews.len());
+        for mut series in previews {
+            if series.step <= 0 {
+                continue;
+            }
+            let (name, points) = self.name_and_points(func, &series.name, series.step);
+            series.tag(func, self.size_value.to_py_str());
+            let values = window(&series, points)?;
+            let mut result = super::transform::copy_with(&series, name, values);
+            result.start = series.start.saturating_add(self.preview);
+            out.push(result);
+        }
+        Ok(Value::Series(out))
+    }
 }
 
 /// Python's `str.capitalize()` of an ASCII name: `movingWindow`'s tag is `moving` and its
@@ -280,21 +305,12 @@ impl Body for Moving {
             Err(message) => Err(Error::invalid(message)),
         };
         let func = self.func.map_or("movingWindow", |(_, tag)| tag);
-        let Some(mut windowed) = Windowed::read(cx, func, &mut args, check).await? else {
+        let Some(windowed) = Windowed::read(cx, func, &mut args, check).await? else {
             return Ok(Value::Series(Vec::new()));
         };
         let (agg, tag, xff_index) = chosen.map_err(Error::invalid)?;
         let x_files_factor = args.f64(xff_index);
-        let previews = std::mem::take(&mut windowed.previews);
-        let mut out = Vec::with_capacity(previews.len());
-        for mut series in previews {
-            if series.step <= 0 {
-                continue;
-            }
-            let (name, points) = windowed.name_and_points(&tag, &series.name, series.step);
-            series
-                .tags
-                .insert(tag.clone(), windowed.size_value.to_py_str());
+        windowed.answer(&tag, |series, points| {
             let xff = x_files_factor.unwrap_or(series.x_files_factor);
             // The values as iterating the series gives them (consolidated, were it so).
             let values = series.points();
@@ -313,12 +329,8 @@ impl Body for Moving {
                 });
                 i += 1;
             }
-            let start = series.start.saturating_add(windowed.preview);
-            let mut result = super::transform::copy_with(&series, name, moved);
-            result.start = start;
-            out.push(result);
-        }
-        Ok(Value::Series(out))
+            Ok(moved)
+        })
     }
 }
 
@@ -342,19 +354,10 @@ impl Body for ExponentialMovingAverage {
             constant = 2.0 / (size as f64 + 1.0);
             Ok(())
         };
-        let Some(mut windowed) = Windowed::read(cx, FUNC, &mut args, check).await? else {
+        let Some(windowed) = Windowed::read(cx, FUNC, &mut args, check).await? else {
             return Ok(Value::Series(Vec::new()));
         };
-        let previews = std::mem::take(&mut windowed.previews);
-        let mut out = Vec::with_capacity(previews.len());
-        for mut series in previews {
-            if series.step <= 0 {
-                continue;
-            }
-            let (name, points) = windowed.name_and_points(FUNC, &series.name, series.step);
-            series
-                .tags
-                .insert(FUNC.to_owned(), windowed.size_value.to_py_str());
+        windowed.answer(FUNC, |series, points| {
             let values = &series.values;
             let len = values.len();
             // `safeAvg(series[:windowPoints]) or 0`.
@@ -390,12 +393,8 @@ impl Body for ExponentialMovingAverage {
                 }));
                 i += 1;
             }
-            let start = series.start.saturating_add(windowed.preview);
-            let mut result = super::transform::copy_with(&series, name, smoothed);
-            result.start = start;
-            out.push(result);
-        }
-        Ok(Value::Series(out))
+            Ok(smoothed)
+        })
     }
 }
 
@@ -416,10 +415,16 @@ mod tests {
 
     #[test]
     fn moving_window_tags_capitalize_as_python_does() {
-        assert_eq!(capitalize("average"), "Average");
-        assert_eq!(capitalize("rangeOf"), "Rangeof");
-        assert_eq!(capitalize("avg_zero"), "Avg_zero");
-        assert_eq!(capitalize(""), "");
+        crate::pyfmt::assert_text_cases(
+            "capitalize",
+            capitalize,
+            &[
+                ("average", "Average"),
+                ("rangeOf", "Rangeof"),
+                ("avg_zero", "Avg_zero"),
+                ("", ""),
+            ],
+        );
     }
 
     #[test]

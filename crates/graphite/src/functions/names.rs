@@ -9,20 +9,15 @@
 use std::sync::Arc;
 
 use super::alias::alias_by_node;
-use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value};
+use super::{
+    Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value, series_list,
+};
 use crate::Result;
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
-    let series_list = || Param::new("seriesList", ParamType::SeriesList).required();
     let case = |name: &str, description: &str, body: SyncBody| {
         Builtin::arc(
-            Signature::new(
-                name,
-                &format!("{name}(seriesList, *pos)"),
-                "Alias",
-                description,
-            )
-            .params(vec![
+            Signature::with_args(name, "seriesList, *pos", "Alias", description).params(vec![
                 series_list(),
                 Param::new("pos", ParamType::Integer).multiple(),
             ]),

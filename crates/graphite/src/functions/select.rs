@@ -17,8 +17,8 @@ use std::sync::Arc;
 use super::agg::{AggFunc, Span, made, safe_div, zip_longest};
 use super::alias::agg_key;
 use super::combine::{PercentileFault, aggregate, py_percentile, quotient};
-use super::filter::{integer, number, py_prefix, sort_by_aggregate};
-use super::{Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use super::filter::{first_ranked, integer, number, py_prefix, sort_by_aggregate, sorted};
+use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, Value, series_list};
 use crate::pyfmt::{format_g, py_sum, repr_f64};
 use crate::{Error, Result, Series};
 
@@ -82,13 +82,12 @@ const FILTERS: &[(&str, &str, &str, &str)] = &[
 ];
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
-    let series_list = || Param::new("seriesList", ParamType::SeriesList).required();
     let float_n = || Param::new("n", ParamType::Float).required();
     let integer_n = || Param::new("n", ParamType::Integer).required();
     let agg_func = || Param::new("func", ParamType::AggFunc).default(Value::Str("average".into()));
     let series_lists = || Param::new("seriesLists", ParamType::SeriesList).multiple();
     let sig = |name: &str, args: &str, group: &str, description: &str, params: Vec<Param>| {
-        Signature::new(name, &format!("{name}({args})"), group, description).params(params)
+        Signature::with_args(name, args, group, description).params(params)
     };
     let mut out: Vec<Arc<dyn Function>> = vec![
         Builtin::arc(
@@ -131,7 +130,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                 description,
                 vec![series_list(), float_n()],
             ),
-            Threshold { func, operator },
+            move |_: &Context<'_>, args: Args| threshold_filter(args, func, operator),
         ));
     }
     // `removeAbovePercentile` and `removeBelowPercentile`.
@@ -153,7 +152,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                 ),
                 vec![series_list(), float_n()],
             ),
-            Percentile { above },
+            move |_: &Context<'_>, args: Args| remove_percentile(args, name, above),
         )
     };
     // `highest` and `lowest`: the n series whose aggregate ranks first either way.
@@ -170,7 +169,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                 ),
                 vec![series_list(), integer_n(), agg_func()],
             ),
-            Extreme { highest },
+            move |_: &Context<'_>, args: Args| extreme_of(args, name, highest),
         )
     };
     out.extend([
@@ -377,50 +376,27 @@ fn filter_series(_cx: &Context<'_>, args: Args) -> Result<Value> {
 }
 
 /// A filter graphite-web defines through `filterSeries` with a fixed function and operator.
-struct Threshold {
-    func: &'static str,
-    operator: &'static str,
+fn threshold_filter(args: Args, func: &str, operator: &str) -> Result<Value> {
+    let func = AggFunc::parse(func).unwrap_or(AggFunc::Average);
+    let threshold = number(&args, 1, "filterSeries", "n")?;
+    filter(args, func, operator, threshold)
 }
 
-#[async_trait::async_trait]
-impl Body for Threshold {
-    async fn call(&self, _cx: &Context<'_>, args: Args) -> Result<Value> {
-        let func = AggFunc::parse(self.func).unwrap_or(AggFunc::Average);
-        let threshold = number(&args, 1, "filterSeries", "n")?;
-        filter(args, func, self.operator, threshold)
-    }
+/// `highest` / `lowest` (`name`): sorted by the aggregate (stable), the first n kept.
+fn extreme_of(args: Args, name: &str, highest: bool) -> Result<Value> {
+    let n = integer(&args, 1, name)?;
+    let func = agg_func(&args, 2)?;
+    Ok(first_ranked(args, n, func, highest))
 }
 
-/// `highest` / `lowest`: sorted by the aggregate (stable), the first n kept.
-struct Extreme {
-    highest: bool,
-}
-
-#[async_trait::async_trait]
-impl Body for Extreme {
-    async fn call(&self, _cx: &Context<'_>, mut args: Args) -> Result<Value> {
-        let name = if self.highest { "highest" } else { "lowest" };
-        let n = integer(&args, 1, name)?;
-        let func = agg_func(&args, 2)?;
-        let mut list = args.take_series(0);
-        sort_by_aggregate(&mut list, func, self.highest);
-        list.truncate(py_prefix(list.len(), n));
-        Ok(Value::Series(list))
-    }
-}
-
-fn sort_by(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
+fn sort_by(_cx: &Context<'_>, args: Args) -> Result<Value> {
     let func = agg_func(&args, 1)?;
     let reverse = args.bool(2).unwrap_or(false);
-    let mut list = args.take_series(0);
-    sort_by_aggregate(&mut list, func, reverse);
-    Ok(Value::Series(list))
+    sorted(args, func, reverse)
 }
 
-fn sort_by_total(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
-    let mut list = args.take_series(0);
-    sort_by_aggregate(&mut list, AggFunc::Sum, true);
-    Ok(Value::Series(list))
+fn sort_by_total(_cx: &Context<'_>, args: Args) -> Result<Value> {
+    sorted(args, AggFunc::Sum, true)
 }
 
 fn sort_by_minima(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
@@ -541,40 +517,28 @@ fn remove_between_percentile(_cx: &Context<'_>, mut args: Args) -> Result<Value>
     Ok(Value::Series(out))
 }
 
-/// `removeAbovePercentile` / `removeBelowPercentile`.
-struct Percentile {
-    above: bool,
-}
-
-#[async_trait::async_trait]
-impl Body for Percentile {
-    async fn call(&self, _cx: &Context<'_>, mut args: Args) -> Result<Value> {
-        let func = if self.above {
-            "removeAbovePercentile"
-        } else {
-            "removeBelowPercentile"
+/// `removeAbovePercentile` / `removeBelowPercentile` (`func`).
+fn remove_percentile(mut args: Args, func: &str, above: bool) -> Result<Value> {
+    let n = number(&args, 1, func, "n")?;
+    let mut list = args.take_series(0);
+    for series in &mut list {
+        series.name = format!("{func}({}, {})", series.name, format_g(n));
+        series.path_expression = series.name.clone();
+        let Some(percentile) = own_percentile(series, n, func)? else {
+            continue;
         };
-        let n = number(&args, 1, func, "n")?;
-        let mut list = args.take_series(0);
-        for series in &mut list {
-            series.name = format!("{func}({}, {})", series.name, format_g(n));
-            series.path_expression = series.name.clone();
-            let Some(percentile) = own_percentile(series, n, func)? else {
-                continue;
+        for (i, value) in series.points().into_iter().enumerate() {
+            let remove = match value {
+                Some(v) if above => v > percentile,
+                Some(v) => v < percentile,
+                None => !above,
             };
-            for (i, value) in series.points().into_iter().enumerate() {
-                let remove = match value {
-                    Some(v) if self.above => v > percentile,
-                    Some(v) => v < percentile,
-                    None => !self.above,
-                };
-                if remove && let Some(slot) = series.values.get_mut(i) {
-                    *slot = None;
-                }
+            if remove && let Some(slot) = series.values.get_mut(i) {
+                *slot = None;
             }
         }
-        Ok(Value::Series(list))
     }
+    Ok(Value::Series(list))
 }
 
 /// `nPercentile(requestContext, [series], n)[0][0]` as the `remove*Percentile` functions
@@ -593,7 +557,7 @@ fn own_percentile(series: &mut Series, n: f64, func: &str) -> Result<Option<f64>
         Ok(None) | Err(PercentileFault::Index) => return Ok(None),
         Err(fault) => return Err(percentile_fault(func, n, fault)),
     };
-    series.tags.insert("nPercentile".to_owned(), repr_f64(n));
+    series.tag("nPercentile", repr_f64(n));
     // `int((end - start) / step)` copies of it, and the first of them read.
     let count = if series.step == 0 {
         0.0

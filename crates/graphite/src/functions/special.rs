@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, Value, series_list};
 use crate::{Consolidation, Error, Result, Series};
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
@@ -17,7 +17,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                  avg_zero.",
             )
             .params(vec![
-                Param::new("seriesList", ParamType::SeriesList).required(),
+                series_list(),
                 Param::new("consolidationFunc", ParamType::String)
                     .required()
                     .options(&[
@@ -64,9 +64,7 @@ pub(crate) fn consolidated(
 ) -> Vec<Series> {
     for series in &mut list {
         series.consolidation = function;
-        series
-            .tags
-            .insert("consolidateBy".to_owned(), name.to_owned());
+        series.tag("consolidateBy", name.to_owned());
         series.name = format!("consolidateBy({},\"{}\")", series.name, name);
         series.path_expression = series.name.clone();
     }
@@ -74,23 +72,30 @@ pub(crate) fn consolidated(
 }
 
 pub(crate) fn constant_line(cx: &Context<'_>, args: Args) -> Result<Value> {
-    let raw = args.get(0).cloned().unwrap_or(Value::None);
-    let Some(value) = args.f64(0) else {
-        return Err(Error::invalid(format!(
-            "constantLine needs a number, not {}",
-            raw.repr()
-        )));
-    };
+    let (value, raw) = args.number(0, "constantLine", "a number")?;
     let text = raw.to_py_str();
+    let mut series = constant_series(cx, "constantLine", Some(value), &text)?;
+    series.path_expression = format!("constantLine({text})");
+    Ok(Value::Series(vec![series]))
+}
+
+/// A series named `text` holding `value` across the whole time range (three points: its
+/// start, middle and end), as `constantLine` and `aggregateLine` draw it; `function` names
+/// the caller in the error for a range too short.
+pub(crate) fn constant_series(
+    cx: &Context<'_>,
+    function: &str,
+    value: Option<f64>,
+    text: &str,
+) -> Result<Series> {
     let (start, end) = (cx.from(), cx.until());
     let step = ((end - start) as f64 / 2.0) as i64;
     if step <= 0 {
-        return Err(Error::invalid(
-            "constantLine needs a time range of at least two seconds",
-        ));
+        return Err(Error::invalid(format!(
+            "{function} needs a time range of at least two seconds"
+        )));
     }
-    let mut series = Series::new(&text, start, end, step, vec![Some(value); 3]);
+    let mut series = Series::new(text, start, end, step, vec![value; 3]);
     series.x_files_factor = cx.x_files_factor();
-    series.path_expression = format!("constantLine({text})");
-    Ok(Value::Series(vec![series]))
+    Ok(series)
 }

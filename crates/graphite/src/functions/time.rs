@@ -15,7 +15,9 @@ use std::sync::Arc;
 use super::agg::AggFunc;
 use super::moving::{shift_time, xff_of};
 use super::transform::copy_with;
-use super::{Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value};
+use super::{
+    Args, Body, Builtin, Context, Function, Param, ParamType, Signature, Value, series_list,
+};
 use crate::attime::parse_offset;
 use crate::pyfmt::py_sum;
 use crate::{Error, Result, Series};
@@ -28,7 +30,6 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
             Value::Str("1d".to_owned()),
         ]
     };
-    let series_list = || Param::new("seriesList", ParamType::SeriesList).required();
     vec![
         Builtin::arc(
             Signature::new(
@@ -73,7 +74,7 @@ pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
                 Param::new("func", ParamType::AggFunc).default(Value::Str("sum".to_owned())),
                 Param::new("alignToFrom", ParamType::Boolean).default(Value::Bool(false)),
             ]),
-            Summarize,
+            summarize,
         ),
         Builtin::arc(
             Signature::new(
@@ -125,6 +126,20 @@ pub(crate) fn positive(func: &str, text: &str, interval: i64) -> Result<()> {
     Ok(())
 }
 
+/// The aggregation function `summarize` or `smartSummarize` (`function`) buckets a series
+/// with, its interval first refused if not positive: both checked for each series, as
+/// graphite-web checks them (an empty list answers without either).
+pub(crate) fn bucket_func(
+    function: &str,
+    text: &str,
+    interval: i64,
+    func: &str,
+) -> Result<AggFunc> {
+    positive(function, text, interval)?;
+    AggFunc::parse(func)
+        .ok_or_else(|| Error::invalid(format!("Unsupported aggregation function: {func}")))
+}
+
 /// Refuses more buckets than the answer may hold points.
 pub(crate) fn bucket_limit(cx: &Context<'_>, func: &str, buckets: i64) -> Result<usize> {
     let max = cx.eval.limits.max_points;
@@ -167,7 +182,7 @@ impl Body for TimeShift {
         };
         let mut shifted = cx.evaluate(expr, from, until).await?;
         for series in &mut shifted {
-            series.tags.insert("timeShift".to_owned(), shift.clone());
+            series.tag("timeShift", shift.clone());
             series.name = format!("timeShift({}, \"{shift}\")", series.name);
             series.end = if reset_end {
                 first.end
@@ -180,48 +195,36 @@ impl Body for TimeShift {
     }
 }
 
-struct Summarize;
-
-#[async_trait::async_trait]
-impl Body for Summarize {
-    async fn call(&self, cx: &Context<'_>, mut args: Args) -> Result<Value> {
-        let list = args.take_series(0);
-        let (text, interval) = interval_of(&args, 1, "summarize")?;
-        let func = args.str(2).unwrap_or("sum").to_owned();
-        let align = flag(&args, 3, false);
-        let mut out = Vec::with_capacity(list.len());
-        for mut series in list {
-            positive("summarize", &text, interval)?;
-            let Some(agg) = AggFunc::parse(&func) else {
-                return Err(Error::invalid(format!(
-                    "Unsupported aggregation function: {func}"
-                )));
-            };
-            let (start, end) = if align {
-                (series.start, series.end)
-            } else {
-                (
-                    series.start - series.start.rem_euclid(interval),
-                    (series.end - series.end.rem_euclid(interval)).saturating_add(interval),
-                )
-            };
-            let buckets = (end - start).max(0).div_euclid(interval) + 1;
-            bucket_limit(cx, "summarize", buckets)?;
-            let (values, aligned_end) = summarize_values(&series, agg, interval, start, end);
-            let end = if align { aligned_end } else { end };
-            series.tags.insert("summarize".to_owned(), text.clone());
-            series
-                .tags
-                .insert("summarizeFunction".to_owned(), func.clone());
-            let name = bucketed_name("summarize", &series, &[&text, &func], align);
-            let mut result = copy_with(&series, name, values);
-            result.start = start;
-            result.end = end;
-            result.step = interval;
-            out.push(result);
-        }
-        Ok(Value::Series(out))
+fn summarize(cx: &Context<'_>, mut args: Args) -> Result<Value> {
+    let list = args.take_series(0);
+    let (text, interval) = interval_of(&args, 1, "summarize")?;
+    let func = args.str(2).unwrap_or("sum").to_owned();
+    let align = flag(&args, 3, false);
+    let mut out = Vec::with_capacity(list.len());
+    for mut series in list {
+        let agg = bucket_func("summarize", &text, interval, &func)?;
+        let (start, end) = if align {
+            (series.start, series.end)
+        } else {
+            (
+                series.start - series.start.rem_euclid(interval),
+                (series.end - series.end.rem_euclid(interval)).saturating_add(interval),
+            )
+        };
+        let buckets = (end - start).max(0).div_euclid(interval) + 1;
+        bucket_limit(cx, "summarize", buckets)?;
+        let (values, aligned_end) = summarize_values(&series, agg, interval, start, end);
+        let end = if align { aligned_end } else { end };
+        series.tag("summarize", text.clone());
+        series.tag("summarizeFunction", func.clone());
+        let name = bucketed_name("summarize", &series, &[&text, &func], align);
+        let mut result = copy_with(&series, name, values);
+        result.start = start;
+        result.end = end;
+        result.step = interval;
+        out.push(result);
     }
+    Ok(Value::Series(out))
 }
 
 /// The name graphite-web gives `func`'s buckets of `series`: `func(name, "arg", …)`, and
@@ -315,7 +318,7 @@ impl Body for Hitcount {
         for mut series in list {
             positive("hitcount", &text, interval)?;
             let (start, values) = hits(cx, &series, interval)?;
-            series.tags.insert("hitcount".to_owned(), text.clone());
+            series.tag("hitcount", text.clone());
             let name = bucketed_name("hitcount", &series, &[&text], align);
             let mut result = copy_with(&series, name, values);
             result.start = start;

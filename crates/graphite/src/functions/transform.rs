@@ -12,19 +12,20 @@
 use std::sync::Arc;
 
 use super::agg::rows;
-use super::{Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value};
+use super::{
+    Args, Builtin, Context, Function, Param, ParamType, Signature, SyncBody, Value, series_list,
+};
 use crate::pyfmt::format_g;
 use crate::{Error, Result, Series};
 
 pub(crate) fn functions() -> Vec<Arc<dyn Function>> {
-    let series_list = || Param::new("seriesList", ParamType::SeriesList).required();
     // The counter functions: the same parameters, `maxValue` and `minValue` as graphite-web's
     // `_nonNegativeDelta` reads them.
     let counter = |name: &str, description: &str, body: SyncBody| {
         Builtin::arc(
-            Signature::new(
+            Signature::with_args(
                 name,
-                &format!("{name}(seriesList, maxValue=None, minValue=None)"),
+                "seriesList, maxValue=None, minValue=None",
                 "Transform",
                 description,
             )
@@ -215,19 +216,6 @@ fn explicit_none(args: &Args, i: usize, func: &str, param: &str) -> Result<()> {
     Ok(())
 }
 
-/// Parameter 1 as a number and as given; an error saying `func` needs `what` when it is
-/// not a number.
-fn number_arg(args: &Args, func: &str, what: &str) -> Result<(f64, Value)> {
-    let raw = args.get(1).cloned().unwrap_or(Value::None);
-    match args.f64(1) {
-        Some(x) => Ok((x, raw)),
-        None => Err(Error::invalid(format!(
-            "{func} needs {what}, not {}",
-            raw.repr()
-        ))),
-    }
-}
-
 /// Each series of parameter 0 with `op` applied to its non-null values, tagged `func: tag`
 /// and renamed `func(name<printed>)` (`printed`, the arguments as graphite-web prints them,
 /// each after a comma).
@@ -240,7 +228,7 @@ fn pointwise(
 ) -> Result<Value> {
     let mut list = args.take_series(0);
     for series in &mut list {
-        series.tags.insert(func.to_owned(), tag.clone());
+        series.tag(func, tag.clone());
         rename(series, format!("{func}({}{printed})", series.name));
         for v in series.values.iter_mut().flatten() {
             *v = op(*v);
@@ -250,7 +238,7 @@ fn pointwise(
 }
 
 fn scale(_cx: &Context<'_>, args: Args) -> Result<Value> {
-    let (factor, raw) = number_arg(&args, "scale", "a numeric factor")?;
+    let (factor, raw) = args.number(1, "scale", "a numeric factor")?;
     let printed = format!(",{}", format_g(factor));
     pointwise(args, "scale", raw.to_py_str(), &printed, |v| v * factor)
 }
@@ -269,7 +257,7 @@ pub(crate) fn percent_d(x: f64) -> Option<String> {
 }
 
 fn scale_to_seconds(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
-    let (seconds, raw) = number_arg(&args, "scaleToSeconds", "a number of seconds")?;
+    let (seconds, raw) = args.number(1, "scaleToSeconds", "a number of seconds")?;
     let mut list = args.take_series(0);
     if list.is_empty() {
         return Ok(Value::Series(list));
@@ -281,9 +269,7 @@ fn scale_to_seconds(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
         )));
     };
     for series in &mut list {
-        series
-            .tags
-            .insert("scaleToSeconds".to_owned(), raw.to_py_str());
+        series.tag("scaleToSeconds", raw.to_py_str());
         rename(series, format!("scaleToSeconds({},{whole})", series.name));
         let factor = seconds / series.step as f64;
         for v in series.values.iter_mut().flatten() {
@@ -294,7 +280,7 @@ fn scale_to_seconds(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
 }
 
 fn offset(_cx: &Context<'_>, args: Args) -> Result<Value> {
-    let (factor, raw) = number_arg(&args, "offset", "a number to add")?;
+    let (factor, raw) = args.number(1, "offset", "a number to add")?;
     let printed = format!(",{}", format_g(factor));
     pointwise(args, "offset", raw.to_py_str(), &printed, |v| v + factor)
 }
@@ -314,7 +300,7 @@ fn each_copied(
     let mut out = Vec::with_capacity(list.len());
     for mut series in list {
         let values = values_of(&series)?;
-        series.tags.insert(func.to_owned(), "1".to_owned());
+        series.tag(func, "1");
         let name = format!("{func}({})", series.name);
         out.push(copy_with(&series, name, values));
     }
@@ -385,9 +371,7 @@ fn integral_by_interval(cx: &Context<'_>, mut args: Args) -> Result<Value> {
             values.push(Some(current));
             at += series.step;
         }
-        series
-            .tags
-            .insert("integralByInterval".to_owned(), unit.clone());
+        series.tag("integralByInterval", unit.clone());
         let name = format!("integralByInterval({},'{unit}')", series.name);
         out.push(copy_with(&series, name, values));
     }
@@ -549,13 +533,9 @@ fn transform_null(_cx: &Context<'_>, mut args: Args) -> Result<Value> {
             .collect()
     });
     for series in &mut list {
-        series
-            .tags
-            .insert("transformNull".to_owned(), raw.to_py_str());
+        series.tag("transformNull", raw.to_py_str());
         let name = if defaults.is_some() {
-            series
-                .tags
-                .insert("referenceSeries".to_owned(), "1".to_owned());
+            series.tag("referenceSeries", "1");
             format!(
                 "transformNull({},{},referenceSeries)",
                 series.name,
