@@ -15,7 +15,8 @@ use serde::Deserialize;
 
 use super::check::{self, optional_integer, query_integer};
 use super::counters::optional_json;
-use super::error::{JsonBody, PathParam, QueryParams, RawBody, enabled};
+use super::error::{PathParam, RawBody, enabled};
+use super::extract::{NamedRead, Write};
 use super::idempotency::KeyedWrite;
 use super::{ApiError, AppState};
 use crate::daily::{Counted, DailyStats, Day, MAX_BATCH, MAX_RETENTION_DAYS, View};
@@ -94,9 +95,7 @@ struct BatchBody {
 }
 
 async fn incr_many(
-    State(state): State<AppState>,
-    keyed: Option<Extension<KeyedWrite>>,
-    JsonBody(body): JsonBody<BatchBody>,
+    Write(state, keyed, body): Write<BatchBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let daily = daily(&state)?;
     let views: Vec<View> =
@@ -127,9 +126,7 @@ struct SummaryQuery {
 }
 
 async fn summary(
-    State(state): State<AppState>,
-    PathParam(entity): PathParam<String>,
-    QueryParams(q): QueryParams<SummaryQuery>,
+    NamedRead(state, entity, q): NamedRead<SummaryQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
     let daily = daily(&state)?;
     check::plain_name("entity", &entity)?;
