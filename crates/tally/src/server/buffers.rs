@@ -19,7 +19,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Router};
 
 use super::check;
-use super::error::{JsonBody, PathParam, QueryParams};
+use super::extract::{NamedRead, Write};
 use super::idempotency::KeyedWrite;
 use super::{ApiError, AppState};
 use crate::buffers::{Buffers, Flusher, Update};
@@ -56,11 +56,7 @@ fn buffers(state: &AppState) -> Result<(&Buffers, Option<&Flusher>), ApiError> {
         })
 }
 
-async fn incr(
-    State(state): State<AppState>,
-    keyed: Option<Extension<KeyedWrite>>,
-    JsonBody(body): JsonBody<UpdateBody>,
-) -> Result<impl IntoResponse, ApiError> {
+async fn incr(Write(state, keyed, body): Write<UpdateBody>) -> Result<impl IntoResponse, ApiError> {
     let (buffers, _) = buffers(&state)?;
     for (column, delta) in &body.add {
         let field = format!("add.{column}");
@@ -81,9 +77,7 @@ async fn incr(
 }
 
 async fn row(
-    State(state): State<AppState>,
-    PathParam(table): PathParam<String>,
-    QueryParams(key): QueryParams<BTreeMap<String, String>>,
+    NamedRead(state, table, key): NamedRead<BTreeMap<String, String>>,
 ) -> Result<impl IntoResponse, ApiError> {
     let (buffers, flusher) = buffers(&state)?;
     let flusher = flusher.ok_or_else(|| {

@@ -43,10 +43,11 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/counters/{name}/incr", post(incr_one))
 }
 
-/// The body of `POST /v1/counters/{name}/incr`.
+/// The body of `POST /v1/counters/{name}/incr` (and of
+/// `POST /v1/daily/{entity}/incr`).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct IncrBody {
+struct IncrBody {
     #[serde(default, deserialize_with = "optional_integer")]
     count: Option<i64>,
     at: Option<f64>,
@@ -93,9 +94,24 @@ pub(crate) struct BatchBody {
     increments: Vec<IncrementBody>,
 }
 
+/// The one write of `POST .../{name}/incr`: its optional body (`count`,
+/// default 1, and `at`) made into a write by `make`, then checked by `check`
+/// as an item of a batch is.
+pub(crate) fn one_incr<T>(
+    headers: &HeaderMap,
+    body: &[u8],
+    make: impl FnOnce(i64, Option<f64>) -> T,
+    check: impl FnOnce(&str, &T) -> Result<(), ApiError>,
+) -> Result<T, ApiError> {
+    let body: IncrBody = optional_json(headers, body)?;
+    let one = make(body.count.unwrap_or(1), body.at);
+    check("", &one)?;
+    Ok(one)
+}
+
 /// Parses an optional JSON body: empty means the default; otherwise it must
 /// be JSON, declared as such.
-pub(crate) fn optional_json<T: Default + serde::de::DeserializeOwned>(
+fn optional_json<T: Default + serde::de::DeserializeOwned>(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<T, ApiError> {
@@ -125,13 +141,8 @@ async fn incr_one(
     headers: HeaderMap,
     RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
-    let body: IncrBody = optional_json(&headers, &body)?;
-    let inc = Increment {
-        name,
-        count: body.count.unwrap_or(1),
-        at: body.at,
-    };
-    check_increment("", &inc)?;
+    let make = |count, at| Increment { name, count, at };
+    let inc = one_incr(&headers, &body, make, check_increment)?;
     series::write::<Counters>(&state, keys, std::slice::from_ref(&inc), 1).await
 }
 

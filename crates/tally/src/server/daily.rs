@@ -14,8 +14,9 @@ use axum::{Extension, Router};
 use serde::Deserialize;
 
 use super::check::{self, optional_integer, query_integer};
-use super::counters::optional_json;
-use super::error::{JsonBody, PathParam, QueryParams, RawBody, enabled};
+use super::counters::one_incr;
+use super::error::{PathParam, RawBody, enabled};
+use super::extract::{NamedRead, Write};
 use super::idempotency::KeyedWrite;
 use super::{ApiError, AppState};
 use crate::daily::{Counted, DailyStats, Day, MAX_BATCH, MAX_RETENTION_DAYS, View};
@@ -30,14 +31,6 @@ pub(crate) fn routes() -> Router<AppState> {
 
 fn daily(state: &AppState) -> Result<&DailyStats, ApiError> {
     enabled(state.services().daily.as_ref(), "daily statistics are")
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct IncrBody {
-    #[serde(default, deserialize_with = "optional_integer")]
-    count: Option<i64>,
-    at: Option<f64>,
 }
 
 /// One view of `POST /v1/daily/incr`, as the document states it.
@@ -76,13 +69,8 @@ async fn incr_one(
     RawBody(body): RawBody,
 ) -> Result<impl IntoResponse, ApiError> {
     let daily = daily(&state)?;
-    let body: IncrBody = optional_json(&headers, &body)?;
-    let view = View {
-        entity,
-        count: body.count.unwrap_or(1),
-        at: body.at,
-    };
-    check_view("", &view)?;
+    let make = |count, at| View { entity, count, at };
+    let view = one_incr(&headers, &body, make, check_view)?;
     let mut counted = count(daily, keyed, std::slice::from_ref(&view)).await?;
     Ok(axum::Json(counted.pop().expect("one answer per view")))
 }
@@ -94,9 +82,7 @@ struct BatchBody {
 }
 
 async fn incr_many(
-    State(state): State<AppState>,
-    keyed: Option<Extension<KeyedWrite>>,
-    JsonBody(body): JsonBody<BatchBody>,
+    Write(state, keyed, body): Write<BatchBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let daily = daily(&state)?;
     let views: Vec<View> =
@@ -127,9 +113,7 @@ struct SummaryQuery {
 }
 
 async fn summary(
-    State(state): State<AppState>,
-    PathParam(entity): PathParam<String>,
-    QueryParams(q): QueryParams<SummaryQuery>,
+    NamedRead(state, entity, q): NamedRead<SummaryQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
     let daily = daily(&state)?;
     check::plain_name("entity", &entity)?;

@@ -18,7 +18,6 @@
 //! counts nothing and answers admitted, with `remaining` and the reset of
 //! the limit's current state ([`crate::Limiter::check_keyed`]).
 
-use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -26,7 +25,8 @@ use axum::{Extension, Router};
 use serde::Deserialize;
 
 use super::check::{self, not_null, optional_integer};
-use super::error::{JsonBody, PathParam, enabled};
+use super::error::enabled;
+use super::extract::{NamedWrite, Write};
 use super::idempotency::KeyedWrite;
 use super::{ApiError, AppState};
 use crate::limits::{Algorithm, FailMode, Limit, Limiter, MAX_COST, MAX_LIMIT, MAX_WINDOW_MS};
@@ -138,10 +138,7 @@ impl CheckBody {
 }
 
 async fn check(
-    State(state): State<AppState>,
-    PathParam(key): PathParam<String>,
-    keyed: Option<Extension<KeyedWrite>>,
-    JsonBody(body): JsonBody<CheckBody>,
+    NamedWrite(key, Write(state, keyed, body)): NamedWrite<CheckBody>,
 ) -> Result<Response, ApiError> {
     let (limiter, limit) = body.limit(&state)?;
     check::name("key", &key)?;

@@ -20,7 +20,6 @@
 
 use std::time::Duration;
 
-use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -28,7 +27,8 @@ use axum::{Extension, Router};
 use serde::Deserialize;
 
 use super::check::{self, integer, optional_integer};
-use super::error::{JsonBody, PathParam, enabled};
+use super::error::enabled;
+use super::extract::{NamedWrite, Write};
 use super::idempotency::KeyedWrite;
 use super::{ApiError, AppState};
 use crate::locks::{Acquisition, Locks, MAX_TTL, MAX_WAIT, MIN_TTL};
@@ -61,10 +61,7 @@ fn check_lock(name: &str, ttl_ms: u64) -> Result<(), ApiError> {
 }
 
 async fn acquire(
-    State(state): State<AppState>,
-    PathParam(name): PathParam<String>,
-    keyed: Option<Extension<KeyedWrite>>,
-    JsonBody(body): JsonBody<AcquireBody>,
+    NamedWrite(name, Write(state, keyed, body)): NamedWrite<AcquireBody>,
 ) -> Result<Response, ApiError> {
     let locks = locks(&state)?;
     check_lock(&name, body.ttl_ms)?;
@@ -98,9 +95,7 @@ struct ExtendBody {
 }
 
 async fn extend(
-    State(state): State<AppState>,
-    PathParam(name): PathParam<String>,
-    JsonBody(body): JsonBody<ExtendBody>,
+    NamedWrite(name, Write(state, _, body)): NamedWrite<ExtendBody>,
 ) -> Result<Response, ApiError> {
     let locks = locks(&state)?;
     check_lock(&name, body.ttl_ms)?;
@@ -117,9 +112,7 @@ struct ReleaseBody {
 }
 
 async fn release(
-    State(state): State<AppState>,
-    PathParam(name): PathParam<String>,
-    JsonBody(body): JsonBody<ReleaseBody>,
+    NamedWrite(name, Write(state, _, body)): NamedWrite<ReleaseBody>,
 ) -> Result<Response, ApiError> {
     let locks = locks(&state)?;
     check::name("name", &name)?;

@@ -26,6 +26,7 @@ mod counters;
 mod daily;
 mod dashboard;
 mod error;
+mod extract;
 mod gauges;
 pub mod graphite;
 pub mod idempotency;

@@ -16,14 +16,14 @@
 //! refuses after that (a time too far ahead, a range ending before it
 //! starts or too long) is 422.
 
-use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Extension, Router};
 use serde::Deserialize;
 
 use super::check::{self, optional_integer, query_integer};
-use super::error::{JsonBody, PathParam, QueryParams, enabled};
+use super::error::enabled;
+use super::extract::{NamedRead, NamedWrite, Write};
 use super::idempotency::KeyedWrite;
 use super::{ApiError, AppState};
 use crate::tsdb::{MAX_BATCH, MAX_COUNT, MAX_KEYS, MAX_VALUES, TsIncrement, TsQuery, Tsdb, topn};
@@ -93,9 +93,7 @@ impl From<IncrementBody> for TsIncrement {
 }
 
 async fn incr_many(
-    State(state): State<AppState>,
-    keyed: Option<Extension<KeyedWrite>>,
-    JsonBody(body): JsonBody<BatchBody>,
+    Write(state, keyed, body): Write<BatchBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let ts = tsdb(&state)?;
     let increments: Vec<TsIncrement> = check::batch(
@@ -111,21 +109,29 @@ async fn incr_many(
     ))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct IncrBody {
-    key: String,
-    #[serde(default, deserialize_with = "optional_integer")]
-    count: Option<i64>,
-    #[serde(default)]
-    at: Option<f64>,
+/// Declares the body of a write to one key of a model: `key`, the write's
+/// own fields, then `at` (Unix seconds; default now). Unknown fields are
+/// refused.
+macro_rules! key_body {
+    ($name:ident { $($own:tt)* }) => {
+        #[derive(Debug, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct $name {
+            key: String,
+            $($own)*
+            #[serde(default)]
+            at: Option<f64>,
+        }
+    };
 }
 
+key_body!(IncrBody {
+    #[serde(default, deserialize_with = "optional_integer")]
+    count: Option<i64>,
+});
+
 async fn incr_one(
-    State(state): State<AppState>,
-    PathParam(model): PathParam<String>,
-    keyed: Option<Extension<KeyedWrite>>,
-    JsonBody(body): JsonBody<IncrBody>,
+    NamedWrite(model, Write(state, keyed, body)): NamedWrite<IncrBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let ts = tsdb(&state)?;
     let inc = TsIncrement {
@@ -153,19 +159,12 @@ async fn incr(
     Ok(())
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DistinctBody {
-    key: String,
+key_body!(DistinctBody {
     values: Vec<String>,
-    #[serde(default)]
-    at: Option<f64>,
-}
+});
 
 async fn record_distinct(
-    State(state): State<AppState>,
-    PathParam(model): PathParam<String>,
-    JsonBody(body): JsonBody<DistinctBody>,
+    NamedWrite(model, Write(state, _, body)): NamedWrite<DistinctBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let ts = model_tsdb(&state, &model)?;
     check::plain_name("key", &body.key)?;
@@ -177,20 +176,12 @@ async fn record_distinct(
     ))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FrequentBody {
-    key: String,
+key_body!(FrequentBody {
     items: Vec<(String, check::Int)>,
-    #[serde(default)]
-    at: Option<f64>,
-}
+});
 
 async fn record_frequent(
-    State(state): State<AppState>,
-    PathParam(model): PathParam<String>,
-    keyed: Option<Extension<KeyedWrite>>,
-    JsonBody(body): JsonBody<FrequentBody>,
+    NamedWrite(model, Write(state, keyed, body)): NamedWrite<FrequentBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let ts = model_tsdb(&state, &model)?;
     check::plain_name("key", &body.key)?;
@@ -227,9 +218,7 @@ struct MergeBody {
 }
 
 async fn merge(
-    State(state): State<AppState>,
-    PathParam(model): PathParam<String>,
-    JsonBody(body): JsonBody<MergeBody>,
+    NamedWrite(model, Write(state, _, body)): NamedWrite<MergeBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let ts = model_tsdb(&state, &model)?;
     check::plain_name("into", &body.into)?;
@@ -245,9 +234,7 @@ struct DeleteBody {
 }
 
 async fn delete(
-    State(state): State<AppState>,
-    PathParam(model): PathParam<String>,
-    JsonBody(body): JsonBody<DeleteBody>,
+    NamedWrite(model, Write(state, _, body)): NamedWrite<DeleteBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let ts = model_tsdb(&state, &model)?;
     check_keys(&body.keys)?;
@@ -362,18 +349,14 @@ impl RangeQuery {
 }
 
 async fn range(
-    State(state): State<AppState>,
-    PathParam(model): PathParam<String>,
-    QueryParams(q): QueryParams<RangeQuery>,
+    NamedRead(state, model, q): NamedRead<RangeQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
     let (ts, query) = q.query(&state, model)?;
     Ok(axum::Json(ts.get_range(&query).await?))
 }
 
 async fn sums(
-    State(state): State<AppState>,
-    PathParam(model): PathParam<String>,
-    QueryParams(q): QueryParams<RangeQuery>,
+    NamedRead(state, model, q): NamedRead<RangeQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
     let (ts, query) = q.query(&state, model)?;
     Ok(axum::Json(ts.get_sums(&query).await?))
@@ -402,9 +385,7 @@ span_query!(
 );
 
 async fn distinct(
-    State(state): State<AppState>,
-    PathParam(model): PathParam<String>,
-    QueryParams(q): QueryParams<DistinctQuery>,
+    NamedRead(state, model, q): NamedRead<DistinctQuery>,
 ) -> Result<axum::response::Response, ApiError> {
     let (ts, query) = q.span().query(&state, model, listed_keys(&q.keys)?)?;
     Ok(match q.view {
@@ -424,9 +405,7 @@ span_query!(
 );
 
 async fn top(
-    State(state): State<AppState>,
-    PathParam(model): PathParam<String>,
-    QueryParams(q): QueryParams<TopQuery>,
+    NamedRead(state, model, q): NamedRead<TopQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
     check::plain_name("key", &q.key)?;
     let n = q.n.unwrap_or(10);

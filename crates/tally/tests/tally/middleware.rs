@@ -13,12 +13,15 @@ use tally::{Algorithm, Backend, BackendConfig, Limit, Limiter, ManualClock};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::ServiceExt;
 
-async fn limiter(clock: &ManualClock) -> Limiter {
+/// A manual clock at `secs`, and a limiter on SQLite in memory that reads it.
+async fn limiter_at(secs: f64) -> (ManualClock, Limiter) {
+    let clock = ManualClock::at(secs);
     let backend = Backend::open(&BackendConfig::SqliteMemory).await.unwrap();
-    Limiter::new(
+    let limiter = Limiter::new(
         backend.limiter_store().await.unwrap(),
         Arc::new(clock.clone()),
-    )
+    );
+    (clock, limiter)
 }
 
 fn app(layer: RateLimitLayer) -> Router {
@@ -43,9 +46,9 @@ fn header(resp: &http::Response<Body>, name: &str) -> Option<String> {
 
 #[tokio::test]
 async fn answers_429_with_retry_after_and_ratelimit_headers() {
-    let clock = ManualClock::at(1_000_000.5);
+    let (clock, limiter) = limiter_at(1_000_000.5).await;
     let layer = RateLimitLayer::per_header(
-        limiter(&clock).await,
+        limiter,
         Limit::new(Algorithm::Fixed, 2, 60_000),
         HeaderName::from_static("x-api-key"),
     )
@@ -102,7 +105,7 @@ async fn answers_429_with_retry_after_and_ratelimit_headers() {
 #[test]
 fn a_bad_limit_fails_when_the_layer_is_built() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let limiter = rt.block_on(limiter(&ManualClock::at(1.0)));
+    let (_, limiter) = rt.block_on(limiter_at(1.0));
     let e =
         RateLimitLayer::per_client_ip(limiter, Limit::new(Algorithm::Gcra, 0, 1_000)).unwrap_err();
     assert!(e.to_string().contains("a limit must be 1"), "{e}");
@@ -122,12 +125,9 @@ async fn get_status(addr: SocketAddr) -> (String, String) {
 
 #[tokio::test]
 async fn limits_by_client_address_over_a_real_socket() {
-    let clock = ManualClock::at(5_000.0);
-    let layer = RateLimitLayer::per_client_ip(
-        limiter(&clock).await,
-        Limit::new(Algorithm::Gcra, 1, 10_000),
-    )
-    .unwrap();
+    let (_, limiter) = limiter_at(5_000.0).await;
+    let layer =
+        RateLimitLayer::per_client_ip(limiter, Limit::new(Algorithm::Gcra, 1, 10_000)).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(async move {

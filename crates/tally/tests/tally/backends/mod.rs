@@ -31,24 +31,14 @@ pub fn start(kind: Kind, dir: &Path) -> (BackendConfig, Servers) {
     let config = match kind {
         Kind::SqliteMemory => BackendConfig::SqliteMemory,
         Kind::SqliteFile => BackendConfig::SqliteDir(dir.to_owned()),
-        Kind::Redis => {
-            let server = RedisServer::start();
-            let url = server.url();
-            servers.redis = Some(server);
-            BackendConfig::Redis {
-                url,
-                layout: Default::default(),
-            }
-        }
-        Kind::RedisCluster => {
-            let cluster = RedisCluster::start();
-            let urls = cluster.urls();
-            servers.cluster = Some(cluster);
-            BackendConfig::RedisCluster {
-                urls,
-                layout: Default::default(),
-            }
-        }
+        Kind::Redis => BackendConfig::Redis {
+            url: servers.redis.insert(RedisServer::start()).url(),
+            layout: Default::default(),
+        },
+        Kind::RedisCluster => BackendConfig::RedisCluster {
+            urls: servers.cluster.insert(RedisCluster::start()).urls(),
+            layout: Default::default(),
+        },
     };
     (config, servers)
 }
