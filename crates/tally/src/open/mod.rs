@@ -139,10 +139,16 @@ impl std::fmt::Debug for SpaceEntry {
 
 /// The [`SpaceEntry`] of a kind of series whose service an opened
 /// [`Tally`] holds as `inner.$service` and whose aggregating writer it
-/// hands out as `$writer` (held as `inner.$writer`); `$shapes` as
-/// [`SpaceEntry::shapes`].
+/// hands out as `$writer` (held as `inner.$writer`); its Graphite shapes
+/// ([`SpaceEntry::shapes`]) are `$shapes`, by default the service's
+/// `graphite_shapes` in the namespace.
 macro_rules! entry {
-    ($id:expr, lane $lane:literal, rank $rank:literal, $service:ident, $writer:ident, $shapes:expr) => {
+    ($id:expr, lane $lane:literal, rank $rank:literal, $service:ident, $writer:ident) => {
+        entry!($id, lane $lane, rank $rank, $service, $writer,
+               |t, ns, _| t.inner.$service.graphite_shapes(ns))
+    };
+    ($id:expr, lane $lane:literal, rank $rank:literal, $service:ident, $writer:ident,
+     $shapes:expr) => {
         SpaceEntry {
             id: $id,
             lane: $lane,
@@ -159,10 +165,11 @@ macro_rules! entry {
 /// Every space, in the order a migration copies them and the cleaner
 /// trims them.
 pub const SPACES: &[SpaceEntry] = &[
-    entry! { Space::COUNTERS, lane 0, rank 0, counters, writer, |t, ns, _| t.inner.counters.graphite_shapes(ns) },
-    entry! { crate::stats::SPACE, lane 1, rank 3, stats, stats_writer, |t, ns, q| t.inner.stats.graphite_shapes(ns, q) },
-    entry! { crate::gauges::SPACE, lane 2, rank 1, gauges, gauges_writer, |t, ns, _| t.inner.gauges.graphite_shapes(ns) },
-    entry! { crate::sets::SPACE, lane 3, rank 2, sets, sets_writer, |t, ns, _| t.inner.sets.graphite_shapes(ns) },
+    entry! { Space::COUNTERS, lane 0, rank 0, counters, writer },
+    entry! { crate::stats::SPACE, lane 1, rank 3, stats, stats_writer,
+    |t, ns, quantiles| t.inner.stats.graphite_shapes(ns, quantiles) },
+    entry! { crate::gauges::SPACE, lane 2, rank 1, gauges, gauges_writer },
+    entry! { crate::sets::SPACE, lane 3, rank 2, sets, sets_writer },
 ];
 
 /// Accessors of [`Tally`]'s services (`name: Type;`), each handing out a
