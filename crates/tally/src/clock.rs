@@ -129,6 +129,44 @@ impl Clock for ManualClock {
 /// A shared clock, as held by the services.
 pub type SharedClock = Arc<dyn Clock>;
 
+/// The two constructors of a service built from a store and its settings,
+/// in the service's `impl`: `new` (on the system clock) and `with_clock`,
+/// both validating the settings before `$build` runs with them.
+///
+/// ```ignore
+/// constructors! {
+///     "Counters", |store: dyn SliceStore, settings: CounterSettings, clock| {
+///         /* Self, built from the validated settings */
+///     }
+/// }
+/// ```
+macro_rules! constructors {
+    ($what:literal, |$s:ident: $store:ty, $set:ident: $settings:ty, $c:ident| $build:block) => {
+        #[doc = concat!($what, " on `store` with validated `settings`, on the system clock.")]
+        pub fn new(
+            store: ::std::sync::Arc<$store>,
+            settings: $settings,
+        ) -> $crate::error::Result<Self> {
+            Self::with_clock(
+                store,
+                settings,
+                ::std::sync::Arc::new($crate::clock::SystemClock),
+            )
+        }
+
+        #[doc = concat!($what, " on `store` with validated `settings`, reading time from `clock`.")]
+        pub fn with_clock(
+            $s: ::std::sync::Arc<$store>,
+            $set: $settings,
+            $c: $crate::clock::SharedClock,
+        ) -> $crate::error::Result<Self> {
+            let $set = $set.validate()?;
+            $build
+        }
+    };
+}
+pub(crate) use constructors;
+
 #[cfg(test)]
 mod tests {
     use super::*;

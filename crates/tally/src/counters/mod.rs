@@ -17,8 +17,6 @@ pub mod aggregate;
 mod graphite;
 pub mod settings;
 
-use std::sync::Arc;
-
 use serde::{Deserialize, Serialize};
 
 pub use crate::engine::cleaner::{Cleaner, PassObserver};
@@ -29,7 +27,7 @@ pub use crate::engine::writer::{WhenFull, WriterSettings, WriterStats};
 pub use aggregate::CounterWriter;
 pub use settings::{CleanerSettings, CounterSettings};
 
-use crate::clock::{Clock, SystemClock};
+use crate::clock::constructors;
 use crate::engine::kinds::sum;
 use crate::engine::series::{Rules, SeriesService, op_fields};
 use crate::engine::store::map_reads;
@@ -127,26 +125,17 @@ impl Rules for CounterRules {
 pub type Counters = SeriesService<CounterRules>;
 
 impl SeriesService<CounterRules> {
-    /// Counters on `store` with validated `settings`, on the system clock.
-    pub fn new(store: Arc<dyn SliceStore>, settings: CounterSettings) -> Result<Self> {
-        Self::with_clock(store, settings, Arc::new(SystemClock))
-    }
-
-    /// Counters on `store`, reading time from `clock`.
-    pub fn with_clock(
-        store: Arc<dyn SliceStore>,
-        settings: CounterSettings,
-        clock: Arc<dyn Clock>,
-    ) -> Result<Self> {
-        let settings = settings.validate()?;
-        let space = Space::counters(&settings.precisions, settings.samples);
-        Ok(Self::from_parts(
-            store,
-            None,
-            space,
-            clock,
-            CounterRules { settings },
-        ))
+    constructors! {
+        "Counters", |store: dyn SliceStore, settings: CounterSettings, clock| {
+            let space = Space::counters(&settings.precisions, settings.samples);
+            Ok(Self::from_parts(
+                store,
+                None,
+                space,
+                clock,
+                CounterRules { settings },
+            ))
+        }
     }
 
     /// The settings in force.

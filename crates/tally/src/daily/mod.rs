@@ -34,7 +34,7 @@ pub use day::{Day, MAX_OFFSET_MINUTES, civil_from_days};
 pub use store::{DailyHeld, DailyStore, DailyWrite, DailyWritten};
 pub use writer::DailyWriter;
 
-use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
+use crate::clock::{SharedClock, Timestamp, constructors};
 use crate::engine::{Applied, plan};
 use crate::error::{Error, Result};
 use crate::idempotency::Mark;
@@ -171,22 +171,14 @@ fn check_entity(entity: &str) -> Result<()> {
 const ENTITY: &str = "an entity id";
 
 impl DailyStats {
-    /// Daily statistics on `store`, on the system clock.
-    pub fn new(store: Arc<dyn DailyStore>, settings: DailySettings) -> Result<Self> {
-        Self::with_clock(store, settings, Arc::new(SystemClock))
-    }
-
-    /// Daily statistics on `store`, reading time from `clock`.
-    pub fn with_clock(
-        store: Arc<dyn DailyStore>,
-        settings: DailySettings,
-        clock: Arc<dyn Clock>,
-    ) -> Result<Self> {
-        Ok(DailyStats {
-            store,
-            settings: settings.validate()?,
-            clock,
-        })
+    constructors! {
+        "Daily statistics", |store: dyn DailyStore, settings: DailySettings, clock| {
+            Ok(DailyStats {
+                store,
+                settings,
+                clock,
+            })
+        }
     }
 
     /// The settings in force.

@@ -106,6 +106,12 @@ impl fmt::Display for Namespace {
 /// slice's length in seconds; `None` for a slot that shows no value.
 pub type ReadLeaf = Arc<dyn Fn(&Value, u64) -> Option<f64> + Send + Sync>;
 
+/// A function a [`ReadLeaf`] is made of: every
+/// `Fn(&Value, u64) -> Option<f64>` that can be shared between threads.
+pub trait ReadValue: Fn(&Value, u64) -> Option<f64> + Send + Sync + 'static {}
+
+impl<F: Fn(&Value, u64) -> Option<f64> + Send + Sync + 'static> ReadValue for F {}
+
 /// One leaf of a series.
 #[derive(Clone)]
 pub struct Leaf {
@@ -118,10 +124,7 @@ pub struct Leaf {
 
 impl Leaf {
     /// A leaf named `node` read by `read`.
-    pub fn new(
-        node: impl Into<String>,
-        read: impl Fn(&Value, u64) -> Option<f64> + Send + Sync + 'static,
-    ) -> Self {
+    pub fn new(node: impl Into<String>, read: impl ReadValue) -> Self {
         Leaf {
             node: node.into(),
             read: Arc::new(read),
@@ -148,10 +151,7 @@ pub struct Shape {
 
 impl Shape {
     /// A series that is one leaf under `root`.
-    pub fn single(
-        root: impl Into<String>,
-        read: impl Fn(&Value, u64) -> Option<f64> + Send + Sync + 'static,
-    ) -> Self {
+    pub fn single(root: impl Into<String>, read: impl ReadValue) -> Self {
         Shape {
             root: root.into(),
             leaves: vec![Leaf::new("", read)],

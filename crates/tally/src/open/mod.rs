@@ -137,50 +137,63 @@ impl std::fmt::Debug for SpaceEntry {
     }
 }
 
+/// The [`SpaceEntry`] of a kind of series whose service an opened
+/// [`Tally`] holds as `inner.$service` and whose aggregating writer it
+/// hands out as `$writer` (held as `inner.$writer`); its Graphite shapes
+/// ([`SpaceEntry::shapes`]) are `$shapes`, by default the service's
+/// `graphite_shapes` in the namespace.
+macro_rules! entry {
+    ($id:expr, lane $lane:literal, rank $rank:literal, $service:ident, $writer:ident) => {
+        entry!($id, lane $lane, rank $rank, $service, $writer,
+               |t, ns, _| t.inner.$service.graphite_shapes(ns))
+    };
+    ($id:expr, lane $lane:literal, rank $rank:literal, $service:ident, $writer:ident,
+     $shapes:expr) => {
+        SpaceEntry {
+            id: $id,
+            lane: $lane,
+            graphite_rank: $rank,
+            space: |t| t.inner.$service.space().clone(),
+            store: |t| t.inner.$service.store().clone(),
+            shapes: $shapes,
+            started_writer: |t| t.inner.$writer.get().map(|w| w.engine().clone()),
+            statsd: Some(|t| StatsdTarget::of(t.$writer())),
+        }
+    };
+}
+
 /// Every space, in the order a migration copies them and the cleaner
 /// trims them.
 pub const SPACES: &[SpaceEntry] = &[
-    SpaceEntry {
-        id: Space::COUNTERS,
-        lane: 0,
-        graphite_rank: 0,
-        space: |t| t.inner.counters.space().clone(),
-        store: |t| t.inner.counters.store().clone(),
-        shapes: |t, ns, _| t.inner.counters.graphite_shapes(ns),
-        started_writer: |t| t.inner.writer.get().map(|w| w.engine().clone()),
-        statsd: Some(|t| StatsdTarget::of(t.writer())),
-    },
-    SpaceEntry {
-        id: crate::stats::SPACE,
-        lane: 1,
-        graphite_rank: 3,
-        space: |t| t.inner.stats.space().clone(),
-        store: |t| t.inner.stats.store().clone(),
-        shapes: |t, ns, quantiles| t.inner.stats.graphite_shapes(ns, quantiles),
-        started_writer: |t| t.inner.stats_writer.get().map(|w| w.engine().clone()),
-        statsd: Some(|t| StatsdTarget::of(t.stats_writer())),
-    },
-    SpaceEntry {
-        id: crate::gauges::SPACE,
-        lane: 2,
-        graphite_rank: 1,
-        space: |t| t.inner.gauges.space().clone(),
-        store: |t| t.inner.gauges.store().clone(),
-        shapes: |t, ns, _| t.inner.gauges.graphite_shapes(ns),
-        started_writer: |t| t.inner.gauges_writer.get().map(|w| w.engine().clone()),
-        statsd: Some(|t| StatsdTarget::of(t.gauges_writer())),
-    },
-    SpaceEntry {
-        id: crate::sets::SPACE,
-        lane: 3,
-        graphite_rank: 2,
-        space: |t| t.inner.sets.space().clone(),
-        store: |t| t.inner.sets.store().clone(),
-        shapes: |t, ns, _| t.inner.sets.graphite_shapes(ns),
-        started_writer: |t| t.inner.sets_writer.get().map(|w| w.engine().clone()),
-        statsd: Some(|t| StatsdTarget::of(t.sets_writer())),
-    },
+    entry! { Space::COUNTERS, lane 0, rank 0, counters, writer },
+    entry! { crate::stats::SPACE, lane 1, rank 3, stats, stats_writer,
+    |t, ns, quantiles| t.inner.stats.graphite_shapes(ns, quantiles) },
+    entry! { crate::gauges::SPACE, lane 2, rank 1, gauges, gauges_writer },
+    entry! { crate::sets::SPACE, lane 3, rank 2, sets, sets_writer },
 ];
+
+/// Accessors of [`Tally`]'s services (`name: Type;`), each handing out a
+/// clone of `inner.name`.
+macro_rules! services {
+    ($($(#[$attr:meta])* $name:ident: $ty:ident;)*) => {$(
+        $(#[$attr])*
+        pub fn $name(&self) -> $ty {
+            self.inner.$name.clone()
+        }
+    )*};
+}
+
+/// Accessors of [`Tally`]'s aggregating writers (`name: Type over
+/// service;`), each started over `service` on first use
+/// ([`Tally::started`]) and held as `inner.name`.
+macro_rules! writers {
+    ($($(#[$attr:meta])* $name:ident: $ty:ident over $service:ident;)*) => {$(
+        $(#[$attr])*
+        pub fn $name(&self) -> $ty {
+            self.started(&self.inner.$name, |s| $ty::start(self.$service(), s))
+        }
+    )*};
+}
 
 impl Tally {
     /// Opens `target` with every setting at its default: a Redis URL
@@ -202,24 +215,76 @@ impl Tally {
         TallyBuilder::default()
     }
 
-    /// The counters ("Redis in Action" 5.2): exact writes, one round trip each.
-    pub fn counters(&self) -> Counters {
-        self.inner.counters.clone()
+    services! {
+        /// The counters ("Redis in Action" 5.2): exact writes, one round trip each.
+        counters: Counters;
+        /// The time-series store (Sentry's TSDB: rollups, distinct counts, most
+        /// frequent items).
+        tsdb: Tsdb;
+        /// Daily statistics per entity.
+        daily: DailyStats;
+        /// The rate limiter (one per `Tally`, so its metrics count every check).
+        limiter: Limiter;
+        /// Locks with a lease.
+        locks: Locks;
+        /// Statistics (count, sum, min, max, mean, standard deviation and
+        /// quantiles per slice): exact writes, one round trip each.
+        stats: Stats;
+        /// Gauges (set and adjusted values; last, min and max per slice at the
+        /// counters' precisions and samples): exact writes, one round trip each.
+        gauges: Gauges;
+        /// Sets (distinct counts per slice at the counters' precisions and
+        /// samples): exact writes, one round trip each.
+        sets: Sets;
+        /// Idempotency records (the `Idempotency-Key` protocol), kept for the
+        /// configured retention (default 24 h): pass it to
+        /// [`CounterWriter::add_many_once`]; [`Counters::incr_many_once`] needs
+        /// none.
+        idempotency: Idempotency;
     }
 
-    /// The aggregating writer over [`Tally::counters`], started on the
-    /// current Tokio runtime the first time it is asked for; every later
-    /// call returns the same writer. [`Tally::shutdown`] flushes and stops
-    /// it; after that, its `add` fails as shut down.
-    ///
-    /// # Panics
-    ///
-    /// When first called outside a Tokio runtime (it spawns its flusher).
-    #[doc(alias = "aggregator")]
-    pub fn writer(&self) -> CounterWriter {
-        self.started(&self.inner.writer, |s| {
-            CounterWriter::start(self.counters(), s)
-        })
+    writers! {
+        /// The aggregating writer over [`Tally::counters`], started on the
+        /// current Tokio runtime the first time it is asked for; every later
+        /// call returns the same writer. [`Tally::shutdown`] flushes and stops
+        /// it; after that, its `add` fails as shut down.
+        ///
+        /// # Panics
+        ///
+        /// When first called outside a Tokio runtime (it spawns its flusher).
+        #[doc(alias = "aggregator")]
+        writer: CounterWriter over counters;
+        /// The aggregating writer over [`Tally::daily`] (views of an entity
+        /// and day merged in memory, written in batches, each exactly once),
+        /// started on the first call with the Tally's writer settings; every
+        /// later call returns the same writer. [`Tally::shutdown`] flushes and
+        /// stops it.
+        daily_writer: DailyWriter over daily;
+        /// The aggregating writer over [`Tally::stats`], started on the
+        /// current Tokio runtime the first time it is asked for (with the
+        /// writer settings); every later call returns the same writer.
+        /// [`Tally::shutdown`] flushes and stops it.
+        ///
+        /// # Panics
+        ///
+        /// When first called outside a Tokio runtime (it spawns its flusher).
+        stats_writer: StatsWriter over stats;
+        /// The aggregating writer over [`Tally::gauges`] (the statsd listener's
+        /// path), started on the current Tokio runtime the first time it is
+        /// asked for; [`Tally::shutdown`] flushes and stops it.
+        ///
+        /// # Panics
+        ///
+        /// When first called outside a Tokio runtime (it spawns its flusher).
+        gauges_writer: GaugesWriter over gauges;
+        /// The aggregating writer over [`Tally::sets`] (the statsd listener's
+        /// path), started on the current Tokio runtime the first time it is
+        /// asked for; [`Tally::shutdown`] flushes and stops it.
+        ///
+        /// # Panics
+        ///
+        /// When first called outside a Tokio runtime (it spawns its flusher).
+        sets_writer: SetsWriter over sets;
     }
 
     /// The writer in `cell`, started on first use by `start` with the
@@ -249,28 +314,6 @@ impl Tally {
             .expect("the cleaner settings were validated when Tally was opened")
     }
 
-    /// The time-series store (Sentry's TSDB: rollups, distinct counts, most
-    /// frequent items).
-    pub fn tsdb(&self) -> Tsdb {
-        self.inner.tsdb.clone()
-    }
-
-    /// Daily statistics per entity.
-    pub fn daily(&self) -> DailyStats {
-        self.inner.daily.clone()
-    }
-
-    /// The aggregating writer over [`Tally::daily`] (views of an entity
-    /// and day merged in memory, written in batches, each exactly once),
-    /// started on the first call with the Tally's writer settings; every
-    /// later call returns the same writer. [`Tally::shutdown`] flushes and
-    /// stops it.
-    pub fn daily_writer(&self) -> DailyWriter {
-        self.started(&self.inner.daily_writer, |s| {
-            DailyWriter::start(self.daily(), s)
-        })
-    }
-
     /// Buffered counters of the mapped SQL `tables` (build them with
     /// [`Tables::new`]); flush them with a [`crate::buffers::Flusher`].
     pub fn buffers(&self, tables: Tables) -> Buffers {
@@ -279,73 +322,6 @@ impl Tally {
             tables,
             self.inner.clock.clone(),
         )
-    }
-
-    /// The rate limiter (one per `Tally`, so its metrics count every check).
-    pub fn limiter(&self) -> Limiter {
-        self.inner.limiter.clone()
-    }
-
-    /// Locks with a lease.
-    pub fn locks(&self) -> Locks {
-        self.inner.locks.clone()
-    }
-
-    /// Statistics (count, sum, min, max, mean, standard deviation and
-    /// quantiles per slice): exact writes, one round trip each.
-    pub fn stats(&self) -> Stats {
-        self.inner.stats.clone()
-    }
-
-    /// The aggregating writer over [`Tally::stats`], started on the
-    /// current Tokio runtime the first time it is asked for (with the
-    /// writer settings); every later call returns the same writer.
-    /// [`Tally::shutdown`] flushes and stops it.
-    ///
-    /// # Panics
-    ///
-    /// When first called outside a Tokio runtime (it spawns its flusher).
-    pub fn stats_writer(&self) -> StatsWriter {
-        self.started(&self.inner.stats_writer, |s| {
-            StatsWriter::start(self.stats(), s)
-        })
-    }
-    /// Gauges (set and adjusted values; last, min and max per slice at the
-    /// counters' precisions and samples): exact writes, one round trip each.
-    pub fn gauges(&self) -> Gauges {
-        self.inner.gauges.clone()
-    }
-
-    /// The aggregating writer over [`Tally::gauges`] (the statsd listener's
-    /// path), started on the current Tokio runtime the first time it is
-    /// asked for; [`Tally::shutdown`] flushes and stops it.
-    ///
-    /// # Panics
-    ///
-    /// When first called outside a Tokio runtime (it spawns its flusher).
-    pub fn gauges_writer(&self) -> GaugesWriter {
-        self.started(&self.inner.gauges_writer, |s| {
-            GaugesWriter::start(self.gauges(), s)
-        })
-    }
-
-    /// Sets (distinct counts per slice at the counters' precisions and
-    /// samples): exact writes, one round trip each.
-    pub fn sets(&self) -> Sets {
-        self.inner.sets.clone()
-    }
-
-    /// The aggregating writer over [`Tally::sets`] (the statsd listener's
-    /// path), started on the current Tokio runtime the first time it is
-    /// asked for; [`Tally::shutdown`] flushes and stops it.
-    ///
-    /// # Panics
-    ///
-    /// When first called outside a Tokio runtime (it spawns its flusher).
-    pub fn sets_writer(&self) -> SetsWriter {
-        self.started(&self.inner.sets_writer, |s| {
-            SetsWriter::start(self.sets(), s)
-        })
     }
 
     /// Every series of the counters, gauges, sets and statistics as the
@@ -363,14 +339,6 @@ impl Tally {
             }
         }
         Source::new(families)
-    }
-
-    /// Idempotency records (the `Idempotency-Key` protocol), kept for the
-    /// configured retention (default 24 h): pass it to
-    /// [`CounterWriter::add_many_once`]; [`Counters::incr_many_once`] needs
-    /// none.
-    pub fn idempotency(&self) -> Idempotency {
-        self.inner.idempotency.clone()
     }
 
     /// The open backend (for [`Backend::describe`], or to build a store by hand).

@@ -36,7 +36,7 @@
 
 use crate::engine::Value;
 use crate::engine::kinds::StatsValue;
-use crate::graphite::{Leaf, Namespace, Shape, percentile, quantile_node};
+use crate::graphite::{Leaf, Namespace, ReadValue, Shape, percentile, quantile_node};
 use crate::stats::Stats;
 
 /// The value of a leaf that needs the slice's sketch: `None` where the
@@ -44,7 +44,7 @@ use crate::stats::Stats;
 fn with_sketch(
     sketched: &[u64],
     read: impl Fn(&StatsValue) -> Option<f64> + Send + Sync + 'static,
-) -> impl Fn(&Value, u64) -> Option<f64> + Send + Sync + 'static {
+) -> impl ReadValue {
     let sketched = sketched.to_vec();
     move |v, step| match v {
         Value::Stats(s) if sketched.contains(&step) => read(s),
@@ -55,7 +55,7 @@ fn with_sketch(
 /// The value of a leaf from the moments alone.
 fn moments(
     read: impl Fn(&StatsValue, u64) -> Option<f64> + Send + Sync + 'static,
-) -> impl Fn(&Value, u64) -> Option<f64> + Send + Sync + 'static {
+) -> impl ReadValue {
     move |v, step| match v {
         Value::Stats(s) if !s.is_empty() => read(s, step),
         _ => None,

@@ -35,7 +35,7 @@ pub use settings::{DEFAULT_QUANTILES, MAX_QUANTILES, StatsSettings, check_quanti
 pub use summary::{Figure, RangeSummary, Ranked, SliceSummary, StatSeries, Summary, TopN};
 pub use writer::StatsWriter;
 
-use crate::clock::{Clock, SystemClock};
+use crate::clock::constructors;
 use crate::engine::Page;
 use crate::engine::kinds::{SketchSettings, StatsValue};
 use crate::engine::precision;
@@ -170,36 +170,27 @@ impl Rules for StatRules {
 pub type Stats = SeriesService<StatRules>;
 
 impl SeriesService<StatRules> {
-    /// Statistics on `store` with validated `settings`, on the system clock.
-    pub fn new(store: Arc<dyn SliceStore>, settings: StatsSettings) -> Result<Self> {
-        Self::with_clock(store, settings, Arc::new(SystemClock))
-    }
-
-    /// Statistics on `store`, reading time from `clock`.
-    pub fn with_clock(
-        store: Arc<dyn SliceStore>,
-        settings: StatsSettings,
-        clock: Arc<dyn Clock>,
-    ) -> Result<Self> {
-        let settings = settings.validate()?;
-        let sketch = settings.sketch()?;
-        let (with, without): (Vec<u64>, Vec<u64>) = settings
-            .precisions
-            .iter()
-            .copied()
-            .partition(|&p| settings.keeps_sketch(p));
-        let space = Space::cleaned(SPACE, Kind::Stats, &settings.precisions, settings.samples)?;
-        let sketch_space = Space::cleaned(SPACE, Kind::Stats, &with, settings.samples)?;
-        let sink = Arc::new(StatsSink {
-            store: store.clone(),
-            without_sketch: without,
-        });
-        let rules = StatRules {
-            settings,
-            sketch,
-            sketch_space,
-        };
-        Ok(Self::from_parts(store, Some(sink), space, clock, rules))
+    constructors! {
+        "Statistics", |store: dyn SliceStore, settings: StatsSettings, clock| {
+            let sketch = settings.sketch()?;
+            let (with, without): (Vec<u64>, Vec<u64>) = settings
+                .precisions
+                .iter()
+                .copied()
+                .partition(|&p| settings.keeps_sketch(p));
+            let space = Space::cleaned(SPACE, Kind::Stats, &settings.precisions, settings.samples)?;
+            let sketch_space = Space::cleaned(SPACE, Kind::Stats, &with, settings.samples)?;
+            let sink = Arc::new(StatsSink {
+                store: store.clone(),
+                without_sketch: without,
+            });
+            let rules = StatRules {
+                settings,
+                sketch,
+                sketch_space,
+            };
+            Ok(Self::from_parts(store, Some(sink), space, clock, rules))
+        }
     }
 
     /// The settings in force.

@@ -31,7 +31,7 @@ pub use precision::{DEFAULT_PRECISIONS, VSHARDS};
 pub use store::{Cell, CellAdd, Held, Merge, Span, TsdbStore, Window};
 pub use topn::ItemCount;
 
-use crate::clock::{Clock, SharedClock, SystemClock, Timestamp};
+use crate::clock::{SharedClock, Timestamp, constructors};
 use crate::engine::Sample;
 use crate::engine::kinds::distinct::SET_CAP;
 use crate::engine::kinds::{DistinctValue, TopValue};
@@ -264,30 +264,21 @@ pub struct Tsdb {
 }
 
 impl Tsdb {
-    /// A time-series store on `store`, on the system clock.
-    pub fn new(store: Arc<dyn TsdbStore>, settings: TsdbSettings) -> Result<Self> {
-        Self::with_clock(store, settings, Arc::new(SystemClock))
-    }
-
-    /// A time-series store on `store`, reading time from `clock`.
-    pub fn with_clock(
-        store: Arc<dyn TsdbStore>,
-        settings: TsdbSettings,
-        clock: Arc<dyn Clock>,
-    ) -> Result<Self> {
-        let settings = settings.validate()?;
-        let counts = Space::new(
-            "ts_count",
-            Kind::Sum,
-            settings.precisions.clone(),
-            Retention::Expire,
-        )?;
-        Ok(Tsdb {
-            store,
-            settings,
-            clock,
-            counts: Arc::new(counts),
-        })
+    constructors! {
+        "A time-series store", |store: dyn TsdbStore, settings: TsdbSettings, clock| {
+            let counts = Space::new(
+                "ts_count",
+                Kind::Sum,
+                settings.precisions.clone(),
+                Retention::Expire,
+            )?;
+            Ok(Tsdb {
+                store,
+                settings,
+                clock,
+                counts: Arc::new(counts),
+            })
+        }
     }
 
     /// The settings in force.

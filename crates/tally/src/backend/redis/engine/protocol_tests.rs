@@ -556,14 +556,9 @@ async fn a_revert_after_a_fold_takes_back_from_the_precisions() {
     let (_server, redis, store, space) = super::super::testing::counters_at(now).await;
     let keys = store.layout.space_keys(&space);
     let at = super::super::testing::cells_at;
-    let batch = |n: i64, second: u64, seq: u64| Batch {
-        space: space.clone(),
-        writes: vec![write("a", &at(second), &Value::Sum(n))],
-        seq: Some(WriteSeq {
-            writer: 1,
-            lane: 0,
-            seq,
-        }),
+    let batch = |n: i64, second: u64, seq: u64| {
+        let writes = vec![write("a", &at(second), &Value::Sum(n))];
+        super::super::testing::batch_of(&space, writes, Some(seq))
     };
     let pending = || async {
         let got: Vec<Option<String>> = redis::cmd("HMGET")

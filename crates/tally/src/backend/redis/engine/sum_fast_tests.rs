@@ -8,9 +8,8 @@
 //! nothing elsewhere.
 
 use super::kinds;
-use super::testing::{FOLDING, cells_at, counters_at, sums_of, write};
+use super::testing::{FOLDING, batch_of, cells_at, counters_at, sums_of, write};
 use super::*;
-use crate::engine::store::WriteSeq;
 use super::protocol::{ApplyCall, Route, SHORT_LUA, short_call};
 use crate::engine::{Applied, SeriesWrite, Value};
 
@@ -86,15 +85,7 @@ async fn the_fast_path_does_what_the_full_path_does() {
     );
     assert!(fast_alone.len() > 100, "the sums' script starts with its fast path");
     let at = cells_at;
-    let batch = |writes: Vec<SeriesWrite>, seq: Option<u64>| Batch {
-        space: space.clone(),
-        writes,
-        seq: seq.map(|seq| WriteSeq {
-            writer: 1,
-            lane: 0,
-            seq,
-        }),
-    };
+    let batch = |writes: Vec<SeriesWrite>, seq: Option<u64>| batch_of(&space, writes, seq);
     let one = |n: i64, second: u64, seq: Option<u64>| {
         batch(vec![write("a", &at(second), &Value::Sum(n))], seq)
     };
@@ -241,14 +232,8 @@ async fn busy_writes_take_the_short_call() {
     let (_server, redis, store, space) = counters_at(now).await;
     let keys = store.layout.space_keys(&space);
     let pending = keys.pending("a");
-    let one = |n: i64, seq: u64| Batch {
-        space: space.clone(),
-        writes: vec![write("a", &cells_at(now), &Value::Sum(n))],
-        seq: Some(WriteSeq {
-            writer: 1,
-            lane: 0,
-            seq,
-        }),
+    let one = |n: i64, seq: u64| {
+        batch_of(&space, vec![write("a", &cells_at(now), &Value::Sum(n))], Some(seq))
     };
     let short_loaded = || async {
         let loaded: Vec<bool> = redis::cmd("SCRIPT")
@@ -317,11 +302,7 @@ async fn the_pending_look_up_does_what_reading_every_pending_slice_does() {
     assert!(looking.contains(look_up), "the apply script looks its pending slices up");
     let reading = looking.replace(look_up, "clear[c] = false");
     let at = cells_at;
-    let batch = |writes: Vec<SeriesWrite>| Batch {
-        space: space.clone(),
-        writes,
-        seq: None,
-    };
+    let batch = |writes: Vec<SeriesWrite>| batch_of(&space, writes, None);
     let one = |name: &str, second: u64| write(name, &at(second), &Value::Sum(1));
     // 100 counters: three runs of 32 pending slices and a fourth of 4.
     let many = |second: u64| batch((0..100).map(|i| one(&format!("c{i}"), second)).collect());

@@ -4,7 +4,8 @@ use super::super::{Redis, RedisHandle};
 use super::super::layout::Layout;
 use super::RedisSliceStore;
 use crate::clock::SharedClock;
-use crate::engine::{CellDelta, SeriesWrite, Value};
+use crate::engine::store::WriteSeq;
+use crate::engine::{Batch, CellDelta, SeriesWrite, Space, Value};
 use crate::name::Name;
 
 /// A connection to `url` and a store on it in the default layout.
@@ -28,6 +29,24 @@ pub(in super::super) fn write(name: &str, cells: &[(u64, u64)], delta: &Value) -
                 delta: delta.clone(),
             })
             .collect(),
+    }
+}
+
+/// A batch of `writes` into `space`; with `seq`, sent as that write of
+/// writer 1's lane 0.
+pub(super) fn batch_of(
+    space: &std::sync::Arc<Space>,
+    writes: Vec<SeriesWrite>,
+    seq: Option<u64>,
+) -> Batch {
+    Batch {
+        space: space.clone(),
+        writes,
+        seq: seq.map(|seq| WriteSeq {
+            writer: 1,
+            lane: 0,
+            seq,
+        }),
     }
 }
 
