@@ -172,29 +172,6 @@ pub const SPACES: &[SpaceEntry] = &[
     entry! { crate::sets::SPACE, lane 3, rank 2, sets, sets_writer },
 ];
 
-/// Accessors of [`Tally`]'s services (`name: Type;`), each handing out a
-/// clone of `inner.name`.
-macro_rules! services {
-    ($($(#[$attr:meta])* $name:ident: $ty:ident;)*) => {$(
-        $(#[$attr])*
-        pub fn $name(&self) -> $ty {
-            self.inner.$name.clone()
-        }
-    )*};
-}
-
-/// Accessors of [`Tally`]'s aggregating writers (`name: Type over
-/// service;`), each started over `service` on first use
-/// ([`Tally::started`]) and held as `inner.name`.
-macro_rules! writers {
-    ($($(#[$attr:meta])* $name:ident: $ty:ident over $service:ident;)*) => {$(
-        $(#[$attr])*
-        pub fn $name(&self) -> $ty {
-            self.started(&self.inner.$name, |s| $ty::start(self.$service(), s))
-        }
-    )*};
-}
-
 impl Tally {
     /// Opens `target` with every setting at its default: a Redis URL
     /// (`redis://`, `rediss://`), a cluster (`redis+cluster://h1:p1,h2:p2`),
@@ -215,76 +192,122 @@ impl Tally {
         TallyBuilder::default()
     }
 
-    services! {
-        /// The counters ("Redis in Action" 5.2): exact writes, one round trip each.
-        counters: Counters;
-        /// The time-series store (Sentry's TSDB: rollups, distinct counts, most
-        /// frequent items).
-        tsdb: Tsdb;
-        /// Daily statistics per entity.
-        daily: DailyStats;
-        /// The rate limiter (one per `Tally`, so its metrics count every check).
-        limiter: Limiter;
-        /// Locks with a lease.
-        locks: Locks;
-        /// Statistics (count, sum, min, max, mean, standard deviation and
-        /// quantiles per slice): exact writes, one round trip each.
-        stats: Stats;
-        /// Gauges (set and adjusted values; last, min and max per slice at the
-        /// counters' precisions and samples): exact writes, one round trip each.
-        gauges: Gauges;
-        /// Sets (distinct counts per slice at the counters' precisions and
-        /// samples): exact writes, one round trip each.
-        sets: Sets;
-        /// Idempotency records (the `Idempotency-Key` protocol), kept for the
-        /// configured retention (default 24 h): pass it to
-        /// [`CounterWriter::add_many_once`]; [`Counters::incr_many_once`] needs
-        /// none.
-        idempotency: Idempotency;
+    /// The counters ("Redis in Action" 5.2): exact writes, one round trip each.
+    pub fn counters(&self) -> Counters {
+        self.inner.counters.clone()
     }
 
-    writers! {
-        /// The aggregating writer over [`Tally::counters`], started on the
-        /// current Tokio runtime the first time it is asked for; every later
-        /// call returns the same writer. [`Tally::shutdown`] flushes and stops
-        /// it; after that, its `add` fails as shut down.
-        ///
-        /// # Panics
-        ///
-        /// When first called outside a Tokio runtime (it spawns its flusher).
-        #[doc(alias = "aggregator")]
-        writer: CounterWriter over counters;
-        /// The aggregating writer over [`Tally::daily`] (views of an entity
-        /// and day merged in memory, written in batches, each exactly once),
-        /// started on the first call with the Tally's writer settings; every
-        /// later call returns the same writer. [`Tally::shutdown`] flushes and
-        /// stops it.
-        daily_writer: DailyWriter over daily;
-        /// The aggregating writer over [`Tally::stats`], started on the
-        /// current Tokio runtime the first time it is asked for (with the
-        /// writer settings); every later call returns the same writer.
-        /// [`Tally::shutdown`] flushes and stops it.
-        ///
-        /// # Panics
-        ///
-        /// When first called outside a Tokio runtime (it spawns its flusher).
-        stats_writer: StatsWriter over stats;
-        /// The aggregating writer over [`Tally::gauges`] (the statsd listener's
-        /// path), started on the current Tokio runtime the first time it is
-        /// asked for; [`Tally::shutdown`] flushes and stops it.
-        ///
-        /// # Panics
-        ///
-        /// When first called outside a Tokio runtime (it spawns its flusher).
-        gauges_writer: GaugesWriter over gauges;
-        /// The aggregating writer over [`Tally::sets`] (the statsd listener's
-        /// path), started on the current Tokio runtime the first time it is
-        /// asked for; [`Tally::shutdown`] flushes and stops it.
-        ///
-        /// # Panics
-        ///
-        /// When first called outside a Tokio runtime (it spawns its flusher).
-        sets_writer: SetsWriter over sets;
+    /// The time-series store (Sentry's TSDB: rollups, distinct counts, most
+    /// frequent items).
+    pub fn tsdb(&self) -> Tsdb {
+        self.inner.tsdb.clone()
+    }
+
+    /// Daily statistics per entity.
+    pub fn daily(&self) -> DailyStats {
+        self.inner.daily.clone()
+    }
+
+    /// The rate limiter (one per `Tally`, so its metrics count every check).
+    pub fn limiter(&self) -> Limiter {
+        self.inner.limiter.clone()
+    }
+
+    /// Locks with a lease.
+    pub fn locks(&self) -> Locks {
+        self.inner.locks.clone()
+    }
+
+    /// Statistics (count, sum, min, max, mean, standard deviation and
+    /// quantiles per slice): exact writes, one round trip each.
+    pub fn stats(&self) -> Stats {
+        self.inner.stats.clone()
+    }
+
+    /// Gauges (set and adjusted values; last, min and max per slice at the
+    /// counters' precisions and samples): exact writes, one round trip each.
+    pub fn gauges(&self) -> Gauges {
+        self.inner.gauges.clone()
+    }
+
+    /// Sets (distinct counts per slice at the counters' precisions and
+    /// samples): exact writes, one round trip each.
+    pub fn sets(&self) -> Sets {
+        self.inner.sets.clone()
+    }
+
+    /// Idempotency records (the `Idempotency-Key` protocol), kept for the
+    /// configured retention (default 24 h): pass it to
+    /// [`CounterWriter::add_many_once`]; [`Counters::incr_many_once`] needs
+    /// none.
+    pub fn idempotency(&self) -> Idempotency {
+        self.inner.idempotency.clone()
+    }
+
+    /// The aggregating writer over [`Tally::counters`], started on the
+    /// current Tokio runtime the first time it is asked for; every later
+    /// call returns the same writer. [`Tally::shutdown`] flushes and stops
+    /// it; after that, its `add` fails as shut down.
+    ///
+    /// # Panics
+    ///
+    /// When first called outside a Tokio runtime (it spawns its flusher).
+    #[doc(alias = "aggregator")]
+    pub fn writer(&self) -> CounterWriter {
+        self.started(&self.inner.writer, |s| {
+            CounterWriter::start(self.counters(), s)
+        })
+    }
+
+    /// The aggregating writer over [`Tally::daily`] (views of an entity
+    /// and day merged in memory, written in batches, each exactly once),
+    /// started on the first call with the Tally's writer settings; every
+    /// later call returns the same writer. [`Tally::shutdown`] flushes and
+    /// stops it.
+    pub fn daily_writer(&self) -> DailyWriter {
+        self.started(&self.inner.daily_writer, |s| {
+            DailyWriter::start(self.daily(), s)
+        })
+    }
+
+    /// The aggregating writer over [`Tally::stats`], started on the
+    /// current Tokio runtime the first time it is asked for (with the
+    /// writer settings); every later call returns the same writer.
+    /// [`Tally::shutdown`] flushes and stops it.
+    ///
+    /// # Panics
+    ///
+    /// When first called outside a Tokio runtime (it spawns its flusher).
+    pub fn stats_writer(&self) -> StatsWriter {
+        self.started(&self.inner.stats_writer, |s| {
+            StatsWriter::start(self.stats(), s)
+        })
+    }
+
+    /// The aggregating writer over [`Tally::gauges`] (the statsd listener's
+    /// path), started on the current Tokio runtime the first time it is
+    /// asked for; [`Tally::shutdown`] flushes and stops it.
+    ///
+    /// # Panics
+    ///
+    /// When first called outside a Tokio runtime (it spawns its flusher).
+    pub fn gauges_writer(&self) -> GaugesWriter {
+        self.started(&self.inner.gauges_writer, |s| {
+            GaugesWriter::start(self.gauges(), s)
+        })
+    }
+
+    /// The aggregating writer over [`Tally::sets`] (the statsd listener's
+    /// path), started on the current Tokio runtime the first time it is
+    /// asked for; [`Tally::shutdown`] flushes and stops it.
+    ///
+    /// # Panics
+    ///
+    /// When first called outside a Tokio runtime (it spawns its flusher).
+    pub fn sets_writer(&self) -> SetsWriter {
+        self.started(&self.inner.sets_writer, |s| {
+            SetsWriter::start(self.sets(), s)
+        })
     }
 
     /// The writer in `cell`, started on first use by `start` with the
