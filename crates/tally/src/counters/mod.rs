@@ -29,7 +29,7 @@ pub use settings::{CleanerSettings, CounterSettings};
 
 use crate::clock::constructors;
 use crate::engine::kinds::sum;
-use crate::engine::series::{Rules, SeriesService, op_fields};
+use crate::engine::series::{Rules, SeriesService, operation};
 use crate::engine::store::map_reads;
 use crate::engine::{SliceRead, SliceSel, SliceStore, Space, Value};
 use crate::error::{Error, Result};
@@ -55,6 +55,8 @@ pub struct Increment {
     #[serde(default)]
     pub at: Option<f64>,
 }
+
+operation!(Increment, "increment");
 
 impl Increment {
     /// An increment of `count` to `name`, now.
@@ -91,10 +93,7 @@ pub struct CounterRules {
 
 impl Rules for CounterRules {
     type Op = Increment;
-    const OP: &'static str = "increment";
     const WRITER: &'static str = "CounterWriter";
-
-    op_fields!();
 
     fn delta(&self, op: &Increment) -> Result<Value> {
         sum::check(op.count).map(Value::Sum)

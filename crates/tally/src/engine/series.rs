@@ -59,38 +59,47 @@ impl Page {
     }
 }
 
+/// One operation on a named series as a caller states it: the series, the
+/// instant if it states one, and what such an operation is called in errors.
+pub trait Operation: Sync {
+    /// What an operation is called in errors ("observation").
+    const WHAT: &'static str;
+    /// The operation's series.
+    fn name(&self) -> &str;
+    /// Its instant, Unix seconds, if it states one (else now).
+    fn at(&self) -> Option<f64>;
+}
+
+/// [`Operation`] for a type that states its series and instant as its
+/// fields `name: String` and `at: Option<f64>`, as every kind's does:
+/// `operation!(Observation, "observation");`.
+macro_rules! operation {
+    ($op:ty, $what:literal) => {
+        impl $crate::engine::series::Operation for $op {
+            const WHAT: &'static str = $what;
+
+            fn name(&self) -> &str {
+                &self.name
+            }
+
+            fn at(&self) -> Option<f64> {
+                self.at
+            }
+        }
+    };
+}
+pub(crate) use operation;
+
 /// What a kind of series adds to [`SeriesService`]: the operation callers
 /// state and how one becomes the kind's delta.
 pub trait Rules: Send + Sync + fmt::Debug + 'static {
     /// One operation as a caller states it.
-    type Op: Sync;
-    /// What an operation is called in errors ("observation").
-    const OP: &'static str;
+    type Op: Operation;
     /// The aggregating writer's name in `Debug` output.
     const WRITER: &'static str;
-    /// The operation's series.
-    fn name(op: &Self::Op) -> &str;
-    /// Its instant, Unix seconds, if it states one (else now).
-    fn at(op: &Self::Op) -> Option<f64>;
     /// Its delta, checked; errors name the series.
     fn delta(&self, op: &Self::Op) -> Result<Value>;
 }
-
-/// [`Rules::name`] and [`Rules::at`] of an operation that states them as
-/// its fields `name: String` and `at: Option<f64>`, as every kind's does:
-/// `op_fields!();` in its `impl Rules`.
-macro_rules! op_fields {
-    () => {
-        fn name(op: &Self::Op) -> &str {
-            &op.name
-        }
-
-        fn at(op: &Self::Op) -> Option<f64> {
-            op.at
-        }
-    };
-}
-pub(crate) use op_fields;
 
 /// [`Rules`] of a kind whose space is made of precisions and samples
 /// alone (gauges, sets): its service has the constructors
@@ -268,8 +277,8 @@ impl<R: Rules> SeriesService<R> {
     /// Validates one operation, `now` standing in for a missing time: its
     /// series name, instant and delta.
     pub fn validate(&self, op: &R::Op, now: Timestamp) -> Result<(Name, Timestamp, Value)> {
-        let name = Name::new(R::name(op))?;
-        let at = plan::time(R::at(op), now)?;
+        let name = Name::new(op.name())?;
+        let at = plan::time(op.at(), now)?;
         Ok((name, at, self.inner.rules.delta(op)?))
     }
 
@@ -281,7 +290,7 @@ impl<R: Rules> SeriesService<R> {
             &self.inner.space,
             ops,
             MAX_BATCH,
-            R::OP,
+            <R::Op as Operation>::WHAT,
             self.inner.clock.now(),
             |op, now| self.validate(op, now),
         )
@@ -415,14 +424,14 @@ impl<R: Rules> SeriesWriter<R> {
     /// an invalid one is refused with the rule it breaks (nothing taken).
     pub async fn take(&self, op: &R::Op) -> Result<()> {
         let (_, _, delta) = self.service.validate(op, self.service.clock().now())?;
-        self.writer.add(R::name(op), delta, R::at(op)).await
+        self.writer.add(op.name(), delta, op.at()).await
     }
 
     /// Takes one operation without ever waiting: fails with
     /// [`crate::Error::Overloaded`] when full.
     pub fn try_take(&self, op: &R::Op) -> Result<()> {
         let (_, _, delta) = self.service.validate(op, self.service.clock().now())?;
-        self.writer.try_add(R::name(op), delta, R::at(op))
+        self.writer.try_add(op.name(), delta, op.at())
     }
 
     /// Takes a batch, all or nothing: every operation is validated, and

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::kinds::GaugeValue;
 use crate::engine::kinds::gauge::GaugeReading;
 use crate::engine::series::{
-    PlainRules, Rules, SeriesService, SeriesWriter, SliceSeries, op_fields,
+    PlainRules, Rules, SeriesService, SeriesWriter, SliceSeries, operation,
 };
 use crate::engine::{Applied, Kind, Value};
 use crate::error::{Error, Result};
@@ -55,6 +55,8 @@ pub struct GaugeOp {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<f64>,
 }
+
+operation!(GaugeOp, "gauge operation");
 
 impl GaugeOp {
     /// "Set `name` to `value`", now.
@@ -141,10 +143,7 @@ impl PlainRules for GaugeRules {
 
 impl Rules for GaugeRules {
     type Op = GaugeOp;
-    const OP: &'static str = "gauge operation";
     const WRITER: &'static str = "GaugesWriter";
-
-    op_fields!();
 
     fn delta(&self, op: &GaugeOp) -> Result<Value> {
         Ok(Value::Gauge(Box::new(op.delta()?)))

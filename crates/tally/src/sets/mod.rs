@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::kinds::DistinctValue;
 use crate::engine::read::{merge_values, range};
 use crate::engine::series::{
-    PlainRules, Rules, SeriesService, SeriesWriter, SliceSeries, op_fields,
+    PlainRules, Rules, SeriesService, SeriesWriter, SliceSeries, operation,
 };
 use crate::engine::{Applied, Kind, SliceRead, Value};
 use crate::error::{Error, Result};
@@ -68,6 +68,8 @@ pub struct SetAdd {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<f64>,
 }
+
+operation!(SetAdd, "set addition");
 
 impl SetAdd {
     /// "Add `members` to `name`", now.
@@ -188,10 +190,7 @@ impl PlainRules for SetRules {
 
 impl Rules for SetRules {
     type Op = SetAdd;
-    const OP: &'static str = "set addition";
     const WRITER: &'static str = "SetsWriter";
-
-    op_fields!();
 
     fn delta(&self, add: &SetAdd) -> Result<Value> {
         delta_of(&add.name, &add.members)

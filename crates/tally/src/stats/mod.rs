@@ -39,7 +39,7 @@ use crate::clock::constructors;
 use crate::engine::Page;
 use crate::engine::kinds::{SketchSettings, StatsValue};
 use crate::engine::precision;
-use crate::engine::series::{Rules, SeriesService, op_fields};
+use crate::engine::series::{Rules, SeriesService, operation};
 use crate::engine::{
     Applied, Batch, BatchSink, Kind, SliceRead, SliceSel, SliceStore, Space, Value,
 };
@@ -80,6 +80,8 @@ pub struct Observation {
     pub weight: Option<u64>,
 }
 
+operation!(Observation, "observation");
+
 impl Observation {
     /// An observation of `value` for `name`, now.
     pub fn new(name: impl Into<String>, value: f64) -> Self {
@@ -117,10 +119,7 @@ pub struct StatRules {
 
 impl Rules for StatRules {
     type Op = Observation;
-    const OP: &'static str = "observation";
     const WRITER: &'static str = "StatsWriter";
-
-    op_fields!();
 
     fn delta(&self, o: &Observation) -> Result<Value> {
         let mut delta = StatsValue::new(self.sketch);
