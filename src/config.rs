@@ -16,8 +16,8 @@ use tally::backend::redis::Layout;
 use tally::backend::redis::layout::DEFAULT_PREFIX;
 use tally::buffers::{FlusherSettings, TableConfig, Tables};
 use tally::{
-    Algorithm, BackendConfig, CleanerSettings, CounterSettings, DailySettings, FailMode, Limit,
-    ReplicationWait, TsdbSettings,
+    Algorithm, BackendConfig, CleanerSettings, CounterSettings, DailySettings, DailyTotal,
+    FailMode, Limit, ReplicationWait, TsdbSettings,
 };
 
 /// The `--help` heading of the store flags.
@@ -142,6 +142,13 @@ pub struct GlobalArgs {
     #[arg(long, env = "TALLY_ENTITY_PREFIX", global = true, help_heading = DAILY, value_name = "P")]
     pub entity_prefix: Option<String>,
 
+    /// Where Redis keeps each entity's all-time total: `hash` (the sum of
+    /// the article's views hash, which the article's own code may write
+    /// too) or `running` (a running total beside it: faster writes, and
+    /// only Tally may write the entities) [default: hash].
+    #[arg(long, env = "TALLY_DAILY_TOTAL", global = true, help_heading = DAILY, value_name = "KIND")]
+    pub daily_total: Option<String>,
+
     /// A TOML file with any of these settings (flags and variables win).
     #[arg(long, env = "TALLY_CONFIG", global = true, help_heading = STORE, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -167,6 +174,7 @@ pub struct FileConfig {
     pub daily_retention: Option<u32>,
     pub utc_offset: Option<String>,
     pub entity_prefix: Option<String>,
+    pub daily_total: Option<String>,
     /// `tally serve`: the statsd socket's receive buffer, bytes.
     pub statsd_recv_buffer: Option<usize>,
     /// `tally serve`: the carbon listener's address (TCP and UDP).
@@ -319,6 +327,7 @@ pub struct Config {
     pub tsdb: TsdbSettings,
     pub daily: DailySettings,
     pub entity_prefix: String,
+    pub daily_total: DailyTotal,
     /// The Redis key prefix (`--prefix`), also where the backend is not
     /// Redis (`tally migrate` opens Redis stores of its own).
     pub prefix: String,
@@ -474,6 +483,21 @@ impl Config {
             file.entity_prefix.clone(),
             tally::daily::DEFAULT_ENTITY_PREFIX.to_owned(),
         );
+        let daily_total = match args.daily_total.clone().or(file.daily_total.clone()) {
+            Some(text) => DailyTotal::parse(&text)?,
+            None => DailyTotal::Hash,
+        };
+        if daily_total == DailyTotal::Running
+            && !matches!(
+                backend,
+                BackendConfig::Redis { .. } | BackendConfig::RedisCluster { .. }
+            )
+        {
+            bail!(
+                "--daily-total running only applies to a Redis backend (give --redis URL or \
+                 --redis-cluster URLS)"
+            );
+        }
         Ok(Config {
             backend,
             counters,
@@ -482,6 +506,7 @@ impl Config {
             tsdb,
             daily,
             entity_prefix,
+            daily_total,
             prefix,
             buffers,
             policies,

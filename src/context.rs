@@ -20,7 +20,8 @@ pub fn builder(config: &Config) -> TallyBuilder {
         .cleaner_settings(config.cleaner.clone())
         .tsdb_settings(config.tsdb.clone())
         .daily_settings(config.daily.clone())
-        .entity_prefix(config.entity_prefix.clone());
+        .entity_prefix(config.entity_prefix.clone())
+        .daily_total(config.daily_total);
     match config.wait {
         Some(wait) => builder.replication_wait(wait),
         None => builder,

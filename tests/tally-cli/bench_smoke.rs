@@ -109,7 +109,17 @@ fn ingest_measures_daily_views_next_to_the_articles_commands() {
     assert_eq!(daily["zipf_s"], 1.1, "{r}");
     let runs = daily["runs"].as_array().unwrap();
     let modes: Vec<&str> = runs.iter().map(|r| r["mode"].as_str().unwrap()).collect();
-    assert_eq!(modes, ["exact", "aggregated", "bare"], "{r}");
+    assert_eq!(
+        modes,
+        [
+            "exact",
+            "aggregated",
+            "exact-running",
+            "aggregated-running",
+            "bare"
+        ],
+        "{r}"
+    );
     each_exact_and_sent(runs, "totals_exact", "views");
     for run in runs {
         for field in [
@@ -133,6 +143,8 @@ fn ingest_measures_daily_views_next_to_the_articles_commands() {
     assert_eq!(writer["written"], writer["accepted"], "{r}");
     assert!(positive(&daily["exact_ratio_to_bare"]), "{r}");
     assert!(positive(&daily["aggregated_ratio_to_bare"]), "{r}");
+    assert!(positive(&daily["exact_running_ratio_to_bare"]), "{r}");
+    assert!(positive(&daily["aggregated_running_ratio_to_bare"]), "{r}");
 }
 
 #[test]

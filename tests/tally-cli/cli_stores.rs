@@ -126,6 +126,47 @@ fn both_stores_on_redis() {
     });
 }
 
+/// `--daily-total running`: the same commands answer the same, the total
+/// sits in `{advert:<id>}:stats`, and the default total reads it and takes
+/// it back into the views hash; the embedded store refuses the setting.
+#[test]
+fn both_stores_on_redis_with_the_running_daily_total() {
+    let out = tally(&["--data-dir", ":memory:", "--daily-total", "running"])
+        .args(["daily", "incr", "314"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--daily-total running only applies to a Redis backend"),
+        "{stderr}"
+    );
+    let out = tally(&["--data-dir", ":memory:", "--daily-total", "sum"])
+        .args(["daily", "incr", "314"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("unknown daily total \"sum\""), "{stderr}");
+    tally_testkit::on_one_day(|| {
+        let server = RedisServer::start();
+        let url = server.url();
+        both_stores(&["--redis", &url, "--daily-total", "running"]);
+        let mut conn = redis::Client::open(url.as_str())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let total: i64 = redis::cmd("HGET")
+            .arg("{advert:314}:stats")
+            .arg("total")
+            .query(&mut conn)
+            .unwrap();
+        assert_eq!(total, 3);
+        let counted = json(&["--redis", &url], &["daily", "incr", "314", "--json"]);
+        assert_eq!(counted["total"], 4);
+        assert_eq!(seed_total(&mut conn, "314"), 4);
+    });
+}
+
 /// Seed 004's total script, verbatim (`getTotalViewsCount`).
 const SEED_TOTAL: &str = "local totalView = 0
 local dayViews = redis.call('hvals', KEYS[1])

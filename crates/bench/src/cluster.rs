@@ -76,7 +76,9 @@ async fn measure(masters: usize, seconds: f64, writers: usize) -> Result<Ingest>
     };
     let counters = Counters::with_clock(store, settings, clock.clone())?;
     let daily = DailyStats::with_clock(
-        backend.daily_store("advert").await?,
+        backend
+            .daily_store("advert", tally::DailyTotal::Hash)
+            .await?,
         DailySettings::default(),
         clock,
     )?;

@@ -48,7 +48,9 @@ pub async fn run(entities: u64, days: u32, concurrency: usize) -> Result<DailyMe
     .await?;
     let now = tally::Clock::now(&SystemClock).whole_secs() as f64;
     let clock = ManualClock::at(now);
-    let store = backend.daily_store("advert").await?;
+    let store = backend
+        .daily_store("advert", tally::DailyTotal::Hash)
+        .await?;
     let daily = DailyStats::with_clock(store, DailySettings::default(), Arc::new(clock))?;
     let before = used_memory(&url).await?;
     let started = Instant::now();

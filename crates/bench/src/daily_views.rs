@@ -7,6 +7,8 @@
 //!   per batch (each entity's views merged per day in it);
 //! - `aggregated`: the [`DailyWriter`], views merged per (entity, day) in
 //!   process (its final flush inside the measured time);
+//! - `exact-running` and `aggregated-running`: the same two with the
+//!   running daily total ([`DailyTotal::Running`], `daily_running.lua`);
 //! - `bare`: the article's own commands from a bare redis-rs client,
 //!   `HINCRBY {advert:<id>}:views <YYYYMMDD> 1` per view, pipelined by the
 //!   batch, on the same entities: the ceiling the others are compared with.
@@ -26,7 +28,9 @@ use anyhow::{Result, ensure};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tally::daily::DailyWriter;
-use tally::{Backend, BackendConfig, DailySettings, DailyStats, Day, View, WriterSettings};
+use tally::{
+    Backend, BackendConfig, DailySettings, DailyStats, DailyTotal, Day, View, WriterSettings,
+};
 
 use crate::pace::self_cpu_seconds;
 use crate::server::{BenchRedis, command_stats, reset_command_stats};
@@ -72,6 +76,9 @@ pub struct DailyViews {
     /// Views per second against the bare client's.
     pub exact_ratio_to_bare: f64,
     pub aggregated_ratio_to_bare: f64,
+    /// The same with the running daily total.
+    pub exact_running_ratio_to_bare: f64,
+    pub aggregated_running_ratio_to_bare: f64,
 }
 
 /// Ranks 1..=n drawn with probability ∝ 1/k^s, by Walker's alias
@@ -159,7 +166,18 @@ pub async fn run(
     let zipf = Arc::new(Zipf::new(entities, ZIPF_S));
     let duration = Duration::from_secs_f64(seconds);
     let mut runs = Vec::new();
-    for mode in ["exact", "aggregated", "bare"] {
+    for mode in [
+        "exact",
+        "aggregated",
+        "exact-running",
+        "aggregated-running",
+        "bare",
+    ] {
+        let total = if mode.ends_with("-running") {
+            DailyTotal::Running
+        } else {
+            DailyTotal::Hash
+        };
         redis.flush().await?;
         let backend = Backend::open(&BackendConfig::Redis {
             url: redis.url(),
@@ -168,11 +186,12 @@ pub async fn run(
         .await?;
         let daily = DailyStats::new(
             backend
-                .daily_store(tally::daily::DEFAULT_ENTITY_PREFIX)
+                .daily_store(tally::daily::DEFAULT_ENTITY_PREFIX, total)
                 .await?,
             DailySettings::default(),
         )?;
-        let writer = (mode == "aggregated")
+        let writer = mode
+            .starts_with("aggregated")
             .then(|| DailyWriter::start(daily.clone(), WriterSettings::default()))
             .transpose()?;
         let today = daily.today();
@@ -207,7 +226,7 @@ pub async fn run(
                     while Instant::now() < deadline {
                         let picks: Vec<u64> = (0..batch).map(|_| zipf.sample(&mut rng)).collect();
                         match (mode, &writer, &mut bare) {
-                            ("exact", _, _) => {
+                            ("exact" | "exact-running", _, _) => {
                                 let views: Vec<View> = picks
                                     .iter()
                                     .map(|e| View {
@@ -294,6 +313,8 @@ pub async fn run(
         concurrency,
         exact_ratio_to_bare: rate("exact") / bare,
         aggregated_ratio_to_bare: rate("aggregated") / bare,
+        exact_running_ratio_to_bare: rate("exact-running") / bare,
+        aggregated_running_ratio_to_bare: rate("aggregated-running") / bare,
         runs,
     })
 }
@@ -337,7 +358,7 @@ mod tests {
     async fn every_mode_writes_what_it_sent() {
         let redis = BenchRedis::start();
         let report = run(&redis, 2_000, 0.3, 100, 2).await.unwrap();
-        assert_eq!(report.runs.len(), 3);
+        assert_eq!(report.runs.len(), 5);
         for r in &report.runs {
             assert!(r.views > 0 && r.redis_cpu_us_per_view > 0.0, "{r:?}");
         }

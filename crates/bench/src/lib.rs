@@ -357,8 +357,12 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
                         );
                     }
                     println!(
-                        "  exact {:.2}x and aggregated {:.2}x the article's commands from a bare client",
-                        d.exact_ratio_to_bare, d.aggregated_ratio_to_bare
+                        "  exact {:.2}x and aggregated {:.2}x the article's commands from a bare client \
+                         (running total: {:.2}x and {:.2}x)",
+                        d.exact_ratio_to_bare,
+                        d.aggregated_ratio_to_bare,
+                        d.exact_running_ratio_to_bare,
+                        d.aggregated_running_ratio_to_bare
                     );
                 }
                 Ok(())

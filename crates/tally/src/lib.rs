@@ -168,7 +168,7 @@ pub use backend::{Backend, BackendConfig, ReplicationWait};
 pub use buffers::{Buffers, Flusher, FlusherSettings, Update};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use counters::{CounterSettings, CounterWriter, Counters, Increment, Series};
-pub use daily::{DailySettings, DailyStats, DailyStore, Day, DayCount, View};
+pub use daily::{DailySettings, DailyStats, DailyStore, DailyTotal, Day, DayCount, View};
 pub use engine::{Cleaner, CleanerSettings, Page, Sample, WriterSettings};
 pub use error::{Error, Result};
 pub use gauges::{GaugeOp, Gauges, GaugesWriter};

@@ -32,7 +32,7 @@ use crate::buffers::BufferStore;
 use crate::clock::SharedClock;
 #[cfg(feature = "redis")]
 use crate::counters::CounterSettings;
-use crate::daily::DailyStore;
+use crate::daily::{DailyStore, DailyTotal};
 use crate::engine::SliceStore;
 use crate::error::Result;
 use crate::idempotency::IdempotencyStore;
@@ -243,13 +243,18 @@ impl Backend {
 
     /// The daily-statistics store on this backend; on Redis, entity keys go
     /// under `entity_prefix` (`{<prefix>:<id>}:views`, as in the article
-    /// of docs/reference.md).
+    /// of docs/reference.md), with the all-time total kept as `total` says
+    /// (SQLite keeps it in a column either way).
     #[cfg_attr(not(feature = "redis"), allow(unused_variables))]
-    pub async fn daily_store(&self, entity_prefix: &str) -> Result<Arc<dyn DailyStore>> {
+    pub async fn daily_store(
+        &self,
+        entity_prefix: &str,
+        total: DailyTotal,
+    ) -> Result<Arc<dyn DailyStore>> {
         store_on!(
             self,
             |db| sqlite::SqliteDailyStore::new(db.clone()).await?,
-            |redis, _| self::redis::RedisDailyStore::new(redis.clone(), entity_prefix)?
+            |redis, _| self::redis::RedisDailyStore::new(redis.clone(), entity_prefix, total)?
         )
     }
 

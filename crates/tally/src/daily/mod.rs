@@ -11,7 +11,8 @@
 //! anything). Reads are one round trip. Days older than the window read as
 //! 0 even before they are physically dropped.
 //!
-//! On Redis the data is the article's hash and nothing else, so its own code
+//! On Redis the data is the article's hash and nothing else (unless the
+//! running total, [`DailyTotal::Running`], is chosen), so its own code
 //! may write and read the same entities: see
 //! [`crate::backend::redis::RedisDailyStore`] for what holds then. The total
 //! is O(1) on SQLite; on Redis it is the sum of the entity's hash (at most
@@ -84,6 +85,45 @@ impl DailySettings {
             )));
         }
         Ok(self)
+    }
+}
+
+/// Where a Redis store keeps an entity's all-time total (SQLite keeps it
+/// in a column either way).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DailyTotal {
+    /// The sum of the views hash, as the article computes it: the hash is
+    /// the whole state, so the article's own code may write the same
+    /// entities. A write reads the hash.
+    #[default]
+    Hash,
+    /// A running total in `{<prefix>:<id>}:stats`, raised by each write:
+    /// a write reads nothing, so it costs Redis about a third as much, and
+    /// only Tally may write these entities (the article's own increments
+    /// would not reach the total). Data of either kind is read right by
+    /// both, and each one's next write of an entity converts it.
+    Running,
+}
+
+impl DailyTotal {
+    /// Parses `hash` or `running`.
+    pub fn parse(text: &str) -> Result<Self> {
+        match text {
+            "hash" => Ok(DailyTotal::Hash),
+            "running" => Ok(DailyTotal::Running),
+            other => Err(Error::Config(format!(
+                "unknown daily total {other:?}: expected `hash` or `running`"
+            ))),
+        }
+    }
+
+    /// Its name, as [`DailyTotal::parse`] reads it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DailyTotal::Hash => "hash",
+            DailyTotal::Running => "running",
+        }
     }
 }
 

@@ -34,7 +34,7 @@ use crate::backend::{Backend, BackendConfig};
 use crate::buffers::{BufferStore, Buffers, Tables};
 use crate::clock::{SharedClock, SystemClock};
 use crate::counters::{CounterSettings, CounterWriter, Counters};
-use crate::daily::{DEFAULT_ENTITY_PREFIX, DailySettings, DailyStats, DailyWriter};
+use crate::daily::{DEFAULT_ENTITY_PREFIX, DailySettings, DailyStats, DailyTotal, DailyWriter};
 use crate::engine::{
     Cleaner, CleanerSettings, Precision, SliceStore, Space, Writer, WriterSettings,
 };
@@ -425,6 +425,7 @@ pub struct TallyBuilder {
     daily: DailySettings,
     stats: Option<StatsSettings>,
     entity_prefix: String,
+    daily_total: DailyTotal,
     clock: SharedClock,
     wait: Option<ReplicationWait>,
     idempotency_retention: Duration,
@@ -441,6 +442,7 @@ impl Default for TallyBuilder {
             daily: DailySettings::default(),
             stats: None,
             entity_prefix: DEFAULT_ENTITY_PREFIX.to_owned(),
+            daily_total: DailyTotal::Hash,
             idempotency_retention: idempotency::DEFAULT_RETENTION,
             clock: Arc::new(SystemClock),
             wait: None,
@@ -540,6 +542,13 @@ impl TallyBuilder {
         self
     }
 
+    /// Where Redis keeps each entity's all-time total (default
+    /// [`DailyTotal::Hash`], the article's; see [`DailyTotal`]).
+    pub fn daily_total(mut self, total: DailyTotal) -> Self {
+        self.daily_total = total;
+        self
+    }
+
     /// The clock every service reads (default: the system's; a
     /// [`crate::ManualClock`] in tests).
     pub fn clock(mut self, clock: SharedClock) -> Self {
@@ -612,7 +621,9 @@ impl TallyBuilder {
             clock.clone(),
         )?;
         let daily = DailyStats::with_clock(
-            backend.daily_store(&self.entity_prefix).await?,
+            backend
+                .daily_store(&self.entity_prefix, self.daily_total)
+                .await?,
             settings.daily,
             clock.clone(),
         )?;

@@ -218,7 +218,10 @@ async fn slot_migration(layout: Layout) {
     assert_eq!(check.nodes.len(), 3, "{check:?}");
     assert_eq!(check.problems().len(), 3, "{check:?}");
     let c = counters(&backend, &clock).await;
-    let store = backend.daily_store("advert").await.unwrap();
+    let store = backend
+        .daily_store("advert", tally::DailyTotal::Hash)
+        .await
+        .unwrap();
     let d =
         DailyStats::with_clock(store, DailySettings::default(), Arc::new(clock.clone())).unwrap();
 

@@ -191,7 +191,7 @@ type DailySnapshot = BTreeMap<String, (Vec<(String, i64)>, i64)>;
 async fn daily_snapshot(tally: &Tally) -> DailySnapshot {
     let store = tally
         .backend()
-        .daily_store(tally::daily::DEFAULT_ENTITY_PREFIX)
+        .daily_store(tally::daily::DEFAULT_ENTITY_PREFIX, tally::DailyTotal::Hash)
         .await
         .unwrap();
     let mut all = DailySnapshot::new();

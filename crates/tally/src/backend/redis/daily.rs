@@ -29,6 +29,16 @@
 //! most retention + 1 fields once Tally has written), exactly (64-bit,
 //! whatever Lua's doubles can hold).
 //!
+//! With [`DailyTotal::Running`] (opt-in, for entities only Tally writes)
+//! the batch goes to `daily_running.lua` instead, with the same keys,
+//! arguments and answer: each entity's all-time total is a running `total`
+//! in `{<prefix>:<id>}:stats`, raised by `HINCRBY`, so a write reads
+//! nothing of the views hash (one `HINCRBY` of the total and one per day),
+//! and only a write that makes a new day field drops the days older than
+//! the window. Reads are the same for both totals (the rule for an earlier
+//! Tally's `:stats` below), and each total's write converts the other's
+//! data.
+//!
 //! The store keeps no registry of entities: [`DailyStore::list`] walks the
 //! keyspace with SCAN ([`super::scan`]) for `tally migrate`.
 //!
@@ -47,7 +57,9 @@ use redis::Script;
 use super::scan::glob_escape;
 use super::{Redis, once};
 use crate::clock::Timestamp;
-use crate::daily::{DailyHeld, DailyStore, DailyWrite, DailyWritten, Day, entity_id};
+use crate::daily::{
+    DailyHeld, DailyStore, DailyTotal, DailyWrite, DailyWritten, Day, entity_id,
+};
 use crate::engine::{Applied, WriteSeq};
 use crate::error::{Error, Result};
 use crate::idempotency::Mark;
@@ -63,13 +75,20 @@ pub struct RedisDailyStore {
 }
 
 impl RedisDailyStore {
-    /// A store on `redis` with entity keys under `prefix` (e.g. `advert`).
-    pub fn new(redis: Redis, prefix: &str) -> Result<Self> {
+    /// A store on `redis` with entity keys under `prefix` (e.g. `advert`),
+    /// keeping each entity's all-time total as `total` says: the views
+    /// hash's sum (`daily_incr.lua`) or a running total beside it
+    /// (`daily_running.lua`, same call and answer). Reads are the same
+    /// for both, and each reads the other's data right.
+    pub fn new(redis: Redis, prefix: &str, total: DailyTotal) -> Result<Self> {
         super::layout::check_prefix("entity prefix", prefix)?;
         Ok(RedisDailyStore {
             redis,
             prefix: prefix.to_owned(),
-            incr: lua!("once", "daily_sum", "daily_incr"),
+            incr: match total {
+                DailyTotal::Hash => lua!("once", "daily_sum", "daily_incr"),
+                DailyTotal::Running => lua!("once", "daily_sum", "daily_running"),
+            },
             total: lua!("daily_sum", "daily_total"),
         })
     }

@@ -33,6 +33,11 @@ pub enum Kind {
     RedisCompact,
     /// The compact layout on a real Redis Cluster.
     RedisClusterCompact,
+    /// The default layout on a standalone redis-server, daily statistics
+    /// with the running total (`DailyTotal::Running`).
+    RedisRunning,
+    /// The same on a real Redis Cluster.
+    RedisClusterRunning,
 }
 
 impl Kind {
@@ -46,7 +51,17 @@ impl Kind {
                 | Kind::RedisClusterExpiring
                 | Kind::RedisCompact
                 | Kind::RedisClusterCompact
+                | Kind::RedisRunning
+                | Kind::RedisClusterRunning
         )
+    }
+
+    /// Where daily statistics keep their all-time total on this backend.
+    pub fn daily_total(self) -> tally::DailyTotal {
+        match self {
+            Kind::RedisRunning | Kind::RedisClusterRunning => tally::DailyTotal::Running,
+            _ => tally::DailyTotal::Hash,
+        }
     }
 
     /// True for the expiring layout (no cleaner: Redis's expiry trims).
@@ -64,7 +79,10 @@ impl Kind {
     pub fn is_cluster(self) -> bool {
         matches!(
             self,
-            Kind::RedisCluster | Kind::RedisClusterExpiring | Kind::RedisClusterCompact
+            Kind::RedisCluster
+                | Kind::RedisClusterExpiring
+                | Kind::RedisClusterCompact
+                | Kind::RedisClusterRunning
         )
     }
 
@@ -218,7 +236,17 @@ impl Fixture {
 
     /// Daily statistics on this fixture's backend and clock.
     pub async fn daily(&self, settings: tally::DailySettings) -> tally::DailyStats {
-        let store = self.backend.daily_store("advert").await.unwrap();
+        self.daily_with(settings, self.kind.daily_total()).await
+    }
+
+    /// Daily statistics on this fixture's store keeping their totals as
+    /// `total` says, as a process configured so would.
+    pub async fn daily_with(
+        &self,
+        settings: tally::DailySettings,
+        total: tally::DailyTotal,
+    ) -> tally::DailyStats {
+        let store = self.backend.daily_store("advert", total).await.unwrap();
         tally::DailyStats::with_clock(store, settings, self.shared_clock()).unwrap()
     }
 
@@ -232,7 +260,10 @@ impl Fixture {
         let mut cluster = None;
         let (config, server, dir) = match kind {
             Kind::SqliteMemory => (BackendConfig::SqliteMemory, None, None),
-            Kind::RedisCluster | Kind::RedisClusterExpiring | Kind::RedisClusterCompact => {
+            Kind::RedisCluster
+            | Kind::RedisClusterExpiring
+            | Kind::RedisClusterCompact
+            | Kind::RedisClusterRunning => {
                 let c = RedisCluster::start();
                 let config = BackendConfig::RedisCluster {
                     urls: c.urls(),
@@ -249,7 +280,11 @@ impl Fixture {
                     Some(dir),
                 )
             }
-            Kind::RedisDefault | Kind::RedisRia | Kind::RedisExpiring | Kind::RedisCompact => {
+            Kind::RedisDefault
+            | Kind::RedisRia
+            | Kind::RedisExpiring
+            | Kind::RedisCompact
+            | Kind::RedisRunning => {
                 let server = RedisServer::start_with(options);
                 (
                     BackendConfig::Redis {
@@ -511,6 +546,8 @@ impl RawConn {
 ///   [`backends::Kind`](crate::backends::Kind) (buffers, limits, locks).
 /// - `server`: the HTTP server's suites, on SQLite in memory and a
 ///   redis-server.
+/// - `daily_running`: daily statistics with the running total, on a
+///   redis-server and a Redis Cluster.
 #[macro_export]
 macro_rules! per_backend {
     (layouts: $($test:ident),* $(,)?) => {
@@ -547,6 +584,14 @@ macro_rules! per_backend {
             sqlite_file($crate::backends::Kind::SqliteFile),
             redis($crate::backends::Kind::Redis),
             redis_cluster($crate::backends::Kind::RedisCluster):
+            $($test),*
+        );
+    };
+    // Daily statistics with the running total, on Redis and the cluster.
+    (daily_running: $($test:ident),* $(,)?) => {
+        $crate::per_backend!(
+            redis_running_total($crate::common::Kind::RedisRunning),
+            redis_cluster_running_total($crate::common::Kind::RedisClusterRunning):
             $($test),*
         );
     };
