@@ -72,6 +72,8 @@ pub struct DailyViews {
     pub zipf_s: f64,
     pub batch: usize,
     pub concurrency: usize,
+    /// Days of history each entity held before the runs (one view a day).
+    pub history_days: u32,
     pub runs: Vec<ViewsRun>,
     /// Views per second against the bare client's.
     pub exact_ratio_to_bare: f64,
@@ -144,23 +146,26 @@ impl Zipf {
     }
 }
 
-/// Runs the three modes for `seconds` each.
+/// Runs the five modes for `seconds` each.
 pub async fn run(
     redis: &BenchRedis,
     entities: u64,
     seconds: f64,
     batch: usize,
     concurrency: usize,
+    history: u32,
 ) -> Result<DailyViews> {
     ensure!(
         entities > 0
             && entities <= u64::from(u32::MAX)
             && seconds > 0.0
             && batch > 0
-            && batch <= tally::daily::MAX_BATCH,
-        "1 to {} entities, seconds > 0 and a batch of 1 to {}",
+            && batch <= tally::daily::MAX_BATCH
+            && history < tally::daily::DEFAULT_RETENTION_DAYS,
+        "1 to {} entities, seconds > 0, a batch of 1 to {} and less than {} days of history",
         u32::MAX,
-        tally::daily::MAX_BATCH
+        tally::daily::MAX_BATCH,
+        tally::daily::DEFAULT_RETENTION_DAYS
     );
     let concurrency = concurrency.max(1);
     let zipf = Arc::new(Zipf::new(entities, ZIPF_S));
@@ -195,6 +200,7 @@ pub async fn run(
             .then(|| DailyWriter::start(daily.clone(), WriterSettings::default()))
             .transpose()?;
         let today = daily.today();
+        fill_history(redis, entities, history, today, total).await?;
         if mode != "bare" {
             // The script loaded once before the clock starts, not by every
             // first concurrent call after the flush (NOSCRIPT, then SCRIPT
@@ -283,7 +289,7 @@ pub async fn run(
             .into_iter()
             .map(|(command, cost)| (command, cost.usec * per_view / 1e6))
             .collect();
-        let (checked_entities, checked_views) = check(&daily, &counts, today).await?;
+        let (checked_entities, checked_views) = check(&daily, &counts, today, history).await?;
         runs.push(ViewsRun {
             mode,
             views: views as u64,
@@ -311,6 +317,7 @@ pub async fn run(
         zipf_s: ZIPF_S,
         batch,
         concurrency,
+        history_days: history,
         exact_ratio_to_bare: rate("exact") / bare,
         aggregated_ratio_to_bare: rate("aggregated") / bare,
         exact_running_ratio_to_bare: rate("exact-running") / bare,
@@ -319,10 +326,53 @@ pub async fn run(
     })
 }
 
+/// Gives each of the `entities` one view on each of the `history` days
+/// before `today`, untimed: the article's hash, and under the running total
+/// its `:stats` total too, as a store that had counted them holds.
+async fn fill_history(
+    redis: &BenchRedis,
+    entities: u64,
+    history: u32,
+    today: Day,
+    total: DailyTotal,
+) -> Result<()> {
+    if history == 0 {
+        return Ok(());
+    }
+    let mut conn = redis.raw().await?;
+    let days: Vec<u32> = (1..=history)
+        .map(|i| today.plus(-(i as i32)).yyyymmdd())
+        .collect();
+    for start in (0..entities).step_by(1000) {
+        let mut pipe = redis::pipe();
+        for e in start..(start + 1000).min(entities) {
+            let hset = pipe.cmd("HSET").arg(format!("{{advert:{e}}}:views"));
+            for day in &days {
+                hset.arg(day).arg(1);
+            }
+            hset.ignore();
+            if total == DailyTotal::Running {
+                pipe.cmd("HSET")
+                    .arg(format!("{{advert:{e}}}:stats"))
+                    .arg("total")
+                    .arg(history)
+                    .ignore();
+            }
+        }
+        let () = pipe.query_async(&mut conn).await?;
+    }
+    Ok(())
+}
+
 /// Checks the stored totals and today's counts of the 1,000 busiest
-/// entities and of 1,000 others against what was sent; answers how many
-/// entities and views it checked.
-async fn check(daily: &DailyStats, counts: &HashMap<u64, i64>, today: Day) -> Result<(u64, u64)> {
+/// entities and of 1,000 others against what was sent (and the `history`
+/// days each held before); answers how many entities and views it checked.
+async fn check(
+    daily: &DailyStats,
+    counts: &HashMap<u64, i64>,
+    today: Day,
+    history: u32,
+) -> Result<(u64, u64)> {
     ensure!(
         daily.today() == today,
         "the day changed during the run; run again"
@@ -342,8 +392,9 @@ async fn check(daily: &DailyStats, counts: &HashMap<u64, i64>, today: Day) -> Re
         let total = daily.total(&entity).await?;
         let day = daily.day(&entity, today).await?;
         ensure!(
-            total == want && day == want,
-            "entity {entity}: sent {want} views, stored total {total}, today {day}"
+            total == want + i64::from(history) && day == want,
+            "entity {entity}: sent {want} views after {history} days of history, \
+             stored total {total}, today {day}"
         );
     }
     Ok((entities, views))
@@ -357,7 +408,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_mode_writes_what_it_sent() {
         let redis = BenchRedis::start();
-        let report = run(&redis, 2_000, 0.3, 100, 2).await.unwrap();
+        let report = run(&redis, 2_000, 0.3, 100, 2, 3).await.unwrap();
         assert_eq!(report.runs.len(), 5);
         for r in &report.runs {
             assert!(r.views > 0 && r.redis_cpu_us_per_view > 0.0, "{r:?}");

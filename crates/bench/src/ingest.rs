@@ -78,6 +78,11 @@ pub struct IngestArgs {
     /// Only the daily views: no counter runs and no counter baselines.
     #[arg(long, requires = "daily_entities")]
     pub daily_only: bool,
+    /// Days of history each daily entity holds before its run (one view a
+    /// day, filled untimed): the steady state of a store that has counted
+    /// them that long (0: every entity starts empty).
+    #[arg(long, default_value_t = 0, requires = "daily_entities")]
+    pub daily_history: u32,
 }
 
 /// The load of a write bench, which `bench ingest` and `bench stats`
@@ -375,6 +380,7 @@ pub async fn run(args: IngestArgs) -> Result<Ingest> {
                 args.load.seconds,
                 args.load.batch.min(tally::daily::MAX_BATCH),
                 args.load.writers,
+                args.daily_history,
             )
             .await?,
         ),

@@ -1343,6 +1343,17 @@ async fn switching_the_total_either_way_keeps_every_count(kind: Kind) {
     assert_eq!(running.incr("e").await.unwrap().total, 35);
     assert_eq!(running_total(&mut raw, "e").await.as_deref(), Some("35"));
     assert_eq!(running.today_count("e").await.unwrap().count, 6);
+    // The running total's first write of an entity, on a new day, drops
+    // the days before the window from the hash it read to start the total.
+    hash.incr_by("f", 5, None).await.unwrap();
+    f.clock.advance(3.0 * 86_400.0);
+    let counted = running.incr("f").await.unwrap();
+    assert_eq!((counted.day_count, counted.total), (1, 6));
+    assert_eq!(
+        views_hash(&mut raw, "f").await,
+        vec![(t.plus(6).yyyymmdd().to_string(), "1".into())]
+    );
+    assert_eq!(running_total(&mut raw, "f").await.as_deref(), Some("6"));
 }
 
 /// An overflow or a stored value that is not a count refuses the entity's

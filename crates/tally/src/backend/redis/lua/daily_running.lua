@@ -148,12 +148,13 @@ local function entity(views, stats, mark, n, before, first)
     local status = failed(total, 2)
     return refuse(status, (status == 5 and stats or views) .. ' total')
   end
-  local created = false
+  -- flat: the views hash before this write, when it was read.
+  local created, flat = false, nil
   if total == tonumber(add) and (total < M or redis.call('HGET', stats, 'total') == add) then
     -- No total before this write (none is 0 once a view is counted):
     -- start it at the views hash's sum, the `hash` total's all-time total.
     created = true
-    local flat = redis.call('HGETALL', views)
+    flat = redis.call('HGETALL', views)
     local sum, bad = sum_values(flat, 2, 2)
     if not sum then
       redis.call('DEL', stats)
@@ -187,12 +188,16 @@ local function entity(views, stats, mark, n, before, first)
     end
     counts[j] = count
   end
-  if fresh then
+  if fresh and not (flat and #flat == 0) then
     -- A new day field: drop the days that left the window (their views
-    -- are in the total).
+    -- are in the total). The hash read above, if any, names them (a write
+    -- adds none).
     local old, nold = {}, 0
-    local fields = redis.call('HKEYS', views)
-    for i = 1, #fields do
+    local fields, step = flat, 2
+    if not fields then
+      fields, step = redis.call('HKEYS', views), 1
+    end
+    for i = 1, #fields, step do
       local field = fields[i]
       if #field == 8 and field < floor and not find(field, '%D') then
         nold = nold + 1
