@@ -1410,6 +1410,13 @@ async fn a_refused_running_write_leaves_nothing(kind: Kind) {
     assert!(matches!(err, Error::Corrupt(_)), "{err}");
     assert!(err.to_string().contains(&today), "{err}");
     assert_eq!(running_total(&mut raw, "two").await.as_deref(), Some("1"));
+    // A stats key that is not a hash is not a count either.
+    let _: () = raw
+        .query(redis::cmd("SET").arg("{advert:str}:stats").arg("x"))
+        .await;
+    let err = d.incr("str").await.unwrap_err();
+    assert!(matches!(err, Error::Corrupt(_)), "{err}");
+    assert!(views_hash(&mut raw, "str").await.is_empty());
 }
 
 /// Counts and totals past 2^53 answer and read exactly.

@@ -49,10 +49,10 @@ local M = 9007199254740992
 local out, o = {}, 0
 
 -- The status of a failed HINCRBY: 5 for a stored value that is not an
--- integer, else `overflow`.
+-- integer (or a key that is not a hash), else `overflow`.
 local function failed(err, overflow)
   local text = type(err) == 'table' and err.err or tostring(err)
-  if find(text, 'not an integer', 1, true) then
+  if find(text, 'not an integer', 1, true) or find(text, 'WRONGTYPE', 1, true) then
     return 5
   end
   return overflow
