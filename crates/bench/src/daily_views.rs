@@ -356,6 +356,8 @@ async fn fill_history(
                     .arg(format!("{{advert:{e}}}:stats"))
                     .arg("total")
                     .arg(history)
+                    .arg("first")
+                    .arg(days[days.len() - 1])
                     .ignore();
             }
         }

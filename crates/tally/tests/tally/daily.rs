@@ -1255,6 +1255,7 @@ per_backend!(daily_running:
     adds_racing_the_writers_shutdown_are_written_or_refused,
     the_writer_checks_views_as_incr_many_does,
     the_running_total_sits_beside_the_articles_hash,
+    the_oldest_day_held_spares_a_scan_until_it_leaves_the_window,
     switching_the_total_either_way_keeps_every_count,
     a_refused_running_write_leaves_nothing,
     running_sums_stay_exact_beyond_what_doubles_hold,
@@ -1438,4 +1439,55 @@ async fn running_sums_stay_exact_beyond_what_doubles_hold(kind: Kind) {
     );
     assert_eq!(d.total("big").await.unwrap(), big + 2);
     assert_eq!(d.today_count("big").await.unwrap().count, big + 2);
+}
+
+/// `HGET {advert:<entity>}:stats first`, if any.
+async fn first_day(raw: &mut RawConn, entity: &str) -> Option<String> {
+    raw.query(
+        redis::cmd("HGET")
+            .arg(format!("{{advert:{entity}}}:stats"))
+            .arg("first"),
+    )
+    .await
+}
+
+/// The stats key's `first` is the oldest day the views hash may hold: a
+/// new day field looks the hash over only once `first` left the window,
+/// and a new day older than `first` lowers it.
+async fn the_oldest_day_held_spares_a_scan_until_it_leaves_the_window(kind: Kind) {
+    let Seeded { f, d, mut raw, t } = Seeded::new(kind, 3).await;
+    let day = |n: i32| t.plus(n).yyyymmdd().to_string();
+    let days_held = |fields: Vec<(String, String)>| -> Vec<String> {
+        fields.into_iter().map(|(k, _)| k).collect()
+    };
+    let at = |f: &Fixture, days_ago: f64| Some(f.clock.now().as_secs_f64() - days_ago * 86_400.0);
+    // A new entity: nothing to look over, no `first` yet.
+    d.incr("e").await.unwrap();
+    assert_eq!(first_day(&mut raw, "e").await, None);
+    // Its next new day looks the hash over and notes the oldest day.
+    d.incr_by("e", 1, at(&f, 1.0)).await.unwrap();
+    assert_eq!(first_day(&mut raw, "e").await, Some(day(-1)));
+    // A new day older than `first` lowers it.
+    d.incr_by("e", 1, at(&f, 2.0)).await.unwrap();
+    assert_eq!(first_day(&mut raw, "e").await, Some(day(-2)));
+    assert_eq!(
+        days_held(views_hash(&mut raw, "e").await),
+        [day(-2), day(-1), day(0)]
+    );
+    // Two days on, `first` left the window: the next new day drops the
+    // days before it and notes the oldest kept.
+    f.clock.advance(2.0 * 86_400.0);
+    let counted = d.incr("e").await.unwrap();
+    assert_eq!((counted.day_count, counted.total), (1, 4));
+    assert_eq!(days_held(views_hash(&mut raw, "e").await), [day(0), day(2)]);
+    assert_eq!(first_day(&mut raw, "e").await, Some(day(0)));
+    // A new day while `first` is in the window drops nothing.
+    let counted = d.incr_by("e", 1, at(&f, 1.0)).await.unwrap();
+    assert_eq!((counted.day_count, counted.total), (1, 5));
+    assert_eq!(
+        days_held(views_hash(&mut raw, "e").await),
+        [day(0), day(1), day(2)]
+    );
+    assert_eq!(first_day(&mut raw, "e").await, Some(day(0)));
+    assert_eq!(d.total("e").await.unwrap(), 5);
 }

@@ -11,7 +11,8 @@
 --   {<prefix>:<id>}:views  hash YYYYMMDD -> views (the article's key), plus
 --       `before`: views dated before the window when they were sent (and
 --       whatever the `hash` total left there)
---   {<prefix>:<id>}:stats  hash `total` -> the all-time total. A missing
+--   {<prefix>:<id>}:stats  hash `total` -> the all-time total, and
+--       `first` -> the oldest day the views hash may hold. A missing
 --       one (data of the `hash` total) starts as the sum of the views hash,
 --       which is that total's all-time total. The `hash` total's next write
 --       folds it back into the views hash (daily_incr.lua's earlier-Tally
@@ -19,8 +20,9 @@
 --
 -- Per entity, in the common case (a day that has a field already), one
 -- HINCRBY of the total and one of each day sent. A write that makes a new
--- day field also drops the days older than the window (HKEYS, HDEL): their
--- views are in the total already.
+-- day field also reads `first`; only when that day left the window (or is
+-- not known) does it drop the days older than the window (HKEYS, HDEL:
+-- their views are in the total already) and set `first` again.
 --
 -- Returns per entity: status 1 (written) or 0 (already applied: the stored
 -- counts), the day counts, then the total as hi, lo (hi * 10^9 + lo);
@@ -175,9 +177,13 @@ local function entity(views, stats, mark, n, before, first)
       return refuse(failed(err, 4), views .. ' before')
     end
   end
-  local fresh = false
+  -- fresh: the write made a day field; sent_min: its oldest day.
+  local fresh, sent_min = false, nil
   for j = 1, n do
     local day, sent = ARGV[first + 2 * j - 2], ARGV[first + 2 * j - 1]
+    if not sent_min or day < sent_min then
+      sent_min = day
+    end
     local done, count = pcall(redis.call, 'HINCRBY', views, day, sent)
     if not done then
       revert(views, stats, first, j - 1, before ~= '0', before, created, add)
@@ -190,22 +196,39 @@ local function entity(views, stats, mark, n, before, first)
   end
   if fresh and not (flat and #flat == 0) then
     -- A new day field: drop the days that left the window (their views
-    -- are in the total). The hash read above, if any, names them (a write
-    -- adds none).
-    local old, nold = {}, 0
-    local fields, step = flat, 2
-    if not fields then
-      fields, step = redis.call('HKEYS', views), 1
+    -- are in the total), unless the stats key's `first`, the oldest day
+    -- the hash may hold, is in the window still. The hash read above, if
+    -- any, names the days it held (the days this write added are
+    -- `sent_min` or later).
+    local oldest = nil
+    if not flat then
+      oldest = redis.call('HGET', stats, 'first')
     end
-    for i = 1, #fields, step do
-      local field = fields[i]
-      if #field == 8 and field < floor and not find(field, '%D') then
-        nold = nold + 1
-        old[nold] = field
+    if oldest and oldest >= floor then
+      if sent_min < oldest then
+        redis.call('HSET', stats, 'first', sent_min)
       end
-    end
-    for i = 1, nold, 1000 do
-      redis.call('HDEL', views, unpack(old, i, min(i + 999, nold)))
+    else
+      local old, nold, kept = {}, 0, sent_min
+      local fields, step = flat, 2
+      if not fields then
+        fields, step = redis.call('HKEYS', views), 1
+      end
+      for i = 1, #fields, step do
+        local field = fields[i]
+        if #field == 8 and not find(field, '%D') then
+          if field < floor then
+            nold = nold + 1
+            old[nold] = field
+          elseif field < kept then
+            kept = field
+          end
+        end
+      end
+      for i = 1, nold, 1000 do
+        redis.call('HDEL', views, unpack(old, i, min(i + 999, nold)))
+      end
+      redis.call('HSET', stats, 'first', kept)
     end
   end
   once_mark(mark)
