@@ -34,8 +34,9 @@
 //! arguments and answer: each entity's all-time total is a running `total`
 //! in `{<prefix>:<id>}:stats`, raised by `HINCRBY`, so a write reads
 //! nothing of the views hash (one `HINCRBY` of the total and one per day),
-//! and only a write that makes a new day field drops the days older than
-//! the window. Reads are the same for both totals (the rule for an earlier
+//! and only a write that makes a new day field, once the oldest day the
+//! hash may hold (`:stats`'s `first`) left the window, drops the days
+//! older than the window. Reads are the same for both totals (the rule for an earlier
 //! Tally's `:stats` below), and each total's write converts the other's
 //! data.
 //!
