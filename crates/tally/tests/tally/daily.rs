@@ -9,24 +9,33 @@ use tally::engine::Applied;
 use tally::engine::WriteSeq;
 use tally::{Clock, Error};
 
-per_backend!(features:
-    counts_views_per_day_and_keeps_a_running_total,
-    last_days_come_in_order_with_missing_days_as_zero,
-    retention_drops_old_days_without_a_cleaner,
-    views_dated_before_the_window_only_count_toward_the_total,
-    utc_offset_moves_the_day_boundary,
-    bad_input_changes_nothing,
-    overflow_changes_nothing,
-    concurrent_views_are_exact,
-    batches_span_many_entities,
-    redis_keys_follow_the_seed,
-    a_keyed_batch_counts_every_view_of_an_entity,
-    the_writer_merges_views_and_they_read_back_exactly,
-    a_retried_chunk_applies_each_write_once_and_refuses_only_the_overflow,
-    the_writer_drops_an_overflowing_entity_alone,
-    adds_racing_the_writers_shutdown_are_written_or_refused,
-    the_writer_checks_views_as_incr_many_does,
-);
+/// The behaviour suite on the backends `$set` names, with `$extra` tests:
+/// every backend with the default total (below), and Redis with the
+/// running total (at the end of this file).
+macro_rules! daily_suite {
+    ($set:ident: $($extra:ident),* $(,)?) => {
+        per_backend!($set:
+            counts_views_per_day_and_keeps_a_running_total,
+            last_days_come_in_order_with_missing_days_as_zero,
+            retention_drops_old_days_without_a_cleaner,
+            views_dated_before_the_window_only_count_toward_the_total,
+            utc_offset_moves_the_day_boundary,
+            bad_input_changes_nothing,
+            overflow_changes_nothing,
+            concurrent_views_are_exact,
+            batches_span_many_entities,
+            a_keyed_batch_counts_every_view_of_an_entity,
+            the_writer_merges_views_and_they_read_back_exactly,
+            a_retried_chunk_applies_each_write_once_and_refuses_only_the_overflow,
+            the_writer_drops_an_overflowing_entity_alone,
+            adds_racing_the_writers_shutdown_are_written_or_refused,
+            the_writer_checks_views_as_incr_many_does,
+            $($extra),*
+        );
+    };
+}
+
+daily_suite!(features: redis_keys_follow_the_seed);
 
 fn settings(retention_days: u32) -> DailySettings {
     DailySettings {
@@ -1238,22 +1247,7 @@ async fn the_writer_checks_views_as_incr_many_does(kind: Kind) {
 // it adds: its second key, switching either way, refusals that leave
 // nothing, exact sums past 2^53.
 
-per_backend!(daily_running:
-    counts_views_per_day_and_keeps_a_running_total,
-    last_days_come_in_order_with_missing_days_as_zero,
-    retention_drops_old_days_without_a_cleaner,
-    views_dated_before_the_window_only_count_toward_the_total,
-    utc_offset_moves_the_day_boundary,
-    bad_input_changes_nothing,
-    overflow_changes_nothing,
-    concurrent_views_are_exact,
-    batches_span_many_entities,
-    a_keyed_batch_counts_every_view_of_an_entity,
-    the_writer_merges_views_and_they_read_back_exactly,
-    a_retried_chunk_applies_each_write_once_and_refuses_only_the_overflow,
-    the_writer_drops_an_overflowing_entity_alone,
-    adds_racing_the_writers_shutdown_are_written_or_refused,
-    the_writer_checks_views_as_incr_many_does,
+daily_suite!(daily_running:
     the_running_total_sits_beside_the_articles_hash,
     the_oldest_day_held_spares_a_scan_until_it_leaves_the_window,
     switching_the_total_either_way_keeps_every_count,
@@ -1281,20 +1275,16 @@ async fn views_hash(raw: &mut RawConn, entity: &str) -> Vec<(String, String)> {
 }
 
 async fn the_running_total_sits_beside_the_articles_hash(kind: Kind) {
-    let Seeded {
-        f: _f,
-        d,
-        mut raw,
-        t,
-    } = Seeded::new(kind, 30).await;
+    let mut s = Seeded::new(kind, 30).await;
+    let (d, raw, t) = (&s.d, &mut s.raw, s.t);
     let counted = d.incr_by("314", 2, None).await.unwrap();
     assert_eq!((counted.day_count, counted.total), (2, 2));
     d.incr("314").await.unwrap();
     // The article's hash keeps the days, the stats key the total.
     let day = t.yyyymmdd().to_string();
-    assert_eq!(views_hash(&mut raw, "314").await, vec![(day, "3".into())]);
-    assert_eq!(running_total(&mut raw, "314").await.as_deref(), Some("3"));
-    assert_eq!(seed::day(&mut raw, "314", t).await, 3);
+    assert_eq!(views_hash(raw, "314").await, vec![(day, "3".into())]);
+    assert_eq!(running_total(raw, "314").await.as_deref(), Some("3"));
+    assert_eq!(seed::day(raw, "314", t).await, 3);
     assert_eq!(d.total("314").await.unwrap(), 3);
 }
 
@@ -1302,26 +1292,22 @@ async fn the_running_total_sits_beside_the_articles_hash(kind: Kind) {
 /// entity converts it: hash, running, hash, running again over retention
 /// drops on both sides.
 async fn switching_the_total_either_way_keeps_every_count(kind: Kind) {
-    let Seeded {
-        f,
-        d: running,
-        mut raw,
-        t,
-    } = Seeded::new(kind, 3).await;
+    let mut s = Seeded::new(kind, 3).await;
+    let (f, running, raw, t) = (&s.f, &s.d, &mut s.raw, s.t);
     let hash = f.daily_with(settings(3), tally::DailyTotal::Hash).await;
     let now = f.clock.now().as_secs_f64();
     let ago = |days: f64| Some(now - days * 86_400.0);
     hash.incr_by("e", 5, ago(2.0)).await.unwrap();
     hash.incr_by("e", 7, ago(1.0)).await.unwrap();
     hash.incr_by("e", 11, None).await.unwrap();
-    seed::incr(&mut raw, "e", t, 3).await;
+    seed::incr(raw, "e", t, 3).await;
     f.clock.advance(2.0 * 86_400.0);
     // The hash total folds the two days that left the window into `before`.
     assert_eq!(hash.incr("e").await.unwrap().total, 27);
     // The running total starts at the hash's sum.
     let counted = running.incr_by("e", 2, None).await.unwrap();
     assert_eq!((counted.day_count, counted.total), (3, 29));
-    assert_eq!(running_total(&mut raw, "e").await.as_deref(), Some("29"));
+    assert_eq!(running_total(raw, "e").await.as_deref(), Some("29"));
     assert_eq!(running.day("e", t).await.unwrap(), 14);
     assert_eq!(hash.total("e").await.unwrap(), 29);
     // A new day drops the day that left the window: its views stay in the
@@ -1329,7 +1315,7 @@ async fn switching_the_total_either_way_keeps_every_count(kind: Kind) {
     f.clock.advance(86_400.0);
     let counted = running.incr_by("e", 4, None).await.unwrap();
     assert_eq!((counted.day_count, counted.total), (4, 33));
-    let fields = views_hash(&mut raw, "e").await;
+    let fields = views_hash(raw, "e").await;
     assert!(
         !fields.iter().any(|(k, _)| *k == t.yyyymmdd().to_string()),
         "{fields:?}"
@@ -1339,10 +1325,10 @@ async fn switching_the_total_either_way_keeps_every_count(kind: Kind) {
     assert_eq!(hash.day("e", t.plus(2)).await.unwrap(), 3);
     // The hash total's write folds the running total back into the hash.
     assert_eq!(hash.incr("e").await.unwrap().total, 34);
-    assert_eq!(running_total(&mut raw, "e").await, None);
-    assert_eq!(seed::total(&mut raw, "e").await, 34);
+    assert_eq!(running_total(raw, "e").await, None);
+    assert_eq!(seed::total(raw, "e").await, 34);
     assert_eq!(running.incr("e").await.unwrap().total, 35);
-    assert_eq!(running_total(&mut raw, "e").await.as_deref(), Some("35"));
+    assert_eq!(running_total(raw, "e").await.as_deref(), Some("35"));
     assert_eq!(running.today_count("e").await.unwrap().count, 6);
     // The running total's first write of an entity, on a new day, drops
     // the days before the window from the hash it read to start the total.
@@ -1351,37 +1337,38 @@ async fn switching_the_total_either_way_keeps_every_count(kind: Kind) {
     let counted = running.incr("f").await.unwrap();
     assert_eq!((counted.day_count, counted.total), (1, 6));
     assert_eq!(
-        views_hash(&mut raw, "f").await,
+        views_hash(raw, "f").await,
         vec![(t.plus(6).yyyymmdd().to_string(), "1".into())]
     );
-    assert_eq!(running_total(&mut raw, "f").await.as_deref(), Some("6"));
+    assert_eq!(running_total(raw, "f").await.as_deref(), Some("6"));
 }
 
 /// An overflow or a stored value that is not a count refuses the entity's
 /// write and leaves every key of it as it was, whichever step failed.
 async fn a_refused_running_write_leaves_nothing(kind: Kind) {
     let Seeded { f, d, mut raw, t } = Seeded::new(kind, 30).await;
+    let raw = &mut raw;
     let (today, yesterday) = (t.yyyymmdd().to_string(), t.plus(-1).yyyymmdd().to_string());
     let max = i64::MAX.to_string();
     // The total overflows when it starts from a full hash: no stats key.
-    hset(&mut raw, &seed::key("full"), &[(&yesterday, &max)]).await;
+    hset(raw, &seed::key("full"), &[(&yesterday, &max)]).await;
     let err = d.incr("full").await.unwrap_err();
     assert!(err.to_string().contains("overflow"), "{err}");
-    assert_eq!(running_total(&mut raw, "full").await, None);
+    assert_eq!(running_total(raw, "full").await, None);
     assert_eq!(
-        views_hash(&mut raw, "full").await,
+        views_hash(raw, "full").await,
         vec![(yesterday.clone(), max.clone())]
     );
     // A value that is not a count, met while starting the total.
-    hset(&mut raw, &seed::key("odd"), &[(&yesterday, "hello")]).await;
+    hset(raw, &seed::key("odd"), &[(&yesterday, "hello")]).await;
     let err = d.incr("odd").await.unwrap_err();
     assert!(matches!(err, Error::Corrupt(_)), "{err}");
-    assert_eq!(running_total(&mut raw, "odd").await, None);
-    assert_eq!(views_hash(&mut raw, "odd").await.len(), 1);
+    assert_eq!(running_total(raw, "odd").await, None);
+    assert_eq!(views_hash(raw, "odd").await.len(), 1);
     // A day that overflows after another day of the same write was added:
     // both days and the total go back.
     d.incr("two").await.unwrap();
-    hset(&mut raw, &seed::key("two"), &[(&yesterday, &max)]).await;
+    hset(raw, &seed::key("two"), &[(&yesterday, &max)]).await;
     let now = f.clock.now().as_secs_f64();
     let views = [
         tally::View {
@@ -1397,46 +1384,39 @@ async fn a_refused_running_write_leaves_nothing(kind: Kind) {
     ];
     let err = d.incr_many(&views).await.unwrap_err();
     assert!(err.to_string().contains("overflow"), "{err}");
-    assert_eq!(running_total(&mut raw, "two").await.as_deref(), Some("1"));
+    assert_eq!(running_total(raw, "two").await.as_deref(), Some("1"));
     assert_eq!(
-        views_hash(&mut raw, "two").await,
+        views_hash(raw, "two").await,
         vec![
             (yesterday.clone(), max.clone()),
             (today.clone(), "1".into())
         ]
     );
     // A day that is not a count, with the total already there.
-    hset(&mut raw, &seed::key("two"), &[(&today, "x")]).await;
+    hset(raw, &seed::key("two"), &[(&today, "x")]).await;
     let err = d.incr("two").await.unwrap_err();
     assert!(matches!(err, Error::Corrupt(_)), "{err}");
     assert!(err.to_string().contains(&today), "{err}");
-    assert_eq!(running_total(&mut raw, "two").await.as_deref(), Some("1"));
+    assert_eq!(running_total(raw, "two").await.as_deref(), Some("1"));
     // A stats key that is not a hash is not a count either.
     let _: () = raw
         .query(redis::cmd("SET").arg("{advert:str}:stats").arg("x"))
         .await;
     let err = d.incr("str").await.unwrap_err();
     assert!(matches!(err, Error::Corrupt(_)), "{err}");
-    assert!(views_hash(&mut raw, "str").await.is_empty());
+    assert!(views_hash(raw, "str").await.is_empty());
 }
 
 /// Counts and totals past 2^53 answer and read exactly.
 async fn running_sums_stay_exact_beyond_what_doubles_hold(kind: Kind) {
-    let Seeded {
-        f: _f,
-        d,
-        mut raw,
-        t: _,
-    } = Seeded::new(kind, 30).await;
+    let mut s = Seeded::new(kind, 30).await;
+    let (d, raw) = (&s.d, &mut s.raw);
     let big = (1i64 << 53) + 1;
     let counted = d.incr_by("big", big, None).await.unwrap();
     assert_eq!((counted.day_count, counted.total), (big, big));
     let counted = d.incr_by("big", 2, None).await.unwrap();
     assert_eq!((counted.day_count, counted.total), (big + 2, big + 2));
-    assert_eq!(
-        running_total(&mut raw, "big").await,
-        Some((big + 2).to_string())
-    );
+    assert_eq!(running_total(raw, "big").await, Some((big + 2).to_string()));
     assert_eq!(d.total("big").await.unwrap(), big + 2);
     assert_eq!(d.today_count("big").await.unwrap().count, big + 2);
 }
@@ -1456,6 +1436,7 @@ async fn first_day(raw: &mut RawConn, entity: &str) -> Option<String> {
 /// and a new day older than `first` lowers it.
 async fn the_oldest_day_held_spares_a_scan_until_it_leaves_the_window(kind: Kind) {
     let Seeded { f, d, mut raw, t } = Seeded::new(kind, 3).await;
+    let raw = &mut raw;
     let day = |n: i32| t.plus(n).yyyymmdd().to_string();
     let days_held = |fields: Vec<(String, String)>| -> Vec<String> {
         fields.into_iter().map(|(k, _)| k).collect()
@@ -1463,15 +1444,15 @@ async fn the_oldest_day_held_spares_a_scan_until_it_leaves_the_window(kind: Kind
     let at = |f: &Fixture, days_ago: f64| Some(f.clock.now().as_secs_f64() - days_ago * 86_400.0);
     // A new entity: nothing to look over, no `first` yet.
     d.incr("e").await.unwrap();
-    assert_eq!(first_day(&mut raw, "e").await, None);
+    assert_eq!(first_day(raw, "e").await, None);
     // Its next new day looks the hash over and notes the oldest day.
     d.incr_by("e", 1, at(&f, 1.0)).await.unwrap();
-    assert_eq!(first_day(&mut raw, "e").await, Some(day(-1)));
+    assert_eq!(first_day(raw, "e").await, Some(day(-1)));
     // A new day older than `first` lowers it.
     d.incr_by("e", 1, at(&f, 2.0)).await.unwrap();
-    assert_eq!(first_day(&mut raw, "e").await, Some(day(-2)));
+    assert_eq!(first_day(raw, "e").await, Some(day(-2)));
     assert_eq!(
-        days_held(views_hash(&mut raw, "e").await),
+        days_held(views_hash(raw, "e").await),
         [day(-2), day(-1), day(0)]
     );
     // Two days on, `first` left the window: the next new day drops the
@@ -1479,15 +1460,15 @@ async fn the_oldest_day_held_spares_a_scan_until_it_leaves_the_window(kind: Kind
     f.clock.advance(2.0 * 86_400.0);
     let counted = d.incr("e").await.unwrap();
     assert_eq!((counted.day_count, counted.total), (1, 4));
-    assert_eq!(days_held(views_hash(&mut raw, "e").await), [day(0), day(2)]);
-    assert_eq!(first_day(&mut raw, "e").await, Some(day(0)));
+    assert_eq!(days_held(views_hash(raw, "e").await), [day(0), day(2)]);
+    assert_eq!(first_day(raw, "e").await, Some(day(0)));
     // A new day while `first` is in the window drops nothing.
     let counted = d.incr_by("e", 1, at(&f, 1.0)).await.unwrap();
     assert_eq!((counted.day_count, counted.total), (1, 5));
     assert_eq!(
-        days_held(views_hash(&mut raw, "e").await),
+        days_held(views_hash(raw, "e").await),
         [day(0), day(1), day(2)]
     );
-    assert_eq!(first_day(&mut raw, "e").await, Some(day(0)));
+    assert_eq!(first_day(raw, "e").await, Some(day(0)));
     assert_eq!(d.total("e").await.unwrap(), 5);
 }
