@@ -87,8 +87,8 @@ impl RedisDailyStore {
             redis,
             prefix: prefix.to_owned(),
             incr: match total {
-                DailyTotal::Hash => lua!("once", "daily_sum", "daily_incr"),
-                DailyTotal::Running => lua!("once", "daily_sum", "daily_running"),
+                DailyTotal::Hash => lua!("once", "daily_sum", "daily_call", "daily_incr", "daily_each"),
+                DailyTotal::Running => lua!("once", "daily_sum", "daily_call", "daily_running", "daily_each"),
             },
             total: lua!("daily_sum", "daily_total"),
         })

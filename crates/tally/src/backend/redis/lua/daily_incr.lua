@@ -1,10 +1,11 @@
 -- Counts views of one or more entities, in the daily-statistics article's
 -- layout (docs/reference.md): the views hash is the whole state, so the
 -- article's own code (HINCRBY of a day, HMGET of dates, its HVALS total)
--- and Tally may write and read it in any order (lua/once.lua and
--- lua/daily_sum.lua are prepended). Each entity's part is atomic on its
--- own: an entity refused (overflow, a value that is not an integer) is
--- left as it was and the others are written.
+-- and Tally may write and read it in any order (lua/once.lua,
+-- lua/daily_sum.lua and lua/daily_call.lua are prepended,
+-- lua/daily_each.lua appended). Each entity's part is atomic on its own:
+-- an entity refused (overflow, a value that is not an integer) is left as
+-- it was and the others are written.
 --
 -- KEYS: the writer lane's record when ARGV[1] is '1'
 --       (`<prefix>:daily-writer:<writer hex>:<lane>`, or on a cluster
@@ -51,24 +52,6 @@
 -- The lane's record is set to the sequence number (7 days) when the call
 -- was not a replay.
 
-local lane = ARGV[1] == '1'
-local marks = ARGV[3] == '1'
-local floor = ARGV[4]
-local entities = tonumber(ARGV[5])
-local find, tonumber, unpack, min = string.find, tonumber, unpack, math.min
-
--- KEYS[v0 + e], KEYS[s0 + e], KEYS[m0 + e]: entity e's views, stats and
--- mark keys.
-local v0 = lane and 1 or 0
-local s0 = v0 + entities
-local m0 = s0 + entities
-
-local replay = false
-if lane then
-  local last = redis.call('GET', KEYS[1])
-  replay = last ~= false and tonumber(ARGV[2]) <= tonumber(last)
-end
-
 -- Whether any entity of the call has an earlier Tally's `:stats` key.
 local legacy = false
 for i = s0 + 1, s0 + entities, 1000 do
@@ -77,8 +60,6 @@ for i = s0 + 1, s0 + entities, 1000 do
     break
   end
 end
-
-local out, o = {}, 0
 
 -- Tables reused from entity to entity (each read up to its own count).
 local old, counts, set = {}, {}, {}
@@ -168,19 +149,11 @@ local function exact(views, stats, mark, flat, n, before, first)
       once_mark(mark)
     end
   end
-  out[o + 1] = status
-  o = o + 1
   if status <= 1 then
-    for j = 1, n do
-      out[o + j] = counts[j]
-    end
-    o = o + n
-    sum_norm(total)
-    out[o + 1], out[o + 2] = total[1], total[2]
-    o = o + 2
+    answer(status, counts, n, total)
   else
-    out[o + 1] = detail
-    o = o + 1
+    out[o + 1], out[o + 2] = status, detail
+    o = o + 2
   end
 end
 
@@ -312,21 +285,11 @@ local function small(views, mark, flat, n, before, first)
   return true
 end
 
-local at = 6
-for e = 1, entities do
-  local views, mark = KEYS[v0 + e], nil
-  if marks then
-    mark = KEYS[m0 + e]
-  end
-  local n, before = tonumber(ARGV[at]), ARGV[at + 1]
-  local first = at + 2
-  at = first + 2 * n
+-- One entity (lua/daily_each.lua calls it for each): the fast path in
+-- plain numbers when it can, else the general one.
+local function entity(views, stats, mark, n, before, first)
   local flat = redis.call('HGETALL', views)
   if legacy or not small(views, mark, flat, n, before, first) then
-    exact(views, KEYS[s0 + e], mark, flat, n, before, first)
+    exact(views, stats, mark, flat, n, before, first)
   end
 end
-if lane and not replay then
-  redis.call('SET', KEYS[1], ARGV[2], 'EX', 604800)
-end
-return out

@@ -2,10 +2,11 @@
 -- (docs/storage.md): the all-time total is kept in the entity's stats key
 -- and raised by HINCRBY with every write, so a write reads nothing of the
 -- views hash. Only Tally may then write these entities: the article's own
--- HINCRBY of a day would not reach the total. lua/once.lua and
--- lua/daily_sum.lua are prepended. Each entity's part is atomic on its
--- own: an entity refused (overflow, a value that is not an integer) is
--- left as it was and the others are written.
+-- HINCRBY of a day would not reach the total. lua/once.lua,
+-- lua/daily_sum.lua and lua/daily_call.lua are prepended,
+-- lua/daily_each.lua appended. Each entity's part is atomic on its own:
+-- an entity refused (overflow, a value that is not an integer) is left as
+-- it was and the others are written.
 --
 -- KEYS and ARGV are daily_incr.lua's, and so is the answer:
 --   {<prefix>:<id>}:views  hash YYYYMMDD -> views (the article's key), plus
@@ -29,26 +30,8 @@
 -- 2 overflow of the total, 3 of a day, 4 of `before`, 5 a value that is
 -- not an integer, then "<key> <field>".
 
-local lane = ARGV[1] == '1'
-local marks = ARGV[3] == '1'
-local floor = ARGV[4]
-local entities = tonumber(ARGV[5])
-local find, tonumber, unpack, min = string.find, tonumber, unpack, math.min
-
-local v0 = lane and 1 or 0
-local s0 = v0 + entities
-local m0 = s0 + entities
-
-local replay = false
-if lane then
-  local last = redis.call('GET', KEYS[1])
-  replay = last ~= false and tonumber(ARGV[2]) <= tonumber(last)
-end
-
 -- Below 2^53 a Lua number holds an integer reply exactly.
 local M = 9007199254740992
-
-local out, o = {}, 0
 
 -- The status of a failed HINCRBY: 5 for a stored value that is not an
 -- integer (or a key that is not a hash), else `overflow`.
@@ -76,8 +59,7 @@ local function stored(views, stats, n, first)
   if err then
     return refuse(5, stats .. ' total')
   end
-  out[o + 1] = 0
-  o = o + 1
+  local counts = {}
   for j = 1, n do
     local day, count = ARGV[first + 2 * j - 2], '0'
     for i = 1, #flat, 2 do
@@ -86,12 +68,9 @@ local function stored(views, stats, n, first)
         break
       end
     end
-    out[o + j] = count
+    counts[j] = count
   end
-  o = o + n
-  sum_norm(total)
-  out[o + 1], out[o + 2] = total[1], total[2]
-  o = o + 2
+  answer(0, counts, n, total)
 end
 
 local function negate(text)
@@ -247,19 +226,3 @@ local function entity(views, stats, mark, n, before, first)
   end
   o = o + 2
 end
-
-local at = 6
-for e = 1, entities do
-  local mark = nil
-  if marks then
-    mark = KEYS[m0 + e]
-  end
-  local n, before = tonumber(ARGV[at]), ARGV[at + 1]
-  local first = at + 2
-  at = first + 2 * n
-  entity(KEYS[v0 + e], KEYS[s0 + e], mark, n, before, first)
-end
-if lane and not replay then
-  redis.call('SET', KEYS[1], ARGV[2], 'EX', 604800)
-end
-return out
