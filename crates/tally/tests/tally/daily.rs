@@ -1255,12 +1255,12 @@ daily_suite!(daily_running:
     running_sums_stay_exact_beyond_what_doubles_hold,
 );
 
-/// `HGET {advert:<entity>}:stats total`, if any.
-async fn running_total(raw: &mut RawConn, entity: &str) -> Option<String> {
+/// `HGET {advert:<entity>}:stats <field>`, if any (`total`, `first`).
+async fn stats_field(raw: &mut RawConn, entity: &str, field: &str) -> Option<String> {
     raw.query(
         redis::cmd("HGET")
             .arg(format!("{{advert:{entity}}}:stats"))
-            .arg("total"),
+            .arg(field),
     )
     .await
 }
@@ -1283,7 +1283,7 @@ async fn the_running_total_sits_beside_the_articles_hash(kind: Kind) {
     // The article's hash keeps the days, the stats key the total.
     let day = t.yyyymmdd().to_string();
     assert_eq!(views_hash(raw, "314").await, vec![(day, "3".into())]);
-    assert_eq!(running_total(raw, "314").await.as_deref(), Some("3"));
+    assert_eq!(stats_field(raw, "314", "total").await.as_deref(), Some("3"));
     assert_eq!(seed::day(raw, "314", t).await, 3);
     assert_eq!(d.total("314").await.unwrap(), 3);
 }
@@ -1307,7 +1307,7 @@ async fn switching_the_total_either_way_keeps_every_count(kind: Kind) {
     // The running total starts at the hash's sum.
     let counted = running.incr_by("e", 2, None).await.unwrap();
     assert_eq!((counted.day_count, counted.total), (3, 29));
-    assert_eq!(running_total(raw, "e").await.as_deref(), Some("29"));
+    assert_eq!(stats_field(raw, "e", "total").await.as_deref(), Some("29"));
     assert_eq!(running.day("e", t).await.unwrap(), 14);
     assert_eq!(hash.total("e").await.unwrap(), 29);
     // A new day drops the day that left the window: its views stay in the
@@ -1325,10 +1325,10 @@ async fn switching_the_total_either_way_keeps_every_count(kind: Kind) {
     assert_eq!(hash.day("e", t.plus(2)).await.unwrap(), 3);
     // The hash total's write folds the running total back into the hash.
     assert_eq!(hash.incr("e").await.unwrap().total, 34);
-    assert_eq!(running_total(raw, "e").await, None);
+    assert_eq!(stats_field(raw, "e", "total").await, None);
     assert_eq!(seed::total(raw, "e").await, 34);
     assert_eq!(running.incr("e").await.unwrap().total, 35);
-    assert_eq!(running_total(raw, "e").await.as_deref(), Some("35"));
+    assert_eq!(stats_field(raw, "e", "total").await.as_deref(), Some("35"));
     assert_eq!(running.today_count("e").await.unwrap().count, 6);
     // The running total's first write of an entity, on a new day, drops
     // the days before the window from the hash it read to start the total.
@@ -1340,7 +1340,7 @@ async fn switching_the_total_either_way_keeps_every_count(kind: Kind) {
         views_hash(raw, "f").await,
         vec![(t.plus(6).yyyymmdd().to_string(), "1".into())]
     );
-    assert_eq!(running_total(raw, "f").await.as_deref(), Some("6"));
+    assert_eq!(stats_field(raw, "f", "total").await.as_deref(), Some("6"));
 }
 
 /// An overflow or a stored value that is not a count refuses the entity's
@@ -1354,7 +1354,7 @@ async fn a_refused_running_write_leaves_nothing(kind: Kind) {
     hset(raw, &seed::key("full"), &[(&yesterday, &max)]).await;
     let err = d.incr("full").await.unwrap_err();
     assert!(err.to_string().contains("overflow"), "{err}");
-    assert_eq!(running_total(raw, "full").await, None);
+    assert_eq!(stats_field(raw, "full", "total").await, None);
     assert_eq!(
         views_hash(raw, "full").await,
         vec![(yesterday.clone(), max.clone())]
@@ -1363,7 +1363,7 @@ async fn a_refused_running_write_leaves_nothing(kind: Kind) {
     hset(raw, &seed::key("odd"), &[(&yesterday, "hello")]).await;
     let err = d.incr("odd").await.unwrap_err();
     assert!(matches!(err, Error::Corrupt(_)), "{err}");
-    assert_eq!(running_total(raw, "odd").await, None);
+    assert_eq!(stats_field(raw, "odd", "total").await, None);
     assert_eq!(views_hash(raw, "odd").await.len(), 1);
     // A day that overflows after another day of the same write was added:
     // both days and the total go back.
@@ -1384,7 +1384,7 @@ async fn a_refused_running_write_leaves_nothing(kind: Kind) {
     ];
     let err = d.incr_many(&views).await.unwrap_err();
     assert!(err.to_string().contains("overflow"), "{err}");
-    assert_eq!(running_total(raw, "two").await.as_deref(), Some("1"));
+    assert_eq!(stats_field(raw, "two", "total").await.as_deref(), Some("1"));
     assert_eq!(
         views_hash(raw, "two").await,
         vec![
@@ -1397,7 +1397,7 @@ async fn a_refused_running_write_leaves_nothing(kind: Kind) {
     let err = d.incr("two").await.unwrap_err();
     assert!(matches!(err, Error::Corrupt(_)), "{err}");
     assert!(err.to_string().contains(&today), "{err}");
-    assert_eq!(running_total(raw, "two").await.as_deref(), Some("1"));
+    assert_eq!(stats_field(raw, "two", "total").await.as_deref(), Some("1"));
     // A stats key that is not a hash is not a count either.
     let _: () = raw
         .query(redis::cmd("SET").arg("{advert:str}:stats").arg("x"))
@@ -1416,19 +1416,12 @@ async fn running_sums_stay_exact_beyond_what_doubles_hold(kind: Kind) {
     assert_eq!((counted.day_count, counted.total), (big, big));
     let counted = d.incr_by("big", 2, None).await.unwrap();
     assert_eq!((counted.day_count, counted.total), (big + 2, big + 2));
-    assert_eq!(running_total(raw, "big").await, Some((big + 2).to_string()));
+    assert_eq!(
+        stats_field(raw, "big", "total").await,
+        Some((big + 2).to_string())
+    );
     assert_eq!(d.total("big").await.unwrap(), big + 2);
     assert_eq!(d.today_count("big").await.unwrap().count, big + 2);
-}
-
-/// `HGET {advert:<entity>}:stats first`, if any.
-async fn first_day(raw: &mut RawConn, entity: &str) -> Option<String> {
-    raw.query(
-        redis::cmd("HGET")
-            .arg(format!("{{advert:{entity}}}:stats"))
-            .arg("first"),
-    )
-    .await
 }
 
 /// The stats key's `first` is the oldest day the views hash may hold: a
@@ -1444,13 +1437,13 @@ async fn the_oldest_day_held_spares_a_scan_until_it_leaves_the_window(kind: Kind
     let at = |f: &Fixture, days_ago: f64| Some(f.clock.now().as_secs_f64() - days_ago * 86_400.0);
     // A new entity: nothing to look over, no `first` yet.
     d.incr("e").await.unwrap();
-    assert_eq!(first_day(raw, "e").await, None);
+    assert_eq!(stats_field(raw, "e", "first").await, None);
     // Its next new day looks the hash over and notes the oldest day.
     d.incr_by("e", 1, at(&f, 1.0)).await.unwrap();
-    assert_eq!(first_day(raw, "e").await, Some(day(-1)));
+    assert_eq!(stats_field(raw, "e", "first").await, Some(day(-1)));
     // A new day older than `first` lowers it.
     d.incr_by("e", 1, at(&f, 2.0)).await.unwrap();
-    assert_eq!(first_day(raw, "e").await, Some(day(-2)));
+    assert_eq!(stats_field(raw, "e", "first").await, Some(day(-2)));
     assert_eq!(
         days_held(views_hash(raw, "e").await),
         [day(-2), day(-1), day(0)]
@@ -1461,7 +1454,7 @@ async fn the_oldest_day_held_spares_a_scan_until_it_leaves_the_window(kind: Kind
     let counted = d.incr("e").await.unwrap();
     assert_eq!((counted.day_count, counted.total), (1, 4));
     assert_eq!(days_held(views_hash(raw, "e").await), [day(0), day(2)]);
-    assert_eq!(first_day(raw, "e").await, Some(day(0)));
+    assert_eq!(stats_field(raw, "e", "first").await, Some(day(0)));
     // A new day while `first` is in the window drops nothing.
     let counted = d.incr_by("e", 1, at(&f, 1.0)).await.unwrap();
     assert_eq!((counted.day_count, counted.total), (1, 5));
@@ -1469,6 +1462,6 @@ async fn the_oldest_day_held_spares_a_scan_until_it_leaves_the_window(kind: Kind
         days_held(views_hash(raw, "e").await),
         [day(0), day(1), day(2)]
     );
-    assert_eq!(first_day(raw, "e").await, Some(day(0)));
+    assert_eq!(stats_field(raw, "e", "first").await, Some(day(0)));
     assert_eq!(d.total("e").await.unwrap(), 5);
 }
