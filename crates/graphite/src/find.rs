@@ -10,41 +10,87 @@ use crate::form::last;
 use crate::json::{Json, Style};
 use crate::{Answer, Error, Glob, Limits, Node, Result, Store, attime};
 
-/// `queryParamAsInt`.
-fn int_param(params: &[(String, String)], name: &str, default: i64) -> Result<i64> {
-    match last(params, name) {
-        None => Ok(default),
-        Some(v) => attime::py_int(v).ok_or_else(|| {
-            Error::invalid(format!(
-                "Invalid int value {} for param {name}: invalid literal for int() with base 10: {}",
-                crate::pyfmt::repr_str(v),
-                crate::pyfmt::repr_str(v)
-            ))
-        }),
-    }
+/// One `/metrics/find` or `/metrics/expand` request: where the nodes are, the query
+/// string's and form body's pairs, the client's `Accept` and the server's limits.
+#[derive(Clone, Copy)]
+pub(crate) struct Request<'a> {
+    pub(crate) store: &'a dyn Store,
+    pub(crate) params: &'a [(String, String)],
+    pub(crate) accept: Option<&'a str>,
+    pub(crate) limits: &'a Limits,
 }
 
-/// `json_response_for`: `ensure_ascii` only for a client accepting exactly
-/// `application/json` (the default when no `Accept` is sent).
-fn json_answer(value: Json, params: &[(String, String)], accept: Option<&str>) -> Answer {
-    let ascii = accept.unwrap_or("application/json") == "application/json";
-    let pretty = last(params, "pretty").is_some_and(|v| !v.is_empty());
-    let style = Style {
-        pretty,
-        ascii,
-        sort_keys: false,
-    };
-    let content_type = if ascii {
-        "application/json"
-    } else {
-        "application/json;charset=utf-8"
-    };
-    let mut answer = Answer::new(200, content_type, value.dumps(style));
-    answer.headers = vec![
-        ("Pragma", "no-cache".to_owned()),
-        ("Cache-Control", "no-cache".to_owned()),
-    ];
-    answer
+impl<'a> Request<'a> {
+    /// The last value of parameter `name`.
+    fn param(&self, name: &str) -> Option<&'a str> {
+        last(self.params, name)
+    }
+
+    /// `queryParamAsInt`.
+    fn int(&self, name: &str, default: i64) -> Result<i64> {
+        match self.param(name) {
+            None => Ok(default),
+            Some(v) => attime::py_int(v).ok_or_else(|| {
+                Error::invalid(format!(
+                    "Invalid int value {} for param {name}: invalid literal for int() with base 10: {}",
+                    crate::pyfmt::repr_str(v),
+                    crate::pyfmt::repr_str(v)
+                ))
+            }),
+        }
+    }
+
+    /// `queryParamAsInt(...) != 0`, absent counting as 0.
+    fn flag(&self, name: &str) -> Result<bool> {
+        Ok(self.int(name, 0)? != 0)
+    }
+
+    /// `json_response_for`: `ensure_ascii` only for a client accepting exactly
+    /// `application/json` (the default when no `Accept` is sent).
+    fn answer(&self, value: Json) -> Answer {
+        let ascii = self.accept.unwrap_or("application/json") == "application/json";
+        let pretty = self.param("pretty").is_some_and(|v| !v.is_empty());
+        let style = Style {
+            pretty,
+            ascii,
+            sort_keys: false,
+        };
+        let content_type = if ascii {
+            "application/json"
+        } else {
+            "application/json;charset=utf-8"
+        };
+        let mut answer = Answer::new(200, content_type, value.dumps(style));
+        answer.headers = vec![
+            ("Pragma", "no-cache".to_owned()),
+            ("Cache-Control", "no-cache".to_owned()),
+        ];
+        answer
+    }
+
+    /// The store's nodes matching `query` (only leaves with `leaves_only`), within the
+    /// find limit.
+    async fn nodes(&self, query: &str, leaves_only: bool) -> Result<Vec<Node>> {
+        let max_find = self.limits.max_find;
+        let glob = Glob::parse(query)?;
+        let limit = || {
+            Error::limit(format!(
+                "the query matches more than {max_find} nodes (the server's find limit, tally serve's --graphite-max-find)"
+            ))
+        };
+        let mut nodes = match self.store.find(&glob, max_find).await {
+            Ok(nodes) => nodes,
+            Err(Error::Limit(_)) => return Err(limit()),
+            Err(e) => return Err(e),
+        };
+        if nodes.len() > max_find {
+            return Err(limit());
+        }
+        if leaves_only {
+            nodes.retain(|n| n.leaf);
+        }
+        Ok(nodes)
+    }
 }
 
 /// Python's `unquote_plus` of a node name (`+` a space, `%xx` decoded).
@@ -55,47 +101,16 @@ fn unquote_plus(name: &str) -> String {
         .unwrap_or_default()
 }
 
-async fn find_nodes(
-    store: &dyn Store,
-    query: &str,
-    leaves_only: bool,
-    limits: &Limits,
-) -> Result<Vec<Node>> {
-    let glob = Glob::parse(query)?;
-    let limit = || {
-        Error::limit(format!(
-            "the query matches more than {} nodes (the server's find limit, tally serve's --graphite-max-find)",
-            limits.max_find
-        ))
-    };
-    let mut nodes = match store.find(&glob, limits.max_find).await {
-        Ok(nodes) => nodes,
-        Err(Error::Limit(_)) => return Err(limit()),
-        Err(e) => return Err(e),
-    };
-    if nodes.len() > limits.max_find {
-        return Err(limit());
-    }
-    if leaves_only {
-        nodes.retain(|n| n.leaf);
-    }
-    Ok(nodes)
-}
-
-pub(crate) async fn find(
-    store: &dyn Store,
-    params: &[(String, String)],
-    accept: Option<&str>,
-    limits: &Limits,
-) -> Result<Answer> {
-    let format = last(params, "format").unwrap_or("treejson");
-    let leaves_only = int_param(params, "leavesOnly", 0)? != 0;
-    int_param(params, "local", 0)?;
-    let wildcards = int_param(params, "wildcards", 0)? != 0;
+/// `/metrics/find`.
+pub(crate) async fn find(request: Request<'_>) -> Result<Answer> {
+    let format = request.param("format").unwrap_or("treejson");
+    let leaves_only = request.flag("leavesOnly")?;
+    request.int("local", 0)?;
+    let wildcards = request.flag("wildcards")?;
     // `now`, `from` and `until` are checked as graphite-web checks them, then unused (so
     // any plausible clock does to resolve relative forms).
     let clock = 1_700_000_000;
-    let now = match last(params, "now") {
+    let now = match request.param("now") {
         Some(v) => attime::parse_at_time(v, clock).map_err(|e| {
             Error::invalid(format!(
                 "Invalid value {} for param now: {e}",
@@ -105,7 +120,7 @@ pub(crate) async fn find(
         None => clock,
     };
     for name in ["from", "until"] {
-        if let Some(v) = last(params, name)
+        if let Some(v) = request.param(name)
             && v != "-1"
         {
             attime::parse_at_time(v, now).map_err(|e| {
@@ -116,9 +131,9 @@ pub(crate) async fn find(
             })?;
         }
     }
-    let position = int_param(params, "position", -1)?;
-    let automatic_variants = int_param(params, "automatic_variants", 0)? != 0;
-    let Some(query) = last(params, "query") else {
+    let position = request.int("position", -1)?;
+    let automatic_variants = request.flag("automatic_variants")?;
+    let Some(query) = request.param("query") else {
         return Err(Error::invalid("Missing required parameter 'query'"));
     };
     if query.is_empty() {
@@ -163,7 +178,7 @@ pub(crate) async fn find(
         answer.headers.clear();
         return Ok(answer);
     }
-    let mut nodes = find_nodes(store, &query, leaves_only, limits).await?;
+    let mut nodes = request.nodes(&query, leaves_only).await?;
     // Sorted by name; of one name, a branch first (as graphite-web lists a path's branch
     // before its leaf).
     nodes.sort_by(|a, b| a.name().cmp(b.name()).then(a.leaf.cmp(&b.leaf)));
@@ -217,7 +232,7 @@ pub(crate) async fn find(
             Json::Object(vec![("metrics".to_owned(), Json::Array(results))])
         }
     };
-    Ok(json_answer(body, params, accept))
+    Ok(request.answer(body))
 }
 
 /// `tree_json`.
@@ -264,21 +279,17 @@ fn tree_json(nodes: &[Node], base_path: &str, wildcards: bool) -> Json {
     Json::Array(results)
 }
 
-pub(crate) async fn expand(
-    store: &dyn Store,
-    params: &[(String, String)],
-    accept: Option<&str>,
-    limits: &Limits,
-) -> Result<Answer> {
-    int_param(params, "local", 0)?;
-    let group_by_expr = int_param(params, "groupByExpr", 0)? != 0;
-    let leaves_only = int_param(params, "leavesOnly", 0)? != 0;
+/// `/metrics/expand`.
+pub(crate) async fn expand(request: Request<'_>) -> Result<Answer> {
+    request.int("local", 0)?;
+    let group_by_expr = request.flag("groupByExpr")?;
+    let leaves_only = request.flag("leavesOnly")?;
     let mut by_query: Vec<(String, Vec<String>)> = Vec::new();
-    for (key, query) in params {
+    for (key, query) in request.params {
         if key != "query" {
             continue;
         }
-        let nodes = find_nodes(store, query, false, limits).await?;
+        let nodes = request.nodes(query, false).await?;
         let mut paths: Vec<String> = nodes
             .into_iter()
             .filter(|n| n.leaf || !leaves_only)
@@ -304,9 +315,5 @@ pub(crate) async fn expand(
         all.dedup();
         Json::Array(all.into_iter().map(Json::Str).collect())
     };
-    Ok(json_answer(
-        Json::Object(vec![("results".to_owned(), results)]),
-        params,
-        accept,
-    ))
+    Ok(request.answer(Json::Object(vec![("results".to_owned(), results)])))
 }

@@ -139,9 +139,15 @@ impl Graphite {
         accept: Option<&str>,
         limits: &Limits,
     ) -> Answer {
+        let request = find::Request {
+            store,
+            params,
+            accept,
+            limits,
+        };
         Answer::of(match endpoint {
-            Browse::Find => find::find(store, params, accept, limits).await,
-            Browse::Expand => find::expand(store, params, accept, limits).await,
+            Browse::Find => find::find(request).await,
+            Browse::Expand => find::expand(request).await,
         })
     }
 
