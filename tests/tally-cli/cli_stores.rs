@@ -21,6 +21,27 @@ fn json(backend: &[&str], args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ok(backend, args)).unwrap()
 }
 
+/// Runs `command` on the embedded store in memory with `setting` (a global
+/// flag and its value): whether it succeeded, and its stderr.
+fn on_the_embedded_store(setting: [&str; 2], command: &[&str]) -> (bool, String) {
+    let out = tally(&["--data-dir", ":memory:", setting[0], setting[1]])
+        .args(command)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.success(), stderr)
+}
+
+/// Asserts that the embedded store refuses `setting`, a Redis-only one,
+/// naming it.
+fn embedded_refuses(setting: [&str; 2], command: &[&str]) {
+    let (succeeded, stderr) = on_the_embedded_store(setting, command);
+    assert!(!succeeded);
+    let [flag, value] = setting;
+    let message = format!("{flag} {value} only applies to a Redis backend");
+    assert!(stderr.contains(&message), "{stderr}");
+}
+
 /// The same session of commands on any backend.
 fn both_stores(backend: &[&str]) {
     ok(backend, &["ts", "incr", "group", "42", "3"]);
@@ -131,21 +152,8 @@ fn both_stores_on_redis() {
 /// it back into the views hash; the embedded store refuses the setting.
 #[test]
 fn both_stores_on_redis_with_the_running_daily_total() {
-    let out = tally(&["--data-dir", ":memory:", "--daily-total", "running"])
-        .args(["daily", "incr", "314"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("--daily-total running only applies to a Redis backend"),
-        "{stderr}"
-    );
-    let out = tally(&["--data-dir", ":memory:", "--daily-total", "sum"])
-        .args(["daily", "incr", "314"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    embedded_refuses(["--daily-total", "running"], &["daily", "incr", "314"]);
+    let (_, stderr) = on_the_embedded_store(["--daily-total", "sum"], &["daily", "incr", "314"]);
     assert!(stderr.contains("unknown daily total \"sum\""), "{stderr}");
     tally_testkit::on_one_day(|| {
         let server = RedisServer::start();
@@ -263,16 +271,7 @@ fn both_stores_and_counters_on_a_cluster_with_wait() {
 #[test]
 fn the_compact_layout_keeps_one_hash_per_counter() {
     // A Redis key layout: the embedded store refuses it.
-    let out = tally(&["--data-dir", ":memory:", "--layout", "compact"])
-        .args(["incr", "x"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("--layout compact only applies to a Redis backend"),
-        "{stderr}"
-    );
+    embedded_refuses(["--layout", "compact"], &["incr", "x"]);
     let server = RedisServer::start();
     let url = server.url();
     let compact = ["--redis", url.as_str(), "--layout", "compact"];
