@@ -8,14 +8,13 @@ use tally::stats::SliceSummary;
 async fn statsd_packets_over_udp() {
     let (s, listener) = listening(Kind::RedisDefault).await;
     listener
-        .send(b"udp:1|c\nudp:2|c|@0.5\ntemp:21|g\nrt:3|ms\nnot a line\nudp:x|c\n")
+        .send(&[
+            b"udp:1|c\nudp:2|c|@0.5\ntemp:21|g\nrt:3|ms\nnot a line\nudp:x|c\n",
+            b"udp:10|c|#env:prod",
+            &[0xff, 0xfe, b':', b'1', b'|', b'c'],
+        ])
         .await;
-    listener.send(b"udp:10|c|#env:prod").await;
-    listener.send(&[0xff, 0xfe, b':', b'1', b'|', b'c']).await;
-    let metrics = s.state.metrics().clone();
-    assert_lines_taken(&metrics, 8);
-    assert_eq!(metrics.statsd_accepted_total(), 5);
-    s.flush().await;
+    taken(&s, 8, 5).await;
     let temp = s.writers.gauges.service().current("temp").await.unwrap();
     assert_eq!(temp, Some(21.0));
     let rt = stat_days(&s, "rt", &[]).await;
@@ -68,9 +67,11 @@ impl Listener {
         }
     }
 
-    /// Sends `packet` as one datagram.
-    async fn send(&self, packet: &[u8]) {
-        self.client.send_to(packet, self.addr).await.unwrap();
+    /// Sends each of `packets` as one datagram.
+    async fn send(&self, packets: &[&[u8]]) {
+        for packet in packets {
+            self.client.send_to(packet, self.addr).await.unwrap();
+        }
     }
 
     /// Stops it and waits until it has.
@@ -91,15 +92,12 @@ async fn statsd_timers_become_weighted_statistics() {
     let (s, listener) = listening(Kind::SqliteFile).await;
     // 10 + 1 + 4 + 1 observations of the timer; the rest is malformed.
     listener
-        .send(
+        .send(&[
             b"api.rt:20|ms|@0.1\napi.rt:5|ms\napi.rt:40|h|@0.25\napi.rt:-1.5|d|#env:prod\n\
               api.rt:x|ms\napi.rt:1|ms|@2\napi.rt:1|timer\n:1|ms\n",
-        )
+        ])
         .await;
-    let metrics = s.state.metrics().clone();
-    assert_lines_taken(&metrics, 8);
-    assert_eq!(metrics.statsd_accepted_total(), 4);
-    s.flush().await;
+    taken(&s, 8, 4).await;
     let day = stat_days(&s, "api.rt", &[0.0, 1.0]).await;
     assert_eq!(day.len(), 1);
     let d = &day[0].summary;
@@ -113,6 +111,15 @@ async fn statsd_timers_become_weighted_statistics() {
         1,
     );
     listener.stop().await;
+}
+
+/// Waits until the listener has taken `lines` lines in all, asserts that
+/// `accepted` of them were accepted, and flushes `s`' writers.
+async fn taken(s: &TestServer, lines: u64, accepted: u64) {
+    let metrics = s.state.metrics();
+    assert_lines_taken(metrics, lines);
+    assert_eq!(metrics.statsd_accepted_total(), accepted);
+    s.flush().await;
 }
 
 /// Asserts that the listener has taken `lines` lines, accepted or rejected.
@@ -237,25 +244,18 @@ async fn issue_21_statsd_lines_write_only_under_their_name() {
 async fn statsd_gauges_set_and_adjust_in_order() {
     let (s, listener) = listening(Kind::RedisDefault).await;
     listener
-        .send(b"q:5|g\nq:+3|g\nq:-6|g|#env:prod\nq:x|g\n")
+        .send(&[b"q:5|g\nq:+3|g\nq:-6|g|#env:prod\nq:x|g\n"])
         .await;
-    let metrics = s.state.metrics().clone();
-    assert!(tally_testkit::wait_until(tally_testkit::PATIENCE, || {
-        metrics.statsd_accepted_total() == 3
-    }));
-    s.flush().await;
+    taken(&s, 4, 3).await;
     let gauges = s.writers.gauges.service();
     let day = gauges.get("q", 86_400).await.unwrap();
     assert_eq!((day[0].last, day[0].min, day[0].max), (2.0, 2.0, 8.0));
-    listener.send(b"q:0|g\nq:-5|g").await;
-    assert!(tally_testkit::wait_until(tally_testkit::PATIENCE, || {
-        metrics.statsd_accepted_total() == 5
-    }));
-    s.flush().await;
+    listener.send(&[b"q:0|g\nq:-5|g"]).await;
+    taken(&s, 6, 5).await;
     let day = gauges.get("q", 86_400).await.unwrap();
     assert_eq!((day[0].last, day[0].min, day[0].max), (-5.0, -5.0, 8.0));
     assert_eq!(gauges.current("q").await.unwrap(), Some(-5.0));
-    assert_eq!(metrics.statsd_rejected_total(), 1);
+    assert_eq!(s.state.metrics().statsd_rejected_total(), 1);
     listener.stop().await;
 }
 
@@ -267,11 +267,8 @@ async fn statsd_sets_count_distinct_members() {
     let (s, listener) = listening(Kind::RedisDefault).await;
     let long = format!("users:{}|s", "x".repeat(256));
     let packet = format!("users:ann|s\nusers:bob|s|#env:prod\nusers:ann|s\n{long}\nusers:|s\n");
-    listener.send(packet.as_bytes()).await;
-    let metrics = s.state.metrics().clone();
-    assert_lines_taken(&metrics, 5);
-    assert_eq!(metrics.statsd_accepted_total(), 3);
-    s.flush().await;
+    listener.send(&[packet.as_bytes()]).await;
+    taken(&s, 5, 3).await;
     let read = s.get("/v1/sets/users?precision=86400").await.json();
     assert_eq!(read["precisions"]["86400"][0]["count"], 2, "{read}");
     assert_eq!(read["union"]["count"], 2, "{read}");
