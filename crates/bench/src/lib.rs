@@ -532,10 +532,7 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
             json,
         } => {
             let r = serve::http(backend, seconds, connections, counters, batch).await?;
-            report(&r, json, |r| {
-                println!("{}", serde_json::to_string_pretty(&r)?);
-                Ok(())
-            })
+            report(&r, json, print_pretty)
         }
         BenchCommand::Statsd {
             backend,
@@ -551,10 +548,7 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
                 recv_buffer: recv_buffer.unwrap_or(tally::server::udp::DEFAULT_RECV_BUFFER),
             });
             let r = serve::statsd(backend, seconds, lines, counters, burst).await?;
-            report(&r, json, |r| {
-                println!("{}", serde_json::to_string_pretty(&r)?);
-                Ok(())
-            })
+            report(&r, json, print_pretty)
         }
         BenchCommand::Carbon { args, json } => {
             let r = carbon::run(args).await?;
@@ -682,6 +676,12 @@ pub async fn run(command: BenchCommand, settings: &Settings) -> Result<()> {
             .await
         }
     }
+}
+
+/// The human output of a bench without one of its own: its JSON, indented.
+fn print_pretty<T: serde::Serialize>(r: &T) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(r)?);
+    Ok(())
 }
 
 /// `bench graphite`'s human output: per case each server's figures, then
