@@ -22,7 +22,7 @@ fn slice(start: f64, last: f64, min: f64, max: f64) -> GaugeSlice {
     }
 }
 
-per_backend!(layouts:
+per_backend!(layouts: fixture =>
     set_and_adjust_in_order,
     adjustments_continue_from_the_current_value,
     every_precision_in_one_write,
@@ -36,8 +36,7 @@ per_backend!(layouts:
 /// statsd's semantics: `5|g` sets, `+3|g` and `-6|g` adjust; a negative
 /// value is set with `0|g` then `-5|g`. min and max are over the values
 /// held after each operation.
-async fn set_and_adjust_in_order(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn set_and_adjust_in_order(f: Fixture) {
     let gauges = f.gauges(&[60, 3600], 10, false).await;
     // Each step is one write, read back as the gauge's minute slice and its
     // current value.
@@ -80,8 +79,7 @@ async fn set_and_adjust_in_order(kind: Kind) {
 
 /// An adjustment in a new slice starts from the gauge's value (kept by the
 /// store), also for another client (a restarted process).
-async fn adjustments_continue_from_the_current_value(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn adjustments_continue_from_the_current_value(f: Fixture) {
     let gauges = f.gauges(&[60], 10, false).await;
     gauges
         .apply_many(&[GaugeOp::set("conns", 10.0).at(MIN)])
@@ -121,8 +119,7 @@ async fn adjustments_continue_from_the_current_value(kind: Kind) {
 
 /// One write composes into a slice per precision; each precision's
 /// slices run from the same current value.
-async fn every_precision_in_one_write(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn every_precision_in_one_write(f: Fixture) {
     let gauges = f.gauges(&[1, 60, 3600], 100, false).await;
     gauges
         .apply_many(&[GaugeOp::set("t", 20.0).at(T0)])
@@ -154,8 +151,7 @@ async fn every_precision_in_one_write(kind: Kind) {
     );
 }
 
-async fn a_bad_operation_writes_nothing(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn a_bad_operation_writes_nothing(f: Fixture) {
     let gauges = f.gauges(&[60], 10, false).await;
     let e = gauges
         .apply_many(&[GaugeOp::set("a", 1.0), GaugeOp::set("b", f64::NAN)])
@@ -184,7 +180,7 @@ async fn a_bad_operation_writes_nothing(kind: Kind) {
         GaugeOp::adjust("big", -1.0).at(MIN + 1.0),
         GaugeOp::adjust("big", f64::MAX).at(MIN + 2.0),
     ];
-    if !kind.is_cluster() {
+    if !f.kind.is_cluster() {
         overflow.insert(0, GaugeOp::set("a", 1.0).at(MIN));
     }
     let e = gauges.apply_many(&overflow).await.unwrap_err();
@@ -209,21 +205,13 @@ async fn a_bad_operation_writes_nothing(kind: Kind) {
     );
 }
 
-async fn list_and_delete(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn list_and_delete(f: Fixture) {
     let gauges = f.gauges(&[60, 3600], 10, false).await;
-    let names = ["q:a", "q:b", "q:c", "r"];
     gauges
-        .apply_many(&names.map(|n| GaugeOp::set(n, 1.0)))
+        .apply_many(&common::LISTED.map(|n| GaugeOp::set(n, 1.0)))
         .await
         .unwrap();
-    let first = gauges.search("q:", None, 2).await.unwrap();
-    assert_eq!(first.names, vec!["q:a", "q:b"]);
-    let rest = gauges.search("q:", first.next.as_deref(), 2).await.unwrap();
-    assert_eq!((rest.names, rest.next), (vec!["q:c".to_owned()], None));
-    assert!(gauges.delete("q:b").await.unwrap());
-    assert!(!gauges.delete("q:b").await.unwrap());
-    assert!(common::series_empty(&gauges, "q:b").await);
+    common::pages_then_deletes(&gauges).await;
     assert_eq!(gauges.current("q:b").await.unwrap(), None);
     // Its current value went too: an adjustment starts from 0 again.
     gauges.adjust("q:b", 2.0).await.unwrap();
@@ -236,8 +224,7 @@ async fn list_and_delete(kind: Kind) {
 
 /// The cleaner trims gauge slices like statistics'; the current value
 /// outlives them (a gauge keeps its value until set again).
-async fn the_cleaner_trims_gauges(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn the_cleaner_trims_gauges(f: Fixture) {
     let gauges = f.gauges(&[1, 60], 10, false).await;
     gauges.set("g", 7.0).await.unwrap();
     let mut cleaner = f.cleaner_of(&gauges);
@@ -251,8 +238,7 @@ async fn the_cleaner_trims_gauges(kind: Kind) {
 
 /// The aggregating writer composes operations in the order taken and
 /// writes them once.
-async fn aggregated_writes_keep_order(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn aggregated_writes_keep_order(f: Fixture) {
     let gauges = f.gauges(&[60], 10, false).await;
     let writer = GaugesWriter::start(gauges.clone(), common::hourly_flush()).unwrap();
     for op in [
@@ -276,8 +262,7 @@ async fn aggregated_writes_keep_order(kind: Kind) {
 
 /// Random operations over several gauges and minutes, written in random
 /// batches, read back exactly as a step-by-step simulation says.
-async fn random_sequences_match_a_simulation(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn random_sequences_match_a_simulation(f: Fixture) {
     let gauges = f.gauges(&[60, 3600], 100, false).await;
     let mut rng = StdRng::seed_from_u64(9);
     let names = ["a", "b", "c"];

@@ -24,7 +24,7 @@ fn slice(start: f64, count: u64) -> SetSlice {
     }
 }
 
-per_backend!(layouts:
+per_backend!(layouts: fixture =>
     small_sets_count_exactly,
     unions_over_ranges_and_sets,
     large_sets_estimate_as_pfcount,
@@ -34,8 +34,7 @@ per_backend!(layouts:
     the_cleaner_trims_sets,
 );
 
-async fn small_sets_count_exactly(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn small_sets_count_exactly(f: Fixture) {
     let sets = f.sets(&[60, 3600], 10).await;
     sets.add_many(&[
         SetAdd::new("users", ["ann", "bob", "ann"]).at(BASE + 1.0),
@@ -69,8 +68,7 @@ async fn small_sets_count_exactly(kind: Kind) {
     assert!(sets.get("users", 7).await.unwrap_err().is_bad_input());
 }
 
-async fn unions_over_ranges_and_sets(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn unions_over_ranges_and_sets(f: Fixture) {
     let sets = f.sets(&[60, 3600], 10).await;
     let members = |r: std::ops::RangeInclusive<u32>| r.map(|i| format!("m{i}")).collect::<Vec<_>>();
     sets.add_many(&[
@@ -110,8 +108,7 @@ async fn unions_over_ranges_and_sets(kind: Kind) {
 /// in-process HyperLogLog of the members, and on Redis the same as PFCOUNT
 /// of the same members and of the stored slice itself (Redis's own
 /// HyperLogLog string).
-async fn large_sets_estimate_as_pfcount(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn large_sets_estimate_as_pfcount(f: Fixture) {
     let sets = f.sets(&[60, 3600], 10).await;
     let members: Vec<String> = (0..100_000).map(|i| format!("member:{i}")).collect();
     let adds: Vec<SetAdd> = members
@@ -144,7 +141,7 @@ async fn large_sets_estimate_as_pfcount(kind: Kind) {
         .await
         .unwrap();
     assert_eq!(union.count, hll.count());
-    if kind.is_redis() {
+    if f.kind.is_redis() {
         let mut raw = f.raw_any().await;
         for c in members.chunks(10_000) {
             raw.query::<i64>(redis::cmd("PFADD").arg("{pf}:big").arg(c))
@@ -153,7 +150,7 @@ async fn large_sets_estimate_as_pfcount(kind: Kind) {
         let pfcount: u64 = raw.query(redis::cmd("PFCOUNT").arg("{pf}:big")).await;
         assert_eq!(pfcount, want);
         // The stored slice is Redis's own HyperLogLog.
-        let keys = kind.layout();
+        let keys = f.kind.layout();
         let keys = keys.space_keys(sets.space());
         let (key, field) = (keys.hash(60, "big"), keys.field(60, BASE as u64).unwrap());
         let stored: Vec<u8> = raw.query(redis::cmd("HGET").arg(&key).arg(field)).await;
@@ -165,8 +162,7 @@ async fn large_sets_estimate_as_pfcount(kind: Kind) {
     }
 }
 
-async fn a_bad_addition_writes_nothing(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn a_bad_addition_writes_nothing(f: Fixture) {
     let sets = f.sets(&[60], 10).await;
     let long = "x".repeat(256);
     let none: [&str; 0] = [];
@@ -195,10 +191,10 @@ async fn a_bad_addition_writes_nothing(kind: Kind) {
     assert!(sets.search("", None, 10).await.unwrap().names.is_empty());
     // A slice that is not a HyperLogLog refuses the whole batch (standalone
     // Redis: one call, all or nothing), and the merge's scratch keys go.
-    if kind.is_redis() && !kind.is_cluster() {
+    if f.kind.is_redis() && !f.kind.is_cluster() {
         sets.add_at("a", &["ok"], BASE).await.unwrap();
         let mut raw = f.raw().await;
-        let keys = kind.layout();
+        let keys = f.kind.layout();
         let keys = keys.space_keys(sets.space());
         let (key, field) = (keys.hash(60, "a"), keys.field(60, BASE as u64).unwrap());
         redis::cmd("HSET")
@@ -230,8 +226,7 @@ async fn a_bad_addition_writes_nothing(kind: Kind) {
 
 /// A retried batch (the same writer, lane and number) is applied once, and
 /// the aggregating writer merges in process and writes once.
-async fn sequenced_and_aggregated_writes_apply_once(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn sequenced_and_aggregated_writes_apply_once(f: Fixture) {
     let sets = f.sets(&[60], 10).await;
     let mut batch = sets
         .prepare(&[
@@ -296,20 +291,12 @@ async fn sequenced_and_aggregated_writes_apply_once(kind: Kind) {
     writer.shutdown().await;
 }
 
-async fn list_and_delete(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn list_and_delete(f: Fixture) {
     let sets = f.sets(&[60, 3600], 10).await;
-    let names = ["q:a", "q:b", "q:c", "r"];
-    sets.add_many(&names.map(|n| SetAdd::new(n, ["m"]).at(BASE)))
+    sets.add_many(&common::LISTED.map(|n| SetAdd::new(n, ["m"]).at(BASE)))
         .await
         .unwrap();
-    let first = sets.search("q:", None, 2).await.unwrap();
-    assert_eq!(first.names, vec!["q:a", "q:b"]);
-    let rest = sets.search("q:", first.next.as_deref(), 2).await.unwrap();
-    assert_eq!((rest.names, rest.next), (vec!["q:c".to_owned()], None));
-    assert!(sets.delete("q:b").await.unwrap());
-    assert!(!sets.delete("q:b").await.unwrap());
-    assert!(common::series_empty(&sets, "q:b").await);
+    common::pages_then_deletes(&sets).await;
     assert_eq!(
         sets.search("", None, 10).await.unwrap().names,
         vec!["q:a", "q:c", "r"]
@@ -317,8 +304,7 @@ async fn list_and_delete(kind: Kind) {
     assert!(sets.delete("").await.unwrap_err().is_bad_input());
 }
 
-async fn the_cleaner_trims_sets(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn the_cleaner_trims_sets(f: Fixture) {
     let sets = f.sets(&[1, 60], 10).await;
     sets.add("s", &["a", "b"]).await.unwrap();
     let mut cleaner = f.cleaner_of(&sets);

@@ -7,7 +7,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{Fixture, Kind, T0};
+use common::{Fixture, T0};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tally::counters::WriterSettings;
@@ -26,7 +26,7 @@ fn settings(precisions: &[u64], samples: u64) -> StatsSettings {
     }
 }
 
-per_backend!(layouts:
+per_backend!(layouts: fixture =>
     the_books_example,
     slice_boundaries,
     every_precision_in_one_write,
@@ -48,8 +48,7 @@ per_backend!(layouts:
 
 /// The "done when": three values at the book's instant read as one
 /// minute slice of count 3, sum 60, min 10, max 30, mean 20, stddev 10.
-async fn the_books_example(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn the_books_example(f: Fixture) {
     let stats = f.stats(StatsSettings::default()).await;
     stats
         .record_many(&[
@@ -84,8 +83,7 @@ async fn the_books_example(kind: Kind) {
     assert_eq!(&back, s);
 }
 
-async fn slice_boundaries(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn slice_boundaries(f: Fixture) {
     let stats = f.stats(settings(&[1, 5, 60], 120)).await;
     stats.record_at("t", 3.0, 1336376415.5).await.unwrap();
     stats.record_at("t", 1.0, 1336376419.999).await.unwrap(); // same 5 s slice
@@ -122,8 +120,7 @@ async fn slice_boundaries(kind: Kind) {
     );
 }
 
-async fn every_precision_in_one_write(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn every_precision_in_one_write(f: Fixture) {
     let stats = f.stats(StatsSettings::default()).await;
     stats.record("lat", 4.5).await.unwrap(); // at the clock's T0
     let all = stats.get_all("lat", &[0.5]).await.unwrap();
@@ -151,8 +148,7 @@ async fn every_precision_in_one_write(kind: Kind) {
     );
 }
 
-async fn batches_span_stats_and_merge(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn batches_span_stats_and_merge(f: Fixture) {
     let stats = f.stats(settings(&[1, 60], 120)).await;
     let batch: Vec<Observation> = (0..300)
         .map(|i| {
@@ -185,8 +181,7 @@ async fn batches_span_stats_and_merge(kind: Kind) {
 
 /// A batch holding one value that is not finite (or a bad name, weight or
 /// time) is refused whole, naming the problem, and writes nothing.
-async fn a_bad_observation_writes_nothing(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn a_bad_observation_writes_nothing(f: Fixture) {
     let stats = f.stats(StatsSettings::default()).await;
     for (bad, why) in [
         (
@@ -219,8 +214,7 @@ async fn a_bad_observation_writes_nothing(kind: Kind) {
     }
 }
 
-async fn negatives_and_zeros(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn negatives_and_zeros(f: Fixture) {
     let stats = f.stats(settings(&[60], 10)).await;
     for v in [-5.0, 0.0, -0.0, 3.0, -1.5] {
         stats.record_at("delta", v, BOOK).await.unwrap();
@@ -270,8 +264,7 @@ fn assert_within(summary: &tally::stats::Summary, values: &[f64], alpha: f64, wh
 /// backend: every reported quantile is within the accuracy of the exact
 /// nearest-rank quantile, for one slice, a range of slices, and several
 /// stats merged.
-async fn quantiles_are_within_the_accuracy_of_exact_ranks(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn quantiles_are_within_the_accuracy_of_exact_ranks(f: Fixture) {
     let stats = f.stats(settings(&[1, 60, 3600], 120)).await;
     let alpha = stats.settings().accuracy;
     let mut rng = StdRng::seed_from_u64(0x5EED_0009);
@@ -332,8 +325,7 @@ async fn quantiles_are_within_the_accuracy_of_exact_ranks(kind: Kind) {
     assert_eq!(all.summary.max, every.iter().copied().reduce(f64::max));
 }
 
-async fn ranges_read_the_finest_covering_precision(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn ranges_read_the_finest_covering_precision(f: Fixture) {
     // 1 s x 10, 60 s x 10 (10 minutes), 3600 s x 10.
     let stats = f.stats(settings(&[1, 60, 3600], 10)).await;
     let now = 1336377600u64; // 08:00 UTC
@@ -368,8 +360,7 @@ async fn ranges_read_the_finest_covering_precision(kind: Kind) {
 /// With `sketch_precisions`, other precisions keep the moments only: the
 /// same counts, sums, min and max, no quantiles; a range asked for
 /// quantiles is read at a precision that keeps a sketch.
-async fn precisions_without_a_sketch_report_no_quantiles(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn precisions_without_a_sketch_report_no_quantiles(f: Fixture) {
     let stats = f
         .stats(StatsSettings {
             sketch_precisions: Some(vec![60]),
@@ -413,8 +404,7 @@ async fn precisions_without_a_sketch_report_no_quantiles(kind: Kind) {
     writer.shutdown().await;
 }
 
-async fn bad_reads_are_refused_with_a_reason(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn bad_reads_are_refused_with_a_reason(f: Fixture) {
     let stats = f.stats(settings(&[1, 60], 10)).await;
     let e = stats.get("x", 5, &[]).await.unwrap_err().to_string();
     assert!(
@@ -449,8 +439,7 @@ async fn bad_reads_are_refused_with_a_reason(kind: Kind) {
     assert!(stats.delete("").await.unwrap_err().is_bad_input());
 }
 
-async fn pagination_walks_names_in_order(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn pagination_walks_names_in_order(f: Fixture) {
     let stats = f.stats(settings(&[60], 10)).await;
     let mut names: Vec<String> = (0..25).map(|i| format!("app:{i:02}")).collect();
     names.push("other".into());
@@ -476,8 +465,7 @@ async fn pagination_walks_names_in_order(kind: Kind) {
     assert!(f.counters.list(None, 100).await.unwrap().names.is_empty());
 }
 
-async fn delete_removes_every_precision(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn delete_removes_every_precision(f: Fixture) {
     let stats = f.stats(settings(&[1, 60], 10)).await;
     stats.record("gone", 1.0).await.unwrap();
     stats.record("kept", 2.0).await.unwrap();
@@ -497,8 +485,7 @@ async fn delete_removes_every_precision(kind: Kind) {
 
 /// The book's "slowest pages": stats ranked by mean (or a quantile) over a
 /// range, top N.
-async fn top_ranks_the_slowest(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn top_ranks_the_slowest(f: Fixture) {
     let stats = f.stats(settings(&[60, 3600], 100)).await;
     f.clock.set(BOOK + 60.0);
     let mut batch = Vec::new();
@@ -540,8 +527,7 @@ async fn top_ranks_the_slowest(kind: Kind) {
     assert_eq!(everything[0].name, "page:/c"); // 11 observations
 }
 
-async fn the_cleaner_trims_stats(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn the_cleaner_trims_stats(f: Fixture) {
     let stats = f.stats(settings(&[1, 60], 10)).await;
     stats.record("s", 1.0).await.unwrap();
     stats.record_at("old", 1.0, T0 - 3600.0).await.unwrap();
@@ -579,8 +565,7 @@ async fn the_cleaner_trims_stats(kind: Kind) {
 }
 
 /// A retried write (the same writer, lane and number) is applied once.
-async fn sequenced_writes_apply_once(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn sequenced_writes_apply_once(f: Fixture) {
     let stats = f.stats(settings(&[1, 60], 100)).await;
     let mut batch = stats
         .prepare(&[
@@ -600,8 +585,7 @@ async fn sequenced_writes_apply_once(kind: Kind) {
 
 /// Observations through the aggregating writer are merged in process and
 /// written exactly once: counts, sums, min and max as written one by one.
-async fn aggregated_writes_are_exact(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn aggregated_writes_are_exact(f: Fixture) {
     let stats = f.stats(settings(&[1, 60, 3600], 100)).await;
     let writer = StatsWriter::start(
         stats.clone(),
@@ -654,8 +638,7 @@ async fn aggregated_writes_are_exact(kind: Kind) {
 }
 
 /// Writers on separate clients, at once: every observation counted once.
-async fn concurrent_writers_are_exact(kind: Kind) {
-    let f = Fixture::new(kind).await;
+async fn concurrent_writers_are_exact(f: Fixture) {
     let s = settings(&[1, 60], 100);
     let mut tasks = Vec::new();
     for w in 0..4u32 {

@@ -130,6 +130,25 @@ pub async fn series_empty<R: tally::engine::series::PlainRules>(
     all.iter().all(|s| s.slices.is_empty())
 }
 
+/// The names [`pages_then_deletes`] finds: the caller writes a series under
+/// each.
+pub const LISTED: [&str; 4] = ["q:a", "q:b", "q:c", "r"];
+
+/// Pages through the series under [`LISTED`]'s names by the prefix `q:`,
+/// two at a time, then deletes `q:b`: found the first time, not the second,
+/// and it holds no slice after.
+pub async fn pages_then_deletes<R: tally::engine::series::PlainRules>(
+    series: &tally::engine::series::SeriesService<R>,
+) {
+    let first = series.search("q:", None, 2).await.unwrap();
+    assert_eq!(first.names, vec!["q:a", "q:b"]);
+    let rest = series.search("q:", first.next.as_deref(), 2).await.unwrap();
+    assert_eq!((rest.names, rest.next), (vec!["q:c".to_owned()], None));
+    assert!(series.delete("q:b").await.unwrap());
+    assert!(!series.delete("q:b").await.unwrap());
+    assert!(series_empty(series, "q:b").await);
+}
+
 /// The total counter `name` holds at `precision` (its samples' counts summed).
 pub async fn held(counters: &Counters, name: &str, precision: u64) -> i64 {
     let samples = counters.get(name, precision).await.unwrap();
@@ -531,8 +550,9 @@ impl RawConn {
 /// `<module>(<args>)`, a `mod <module>` holding one
 /// `#[tokio::test] async fn <test>()` per test that calls
 /// `super::<test>(<args>)`; the arguments are read in the including module
-/// (`Kind::SqliteFile`, `SinkKind::Sqlite`). The backends most suites run
-/// on are named sets:
+/// (`Kind::SqliteFile`, `SinkKind::Sqlite`). With `fixture =>` before the
+/// tests, each takes instead a [`Fixture`] opened with [`Fixture::new`] on
+/// its [`Kind`]. The backends most suites run on are named sets:
 ///
 /// - `layouts`: SQLite (memory and file), a standalone redis-server in the
 ///   three cleaned key layouts, and a Redis Cluster in the default and the
@@ -550,7 +570,7 @@ impl RawConn {
 ///   redis-server and a Redis Cluster.
 #[macro_export]
 macro_rules! per_backend {
-    (layouts: $($test:ident),* $(,)?) => {
+    (layouts: $($tests:tt)*) => {
         $crate::per_backend!(
             sqlite_memory($crate::common::Kind::SqliteMemory),
             sqlite_file($crate::common::Kind::SqliteFile),
@@ -559,71 +579,80 @@ macro_rules! per_backend {
             redis_cluster($crate::common::Kind::RedisCluster),
             redis_compact_layout($crate::common::Kind::RedisCompact),
             redis_cluster_compact($crate::common::Kind::RedisClusterCompact):
-            $($test),*
+            $($tests)*
         );
     };
-    (expiring: $($test:ident),* $(,)?) => {
+    (expiring: $($tests:tt)*) => {
         $crate::per_backend!(
             redis_expiring_layout($crate::common::Kind::RedisExpiring),
             redis_cluster_expiring($crate::common::Kind::RedisClusterExpiring):
-            $($test),*
+            $($tests)*
         );
     };
-    (features: $($test:ident),* $(,)?) => {
+    (features: $($tests:tt)*) => {
         $crate::per_backend!(
             sqlite_memory($crate::common::Kind::SqliteMemory),
             sqlite_file($crate::common::Kind::SqliteFile),
             redis_standalone($crate::common::Kind::RedisDefault),
             redis_cluster($crate::common::Kind::RedisCluster):
-            $($test),*
+            $($tests)*
         );
     };
-    (stores: $($test:ident),* $(,)?) => {
+    (stores: $($tests:tt)*) => {
         $crate::per_backend!(
             sqlite_memory($crate::backends::Kind::SqliteMemory),
             sqlite_file($crate::backends::Kind::SqliteFile),
             redis($crate::backends::Kind::Redis),
             redis_cluster($crate::backends::Kind::RedisCluster):
-            $($test),*
+            $($tests)*
         );
     };
     // Daily statistics with the running total, on Redis and the cluster.
-    (daily_running: $($test:ident),* $(,)?) => {
+    (daily_running: $($tests:tt)*) => {
         $crate::per_backend!(
             redis_running_total($crate::common::Kind::RedisRunning),
             redis_cluster_running_total($crate::common::Kind::RedisClusterRunning):
-            $($test),*
+            $($tests)*
         );
     };
     // The layouts whose statistics wait in a pending slice.
-    (stats_pending: $($test:ident),* $(,)?) => {
+    (stats_pending: $($tests:tt)*) => {
         $crate::per_backend!(
             redis_default_layout($crate::common::Kind::RedisDefault),
             redis_compact_layout($crate::common::Kind::RedisCompact):
-            $($test),*
+            $($tests)*
         );
     };
-    (server: $($test:ident),* $(,)?) => {
+    (server: $($tests:tt)*) => {
         $crate::per_backend!(
             sqlite($crate::common::Kind::SqliteMemory),
             redis($crate::common::Kind::RedisDefault):
-            $($test),*
+            $($tests)*
         );
     };
+    ($($module:ident $args:tt),+ : fixture => $($test:ident),* $(,)?) => {
+        $crate::per_backend!(@each fixture [$($test),*] $($module $args),+);
+    };
     ($($module:ident $args:tt),+ : $($test:ident),* $(,)?) => {
-        $crate::per_backend!(@each [$($test),*] $($module $args),+);
+        $crate::per_backend!(@each args [$($test),*] $($module $args),+);
     };
     // One module at a time, so the tests repeat inside each.
-    (@each $tests:tt $module:ident $args:tt $(, $($rest:tt)*)?) => {
-        $crate::per_backend!(@module $module $args $tests);
-        $( $crate::per_backend!(@each $tests $($rest)*); )?
+    (@each $takes:ident $tests:tt $module:ident $args:tt $(, $($rest:tt)*)?) => {
+        $crate::per_backend!(@module $takes $module $args $tests);
+        $( $crate::per_backend!(@each $takes $tests $($rest)*); )?
     };
-    (@module $module:ident $args:tt [$($test:ident),*]) => {
+    (@module $takes:ident $module:ident $args:tt [$($test:ident),*]) => {
         mod $module {
             #[allow(unused_imports)]
             use super::*;
             $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $test() { super::$test $args .await } )*
+               async fn $test() { $crate::per_backend!(@call $takes $test $args) } )*
         }
+    };
+    (@call args $test:ident $args:tt) => {
+        super::$test $args .await
+    };
+    (@call fixture $test:ident ($kind:expr)) => {
+        super::$test($crate::common::Fixture::new($kind).await).await
     };
 }
