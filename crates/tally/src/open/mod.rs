@@ -35,6 +35,7 @@ use crate::buffers::{BufferStore, Buffers, Tables};
 use crate::clock::{SharedClock, SystemClock};
 use crate::counters::{CounterSettings, CounterWriter, Counters};
 use crate::daily::{DEFAULT_ENTITY_PREFIX, DailySettings, DailyStats, DailyTotal, DailyWriter};
+use crate::engine::series::{PlainRules, SeriesService};
 use crate::engine::{
     Cleaner, CleanerSettings, Precision, SliceStore, Space, Writer, WriterSettings,
 };
@@ -172,6 +173,28 @@ pub const SPACES: &[SpaceEntry] = &[
     entry! { crate::sets::SPACE, lane 3, rank 2, sets, sets_writer },
 ];
 
+/// The accessors of [`Tally`], each named after the field of `Inner` it
+/// hands out: `name: Type;` a clone of the service; `name: Type, started
+/// over service;` the aggregating writer over `self.service()`, started on
+/// first use ([`Tally::started`]).
+macro_rules! accessors {
+    () => {};
+    ($(#[$attr:meta])* $name:ident: $ty:ty; $($rest:tt)*) => {
+        $(#[$attr])*
+        pub fn $name(&self) -> $ty {
+            self.inner.$name.clone()
+        }
+        accessors! { $($rest)* }
+    };
+    ($(#[$attr:meta])* $name:ident: $ty:ty, started over $service:ident; $($rest:tt)*) => {
+        $(#[$attr])*
+        pub fn $name(&self) -> $ty {
+            self.started(&self.inner.$name, |s| <$ty>::start(self.$service(), s))
+        }
+        accessors! { $($rest)* }
+    };
+}
+
 impl Tally {
     /// Opens `target` with every setting at its default: a Redis URL
     /// (`redis://`, `rediss://`), a cluster (`redis+cluster://h1:p1,h2:p2`),
@@ -192,122 +215,86 @@ impl Tally {
         TallyBuilder::default()
     }
 
-    /// The counters ("Redis in Action" 5.2): exact writes, one round trip each.
-    pub fn counters(&self) -> Counters {
-        self.inner.counters.clone()
-    }
+    accessors! {
+        /// The counters ("Redis in Action" 5.2): exact writes, one round trip each.
+        counters: Counters;
 
-    /// The time-series store (Sentry's TSDB: rollups, distinct counts, most
-    /// frequent items).
-    pub fn tsdb(&self) -> Tsdb {
-        self.inner.tsdb.clone()
-    }
+        /// The time-series store (Sentry's TSDB: rollups, distinct counts, most
+        /// frequent items).
+        tsdb: Tsdb;
 
-    /// Daily statistics per entity.
-    pub fn daily(&self) -> DailyStats {
-        self.inner.daily.clone()
-    }
+        /// Daily statistics per entity.
+        daily: DailyStats;
 
-    /// The rate limiter (one per `Tally`, so its metrics count every check).
-    pub fn limiter(&self) -> Limiter {
-        self.inner.limiter.clone()
-    }
+        /// The rate limiter (one per `Tally`, so its metrics count every check).
+        limiter: Limiter;
 
-    /// Locks with a lease.
-    pub fn locks(&self) -> Locks {
-        self.inner.locks.clone()
-    }
+        /// Locks with a lease.
+        locks: Locks;
 
-    /// Statistics (count, sum, min, max, mean, standard deviation and
-    /// quantiles per slice): exact writes, one round trip each.
-    pub fn stats(&self) -> Stats {
-        self.inner.stats.clone()
-    }
+        /// Statistics (count, sum, min, max, mean, standard deviation and
+        /// quantiles per slice): exact writes, one round trip each.
+        stats: Stats;
 
-    /// Gauges (set and adjusted values; last, min and max per slice at the
-    /// counters' precisions and samples): exact writes, one round trip each.
-    pub fn gauges(&self) -> Gauges {
-        self.inner.gauges.clone()
-    }
+        /// Gauges (set and adjusted values; last, min and max per slice at the
+        /// counters' precisions and samples): exact writes, one round trip each.
+        gauges: Gauges;
 
-    /// Sets (distinct counts per slice at the counters' precisions and
-    /// samples): exact writes, one round trip each.
-    pub fn sets(&self) -> Sets {
-        self.inner.sets.clone()
-    }
+        /// Sets (distinct counts per slice at the counters' precisions and
+        /// samples): exact writes, one round trip each.
+        sets: Sets;
 
-    /// Idempotency records (the `Idempotency-Key` protocol), kept for the
-    /// configured retention (default 24 h): pass it to
-    /// [`CounterWriter::add_many_once`]; [`Counters::incr_many_once`] needs
-    /// none.
-    pub fn idempotency(&self) -> Idempotency {
-        self.inner.idempotency.clone()
-    }
+        /// Idempotency records (the `Idempotency-Key` protocol), kept for the
+        /// configured retention (default 24 h): pass it to
+        /// [`CounterWriter::add_many_once`]; [`Counters::incr_many_once`] needs
+        /// none.
+        idempotency: Idempotency;
 
-    /// The aggregating writer over [`Tally::counters`], started on the
-    /// current Tokio runtime the first time it is asked for; every later
-    /// call returns the same writer. [`Tally::shutdown`] flushes and stops
-    /// it; after that, its `add` fails as shut down.
-    ///
-    /// # Panics
-    ///
-    /// When first called outside a Tokio runtime (it spawns its flusher).
-    #[doc(alias = "aggregator")]
-    pub fn writer(&self) -> CounterWriter {
-        self.started(&self.inner.writer, |s| {
-            CounterWriter::start(self.counters(), s)
-        })
-    }
+        /// The aggregating writer over [`Tally::counters`], started on the
+        /// current Tokio runtime the first time it is asked for; every later
+        /// call returns the same writer. [`Tally::shutdown`] flushes and stops
+        /// it; after that, its `add` fails as shut down.
+        ///
+        /// # Panics
+        ///
+        /// When first called outside a Tokio runtime (it spawns its flusher).
+        #[doc(alias = "aggregator")]
+        writer: CounterWriter, started over counters;
 
-    /// The aggregating writer over [`Tally::daily`] (views of an entity
-    /// and day merged in memory, written in batches, each exactly once),
-    /// started on the first call with the Tally's writer settings; every
-    /// later call returns the same writer. [`Tally::shutdown`] flushes and
-    /// stops it.
-    pub fn daily_writer(&self) -> DailyWriter {
-        self.started(&self.inner.daily_writer, |s| {
-            DailyWriter::start(self.daily(), s)
-        })
-    }
+        /// The aggregating writer over [`Tally::daily`] (views of an entity
+        /// and day merged in memory, written in batches, each exactly once),
+        /// started on the first call with the Tally's writer settings; every
+        /// later call returns the same writer. [`Tally::shutdown`] flushes and
+        /// stops it.
+        daily_writer: DailyWriter, started over daily;
 
-    /// The aggregating writer over [`Tally::stats`], started on the
-    /// current Tokio runtime the first time it is asked for (with the
-    /// writer settings); every later call returns the same writer.
-    /// [`Tally::shutdown`] flushes and stops it.
-    ///
-    /// # Panics
-    ///
-    /// When first called outside a Tokio runtime (it spawns its flusher).
-    pub fn stats_writer(&self) -> StatsWriter {
-        self.started(&self.inner.stats_writer, |s| {
-            StatsWriter::start(self.stats(), s)
-        })
-    }
+        /// The aggregating writer over [`Tally::stats`], started on the
+        /// current Tokio runtime the first time it is asked for (with the
+        /// writer settings); every later call returns the same writer.
+        /// [`Tally::shutdown`] flushes and stops it.
+        ///
+        /// # Panics
+        ///
+        /// When first called outside a Tokio runtime (it spawns its flusher).
+        stats_writer: StatsWriter, started over stats;
 
-    /// The aggregating writer over [`Tally::gauges`] (the statsd listener's
-    /// path), started on the current Tokio runtime the first time it is
-    /// asked for; [`Tally::shutdown`] flushes and stops it.
-    ///
-    /// # Panics
-    ///
-    /// When first called outside a Tokio runtime (it spawns its flusher).
-    pub fn gauges_writer(&self) -> GaugesWriter {
-        self.started(&self.inner.gauges_writer, |s| {
-            GaugesWriter::start(self.gauges(), s)
-        })
-    }
+        /// The aggregating writer over [`Tally::gauges`] (the statsd listener's
+        /// path), started on the current Tokio runtime the first time it is
+        /// asked for; [`Tally::shutdown`] flushes and stops it.
+        ///
+        /// # Panics
+        ///
+        /// When first called outside a Tokio runtime (it spawns its flusher).
+        gauges_writer: GaugesWriter, started over gauges;
 
-    /// The aggregating writer over [`Tally::sets`] (the statsd listener's
-    /// path), started on the current Tokio runtime the first time it is
-    /// asked for; [`Tally::shutdown`] flushes and stops it.
-    ///
-    /// # Panics
-    ///
-    /// When first called outside a Tokio runtime (it spawns its flusher).
-    pub fn sets_writer(&self) -> SetsWriter {
-        self.started(&self.inner.sets_writer, |s| {
-            SetsWriter::start(self.sets(), s)
-        })
+        /// The aggregating writer over [`Tally::sets`] (the statsd listener's
+        /// path), started on the current Tokio runtime the first time it is
+        /// asked for; [`Tally::shutdown`] flushes and stops it.
+        ///
+        /// # Panics
+        ///
+        /// When first called outside a Tokio runtime (it spawns its flusher).
+        sets_writer: SetsWriter, started over sets;
     }
 
     /// The writer in `cell`, started on first use by `start` with the
@@ -450,14 +437,22 @@ impl Default for TallyBuilder {
     }
 }
 
-impl TallyBuilder {
-    /// The Redis key layout (default: [`Layout::Default`] under `tally`).
-    /// [`Layout::Ria`] needs a standalone Redis server.
-    pub fn layout(mut self, layout: Layout) -> Self {
-        self.layout = Some(layout);
-        self
-    }
+/// Setters of [`TallyBuilder`]: `name(arg: Type) => setting = value;` is
+/// `pub fn name(mut self, arg: Type) -> Self`, setting `self.setting` to
+/// `value`.
+macro_rules! setters {
+    ($($(#[$attr:meta])* $name:ident($arg:ident: $ty:ty) => $($field:ident).+ = $value:expr;)*) => {
+        $(
+            $(#[$attr])*
+            pub fn $name(mut self, $arg: $ty) -> Self {
+                self.$($field).+ = $value;
+                self
+            }
+        )*
+    };
+}
 
+impl TallyBuilder {
     /// The default Redis layout under `prefix` (1 to 64 printable
     /// characters without braces): keys `{<prefix>:<shard>}:...`.
     pub fn prefix(self, prefix: impl Into<String>) -> Self {
@@ -466,108 +461,68 @@ impl TallyBuilder {
         })
     }
 
-    /// Every counter setting at once.
-    pub fn counter_settings(mut self, settings: CounterSettings) -> Self {
-        self.counters = settings;
-        self
-    }
+    setters! {
+        /// The Redis key layout (default: [`Layout::Default`] under `tally`).
+        /// [`Layout::Ria`] needs a standalone Redis server.
+        layout(layout: Layout) => layout = Some(layout);
 
-    /// The counters' precisions in seconds (default: the book's, 1 s to 1 day).
-    pub fn precisions(mut self, precisions: impl IntoIterator<Item = u64>) -> Self {
-        self.counters.precisions = precisions.into_iter().collect();
-        self
-    }
+        /// Every counter setting at once.
+        counter_settings(settings: CounterSettings) => counters = settings;
 
-    /// Samples kept per counter precision (default 120).
-    pub fn samples(mut self, samples: u64) -> Self {
-        self.counters.samples = samples;
-        self
-    }
+        /// The counters' precisions in seconds (default: the book's, 1 s to 1 day).
+        precisions(precisions: impl IntoIterator<Item = u64>) =>
+            counters.precisions = precisions.into_iter().collect();
 
-    /// The cleaner's cadence and batch ([`Tally::cleaner`]).
-    pub fn cleaner_settings(mut self, settings: CleanerSettings) -> Self {
-        self.cleaner = settings;
-        self
-    }
+        /// Samples kept per counter precision (default 120).
+        samples(samples: u64) => counters.samples = samples;
 
-    /// The aggregating writer's settings ([`Tally::writer`]).
-    pub fn writer_settings(mut self, settings: WriterSettings) -> Self {
-        self.writer_settings = settings;
-        self
-    }
+        /// The cleaner's cadence and batch ([`Tally::cleaner`]).
+        cleaner_settings(settings: CleanerSettings) => cleaner = settings;
 
-    /// Every time-series setting at once.
-    pub fn tsdb_settings(mut self, settings: TsdbSettings) -> Self {
-        self.tsdb = settings;
-        self
-    }
+        /// The aggregating writer's settings ([`Tally::writer`]).
+        writer_settings(settings: WriterSettings) => writer_settings = settings;
 
-    /// The time-series store's precisions (`--rollups`; default: 10 s × 360,
-    /// 1 h × 168, 1 day × 90).
-    pub fn tsdb_precisions(mut self, precisions: impl IntoIterator<Item = Precision>) -> Self {
-        self.tsdb.precisions = precisions.into_iter().collect();
-        self
-    }
+        /// Every time-series setting at once.
+        tsdb_settings(settings: TsdbSettings) => tsdb = settings;
 
-    /// Every daily-statistics setting at once.
-    pub fn daily_settings(mut self, settings: DailySettings) -> Self {
-        self.daily = settings;
-        self
-    }
+        /// The time-series store's precisions (`--rollups`; default: 10 s × 360,
+        /// 1 h × 168, 1 day × 90).
+        tsdb_precisions(precisions: impl IntoIterator<Item = Precision>) =>
+            tsdb.precisions = precisions.into_iter().collect();
 
-    /// Days of daily statistics kept, today included (default 90).
-    pub fn daily_retention(mut self, days: u32) -> Self {
-        self.daily.retention_days = days;
-        self
-    }
+        /// Every daily-statistics setting at once.
+        daily_settings(settings: DailySettings) => daily = settings;
 
-    /// Where daily statistics' days start: minutes east of UTC (default 0).
-    pub fn utc_offset_minutes(mut self, minutes: i32) -> Self {
-        self.daily.utc_offset_minutes = minutes;
-        self
-    }
+        /// Days of daily statistics kept, today included (default 90).
+        daily_retention(days: u32) => daily.retention_days = days;
 
-    /// Every statistics setting at once (default: the counters'
-    /// precisions and samples, 1 % accuracy, a sketch at every precision;
-    /// see [`StatsSettings`]).
-    pub fn stats_settings(mut self, settings: StatsSettings) -> Self {
-        self.stats = Some(settings);
-        self
-    }
+        /// Where daily statistics' days start: minutes east of UTC (default 0).
+        utc_offset_minutes(minutes: i32) => daily.utc_offset_minutes = minutes;
 
-    /// The Redis key prefix of daily-statistics entities (default `advert`:
-    /// `{advert:<id>}:views`).
-    pub fn entity_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.entity_prefix = prefix.into();
-        self
-    }
+        /// Every statistics setting at once (default: the counters'
+        /// precisions and samples, 1 % accuracy, a sketch at every precision;
+        /// see [`StatsSettings`]).
+        stats_settings(settings: StatsSettings) => stats = Some(settings);
 
-    /// Where Redis keeps each entity's all-time total (default
-    /// [`DailyTotal::Hash`], the article's; see [`DailyTotal`]).
-    pub fn daily_total(mut self, total: DailyTotal) -> Self {
-        self.daily_total = total;
-        self
-    }
+        /// The Redis key prefix of daily-statistics entities (default `advert`:
+        /// `{advert:<id>}:views`).
+        entity_prefix(prefix: impl Into<String>) => entity_prefix = prefix.into();
 
-    /// The clock every service reads (default: the system's; a
-    /// [`crate::ManualClock`] in tests).
-    pub fn clock(mut self, clock: SharedClock) -> Self {
-        self.clock = clock;
-        self
-    }
+        /// Where Redis keeps each entity's all-time total (default
+        /// [`DailyTotal::Hash`], the article's; see [`DailyTotal`]).
+        daily_total(total: DailyTotal) => daily_total = total;
 
-    /// On Redis, every write waits for replicas (see [`ReplicationWait`]:
-    /// at least one, for 1 ms to [`MAX_REPLICATION_TIMEOUT`]); refused on
-    /// SQLite.
-    pub fn replication_wait(mut self, wait: ReplicationWait) -> Self {
-        self.wait = Some(wait);
-        self
-    }
+        /// The clock every service reads (default: the system's; a
+        /// [`crate::ManualClock`] in tests).
+        clock(clock: SharedClock) => clock = clock;
 
-    /// How long idempotency records are kept (1 s to 7 days; default 24 h).
-    pub fn idempotency_retention(mut self, retention: Duration) -> Self {
-        self.idempotency_retention = retention;
-        self
+        /// On Redis, every write waits for replicas (see [`ReplicationWait`]:
+        /// at least one, for 1 ms to [`MAX_REPLICATION_TIMEOUT`]); refused on
+        /// SQLite.
+        replication_wait(wait: ReplicationWait) => wait = Some(wait);
+
+        /// How long idempotency records are kept (1 s to 7 days; default 24 h).
+        idempotency_retention(retention: Duration) => idempotency_retention = retention;
     }
 
     /// Checks the settings, then opens `target` (see [`Tally::open`]).
@@ -606,13 +561,9 @@ impl TallyBuilder {
             .check_counter_encoding(&settings.counters, settings.cleaner.interval)
             .await;
         let clock = self.clock;
-        let (gauges_precisions, gauges_samples) = (
-            settings.counters.precisions.clone(),
-            settings.counters.samples,
-        );
         let counters = Counters::with_clock(
             backend.counter_store(clock.clone()).await?,
-            settings.counters,
+            settings.counters.clone(),
             clock.clone(),
         )?;
         let tsdb = Tsdb::with_clock(
@@ -635,18 +586,8 @@ impl TallyBuilder {
             settings.stats,
             clock.clone(),
         )?;
-        let gauges = Gauges::with_clock(
-            stats.store().clone(),
-            &gauges_precisions,
-            gauges_samples,
-            clock.clone(),
-        )?;
-        let sets = Sets::with_clock(
-            stats.store().clone(),
-            &gauges_precisions,
-            gauges_samples,
-            clock.clone(),
-        )?;
+        let gauges: Gauges = beside_stats(&stats, &settings.counters, &clock)?;
+        let sets: Sets = beside_stats(&stats, &settings.counters, &clock)?;
         let idempotency = Idempotency::new(
             backend.idempotency_store().await?,
             clock.clone(),
@@ -755,6 +696,21 @@ impl TallyBuilder {
             daily: self.daily.clone().validate()?,
         })
     }
+}
+
+/// The service of a kind of series kept beside the statistics, in their
+/// store, at the counters' precisions and samples (gauges, sets).
+fn beside_stats<R: PlainRules>(
+    stats: &Stats,
+    counters: &CounterSettings,
+    clock: &SharedClock,
+) -> Result<SeriesService<R>> {
+    SeriesService::<R>::with_clock(
+        stats.store().clone(),
+        &counters.precisions,
+        counters.samples,
+        clock.clone(),
+    )
 }
 
 /// The builder's settings after their checks.
