@@ -13,12 +13,12 @@ use axum::routing::{get, post};
 use axum::{Extension, Router};
 use serde::Deserialize;
 
-use super::check::{self, optional_integer, query_integer};
+use super::check::{self, query_integer};
 use super::counters::one_incr;
-use super::error::{PathParam, RawBody, enabled};
+use super::error::{PathParam, RawBody};
 use super::extract::{NamedRead, Write};
 use super::idempotency::KeyedWrite;
-use super::{ApiError, AppState};
+use super::{ApiError, AppState, batch_item};
 use crate::daily::{Counted, DailyStats, Day, MAX_BATCH, MAX_RETENTION_DAYS, View};
 
 pub(crate) fn routes() -> Router<AppState> {
@@ -29,28 +29,9 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/daily/{entity}/days/{day}", get(one_day))
 }
 
-fn daily(state: &AppState) -> Result<&DailyStats, ApiError> {
-    enabled(state.services().daily.as_ref(), "daily statistics are")
-}
-
-/// One view of `POST /v1/daily/incr`, as the document states it.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ViewBody {
-    entity: String,
-    #[serde(default, deserialize_with = "optional_integer")]
-    count: Option<i64>,
-    at: Option<f64>,
-}
-
-impl From<ViewBody> for View {
-    fn from(b: ViewBody) -> Self {
-        View {
-            entity: b.entity,
-            count: b.count.unwrap_or(1),
-            at: b.at,
-        }
-    }
+batch_item! {
+    /// One view of `POST /v1/daily/incr`, as the document states it.
+    ViewBody => View { entity }
 }
 
 /// A view's fields; `prefix` leads the field names in messages.
@@ -68,7 +49,7 @@ async fn incr_one(
     headers: HeaderMap,
     RawBody(body): RawBody,
 ) -> Result<impl IntoResponse, ApiError> {
-    let daily = daily(&state)?;
+    let daily = state.service::<DailyStats>()?;
     let make = |count, at| View { entity, count, at };
     let view = one_incr(&headers, &body, make, check_view)?;
     let mut counted = count(daily, keyed, std::slice::from_ref(&view)).await?;
@@ -84,7 +65,7 @@ struct BatchBody {
 async fn incr_many(
     Write(state, keyed, body): Write<BatchBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let daily = daily(&state)?;
+    let daily = state.service::<DailyStats>()?;
     let views: Vec<View> =
         check::batch(state.settings(), "views", body.views, MAX_BATCH, check_view)?;
     let counted = count(daily, keyed, &views).await?;
@@ -115,7 +96,7 @@ struct SummaryQuery {
 async fn summary(
     NamedRead(state, entity, q): NamedRead<SummaryQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let daily = daily(&state)?;
+    let daily = state.service::<DailyStats>()?;
     check::plain_name("entity", &entity)?;
     let n = q.days.unwrap_or(30);
     check::within("days", "invalid_input", n, 1, MAX_RETENTION_DAYS)?;
@@ -134,7 +115,7 @@ async fn one_day(
     State(state): State<AppState>,
     PathParam((entity, day)): PathParam<(String, String)>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let daily = daily(&state)?;
+    let daily = state.service::<DailyStats>()?;
     check::plain_name("entity", &entity)?;
     let day = Day::parse(&day).map_err(|e| ApiError::field("day", "invalid_input", e))?;
     let count = daily.day(&entity, day).await?;

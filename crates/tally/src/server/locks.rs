@@ -27,7 +27,6 @@ use axum::{Extension, Router};
 use serde::Deserialize;
 
 use super::check::{self, integer, optional_integer};
-use super::error::enabled;
 use super::extract::{NamedWrite, Write};
 use super::idempotency::KeyedWrite;
 use super::{ApiError, AppState};
@@ -38,10 +37,6 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/locks/{name}/acquire", post(acquire))
         .route("/locks/{name}/extend", post(extend))
         .route("/locks/{name}/release", post(release))
-}
-
-fn locks(state: &AppState) -> Result<&Locks, ApiError> {
-    enabled(state.services().locks.as_ref(), "locks are")
 }
 
 #[derive(Debug, Deserialize)]
@@ -63,7 +58,7 @@ fn check_lock(name: &str, ttl_ms: u64) -> Result<(), ApiError> {
 async fn acquire(
     NamedWrite(name, Write(state, keyed, body)): NamedWrite<AcquireBody>,
 ) -> Result<Response, ApiError> {
-    let locks = locks(&state)?;
+    let locks = state.service::<Locks>()?;
     check_lock(&name, body.ttl_ms)?;
     let wait_ms = body.wait_ms.unwrap_or(0);
     check::within(
@@ -97,7 +92,7 @@ struct ExtendBody {
 async fn extend(
     NamedWrite(name, Write(state, _, body)): NamedWrite<ExtendBody>,
 ) -> Result<Response, ApiError> {
-    let locks = locks(&state)?;
+    let locks = state.service::<Locks>()?;
     check_lock(&name, body.ttl_ms)?;
     let extended = locks
         .extend(&name, &body.token, Duration::from_millis(body.ttl_ms))
@@ -114,7 +109,7 @@ struct ReleaseBody {
 async fn release(
     NamedWrite(name, Write(state, _, body)): NamedWrite<ReleaseBody>,
 ) -> Result<Response, ApiError> {
-    let locks = locks(&state)?;
+    let locks = state.service::<Locks>()?;
     check::name("name", &name)?;
     let released = locks.release(&name, &body.token).await?;
     Ok(done("released", released))

@@ -154,6 +154,66 @@ impl Services {
     }
 }
 
+/// A service a server may run without (its routes then answer 404):
+/// where [`Services`] holds it, and how the 404 names it.
+pub(crate) trait Optional: Sized {
+    /// The service with its verb, as the 404 names it ("locks are").
+    const WHAT: &'static str;
+    /// The service, if the server has it.
+    fn of(services: &Services) -> Option<&Self>;
+}
+
+/// The [`Optional`] services routes take with [`AppState::service`]: each
+/// with its field of [`Services`] and its name in a 404.
+macro_rules! optional {
+    ($($service:ty => $field:ident, $what:literal;)*) => {
+        $(
+            impl Optional for $service {
+                const WHAT: &'static str = $what;
+
+                fn of(services: &Services) -> Option<&Self> {
+                    services.$field.as_ref()
+                }
+            }
+        )*
+    };
+}
+
+optional! {
+    Locks => locks, "locks are";
+    Tsdb => tsdb, "the time-series store is";
+    DailyStats => daily, "daily statistics are";
+}
+
+/// Declares one item of a batch write as the document states it, and its
+/// conversion into the library's write: the item's names (`String`
+/// fields), then `count` (an integer, default 1) and `at` (Unix seconds,
+/// default now); unknown fields are refused.
+macro_rules! batch_item {
+    ($(#[$attr:meta])* $body:ident => $write:ident { $($name:ident),+ }) => {
+        $(#[$attr])*
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct $body {
+            $($name: String,)+
+            #[serde(default, deserialize_with = "crate::server::check::optional_integer")]
+            count: Option<i64>,
+            at: Option<f64>,
+        }
+
+        impl From<$body> for $write {
+            fn from(b: $body) -> Self {
+                $write {
+                    $($name: b.$name,)+
+                    count: b.count.unwrap_or(1),
+                    at: b.at,
+                }
+            }
+        }
+    };
+}
+pub(crate) use batch_item;
+
 /// What every handler sees. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct AppState {
@@ -225,6 +285,11 @@ impl AppState {
     /// The services.
     pub fn services(&self) -> &Services {
         &self.inner.services
+    }
+
+    /// The optional service `S`, or 404 when this server does not have it.
+    pub(crate) fn service<S: Optional>(&self) -> Result<&S, ApiError> {
+        error::enabled(S::of(self.services()), S::WHAT)
     }
 
     /// The settings.

@@ -22,10 +22,9 @@ use axum::{Extension, Router};
 use serde::Deserialize;
 
 use super::check::{self, optional_integer, query_integer};
-use super::error::enabled;
 use super::extract::{NamedRead, NamedWrite, Write};
 use super::idempotency::KeyedWrite;
-use super::{ApiError, AppState};
+use super::{ApiError, AppState, batch_item};
 use crate::tsdb::{MAX_BATCH, MAX_COUNT, MAX_KEYS, MAX_VALUES, TsIncrement, TsQuery, Tsdb, topn};
 
 /// The most items a `top` read answers.
@@ -44,13 +43,9 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/ts/{model}/top", get(top))
 }
 
-fn tsdb(state: &AppState) -> Result<&Tsdb, ApiError> {
-    enabled(state.services().tsdb.as_ref(), "the time-series store is")
-}
-
 /// The store, once the route's `model` is checked.
 fn model_tsdb<'a>(state: &'a AppState, model: &str) -> Result<&'a Tsdb, ApiError> {
-    let ts = tsdb(state)?;
+    let ts = state.service::<Tsdb>()?;
     check::plain_name("model", model)?;
     Ok(ts)
 }
@@ -70,32 +65,15 @@ struct BatchBody {
     increments: Vec<IncrementBody>,
 }
 
-/// One increment of `POST /v1/ts/incr`, as the document states it.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct IncrementBody {
-    model: String,
-    key: String,
-    #[serde(default, deserialize_with = "optional_integer")]
-    count: Option<i64>,
-    at: Option<f64>,
-}
-
-impl From<IncrementBody> for TsIncrement {
-    fn from(b: IncrementBody) -> Self {
-        TsIncrement {
-            model: b.model,
-            key: b.key,
-            count: b.count.unwrap_or(1),
-            at: b.at,
-        }
-    }
+batch_item! {
+    /// One increment of `POST /v1/ts/incr`, as the document states it.
+    IncrementBody => TsIncrement { model, key }
 }
 
 async fn incr_many(
     Write(state, keyed, body): Write<BatchBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let ts = tsdb(&state)?;
+    let ts = state.service::<Tsdb>()?;
     let increments: Vec<TsIncrement> = check::batch(
         state.settings(),
         "increments",
@@ -133,7 +111,7 @@ key_body!(IncrBody {
 async fn incr_one(
     NamedWrite(model, Write(state, keyed, body)): NamedWrite<IncrBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let ts = tsdb(&state)?;
+    let ts = state.service::<Tsdb>()?;
     let inc = TsIncrement {
         model,
         key: body.key,
