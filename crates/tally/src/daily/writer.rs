@@ -623,8 +623,11 @@ mod tests {
         }
     }
 
+    /// The writers' clock: "now" for every test.
+    const NOW: f64 = 1_700_000_000.0;
+
     fn writer(max_entries: usize, when_full: WhenFull) -> DailyWriter {
-        let clock = Arc::new(ManualClock::at(1_700_000_000.0));
+        let clock = Arc::new(ManualClock::at(NOW));
         let daily =
             DailyStats::with_clock(Arc::new(Nowhere), DailySettings::default(), clock).unwrap();
         DailyWriter::start(
@@ -660,6 +663,22 @@ mod tests {
         all
     }
 
+    /// Asserts that `w`'s table holds `entries`, each `(entity, day
+    /// relative to today, count, adds)` in the table's order, and that
+    /// its figures are `(accepted, pending_entries)`.
+    fn assert_waiting(w: &DailyWriter, entries: &[(&str, i32, i64, u64)], figures: (u64, u64)) {
+        let today = Day::of(crate::Timestamp::from_secs_f64(NOW).unwrap(), 0);
+        let expected: Vec<_> = entries
+            .iter()
+            .map(|&(entity, day, count, adds)| {
+                ((entity.to_owned(), today.plus(day)), Entry { count, adds })
+            })
+            .collect();
+        assert_eq!(table(w), expected);
+        let stats = w.stats();
+        assert_eq!((stats.accepted, stats.pending_entries), figures);
+    }
+
     fn view(entity: &str, count: i64, at: Option<f64>) -> View {
         View {
             entity: entity.into(),
@@ -671,24 +690,17 @@ mod tests {
     #[tokio::test]
     async fn views_of_an_entity_and_day_merge_into_one_entry() {
         let w = writer(100, WhenFull::Error);
-        let now = 1_700_000_000.0;
-        let today = Day::of(crate::Timestamp::from_secs_f64(now).unwrap(), 0);
         w.try_add("a", 2, None).unwrap();
-        w.try_add("a", 3, Some(now - 10.0)).unwrap();
-        w.try_add("a", 1, Some(now - 86_400.0)).unwrap();
+        w.try_add("a", 3, Some(NOW - 10.0)).unwrap();
+        w.try_add("a", 1, Some(NOW - 86_400.0)).unwrap();
         w.add_many(&[view("b", 4, None), view("a", 1, None)])
             .await
             .unwrap();
-        assert_eq!(
-            table(&w),
-            vec![
-                (("a".into(), today.plus(-1)), Entry { count: 1, adds: 1 }),
-                (("a".into(), today), Entry { count: 6, adds: 3 }),
-                (("b".into(), today), Entry { count: 4, adds: 1 }),
-            ]
+        assert_waiting(
+            &w,
+            &[("a", -1, 1, 1), ("a", 0, 6, 3), ("b", 0, 4, 1)],
+            (5, 3),
         );
-        let stats = w.stats();
-        assert_eq!((stats.accepted, stats.pending_entries), (5, 3));
     }
 
     #[tokio::test]
@@ -724,8 +736,6 @@ mod tests {
     #[tokio::test]
     async fn a_single_add_checks_and_merges_as_a_batch_of_one_does() {
         let w = writer(100, WhenFull::Error);
-        let now = 1_700_000_000.0;
-        let today = Day::of(crate::Timestamp::from_secs_f64(now).unwrap(), 0);
         w.try_add("a", i64::MAX - 1, None).unwrap();
         let before = table(&w);
         for (entity, count, at) in [
@@ -747,25 +757,14 @@ mod tests {
         }
         assert_eq!(table(&w), before);
         w.add("b", 2, None).await.unwrap();
-        w.add("b", 3, Some(now - 5.0)).await.unwrap();
-        w.try_add("b", 1, Some(now - 86_400.0)).unwrap();
+        w.add("b", 3, Some(NOW - 5.0)).await.unwrap();
+        w.try_add("b", 1, Some(NOW - 86_400.0)).unwrap();
         w.try_add("a", 1, None).unwrap();
-        assert_eq!(
-            table(&w),
-            vec![
-                (
-                    ("a".into(), today),
-                    Entry {
-                        count: i64::MAX,
-                        adds: 2
-                    }
-                ),
-                (("b".into(), today.plus(-1)), Entry { count: 1, adds: 1 }),
-                (("b".into(), today), Entry { count: 5, adds: 2 }),
-            ]
+        assert_waiting(
+            &w,
+            &[("a", 0, i64::MAX, 2), ("b", -1, 1, 1), ("b", 0, 5, 2)],
+            (5, 3),
         );
-        let stats = w.stats();
-        assert_eq!((stats.accepted, stats.pending_entries), (5, 3));
     }
 
     #[tokio::test]
