@@ -51,7 +51,7 @@ use tokio::sync::mpsc;
 use super::{DailyStats, DailyWrite, DailyWritten, Day, MAX_BATCH, View};
 use crate::engine::plan;
 use crate::engine::writer::{
-    Backoff, Base, Control, ControlHandle, Shards, WhenFull, WriterSettings, WriterStats,
+    Backoff, Base, Control, Handle, Shards, WhenFull, WriterSettings, WriterState, WriterStats,
     retryable, run_flusher,
 };
 use crate::engine::{Applied, WriteSeq};
@@ -102,6 +102,12 @@ struct Inner {
     shards: Shards<Shard>,
 }
 
+impl WriterState for Inner {
+    fn base(&self) -> &Base {
+        &self.base
+    }
+}
+
 /// A handle on the aggregating writer of daily statistics. Cheap to clone;
 /// the flusher stops (after a final flush) when [`DailyWriter::shutdown`]
 /// is called or the last handle is dropped.
@@ -124,16 +130,12 @@ struct Inner {
 /// ```
 #[derive(Clone)]
 pub struct DailyWriter {
-    inner: Arc<Inner>,
-    control: Arc<ControlHandle>,
+    inner: Handle<Inner>,
 }
 
 impl std::fmt::Debug for DailyWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DailyWriter")
-            .field("settings", &self.inner.base.settings)
-            .field("stats", &self.stats())
-            .finish()
+        self.inner.debug(f, "DailyWriter", &[])
     }
 }
 
@@ -142,22 +144,19 @@ impl DailyWriter {
     /// runtime.
     pub fn start(daily: DailyStats, settings: WriterSettings) -> Result<Self> {
         let settings = settings.validate()?;
-        let inner = Arc::new(Inner {
+        let inner = Inner {
             base: Base::new("daily writer", "(entity, day)", settings),
             daily,
             shards: Shards::new(),
-        });
-        let (control, rx) = ControlHandle::channel();
-        tokio::spawn(flusher(inner.clone(), rx));
+        };
         Ok(DailyWriter {
-            inner,
-            control: Arc::new(control),
+            inner: Handle::start(inner, flusher),
         })
     }
 
     /// The settings in force.
     pub fn settings(&self) -> &WriterSettings {
-        &self.inner.base.settings
+        self.inner.settings()
     }
 
     /// Merges `count` views of `entity` at `at` (default now), waiting for
@@ -362,14 +361,14 @@ impl DailyWriter {
     /// Flushes now and waits until everything added before this call is
     /// written (or dropped as refused).
     pub async fn flush(&self) -> Result<()> {
-        self.control.flush(&self.inner.base, shut_down).await
+        self.inner.flush(shut_down).await
     }
 
     /// Stops taking views, flushes what is pending (retrying an
     /// unavailable backend for up to [`SHUTDOWN_GRACE`](crate::engine::writer::SHUTDOWN_GRACE)) and stops the
     /// flusher.
     pub async fn shutdown(&self) {
-        self.control.shutdown(&self.inner.base).await
+        self.inner.shutdown().await
     }
 
     /// Running figures: `accepted` and `written` count views (adds),
@@ -377,7 +376,7 @@ impl DailyWriter {
     /// found applied already (a retry after a lost reply), and
     /// `pending_entries` the (entity, day) entries waiting.
     pub fn stats(&self) -> WriterStats {
-        self.inner.base.stats()
+        self.inner.stats()
     }
 }
 

@@ -1,13 +1,14 @@
 //! What every aggregating writer has, whatever it merges: the room it may
 //! fill, its running figures, the channel that asks its flusher to flush
-//! or stop, the flusher's loop and the retry policy of a chunk. The
-//! engine's [`Writer`](super::Writer) and the daily statistics'
-//! [`DailyWriter`](crate::daily::DailyWriter) each keep one [`Base`] and
-//! add their own table and flush.
+//! or stop, the handle that holds them, the flusher's loop and the retry
+//! policy of a chunk. The engine's [`Writer`](super::Writer) and the daily
+//! statistics' [`DailyWriter`](crate::daily::DailyWriter) each keep one
+//! [`Base`] behind a [`Handle`] and add their own table and flush.
 
+use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rustc_hash::FxBuildHasher;
@@ -181,6 +182,95 @@ impl ControlHandle {
         if self.tx.send(Control::Close(done)).is_ok() {
             let _ = wait.await;
         }
+    }
+}
+
+/// A writer's state as its [`Handle`] sees it: the [`Base`] in it.
+pub(crate) trait WriterState: Send + Sync + 'static {
+    fn base(&self) -> &Base;
+}
+
+/// A writer's handle: its state `I` (its [`Base`], its table, where it
+/// writes), shared with its flusher, and the control channel, whose last
+/// clone dropped makes the flusher flush once more and stop. Cheap to
+/// clone; it derefs to the state.
+pub(crate) struct Handle<I> {
+    inner: Arc<I>,
+    control: Arc<ControlHandle>,
+}
+
+impl<I> Clone for Handle<I> {
+    fn clone(&self) -> Self {
+        Handle {
+            inner: self.inner.clone(),
+            control: self.control.clone(),
+        }
+    }
+}
+
+impl<I> std::ops::Deref for Handle<I> {
+    type Target = Arc<I>;
+
+    fn deref(&self) -> &Arc<I> {
+        &self.inner
+    }
+}
+
+impl<I: WriterState> Handle<I> {
+    /// Shares `inner` with the flusher `flusher` makes of it and of the
+    /// control channel's receiving end, spawned on the current tokio
+    /// runtime.
+    pub(crate) fn start<F>(
+        inner: I,
+        flusher: impl FnOnce(Arc<I>, mpsc::UnboundedReceiver<Control>) -> F,
+    ) -> Self
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let inner = Arc::new(inner);
+        let (control, rx) = ControlHandle::channel();
+        tokio::spawn(flusher(inner.clone(), rx));
+        Handle {
+            inner,
+            control: Arc::new(control),
+        }
+    }
+
+    /// The settings in force.
+    pub(crate) fn settings(&self) -> &WriterSettings {
+        &self.inner.base().settings
+    }
+
+    /// [`ControlHandle::flush`].
+    pub(crate) async fn flush(&self, shut_down: fn() -> Error) -> Result<()> {
+        self.control.flush(self.inner.base(), shut_down).await
+    }
+
+    /// [`ControlHandle::shutdown`].
+    pub(crate) async fn shutdown(&self) {
+        self.control.shutdown(self.inner.base()).await
+    }
+
+    /// Running figures ([`Base::stats`]).
+    pub(crate) fn stats(&self) -> WriterStats {
+        self.inner.base().stats()
+    }
+
+    /// The writer's `Debug`: a struct `name` with `fields` of its own, then
+    /// its settings and running figures.
+    pub(crate) fn debug(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        name: &str,
+        fields: &[(&str, &dyn fmt::Debug)],
+    ) -> fmt::Result {
+        let mut d = f.debug_struct(name);
+        for (field, value) in fields {
+            d.field(field, value);
+        }
+        d.field("settings", self.settings())
+            .field("stats", &self.stats())
+            .finish()
     }
 }
 

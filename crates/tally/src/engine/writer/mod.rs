@@ -62,7 +62,9 @@ mod tests;
 
 pub use settings::{MAX_CHUNK_CELLS, SHUTDOWN_GRACE, WhenFull, WriterSettings, WriterStats};
 
-pub(crate) use base::{Backoff, Base, Control, ControlHandle, Shards, retryable, run_flusher};
+pub(crate) use base::{
+    Backoff, Base, Control, Handle, Shards, WriterState, retryable, run_flusher,
+};
 use flush::flusher;
 
 /// What waits for one series: per whole second, the merged delta and how
@@ -98,22 +100,24 @@ struct Inner {
     flush_latency: crate::metrics::Histogram,
 }
 
+impl WriterState for Inner {
+    fn base(&self) -> &Base {
+        &self.base
+    }
+}
+
 /// A handle on an aggregating writer. Cheap to clone; the flusher stops
 /// (after a final flush) when [`Writer::shutdown`] is called or the last
 /// handle is dropped.
 #[derive(Clone)]
 pub struct Writer {
-    inner: Arc<Inner>,
-    control: Arc<ControlHandle>,
+    inner: Handle<Inner>,
 }
 
 impl std::fmt::Debug for Writer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Writer")
-            .field("space", &self.inner.space.id)
-            .field("settings", &self.inner.base.settings)
-            .field("stats", &self.stats())
-            .finish()
+        self.inner
+            .debug(f, "Writer", &[("space", &self.inner.space.id)])
     }
 }
 
@@ -127,19 +131,16 @@ impl Writer {
         settings: WriterSettings,
     ) -> Result<Self> {
         let settings = settings.validate()?;
-        let inner = Arc::new(Inner {
+        let inner = Inner {
             base: Base::new("writer", "(series, second)", settings),
             sink,
             space,
             clock,
             shards: Shards::new(),
             flush_latency: crate::metrics::Histogram::default(),
-        });
-        let (control, rx) = ControlHandle::channel();
-        tokio::spawn(flusher(inner.clone(), rx));
+        };
         Ok(Writer {
-            inner,
-            control: Arc::new(control),
+            inner: Handle::start(inner, flusher),
         })
     }
 
@@ -150,7 +151,7 @@ impl Writer {
 
     /// The settings in force.
     pub fn settings(&self) -> &WriterSettings {
-        &self.inner.base.settings
+        self.inner.settings()
     }
 
     /// Merges `delta` into `name` at `at` (default now), waiting for room
@@ -391,14 +392,14 @@ impl Writer {
     /// Flushes now and waits until everything added before this call is
     /// written (or dropped as refused).
     pub async fn flush(&self) -> Result<()> {
-        self.control.flush(&self.inner.base, shut_down).await
+        self.inner.flush(shut_down).await
     }
 
     /// Stops taking deltas, flushes what is pending (retrying an
     /// unavailable backend for up to [`SHUTDOWN_GRACE`]) and stops the
     /// flusher.
     pub async fn shutdown(&self) {
-        self.control.shutdown(&self.inner.base).await
+        self.inner.shutdown().await
     }
 
     /// How long the flushes that wrote something took.
@@ -408,7 +409,7 @@ impl Writer {
 
     /// Running figures.
     pub fn stats(&self) -> WriterStats {
-        self.inner.base.stats()
+        self.inner.stats()
     }
 }
 
