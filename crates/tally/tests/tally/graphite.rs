@@ -245,7 +245,13 @@ impl Pair {
                 theirs.text()
             )
         });
-        agree(&what, &a, &b);
+        // On a disagreement, graphite-web's logs go with the panic: an empty
+        // answer from it (seen once under two CPU hogs) says why only there.
+        let agreed = std::panic::catch_unwind(|| agree(&what, &a, &b));
+        if let Err(panic) = agreed {
+            eprintln!("graphite-web's logs:\n{}", self.graphite.logs());
+            std::panic::resume_unwind(panic);
+        }
         a
     }
 }
